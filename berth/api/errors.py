@@ -1,0 +1,26 @@
+"""Errors raised by :mod:`berth.api` when input does not follow the API.
+
+::
+
+    ApiError
+    ├── QuantityError        a resource quantity is malformed ("5parsecs", "1.2.3Gi")
+    └── DurationError        a duration is malformed or negative ("5parsecs", "-1h")
+
+Model validation errors are pydantic's ``ValidationError``; they carry field paths.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ApiError", "DurationError", "QuantityError"]
+
+
+class ApiError(ValueError):
+    """Input that does not follow Berth's API."""
+
+
+class QuantityError(ApiError):
+    """A resource quantity that the API server would refuse."""
+
+
+class DurationError(ApiError):
+    """A duration that the API would refuse."""

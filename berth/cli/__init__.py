@@ -1,0 +1,1 @@
+"""The ``berth`` console script and the kubectl plugins."""

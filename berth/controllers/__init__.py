@@ -1,0 +1,1 @@
+"""Kopf handlers, one module per CRD: queues, podgroups, reservations."""

@@ -1,0 +1,1 @@
+"""The operator process: settings, leadership, HTTP (health, metrics, debug API), main."""

@@ -1,0 +1,1 @@
+"""The scheduling component: pure and synchronous, apart from :mod:`berth.scheduler.loop`."""

@@ -1,0 +1,1 @@
+"""Actions run over a session: allocate, backfill, reclaim, preempt."""

@@ -1,0 +1,4 @@
+"""The plugin API.
+
+Statuses, cycle state, extension points, sessions, statements, decisions, registries, handles.
+"""

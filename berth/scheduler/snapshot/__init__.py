@@ -1,0 +1,4 @@
+"""The per-cycle cluster view.
+
+NodeInfo, PodInfo, PodGroupInfo, QueueInfo, ReservationInfo, and the vectorised node table.
+"""

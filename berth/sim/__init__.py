@@ -1,0 +1,1 @@
+"""In-memory cluster and virtual clock: the same scheduler without an API server (``berth sim``)."""
