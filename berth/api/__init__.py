@@ -1,5 +1,147 @@
-"""Berth's API, group ``scheduling.berth.io/v1alpha1``.
+"""Berth's API, group ``scheduling.berth.io/v1alpha1``: the public façade (STYLE.md R2).
 
-Pydantic models of the CRDs (Queue, PodGroup, Reservation), quantities, resource lists
-and CRD rendering.
+Pydantic models of the CRDs (Queue, PodGroup, Reservation) and of the pod parts Berth reads,
+quantities, resource lists, durations, the pod keys, CRD rendering and manifest loading.
+Inside Berth, import the modules (``from berth.api import queues``); this façade re-exports
+the names for users and plugin authors.
 """
+
+# isort: skip_file
+from __future__ import annotations
+
+from berth.api.errors import ApiError, DurationError, ManifestError, QuantityError
+from berth.api.quantities import Quantity, QuantityField, format_milli, parse_milli, parse_quantity
+from berth.api.quantities import Format as QuantityFormat
+from berth.api.resources import ResourceList, ResourceListField
+from berth.api.durations import Duration, DurationField, format_duration, parse_duration
+from berth.api.keys import (
+    ADMISSION_GATE,
+    API_VERSION,
+    DEFAULT_QUEUE,
+    DEFAULT_SCHEDULER_NAME,
+    GROUP,
+    INTEROP_POD_GROUP_ANNOTATION,
+    INTEROP_POD_GROUP_LABEL,
+    POD_GROUP_LABEL,
+    QUEUE_LABEL,
+    RESERVATION_ALLOCATED_ANNOTATION,
+    RESERVATION_LABEL,
+    SIM_DURATION_ANNOTATION,
+    VERSION,
+)
+from berth.api.meta import (
+    ApiModel,
+    Condition,
+    ConditionStatus,
+    ObjectMeta,
+    OpenApiModel,
+    OwnerReference,
+    TimestampField,
+)
+from berth.api.pods import (
+    Affinity,
+    Container,
+    NodeAffinity,
+    NodeSelector,
+    NodeSelectorOperator,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PodSpec,
+    PodTemplate,
+    PodTemplateMeta,
+    PreferredSchedulingTerm,
+    ResourceRequirements,
+    TaintEffect,
+    Toleration,
+    TolerationOperator,
+)
+from berth.api.queues import Queue, QueueSpec, QueueState, QueueStatus
+from berth.api.podgroups import PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus
+from berth.api.reservations import (
+    CurrentOwner,
+    LabelSelector,
+    LabelSelectorOperator,
+    LabelSelectorRequirement,
+    OwnerController,
+    OwnerObject,
+    Reservation,
+    ReservationOwner,
+    ReservationPhase,
+    ReservationSpec,
+    ReservationStatus,
+)
+
+__all__ = [
+    "ADMISSION_GATE",
+    "API_VERSION",
+    "Affinity",
+    "ApiError",
+    "ApiModel",
+    "Condition",
+    "ConditionStatus",
+    "Container",
+    "CurrentOwner",
+    "DEFAULT_QUEUE",
+    "DEFAULT_SCHEDULER_NAME",
+    "Duration",
+    "DurationError",
+    "DurationField",
+    "GROUP",
+    "INTEROP_POD_GROUP_ANNOTATION",
+    "INTEROP_POD_GROUP_LABEL",
+    "LabelSelector",
+    "LabelSelectorOperator",
+    "LabelSelectorRequirement",
+    "ManifestError",
+    "NodeAffinity",
+    "NodeSelector",
+    "NodeSelectorOperator",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "ObjectMeta",
+    "OpenApiModel",
+    "OwnerController",
+    "OwnerObject",
+    "OwnerReference",
+    "POD_GROUP_LABEL",
+    "Pod",
+    "PodGroup",
+    "PodGroupPhase",
+    "PodGroupSpec",
+    "PodGroupStatus",
+    "PodSpec",
+    "PodTemplate",
+    "PodTemplateMeta",
+    "PreferredSchedulingTerm",
+    "QUEUE_LABEL",
+    "Quantity",
+    "QuantityError",
+    "QuantityField",
+    "QuantityFormat",
+    "Queue",
+    "QueueSpec",
+    "QueueState",
+    "QueueStatus",
+    "RESERVATION_ALLOCATED_ANNOTATION",
+    "RESERVATION_LABEL",
+    "Reservation",
+    "ReservationOwner",
+    "ReservationPhase",
+    "ReservationSpec",
+    "ReservationStatus",
+    "ResourceList",
+    "ResourceListField",
+    "ResourceRequirements",
+    "SIM_DURATION_ANNOTATION",
+    "TaintEffect",
+    "TimestampField",
+    "Toleration",
+    "TolerationOperator",
+    "VERSION",
+    "format_duration",
+    "format_milli",
+    "parse_duration",
+    "parse_milli",
+    "parse_quantity",
+]

@@ -19,6 +19,8 @@ __all__ = [
     "CPU",
     "EPHEMERAL_STORAGE",
     "GPU",
+    "MAX_NAMES",
+    "MAX_QUANTITY_LENGTH",
     "MEMORY",
     "PODS",
     "ResourceList",
@@ -33,6 +35,12 @@ PODS = "pods"
 GPU = "nvidia.com/gpu"
 
 _BYTE_RESOURCES = (MEMORY, EPHEMERAL_STORAGE)
+
+# Bounds of a ResourceListField. No real list comes near them; they exist because the API
+# server refuses CEL rules (in rendered CRDs) whose worst-case cost over an unbounded map or
+# string is too high, and the model must accept exactly what the CRD accepts.
+MAX_NAMES = 64
+MAX_QUANTITY_LENGTH = 64
 
 
 def format_for(name: str) -> quantities.Format:
@@ -163,6 +171,17 @@ def _validate(value: typing.Any) -> ResourceList:
         raise pydantic_core.PydanticCustomError(
             "resource_list", "a resource list must be a mapping of name to quantity"
         )
+    if len(value) > MAX_NAMES:
+        raise pydantic_core.PydanticCustomError(
+            "resource_list", "a resource list names at most {max} resources", {"max": MAX_NAMES}
+        )
+    too_long = sorted(k for k, v in value.items() if len(str(v)) > MAX_QUANTITY_LENGTH)
+    if too_long:
+        raise pydantic_core.PydanticCustomError(
+            "quantity",
+            "quantities are at most {max} characters long: {names}",
+            {"max": MAX_QUANTITY_LENGTH, "names": too_long},
+        )
     try:
         parsed = ResourceList.parse(value)
     except errors.QuantityError as exc:
@@ -182,10 +201,12 @@ ResourceListField = typing.Annotated[
     pydantic.WithJsonSchema(
         {
             "type": "object",
+            "maxProperties": MAX_NAMES,
             "additionalProperties": {
                 "anyOf": [{"type": "integer"}, {"type": "string"}],
                 "x-kubernetes-int-or-string": True,
                 "pattern": quantities.API_PATTERN,
+                "maxLength": MAX_QUANTITY_LENGTH,
             },
         }
     ),

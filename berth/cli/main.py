@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 import berth
+from berth.cli import crds
 
 __all__ = ["cli", "main"]
 
@@ -22,3 +23,6 @@ def cli() -> None:
 def main() -> None:
     """Entry point of the console script."""
     cli()
+
+
+cli.add_command(crds.command)

@@ -1,0 +1,352 @@
+"""Rendering the three CustomResourceDefinitions (``apiextensions.k8s.io/v1``) from the models.
+
+The models are the single source: their JSON schema (pydantic) becomes a *structural*
+``openAPIV3Schema`` -- every ``$ref`` inlined, optional fields' ``anyOf [X, null]`` collapsed to
+``X``, a ``type`` on every node (quantities stay int-or-string), attribute docstrings as
+descriptions, defaults, enums, patterns and bounds kept, ``x-kubernetes-preserve-unknown-fields``
+where a model keeps unknown keys, and the CEL rules the models declare
+(:mod:`berth.api.rules`). :func:`render_all` adds names, scope, the status subresource and the
+printer columns. ``berth crds`` writes the result to ``crds/`` and ``--check`` compares; the
+emulator registers the same dicts.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import dataclasses
+import pathlib
+import typing
+
+import pydantic
+import yaml
+
+from berth.api import errors, keys, meta, podgroups, queues, reservations, rules
+
+__all__ = [
+    "CATEGORY",
+    "CRD_API_VERSION",
+    "DEFINITIONS",
+    "Definition",
+    "PrinterColumn",
+    "RenderError",
+    "check",
+    "dump",
+    "render",
+    "render_all",
+    "structural_schema",
+    "write",
+]
+
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+CATEGORY = "berth"
+"""The category of every Berth CRD: ``kubectl get berth`` lists them all."""
+
+_INT_OR_STRING = "x-kubernetes-int-or-string"
+_PRESERVE = "x-kubernetes-preserve-unknown-fields"
+# Keys of a JSON schema node that a structural schema keeps as they are.
+_KEPT = (
+    "type",
+    "format",
+    "description",
+    "default",
+    "enum",
+    "pattern",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "maxProperties",
+    _INT_OR_STRING,
+    rules.KEY,
+)
+
+
+# The order of keys in a rendered schema node: what it is first, then what it holds.
+_ORDER = (
+    "type",
+    "description",
+    "format",
+    "enum",
+    "default",
+    "pattern",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "maxProperties",
+    _INT_OR_STRING,
+    "anyOf",
+    _PRESERVE,
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    rules.KEY,
+)
+
+
+class RenderError(errors.ApiError):
+    """A model whose schema cannot be made structural (a bug in the model, not in input)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PrinterColumn:
+    """One ``additionalPrinterColumns`` entry: what ``kubectl get`` shows."""
+
+    name: str
+    type: typing.Literal["string", "integer", "number", "boolean", "date"]
+    json_path: str
+    description: str
+    priority: int = 0
+
+    def to_api(self) -> dict[str, typing.Any]:
+        out: dict[str, typing.Any] = {
+            "name": self.name,
+            "type": self.type,
+            "jsonPath": self.json_path,
+            "description": self.description,
+        }
+        if self.priority:
+            out["priority"] = self.priority
+        return out
+
+
+_AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Definition:
+    """What a CRD needs beyond the model: its names, scope and printer columns."""
+
+    model: type[meta.ApiModel]
+    kind: str
+    plural: str
+    short_names: tuple[str, ...]
+    scope: typing.Literal["Namespaced", "Cluster"]
+    columns: tuple[PrinterColumn, ...]
+
+    @property
+    def name(self) -> str:
+        """The CRD's name, ``<plural>.<group>``."""
+        return f"{self.plural}.{keys.GROUP}"
+
+    @property
+    def filename(self) -> str:
+        """The file under ``crds/`` that holds it."""
+        return f"{self.plural}.yaml"
+
+
+DEFINITIONS: tuple[Definition, ...] = (
+    Definition(
+        model=queues.Queue,
+        kind=queues.KIND,
+        plural=queues.PLURAL,
+        short_names=("bq",),
+        scope="Cluster",
+        columns=(
+            PrinterColumn("Parent", "string", ".spec.parent", "The parent queue."),
+            PrinterColumn("Weight", "integer", ".spec.weight", "Share above guarantees."),
+            PrinterColumn("Guaranteed", "string", ".spec.guaranteed", "Guaranteed resources."),
+            PrinterColumn("Allocated", "string", ".status.allocated", "Resources in use."),
+            PrinterColumn("Pending", "integer", ".status.pending", "PodGroups waiting."),
+            PrinterColumn("Running", "integer", ".status.running", "PodGroups running."),
+            _AGE,
+        ),
+    ),
+    Definition(
+        model=podgroups.PodGroup,
+        kind=podgroups.KIND,
+        plural=podgroups.PLURAL,
+        short_names=("bpg",),
+        scope="Namespaced",
+        columns=(
+            PrinterColumn("Phase", "string", ".status.phase", "Where the group is in its life."),
+            PrinterColumn("Queue", "string", ".spec.queue", "The queue the group is charged to."),
+            PrinterColumn("MinMember", "integer", ".spec.minMember", "Pods placed together."),
+            PrinterColumn("Running", "integer", ".status.running", "Pods running."),
+            PrinterColumn(
+                "Reason",
+                "string",
+                f'.status.conditions[?(@.type=="{podgroups.CONDITION_SCHEDULED}")].reason',
+                "Why the group waits (or that it was scheduled).",
+            ),
+            _AGE,
+        ),
+    ),
+    Definition(
+        model=reservations.Reservation,
+        kind=reservations.KIND,
+        plural=reservations.PLURAL,
+        short_names=("resv",),
+        scope="Namespaced",
+        columns=(
+            PrinterColumn("Phase", "string", ".status.phase", "Where the reservation is."),
+            PrinterColumn("Node", "string", ".status.nodeName", "Node holding the capacity."),
+            PrinterColumn("Owner", "string", ".spec.owners[*]", "Who may use the capacity."),
+            # A string, not a date: kubectl shows future dates as "<invalid>".
+            PrinterColumn("Expires", "string", ".status.expiresAt", "When it expires."),
+            _AGE,
+        ),
+    ),
+)
+"""The three CRDs, in the order ``berth crds`` writes them."""
+
+
+def _describe(text: str) -> str:
+    # Docstrings are Sphinx prose (``literal``); kubectl explain shows plain text.
+    return " ".join(text.replace("``", "").split())
+
+
+def _resolve(
+    node: collections.abc.Mapping[str, typing.Any], defs: dict[str, typing.Any]
+) -> dict[str, typing.Any]:
+    """``node`` with its ``$ref`` replaced by the definition (node's own keys win)."""
+    if "$ref" not in node:
+        return dict(node)
+    name = node["$ref"].removeprefix("#/$defs/")
+    if name not in defs:
+        raise RenderError(f"unresolvable $ref {node['$ref']}")
+    merged = dict(defs[name])
+    merged.update({k: v for k, v in node.items() if k != "$ref"})
+    return merged
+
+
+def _convert(
+    node: collections.abc.Mapping[str, typing.Any], defs: dict[str, typing.Any], where: str
+) -> dict[str, typing.Any]:
+    node = _resolve(node, defs)
+    if "anyOf" in node and not node.get(_INT_OR_STRING):
+        branches = [b for b in node["anyOf"] if b != {"type": "null"}]
+        if len(branches) != 1:
+            raise RenderError(f"{where}: a union other than int-or-string is not structural")
+        outer = {k: v for k, v in node.items() if k != "anyOf"}
+        node = _resolve(branches[0], defs)
+        node.update(outer)
+    out: dict[str, typing.Any] = {k: copy.deepcopy(node[k]) for k in _KEPT if k in node}
+    if out.get("default", ...) is None:
+        del out["default"]
+    if "description" in out:
+        out["description"] = _describe(out["description"])
+    if node.get(_INT_OR_STRING):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if "properties" in node:
+        out["type"] = "object"
+        out["properties"] = {
+            name: _convert(child, defs, f"{where}.{name}")
+            for name, child in node["properties"].items()
+        }
+        if node.get("required"):
+            out["required"] = list(node["required"])
+        if node.get("additionalProperties") is True:
+            out[_PRESERVE] = True
+    elif isinstance(node.get("additionalProperties"), collections.abc.Mapping):
+        out["additionalProperties"] = _convert(node["additionalProperties"], defs, f"{where}[*]")
+    elif node.get("type") == "object":
+        out[_PRESERVE] = True
+    if "items" in node:
+        out["items"] = _convert(node["items"], defs, f"{where}[*]")
+    if "type" not in out and not out.get(_INT_OR_STRING):
+        raise RenderError(f"{where}: schema node has no type: {dict(node)}")
+    if rules.KEY in out:
+        # Spelt in the order people write rules, whatever order the schema generator chose.
+        out[rules.KEY] = [
+            {k: r[k] for k in ("rule", "message", "fieldPath", "reason") if k in r}
+            for r in out[rules.KEY]
+        ]
+    return {k: out[k] for k in sorted(out, key=_ORDER.index)}
+
+
+def structural_schema(model: type[pydantic.BaseModel]) -> dict[str, typing.Any]:
+    """The structural ``openAPIV3Schema`` of a top-level API model."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs: dict[str, typing.Any] = raw.get("$defs", {})
+    schema = _convert(raw, defs, model.__name__)
+    properties = schema["properties"]
+    # The API server owns apiVersion, kind and metadata; a CRD may only say they are there.
+    for name in ("apiVersion", "kind"):
+        properties[name] = {"type": "string", "description": properties[name]["description"]}
+    properties["metadata"] = {"type": "object"}
+    # An omitted spec is defaulted to {} so that the field defaults inside it apply, exactly as
+    # the model fills in a spec it was not given.
+    spec_field = model.model_fields.get("spec")
+    if spec_field is not None and not spec_field.is_required():
+        properties["spec"] = {"default": {}, **properties["spec"]}
+        properties["spec"] = {
+            k: properties["spec"][k] for k in sorted(properties["spec"], key=_ORDER.index)
+        }
+    schema["required"] = [name for name in schema.get("required", []) if name == "spec"]
+    if not schema["required"]:
+        del schema["required"]
+    return schema
+
+
+def render(definition: Definition) -> dict[str, typing.Any]:
+    """The CustomResourceDefinition of ``definition``, as a JSON-like dict."""
+    singular = definition.kind.lower()
+    return {
+        "apiVersion": CRD_API_VERSION,
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": definition.name},
+        "spec": {
+            "group": keys.GROUP,
+            "names": {
+                "kind": definition.kind,
+                "listKind": f"{definition.kind}List",
+                "plural": definition.plural,
+                "singular": singular,
+                "shortNames": list(definition.short_names),
+                "categories": [CATEGORY],
+            },
+            "scope": definition.scope,
+            "versions": [
+                {
+                    "name": keys.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [c.to_api() for c in definition.columns],
+                    "schema": {"openAPIV3Schema": structural_schema(definition.model)},
+                }
+            ],
+        },
+    }
+
+
+def render_all() -> dict[str, dict[str, typing.Any]]:
+    """Every CRD by the file name it is written to (``queues.yaml`` ...)."""
+    return {d.filename: render(d) for d in DEFINITIONS}
+
+
+def dump(crd: collections.abc.Mapping[str, typing.Any]) -> str:
+    """YAML text of ``crd``; keys in the order rendered (stable), never reflowed."""
+    header = "# Generated by `berth crds` from berth/api; do not edit.\n"
+    return header + yaml.safe_dump(
+        dict(crd), sort_keys=False, default_flow_style=False, width=1_000_000, allow_unicode=True
+    )
+
+
+def write(directory: pathlib.Path) -> list[pathlib.Path]:
+    """Write every CRD into ``directory`` (created if missing); the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for filename, crd in render_all().items():
+        path = directory / filename
+        path.write_text(dump(crd), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def check(directory: pathlib.Path) -> list[pathlib.Path]:
+    """The files in ``directory`` that differ from (or lack) what the models render."""
+    return [
+        directory / filename
+        for filename, crd in render_all().items()
+        if not (directory / filename).is_file()
+        or (directory / filename).read_text(encoding="utf-8") != dump(crd)
+    ]

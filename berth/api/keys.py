@@ -1,0 +1,55 @@
+"""The names Berth's API is addressed by: group, version, pod labels, annotations, gates.
+
+Every module that reads or writes a pod key imports it from here, so a key is spelt once.
+The interop keys are the ones other gang schedulers use; Berth reads them too, so workloads
+written for the scheduler-plugins coscheduling plugin or Volcano find their group.
+"""
+
+from __future__ import annotations
+
+import typing
+
+__all__ = [
+    "ADMISSION_GATE",
+    "API_VERSION",
+    "DEFAULT_QUEUE",
+    "DEFAULT_SCHEDULER_NAME",
+    "GROUP",
+    "INTEROP_POD_GROUP_ANNOTATION",
+    "INTEROP_POD_GROUP_LABEL",
+    "POD_GROUP_LABEL",
+    "QUEUE_LABEL",
+    "RESERVATION_ALLOCATED_ANNOTATION",
+    "RESERVATION_LABEL",
+    "SIM_DURATION_ANNOTATION",
+    "VERSION",
+]
+
+GROUP = "scheduling.berth.io"
+VERSION = "v1alpha1"
+# Spelt out (not an f-string) so that mypy sees a Literal the models can use as a default.
+API_VERSION: typing.Final = "scheduling.berth.io/v1alpha1"
+"""The ``apiVersion`` of every Berth object."""
+
+DEFAULT_SCHEDULER_NAME = "berth-scheduler"
+"""Pods whose ``spec.schedulerName`` is this are Berth's (configurable in the operator)."""
+DEFAULT_QUEUE = "default"
+"""The queue that exists implicitly and takes work that names no queue."""
+
+POD_GROUP_LABEL = f"{GROUP}/pod-group"
+"""Label: the PodGroup (same namespace) a pod belongs to."""
+QUEUE_LABEL = f"{GROUP}/queue"
+"""Label: the queue of a pod without a group (it is then a group of one)."""
+RESERVATION_LABEL = f"{GROUP}/reservation"
+"""Label: the Reservation (same namespace) a pod asks to be placed into, by name."""
+RESERVATION_ALLOCATED_ANNOTATION = f"{GROUP}/reservation-allocated"
+"""Annotation Berth writes on an owner pod it placed into a reservation."""
+ADMISSION_GATE = f"{GROUP}/admission"
+"""Scheduling gate holding pods in admission mode until Berth admits them."""
+SIM_DURATION_ANNOTATION = "sim.berth.io/duration"
+"""Annotation: how long a simulated pod runs before it succeeds (a Go-style duration)."""
+
+INTEROP_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+"""Label of the scheduler-plugins coscheduling PodGroup, read as :data:`POD_GROUP_LABEL`."""
+INTEROP_POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+"""Annotation of Volcano's PodGroup, read as :data:`POD_GROUP_LABEL`."""

@@ -1,0 +1,101 @@
+"""The PodGroup API (namespaced, short name ``bpg``): a gang placed all or nothing.
+
+Pods join a group with the ``scheduling.berth.io/pod-group`` label. The group is placed only
+when ``minMember`` of its pods (and ``minResources``) fit at once; its ``Scheduled`` condition
+always says why it waits. DESIGN.md §2 is the contract; the Gang plugin and the PodGroup
+controller are the readers.
+"""
+
+from __future__ import annotations
+
+import enum
+import typing
+
+import pydantic
+
+from berth.api import keys, meta, resources, rules
+
+__all__ = [
+    "CONDITION_SCHEDULED",
+    "KIND",
+    "PLURAL",
+    "PodGroup",
+    "PodGroupPhase",
+    "PodGroupSpec",
+    "PodGroupStatus",
+]
+
+KIND = "PodGroup"
+PLURAL = "podgroups"
+CONDITION_SCHEDULED = "Scheduled"
+"""The condition whose reason and message say why a group waits (or that it was placed)."""
+
+
+class PodGroupPhase(enum.StrEnum):
+    """Where a PodGroup is in its life."""
+
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    FINISHED = "Finished"
+    FAILED = "Failed"
+
+
+class PodGroupSpec(meta.ApiModel):
+    """The gang's size, resources, queue and priority."""
+
+    model_config = pydantic.ConfigDict(
+        json_schema_extra=rules.rules(
+            rules.rule(
+                "!has(self.minMember) || self.minMember >= 1",
+                message="minMember must be at least 1",
+                field_path=".minMember",
+            ),
+            rules.non_negative("minResources"),
+        )
+    )
+
+    min_member: int = pydantic.Field(default=1, ge=1)
+    """Number of pods that must be placed together before any of them is bound."""
+    min_resources: resources.ResourceListField | None = None
+    """Resources that must be available for the whole group before it is admitted."""
+    queue: str = keys.DEFAULT_QUEUE
+    """Queue the group's resources are charged to."""
+    priority_class_name: str | None = None
+    """PriorityClass giving the group its priority among the queue's groups."""
+    schedule_timeout_seconds: int | None = pydantic.Field(default=None, ge=1)
+    """Seconds the group may wait for minMember pods to fit before it is marked Failed; unset
+    waits for ever."""
+
+
+class PodGroupStatus(meta.ApiModel):
+    """Where the group is and why, as Berth last observed it."""
+
+    phase: PodGroupPhase = PodGroupPhase.PENDING
+    """Pending, Inqueue, Scheduled, Running, Finished or Failed."""
+    scheduled: int = pydantic.Field(default=0, ge=0)
+    """Number of the group's pods bound to a node."""
+    running: int = pydantic.Field(default=0, ge=0)
+    """Number of the group's pods running."""
+    succeeded: int = pydantic.Field(default=0, ge=0)
+    """Number of the group's pods that succeeded."""
+    failed: int = pydantic.Field(default=0, ge=0)
+    """Number of the group's pods that failed."""
+    conditions: list[meta.Condition] | None = None
+    """Observations; the Scheduled condition says why the group waits."""
+
+
+class PodGroup(meta.ApiModel):
+    """A gang of pods that is scheduled all or nothing."""
+
+    api_version: typing.Literal["scheduling.berth.io/v1alpha1"] = keys.API_VERSION
+    """APIVersion of the object: scheduling.berth.io/v1alpha1."""
+    kind: typing.Literal["PodGroup"] = "PodGroup"
+    """Kind of the object: PodGroup."""
+    metadata: meta.ObjectMeta = pydantic.Field(default_factory=meta.ObjectMeta)
+    """Standard object metadata."""
+    spec: PodGroupSpec = pydantic.Field(default_factory=PodGroupSpec)
+    """The gang's size, resources, queue and priority."""
+    status: PodGroupStatus | None = None
+    """Where the group is and why, written by Berth."""

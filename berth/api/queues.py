@@ -1,0 +1,150 @@
+"""The Queue API (cluster-scoped, short name ``bq``): quota and fair share for PodGroups.
+
+Queues form a tree through ``spec.parent``; only leaf queues take work. A queue's
+``guaranteed`` resources are lent out while it is idle and reclaimed when it needs them, its
+``limit`` is a hard cap, and its ``weight`` is its share of what is left above the guarantees.
+A queue named ``default`` exists implicitly. DESIGN.md §2 is the contract; the Proportion
+plugin and the queue controller are the readers.
+"""
+
+from __future__ import annotations
+
+import enum
+import typing
+
+import pydantic
+
+from berth.api import keys, meta, resources, rules
+
+__all__ = [
+    "KIND",
+    "MAX_WEIGHT",
+    "PLURAL",
+    "Queue",
+    "QueueSpec",
+    "QueueState",
+    "QueueStatus",
+]
+
+KIND = "Queue"
+PLURAL = "queues"
+MAX_WEIGHT = 65535
+
+
+class QueueState(enum.StrEnum):
+    """Whether a queue admits new work."""
+
+    OPEN = "Open"
+    CLOSED = "Closed"
+
+
+class QueueSpec(meta.ApiModel):
+    """The desired quota, share and place in the hierarchy of a queue."""
+
+    model_config = pydantic.ConfigDict(
+        json_schema_extra=rules.rules(
+            rules.rule(
+                f"!has(self.weight) || (self.weight >= 1 && self.weight <= {MAX_WEIGHT})",
+                message=f"weight must be between 1 and {MAX_WEIGHT}",
+                field_path=".weight",
+            ),
+            rules.non_negative("guaranteed"),
+            rules.non_negative("limit"),
+            rules.rule(
+                "!has(self.guaranteed) || !has(self.limit) || self.guaranteed.all(k, "
+                "!(k in self.limit) || "
+                "quantity(string(self.limit[k]))"
+                ".compareTo(quantity(string(self.guaranteed[k]))) >= 0)",
+                message="limit must be at least guaranteed for every resource both name",
+                field_path=".limit",
+            ),
+        )
+    )
+
+    parent: str | None = None
+    """Name of the parent queue; queues without one hang off the root. Only leaf queues take
+    work."""
+    guaranteed: resources.ResourceListField | None = None
+    """Resources this queue is always entitled to, e.g. {cpu: "8", memory: 32Gi}. Lent to
+    other queues while idle and reclaimed when this queue needs them."""
+    limit: resources.ResourceListField | None = None
+    """Hard cap on the resources this queue may use; a resource not named is not capped. Must
+    be at least guaranteed for every resource both name."""
+    weight: int = pydantic.Field(default=1, ge=1, le=MAX_WEIGHT)
+    """Share (1..65535) of the capacity above all guarantees, relative to sibling queues."""
+    priority: int = 0
+    """Higher-priority queues are served first and reclaimed from last."""
+    reclaimable: bool = True
+    """Whether resources this queue borrowed above its guarantee may be taken back."""
+    state: QueueState = QueueState.OPEN
+    """Open admits new PodGroups; Closed admits nothing new (running work continues)."""
+
+    @pydantic.field_validator("limit")
+    @classmethod
+    def _limit_covers_guaranteed(
+        cls, limit: resources.ResourceList | None, info: pydantic.ValidationInfo
+    ) -> resources.ResourceList | None:
+        guaranteed = info.data.get("guaranteed")
+        if limit is None or guaranteed is None:
+            return limit
+        below = sorted(k for k in guaranteed if k in limit and limit[k] < guaranteed[k])
+        if below:
+            raise ValueError(
+                f"limit must be at least guaranteed for every resource both name; "
+                f"it is below for: {', '.join(below)}"
+            )
+        return limit
+
+
+class QueueStatus(meta.ApiModel):
+    """What the queue holds and is entitled to, as the scheduler last computed it."""
+
+    allocated: resources.ResourceListField | None = None
+    """Resources used by this queue's running pods (and reservations)."""
+    requested: resources.ResourceListField | None = None
+    """Resources asked for by this queue's pending pods."""
+    fair_share: resources.ResourceListField | None = None
+    """Resources this queue is entitled to now: its guarantee plus its weighted share of the
+    rest."""
+    children: list[str] | None = None
+    """Names of the queues whose parent this queue is."""
+    pending: int = pydantic.Field(default=0, ge=0)
+    """Number of PodGroups waiting in this queue."""
+    running: int = pydantic.Field(default=0, ge=0)
+    """Number of PodGroups running in this queue."""
+    conditions: list[meta.Condition] | None = None
+    """Observations of the queue's state."""
+
+
+class Queue(meta.ApiModel):
+    """A queue of batch work with guaranteed quota, a hard limit and a weighted fair share."""
+
+    model_config = pydantic.ConfigDict(
+        json_schema_extra=rules.rules(
+            rules.rule(
+                "!has(self.spec) || !has(self.spec.parent) || !has(self.metadata.name) || "
+                "self.spec.parent != self.metadata.name",
+                message="a queue cannot be its own parent",
+                field_path=".spec.parent",
+            ),
+        )
+    )
+
+    api_version: typing.Literal["scheduling.berth.io/v1alpha1"] = keys.API_VERSION
+    """APIVersion of the object: scheduling.berth.io/v1alpha1."""
+    kind: typing.Literal["Queue"] = "Queue"
+    """Kind of the object: Queue."""
+    metadata: meta.ObjectMeta = pydantic.Field(default_factory=meta.ObjectMeta)
+    """Standard object metadata."""
+    spec: QueueSpec = pydantic.Field(default_factory=QueueSpec)
+    """Desired quota, share and place in the hierarchy."""
+    status: QueueStatus | None = None
+    """Observed usage and entitlement, written by Berth."""
+
+    @pydantic.field_validator("spec")
+    @classmethod
+    def _not_own_parent(cls, spec: QueueSpec, info: pydantic.ValidationInfo) -> QueueSpec:
+        metadata = info.data.get("metadata")
+        if spec.parent is not None and metadata is not None and spec.parent == metadata.name:
+            raise ValueError(f"queue {spec.parent!r} cannot be its own parent (spec.parent)")
+        return spec

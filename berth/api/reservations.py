@@ -1,0 +1,236 @@
+"""The Reservation API (namespaced, short name ``resv``): capacity held for named owners.
+
+A Reservation is scheduled like a pod built from ``spec.template`` (DESIGN.md §4); once
+``Available`` its node's capacity is held for the pods its ``owners`` match, and for no one
+else, until the first owner uses it (``allocateOnce``), its ``ttl`` or ``expires`` passes, or
+it is deleted. The Reservation plugin and controller are the readers.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import typing
+
+import pydantic
+
+from berth.api import durations, keys, meta, pods, resources, rules
+
+__all__ = [
+    "CurrentOwner",
+    "DEFAULT_TTL",
+    "KIND",
+    "LabelSelector",
+    "LabelSelectorOperator",
+    "LabelSelectorRequirement",
+    "MAX_OWNERS",
+    "OwnerController",
+    "OwnerObject",
+    "PLURAL",
+    "Reservation",
+    "ReservationOwner",
+    "ReservationPhase",
+    "ReservationSpec",
+    "ReservationStatus",
+]
+
+KIND = "Reservation"
+PLURAL = "reservations"
+MAX_OWNERS = 64
+"""Most owner entries a reservation has (bounded so that the CRD's CEL rules have a bounded
+cost, which the API server requires)."""
+DEFAULT_TTL = durations.Duration.parse("24h")
+"""How long a reservation lives when it names neither ``ttl`` nor ``expires``."""
+
+
+class LabelSelectorOperator(enum.StrEnum):
+    """How a label selector requirement relates a label's value to ``values``."""
+
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class LabelSelectorRequirement(meta.ApiModel):
+    """A requirement on one label key."""
+
+    key: str = pydantic.Field(min_length=1)
+    """The label key the requirement applies to."""
+    operator: LabelSelectorOperator
+    """In, NotIn, Exists or DoesNotExist."""
+    values: list[str] | None = None
+    """Values for In and NotIn (non-empty); none for Exists and DoesNotExist."""
+
+    @pydantic.model_validator(mode="after")
+    def _values_fit_operator(self) -> LabelSelectorRequirement:
+        in_like = self.operator in (LabelSelectorOperator.IN, LabelSelectorOperator.NOT_IN)
+        if in_like and not self.values:
+            raise ValueError(f"values must be non-empty when operator is {self.operator}")
+        if not in_like and self.values:
+            raise ValueError(f"values must be empty when operator is {self.operator}")
+        return self
+
+
+class LabelSelector(meta.ApiModel):
+    """Pods whose labels match all of matchLabels and all of matchExpressions."""
+
+    match_labels: dict[str, str] | None = None
+    """Labels a pod must have, with these values."""
+    match_expressions: list[LabelSelectorRequirement] | None = None
+    """Requirements a pod's labels must all meet."""
+
+
+class OwnerObject(meta.ApiModel):
+    """An owner named directly: the pod of this name."""
+
+    name: str = pydantic.Field(min_length=1)
+    """Name of the pod, in the reservation's namespace."""
+
+
+class OwnerController(meta.ApiModel):
+    """An owner named by its controller: pods whose controller is this object."""
+
+    kind: str = pydantic.Field(min_length=1)
+    """Kind of the controlling object, e.g. Job or StatefulSet."""
+    name: str = pydantic.Field(min_length=1)
+    """Name of the controlling object, in the reservation's namespace."""
+
+
+class ReservationOwner(meta.ApiModel):
+    """One way to match the pods that may use the reservation; set exactly one field."""
+
+    model_config = pydantic.ConfigDict(
+        json_schema_extra=rules.rules(
+            rules.rule(
+                "(has(self.object) ? 1 : 0) + (has(self.controller) ? 1 : 0) + "
+                "(has(self.labelSelector) ? 1 : 0) == 1",
+                message="an owner sets exactly one of object, controller or labelSelector",
+            ),
+        )
+    )
+
+    object: OwnerObject | None = None
+    """Match one pod by name."""
+    controller: OwnerController | None = None
+    """Match the pods controlled by an object (kind and name)."""
+    label_selector: LabelSelector | None = None
+    """Match pods by labels."""
+
+    @pydantic.model_validator(mode="after")
+    def _exactly_one(self) -> ReservationOwner:
+        given = [f for f in (self.object, self.controller, self.label_selector) if f is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "an owner sets exactly one of object, controller or labelSelector "
+                f"(this one sets {len(given)})"
+            )
+        return self
+
+
+class ReservationPhase(enum.StrEnum):
+    """Where a Reservation is in its life."""
+
+    PENDING = "Pending"
+    AVAILABLE = "Available"
+    SUCCEEDED = "Succeeded"
+    EXPIRED = "Expired"
+    FAILED = "Failed"
+
+
+class ReservationSpec(meta.ApiModel):
+    """What to hold, for whom and for how long."""
+
+    model_config = pydantic.ConfigDict(
+        json_schema_extra=rules.rules(
+            rules.rule(
+                "!(has(self.ttl) && has(self.expires))",
+                message="set ttl or expires, not both",
+                field_path=".expires",
+            ),
+            rules.rule(
+                "has(self.owners) && size(self.owners) > 0",
+                message="owners must name at least one owner",
+                field_path=".owners",
+            ),
+        )
+    )
+
+    template: pods.PodTemplate
+    """Shape of the capacity to hold, written as a pod template: container requests,
+    nodeSelector, affinity, tolerations."""
+    owners: list[ReservationOwner] = pydantic.Field(min_length=1, max_length=MAX_OWNERS)
+    """Pods (in this namespace) that may use the reserved capacity; at least one entry, each
+    matching by object, controller or labelSelector."""
+    ttl: durations.DurationField | None = None
+    """How long the reservation lives once created, e.g. 24h or 90m; "0" never expires.
+    Defaults to 24h when expires is not set. Exclusive with expires."""
+    expires: meta.TimestampField | None = None
+    """When the reservation expires (RFC 3339). Exclusive with ttl."""
+    allocate_once: bool = True
+    """Whether the reservation ends (Succeeded) when its first owner is placed into it."""
+    queue: str | None = None
+    """Queue the reserved capacity counts against."""
+    unschedulable: bool = False
+    """Stops new owners from being placed into the reservation (those placed keep running)."""
+
+    @pydantic.field_validator("expires")
+    @classmethod
+    def _ttl_or_expires(
+        cls, expires: datetime.datetime | None, info: pydantic.ValidationInfo
+    ) -> datetime.datetime | None:
+        if expires is not None and info.data.get("ttl") is not None:
+            raise ValueError("set ttl or expires, not both")
+        return expires
+
+    @property
+    def effective_ttl(self) -> durations.Duration | None:
+        """The ttl that applies: the one given, 24h when neither ttl nor expires is, else None."""
+        if self.ttl is not None:
+            return self.ttl
+        return None if self.expires is not None else DEFAULT_TTL
+
+
+class CurrentOwner(meta.ApiModel):
+    """A pod placed into the reservation."""
+
+    namespace: str
+    """Namespace of the pod."""
+    name: str
+    """Name of the pod."""
+    uid: str | None = None
+    """UID of the pod."""
+
+
+class ReservationStatus(meta.ApiModel):
+    """Where the reservation is held and how much of it is used, written by Berth."""
+
+    phase: ReservationPhase = ReservationPhase.PENDING
+    """Pending, Available, Succeeded, Expired or Failed."""
+    node_name: str | None = None
+    """Node holding the reserved capacity."""
+    allocatable: resources.ResourceListField | None = None
+    """Resources held on the node."""
+    allocated: resources.ResourceListField | None = None
+    """Resources of the held capacity used by owners."""
+    current_owners: list[CurrentOwner] | None = None
+    """Owner pods placed into the reservation."""
+    expires_at: meta.TimestampField | None = None
+    """When the reservation expires; unset when it never does."""
+    conditions: list[meta.Condition] | None = None
+    """Observations of the reservation's state."""
+
+
+class Reservation(meta.ApiModel):
+    """Capacity on one node held for named owner pods."""
+
+    api_version: typing.Literal["scheduling.berth.io/v1alpha1"] = keys.API_VERSION
+    """APIVersion of the object: scheduling.berth.io/v1alpha1."""
+    kind: typing.Literal["Reservation"] = "Reservation"
+    """Kind of the object: Reservation."""
+    metadata: meta.ObjectMeta = pydantic.Field(default_factory=meta.ObjectMeta)
+    """Standard object metadata."""
+    spec: ReservationSpec
+    """What to hold, for whom and for how long."""
+    status: ReservationStatus | None = None
+    """Where the reservation is held and how much is used, written by Berth."""
