@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 import berth
-from berth.cli import crds
+from berth.cli import bench, crds, emulator, run, sim
 
 __all__ = ["cli", "main"]
 
@@ -26,3 +26,7 @@ def main() -> None:
 
 
 cli.add_command(crds.command)
+cli.add_command(bench.command)
+cli.add_command(run.command)
+cli.add_command(sim.command)
+cli.add_command(emulator.command)

@@ -1,0 +1,74 @@
+"""``berth bench``: benchmarks that print one JSON object each.
+
+``berth bench basic|gang|cycle`` time one scheduling session of the core's workloads (see
+:mod:`berth.sim.benchmarks`) with the default profile, on this machine, and print ``scenario``,
+``nodes``, ``pods``, ``placed``, ``seconds``, ``pods_per_second``, ``p50_ms``, ``p99_ms``,
+``rss_mb`` and ``errors``. ``--nodes``/``--pods`` shrink or grow a workload. Other engineers'
+benchmarks (``sim``, ``emulator``) join the same group as subcommands.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from berth.cli import emulator as emulator_cli
+from berth.sim import benchmarks, stress
+
+__all__ = ["command"]
+
+
+@click.group("bench")
+def command() -> None:
+    """Benchmarks; each prints one JSON object."""
+
+
+def _scenario(name: str, summary: str) -> click.Command:
+    @click.command(name, help=summary)
+    @click.option("--nodes", type=click.IntRange(min=1), default=None, help="Nodes in the cluster.")
+    @click.option("--pods", type=click.IntRange(min=1), default=None, help="Pods to place.")
+    @click.option(
+        "--output",
+        type=click.Choice(["json"]),
+        default="json",
+        show_default=True,
+        help="Output format.",
+    )
+    def scenario(nodes: int | None, pods: int | None, output: str) -> None:
+        sizes = {k: v for k, v in (("nodes", nodes), ("pods", pods)) if v is not None}
+        workload = benchmarks.SCENARIOS[name](**sizes)
+        result, _ = benchmarks.run(workload)
+        click.echo(json.dumps(result.to_json()))
+
+    return scenario
+
+
+command.add_command(
+    _scenario(
+        "basic",
+        "kube-scheduler's SchedulingBasic: 5000 nodes, 1000 running pods, 10 000 pods to place.",
+    )
+)
+command.add_command(
+    _scenario("gang", "One 1000-pod gang (minMember 1000, cpu 1 / memory 2Gi) on 5000 nodes.")
+)
+command.add_command(
+    _scenario(
+        "cycle",
+        "One full session: 5000 nodes, 40 000 running pods, 10 000 pending pods in 500 groups"
+        " across 10 queues.",
+    )
+)
+
+
+@command.command("sim")
+@click.option("--jobs", type=click.IntRange(min=1), default=10_000, show_default=True)
+@click.option("--nodes", type=click.IntRange(min=1), default=1_000, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
+def sim(jobs: int, nodes: int, seed: int) -> None:
+    """berth sim on a generated scenario: JOBS jobs in four queues on NODES nodes."""
+    click.echo(json.dumps(stress.measure(jobs=jobs, nodes=nodes, seed=seed)))
+
+
+command.add_command(emulator_cli.bench_command)

@@ -1,0 +1,78 @@
+"""Raw-JSON REST calls to the Kubernetes API over a ``kubernetes_asyncio`` API client.
+
+The client library gives Berth configuration (kubeconfig, in-cluster service account, token
+refresh, TLS) and a connection pool; this module sends requests through it and moves plain JSON
+dicts, not generated model objects: those cost too much on the hot paths (DESIGN.md §5) and
+tie every caller to the library. Leases (:mod:`berth.kube.leases`) use it today; informers,
+the binder and status writers are meant to.
+
+Failures arrive as :mod:`berth.kube.errors`: an answer outside 2xx as an ``APIError`` subclass
+chosen by status, no answer (refused, reset, timed out) as ``TransportError``.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import json
+import typing
+
+import aiohttp
+import kubernetes_asyncio.client
+
+from berth.kube import errors
+
+__all__ = ["Body", "request"]
+
+Body: typing.TypeAlias = dict[str, typing.Any]
+"""A decoded JSON object as the API server sends it (Kubernetes' camelCase keys)."""
+
+# The auth scheme name the generated client uses for tokens (static, exec plugins, in-cluster).
+_AUTH_SETTINGS = ["BearerToken"]
+
+
+async def request(
+    api: kubernetes_asyncio.client.ApiClient,
+    *,
+    method: str,
+    path: str,
+    query: collections.abc.Mapping[str, str] | None = None,
+    body: collections.abc.Mapping[str, typing.Any] | None = None,
+    content_type: str = "application/json",
+    timeout: float | None = None,
+) -> Body:
+    """Send one request and return the decoded JSON object of a 2xx answer.
+
+    ``path`` is absolute (``/apis/coordination.k8s.io/v1/namespaces/ns/leases/name``);
+    ``timeout`` bounds the whole exchange in seconds (None: the client's default, no limit).
+    """
+    what = f"{method} {path}"
+    try:
+        response = await api.call_api(
+            path,
+            method,
+            query_params=list(query.items()) if query else None,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=dict(body) if body is not None else None,
+            auth_settings=_AUTH_SETTINGS,
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        async with response:
+            status = response.status
+            raw = await response.read()
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise errors.TransportError(f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
+    decoded = _decode(raw)
+    if not 200 <= status <= 299:
+        raise errors.from_status(status, body=decoded, what=what)
+    if decoded is None:
+        raise errors.APIError(f"{what}: {status} answer is not a JSON object", status=status)
+    return decoded
+
+
+def _decode(raw: bytes) -> Body | None:
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

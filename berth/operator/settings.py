@@ -1,0 +1,310 @@
+"""The operator's settings: command-line flags, then ``BERTH_*`` environment, then config file.
+
+``berth run`` builds one :class:`Settings` from its flags (only the flags actually given);
+:func:`berth.operator.main.run` and everything it starts read their knobs from it. Sources,
+highest precedence first:
+
+1. keyword arguments (the flags of ``berth run``);
+2. environment variables ``BERTH_<FIELD>``; nested fields use ``__``, e.g.
+   ``BERTH_LEADER_ELECTION__LEASE_DURATION=20s``;
+3. the YAML file named by ``--config`` / ``BERTH_CONFIG`` (the scheduler profile the Helm chart
+   mounts): its top-level keys in the API's camelCase (``schedulerName``, ``httpPort``,
+   ``leaderElection: {leaseDuration: 15s}``). Keys that are not settings (``actions``,
+   ``plugins``, ...) belong to the profile and are left to its loader, the way one
+   KubeSchedulerConfiguration file carries both process settings and profiles
+   (:meth:`Settings.profile_document` hands the profile its part);
+4. the defaults below.
+
+Durations accept seconds as a number or a Go-style duration string (``15s``, ``1m30s``).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import pathlib
+import socket
+import typing
+import uuid
+
+import pydantic
+import pydantic.alias_generators
+import pydantic_settings
+import yaml
+
+from berth.api import durations
+from berth.api import errors as api_errors
+from berth.operator import errors
+from berth.util import logging as berth_logging
+
+__all__ = [
+    "DEFAULT_SCHEDULER_NAME",
+    "LeaderElectionSettings",
+    "Mode",
+    "Settings",
+    "default_identity",
+    "default_namespace",
+]
+
+DEFAULT_SCHEDULER_NAME = "berth-scheduler"
+
+# Where Kubernetes mounts the pod's service-account namespace (in-cluster configuration).
+_SERVICE_ACCOUNT_NAMESPACE = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _to_seconds(value: object) -> object:
+    """Accept ``15``, ``15.0``, ``"15"`` or ``"15s"``; leave anything else to pydantic."""
+    if isinstance(value, str) and value.strip() and not _is_number(value):
+        try:
+            return durations.parse_ms(value.strip()) / 1000
+        except api_errors.DurationError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+Seconds = typing.Annotated[float, pydantic.BeforeValidator(_to_seconds), pydantic.Field(gt=0)]
+"""A positive duration in seconds, given as a number or a Go-style duration string."""
+
+
+def default_identity() -> str:
+    """This replica's leader-election identity: the pod's name, else hostname and a UUID.
+
+    The pod name (``POD_NAME``, set by the chart through the downward API) is what
+    ``kubectl get lease`` readers recognise. Outside a pod, a random suffix keeps two processes
+    on one host distinct: were they equal, each would take the other's lease as its own.
+    """
+    pod_name = os.environ.get("POD_NAME", "").strip()
+    if pod_name:
+        return pod_name
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def default_namespace() -> str:
+    """The namespace Berth runs in: ``POD_NAMESPACE``, the service account's, else ``default``."""
+    pod_namespace = os.environ.get("POD_NAMESPACE", "").strip()
+    if pod_namespace:
+        return pod_namespace
+    try:
+        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+class Mode(enum.StrEnum):
+    """What Berth does with the placements it decides (DESIGN.md §5)."""
+
+    SCHEDULER = "scheduler"  # Berth binds pods whose schedulerName is Berth's.
+    ADMISSION = "admission"  # Berth admits (ungates and pins) pods; kube-scheduler binds them.
+
+
+class LeaderElectionSettings(pydantic.BaseModel):
+    """How replicas elect the one that schedules (a ``coordination.k8s.io/v1`` Lease)."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    enabled: bool = True
+    """Campaign for the Lease before scheduling. The default is on because the chart runs two
+    replicas; turn it off only for a single replica (two unelected replicas double-bind)."""
+
+    lease_name: str = "berth-scheduler"
+    """Name of the Lease object in :attr:`Settings.namespace`. The default matches the
+    scheduler name so that ``kubectl get lease`` shows at a glance whose lock it is."""
+
+    lease_duration: Seconds = 15.0
+    """Measured in seconds. How long followers wait, after the last renewal they observed,
+    before taking the Lease over. The default is kube-scheduler's 15 s: a crashed leader is
+    replaced within 15 s while an API-server hiccup of a few seconds does not cause a failover."""
+
+    renew_deadline: Seconds = 10.0
+    """Measured in seconds. How long the leader keeps trying to renew before it gives up,
+    stops scheduling and exits. The default is kube-scheduler's 10 s; it must be shorter than
+    :attr:`lease_duration` so the old leader has stopped before anybody may take over."""
+
+    retry_period: Seconds = 2.0
+    """Measured in seconds. The interval between attempts to acquire or renew. The default is
+    kube-scheduler's 2 s: five renewals fit in the renew deadline."""
+
+    identity: str = pydantic.Field(default_factory=default_identity, min_length=1)
+    """This replica's name in the Lease's ``holderIdentity``. The default is the pod's name
+    (``POD_NAME``), or the hostname plus a UUID outside a pod."""
+
+    @pydantic.model_validator(mode="after")
+    def _check_timings(self) -> LeaderElectionSettings:
+        # The same rules as client-go's NewLeaderElector: without them a leader could still be
+        # scheduling when a follower takes over, or give up between two retries.
+        if self.renew_deadline >= self.lease_duration:
+            raise ValueError(
+                f"renewDeadline ({self.renew_deadline}s) must be shorter than "
+                f"leaseDuration ({self.lease_duration}s)"
+            )
+        if self.renew_deadline <= 1.2 * self.retry_period:
+            raise ValueError(
+                f"renewDeadline ({self.renew_deadline}s) must be longer than 1.2 x "
+                f"retryPeriod ({self.retry_period}s)"
+            )
+        return self
+
+
+class Settings(pydantic_settings.BaseSettings):
+    """Everything ``berth run`` can be told; see the module docstring for the sources."""
+
+    model_config = pydantic_settings.SettingsConfigDict(
+        env_prefix="BERTH_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
+
+    kubeconfig: pathlib.Path | None = None
+    """Path of a kubeconfig file. The default (none) means ``KUBECONFIG`` or
+    ``~/.kube/config`` when present, else the in-cluster service account, as kubectl does."""
+
+    config: pathlib.Path | None = None
+    """Path of the YAML configuration (scheduler profile) file. None by default: the built-in
+    profile, and only flags, environment and defaults for these settings."""
+
+    namespace: str = pydantic.Field(default_factory=default_namespace, min_length=1)
+    """The namespace Berth runs in, which holds its Lease. The default is the pod's own
+    namespace (``POD_NAMESPACE`` or the service account's), else ``default``."""
+
+    scheduler_name: str = pydantic.Field(default=DEFAULT_SCHEDULER_NAME, min_length=1)
+    """Pods whose ``spec.schedulerName`` equals this are Berth's. The default,
+    ``berth-scheduler``, is what the examples and the chart use."""
+
+    mode: Mode = Mode.SCHEDULER
+    """``scheduler`` (Berth binds) or ``admission`` (Berth ungates, kube-scheduler binds). The
+    default is ``scheduler``: admission mode is for clusters that must keep kube-scheduler."""
+
+    http_host: str = "0.0.0.0"
+    """Address the HTTP server (probes, metrics, debug API) listens on. The default is every
+    interface, because the kubelet's probes and Prometheus connect to the pod's IP."""
+
+    http_port: int = pydantic.Field(default=8080, ge=0, le=65535)
+    """TCP port of the HTTP server; 0 picks a free one (tests). The default, 8080, is the
+    chart's container port and needs no privilege."""
+
+    log_level: str = "info"
+    """A level name (``debug`` .. ``critical``) or klog verbosity (``0``..``10``, ``4`` and
+    up is debug). The default, ``info``, logs decisions and leadership changes, not requests."""
+
+    enable_debug_api: bool = False
+    """Serve ``POST /debug/flags/s`` and ``POST /debug/flags/v``. Off by default: they change
+    the process's behaviour, so an operator must ask for them."""
+
+    shutdown_timeout: Seconds = 10.0
+    """Measured in seconds. How long graceful shutdown waits for each leader-only component to
+    stop before abandoning it. The default fits in Kubernetes' 30 s termination grace period
+    together with releasing the Lease."""
+
+    leader_election: LeaderElectionSettings = pydantic.Field(default_factory=LeaderElectionSettings)
+    """Leader election; see :class:`LeaderElectionSettings` for each field and its default."""
+
+    def profile_document(self) -> dict[str, typing.Any]:
+        """The scheduler profile part of the config file, for the profile loader.
+
+        The file's keys that are not settings, plus ``schedulerName`` as these settings decided
+        it (a flag or the environment may override the file's). Empty keys without a file.
+        """
+        document = read_config_file(self.config) if self.config is not None else {}
+        fields = type(self).model_fields
+        profile = {
+            key: value
+            for key, value in document.items()
+            if pydantic.alias_generators.to_snake(str(key)) not in fields
+        }
+        profile["schedulerName"] = self.scheduler_name
+        return profile
+
+    @pydantic.field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, value: str) -> str:
+        try:
+            berth_logging.parse_level(value)
+        except berth_logging.LevelError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[pydantic_settings.BaseSettings],
+        init_settings: pydantic_settings.PydanticBaseSettingsSource,
+        env_settings: pydantic_settings.PydanticBaseSettingsSource,
+        dotenv_settings: pydantic_settings.PydanticBaseSettingsSource,
+        file_secret_settings: pydantic_settings.PydanticBaseSettingsSource,
+    ) -> tuple[pydantic_settings.PydanticBaseSettingsSource, ...]:
+        # No dotenv or secrets directory: a pod gets its settings from flags and environment.
+        return init_settings, env_settings, ConfigFileSource(settings_cls)
+
+
+class ConfigFileSource(pydantic_settings.PydanticBaseSettingsSource):
+    """Reads settings from the YAML file that the higher-precedence sources name as ``config``.
+
+    It runs after the flags and environment sources, so their merged state already says which
+    file to read. Only keys naming a setting are taken (camelCase, nested for
+    ``leaderElection``); the rest of the file is the scheduler profile's.
+    """
+
+    def get_field_value(
+        self, field: pydantic.fields.FieldInfo, field_name: str
+    ) -> tuple[typing.Any, str, bool]:
+        # Unused: __call__ reads the whole file at once.
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, typing.Any]:
+        path = self.current_state.get("config")
+        if path is None:
+            return {}
+        document = read_config_file(pathlib.Path(path))
+        return _settings_keys(document, self.settings_cls.model_fields)
+
+
+def read_config_file(path: pathlib.Path) -> dict[str, typing.Any]:
+    """The configuration file's top-level mapping; :class:`ConfigFileError` if there is none."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise errors.ConfigFileError(f"config file {path}: {exc.strerror or exc}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise errors.ConfigFileError(f"config file {path}: not valid YAML: {exc}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        kind = type(document).__name__
+        raise errors.ConfigFileError(f"config file {path}: expected a mapping, got a {kind}")
+    return document
+
+
+def _settings_keys(
+    document: dict[str, typing.Any], fields: dict[str, pydantic.fields.FieldInfo]
+) -> dict[str, typing.Any]:
+    """The file's keys that name settings, in snake_case, recursing into nested settings."""
+    values: dict[str, typing.Any] = {}
+    for key, value in document.items():
+        name = pydantic.alias_generators.to_snake(str(key))
+        # The file cannot name itself; a "config" key there would belong to the profile.
+        if name not in fields or name == "config":
+            continue
+        nested = fields[name].annotation
+        is_model = isinstance(nested, type) and issubclass(nested, pydantic.BaseModel)
+        if isinstance(value, dict) and is_model:
+            nested_fields = typing.cast(type[pydantic.BaseModel], nested).model_fields
+            value = _settings_keys(value, nested_fields) | {
+                # Unknown nested keys are passed on so that validation names the typo.
+                k: v
+                for k, v in value.items()
+                if pydantic.alias_generators.to_snake(str(k)) not in nested_fields
+            }
+        values[name] = value
+    return values

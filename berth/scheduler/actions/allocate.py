@@ -1,0 +1,172 @@
+"""allocate: place pending pods — plain pods first, then jobs queue by queue, gangs whole.
+
+The first action of every session (KAI's ``allocate``):
+
+1. Plain pods (neither PodGroup nor queue) bypass batch logic: each is placed on its own, in
+   QueueSort order (priority, then creation time, with the in-tree profile), and committed at
+   once. They go first because their usage reduces what queues can use.
+2. Jobs: the queue that goes first (``session.hooks.queue_order``, asked again after every job,
+   since shares move) gives its next job (``job_order``); the job's pods are tried in
+   ``task_order`` inside one statement. The statement commits only when ``job_ready`` says the
+   job is ready (a gang's quorum); otherwise everything it tentatively took is rolled back and
+   the group gets ``"<job_ready reason>; <first failing pod's reason>"``.
+
+A job stops trying its pods as soon as its quorum is out of reach (placed pods plus untried
+ones fall below ``minMember``): that is what keeps a 1000-pod gang that does not fit cheap.
+Pods are never skipped for looking like one that failed: plugins may judge by more than the
+pod's shape (labels, reservations), so each pod gets its own attempt and its own reason.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import typing
+
+from berth.scheduler.framework import jobs, sessions, statements, statuses
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.snapshot import pods, queues
+
+__all__ = ["NAME", "Allocate", "new"]
+
+NAME = "allocate"
+
+logger = logging.getLogger(__name__)
+
+
+class Allocate:
+    """The allocate action; see the module docstring."""
+
+    name = NAME
+
+    def execute(self, session: sessions.Session) -> None:
+        logger.info(
+            "Enter allocate (session %s): %d jobs, %d plain pods",
+            session.id,
+            len(session.jobs),
+            len(session.plain),
+        )
+        placed_before = len(session.placed)
+        self._place_plain(session)
+        self._place_jobs(session)
+        logger.info(
+            "Leave allocate (session %s): %d pods placed",
+            session.id,
+            len(session.placed) - placed_before,
+        )
+
+    # Plain pods ---------------------------------------------------------------------------------
+    def _place_plain(self, session: sessions.Session) -> None:
+        framework = session.framework
+        for pod in session.ordered_plain():
+            admitted = framework.run_pre_enqueue(pod)
+            if not admitted.is_success():
+                session.reject_pod(pod, reason=admitted.message())
+                continue
+            attempt = session.place(pod)
+            if attempt.row is None:
+                session.reject_pod(pod, reason=attempt.status.message())
+                continue
+            with session.statement() as stmt:
+                status = stmt.allocate(pod, attempt.row, state=attempt.state)
+                if status.is_success():
+                    stmt.commit()
+                else:
+                    # WAIT has nothing to wait for without a job: the pod stays pending.
+                    session.reject_pod(pod, reason=status.message())
+
+    # Jobs -------------------------------------------------------------------------------------
+    def _place_jobs(self, session: sessions.Session) -> None:
+        known = session.snapshot.queues
+        by_queue: dict[str, collections.deque[jobs.Job]] = {}
+        for job in session.jobs.values():
+            if job.queue not in known:
+                session.reject_job(job, reason=f"queue {job.queue} does not exist")
+        for info in session.ordered_queues():
+            by_queue[info.name] = collections.deque(session.ordered_jobs(info.name))
+        order = session.hooks.queue_order
+        while by_queue:
+            queue = order.first(known[name] for name in by_queue)
+            assert queue is not None
+            waiting = by_queue[queue.name]
+            if session.hooks.queue_overused(queue):
+                for job in waiting:
+                    session.reject_job(job, reason=f"queue {queue.name} is over its share")
+                del by_queue[queue.name]
+                continue
+            job = waiting.popleft()
+            if not waiting:
+                del by_queue[queue.name]
+            self._place_job(session, job, queue=queue)
+
+    def _place_job(
+        self, session: sessions.Session, job: jobs.Job, *, queue: queues.QueueInfo
+    ) -> None:
+        if job.group.invalid is not None:
+            session.reject_job(job, reason=job.group.invalid)
+            return
+        valid = session.hooks.job_valid(job)
+        if not valid.is_success():
+            session.reject_job(job, reason=valid.message())
+            return
+        framework = session.framework
+        tasks: list[pods.PodInfo] = []
+        for pod in session.ordered_tasks(job):
+            admitted = framework.run_pre_enqueue(pod)
+            if admitted.is_success():
+                tasks.append(pod)
+            else:
+                session.reject_pod(pod, reason=admitted.message())
+        first_failure: str | None = None
+        with session.statement() as stmt:
+            for index, pod in enumerate(tasks):
+                reason = self._try(session, stmt, pod, queue=queue)
+                if reason is None:
+                    continue
+                session.reject_pod(pod, reason=reason)
+                first_failure = first_failure or reason
+                untried = len(tasks) - index - 1
+                if job.occupied() + untried < job.group.min_member:
+                    break  # quorum is out of reach: stop spending attempts on this job
+            ready = session.hooks.job_ready(job)
+            if not ready.is_success():
+                stmt.discard()
+                text = ready.message()
+                if first_failure is not None:
+                    text = f"{text}; {first_failure}"
+                session.reject_job(job, reason=text)
+                return
+            if len(stmt) == 0:
+                stmt.discard()
+                if first_failure is not None:
+                    session.reject_job(job, reason=first_failure)
+                return
+            stmt.commit()
+            if stmt.failure is not None:
+                session.reject_job(job, reason=stmt.failure.message())
+
+    @staticmethod
+    def _try(
+        session: sessions.Session,
+        stmt: statements.Statement,
+        pod: pods.PodInfo,
+        *,
+        queue: queues.QueueInfo,
+    ) -> str | None:
+        """Place ``pod`` in ``stmt``; ``None`` on success, else why not."""
+        admit = session.hooks.allocatable(queue, pod)
+        if not admit.is_success():
+            return admit.message()
+        attempt = session.place(pod)
+        if attempt.row is None:
+            return attempt.status.message()
+        status: statuses.Status = stmt.allocate(pod, attempt.row, state=attempt.state)
+        if status.is_success() or status.is_wait():
+            return None
+        return status.message()
+
+
+def new() -> Allocate:
+    """Build the action."""
+    return Allocate()

@@ -1,0 +1,106 @@
+"""preempt: inside one queue, a higher-priority job evicts lower-priority work to fit.
+
+Runs last (KAI's and Volcano's ``preempt``). For every job still below quorum, queue by queue
+in queue order and job by job in job order:
+
+1. the job must be valid (``job_valid``), and none of its pending pods may have
+   ``preemptionPolicy: Never`` (Kubernetes' admission copies it from the PriorityClass);
+2. the candidates are the running pods of *the same queue*, of other groups, whose priority is
+   below the job's; victims go lowest priority first, then newest, and gangs stay whole
+   (:func:`~berth.scheduler.actions.solvers.victim_units`);
+3. a victim is taken only while the ``preemptable`` hook accepts it (the Priority plugin:
+   lower priority than the job), and nothing is evicted unless the job's quorum then fits
+   (:func:`~berth.scheduler.actions.solvers.solve`); the statement then commits the
+   evictions and the job's bindings together.
+
+Staying inside the queue keeps preemption from moving capacity between queues: that is
+reclaim's business, under the queues' guarantees.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+import typing
+
+from berth.scheduler.actions import solvers
+from berth.scheduler.framework import sessions
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.snapshot import pods
+
+__all__ = ["NAME", "NEVER", "Preempt", "new"]
+
+NAME = "preempt"
+NEVER = "Never"
+"""The ``preemptionPolicy`` of pods that never evict others."""
+
+logger = logging.getLogger(__name__)
+
+
+def _rank(pod: pods.PodInfo) -> solvers.Rank:
+    return (pod.priority, -pod.creation_timestamp, pod.key)
+
+
+class Preempt:
+    """The preempt action; see the module docstring."""
+
+    name = NAME
+
+    def execute(self, session: sessions.Session) -> None:
+        waiting = [job for job in session.jobs.values() if solvers.needs_room(job)]
+        logger.info("Enter preempt (session %s): %d jobs below quorum", session.id, len(waiting))
+        evictions = self._preempt(session) if waiting else 0
+        logger.info("Leave preempt (session %s): %d pods evicted", session.id, evictions)
+
+    def _preempt(self, session: sessions.Session) -> int:
+        hooks = session.hooks
+        evicted = solvers.evicted_keys(session)
+        before = len(evicted)
+        by_queue: dict[str, list[pods.PodInfo]] | None = None
+        for queue in session.ordered_queues():
+            for job in session.ordered_jobs(queue.name):
+                if not solvers.needs_room(job) or not hooks.job_valid(job).is_success():
+                    continue
+                if any(pod.preemption_policy == NEVER for pod in job.pending):
+                    continue
+                if by_queue is None:
+                    by_queue = collections.defaultdict(list)
+                    for pod in solvers.running_pods(session):
+                        if pod.queue is not None:
+                            by_queue[pod.queue].append(pod)
+                candidates = [
+                    pod
+                    for pod in by_queue.get(job.queue, ())
+                    if pod.priority < job.priority and pod.pod_group != job.key
+                ]
+                if not candidates:
+                    continue
+                units = solvers.victim_units(
+                    candidates, session=session, evicted=evicted, rank=_rank
+                )
+                if not units:
+                    continue
+                with session.statement() as stmt:
+                    found = solvers.solve(
+                        session,
+                        stmt,
+                        job=job,
+                        queue=queue,
+                        tasks=solvers.pending_tasks(session, job),
+                        units=units,
+                        allowed=functools.partial(hooks.preemptable, job),
+                        reason=f"preempted by pod group {job.key} (priority {job.priority})",
+                    )
+                    if not found:
+                        stmt.discard()
+                        continue
+                    stmt.commit()
+                    evicted = solvers.evicted_keys(session)
+        return len(evicted) - before
+
+
+def new() -> Preempt:
+    """Build the action."""
+    return Preempt()

@@ -1,0 +1,104 @@
+"""reclaim: a queue below its guarantee takes capacity back from queues above their share.
+
+Runs after allocate and backfill (KAI's and Volcano's ``reclaim``). For every job still below
+quorum, queue by queue in queue order and job by job in job order:
+
+1. the job must be valid (``job_valid``) and allowed to reclaim at all (``can_reclaim``: with
+   the in-tree profile, it fits within its queue's — or an ancestor's — guarantee);
+2. the candidates are the running pods of *other* queues; victims go lowest queue priority
+   first, then lowest pod priority, then newest, and gangs stay whole
+   (:func:`~berth.scheduler.actions.solvers.victim_units`);
+3. a victim is taken only while the ``reclaimable`` hook accepts it (with the in-tree profile:
+   its queue is ``reclaimable`` and holds more than its entitlement of a resource the job
+   needs), and nothing is evicted unless the job's quorum then fits
+   (:func:`~berth.scheduler.actions.solvers.solve`); the statement then commits the
+   evictions and the job's bindings together.
+
+Without any ``reclaimable`` or ``can_reclaim`` callback (no queue plugin enabled) there is no
+policy saying who owes whom, and the action does nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import typing
+
+from berth.scheduler.actions import solvers
+from berth.scheduler.framework import sessions
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.snapshot import pods
+
+__all__ = ["NAME", "Reclaim", "new"]
+
+NAME = "reclaim"
+
+logger = logging.getLogger(__name__)
+
+
+class Reclaim:
+    """The reclaim action; see the module docstring."""
+
+    name = NAME
+
+    def execute(self, session: sessions.Session) -> None:
+        hooks = session.hooks
+        waiting = [job for job in session.jobs.values() if solvers.needs_room(job)]
+        logger.info("Enter reclaim (session %s): %d jobs below quorum", session.id, len(waiting))
+        evictions = 0
+        if waiting and len(hooks.reclaimable) and len(hooks.can_reclaim):
+            evictions = self._reclaim(session)
+        logger.info("Leave reclaim (session %s): %d pods evicted", session.id, evictions)
+
+    def _reclaim(self, session: sessions.Session) -> int:
+        hooks = session.hooks
+        queues = session.snapshot.queues
+        evicted = solvers.evicted_keys(session)
+        before = len(evicted)
+        running: list[pods.PodInfo] | None = None
+
+        def rank(pod: pods.PodInfo) -> solvers.Rank:
+            info = queues.get(pod.queue) if pod.queue is not None else None
+            priority = info.priority if info is not None else 0
+            return (priority, pod.priority, -pod.creation_timestamp, pod.key)
+
+        for queue in session.ordered_queues():
+            for job in session.ordered_jobs(queue.name):
+                if not solvers.needs_room(job) or not hooks.job_valid(job).is_success():
+                    continue
+                if not hooks.can_reclaim(job):
+                    continue
+                if running is None:
+                    running = solvers.running_pods(session)
+                candidates = [
+                    pod for pod in running if pod.queue is not None and pod.queue != job.queue
+                ]
+                units = solvers.victim_units(
+                    candidates, session=session, evicted=evicted, rank=rank
+                )
+                if not units:
+                    continue
+                tasks = solvers.pending_tasks(session, job)
+                with session.statement() as stmt:
+                    found = solvers.solve(
+                        session,
+                        stmt,
+                        job=job,
+                        queue=queue,
+                        tasks=tasks,
+                        units=units,
+                        allowed=functools.partial(hooks.reclaimable, job),
+                        reason=f"reclaimed by queue {job.queue} for pod group {job.key}",
+                    )
+                    if not found:
+                        stmt.discard()
+                        continue
+                    stmt.commit()
+                    evicted = solvers.evicted_keys(session)
+        return len(evicted) - before
+
+
+def new() -> Reclaim:
+    """Build the action."""
+    return Reclaim()

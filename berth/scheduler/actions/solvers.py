@@ -1,0 +1,253 @@
+"""The victim search shared by reclaim and preempt: which running pods to evict for a job.
+
+Both actions hand :func:`solve` a job, the victims they may consider as *units* and a
+victim filter (the session's ``reclaimable`` or ``preemptable`` hook); the search runs inside
+the caller's statement:
+
+1. Units are tried in the caller's order (least valuable first). A unit is evicted only if the
+   filter accepts every pod in it *now* (the filters read per-queue usage, which the evictions
+   already made keep lowering).
+2. After each eviction, once the free capacity could hold the job's quorum at all, the job is
+   placed tentatively (checkpoint; pods in task order through ``allocatable`` and the scheduling
+   attempt); if ``job_ready`` agrees the search stops, otherwise the placement is rolled back
+   and the next unit goes.
+3. The victims found are pruned: each is spared in turn, most valuable first, if the job still
+   fits without it. Each trial replays the evictions from the start, so the result does not
+   depend on node scores moving pods around.
+
+Nothing is left evicted unless the job's quorum then fits (the issue's rule): on failure the
+statement is rolled back to where it was. :func:`victim_units` keeps gangs whole: the members a
+group holds above ``minMember`` may go one by one, the rest only together.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+import numpy as np
+
+from berth.scheduler.framework import decisions, jobs, sessions, statements
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.snapshot import pods, queues
+
+__all__ = [
+    "MAX_PLACEMENT_TRIES",
+    "MAX_PRUNED",
+    "MAX_UNITS",
+    "Unit",
+    "evicted_keys",
+    "needs_room",
+    "pending_tasks",
+    "place_job",
+    "running_pods",
+    "solve",
+    "victim_units",
+]
+
+MAX_UNITS = 512
+"""Victim units a search evicts for one job before giving up (bounds a hopeless search)."""
+MAX_PLACEMENT_TRIES = 32
+"""Tentative placements of the job per search (each is a full scheduling attempt per pod)."""
+MAX_PRUNED = 16
+"""Searches that found more units than this keep them all (pruning costs one try per unit)."""
+
+Rank = tuple[typing.Any, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """Pods evicted together (one pod, or the core of a gang), and its place in the order."""
+
+    pods: tuple[pods.PodInfo, ...]
+    rank: Rank
+
+
+def evicted_keys(session: sessions.Session) -> set[str]:
+    """Pods evicted by statements committed so far in this session."""
+    return {d.key for d in session.recorder.decisions() if isinstance(d, decisions.EvictPod)}
+
+
+def running_pods(session: sessions.Session) -> list[pods.PodInfo]:
+    """Pods that could be victims: placed, running, not being deleted, not reserve pods, by
+    key."""
+    return [
+        pod
+        for pod in session.snapshot.pods.values()
+        if pod.node_name is not None
+        and not pod.terminal
+        and not pod.deleting
+        and not pod.reserve
+        and pod.node_name in session.nodes.index
+    ]
+
+
+def needs_room(job: jobs.Job) -> bool:
+    """The job is below quorum and has pods this session has not placed."""
+    if job.occupied() >= job.group.min_member:
+        return False
+    return any(pod.key not in job.allocated for pod in job.pending)
+
+
+def pending_tasks(session: sessions.Session, job: jobs.Job) -> list[pods.PodInfo]:
+    """The job's pods not placed yet, in task order, that PreEnqueue admits."""
+    framework = session.framework
+    return [
+        pod
+        for pod in session.ordered_tasks(job)
+        if pod.key not in job.allocated and framework.run_pre_enqueue(pod).is_success()
+    ]
+
+
+def victim_units(
+    candidates: collections.abc.Iterable[pods.PodInfo],
+    *,
+    session: sessions.Session,
+    evicted: collections.abc.Container[str],
+    rank: collections.abc.Callable[[pods.PodInfo], Rank],
+) -> list[Unit]:
+    """``candidates`` grouped into units (module docstring), in ``rank`` order.
+
+    A gang's core — its placed members beyond those it can spare — is one unit, ranked as its
+    least evictable member, and only when every one of those members is a candidate.
+    """
+    snapshot = session.snapshot
+    units: list[Unit] = []
+    grouped: dict[str, list[pods.PodInfo]] = {}
+    for pod in candidates:
+        if pod.key in evicted:
+            continue
+        group = snapshot.group_of(pod)
+        if group is None or group.min_member <= 1:
+            units.append(Unit(pods=(pod,), rank=rank(pod)))
+        else:
+            grouped.setdefault(group.key, []).append(pod)
+    for key in sorted(grouped):
+        group = snapshot.pod_groups[key]
+        offered = sorted(grouped[key], key=rank)
+        placed = [
+            p
+            for p in snapshot.members(key)
+            if p.node_name is not None and not p.terminal and p.key not in evicted
+        ]
+        spare = max(len(placed) + group.succeeded - group.min_member, 0)
+        singles = offered[:spare]
+        units.extend(Unit(pods=(p,), rank=rank(p)) for p in singles)
+        alone = {p.key for p in singles}
+        core = [p for p in placed if p.key not in alone]
+        offered_keys = {p.key for p in offered}
+        if core and all(p.key in offered_keys for p in core):
+            ordered = sorted(core, key=rank)
+            units.append(Unit(pods=tuple(ordered), rank=rank(ordered[-1])))
+    units.sort(key=lambda u: u.rank)
+    return units
+
+
+def place_job(
+    session: sessions.Session,
+    stmt: statements.Statement,
+    *,
+    job: jobs.Job,
+    queue: queues.QueueInfo,
+    tasks: collections.abc.Sequence[pods.PodInfo],
+) -> bool:
+    """Place ``tasks`` in ``stmt`` as allocate would; True when the job is then ready.
+
+    The caller rolls back on False. Pods of a shape that failed once are not tried again.
+    """
+    failed: set[tuple[typing.Hashable, typing.Hashable]] = set()
+    need = job.group.min_member
+    for index, pod in enumerate(tasks):
+        if job.occupied() >= need:
+            break
+        shape = (pod.signature, pod.requests)
+        if shape not in failed and session.hooks.allocatable(queue, pod).is_success():
+            attempt = session.place(pod)
+            if attempt.row is not None:
+                status = stmt.allocate(pod, attempt.row, state=attempt.state)
+                if status.is_success() or status.is_wait():
+                    continue
+            else:
+                failed.add(shape)
+        if job.occupied() + len(tasks) - index - 1 < need:
+            return False
+    return session.hooks.job_ready(job).is_success()
+
+
+def _quorum_vector(session: sessions.Session, job: jobs.Job, tasks: list[pods.PodInfo]) -> object:
+    missing = max(job.group.min_member - job.occupied(), 0)
+    total = np.zeros(len(session.nodes.resources), dtype=np.int64)
+    for pod in tasks[:missing]:
+        total += session.vector(pod)
+    return total
+
+
+def _could_fit(session: sessions.Session, need: np.ndarray[typing.Any, typing.Any]) -> bool:
+    nodes = session.nodes
+    free = np.clip(nodes.free(), 0, None)[~nodes.unschedulable].sum(axis=0)
+    return bool((free >= need).all())
+
+
+def solve(
+    session: sessions.Session,
+    stmt: statements.Statement,
+    *,
+    job: jobs.Job,
+    queue: queues.QueueInfo,
+    tasks: collections.abc.Sequence[pods.PodInfo],
+    units: collections.abc.Sequence[Unit],
+    allowed: collections.abc.Callable[[pods.PodInfo], bool],
+    reason: str,
+) -> bool:
+    """Evict few units so that ``job`` fits, and place it (module docstring).
+
+    True: ``stmt`` now holds the evictions and the job's placements, ready to commit.
+    False: ``stmt`` is back where it was.
+    """
+    base = stmt.checkpoint()
+    todo = list(tasks)
+    need = _quorum_vector(session, job, todo)
+    assert isinstance(need, np.ndarray)
+    chosen: list[Unit] = []
+    tries = 0
+    fitted = False
+    for unit in units:
+        if len(chosen) >= MAX_UNITS or tries >= MAX_PLACEMENT_TRIES:
+            break
+        if not all(allowed(pod) for pod in unit.pods):
+            continue
+        for pod in unit.pods:
+            stmt.evict(pod, reason=reason)
+        chosen.append(unit)
+        if not _could_fit(session, need):
+            continue
+        tries += 1
+        checkpoint = stmt.checkpoint()
+        if place_job(session, stmt, job=job, queue=queue, tasks=todo):
+            fitted = True
+            break
+        stmt.rollback(checkpoint)
+    if not fitted:
+        stmt.rollback(base)
+        return False
+    if len(chosen) == 1 or len(chosen) > MAX_PRUNED:
+        return True
+
+    def attempt(victims: list[Unit]) -> bool:
+        stmt.rollback(base)
+        for unit in victims:
+            for pod in unit.pods:
+                stmt.evict(pod, reason=reason)
+        return place_job(session, stmt, job=job, queue=queue, tasks=todo)
+
+    kept = list(chosen)
+    for unit in reversed(chosen):
+        trial = [u for u in kept if u is not unit]
+        if trial and attempt(trial):
+            kept = trial
+    if attempt(kept):
+        return True
+    stmt.rollback(base)  # cannot happen with deterministic placement; never evict in vain
+    return False

@@ -1,0 +1,210 @@
+"""Decisions: what a scheduling cycle asks the outside world to do, as plain values.
+
+The core never does I/O. Binding-cycle plugins (Bind, PreBind, PostBind) and statements record
+``Decision`` values; the loop hands the session's :class:`CycleResult` to a ``DecisionSink``
+(``berth.kube.decisions`` against the API server, ``berth.sim.cluster`` in memory), which
+applies them in order.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import types
+import typing
+
+from berth.api import resources
+
+__all__ = [
+    "AnnotatePod",
+    "BindPod",
+    "CycleResult",
+    "Decision",
+    "DecisionRecorder",
+    "EvictPod",
+    "NominatePod",
+    "QueueStatusSummary",
+    "SetReservationAvailable",
+    "Subject",
+    "Unschedulable",
+]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BindPod:
+    """Bind the pod to ``node`` (``POST pods/{name}/binding``)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvictPod:
+    """Evict the pod from ``node`` (reclaim, preempt); ``reason`` goes into the Event."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    reason: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AnnotatePod:
+    """Merge ``annotations`` into the pod's metadata (e.g. the reservation it was placed in)."""
+
+    namespace: str
+    name: str
+    uid: str
+    annotations: collections.abc.Mapping[str, str]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SetReservationAvailable:
+    """Mark the Reservation ``Available`` on ``node`` holding ``allocatable``."""
+
+    namespace: str
+    name: str
+    node: str
+    allocatable: resources.ResourceList
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NominatePod:
+    """Record that the pod is expected on ``node`` once capacity frees (a pipelined pod)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class Subject(enum.Enum):
+    """What an :class:`Unschedulable` decision is about."""
+
+    POD = "Pod"
+    GROUP = "PodGroup"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Unschedulable:
+    """The pod or group stays pending, and ``reason`` tells its owner why."""
+
+    subject: Subject
+    key: str  # "namespace/name" of the pod or PodGroup
+    reason: str
+
+
+Decision = BindPod | EvictPod | AnnotatePod | SetReservationAvailable | NominatePod | Unschedulable
+"""Everything a cycle can ask for."""
+
+_DecisionT = typing.TypeVar("_DecisionT", bound=Decision)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class QueueStatusSummary:
+    """One queue as a session left it: what the Queue controller and metrics write.
+
+    Published by the queue plugin (Proportion) at session close. Amounts are milli-units;
+    ``allocated`` counts placed pods after the session's bindings and evictions, ``requested``
+    the pods still pending, ``fair_share`` the entitlement the session computed. ``problem``
+    is why the queue's work waits (a cycle, a missing parent, ``limit`` below ``guaranteed``),
+    ``None`` for a usable queue.
+    """
+
+    allocated: resources.ResourceList
+    requested: resources.ResourceList
+    fair_share: resources.ResourceList
+    pending: int  # PodGroups of the queue with pods waiting and none placed
+    running: int  # PodGroups of the queue with pods placed
+    children: tuple[str, ...] = ()
+    problem: str | None = None
+
+
+class DecisionRecorder:
+    """An append-only list of decisions, handed to binding-cycle plugins and statements."""
+
+    __slots__ = ("_decisions",)
+
+    def __init__(self) -> None:
+        self._decisions: list[Decision] = []
+
+    def record(self, decision: Decision) -> None:
+        """Append ``decision``; the sink applies decisions in recording order."""
+        self._decisions.append(decision)
+
+    def extend(self, decisions: collections.abc.Iterable[Decision]) -> None:
+        """Append several decisions in order."""
+        self._decisions.extend(decisions)
+
+    def __len__(self) -> int:
+        return len(self._decisions)
+
+    def decisions(self) -> tuple[Decision, ...]:
+        """What was recorded so far, in order."""
+        return tuple(self._decisions)
+
+    def truncate(self, length: int) -> None:
+        """Forget everything recorded after the first ``length`` decisions (a rollback)."""
+        del self._decisions[length:]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CycleResult:
+    """What one session decided, for the sink, metrics and the operator's debug API.
+
+    ``pod_reasons`` and ``group_reasons`` hold the "why pending" text of every pod and group
+    that stayed pending (also present as :class:`Unschedulable` decisions, which is how the
+    sink sees them). Timings are in seconds, keyed by action name and by plugin name.
+    """
+
+    session_id: str
+    decisions: tuple[Decision, ...] = ()
+    pod_reasons: collections.abc.Mapping[str, str] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+    group_reasons: collections.abc.Mapping[str, str] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+    action_seconds: collections.abc.Mapping[str, float] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+    plugin_seconds: collections.abc.Mapping[str, float] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+    attempt_seconds: tuple[float, ...] = ()  # one entry per pod placement attempt, in order
+    errors: tuple[str, ...] = ()  # one line per plugin that raised this session
+    queues: collections.abc.Mapping[str, QueueStatusSummary] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )  # by queue name, when a queue plugin published them
+
+    def of_kind(self, kind: type[_DecisionT]) -> list[_DecisionT]:
+        """The decisions of one type, in order: ``result.of_kind(decisions.BindPod)``."""
+        return [d for d in self.decisions if isinstance(d, kind)]
+
+    def bindings(self) -> dict[str, str]:
+        """Pod key -> node for every :class:`BindPod` (handy in tests and reports)."""
+        return {d.key: d.node for d in self.decisions if isinstance(d, BindPod)}

@@ -1,0 +1,138 @@
+"""``ExtendedHandle``: what a plugin may reach besides its arguments (Koordinator frameworkext).
+
+Every plugin factory receives the scheduler's one handle (see
+:func:`berth.scheduler.framework.registries.plugin_factory_proxy`). Through it a plugin reads the
+open session's snapshot, the session's time, the reservations, and the decision recorder, and
+the proxy registers its controllers and routes in the handle's registries. Plugins must not keep
+the session or the snapshot beyond the session (the handle hands out the current one).
+
+The session attaches itself with :meth:`ExtendedHandle.attach` and detaches on close; outside a
+session, :meth:`ExtendedHandle.snapshot` raises ``errors.NoSessionError``.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import typing
+
+from berth.scheduler.framework import decisions, errors, interfaces
+from berth.util import clocks
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.snapshot import reservations, snapshots
+
+__all__ = ["ControllerRegistry", "ExtendedHandle", "ServiceRegistry"]
+
+
+class ControllerRegistry:
+    """Controllers by plugin, for the operator to start when it leads.
+
+    A plugin's controllers are registered once: registering the same plugin again is ignored
+    (first wins), as Koordinator's ``ControllersMap`` starts each plugin's controllers once.
+    """
+
+    def __init__(self) -> None:
+        self._by_plugin: dict[str, tuple[interfaces.Controller, ...]] = {}
+
+    def register(
+        self, plugin: str, *, controllers: collections.abc.Sequence[interfaces.Controller]
+    ) -> None:
+        """Remember ``plugin``'s controllers unless it registered already."""
+        self._by_plugin.setdefault(plugin, tuple(controllers))
+
+    def controllers(self) -> list[tuple[str, interfaces.Controller]]:
+        """``(plugin, controller)`` pairs, by plugin name, then in the plugin's order."""
+        return [(p, c) for p in sorted(self._by_plugin) for c in self._by_plugin[p]]
+
+    def __len__(self) -> int:
+        return sum(len(cs) for cs in self._by_plugin.values())
+
+
+class ServiceRegistry:
+    """HTTP routes by plugin, mounted by the operator under ``/apis/v1/plugins/<Plugin>/``.
+
+    Registering the same plugin twice is ignored (first wins); two routes of one plugin with
+    the same method and path are an error.
+    """
+
+    def __init__(self) -> None:
+        self._by_plugin: dict[str, tuple[interfaces.Route, ...]] = {}
+
+    def register(self, plugin: str, *, routes: collections.abc.Sequence[interfaces.Route]) -> None:
+        """Remember ``plugin``'s routes unless it registered already."""
+        if plugin in self._by_plugin:
+            return
+        seen: set[tuple[str, str]] = set()
+        for route in routes:
+            key = (route.method.upper(), route.path.strip("/"))
+            if key in seen:
+                raise errors.RegistryError(
+                    f"plugin {plugin} declares the route {key[0]} {key[1]} twice"
+                )
+            seen.add(key)
+        self._by_plugin[plugin] = tuple(routes)
+
+    def routes(self) -> list[tuple[str, interfaces.Route]]:
+        """``(plugin, route)`` pairs, by plugin name, then in the plugin's order."""
+        return [(p, r) for p in sorted(self._by_plugin) for r in self._by_plugin[p]]
+
+    @staticmethod
+    def full_path(plugin: str, route: interfaces.Route) -> str:
+        """Where the operator serves ``route``: ``/apis/v1/plugins/<plugin>/<path>``."""
+        return f"/apis/v1/plugins/{plugin}/{route.path.strip('/')}"
+
+
+class ExtendedHandle:
+    """The scheduler's services for plugins; one per scheduler, shared by all its plugins."""
+
+    def __init__(
+        self,
+        *,
+        clock: clocks.Clock,
+        services: ServiceRegistry | None = None,
+        controllers: ControllerRegistry | None = None,
+    ) -> None:
+        self._clock = clock
+        self.services = services if services is not None else ServiceRegistry()
+        """Routes of the plugins built with this handle."""
+        self.controllers = controllers if controllers is not None else ControllerRegistry()
+        """Controllers of the plugins built with this handle."""
+        self._snapshot: snapshots.Snapshot | None = None
+        self._recorder: decisions.DecisionRecorder | None = None
+
+    # For the session only -----------------------------------------------------------------
+    def attach(self, snapshot: snapshots.Snapshot, *, recorder: decisions.DecisionRecorder) -> None:
+        """Make ``snapshot`` and ``recorder`` the current ones (called by ``open_session``)."""
+        self._snapshot = snapshot
+        self._recorder = recorder
+
+    def detach(self) -> None:
+        """Forget the session's snapshot and recorder (called by ``close_session``)."""
+        self._snapshot = None
+        self._recorder = None
+
+    # For plugins ------------------------------------------------------------------------
+    def snapshot(self) -> snapshots.Snapshot:
+        """The open session's snapshot (the snapshot lister); raises outside a session."""
+        if self._snapshot is None:
+            raise errors.NoSessionError("no session is open: there is no snapshot to read")
+        return self._snapshot
+
+    def now(self) -> float:
+        """The session's time (when its snapshot was taken), else the clock's time."""
+        return self._snapshot.now if self._snapshot is not None else self._clock.now()
+
+    def reservations(self) -> collections.abc.Mapping[str, reservations.ReservationInfo]:
+        """The reservation cache of the open session: ``namespace/name`` -> info."""
+        return self.snapshot().reservations
+
+    def recorder(self) -> decisions.DecisionRecorder:
+        """The open session's decision recorder (the event recorder for decisions)."""
+        if self._recorder is None:
+            raise errors.NoSessionError("no session is open: there is no recorder")
+        return self._recorder
+
+    @property
+    def in_session(self) -> bool:
+        """True while a session is open."""
+        return self._snapshot is not None

@@ -1,0 +1,357 @@
+"""Typed session callbacks, each kind owning its combining rule (R9).
+
+Session plugins register callbacks on a :class:`~berth.scheduler.framework.sessions.Session`
+(``session.hooks.job_ready.add(fn, plugin=NAME)``); actions call the hook as a function. Instead
+of dozens of parallel lists with a dispatcher each, there are a few generic hook kinds, typed by
+the callback's parameters, and the rule lives with the kind:
+
+- :class:`Ordering` — "First non-zero comparator wins; ties by the fallback key" (creation
+  time, then UID, for jobs and tasks; name for queues).
+- :class:`AllAgree` — "All must agree": the first non-``SUCCESS`` status, in registration order,
+  is the answer; none registered means ``SUCCESS``.
+- :class:`AnyTrue` — "Any says yes": True when any callback returns True; none means False.
+- :class:`AllTrue` — "All must agree" for yes/no answers; none registered means True.
+- :class:`NodePredicates` — vectorised predicates: every row must pass all of them (AND).
+- :class:`NodeScores` — vectorised node order: the scores are summed.
+- :class:`Events` — every handler is called, in registration order.
+- :class:`FirstWins` — the first registered callback's answer; ``None`` when none is registered.
+
+A callback that raises is a bug in its plugin: the hook reports it through ``report`` (the
+runtime logs it once per plugin per session) and treats it as the most cautious answer of its
+kind (a rejecting status, False, no score, no opinion in an ordering).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import functools
+import typing
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.scheduler.framework import filtering, statuses
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.snapshot import nodetable, pods
+
+__all__ = [
+    "AllAgree",
+    "AllTrue",
+    "AnyTrue",
+    "Comparable",
+    "ErrorReport",
+    "Events",
+    "FirstWins",
+    "NodePredicate",
+    "NodePredicates",
+    "NodeScorer",
+    "NodeScores",
+    "Ordering",
+]
+
+P = typing.ParamSpec("P")
+T = typing.TypeVar("T")
+R = typing.TypeVar("R")
+
+ErrorReport = collections.abc.Callable[[str, BaseException], None]
+"""``report(plugin, exc)``: how a hook hands a callback's exception to the runtime."""
+
+
+def _ignore(plugin: str, exc: BaseException) -> None:
+    """The default report: tests and tools that build hooks alone."""
+
+
+class Comparable(typing.Protocol):
+    """What an ordering key returns: anything ``<`` works on (ints, floats, tuples...)."""
+
+    def __lt__(self, other: typing.Any, /) -> bool: ...
+
+
+class Ordering(typing.Generic[T]):
+    """First non-zero comparator wins, in registration order; ties by the fallback key.
+
+    A comparator returns a negative number when its first argument goes first, positive when
+    the second does, zero when it has no opinion. A key function (``add_key``) counts as the
+    comparator of its keys; when every callback is a key function, sorting uses one composite
+    key (much faster than comparators on tens of thousands of pods), with the same result.
+    """
+
+    def __init__(
+        self,
+        *,
+        fallback: collections.abc.Callable[[T], Comparable],
+        report: ErrorReport = _ignore,
+    ) -> None:
+        self._fallback = fallback
+        self._report = report
+        self._entries: list[tuple[str, collections.abc.Callable[[T, T], int]]] = []
+        self._keys: list[tuple[str, collections.abc.Callable[[T], Comparable]]] = []
+        self._all_keys = True
+
+    def add(self, fn: collections.abc.Callable[[T, T], int], *, plugin: str) -> None:
+        """Register a comparator."""
+        self._entries.append((plugin, fn))
+        self._all_keys = False
+
+    def add_key(self, fn: collections.abc.Callable[[T], Comparable], *, plugin: str) -> None:
+        """Register a key function: smaller keys go first."""
+
+        def compare(a: T, b: T) -> int:
+            ka, kb = fn(a), fn(b)
+            return -1 if ka < kb else (1 if kb < ka else 0)
+
+        self._entries.append((plugin, compare))
+        self._keys.append((plugin, fn))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def compare(self, a: T, b: T) -> int:
+        """The combined comparison of ``a`` and ``b`` (never 0 unless their fallbacks tie)."""
+        for plugin, fn in self._entries:
+            try:
+                result = fn(a, b)
+            except Exception as exc:  # a plugin's bug: no opinion from it
+                self._report(plugin, exc)
+                continue
+            if result:
+                return -1 if result < 0 else 1
+        fa, fb = self._fallback(a), self._fallback(b)
+        return -1 if fa < fb else (1 if fb < fa else 0)
+
+    def sorted(self, items: collections.abc.Iterable[T]) -> list[T]:
+        """``items`` in this order (stable for full ties)."""
+        if self._all_keys:
+            return sorted(items, key=self._composite_key)
+        return sorted(items, key=functools.cmp_to_key(self.compare))
+
+    def first(self, items: collections.abc.Iterable[T]) -> T | None:
+        """The item that goes first, ``None`` for no items."""
+        best: T | None = None
+        for item in items:
+            if best is None or self.compare(item, best) < 0:
+                best = item
+        return best
+
+    def _composite_key(self, item: T) -> tuple[Comparable, ...]:
+        out: list[Comparable] = []
+        for plugin, fn in self._keys:
+            try:
+                out.append(fn(item))
+            except Exception as exc:
+                self._report(plugin, exc)
+                out.append(0)
+        out.append(self._fallback(item))
+        return tuple(out)
+
+
+class AllAgree(typing.Generic[P]):
+    """All must agree: the first non-``SUCCESS`` status in registration order wins.
+
+    With nothing registered the answer is ``SUCCESS``. The returned status names its plugin.
+    """
+
+    def __init__(self, *, report: ErrorReport = _ignore) -> None:
+        self._report = report
+        self._entries: list[tuple[str, collections.abc.Callable[P, statuses.Status]]] = []
+
+    def add(self, fn: collections.abc.Callable[P, statuses.Status], *, plugin: str) -> None:
+        """Register a callback."""
+        self._entries.append((plugin, fn))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> statuses.Status:
+        for plugin, fn in self._entries:
+            try:
+                status = fn(*args, **kwargs)
+            except Exception as exc:
+                self._report(plugin, exc)
+                return statuses.Status.from_exception(exc, plugin=plugin)
+            if not status.is_success():
+                return status.with_plugin(plugin)
+        return statuses.SUCCESS
+
+
+class AnyTrue(typing.Generic[P]):
+    """Any says yes: True as soon as one callback returns True; False with none registered."""
+
+    def __init__(self, *, report: ErrorReport = _ignore) -> None:
+        self._report = report
+        self._entries: list[tuple[str, collections.abc.Callable[P, bool]]] = []
+
+    def add(self, fn: collections.abc.Callable[P, bool], *, plugin: str) -> None:
+        """Register a callback."""
+        self._entries.append((plugin, fn))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> bool:
+        for plugin, fn in self._entries:
+            try:
+                if fn(*args, **kwargs):
+                    return True
+            except Exception as exc:
+                self._report(plugin, exc)
+        return False
+
+
+class AllTrue(typing.Generic[P]):
+    """All must agree: False as soon as one callback returns False (or raises); True if none."""
+
+    def __init__(self, *, report: ErrorReport = _ignore) -> None:
+        self._report = report
+        self._entries: list[tuple[str, collections.abc.Callable[P, bool]]] = []
+
+    def add(self, fn: collections.abc.Callable[P, bool], *, plugin: str) -> None:
+        """Register a callback."""
+        self._entries.append((plugin, fn))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> bool:
+        for plugin, fn in self._entries:
+            try:
+                if not fn(*args, **kwargs):
+                    return False
+            except Exception as exc:
+                self._report(plugin, exc)
+                return False
+        return True
+
+
+class FirstWins(typing.Generic[P, R]):
+    """The first registered callback's answer; ``None`` when none is registered (or it raised)."""
+
+    def __init__(self, *, report: ErrorReport = _ignore) -> None:
+        self._report = report
+        self._entries: list[tuple[str, collections.abc.Callable[P, R]]] = []
+
+    def add(self, fn: collections.abc.Callable[P, R], *, plugin: str) -> None:
+        """Register a callback (only the first registered one is ever called)."""
+        self._entries.append((plugin, fn))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | None:
+        if not self._entries:
+            return None
+        plugin, fn = self._entries[0]
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            self._report(plugin, exc)
+            return None
+
+
+class Events(typing.Generic[P]):
+    """Every handler is called, in registration order; one raising does not stop the others."""
+
+    def __init__(self, *, report: ErrorReport = _ignore) -> None:
+        self._report = report
+        self._entries: list[tuple[str, collections.abc.Callable[P, None]]] = []
+
+    def add(self, fn: collections.abc.Callable[P, None], *, plugin: str) -> None:
+        """Register a handler."""
+        self._entries.append((plugin, fn))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        for plugin, fn in self._entries:
+            try:
+                fn(*args, **kwargs)
+            except Exception as exc:
+                self._report(plugin, exc)
+
+
+NodePredicate = collections.abc.Callable[
+    ["pods.PodInfo", "nodetable.NodeTable"], filtering.NodeFilter
+]
+"""A session predicate: which rows may run the pod (vectorised, like a Filter plugin)."""
+
+NodeScorer = collections.abc.Callable[
+    ["pods.PodInfo", "nodetable.NodeTable", filtering.BoolArray], npt.NDArray[np.int64]
+]
+"""A session node-order function: a score per row (only the feasible rows matter)."""
+
+
+class NodePredicates:
+    """All must agree, row by row: a row is feasible only if every predicate passes it.
+
+    Predicates run after the Filter plugins, in registration order, and take part in the
+    "why pending" reasons like filters do (under their plugin's name). One that raises
+    rejects every row with an ``ERROR`` reason.
+    """
+
+    def __init__(self, *, report: ErrorReport = _ignore) -> None:
+        self._report = report
+        self.entries: list[tuple[str, NodePredicate]] = []
+
+    def add(self, fn: NodePredicate, *, plugin: str) -> None:
+        """Register a predicate."""
+        self.entries.append((plugin, fn))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def evaluate(
+        self, pod: pods.PodInfo, nodes: nodetable.NodeTable
+    ) -> list[tuple[str, filtering.NodeFilter]]:
+        """Every predicate's filter for ``pod``, in registration order."""
+        out: list[tuple[str, filtering.NodeFilter]] = []
+        for plugin, fn in self.entries:
+            try:
+                out.append((plugin, fn(pod, nodes)))
+            except Exception as exc:
+                self._report(plugin, exc)
+                out.append(
+                    (
+                        plugin,
+                        filtering.rejecting(
+                            len(nodes),
+                            reason=f"{plugin} failed: {type(exc).__name__}",
+                            code=statuses.Code.ERROR,
+                        ),
+                    )
+                )
+        return out
+
+
+class NodeScores:
+    """Summed: each node-order function's scores are added to the Score plugins' total.
+
+    Scores are taken as they are (no normalisation, no weight). One that raises adds nothing.
+    """
+
+    def __init__(self, *, report: ErrorReport = _ignore) -> None:
+        self._report = report
+        self.entries: list[tuple[str, NodeScorer]] = []
+
+    def add(self, fn: NodeScorer, *, plugin: str) -> None:
+        """Register a node-order function."""
+        self.entries.append((plugin, fn))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add_to(
+        self,
+        total: npt.NDArray[np.int64],
+        *,
+        pod: pods.PodInfo,
+        nodes: nodetable.NodeTable,
+        feasible: filtering.BoolArray,
+    ) -> None:
+        """Add every function's scores for ``pod`` to ``total`` in place."""
+        for plugin, fn in self.entries:
+            try:
+                total += fn(pod, nodes, feasible)
+            except Exception as exc:
+                self._report(plugin, exc)

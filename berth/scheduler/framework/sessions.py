@@ -1,0 +1,313 @@
+"""``Session``: one scheduling cycle over a snapshot — jobs, callbacks, reasons, results.
+
+:func:`open_session` takes a :class:`~berth.scheduler.snapshot.snapshots.Snapshot` and a
+:class:`~berth.scheduler.framework.runtime.Framework`, sorts the snapshot's pending pods into
+jobs (one per PodGroup, or per pod with a queue) and plain pods (neither group nor queue), and
+calls every session plugin's ``on_session_open``. Actions then place pods through
+:meth:`Session.place` and :meth:`Session.statement`; :func:`close_session` calls
+``on_session_close``, gives every pod and group left pending its "why pending" reason, and
+returns the :class:`~berth.scheduler.framework.decisions.CycleResult`.
+
+Session callbacks live in :attr:`Session.hooks` (:class:`SessionHooks`), each kind of hook with
+its combining rule (see :mod:`berth.scheduler.framework.hooks`); the ``add_*_fn`` methods are
+the registrars KAI and Volcano plugin authors expect.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import itertools
+import logging
+import time
+import types
+import typing
+
+from berth.scheduler.framework import decisions, hooks, jobs, runtime, statements, statuses
+
+if typing.TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from berth.scheduler.snapshot import ids, pods, queues, snapshots
+
+__all__ = ["Session", "SessionHooks", "close_session", "open_session"]
+
+logger = logging.getLogger(__name__)
+
+_session_ids = itertools.count(1)
+
+
+class SessionHooks:
+    """Every session callback, by kind; each attribute's docstring states its rule."""
+
+    def __init__(self, *, report: hooks.ErrorReport) -> None:
+        self.job_order: hooks.Ordering[jobs.Job] = hooks.Ordering(
+            fallback=lambda job: (job.creation_timestamp, job.uid, job.key), report=report
+        )
+        """Jobs within a queue. First non-zero wins; ties by creation time, then UID."""
+        self.task_order: hooks.Ordering[pods.PodInfo] = hooks.Ordering(
+            fallback=lambda pod: (pod.creation_timestamp, pod.uid, pod.key), report=report
+        )
+        """Pods within a job (and plain pods without a QueueSort plugin). First non-zero wins;
+        ties by creation time, then UID."""
+        self.queue_order: hooks.Ordering[queues.QueueInfo] = hooks.Ordering(
+            fallback=lambda queue: queue.name, report=report
+        )
+        """Queues, asked again after every job (shares move). First non-zero wins; ties by
+        name."""
+        self.predicates = hooks.NodePredicates(report=report)
+        """Extra vectorised filters after the Filter plugins. All must agree, row by row."""
+        self.node_order = hooks.NodeScores(report=report)
+        """Extra vectorised scores added to the Score plugins' total. Summed."""
+        self.allocated: hooks.Events[[jobs.Event]] = hooks.Events(report=report)
+        """Allocate event handlers. All called, in registration order."""
+        self.deallocated: hooks.Events[[jobs.Event]] = hooks.Events(report=report)
+        """Deallocate event handlers. All called, in registration order."""
+        self.job_valid: hooks.AllAgree[[jobs.Job]] = hooks.AllAgree(report=report)
+        """May the job be tried at all (e.g. enough pods exist)? All must agree; the first
+        non-``SUCCESS`` status is the group's reason."""
+        self.job_ready: hooks.AllAgree[[jobs.Job]] = hooks.AllAgree(report=report)
+        """Is what the session placed for the job enough to commit (quorum)? All must agree;
+        none registered means ready."""
+        self.job_pipelined: hooks.AllAgree[[jobs.Job]] = hooks.AllAgree(report=report)
+        """Is the job ready counting pipelined pods? All must agree."""
+        self.job_starving: hooks.AnyTrue[[jobs.Job]] = hooks.AnyTrue(report=report)
+        """Has the job waited too long (backfill must not delay it)? Any says yes."""
+        self.queue_overused: hooks.AnyTrue[[queues.QueueInfo]] = hooks.AnyTrue(report=report)
+        """Is the queue over its share (skip it this round)? Any says yes."""
+        self.allocatable: hooks.AllAgree[[queues.QueueInfo, pods.PodInfo]] = hooks.AllAgree(
+            report=report
+        )
+        """May the queue take this pod now (limits, shares)? All must agree; the first
+        non-``SUCCESS`` status is the pod's reason."""
+        self.can_reclaim: hooks.AllTrue[[jobs.Job]] = hooks.AllTrue(report=report)
+        """May the job take capacity back from other queues at all (e.g. its queue is below
+        its guarantee)? All must agree; asked before any victim is looked at."""
+        self.reclaimable: hooks.AllTrue[[jobs.Job, pods.PodInfo]] = hooks.AllTrue(report=report)
+        """May the reclaiming job evict this victim pod (of another queue)? All must agree."""
+        self.preemptable: hooks.AllTrue[[jobs.Job, pods.PodInfo]] = hooks.AllTrue(report=report)
+        """May the preempting job evict this victim pod (same queue)? All must agree."""
+
+
+class Session:
+    """One cycle's state. Built by :func:`open_session`; ended by :func:`close_session`."""
+
+    def __init__(
+        self, snapshot: snapshots.Snapshot, *, framework: runtime.Framework, session_id: str
+    ) -> None:
+        self.id = session_id
+        self.snapshot = snapshot
+        self.nodes = snapshot.nodes
+        """The session's node table (statements change it; the snapshot's own copy)."""
+        self.framework = framework
+        self.recorder = decisions.DecisionRecorder()
+        self.hooks = SessionHooks(report=framework.report)
+        self.jobs: dict[ids.PodGroupKey, jobs.Job] = {}
+        """Jobs with pods to try, by group key."""
+        self.plain: list[pods.PodInfo] = []
+        """Pending pods with neither group nor queue, by key (default placement)."""
+        self.placed: dict[ids.PodKey, str] = {}
+        """Pods bound by a committed statement this session -> node."""
+        self.pod_reasons: dict[str, str] = {}
+        self.group_reasons: dict[str, str] = {}
+        self.action_seconds: dict[str, float] = {}
+        self.queue_statuses: dict[str, decisions.QueueStatusSummary] = {}
+        """What a queue plugin publishes at session close, by queue name (into the result)."""
+        self.attempt_seconds: list[float] = []
+        self._job_of: dict[ids.PodKey, jobs.Job] = {}
+        self._vectors: dict[ids.PodKey, npt.NDArray[np.int64]] = {}
+        self.closed = False
+
+    # Registrars (KAI / Volcano names) ---------------------------------------------------------
+    def add_job_order_fn(
+        self, fn: collections.abc.Callable[[jobs.Job, jobs.Job], int], *, plugin: str
+    ) -> None:
+        self.hooks.job_order.add(fn, plugin=plugin)
+
+    def add_task_order_fn(
+        self, fn: collections.abc.Callable[[pods.PodInfo, pods.PodInfo], int], *, plugin: str
+    ) -> None:
+        self.hooks.task_order.add(fn, plugin=plugin)
+
+    def add_queue_order_fn(
+        self,
+        fn: collections.abc.Callable[[queues.QueueInfo, queues.QueueInfo], int],
+        *,
+        plugin: str,
+    ) -> None:
+        self.hooks.queue_order.add(fn, plugin=plugin)
+
+    def add_node_order_fn(self, fn: hooks.NodeScorer, *, plugin: str) -> None:
+        self.hooks.node_order.add(fn, plugin=plugin)
+
+    def add_predicate_fn(self, fn: hooks.NodePredicate, *, plugin: str) -> None:
+        self.hooks.predicates.add(fn, plugin=plugin)
+
+    def add_event_handler(
+        self,
+        *,
+        plugin: str,
+        allocate: collections.abc.Callable[[jobs.Event], None] | None = None,
+        deallocate: collections.abc.Callable[[jobs.Event], None] | None = None,
+    ) -> None:
+        if allocate is not None:
+            self.hooks.allocated.add(allocate, plugin=plugin)
+        if deallocate is not None:
+            self.hooks.deallocated.add(deallocate, plugin=plugin)
+
+    def add_job_valid_fn(
+        self, fn: collections.abc.Callable[[jobs.Job], statuses.Status], *, plugin: str
+    ) -> None:
+        self.hooks.job_valid.add(fn, plugin=plugin)
+
+    def add_job_ready_fn(
+        self, fn: collections.abc.Callable[[jobs.Job], statuses.Status], *, plugin: str
+    ) -> None:
+        self.hooks.job_ready.add(fn, plugin=plugin)
+
+    def add_job_pipelined_fn(
+        self, fn: collections.abc.Callable[[jobs.Job], statuses.Status], *, plugin: str
+    ) -> None:
+        self.hooks.job_pipelined.add(fn, plugin=plugin)
+
+    # For actions -------------------------------------------------------------------------------
+    def statement(self) -> statements.Statement:
+        """A new transaction over this session (use as a context manager)."""
+        return statements.Statement(self)
+
+    def place(self, pod: pods.PodInfo) -> runtime.Attempt:
+        """One scheduling attempt for ``pod`` over the session's nodes (nothing is changed)."""
+        started = time.perf_counter()
+        attempt = self.framework.find_node(
+            pod,
+            nodes=self.nodes,
+            predicates=self.hooks.predicates,
+            node_scores=self.hooks.node_order,
+        )
+        self.attempt_seconds.append(time.perf_counter() - started)
+        return attempt
+
+    def job_of(self, pod: pods.PodInfo) -> jobs.Job | None:
+        """The job ``pod`` is a pending member of, if any."""
+        return self._job_of.get(pod.key)
+
+    def ordered_queues(self) -> list[queues.QueueInfo]:
+        """The queues that have jobs this session, in queue order."""
+        known = self.snapshot.queues
+        names = {job.queue for job in self.jobs.values()}
+        return self.hooks.queue_order.sorted(known[n] for n in names if n in known)
+
+    def ordered_jobs(self, queue: str) -> list[jobs.Job]:
+        """The queue's jobs, in job order."""
+        return self.hooks.job_order.sorted(j for j in self.jobs.values() if j.queue == queue)
+
+    def ordered_tasks(self, job: jobs.Job) -> list[pods.PodInfo]:
+        """The job's pending pods, in task order."""
+        return self.hooks.task_order.sorted(job.pending)
+
+    def ordered_plain(self) -> list[pods.PodInfo]:
+        """Plain pods in QueueSort order (task order without a QueueSort plugin)."""
+        return self.framework.sort_plain(self.plain, fallback=self.hooks.task_order)
+
+    def vector(self, pod: pods.PodInfo) -> npt.NDArray[np.int64]:
+        """``pod``'s requests over the node table's columns (cached for the session)."""
+        vec = self._vectors.get(pod.key)
+        if vec is None:
+            vec = self._vectors[pod.key] = self.nodes.vector(pod.requests)
+        return vec
+
+    def reject_pod(self, pod: pods.PodInfo, *, reason: str) -> None:
+        """``pod`` stays pending this cycle because of ``reason`` (the last one given wins)."""
+        self.pod_reasons[pod.key] = reason
+
+    def reject_job(self, job: jobs.Job, *, reason: str) -> None:
+        """``job`` stays pending because of ``reason``; its pods without a reason of their own
+        get (or keep following) ``pod group <key>: <reason>``."""
+        self.group_reasons[job.key] = reason
+        derived = f"pod group {job.key}: "
+        for pod in job.pending:
+            if pod.key in self.placed:
+                continue
+            current = self.pod_reasons.get(pod.key)
+            if current is None or current.startswith(derived):
+                self.pod_reasons[pod.key] = derived + reason
+
+
+def open_session(
+    snapshot: snapshots.Snapshot,
+    *,
+    framework: runtime.Framework,
+    session_id: str | None = None,
+) -> Session:
+    """Open a session over ``snapshot``: jobs and plain pods built, session plugins opened."""
+    session = Session(
+        snapshot, framework=framework, session_id=session_id or f"s{next(_session_ids)}"
+    )
+    framework.begin_session()
+    framework.handle.attach(snapshot, recorder=session.recorder)
+    members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
+    for pod in snapshot.pending:
+        if pod.pod_group is None:
+            # Neither group nor queue (a queue alone makes an implicit group of one).
+            session.plain.append(pod)
+        elif pod.pod_group in snapshot.pod_groups:
+            members.setdefault(pod.pod_group, []).append(pod)
+        else:
+            session.reject_pod(pod, reason=f"waiting for PodGroup {pod.pod_group} to exist")
+    for key in sorted(members):
+        job = jobs.Job(snapshot.pod_groups[key], pending=members[key])
+        session.jobs[key] = job
+        for pod in job.pending:
+            session._job_of[pod.key] = job
+    for pod in snapshot.gated:
+        gates = ", ".join(pod.scheduling_gates)
+        session.reject_pod(pod, reason=f"waiting for scheduling gates to be removed: {gates}")
+    logger.debug(
+        "session %s opened: %d nodes, %d jobs, %d plain pods",
+        session.id,
+        len(session.nodes),
+        len(session.jobs),
+        len(session.plain),
+    )
+    framework.run_session_open(session)
+    return session
+
+
+def close_session(session: Session) -> decisions.CycleResult:
+    """Close ``session``: plugins closed, reasons recorded, the handle detached; the result."""
+    if session.closed:
+        raise RuntimeError(f"session {session.id} is already closed")
+    framework = session.framework
+    try:
+        framework.run_session_close(session)
+    finally:
+        session.closed = True
+        framework.handle.detach()
+    for pod in session.snapshot.pending:
+        if pod.key not in session.placed and pod.key not in session.pod_reasons:
+            session.pod_reasons[pod.key] = "not tried this cycle"
+    recorder = session.recorder
+    for key in sorted(session.group_reasons):
+        recorder.record(
+            decisions.Unschedulable(
+                subject=decisions.Subject.GROUP, key=key, reason=session.group_reasons[key]
+            )
+        )
+    for key in sorted(session.pod_reasons):
+        recorder.record(
+            decisions.Unschedulable(
+                subject=decisions.Subject.POD, key=key, reason=session.pod_reasons[key]
+            )
+        )
+    errors, plugin_seconds = framework.end_session()
+    return decisions.CycleResult(
+        session_id=session.id,
+        decisions=recorder.decisions(),
+        pod_reasons=types.MappingProxyType(dict(sorted(session.pod_reasons.items()))),
+        group_reasons=types.MappingProxyType(dict(sorted(session.group_reasons.items()))),
+        action_seconds=types.MappingProxyType(dict(session.action_seconds)),
+        plugin_seconds=types.MappingProxyType(plugin_seconds),
+        attempt_seconds=tuple(session.attempt_seconds),
+        errors=errors,
+        queues=types.MappingProxyType(dict(sorted(session.queue_statuses.items()))),
+    )

@@ -1,0 +1,171 @@
+"""The scheduling loop: snapshot -> open session -> actions -> close session -> decisions.
+
+:class:`Scheduler` is the pure, synchronous part: built once from a profile and a plugin
+registry (plugins are built then, so their controllers and routes are known before the first
+cycle), it turns a snapshot into a :class:`~berth.scheduler.framework.decisions.CycleResult`
+(:meth:`Scheduler.run_session`), or runs one cycle between a :class:`SnapshotSource` and a
+:class:`DecisionSink` (:meth:`Scheduler.run_once`).
+
+:func:`run` is the asynchronous driver the operator runs while it leads — the only non-pure
+code in ``berth.scheduler``: it runs a cycle, then sleeps until ``trigger`` is set (something
+changed) or ``period`` passes, until ``stop`` is set. The session itself runs in a worker
+thread so the event loop (lease renewal, watches, HTTP) keeps going; the snapshot is taken and
+the result applied on the event loop, so source and sink need no locking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import contextlib
+import logging
+import time
+import typing
+
+from berth.scheduler.actions import registry as actions_registry
+from berth.scheduler.framework import (
+    decisions,
+    handles,
+    interfaces,
+    profiles,
+    registries,
+    runtime,
+    sessions,
+)
+from berth.util import clocks
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.snapshot import snapshots
+
+__all__ = ["DecisionSink", "Scheduler", "SnapshotSource", "run"]
+
+logger = logging.getLogger(__name__)
+
+
+class SnapshotSource(typing.Protocol):
+    """Where cycles get the cluster from (``berth.kube`` informers, ``berth.sim``)."""
+
+    def snapshot(self) -> snapshots.Snapshot:
+        """The cluster now, as a snapshot the session may own."""
+        ...
+
+
+class DecisionSink(typing.Protocol):
+    """Where cycles send their decisions (the API server, ``berth.sim``)."""
+
+    def apply(self, result: decisions.CycleResult) -> None:
+        """Apply ``result``'s decisions in order (bind, evict, annotate, conditions...)."""
+        ...
+
+
+class Scheduler:
+    """A profile's plugins and actions, ready to run sessions; see the module docstring."""
+
+    def __init__(
+        self,
+        profile: profiles.Profile,
+        *,
+        registry: registries.Registry,
+        clock: clocks.Clock,
+        actions: collections.abc.Sequence[interfaces.Action] | None = None,
+        handle: handles.ExtendedHandle | None = None,
+    ) -> None:
+        available = tuple(actions) if actions is not None else actions_registry.default_actions()
+        by_name = {action.name: action for action in available}
+        resolved = profiles.resolve(profile, registry=registry, actions=by_name)
+        self.clock = clock
+        self.profile = resolved
+        self.handle = handle if handle is not None else handles.ExtendedHandle(clock=clock)
+        self.framework = runtime.Framework(resolved, handle=self.handle)
+        self.actions: tuple[interfaces.Action, ...] = tuple(by_name[n] for n in resolved.actions)
+        """The actions every session runs, in order."""
+
+    @property
+    def debug_top_n(self) -> int:
+        """Top-N score tables per pod (0: off); settable at run time."""
+        return self.framework.debug_top_n
+
+    @debug_top_n.setter
+    def debug_top_n(self, value: int) -> None:
+        self.framework.debug_top_n = max(0, int(value))
+
+    @property
+    def controllers(self) -> handles.ControllerRegistry:
+        """The plugins' controllers, for the operator to run while it leads."""
+        return self.handle.controllers
+
+    @property
+    def services(self) -> handles.ServiceRegistry:
+        """The plugins' HTTP routes, for the operator to mount."""
+        return self.handle.services
+
+    def run_session(self, snapshot: snapshots.Snapshot) -> decisions.CycleResult:
+        """One session over ``snapshot``: open, every action, close. Pure."""
+        session = sessions.open_session(snapshot, framework=self.framework)
+        try:
+            for action in self.actions:
+                started = time.perf_counter()
+                try:
+                    action.execute(session)
+                except Exception:
+                    # A bug in an action must not stop the cycle or the decisions made so far.
+                    logger.exception("action %s failed in session %s", action.name, session.id)
+                session.action_seconds[action.name] = time.perf_counter() - started
+        finally:
+            result = sessions.close_session(session)
+        return result
+
+    def run_once(self, source: SnapshotSource, sink: DecisionSink) -> decisions.CycleResult:
+        """One cycle: take a snapshot from ``source``, run a session, apply to ``sink``."""
+        result = self.run_session(source.snapshot())
+        sink.apply(result)
+        return result
+
+
+async def run(
+    scheduler: Scheduler,
+    *,
+    source: SnapshotSource,
+    sink: DecisionSink,
+    stop: asyncio.Event,
+    trigger: asyncio.Event | None = None,
+    period: float = 1.0,
+    in_thread: bool = True,
+    on_result: collections.abc.Callable[[decisions.CycleResult], None] | None = None,
+) -> None:
+    """Run cycles until ``stop`` is set: after each, wait for ``trigger`` or ``period`` seconds.
+
+    ``in_thread=False`` runs sessions on the event loop (tests under virtual time).
+    ``on_result`` sees every result after the sink applied it (metrics). A cycle that fails
+    is logged and the loop goes on at the next wake-up.
+    """
+    wake = trigger if trigger is not None else asyncio.Event()
+    while not stop.is_set():
+        wake.clear()
+        try:
+            snapshot = source.snapshot()
+            if in_thread:
+                result = await asyncio.to_thread(scheduler.run_session, snapshot)
+            else:
+                result = scheduler.run_session(snapshot)
+            sink.apply(result)
+            if on_result is not None:
+                on_result(result)
+        except Exception:
+            logger.exception("scheduling cycle failed; retrying at the next wake-up")
+        if stop.is_set():
+            break
+        await _sleep_until(wake, stop=stop, timeout=period)
+
+
+async def _sleep_until(wake: asyncio.Event, *, stop: asyncio.Event, timeout: float) -> None:
+    """Return when ``wake`` or ``stop`` is set, or after ``timeout`` seconds."""
+    waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        for waiter in waiters:
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter

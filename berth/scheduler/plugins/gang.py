@@ -1,0 +1,181 @@
+"""Gang: a PodGroup is placed all or nothing — ``minMember`` pods and ``minResources`` at once.
+
+What the session asks of it (the allocate action commits a job's statement only when
+``job_ready`` agrees, and rolls back everything the job took otherwise, so a group that
+cannot reach quorum holds nothing):
+
+- ``job_valid``: is the group worth trying? Not until ``minMember`` of its pods exist
+  (``waiting for pods: 3/8 created, minMember 8``), and not when the cluster's free capacity
+  (on schedulable nodes, plus what the group already holds) cannot cover ``minResources``
+  (scheduler-plugins' coscheduling PreFilter check).
+- ``job_ready``: ``minMember`` pods are placed (already running or done, plus those this
+  session placed, minus those it evicts).
+- ``job_pipelined``: the same, counting pods nominated to nodes that are freeing up.
+- Timeout (``scheduleTimeoutSeconds``, else the ``defaultScheduleTimeoutSeconds`` argument):
+  a group still not placed when the session closes, whose quorum of pods has existed longer
+  than that, gets its reason prefixed with ``schedule timeout of 60s exceeded`` — the mark
+  the PodGroup controller turns into the ``Failed`` phase, as scheduler-plugins marks a gang
+  whose Permit wait expired. The clock starts when the ``minMember``-th pod was created (or
+  the group, if later): before that the group is waiting for pods, not for room.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+
+import numpy as np
+import pydantic
+import pydantic.alias_generators
+
+from berth.api import quantities, resources
+from berth.scheduler.framework import handles, interfaces, jobs, sessions, statuses
+from berth.scheduler.plugins import names
+from berth.scheduler.snapshot import nodetable, podgroups, pods
+
+__all__ = [
+    "NAME",
+    "TIMEOUT_PREFIX",
+    "Gang",
+    "GangArgs",
+    "min_resources_status",
+    "new",
+    "quorum_since",
+    "quorum_status",
+    "ready_status",
+]
+
+NAME = names.GANG
+TIMEOUT_PREFIX = "schedule timeout of"
+"""How a timed-out group's reason starts: ``schedule timeout of 60s exceeded (...): why``."""
+
+
+class GangArgs(pydantic.BaseModel):
+    """Arguments of Gang."""
+
+    model_config = pydantic.ConfigDict(
+        alias_generator=pydantic.alias_generators.to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+    default_schedule_timeout_seconds: int | None = pydantic.Field(default=None, ge=1)
+    """Seconds a group without its own ``scheduleTimeoutSeconds`` may wait for room once its
+    pods exist. Unset (the default) waits for ever, as the PodGroup API documents."""
+
+
+def quorum_status(group: podgroups.PodGroupInfo, /) -> statuses.Status:
+    """``PENDING`` until ``minMember`` of the group's pods exist."""
+    if group.created >= group.min_member:
+        return statuses.SUCCESS
+    return statuses.new(
+        statuses.Code.PENDING,
+        f"waiting for pods: {group.created}/{group.min_member} created, "
+        f"minMember {group.min_member}",
+    )
+
+
+def _quantity(name: str, milli: int) -> str:
+    return quantities.format_milli(milli, resources.format_for(name))
+
+
+def min_resources_status(
+    group: podgroups.PodGroupInfo,
+    /,
+    *,
+    nodes: nodetable.NodeTable,
+    held: resources.ResourceList,
+) -> statuses.Status:
+    """``UNSCHEDULABLE`` when free capacity on schedulable nodes plus ``held`` (what the
+    group's placed pods use) is below ``minResources`` for some resource."""
+    if not group.min_resources:
+        return statuses.SUCCESS
+    free = np.clip(nodes.free(), 0, None)[~nodes.unschedulable].sum(axis=0)
+    short: list[str] = []
+    for name, needed in sorted(group.min_resources.items()):
+        col = nodes.column.get(name)
+        available = (int(free[col]) if col is not None else 0) + held[name]
+        if available < needed:
+            short.append(
+                f"{name} (needs {_quantity(name, needed)}, {_quantity(name, available)} free)"
+            )
+    if not short:
+        return statuses.SUCCESS
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE,
+        "not enough free resources in the cluster for minResources: " + ", ".join(short),
+    )
+
+
+def ready_status(job: jobs.Job, /, *, pipelined: bool = False) -> statuses.Status:
+    """``SUCCESS`` when ``minMember`` pods are placed (counting pipelined ones if asked)."""
+    have = job.occupied() + (len(job.pipelined) if pipelined else 0)
+    need = job.group.min_member
+    if have >= need:
+        return statuses.SUCCESS
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE, f"gang needs minMember {need}, only {have} could be placed"
+    )
+
+
+def quorum_since(
+    group: podgroups.PodGroupInfo, /, *, members: collections.abc.Iterable[pods.PodInfo]
+) -> float | None:
+    """When the group's ``minMember``-th live pod was created (or the group, if later);
+    ``None`` while fewer exist."""
+    created = sorted(p.creation_timestamp for p in members if p.phase != "Failed")
+    if len(created) < group.min_member:
+        return None
+    return max(created[group.min_member - 1], group.creation_timestamp)
+
+
+def _held(members: collections.abc.Iterable[pods.PodInfo]) -> resources.ResourceList:
+    total = resources.ResourceList()
+    for pod in members:
+        if pod.node_name is not None and not pod.terminal:
+            total += pod.requests
+    return total
+
+
+class Gang(interfaces.SessionPlugin):
+    """Session plugin (job valid, ready, pipelined; timeouts at close)."""
+
+    name = NAME
+
+    def __init__(self, args: GangArgs) -> None:
+        self._default_timeout = args.default_schedule_timeout_seconds
+
+    def on_session_open(self, session: sessions.Session) -> None:
+        snapshot = session.snapshot
+
+        def valid(job: jobs.Job) -> statuses.Status:
+            status = quorum_status(job.group)
+            if not status.is_success():
+                return status
+            held = _held(snapshot.members(job.key))
+            return min_resources_status(job.group, nodes=session.nodes, held=held)
+
+        session.add_job_valid_fn(valid, plugin=NAME)
+        session.add_job_ready_fn(ready_status, plugin=NAME)
+        session.add_job_pipelined_fn(lambda job: ready_status(job, pipelined=True), plugin=NAME)
+
+    def on_session_close(self, session: sessions.Session) -> None:
+        now = session.snapshot.now
+        for key in sorted(session.jobs):
+            job = session.jobs[key]
+            timeout = job.group.schedule_timeout_seconds or self._default_timeout
+            if timeout is None or job.occupied() >= job.group.min_member:
+                continue
+            since = quorum_since(job.group, members=session.snapshot.members(key))
+            if since is None or now - since <= timeout:
+                continue
+            why = session.group_reasons.get(key, "not placed")
+            session.reject_job(
+                job,
+                reason=f"{TIMEOUT_PREFIX} {timeout}s exceeded (waiting {int(now - since)}s): {why}",
+            )
+
+
+def new(args: GangArgs, handle: handles.ExtendedHandle) -> Gang:
+    """Build the plugin."""
+    return Gang(args)

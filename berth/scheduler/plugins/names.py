@@ -1,0 +1,43 @@
+"""The names in-tree plugins are registered and configured under (one place, no typos).
+
+Plugin modules set ``NAME = names.X``; profiles and the registry use the same constants.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BALANCED_ALLOCATION",
+    "DEFAULT_BINDER",
+    "GANG",
+    "LEAST_ALLOCATED",
+    "MOST_ALLOCATED",
+    "NODE_AFFINITY",
+    "NODE_NAME",
+    "NODE_RESOURCES_FIT",
+    "NODE_UNSCHEDULABLE",
+    "PRIORITY",
+    "PROPORTION",
+    "RESERVATION",
+    "TAINT_TOLERATION",
+]
+
+# Node basics (filters)
+NODE_NAME = "NodeName"
+NODE_UNSCHEDULABLE = "NodeUnschedulable"
+NODE_AFFINITY = "NodeAffinity"
+TAINT_TOLERATION = "TaintToleration"
+NODE_RESOURCES_FIT = "NodeResourcesFit"
+
+# Scoring
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+BALANCED_ALLOCATION = "BalancedAllocation"
+
+# Batch: ordering, gangs, queues, reservations
+PRIORITY = "Priority"
+GANG = "Gang"
+PROPORTION = "Proportion"
+RESERVATION = "Reservation"
+
+# Binding
+DEFAULT_BINDER = "DefaultBinder"

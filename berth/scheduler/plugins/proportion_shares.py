@@ -1,0 +1,406 @@
+"""The Proportion plugin's pure maths: the queue tree and hierarchical weighted DRF shares.
+
+Only :mod:`berth.scheduler.plugins.proportion` imports this module (an import-linter exception
+names the pair). Nothing here knows about sessions: the functions take queue infos and
+``int64`` vectors over the node table's resource columns and return new ones, so every rule
+is tested on its own.
+
+**The tree** (:func:`build_tree`). Queues hang off their ``parent`` (or the root). A queue is
+*unusable*, and its work waits with the reason kept in :attr:`QueueTree.problems`, when its
+quota is malformed, its ``limit`` is below its ``guaranteed`` for a resource, its parent does
+not exist, it is part of a cycle, or an ancestor is unusable. Nothing else is affected: the
+usable queues form the tree. A parent's effective guarantee is the larger of its own and the
+sum of its children's (a parent promising its children more than it holds would break their
+promise), capped by its limit.
+
+**Shares** (:func:`fair_shares`). Each queue's *cap* is what it could use: a leaf's demand
+(what it runs plus what it waits for), a parent's the sum of its children's, both capped by
+``limit``. Top-down from the cluster's capacity, each level splits its budget between siblings
+(:func:`split_level`):
+
+1. guarantees first, higher ``priority`` first (then by name): ``min(guaranteed, cap, left)``;
+2. what is left goes to the siblings by priority tier (the highest tier is served until its
+   caps are met, then the next), and inside a tier by weight, by dominant resource
+   (:func:`drf_fill`);
+3. each queue's result is the budget its children split in turn.
+
+A share is therefore *demand-aware*: an idle queue's guarantee is lent to the others (it is
+not in anybody's share while idle) and comes back as soon as the queue asks for it, which is
+what the reclaim action acts on.
+
+**DRF filling** (:func:`drf_fill`). Progressive filling: every queue's *dominant share*
+(largest fraction of any resource's scale it would get) rises at the rate of its weight, each
+resource handed out in proportion to the queue's demand for it, until the queue's cap is met or
+the resource runs out. Resources run out independently (a queue stops getting cpu when the cpu
+is gone but keeps getting memory), which keeps the split work-conserving for queues whose
+aggregate demand mixes shapes. For queues of one shape this is weighted DRF exactly: weights
+1:2:3 split every resource 1:2:3.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.api import quantities, resources
+from berth.scheduler.snapshot import queues
+
+__all__ = [
+    "UNLIMITED",
+    "Claim",
+    "IntArray",
+    "QueueNode",
+    "QueueTree",
+    "build_tree",
+    "dominant_share",
+    "drf_fill",
+    "fair_shares",
+    "format_quantity",
+    "split_level",
+]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+UNLIMITED = 2**61
+"""A cap that is no cap: above any cluster's milli-units, and two of them still fit in int64."""
+
+
+def format_quantity(name: str, milli: int) -> str:
+    """``milli`` of resource ``name`` as the API writes it (``64``, ``500m``, ``32Gi``)."""
+    return quantities.format_milli(int(milli), resources.format_for(name))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class QueueNode:
+    """A usable queue: quota as vectors over the resource columns, and its place in the tree."""
+
+    name: str
+    parent: str | None  # None: a top-level queue
+    children: tuple[str, ...]  # sorted by name
+    guaranteed: IntArray  # effective: max(own, sum of children's), capped by limit
+    limit: IntArray  # UNLIMITED where the queue names no limit
+    weight: int
+    priority: int
+    reclaimable: bool
+    open: bool
+
+    @property
+    def leaf(self) -> bool:
+        """Only leaf queues take work."""
+        return not self.children
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class QueueTree:
+    """The usable queues, the top-level ones, and why the others are unusable."""
+
+    resources: tuple[str, ...]
+    nodes: collections.abc.Mapping[str, QueueNode]
+    roots: tuple[str, ...]  # sorted by name
+    problems: collections.abc.Mapping[str, str]  # unusable queue -> why its work waits
+
+    def path(self, name: str) -> tuple[str, ...]:
+        """``name`` and its ancestors, nearest first (empty for an unusable queue)."""
+        out: list[str] = []
+        node = self.nodes.get(name)
+        while node is not None:
+            out.append(node.name)
+            node = self.nodes.get(node.parent) if node.parent is not None else None
+        return tuple(out)
+
+
+def _vector(
+    amounts: collections.abc.Mapping[str, int], *, column: collections.abc.Mapping[str, int]
+) -> IntArray:
+    vec = np.zeros(len(column), dtype=np.int64)
+    for name, value in amounts.items():
+        col = column.get(name)
+        if col is not None:
+            vec[col] = value
+    return vec
+
+
+def _own_problem(info: queues.QueueInfo, *, known: collections.abc.Container[str]) -> str | None:
+    if info.invalid is not None:
+        return info.invalid
+    if info.limit is not None:
+        for name in sorted(info.guaranteed):
+            if name in info.limit and info.limit[name] < info.guaranteed[name]:
+                return (
+                    f"limit is below guaranteed for {name} "
+                    f"({format_quantity(name, info.limit[name])} < "
+                    f"{format_quantity(name, info.guaranteed[name])})"
+                )
+    if info.parent is not None and info.parent not in known:
+        return f"parent queue {info.parent} does not exist"
+    return None
+
+
+def _cycles(infos: collections.abc.Mapping[str, queues.QueueInfo]) -> dict[str, str]:
+    """Every queue on a parent cycle -> the cycle, written from its smallest name."""
+    out: dict[str, str] = {}
+    done: set[str] = set()
+    for start in sorted(infos):
+        walk: list[str] = []
+        seen: dict[str, int] = {}
+        name: str | None = start
+        while name is not None and name in infos and name not in done and name not in seen:
+            seen[name] = len(walk)
+            walk.append(name)
+            name = infos[name].parent
+        if name is not None and name in seen:
+            cycle = walk[seen[name] :]
+            first = cycle.index(min(cycle))
+            ordered = cycle[first:] + cycle[:first]
+            text = "queue hierarchy has a cycle: " + " -> ".join([*ordered, ordered[0]])
+            for member in cycle:
+                out[member] = text
+        done.update(walk)
+    return out
+
+
+def build_tree(
+    infos: collections.abc.Iterable[queues.QueueInfo], *, resource_names: tuple[str, ...]
+) -> QueueTree:
+    """The tree of ``infos`` over ``resource_names`` (quota of other resources is dropped: no
+    node offers them); see the module docstring for what makes a queue unusable."""
+    by_name: dict[str, queues.QueueInfo] = {
+        info.name: info for info in sorted(infos, key=lambda i: i.name)
+    }
+    column = {name: col for col, name in enumerate(resource_names)}
+    problems: dict[str, str] = {}
+    for name, info in by_name.items():
+        problem = _own_problem(info, known=by_name)
+        if problem is not None:
+            problems[name] = problem
+    for name, text in _cycles(by_name).items():
+        problems.setdefault(name, text)
+    # An unusable ancestor makes the whole subtree wait (the walk stops at cycles: they are
+    # already marked, so every walk below ends at a marked queue or the root).
+    for name in by_name:
+        if name in problems:
+            continue
+        parent = by_name[name].parent
+        while parent is not None and parent not in problems:
+            parent = by_name[parent].parent
+        if parent is not None:
+            problems[name] = f"parent queue {by_name[name].parent} is invalid"
+    usable = [name for name in by_name if name not in problems]
+    children: dict[str | None, list[str]] = {}
+    for name in usable:
+        children.setdefault(by_name[name].parent, []).append(name)
+    nodes: dict[str, QueueNode] = {}
+
+    def build(name: str) -> QueueNode:
+        info = by_name[name]
+        kids = tuple(children.get(name, ()))
+        built = [build(kid) for kid in kids]
+        limit = np.full(len(resource_names), UNLIMITED, dtype=np.int64)
+        if info.limit is not None:
+            for res, value in info.limit.items():
+                col = column.get(res)
+                if col is not None:
+                    limit[col] = value
+        guaranteed = _vector(info.guaranteed, column=column)
+        if built:
+            guaranteed = np.maximum(guaranteed, np.sum([k.guaranteed for k in built], axis=0))
+        node = QueueNode(
+            name=name,
+            parent=info.parent,
+            children=kids,
+            guaranteed=np.minimum(guaranteed, limit),
+            limit=limit,
+            weight=info.weight,
+            priority=info.priority,
+            reclaimable=info.reclaimable,
+            open=info.open,
+        )
+        nodes[name] = node
+        return node
+
+    roots = tuple(children.get(None, ()))
+    for root in roots:
+        build(root)
+    return QueueTree(
+        resources=resource_names,
+        nodes={name: nodes[name] for name in sorted(nodes)},
+        roots=roots,
+        problems=dict(sorted(problems.items())),
+    )
+
+
+def dominant_share(vec: IntArray, *, scale: IntArray) -> float:
+    """The largest fraction of ``scale`` that ``vec`` takes of any resource (0 for an empty
+    vector; resources whose scale is 0 do not count)."""
+    mask = scale > 0
+    if not mask.any():
+        return 0.0
+    return float(np.max(vec[mask] / scale[mask], initial=0.0))
+
+
+def drf_fill(
+    budget: IntArray,
+    *,
+    caps: collections.abc.Sequence[IntArray],
+    weights: collections.abc.Sequence[int],
+    scale: IntArray,
+) -> list[IntArray]:
+    """Split ``budget`` between claimants by weighted progressive filling (module docstring).
+
+    Claimant ``i`` never gets more than ``caps[i]``; the results never sum above ``budget``.
+    ``scale`` (the cluster's capacity) turns amounts into shares. Deterministic.
+    """
+    count = len(caps)
+    out = [np.zeros_like(budget) for _ in range(count)]
+    if count == 0:
+        return out
+    cap = np.maximum(np.array(caps, dtype=np.int64).reshape(count, -1), 0)
+    valid = scale > 0
+    safe_scale = np.where(valid, scale, 1).astype(np.float64)
+    # A claimant's dominant share of its whole cap; it reaches its cap at time D / weight.
+    dominant = np.where(valid, cap / safe_scale, 0.0).max(axis=1, initial=0.0)
+    wanting = dominant > 0
+    finish = np.full(count, np.inf)
+    finish[wanting] = dominant[wanting] / np.asarray(weights, dtype=np.float64)[wanting]
+    given = np.zeros_like(cap)
+    for col in range(len(budget)):
+        amount = int(budget[col])
+        demand = np.where(wanting, cap[:, col], 0)
+        if amount <= 0 or not demand.any():
+            continue
+        if int(demand.sum()) <= amount:
+            given[:, col] = demand
+            continue
+        given[:, col] = _fill_column(amount, demand=demand, finish=finish)
+    for i in range(count):
+        out[i] = given[i]
+    return out
+
+
+def _fill_column(amount: int, *, demand: IntArray, finish: FloatArray) -> IntArray:
+    """One resource: ``demand[i] * min(t / finish[i], 1)`` summed equals ``amount``; solve t.
+
+    Claimants reach their demand in order of ``finish``; between two finishes the handed-out
+    amount grows linearly, so ``t`` is found segment by segment.
+    """
+    active = np.flatnonzero(demand > 0)
+    order = active[np.argsort(finish[active], kind="stable")]
+    capped = 0.0  # demand of claimants already at their cap
+    rate = float(np.sum(demand[order] / finish[order]))  # growth of the others per unit t
+    t = 0.0
+    for i in order:
+        at_cap = capped + rate * float(finish[i])
+        if at_cap >= amount:
+            t = (amount - capped) / rate
+            break
+        capped += float(demand[i])
+        rate -= float(demand[i]) / float(finish[i])
+        t = float(finish[i])
+    exact = demand * np.minimum(t / finish, 1.0)
+    got = np.minimum(np.floor(exact).astype(np.int64), demand)
+    # The whole amount is handed out (demand exceeds it): the milli-units floor() left over
+    # go one each to the largest remainders (ties to the lower index), as seats are
+    # apportioned; float rounding can leave a few more, or a few too many.
+    short = amount - int(got.sum())
+    while short > 0:
+        room = np.flatnonzero(got < demand)
+        if room.size == 0:
+            break
+        rest = exact[room] - got[room]
+        chosen = room[np.argsort(-rest, kind="stable")][:short]
+        got[chosen] += 1
+        short -= chosen.size
+    while short < 0:
+        biggest = int(np.argmax(got))
+        taken = min(-short, int(got[biggest]))
+        got[biggest] -= taken
+        short += taken
+    return got
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Claim:
+    """One sibling at a level: what it is guaranteed, what it could use, weight and priority."""
+
+    guaranteed: IntArray
+    cap: IntArray
+    weight: int
+    priority: int
+
+
+def split_level(
+    budget: IntArray, *, claims: collections.abc.Sequence[Claim], scale: IntArray
+) -> list[IntArray]:
+    """Split one level's ``budget`` between siblings (``claims`` sorted by name): guarantees
+    by priority, then the rest by priority tier and weight (module docstring)."""
+    left = np.maximum(budget, 0).astype(np.int64)
+    got = [np.zeros_like(left) for _ in claims]
+    by_priority = sorted(range(len(claims)), key=lambda i: (-claims[i].priority, i))
+    for i in by_priority:
+        take = np.minimum(np.minimum(claims[i].guaranteed, claims[i].cap), left)
+        got[i] = np.maximum(take, 0)
+        left = left - got[i]
+    for priority in sorted({c.priority for c in claims}, reverse=True):
+        tier = [i for i in by_priority if claims[i].priority == priority]
+        extra = drf_fill(
+            left,
+            caps=[claims[i].cap - got[i] for i in tier],
+            weights=[claims[i].weight for i in tier],
+            scale=scale,
+        )
+        for i, more in zip(tier, extra, strict=True):
+            got[i] = got[i] + more
+            left = left - more
+    return got
+
+
+def fair_shares(
+    tree: QueueTree,
+    *,
+    capacity: IntArray,
+    demand: collections.abc.Mapping[str, IntArray],
+    scale: IntArray | None = None,
+) -> dict[str, IntArray]:
+    """Every usable queue's entitlement (module docstring), by name.
+
+    ``demand`` is by leaf queue (what it runs plus what it waits for; absent means nothing);
+    ``capacity`` is what the root splits; ``scale`` turns amounts into shares (``capacity``
+    when not given).
+    """
+    scale = capacity if scale is None else scale
+    zero = np.zeros(len(tree.resources), dtype=np.int64)
+    caps: dict[str, IntArray] = {}
+
+    def cap_of(name: str) -> IntArray:
+        node = tree.nodes[name]
+        if node.leaf:
+            wanted = np.maximum(demand.get(name, zero), 0)
+        else:
+            wanted = np.sum([cap_of(kid) for kid in node.children], axis=0)
+        caps[name] = np.minimum(wanted, node.limit)
+        return caps[name]
+
+    for root in tree.roots:
+        cap_of(root)
+    shares: dict[str, IntArray] = {}
+    levels: list[tuple[tuple[str, ...], IntArray]] = [(tree.roots, capacity)]
+    while levels:
+        names, budget = levels.pop()
+        claims = [
+            Claim(
+                guaranteed=tree.nodes[n].guaranteed,
+                cap=caps[n],
+                weight=tree.nodes[n].weight,
+                priority=tree.nodes[n].priority,
+            )
+            for n in names
+        ]
+        for name, share in zip(names, split_level(budget, claims=claims, scale=scale), strict=True):
+            shares[name] = share
+            if tree.nodes[name].children:
+                levels.append((tree.nodes[name].children, share))
+    return {name: shares[name] for name in sorted(shares)}

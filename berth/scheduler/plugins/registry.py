@@ -1,0 +1,92 @@
+"""The in-tree plugins, as one registry literal, and the default profile.
+
+This is the only module that imports every plugin (an import-linter contract says so).
+:func:`in_tree_registry` returns a fresh :class:`~berth.scheduler.framework.registries.Registry`
+each call (there is no process-global registry); out-of-tree plugins are added with
+``Registry.merge``. :data:`DEFAULT_PROFILE_YAML` is the profile Berth runs when none is given,
+in the order the plugins run at each extension point.
+"""
+
+from __future__ import annotations
+
+from berth.scheduler.framework import profiles, registries
+from berth.scheduler.plugins import (
+    balanced_allocation,
+    default_binder,
+    gang,
+    least_allocated,
+    most_allocated,
+    names,
+    node_affinity,
+    node_name,
+    node_resources_fit,
+    node_unschedulable,
+    priority,
+    proportion,
+    taint_toleration,
+)
+
+__all__ = ["DEFAULT_PROFILE_YAML", "default_profile", "in_tree_registry"]
+
+
+def in_tree_registry() -> registries.Registry:
+    """Every in-tree plugin by name."""
+    return registries.Registry(
+        {
+            # Node basics (filters)
+            names.NODE_NAME: registries.PluginFactory(new=node_name.new),
+            names.NODE_UNSCHEDULABLE: registries.PluginFactory(new=node_unschedulable.new),
+            names.NODE_AFFINITY: registries.PluginFactory(new=node_affinity.new),
+            names.TAINT_TOLERATION: registries.PluginFactory(new=taint_toleration.new),
+            names.NODE_RESOURCES_FIT: registries.PluginFactory(
+                new=node_resources_fit.new, args=node_resources_fit.NodeResourcesFitArgs
+            ),
+            # Scoring
+            names.LEAST_ALLOCATED: registries.PluginFactory(
+                new=least_allocated.new, args=least_allocated.LeastAllocatedArgs
+            ),
+            names.MOST_ALLOCATED: registries.PluginFactory(
+                new=most_allocated.new, args=most_allocated.MostAllocatedArgs
+            ),
+            names.BALANCED_ALLOCATION: registries.PluginFactory(
+                new=balanced_allocation.new, args=balanced_allocation.BalancedAllocationArgs
+            ),
+            # Batch: ordering and gangs
+            names.PRIORITY: registries.PluginFactory(new=priority.new),
+            names.GANG: registries.PluginFactory(new=gang.new, args=gang.GangArgs),
+            # Batch: queues
+            names.PROPORTION: registries.PluginFactory(
+                new=proportion.new, args=proportion.ProportionArgs
+            ),
+            # Binding
+            names.DEFAULT_BINDER: registries.PluginFactory(new=default_binder.new),
+        }
+    )
+
+
+DEFAULT_PROFILE_YAML = """\
+schedulerName: berth-scheduler
+actions: [allocate, backfill, reclaim, preempt]
+plugins:
+  # Ordering, gangs and queues
+  - name: Priority
+  - name: Gang
+  - name: Proportion
+  # Node basics: the static filters first (cached per pod shape), then resources
+  - name: NodeName
+  - name: NodeUnschedulable
+  - name: NodeAffinity
+  - name: TaintToleration
+  - name: NodeResourcesFit
+  # Scoring (spread; a bin-packing profile enables MostAllocated instead of LeastAllocated)
+  - name: LeastAllocated
+  - name: BalancedAllocation
+  # Binding
+  - name: DefaultBinder
+"""
+"""The default profile, as a user would write it."""
+
+
+def default_profile() -> profiles.Profile:
+    """The default profile (parsed from :data:`DEFAULT_PROFILE_YAML`)."""
+    return profiles.load(DEFAULT_PROFILE_YAML, source="the default profile")

@@ -1,0 +1,71 @@
+"""``NodeInfo``: one node as the scheduler sees it, built once per change from the API's dict.
+
+Owns what scheduling reads from a node (labels, taints, allocatable, unschedulable) and, in a
+snapshot, the keys of the pods placed on it. Allocatable falls back to capacity, as kubelet
+reports both; ``pods`` is always present (110, kubelet's default, when the node omits it).
+Built by :class:`berth.scheduler.snapshot.cache.ClusterCache`.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+from berth.api import errors, resources
+from berth.scheduler.snapshot import ids, taints, wire
+
+__all__ = ["DEFAULT_MAX_PODS", "NodeInfo", "node_info"]
+
+DEFAULT_MAX_PODS = 110  # kubelet's --max-pods default
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeInfo:
+    """A node, parsed once. ``pods`` is filled in by the snapshot (sorted pod keys)."""
+
+    name: ids.NodeName
+    uid: str
+    labels: collections.abc.Mapping[str, str] = dataclasses.field(hash=False, repr=False)
+    taints: tuple[taints.Taint, ...]
+    allocatable: resources.ResourceList
+    unschedulable: bool
+    invalid: str | None = None  # a malformed allocatable: the node offers nothing
+    pods: tuple[ids.PodKey, ...] = ()
+
+    def static_equal(self, other: NodeInfo, /) -> bool:
+        """Equal in everything a node table stores (pods aside)."""
+        return (
+            self.labels == other.labels
+            and self.taints == other.taints
+            and self.allocatable == other.allocatable
+            and self.unschedulable == other.unschedulable
+        )
+
+
+def node_info(raw: typing.Any, /) -> NodeInfo:
+    """Parse a node (the API's dict) into a :class:`NodeInfo`."""
+    obj = wire.as_raw(raw)
+    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
+    offered = wire.sub(status, "allocatable") or wire.sub(status, "capacity")
+    invalid: str | None = None
+    parsed: dict[str, int] = {}
+    for name, text in offered.items():
+        try:
+            value = wire.milli(text)
+        except errors.QuantityError as exc:
+            invalid = f"invalid allocatable {name}: {exc}"
+            break
+        parsed[str(name)] = max(value, 0)
+    if invalid is not None:
+        parsed = {}
+    parsed.setdefault(resources.PODS, DEFAULT_MAX_PODS * 1000 if invalid is None else 0)
+    return NodeInfo(
+        name=ids.NodeName(str(meta.get("name") or "")),
+        uid=str(meta.get("uid") or ""),
+        labels={str(k): str(v) for k, v in wire.sub(meta, "labels").items()},
+        taints=taints.parse_taints(spec.get("taints")),
+        allocatable=resources.ResourceList(parsed),
+        unschedulable=bool(spec.get("unschedulable")),
+        invalid=invalid,
+    )

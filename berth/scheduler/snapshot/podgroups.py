@@ -1,0 +1,178 @@
+"""``PodGroupInfo``: one gang as the scheduler sees it, with its members counted.
+
+Owns the parsing of a PodGroup (a ``berth.api.podgroups.PodGroup`` or its wire dict), the
+implicit group of one a pod with a queue but no group forms, and the member counts a snapshot
+adds (pending, gated, placed, succeeded, failed). A group's priority is its PriorityClass's
+value; a group naming none takes its highest member's priority (so a group of one is ordered
+like its pod). Built by :class:`berth.scheduler.snapshot.cache.ClusterCache`; read by the Gang
+and Priority plugins and the actions.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+from berth.api import errors, keys, resources
+from berth.scheduler.snapshot import ids, pods, wire
+
+__all__ = ["PodGroupInfo", "implicit_group", "pod_group_info", "with_members"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PodGroupInfo:
+    """A PodGroup (or a pod's implicit group of one), with member counts from the snapshot."""
+
+    key: ids.PodGroupKey
+    namespace: str
+    name: str
+    uid: str
+    min_member: int
+    min_resources: resources.ResourceList
+    queue: ids.QueueName
+    priority_class_name: str
+    priority: int  # resolved when members are counted (see the module docstring)
+    schedule_timeout_seconds: int | None
+    creation_timestamp: float
+    phase: str
+    implicit: bool = False  # a pod's group of one, not a PodGroup object
+    invalid: str | None = None  # why the group can never be scheduled as written
+    members: tuple[ids.PodKey, ...] = ()  # every known member, any phase, sorted
+    pending: int = 0  # waiting for a node, ungated, not being deleted
+    gated: int = 0  # waiting, but held by scheduling gates
+    placed: int = 0  # on a node (bound or assumed) and not finished
+    succeeded: int = 0
+    failed: int = 0
+
+    @property
+    def created(self) -> int:
+        """Members that exist and count towards quorum (failed ones do not)."""
+        return self.pending + self.gated + self.placed + self.succeeded
+
+    @property
+    def ready(self) -> bool:
+        """``minMember`` members are placed (or already done)."""
+        return self.placed + self.succeeded >= self.min_member
+
+
+def _priority_of_class(
+    name: str, /, *, priority_classes: collections.abc.Mapping[str, int], default_priority: int
+) -> int:
+    return priority_classes.get(name, default_priority) if name else default_priority
+
+
+def pod_group_info(
+    raw: typing.Any,
+    /,
+    *,
+    priority_classes: collections.abc.Mapping[str, int] | None = None,
+    default_priority: int = 0,
+) -> PodGroupInfo:
+    """Parse a PodGroup (model or wire dict); members are added by :func:`with_members`."""
+    obj = wire.as_raw(raw)
+    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    invalid: str | None = None
+    min_resources = resources.ResourceList()
+    try:
+        min_resources = resources.ResourceList(
+            {str(k): wire.milli(v) for k, v in wire.sub(spec, "minResources").items()}
+        )
+        if min_resources.is_negative():
+            invalid, min_resources = (
+                "invalid minResources: negative quantity",
+                resources.ResourceList(),
+            )
+    except errors.QuantityError as exc:
+        invalid = f"invalid minResources: {exc}"
+    min_member = spec.get("minMember", 1)
+    if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
+        invalid, min_member = invalid or f"invalid minMember {min_member!r}", 1
+    timeout = spec.get("scheduleTimeoutSeconds")
+    class_name = str(spec.get("priorityClassName") or "")
+    return PodGroupInfo(
+        key=ids.PodGroupKey(ids.key_of(namespace, name=name)),
+        namespace=namespace,
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        min_member=min_member,
+        min_resources=min_resources,
+        queue=ids.QueueName(str(spec.get("queue") or keys.DEFAULT_QUEUE)),
+        priority_class_name=class_name,
+        priority=_priority_of_class(
+            class_name, priority_classes=priority_classes or {}, default_priority=default_priority
+        ),
+        schedule_timeout_seconds=timeout if isinstance(timeout, int) and timeout > 0 else None,
+        creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
+        phase=str(status.get("phase") or "Pending"),
+        invalid=invalid,
+    )
+
+
+def implicit_group(pod: pods.PodInfo, /) -> PodGroupInfo:
+    """The group of one formed by ``pod`` (it has a queue label but no group)."""
+    return PodGroupInfo(
+        key=pods.implicit_group_key(pod.namespace, name=pod.name),
+        namespace=pod.namespace,
+        name=pod.name,
+        uid=pod.uid,
+        min_member=1,
+        min_resources=resources.ResourceList(),
+        queue=pod.queue or ids.QueueName(keys.DEFAULT_QUEUE),
+        priority_class_name="",
+        priority=pod.priority,
+        schedule_timeout_seconds=None,
+        creation_timestamp=pod.creation_timestamp,
+        phase="Pending",
+        implicit=True,
+    )
+
+
+def with_members(
+    group: PodGroupInfo,
+    /,
+    *,
+    members: collections.abc.Iterable[pods.PodInfo],
+    priority_classes: collections.abc.Mapping[str, int] | None = None,
+    default_priority: int = 0,
+) -> PodGroupInfo:
+    """``group`` with its members listed and counted, and its priority resolved."""
+    keys_: list[ids.PodKey] = []
+    pending = gated = placed = succeeded = failed = 0
+    top: int | None = None
+    for pod in members:
+        keys_.append(pod.key)
+        if pod.phase == "Succeeded":
+            succeeded += 1
+        elif pod.phase == "Failed":
+            failed += 1
+        elif pod.node_name is not None:
+            placed += 1
+        elif pod.deleting:
+            continue
+        elif pod.gated:
+            gated += 1
+        else:
+            pending += 1
+        if not pod.terminal:
+            top = pod.priority if top is None else max(top, pod.priority)
+    if group.priority_class_name:
+        priority = _priority_of_class(
+            group.priority_class_name,
+            priority_classes=priority_classes or {},
+            default_priority=default_priority,
+        )
+    else:
+        priority = default_priority if top is None else top
+    return dataclasses.replace(
+        group,
+        priority=priority,
+        members=tuple(sorted(keys_)),
+        pending=pending,
+        gated=gated,
+        placed=placed,
+        succeeded=succeeded,
+        failed=failed,
+    )

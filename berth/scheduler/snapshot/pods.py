@@ -1,0 +1,345 @@
+"""``PodInfo``: one pod as the scheduler sees it, built once per change from the API's dict.
+
+Owns the Kubernetes sizing of a pod (containers summed, the maximum with each init container,
+restartable "sidecar" init containers running alongside, plus ``overhead``; ``pods`` counts 1),
+the pod's Berth keys (group, queue, reservation), its static scheduling constraints, and the
+``signature`` that lets identical pod shapes share cached filter masks. A malformed or negative
+quantity does not raise: the info carries ``invalid`` and the pod is reported unschedulable
+with that text. Built by :class:`berth.scheduler.snapshot.cache.ClusterCache`; read by every
+plugin.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+from berth.api import errors, keys, resources
+from berth.scheduler.snapshot import ids, selectors, taints, wire
+
+__all__ = [
+    "DEFAULT_PREEMPTION_POLICY",
+    "GROUP_ANNOTATION_INTEROP",
+    "GROUP_LABEL",
+    "GROUP_LABEL_INTEROP",
+    "QUEUE_LABEL",
+    "RESERVATION_LABEL",
+    "RESERVE_POD_ANNOTATION",
+    "OwnerReference",
+    "PodInfo",
+    "Signature",
+    "implicit_group_key",
+    "pod_info",
+    "pod_requests",
+    "resolve",
+]
+
+GROUP_LABEL = keys.POD_GROUP_LABEL
+GROUP_LABEL_INTEROP = keys.INTEROP_POD_GROUP_LABEL  # scheduler-plugins coscheduling
+GROUP_ANNOTATION_INTEROP = keys.INTEROP_POD_GROUP_ANNOTATION  # Volcano / kube-batch
+QUEUE_LABEL = keys.QUEUE_LABEL
+RESERVATION_LABEL = keys.RESERVATION_LABEL
+RESERVE_POD_ANNOTATION = f"{keys.GROUP}/reserve-pod"
+"""Annotation (``"true"``) marking the in-memory pod that stands for a Reservation."""
+DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"
+
+_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_ONE_POD = resources.ResourceList({resources.PODS: 1000})
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnerReference:
+    """One ``metadata.ownerReferences[]`` entry."""
+
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
+
+
+Signature = tuple[typing.Hashable, ...]
+"""Everything static filters and static scores look at; equal signatures share cached masks."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PodInfo:
+    """A pod, parsed once. Mappings are never mutated after construction."""
+
+    uid: str
+    namespace: str
+    name: str
+    key: ids.PodKey
+    labels: collections.abc.Mapping[str, str] = dataclasses.field(hash=False, repr=False)
+    annotations: collections.abc.Mapping[str, str] = dataclasses.field(hash=False, repr=False)
+    scheduler_name: str
+    node_name: ids.NodeName | None  # None: not placed (bound, or assumed by the cache)
+    phase: str
+    deleting: bool  # metadata.deletionTimestamp is set
+    priority: int  # resolved: spec.priority, else its PriorityClass, else the global default
+    spec_priority: int | None
+    priority_class_name: str
+    preemption_policy: str
+    creation_timestamp: float
+    requests: resources.ResourceList  # milli-units, ``pods`` included (1000)
+    node_selector: tuple[selectors.Requirement, ...]
+    required_affinity: tuple[selectors.SelectorTerm, ...] | None  # None: no requirement
+    preferred_affinity: tuple[selectors.PreferredTerm, ...]
+    tolerations: tuple[taints.Toleration, ...]
+    owner_references: tuple[OwnerReference, ...]
+    pod_group: ids.PodGroupKey | None  # explicit group, or the implicit group of one
+    queue: ids.QueueName | None  # resolved: the pod's label, else its group's queue
+    reservation: ids.ReservationKey | None  # a reservation the pod asks for by name
+    scheduling_gates: tuple[str, ...]
+    invalid: str | None = None  # why the pod can never be scheduled as written
+    signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        signature = (
+            self.node_name,
+            self.node_selector,
+            self.required_affinity,
+            self.preferred_affinity,
+            self.tolerations,
+        )
+        object.__setattr__(self, "signature", signature)
+
+    @property
+    def terminal(self) -> bool:
+        """Succeeded or Failed: it holds no resources and will not be scheduled."""
+        return self.phase in _TERMINAL_PHASES
+
+    @property
+    def plain(self) -> bool:
+        """Neither a group nor a queue: default placement, no batch logic."""
+        return self.pod_group is None and self.queue is None
+
+    @property
+    def reserve(self) -> bool:
+        """An in-memory reserve pod standing for a Reservation (never bound as a pod)."""
+        return self.annotations.get(RESERVE_POD_ANNOTATION) == "true"
+
+    @property
+    def gated(self) -> bool:
+        """Held by ``spec.schedulingGates``: not considered until every gate is removed."""
+        return bool(self.scheduling_gates)
+
+
+# Sizing -----------------------------------------------------------------------------------
+
+
+def _container_requests(container: wire.Raw, /, *, where: str) -> dict[str, int]:
+    """A container's requests; a resource with a limit but no request requests its limit
+    (the API server's defaulting, repeated so that hand-written dicts size the same)."""
+    spec = wire.sub(container, "resources")
+    merged: dict[str, typing.Any] = dict(wire.sub(spec, "limits"))
+    merged.update(wire.sub(spec, "requests"))
+    out: dict[str, int] = {}
+    for name, text in merged.items():
+        try:
+            value = wire.milli(text)
+        except errors.QuantityError as exc:
+            raise errors.QuantityError(f"{where} {name}: {exc}") from None
+        if value < 0:
+            raise errors.QuantityError(f"{where} {name}: negative quantity {text!r}")
+        out[str(name)] = value
+    return out
+
+
+def _add(into: dict[str, int], more: dict[str, int], /) -> None:
+    for name, value in more.items():
+        into[name] = into.get(name, 0) + value
+
+
+def _raise_to(into: dict[str, int], floor: dict[str, int], /) -> None:
+    for name, value in floor.items():
+        if value > into.get(name, 0):
+            into[name] = value
+
+
+def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
+    """What a pod with ``spec`` occupies on a node, Kubernetes' way, ``pods`` included.
+
+    Raises ``QuantityError`` naming the container and resource when a quantity is malformed or
+    negative.
+    """
+    total: dict[str, int] = {}
+    for i, container in enumerate(_list(spec.get("containers"))):
+        _add(total, _container_requests(container, where=_where("containers", i, container)))
+    init_peak: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    for i, container in enumerate(_list(spec.get("initContainers"))):
+        requests = _container_requests(container, where=_where("initContainers", i, container))
+        if container.get("restartPolicy") == "Always":
+            # A sidecar keeps running beside the app containers and every later init container.
+            _add(total, requests)
+            _add(sidecars, requests)
+            _raise_to(init_peak, sidecars)
+        else:
+            _add(requests, sidecars)
+            _raise_to(init_peak, requests)
+    _raise_to(total, init_peak)
+    overhead = wire.sub(spec, "overhead")
+    if overhead:
+        _add(total, _container_requests({"resources": {"requests": overhead}}, where="overhead"))
+    _add(total, {resources.PODS: 1000})
+    return resources.ResourceList(total)
+
+
+def _where(field: str, index: int, container: wire.Raw) -> str:
+    name = container.get("name")
+    return f"{field}[{index}]" + (f" ({name})" if name else "")
+
+
+def _list(raw: typing.Any) -> list[wire.Raw]:
+    if not isinstance(raw, list):
+        return []
+    return [item for item in raw if isinstance(item, dict | collections.abc.Mapping)]
+
+
+# Keys and resolution ---------------------------------------------------------------------
+
+
+def _group_name(labels: collections.abc.Mapping[str, str], annotations: wire.Raw) -> str | None:
+    name = labels.get(GROUP_LABEL) or labels.get(GROUP_LABEL_INTEROP)
+    if not name:
+        name = annotations.get(GROUP_ANNOTATION_INTEROP)
+    return str(name) if name else None
+
+
+def implicit_group_key(namespace: str, /, *, name: str) -> ids.PodGroupKey:
+    """The key of the group of one a pod with a queue but no group forms.
+
+    ``:`` cannot appear in a Kubernetes name, so it never collides with a real PodGroup.
+    """
+    return ids.PodGroupKey(ids.key_of(namespace, name=f"pod:{name}"))
+
+
+def _priority(
+    spec_priority: int | None,
+    /,
+    *,
+    class_name: str,
+    priority_classes: collections.abc.Mapping[str, int],
+    default_priority: int,
+) -> int:
+    if spec_priority is not None:
+        return spec_priority
+    if class_name:
+        # A class that does not exist (yet) counts as the default, as admission would refuse it.
+        return priority_classes.get(class_name, default_priority)
+    return default_priority
+
+
+def resolve(
+    info: PodInfo,
+    /,
+    *,
+    priority_classes: collections.abc.Mapping[str, int],
+    default_priority: int = 0,
+    group_queue: str | None = None,
+) -> PodInfo:
+    """``info`` with its priority and queue resolved again (after a PriorityClass or its
+    group changed); the same object when nothing changed."""
+    priority = _priority(
+        info.spec_priority,
+        class_name=info.priority_class_name,
+        priority_classes=priority_classes,
+        default_priority=default_priority,
+    )
+    label_queue = info.labels.get(QUEUE_LABEL)
+    queue = ids.QueueName(label_queue) if label_queue else _queue_or_none(group_queue)
+    if priority == info.priority and queue == info.queue:
+        return info
+    return dataclasses.replace(info, priority=priority, queue=queue)
+
+
+def _queue_or_none(name: str | None) -> ids.QueueName | None:
+    return ids.QueueName(name) if name else None
+
+
+def pod_info(
+    raw: typing.Any,
+    /,
+    *,
+    priority_classes: collections.abc.Mapping[str, int] | None = None,
+    default_priority: int = 0,
+    group_queue: str | None = None,
+) -> PodInfo:
+    """Parse a pod (the API's dict) into a :class:`PodInfo`.
+
+    ``priority_classes`` (name -> value) and ``default_priority`` (the global default class)
+    resolve a pod without ``spec.priority``; ``group_queue`` is its group's queue, used when
+    the pod has no queue label.
+    """
+    obj = wire.as_raw(raw)
+    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    labels = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
+    annotations = {str(k): str(v) for k, v in wire.sub(meta, "annotations").items()}
+    invalid: str | None = None
+    try:
+        requests = pod_requests(spec)
+    except errors.QuantityError as exc:
+        invalid, requests = f"invalid resource request: {exc}", _ONE_POD
+    spec_priority = spec.get("priority")
+    if not isinstance(spec_priority, int) or isinstance(spec_priority, bool):
+        spec_priority = None
+    class_name = str(spec.get("priorityClassName") or "")
+    required, preferred = selectors.parse_node_affinity(spec.get("affinity"))
+    group_name = _group_name(labels, annotations)
+    label_queue = labels.get(QUEUE_LABEL)
+    if group_name:
+        group: ids.PodGroupKey | None = ids.PodGroupKey(ids.key_of(namespace, name=group_name))
+    elif label_queue:
+        group = implicit_group_key(namespace, name=name)
+    else:
+        group = None
+    reservation = labels.get(RESERVATION_LABEL)
+    node_name = spec.get("nodeName")
+    return PodInfo(
+        uid=str(meta.get("uid") or ""),
+        namespace=namespace,
+        name=name,
+        key=ids.PodKey(ids.key_of(namespace, name=name)),
+        labels=labels,
+        annotations=annotations,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=ids.NodeName(str(node_name)) if node_name else None,
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        priority=_priority(
+            spec_priority,
+            class_name=class_name,
+            priority_classes=priority_classes or {},
+            default_priority=default_priority,
+        ),
+        spec_priority=spec_priority,
+        priority_class_name=class_name,
+        preemption_policy=str(spec.get("preemptionPolicy") or DEFAULT_PREEMPTION_POLICY),
+        creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
+        requests=requests,
+        node_selector=selectors.parse_node_selector(spec.get("nodeSelector")),
+        required_affinity=required,
+        preferred_affinity=preferred,
+        tolerations=taints.parse_tolerations(spec.get("tolerations")),
+        owner_references=tuple(
+            OwnerReference(
+                kind=str(ref.get("kind") or ""),
+                name=str(ref.get("name") or ""),
+                uid=str(ref.get("uid") or ""),
+                controller=bool(ref.get("controller")),
+            )
+            for ref in _list(meta.get("ownerReferences"))
+        ),
+        pod_group=group,
+        queue=ids.QueueName(label_queue) if label_queue else _queue_or_none(group_queue),
+        reservation=(
+            ids.ReservationKey(ids.key_of(namespace, name=reservation)) if reservation else None
+        ),
+        scheduling_gates=tuple(
+            str(gate.get("name") or "") for gate in _list(spec.get("schedulingGates"))
+        ),
+        invalid=invalid,
+    )

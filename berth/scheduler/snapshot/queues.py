@@ -1,0 +1,101 @@
+"""``QueueInfo``: one queue as the scheduler sees it.
+
+Owns the parsing of a Queue (a ``berth.api.queues.Queue`` or its wire dict) and the implicit
+``default`` queue every cluster has. ``limit`` keeps explicit zeros (a resource capped at 0 is
+not the same as a resource not capped). Built by
+:class:`berth.scheduler.snapshot.cache.ClusterCache`; read by the Proportion plugin and the
+actions.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+from berth.api import errors, keys, resources
+from berth.scheduler.snapshot import ids, wire
+
+__all__ = ["CLOSED", "OPEN", "QueueInfo", "default_queue", "queue_info"]
+
+OPEN = "Open"
+CLOSED = "Closed"
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueInfo:
+    """A queue: its place in the tree, quota and share."""
+
+    name: ids.QueueName
+    uid: str
+    parent: ids.QueueName | None
+    guaranteed: resources.ResourceList
+    limit: collections.abc.Mapping[str, int] | None = dataclasses.field(hash=False)  # None: none
+    weight: int = 1
+    priority: int = 0
+    reclaimable: bool = True
+    state: str = OPEN
+    creation_timestamp: float = 0.0
+    implicit: bool = False  # the ``default`` queue nobody created
+    invalid: str | None = None  # a malformed quota: the queue admits nothing
+
+    @property
+    def open(self) -> bool:
+        """Whether the queue admits new work."""
+        return self.state == OPEN
+
+
+def _quantities(raw: wire.Raw, /, *, field: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, text in raw.items():
+        try:
+            value = wire.milli(text)
+        except errors.QuantityError as exc:
+            raise errors.QuantityError(f"{field} {name}: {exc}") from None
+        if value < 0:
+            raise errors.QuantityError(f"{field} {name}: negative quantity {text!r}")
+        out[str(name)] = value
+    return out
+
+
+def queue_info(raw: typing.Any, /) -> QueueInfo:
+    """Parse a Queue (model or wire dict)."""
+    obj = wire.as_raw(raw)
+    meta, spec = wire.sub(obj, "metadata"), wire.sub(obj, "spec")
+    invalid: str | None = None
+    guaranteed: dict[str, int] = {}
+    limit: dict[str, int] | None = None
+    try:
+        guaranteed = _quantities(wire.sub(spec, "guaranteed"), field="guaranteed")
+        if isinstance(spec.get("limit"), collections.abc.Mapping):
+            limit = _quantities(wire.sub(spec, "limit"), field="limit")
+    except errors.QuantityError as exc:
+        invalid, guaranteed, limit = f"invalid quota: {exc}", {}, {}
+    weight = spec.get("weight", 1)
+    priority = spec.get("priority", 0)
+    parent = spec.get("parent")
+    return QueueInfo(
+        name=ids.QueueName(str(meta.get("name") or "")),
+        uid=str(meta.get("uid") or ""),
+        parent=ids.QueueName(str(parent)) if parent else None,
+        guaranteed=resources.ResourceList(guaranteed),
+        limit=limit,
+        weight=weight if isinstance(weight, int) and weight >= 1 else 1,
+        priority=priority if isinstance(priority, int) else 0,
+        reclaimable=spec.get("reclaimable", True) is not False,
+        state=str(spec.get("state") or OPEN),
+        creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
+        invalid=invalid,
+    )
+
+
+def default_queue() -> QueueInfo:
+    """The implicit ``default`` queue: no quota, no limit, weight 1, open."""
+    return QueueInfo(
+        name=ids.QueueName(keys.DEFAULT_QUEUE),
+        uid="",
+        parent=None,
+        guaranteed=resources.ResourceList(),
+        limit=None,
+        implicit=True,
+    )

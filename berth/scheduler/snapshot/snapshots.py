@@ -1,0 +1,62 @@
+"""``Snapshot``: the cluster as one scheduling cycle sees it, taken at ``now``.
+
+Owns the read side every session shares: the :class:`~berth.scheduler.snapshot.nodetable.NodeTable`
+(a private copy the session may mutate through ``assume``/``forget``), the infos by key, the
+PriorityClasses, and lookups between them. Nothing here changes when the cache moves on: the
+mappings are copies, keyed by plain ``str`` (the typed ids of :mod:`.ids` are ``str``
+subtypes, so they look up directly). Mapping iteration order is not a contract (R9): iterate
+``pending`` (sorted by key) or sort.
+
+Taken by :meth:`berth.scheduler.snapshot.cache.ClusterCache.snapshot`; opened by the
+framework's ``Session``.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+
+from berth.scheduler.snapshot import nodes, nodetable, podgroups, pods, queues, reservations
+
+__all__ = ["Snapshot"]
+
+# The fields are named like the modules; these aliases keep the annotations readable to mypy.
+_NodeInfo = nodes.NodeInfo
+_PodInfo = pods.PodInfo
+_PodGroupInfo = podgroups.PodGroupInfo
+_QueueInfo = queues.QueueInfo
+_ReservationInfo = reservations.ReservationInfo
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class Snapshot:
+    """Everything a cycle reads; see the module docstring."""
+
+    now: float  # the clock's time when the snapshot was taken (seconds since the epoch)
+    nodes: nodetable.NodeTable
+    node_infos: collections.abc.Mapping[str, _NodeInfo]  # in row order
+    pods: collections.abc.Mapping[str, _PodInfo]  # every known pod, any phase
+    pending: tuple[_PodInfo, ...]  # Berth's pods waiting for a node, ungated, by key
+    gated: tuple[_PodInfo, ...] = ()  # Berth's waiting pods held by scheduling gates
+    pod_groups: collections.abc.Mapping[str, _PodGroupInfo]
+    queues: collections.abc.Mapping[str, _QueueInfo]
+    reservations: collections.abc.Mapping[str, _ReservationInfo]
+    priority_classes: collections.abc.Mapping[str, int]
+
+    def group_of(self, pod: _PodInfo, /) -> _PodGroupInfo | None:
+        """The pod's group (``None`` for a plain pod, or when its PodGroup does not exist)."""
+        return self.pod_groups.get(pod.pod_group) if pod.pod_group is not None else None
+
+    def members(self, group: str, /) -> tuple[_PodInfo, ...]:
+        """The group's known pods, any phase, sorted by key."""
+        info = self.pod_groups.get(group)
+        if info is None:
+            return ()
+        return tuple(self.pods[key] for key in info.members if key in self.pods)
+
+    def pods_on(self, node: str, /) -> tuple[_PodInfo, ...]:
+        """The pods counted on ``node`` (bound or assumed, not finished), sorted by key."""
+        info = self.node_infos.get(node)
+        if info is None:
+            return ()
+        return tuple(self.pods[key] for key in info.pods if key in self.pods)

@@ -1,0 +1,75 @@
+"""Reading API objects as the API returns them: raw JSON dicts or ``berth.api`` models.
+
+Owns the small helpers every info builder shares: turning a pydantic model into its wire dict
+(so each builder parses one shape), timestamps, and memoised quantity parsing (a cluster repeats
+the same few quantity strings tens of thousands of times; parsing each exactly is slow).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import datetime
+import functools
+import typing
+
+from berth.api import quantities
+
+__all__ = ["Raw", "as_raw", "milli", "parse_time", "sub"]
+
+Raw = collections.abc.Mapping[str, typing.Any]
+"""An API object in its wire form (camelCase keys)."""
+
+_EMPTY: Raw = {}
+
+
+def as_raw(obj: typing.Any) -> Raw:
+    """The wire dict of ``obj``: a mapping as is, a pydantic model through ``model_dump``."""
+    if isinstance(obj, collections.abc.Mapping):
+        return obj
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        dumped = dump(by_alias=True, exclude_none=True, mode="json")
+        if isinstance(dumped, collections.abc.Mapping):
+            return dumped
+    raise TypeError(f"expected an API dict or a berth.api model, got {type(obj).__name__}")
+
+
+def sub(raw: Raw | None, /, *keys: str) -> Raw:
+    """The nested mapping at ``keys``, or an empty one when any step is absent or not a map."""
+    node: typing.Any = raw
+    for key in keys:
+        # dict first: the common case, and much cheaper than the ABC check.
+        if not isinstance(node, dict | collections.abc.Mapping):
+            return _EMPTY
+        node = node.get(key)
+    if isinstance(node, dict | collections.abc.Mapping):
+        return node
+    return _EMPTY
+
+
+def parse_time(text: typing.Any) -> float | None:
+    """An RFC 3339 timestamp as seconds since the epoch; ``None`` when absent or unreadable."""
+    if isinstance(text, datetime.datetime):
+        when = text
+    elif isinstance(text, str) and text:
+        try:
+            when = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            return None
+    else:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.timestamp()
+
+
+@functools.lru_cache(maxsize=8192)
+def _milli(text: str | int | float) -> int:
+    return quantities.parse_milli(text)
+
+
+def milli(text: typing.Any) -> int:
+    """Milli-units of one quantity; raises ``berth.api.errors.QuantityError`` when malformed."""
+    if isinstance(text, str | int | float) and not isinstance(text, bool):
+        return _milli(text)
+    return quantities.parse_milli(text)  # raises with the API's message

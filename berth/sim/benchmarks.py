@@ -1,0 +1,304 @@
+"""The scheduler core's benchmarks: ``basic``, ``gang`` and ``cycle`` (``berth bench ...``).
+
+Each workload is a pure function building the cluster as API objects (dicts, as the API server
+returns them), loaded into a :class:`~berth.scheduler.snapshot.cache.ClusterCache`; then one
+session runs with the default profile and is timed. Loading the cache (parsing the objects) is
+set-up and is not timed; the timed part is what a cycle costs: taking the snapshot, opening the
+session, the actions, closing the session.
+
+- ``basic``: kube-scheduler's SchedulingBasic — 5000 nodes (cpu 4, memory 32Gi, pods 110), 1000
+  pods already running, 10 000 plain pods of cpu 100m / memory 500Mi to place.
+- ``gang``: one PodGroup of 1000 pods (minMember 1000, cpu 1 / memory 2Gi each), 5000 nodes.
+- ``cycle``: 5000 nodes, 40 000 running pods (8 per node) in 2000 running groups, 10 000
+  pending pods in 500 groups of 20 (minMember 20) across 10 queues.
+
+``--nodes``/``--pods`` scale a workload; the other counts follow (running pods per node).
+
+``p50_ms``/``p99_ms`` are per-pod placement attempt latencies (Filter + Score for one pod);
+``pods_per_second`` is pods placed over the timed seconds; ``rss_mb`` is the process's peak
+resident memory.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import resource
+import sys
+import time
+import typing
+
+from berth.api import keys
+from berth.scheduler import loop
+from berth.scheduler.framework import decisions
+from berth.scheduler.plugins import registry
+from berth.scheduler.snapshot import cache
+from berth.util import clocks
+
+__all__ = ["SCENARIOS", "BenchResult", "Workload", "basic", "cycle", "gang", "run"]
+
+Obj = dict[str, typing.Any]
+
+EPOCH = 1_767_225_600.0  # a fixed start, so that runs are comparable
+_CREATED = "2026-01-01T00:00:00Z"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Workload:
+    """A benchmark's cluster: the objects to load, and how many pods it asks to place."""
+
+    scenario: str
+    nodes: int
+    pods: int  # pending pods to place
+    objects: tuple[Obj, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchResult:
+    """One benchmark run, as ``berth bench`` prints it."""
+
+    scenario: str
+    nodes: int
+    pods: int
+    placed: int
+    seconds: float
+    pods_per_second: float
+    p50_ms: float
+    p99_ms: float
+    rss_mb: float
+    errors: int
+
+    def to_json(self) -> dict[str, typing.Any]:
+        """The JSON object ``berth bench`` prints (rounded for reading)."""
+        return {
+            "scenario": self.scenario,
+            "nodes": self.nodes,
+            "pods": self.pods,
+            "placed": self.placed,
+            "seconds": round(self.seconds, 4),
+            "pods_per_second": round(self.pods_per_second, 1),
+            "p50_ms": round(self.p50_ms, 4),
+            "p99_ms": round(self.p99_ms, 4),
+            "rss_mb": round(self.rss_mb, 1),
+            "errors": self.errors,
+        }
+
+
+# Objects -----------------------------------------------------------------------------------
+
+
+def _node(name: str, *, cpu: str = "4", memory: str = "32Gi", pods: int = 110) -> Obj:
+    allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {"kubernetes.io/hostname": name},
+            "creationTimestamp": _CREATED,
+        },
+        "spec": {},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
+    }
+
+
+def _pod(
+    name: str,
+    *,
+    cpu: str,
+    memory: str,
+    node: str | None = None,
+    labels: collections.abc.Mapping[str, str] | None = None,
+    namespace: str = "bench",
+) -> Obj:
+    spec: Obj = {
+        "schedulerName": keys.DEFAULT_SCHEDULER_NAME,
+        "containers": [
+            {
+                "name": "main",
+                "image": "pause",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "labels": dict(labels or {}),
+            "creationTimestamp": _CREATED,
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if node is not None else "Pending"},
+    }
+
+
+def _pod_group(name: str, *, min_member: int, queue: str | None = None) -> Obj:
+    spec: Obj = {"minMember": min_member}
+    if queue is not None:
+        spec["queue"] = queue
+    return {
+        "apiVersion": f"{keys.GROUP}/{keys.VERSION}",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "uid": f"uid-bench-{name}",
+            "creationTimestamp": _CREATED,
+        },
+        "spec": spec,
+    }
+
+
+def _queue(name: str) -> Obj:
+    return {
+        "apiVersion": f"{keys.GROUP}/{keys.VERSION}",
+        "kind": "Queue",
+        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": _CREATED},
+        "spec": {"weight": 1},
+    }
+
+
+def _node_names(count: int) -> list[str]:
+    return [f"node-{i:05d}" for i in range(count)]
+
+
+# Workloads ---------------------------------------------------------------------------------
+
+
+def basic(*, nodes: int = 5000, pods: int = 10_000) -> Workload:
+    """kube-scheduler's SchedulingBasic: plain pods onto nodes with some already running
+    (one per five nodes: 1000 on 5000)."""
+    names = _node_names(nodes)
+    running = max(1, nodes // 5)
+    objects: list[Obj] = [_node(n) for n in names]
+    objects += [
+        _pod(f"running-{i:05d}", cpu="100m", memory="500Mi", node=names[i % nodes])
+        for i in range(running)
+    ]
+    objects += [_pod(f"pod-{i:05d}", cpu="100m", memory="500Mi") for i in range(pods)]
+    return Workload(scenario="basic", nodes=nodes, pods=pods, objects=tuple(objects))
+
+
+def gang(*, nodes: int = 5000, pods: int = 1000) -> Workload:
+    """One gang of ``pods`` pods (minMember = all of them)."""
+    objects: list[Obj] = [_node(n) for n in _node_names(nodes)]
+    objects.append(_pod_group("gang", min_member=pods))
+    label = {f"{keys.GROUP}/pod-group": "gang"}
+    objects += [_pod(f"gang-{i:04d}", cpu="1", memory="2Gi", labels=label) for i in range(pods)]
+    return Workload(scenario="gang", nodes=nodes, pods=pods, objects=tuple(objects))
+
+
+def cycle(
+    *,
+    nodes: int = 5000,
+    pods: int = 10_000,
+    group_size: int = 20,
+    queues: int = 10,
+    running_per_node: int = 8,
+) -> Workload:
+    """A busy cluster's full session: ``running_per_node`` pods per node in running groups,
+    ``pods`` pending pods in groups of ``group_size`` (minMember = size) across ``queues``."""
+    names = _node_names(nodes)
+    objects: list[Obj] = [_node(n) for n in names]
+    queue_names = [f"queue-{q:02d}" for q in range(queues)]
+    objects += [_queue(q) for q in queue_names]
+    running_groups = max(1, nodes * running_per_node // group_size)
+    for g in range(running_groups):
+        group = f"done-{g:05d}"
+        objects.append(_pod_group(group, min_member=group_size, queue=queue_names[g % queues]))
+        label = {f"{keys.GROUP}/pod-group": group}
+        for i in range(group_size):
+            objects.append(
+                _pod(
+                    f"{group}-{i:02d}",
+                    cpu="250m",
+                    memory="1Gi",
+                    node=names[(g * group_size + i) % nodes],
+                    labels=label,
+                )
+            )
+    groups = max(1, pods // group_size)
+    for g in range(groups):
+        group = f"job-{g:04d}"
+        objects.append(_pod_group(group, min_member=group_size, queue=queue_names[g % queues]))
+        label = {f"{keys.GROUP}/pod-group": group}
+        objects += [
+            _pod(f"{group}-{i:02d}", cpu="500m", memory="1Gi", labels=label)
+            for i in range(group_size)
+        ]
+    return Workload(scenario="cycle", nodes=nodes, pods=groups * group_size, objects=tuple(objects))
+
+
+SCENARIOS: dict[str, collections.abc.Callable[..., Workload]] = {
+    "basic": basic,
+    "gang": gang,
+    "cycle": cycle,
+}
+"""Workload builders by scenario name."""
+
+
+# Running -----------------------------------------------------------------------------------
+
+
+def _percentile(sorted_values: collections.abc.Sequence[float], fraction: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, round(fraction * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def _rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports kilobytes, macOS bytes.
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def load(workload: Workload) -> cache.ClusterCache:
+    """A cache holding the workload's objects (the untimed set-up)."""
+    loaded = cache.ClusterCache()
+    adders = {
+        "Node": loaded.add_node,
+        "Pod": loaded.add_pod,
+        "PodGroup": loaded.add_pod_group,
+        "Queue": loaded.add_queue,
+    }
+    for obj in workload.objects:
+        adders[obj["kind"]](obj)
+    return loaded
+
+
+def run(workload: Workload, *, debug_top_n: int = 0) -> tuple[BenchResult, decisions.CycleResult]:
+    """Run one timed session over ``workload`` with the default profile."""
+    loaded = load(workload)
+    scheduler = loop.Scheduler(
+        registry.default_profile(),
+        registry=registry.in_tree_registry(),
+        clock=clocks.VirtualClock(EPOCH),
+    )
+    scheduler.debug_top_n = debug_top_n
+    started = time.perf_counter()
+    snapshot = loaded.snapshot(EPOCH)
+    result = scheduler.run_session(snapshot)
+    seconds = time.perf_counter() - started
+    placed = len(result.of_kind(decisions.BindPod))
+    latencies = sorted(result.attempt_seconds)
+    bench = BenchResult(
+        scenario=workload.scenario,
+        nodes=workload.nodes,
+        pods=workload.pods,
+        placed=placed,
+        seconds=seconds,
+        pods_per_second=placed / seconds if seconds > 0 else 0.0,
+        p50_ms=_percentile(latencies, 0.50) * 1000,
+        p99_ms=_percentile(latencies, 0.99) * 1000,
+        rss_mb=_rss_mb(),
+        errors=len(result.errors),
+    )
+    return bench, result

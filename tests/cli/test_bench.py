@@ -1,0 +1,92 @@
+"""``berth bench basic|gang|cycle``: one JSON object each, on small workloads.
+
+We test these aspects:
+- each scenario prints exactly one JSON object with the documented keys, and places every pod;
+- the workloads have the documented shape at full size (counted, not run);
+- an unknown output format is a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click.testing
+import pytest
+
+from berth.cli import main
+from berth.sim import benchmarks
+
+KEYS = {
+    "scenario",
+    "nodes",
+    "pods",
+    "placed",
+    "seconds",
+    "pods_per_second",
+    "p50_ms",
+    "p99_ms",
+    "rss_mb",
+    "errors",
+}
+
+
+@pytest.mark.parametrize(
+    ("args", "nodes", "pods"),
+    [
+        (["basic", "--nodes", "50", "--pods", "300"], 50, 300),
+        (["gang", "--nodes", "40", "--pods", "60"], 40, 60),
+        (["cycle", "--nodes", "60", "--pods", "200"], 60, 200),
+    ],
+    ids=["basic", "gang", "cycle"],
+)
+def test_bench_prints_one_json_object(args: list[str], nodes: int, pods: int) -> None:
+    outcome = click.testing.CliRunner().invoke(main.cli, ["bench", *args])
+    assert outcome.exit_code == 0, outcome.output
+    (line,) = outcome.output.splitlines()
+    report = json.loads(line)
+    assert set(report) == KEYS
+    assert (report["scenario"], report["nodes"], report["pods"]) == (args[0], nodes, pods)
+    assert report["placed"] == pods
+    assert report["errors"] == 0
+    assert report["seconds"] > 0 and report["pods_per_second"] > 0
+    assert 0 < report["p50_ms"] <= report["p99_ms"]
+    assert report["rss_mb"] > 0
+
+
+def count(workload: benchmarks.Workload, kind: str, *, bound: bool | None = None) -> int:
+    objs = [o for o in workload.objects if o["kind"] == kind]
+    if bound is not None:
+        objs = [o for o in objs if ("nodeName" in o["spec"]) is bound]
+    return len(objs)
+
+
+def test_full_size_workloads_have_the_documented_shape() -> None:
+    basic = benchmarks.basic()
+    assert (
+        count(basic, "Node"),
+        count(basic, "Pod", bound=True),
+        count(basic, "Pod", bound=False),
+    ) == (
+        5000,
+        1000,
+        10_000,
+    )
+    gang = benchmarks.gang()
+    assert (count(gang, "Node"), count(gang, "PodGroup"), count(gang, "Pod")) == (5000, 1, 1000)
+    cycle = benchmarks.cycle()
+    assert count(cycle, "Node") == 5000
+    assert count(cycle, "Pod", bound=True) == 40_000
+    assert count(cycle, "Pod", bound=False) == 10_000
+    assert count(cycle, "Queue") == 10
+    pending_groups = {
+        o["metadata"]["labels"]["scheduling.berth.io/pod-group"]
+        for o in cycle.objects
+        if o["kind"] == "Pod" and "nodeName" not in o["spec"]
+    }
+    assert len(pending_groups) == 500
+
+
+def test_an_unknown_output_format_is_a_usage_error() -> None:
+    outcome = click.testing.CliRunner().invoke(main.cli, ["bench", "basic", "--output", "table"])
+    assert outcome.exit_code == 2
+    assert "Invalid value for '--output'" in outcome.output

@@ -1,0 +1,133 @@
+"""``berth run`` as a process: the real command line against the emulator, in real time.
+
+We test these aspects:
+
+- it starts, serves ``/healthz``, becomes the leader under its pod name (``POD_NAME``), and on
+  SIGTERM releases the Lease and exits 0;
+- when another holder takes the Lease it exits 1 (so that Kubernetes restarts it);
+- unusable settings (a missing config file, a bad flag value) exit 2 with a clear message,
+  before anything starts.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+import typing
+import urllib.request
+
+import click.testing
+import pytest
+
+from berth.cli import main as cli_main
+from berth.emulator import testing
+
+LEASE = "berth-scheduler"
+BERTH = str(pathlib.Path(sys.executable).parent / "berth")  # the venv's console script
+_SERVING = re.compile(r"serving HTTP on [^:]+:(\d+)")
+
+
+def lease_spec(emulator: testing.RunningEmulator) -> dict[str, typing.Any] | None:
+    api = emulator.api
+    resource = api.resource("coordination.k8s.io/v1", "leases")
+
+    def read() -> dict[str, typing.Any] | None:
+        try:
+            return dict(api.get(resource, namespace="default", name=LEASE)["spec"])
+        except Exception:  # not created yet
+            return None
+
+    return emulator.call(read)
+
+
+def wait_for(condition: collections.abc.Callable[[], bool], *, limit: float = 20) -> None:
+    """Poll another process's effect (no event to await across processes), bounded."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def berth_run(
+    emulator: testing.RunningEmulator,
+) -> collections.abc.Iterator[collections.abc.Callable[[str], tuple[subprocess.Popen[str], int]]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def run(pod_name: str) -> tuple[subprocess.Popen[str], int]:
+        env = emulator.env() | {"POD_NAME": pod_name, "POD_NAMESPACE": "default"}
+        env = {k: v for k, v in env.items() if not k.startswith("BERTH_")}
+        process = subprocess.Popen(
+            [BERTH, "run", "--http-port", "0"],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(process)
+        assert process.stderr is not None
+        for line in process.stderr:  # ends if the process dies: then the assertion below fails
+            match = _SERVING.search(line)
+            if match:
+                return process, int(match.group(1))
+        raise AssertionError(f"berth run exited {process.wait()} before serving HTTP")
+
+    yield run
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)
+
+
+def test_berth_run_serves_leads_and_stops_on_sigterm(
+    emulator: testing.RunningEmulator,
+    berth_run: collections.abc.Callable[[str], tuple[subprocess.Popen[str], int]],
+) -> None:
+    process, port = berth_run("berth-0")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+        assert (response.status, response.read()) == (200, b"ok")
+    wait_for(lambda: (lease_spec(emulator) or {}).get("holderIdentity") == "berth-0")
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    assert (lease_spec(emulator) or {}).get("holderIdentity") == ""
+
+
+def test_berth_run_exits_1_when_its_lease_is_taken(
+    emulator: testing.RunningEmulator,
+    berth_run: collections.abc.Callable[[str], tuple[subprocess.Popen[str], int]],
+) -> None:
+    process, _ = berth_run("berth-0")
+    wait_for(lambda: (lease_spec(emulator) or {}).get("holderIdentity") == "berth-0")
+    api = emulator.api
+    resource = api.resource("coordination.k8s.io/v1", "leases")
+
+    def steal() -> None:
+        lease = api.get(resource, namespace="default", name=LEASE)
+        lease["spec"]["holderIdentity"] = "usurper"
+        api.replace(resource, lease, namespace="default", name=LEASE)
+
+    emulator.call(steal)
+    assert process.wait(timeout=20) == 1  # at its next renewal, within the retry period
+    assert (lease_spec(emulator) or {}).get("holderIdentity") == "usurper"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--config", "/nonexistent/profile.yaml"], "config file /nonexistent/profile.yaml"),
+        (["--log-level", "chatty"], "log_level: Value error, unknown log level 'chatty'"),
+    ],
+    ids=["missing-config", "bad-log-level"],
+)
+def test_unusable_settings_exit_2_before_starting(args: list[str], message: str) -> None:
+    runner = click.testing.CliRunner()
+    result = runner.invoke(cli_main.cli, ["run", *args], env={"KUBECONFIG": os.devnull})
+    assert result.exit_code == 2
+    assert message in result.output

@@ -1,0 +1,341 @@
+"""ClusterCache: incremental cluster state and the snapshots taken from it.
+
+We test these aspects:
+- placed pods add to their node's requested sums, terminal and deleted ones stop counting;
+- pending, gated, deleting and other schedulers' pods are classified apart;
+- assume/forget: an assumed pod counts as placed; a stale update keeps the assumption, the
+  binding landing confirms it, forget undoes it;
+- PriorityClasses (incl. the global default and built-in system classes) resolve priorities,
+  and changing one re-resolves pods and groups;
+- groups: members counted, queue inherited, implicit groups of one, a missing group;
+- the implicit ``default`` queue, reservations and queues as infos;
+- a snapshot is a private copy: mutating its table or later cache changes leave it alone;
+- property (hypothesis): any sequence of increments gives the same snapshot as a cache built
+  from the final objects at once.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from berth.scheduler.snapshot import cache, snapshots
+from tests.scheduler import builders as b
+
+MI = 2**20 * 1000
+
+
+def requested(snap: snapshots.Snapshot, node: str) -> dict[str, int]:
+    t = snap.nodes
+    row = t.index[node]
+    return {
+        name: int(t.requested[row, col])
+        for col, name in enumerate(t.resources)
+        if t.requested[row, col]
+    }
+
+
+def test_placed_pods_count_on_their_node_until_they_finish_or_go() -> None:
+    c = b.cache_of(b.node("n1"), b.pod("a", node="n1", cpu="1"), b.pod("b", node="n1", cpu="2"))
+    assert requested(c.snapshot(0), "n1") == {"cpu": 3000, "memory": 1000 * MI, "pods": 2000}
+    c.update_pod(b.pod("a", node="n1", cpu="1", phase="Succeeded"))
+    assert requested(c.snapshot(0), "n1") == {"cpu": 2000, "memory": 500 * MI, "pods": 1000}
+    c.remove_pod("default/b")
+    assert requested(c.snapshot(0), "n1") == {}
+    assert c.snapshot(0).node_infos["n1"].pods == ()
+
+
+def test_pods_are_classified() -> None:
+    c = b.cache_of(
+        b.node("n1"),
+        b.pod("waiting"),
+        b.pod("gated", gates=["example.com/wait"]),
+        b.pod("going", deleting=True),
+        b.pod("foreign", scheduler="default-scheduler"),
+        b.pod("running", node="n1"),
+        b.pod("done", phase="Succeeded"),
+    )
+    snap = c.snapshot(0)
+    assert [p.name for p in snap.pending] == ["waiting"]
+    assert [p.name for p in snap.gated] == ["gated"]
+    assert set(snap.pods) == {
+        f"default/{n}" for n in ("waiting", "gated", "going", "foreign", "running", "done")
+    }
+    assert [p.name for p in snap.pods_on("n1")] == ["running"]
+
+
+def test_assumed_pods_count_until_confirmed_or_forgotten() -> None:
+    c = b.cache_of(b.node("n1"), b.pod("p", cpu="1"))
+    c.assume_pod("default/p", node="n1")
+    snap = c.snapshot(0)
+    assert snap.pending == ()
+    assert snap.pods["default/p"].node_name == "n1"
+    assert requested(snap, "n1")["cpu"] == 1000
+    c.update_pod(b.pod("p", cpu="1"))  # a stale event from before the binding
+    assert requested(c.snapshot(0), "n1")["cpu"] == 1000
+    assert c.forget_pod("default/p") is True
+    assert requested(c.snapshot(0), "n1") == {}
+    assert [p.name for p in c.snapshot(0).pending] == ["p"]
+    c.assume_pod("default/p", node="n1")
+    c.update_pod(b.pod("p", cpu="1", node="n1"))  # the binding landed
+    assert c.forget_pod("default/p") is False
+    assert requested(c.snapshot(0), "n1")["cpu"] == 1000
+
+
+def test_priority_classes_resolve_and_re_resolve() -> None:
+    c = b.cache_of(
+        b.priority_class("high", 1000),
+        b.pod_group("g", priority_class="high"),
+        b.pod("p", priority_class="high"),
+        b.pod("q"),
+        b.pod("critical", priority_class="system-node-critical"),
+        b.pod("m", group="g"),
+    )
+    snap = c.snapshot(0)
+    assert snap.pods["default/p"].priority == 1000
+    assert snap.pods["default/critical"].priority == 2_000_001_000
+    assert snap.pod_groups["default/g"].priority == 1000
+    c.update_priority_class(b.priority_class("high", 10))
+    c.add_priority_class(b.priority_class("normal", 5, global_default=True))
+    c.add_priority_class(b.priority_class("normal-too", 7, global_default=True))
+    snap = c.snapshot(0)
+    assert snap.pods["default/p"].priority == 10
+    assert snap.pods["default/q"].priority == 5  # the lowest of the global defaults
+    assert snap.pod_groups["default/g"].priority == 10
+    c.remove_priority_class("high")
+    assert c.snapshot(0).pods["default/p"].priority == 5
+
+
+def test_groups_count_members_and_lend_their_queue() -> None:
+    c = b.cache_of(
+        b.node("n1"),
+        b.pod_group("g", min_member=3, queue="research"),
+        b.pod("a", group="g"),
+        b.pod("b", group="g", node="n1"),
+        b.pod("c", group="g", phase="Succeeded"),
+        b.pod("d", group="g", gates=["x"]),
+        b.pod("e", group="g", phase="Failed"),
+        b.pod("lonely", queue="batch", priority=9),
+        b.pod("orphan", group="missing"),
+    )
+    snap = c.snapshot(0)
+    g = snap.pod_groups["default/g"]
+    assert (g.pending, g.placed, g.succeeded, g.gated, g.failed) == (1, 1, 1, 1, 1)
+    assert g.created == 4
+    assert not g.ready  # 2 of minMember 3 placed or done
+    assert snap.pods["default/a"].queue == "research"
+    implicit = snap.pod_groups["default/pod:lonely"]
+    assert (implicit.implicit, implicit.min_member, implicit.queue, implicit.priority) == (
+        True,
+        1,
+        "batch",
+        9,
+    )
+    assert "default/missing" not in snap.pod_groups
+    assert snap.group_of(snap.pods["default/orphan"]) is None
+    assert [p.name for p in snap.members("default/g")] == ["a", "b", "c", "d", "e"]
+    c.update_pod_group(b.pod_group("g", min_member=3, queue="other"))
+    assert c.snapshot(0).pods["default/a"].queue == "other"
+    c.remove_pod_group("default/g")
+    snap = c.snapshot(0)
+    assert snap.pods["default/a"].queue is None
+    assert "default/g" not in snap.pod_groups
+
+
+def test_queues_reservations_and_the_implicit_default_queue() -> None:
+    c = b.cache_of(
+        b.queue("research", guaranteed={"cpu": "8"}, limit={"cpu": "16", b.GPU: 0}, weight=3),
+        b.reservation("r1", ttl="2h"),
+    )
+    snap = c.snapshot(0)
+    assert set(snap.queues) == {"default", "research"}
+    assert snap.queues["default"].implicit
+    research = snap.queues["research"]
+    assert (research.weight, research.guaranteed, research.limit) == (
+        3,
+        {"cpu": 8000},
+        {"cpu": 16000, b.GPU: 0},
+    )
+    reservation = snap.reservations["default/r1"]
+    assert reservation.ttl_seconds == 7200
+    assert reservation.owners[0].match_labels == (("app", "r1"),)
+    c.remove_queue("research")
+    c.remove_reservation("default/r1")
+    assert set(c.snapshot(0).queues) == {"default"}
+    assert c.snapshot(0).reservations == {}
+
+
+def test_a_snapshot_is_a_private_copy() -> None:
+    c = b.cache_of(b.node("n1"), b.pod("p", node="n1", cpu="1"))
+    snap = c.snapshot(0)
+    snap.nodes.assume(0, np.array([5, 0, 0, 0], dtype=np.int64))
+    c.add_pod(b.pod("q", node="n1", cpu="1"))
+    c.add_node(b.node("n2"))
+    assert requested(snap, "n1")["cpu"] == 1005
+    assert set(snap.pods) == {"default/p"}
+    later = c.snapshot(0)
+    assert requested(later, "n1")["cpu"] == 2000
+    assert later.nodes.names == ["n1", "n2"]
+
+
+def test_a_pod_with_a_resource_no_column_has_rebuilds_the_columns() -> None:
+    c = b.cache_of(b.node("n1"))
+    c.snapshot(0)
+    c.add_pod(b.pod("p", node="n1", requests={"example.com/fpga": "1"}))
+    snap = c.snapshot(0)
+    assert requested(snap, "n1") == {"example.com/fpga": 1000, "pods": 1000}
+
+
+# Property: incremental == built at once ------------------------------------------------------
+
+_NODES = [f"n{i}" for i in range(3)]
+_PODS = [f"p{i}" for i in range(4)]
+_GROUPS = ["g0", "g1"]
+
+_ops = st.one_of(
+    st.tuples(st.just("node"), st.sampled_from(_NODES), st.sampled_from(["2", "4"]), st.booleans()),
+    st.tuples(st.just("rmnode"), st.sampled_from(_NODES)),
+    st.tuples(
+        st.just("pod"),
+        st.sampled_from(_PODS),
+        st.sampled_from([None, *_NODES]),
+        st.sampled_from([None, "Succeeded", "Failed"]),
+        st.sampled_from(["100m", "1", "1500m"]),
+        st.sampled_from([None, *_GROUPS]),
+        st.sampled_from([None, "q"]),
+        st.sampled_from([None, "hi", "lo"]),
+        st.booleans(),
+    ),
+    st.tuples(st.just("rmpod"), st.sampled_from(_PODS)),
+    st.tuples(st.just("assume"), st.sampled_from(_PODS), st.sampled_from(_NODES)),
+    st.tuples(st.just("forget"), st.sampled_from(_PODS)),
+    st.tuples(
+        st.just("group"),
+        st.sampled_from(_GROUPS),
+        st.sampled_from(["a", "b"]),
+        st.integers(1, 3),
+        st.sampled_from([None, "hi"]),
+    ),
+    st.tuples(st.just("rmgroup"), st.sampled_from(_GROUPS)),
+    st.tuples(st.just("pc"), st.sampled_from(["hi", "lo"]), st.integers(-5, 5), st.booleans()),
+    st.tuples(st.just("rmpc"), st.sampled_from(["hi", "lo"])),
+    st.tuples(st.just("snap")),
+)
+
+
+def _comparable(snap: snapshots.Snapshot) -> dict[str, typing.Any]:
+    t = snap.nodes
+    names = sorted(set(t.resources))
+
+    def column(arr: np.ndarray[typing.Any, typing.Any], name: str) -> list[int]:
+        col = t.column.get(name)
+        return [0] * len(t) if col is None else [int(v) for v in arr[:, col]]
+
+    return {
+        "names": list(t.names),
+        "allocatable": {
+            n: column(t.allocatable, n) for n in names if any(column(t.allocatable, n))
+        },
+        "requested": {n: column(t.requested, n) for n in names if any(column(t.requested, n))},
+        "unschedulable": t.unschedulable.tolist(),
+        "node_infos": dict(snap.node_infos),
+        "pods": dict(snap.pods),
+        "pending": snap.pending,
+        "gated": snap.gated,
+        "groups": dict(snap.pod_groups),
+        "classes": dict(snap.priority_classes),
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(_ops, min_size=4, max_size=50))
+@example(
+    ops=[("pod", "p0", None, None, "1", "g0", None, None, False), ("group", "g0", "a", 1, None)]
+)
+@example(ops=[("group", "g0", "a", 1, "hi"), ("snap",), ("pc", "hi", 3, False)])
+@example(
+    ops=[
+        ("node", "n0", "2", False),
+        ("pod", "p0", None, None, "1", None, None, None, True),
+        ("snap",),
+        ("assume", "p0", "n0"),
+        ("snap",),
+        ("forget", "p0"),
+    ]
+)
+def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> None:
+    live = cache.ClusterCache()
+    objects: dict[tuple[str, str], dict[str, typing.Any]] = {}
+    assumed: dict[str, str] = {}
+    for op in ops:
+        kind = op[0]
+        if kind == "node":
+            _, name, cpu, tainted = op
+            obj = b.node(name, cpu=cpu, gpu=1 if tainted else None, unschedulable=tainted)
+            objects[("Node", name)] = obj
+            live.add_node(obj)
+        elif kind == "rmnode":
+            objects.pop(("Node", op[1]), None)
+            live.remove_node(op[1])
+        elif kind == "pod":
+            _, name, node, phase, cpu, group, queue, pc, gpu = op
+            obj = b.pod(
+                name,
+                node=node,
+                phase=phase,
+                cpu=cpu,
+                group=group,
+                queue=queue,
+                priority_class=pc,
+                gpu=1 if gpu else None,
+            )
+            key = f"default/{name}"
+            if key in assumed and (node is not None or phase is not None):
+                del assumed[key]
+            objects[("Pod", name)] = obj
+            live.update_pod(obj)
+        elif kind == "rmpod":
+            objects.pop(("Pod", op[1]), None)
+            assumed.pop(f"default/{op[1]}", None)
+            live.remove_pod(f"default/{op[1]}")
+        elif kind == "assume":
+            _, name, node = op
+            key = f"default/{name}"
+            pod = objects.get(("Pod", name))
+            if pod is None or key in assumed or pod["spec"].get("nodeName"):
+                continue
+            if pod["status"]["phase"] in ("Succeeded", "Failed"):
+                continue
+            assumed[key] = node
+            live.assume_pod(key, node=node)
+        elif kind == "forget":
+            key = f"default/{op[1]}"
+            assert live.forget_pod(key) is (assumed.pop(key, None) is not None)
+        elif kind == "group":
+            _, name, queue, min_member, pc = op
+            obj = b.pod_group(name, queue=queue, min_member=min_member, priority_class=pc)
+            objects[("PodGroup", name)] = obj
+            live.add_pod_group(obj)
+        elif kind == "rmgroup":
+            objects.pop(("PodGroup", op[1]), None)
+            live.remove_pod_group(f"default/{op[1]}")
+        elif kind == "pc":
+            _, name, value, default = op
+            obj = b.priority_class(name, value, global_default=default)
+            objects[("PriorityClass", name)] = obj
+            live.add_priority_class(obj)
+        elif kind == "rmpc":
+            objects.pop(("PriorityClass", op[1]), None)
+            live.remove_priority_class(op[1])
+        else:
+            live.snapshot(b.EPOCH)
+    order = ["PriorityClass", "Node", "PodGroup", "Pod"]
+    rebuilt = b.cache_of(
+        *[obj for kind in order for (k, _), obj in sorted(objects.items()) if k == kind]
+    )
+    for key, node in sorted(assumed.items()):
+        rebuilt.assume_pod(key, node=node)
+    assert _comparable(live.snapshot(b.EPOCH)) == _comparable(rebuilt.snapshot(b.EPOCH))

@@ -1,0 +1,212 @@
+"""NodeTable: the vectorised node state.
+
+We test these aspects:
+- rows are in node-name order, columns are the base resources then the others sorted;
+- ``vector`` and ``missing`` for requests, including a resource no node has;
+- assume/forget change requested, bump the row's version and the generation, and copies are
+  independent in quantities while sharing static masks;
+- label masks for every operator agree with the one-node reference (hypothesis), term masks
+  AND/OR like the reference, matchFields select by name, masks are cached and read-only;
+- the taint matrix lists distinct taints per row;
+- ``incremental`` refreshes exactly the changed rows (hypothesis: equal to a full recompute,
+  through both the NumPy and the per-row path) and recomputes when its log is too short.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from berth.api import resources
+from berth.scheduler.snapshot import nodes, nodetable, selectors, taints
+from tests.scheduler import builders as b
+
+
+def table(*objs: dict[str, object]) -> nodetable.NodeTable:
+    return nodetable.NodeTable.build([nodes.node_info(o) for o in objs])
+
+
+def test_rows_are_sorted_by_name_and_columns_are_stable() -> None:
+    t = table(b.node("b", gpu=1), b.node("a", extra={"example.com/fpga": 2}), b.node("c"))
+    assert t.names == ["a", "b", "c"]
+    assert t.index == {"a": 0, "b": 1, "c": 2}
+    assert t.resources == ("cpu", "memory", "ephemeral-storage", "pods", "example.com/fpga", b.GPU)
+    assert t.allocatable[1, t.column[b.GPU]] == 1000
+    assert t.allocatable[0, t.column["pods"]] == 110_000
+    assert len(t) == 3
+
+
+def test_vector_and_missing() -> None:
+    t = table(b.node("a", gpu=1))
+    requests = resources.ResourceList({"cpu": 500, b.GPU: 1000, "example.com/fpga": 1000})
+    assert t.vector(requests).tolist() == [500, 0, 0, 0, 1000]
+    assert t.missing(requests) == ["example.com/fpga"]
+    assert t.missing(resources.ResourceList({"cpu": 1})) == []
+
+
+def test_assume_forget_and_copies() -> None:
+    t = table(b.node("a"), b.node("b"))
+    vec = t.vector(resources.ResourceList({"cpu": 100, "pods": 1000}))
+    twin = t.copy()
+    t.assume(1, vec)
+    assert t.requested[1].tolist() == [100, 0, 0, 1000]
+    assert t.version.tolist() == [0, 1]
+    assert t.generation == 1
+    assert twin.requested[1].tolist() == [0, 0, 0, 0]
+    assert t.free()[1, 0] == 4000 - 100
+    t.forget(1, vec)
+    assert t.requested[1].tolist() == [0, 0, 0, 0]
+    assert t.version.tolist() == [0, 2]
+    mask = t.requirement_mask(selectors.Requirement("kubernetes.io/hostname", "In", ("b",)))
+    assert (
+        twin.requirement_mask(selectors.Requirement("kubernetes.io/hostname", "In", ("b",))) is mask
+    )
+    fresh = t.fresh_copy()
+    assert (
+        fresh.requirement_mask(selectors.Requirement("kubernetes.io/hostname", "In", ("b",)))
+        is not mask
+    )
+
+
+def test_masks_are_cached_and_read_only() -> None:
+    t = table(b.node("a", labels={"zone": "x"}), b.node("b"))
+    req = selectors.Requirement("zone", "Exists")
+    mask = t.requirement_mask(req)
+    assert mask.tolist() == [True, False]
+    assert t.requirement_mask(selectors.Requirement("zone", "Exists")) is mask
+    with pytest.raises(ValueError, match="read-only"):
+        mask[0] = False
+
+
+@pytest.mark.parametrize(
+    ("term", "expected"),
+    [
+        (
+            selectors.SelectorTerm(
+                fields=(selectors.Requirement("metadata.name", "In", ("b", "zz")),)
+            ),
+            [False, True, False],
+        ),
+        (
+            selectors.SelectorTerm(
+                fields=(selectors.Requirement("metadata.name", "NotIn", ("b",)),)
+            ),
+            [True, False, True],
+        ),
+        (
+            selectors.SelectorTerm(
+                expressions=(selectors.Requirement("zone", "In", ("x",)),),
+                fields=(selectors.Requirement("metadata.name", "NotIn", ("a",)),),
+            ),
+            [False, True, False],
+        ),
+        (selectors.SelectorTerm(), [False, False, False]),
+    ],
+    ids=["field-in", "field-notin", "field-and-label", "empty"],
+)
+def test_term_masks(term: selectors.SelectorTerm, expected: list[bool]) -> None:
+    t = table(b.node("a", labels={"zone": "x"}), b.node("b", labels={"zone": "x"}), b.node("c"))
+    assert t.term_mask(term).tolist() == expected
+
+
+def test_taint_matrix_has_one_column_per_distinct_taint() -> None:
+    t = table(
+        b.node("a", taints=[b.taint("gpu", effect="NoSchedule"), b.taint("spot", "true")]),
+        b.node("b", taints=[b.taint("gpu", effect="NoSchedule")]),
+        b.node("c"),
+    )
+    assert t.distinct_taints == (
+        taints.Taint("gpu", "", "NoSchedule"),
+        taints.Taint("spot", "true", "NoSchedule"),
+    )
+    assert t.taint_matrix().tolist() == [[True, True], [True, False], [False, False]]
+    assert t.taints[0][1] == taints.Taint("spot", "true", "NoSchedule")
+
+
+_label_values = st.sampled_from(["a", "b", "1", "7", "12", "-3", "x1"])
+_operators = st.sampled_from([*sorted(selectors.OPERATORS), "Bogus"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    labels=st.lists(
+        st.dictionaries(st.sampled_from(["k", "j"]), _label_values, max_size=2),
+        min_size=1,
+        max_size=8,
+    ),
+    key=st.sampled_from(["k", "j", "missing"]),
+    operator=_operators,
+    values=st.lists(_label_values, max_size=3),
+)
+def test_label_masks_agree_with_the_reference(
+    labels: list[dict[str, str]], key: str, operator: str, values: list[str]
+) -> None:
+    t = table(*[b.node(f"n{i}", labels=lab) for i, lab in enumerate(labels)])
+    req = selectors.Requirement(key, operator, tuple(values))
+    expected = [selectors.requirement_matches(req, value=lab.get(key)) for lab in t.labels]
+    assert t.requirement_mask(req).tolist() == expected
+    term = selectors.SelectorTerm(expressions=(req, selectors.Requirement("k", "Exists")))
+    assert t.term_mask(term).tolist() == [
+        selectors.matches(term, labels=lab, node_name=name)
+        for lab, name in zip(t.labels, t.names, strict=True)
+    ]
+
+
+def _sums(t: nodetable.NodeTable) -> nodetable.IntArray:
+    return t.requested.sum(axis=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 3), st.booleans()), min_size=1, max_size=40
+    ),
+    per_row=st.booleans(),
+)
+def test_incremental_equals_a_full_recompute(
+    steps: list[tuple[int, int, bool]], per_row: bool
+) -> None:
+    t = table(*[b.node(f"n{i}") for i in range(6)])
+    calls: list[int] = []
+
+    def compute(rows: nodetable.IntArray | None) -> nodetable.IntArray:
+        calls.append(len(t) if rows is None else len(rows))
+        return _sums(t) if rows is None else _sums(t)[rows]
+
+    def row_fn(allocatable: list[int], requested: list[int]) -> int:
+        return sum(requested)
+
+    for row, amount, check in steps:
+        vec = np.array([amount, 0, 0, 1000], dtype=np.int64)
+        t.assume(row, vec)
+        if amount % 2:
+            t.forget(row, vec)
+        if check:
+            got = t.incremental("sum", compute, per_row=row_fn if per_row else None)
+            assert got.tolist() == _sums(t).tolist()
+    if calls:
+        assert calls[0] == len(t)  # the first call computes every row, later ones fewer
+    assert all(c <= len(t) for c in calls)
+
+
+def test_incremental_recomputes_only_changed_rows_and_everything_after_a_copy() -> None:
+    t = table(*[b.node(f"n{i}") for i in range(4)])
+    seen: list[list[int] | None] = []
+
+    def compute(rows: nodetable.IntArray | None) -> nodetable.IntArray:
+        seen.append(None if rows is None else rows.tolist())
+        return _sums(t) if rows is None else _sums(t)[rows]
+
+    t.incremental("k", compute)
+    t.incremental("k", compute)
+    t.assume(2, np.array([1, 0, 0, 0], dtype=np.int64))
+    t.assume(0, np.array([1, 0, 0, 0], dtype=np.int64))
+    t.assume(2, np.array([1, 0, 0, 0], dtype=np.int64))
+    assert t.incremental("k", compute).tolist() == [1, 0, 2, 0]
+    assert seen == [None, [0, 2]]
+    assert t.rows_changed_since(t.generation + 1) is None
+    twin = t.copy()
+    twin.incremental("k", lambda rows: _sums(twin))
+    assert t.incremental("k", compute).tolist() == [1, 0, 2, 0]
