@@ -94,10 +94,14 @@ def in_memory(*objs: Obj, clock: clocks.VirtualClock) -> cluster.InMemoryCluster
 def cycle(
     *objs: Obj, profile: profiles.Profile | None = None
 ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-    """One default-profile cycle over ``objs``: (pod -> node, pod reasons, group reasons)."""
+    """One cycle over ``objs``: (pod -> node, pod reasons, group reasons).
+
+    The profile defaults to :func:`profile_with` (the default plugins, ``allocate`` only):
+    these tables are about placement, not about what evicting actions would add later.
+    """
     clock = clocks.VirtualClock(b.EPOCH)
     sim = in_memory(*objs, clock=clock)
-    result = scheduler(profile, clock=clock).run_once(sim, sim)
+    result = scheduler(profile or profile_with(), clock=clock).run_once(sim, sim)
     return result.bindings(), dict(result.pod_reasons), dict(result.group_reasons)
 
 
@@ -105,16 +109,17 @@ def profile_with(
     *extra: str,
     without: tuple[str, ...] = (),
     args: dict[str, dict[str, typing.Any]] | None = None,
+    actions: tuple[str, ...] = ("allocate",),
 ) -> profiles.Profile:
-    """The default profile plus ``extra`` plugins (before DefaultBinder), minus ``without``,
-    with ``args`` by plugin name."""
+    """The default profile's plugins plus ``extra`` (before DefaultBinder), minus ``without``,
+    with ``args`` by plugin name, running ``actions``."""
     base = registry.default_profile()
     names = [p.name for p in base.plugins if p.name not in without]
     binder = names.pop()
     return profiles.parse(
         {
             "schedulerName": base.scheduler_name,
-            "actions": list(base.actions),
+            "actions": list(actions),
             "plugins": [
                 {"name": n, "args": (args or {}).get(n, {})} for n in [*names, *extra, binder]
             ],

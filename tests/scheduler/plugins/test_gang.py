@@ -30,7 +30,7 @@ Obj = dict[str, typing.Any]
 
 def group_with(*members: Obj, **fields: typing.Any) -> podgroups.PodGroupInfo:
     static = podgroups.pod_group_info(b.pod_group("g", **fields))
-    return podgroups.with_members(static, [harness.info(**_fields(m)) for m in members])
+    return podgroups.with_members(static, members=[harness.info(**_fields(m)) for m in members])
 
 
 def _fields(pod: Obj) -> dict[str, typing.Any]:
@@ -141,10 +141,10 @@ def test_quorum_since_is_the_min_member_th_creation() -> None:
     pods_ = [
         harness.info(name=f"p{i}", group="g", created=b.EPOCH + t) for i, t in enumerate([9, 3, 5])
     ]
-    assert gang.quorum_since(group, pods_) == b.EPOCH + 5
-    assert gang.quorum_since(group, pods_[:1]) is None
+    assert gang.quorum_since(group, members=pods_) == b.EPOCH + 5
+    assert gang.quorum_since(group, members=pods_[:1]) is None
     late_group = podgroups.pod_group_info(b.pod_group("g", min_member=2, created=b.EPOCH + 50))
-    assert gang.quorum_since(late_group, pods_) == b.EPOCH + 50
+    assert gang.quorum_since(late_group, members=pods_) == b.EPOCH + 50
 
 
 GPU_NODES = [b.node(f"gpu-{i}", cpu="8", memory="64Gi", gpu=2) for i in range(4)]
@@ -230,7 +230,10 @@ def test_timeout(timeout: int | None, default: int | None, age: int, timed_out: 
         *[b.pod(f"s{i}", group="stuck", gpu=1, created=created) for i in range(9)],
     ]
     gang_args = {} if default is None else {"defaultScheduleTimeoutSeconds": default}
-    profile = harness.profile_with(args={"Gang": gang_args})
+    # The starvation guard (Proportion) would hold room for the old gang: not the point here.
+    profile = harness.profile_with(
+        args={"Gang": gang_args, "Proportion": {"starvationThresholdSeconds": 0}}
+    )
     _, _, groups = harness.cycle(*GPU_NODES, *objs, profile=profile)
     reason = groups["default/stuck"]
     waited = (

@@ -102,7 +102,8 @@ def test_the_higher_priority_gets_the_last_room(objs: list[Obj], winner: str) ->
 def test_preemption_takes_only_lower_priority_victims() -> None:
     group = podgroups.pod_group_info(b.pod_group("g"))
     job = jobs.Job(
-        podgroups.with_members(group, [harness.info(name="m", group="g", priority=10)]), pending=[]
+        podgroups.with_members(group, members=[harness.info(name="m", group="g", priority=10)]),
+        pending=[],
     )
     assert priority.may_preempt(job, harness.info(name="v", priority=9))
     assert not priority.may_preempt(job, harness.info(name="v", priority=10))

@@ -184,7 +184,7 @@ def test_incremental_equals_a_full_recompute(
         if amount % 2:
             t.forget(row, vec)
         if check:
-            got = t.incremental("sum", compute, per_row=row_fn if per_row else None)
+            got = t.incremental("sum", compute=compute, per_row=row_fn if per_row else None)
             assert got.tolist() == _sums(t).tolist()
     if calls:
         assert calls[0] == len(t)  # the first call computes every row, later ones fewer
@@ -199,14 +199,14 @@ def test_incremental_recomputes_only_changed_rows_and_everything_after_a_copy() 
         seen.append(None if rows is None else rows.tolist())
         return _sums(t) if rows is None else _sums(t)[rows]
 
-    t.incremental("k", compute)
-    t.incremental("k", compute)
+    t.incremental("k", compute=compute)
+    t.incremental("k", compute=compute)
     t.assume(2, np.array([1, 0, 0, 0], dtype=np.int64))
     t.assume(0, np.array([1, 0, 0, 0], dtype=np.int64))
     t.assume(2, np.array([1, 0, 0, 0], dtype=np.int64))
-    assert t.incremental("k", compute).tolist() == [1, 0, 2, 0]
+    assert t.incremental("k", compute=compute).tolist() == [1, 0, 2, 0]
     assert seen == [None, [0, 2]]
     assert t.rows_changed_since(t.generation + 1) is None
     twin = t.copy()
-    twin.incremental("k", lambda rows: _sums(twin))
-    assert t.incremental("k", compute).tolist() == [1, 0, 2, 0]
+    twin.incremental("k", compute=lambda rows: _sums(twin))
+    assert t.incremental("k", compute=compute).tolist() == [1, 0, 2, 0]
