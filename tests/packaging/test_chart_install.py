@@ -1,0 +1,460 @@
+"""helm-sdkpy Install of helm/berth into the API server emulator.
+
+Aspects:
+- each option set of ``charts.OPTION_SETS`` installs, and creates exactly the expected objects
+  (CRDs, ServiceAccount, RBAC, ConfigMap, Deployment, Service, PDB, ServiceMonitor when asked);
+- the Deployment: pod and container security context, ``berth run`` flags and environment
+  from the values, probes, replicas and anti-affinity, image reference, mounted profile;
+- the profile ConfigMap holds the profile with the extra plugins appended;
+- the ClusterRole grants exactly the operator's API calls (no wildcard, no Secrets) and the Role
+  only the Lease verbs, both bound to the chart's ServiceAccount;
+- values the templates refuse (no leader election with two replicas) fail the install;
+- NOTES.txt shows a first job for the installed mode, and kubectl can apply it as shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import typing
+
+import helm_sdkpy
+import pytest
+import yaml
+
+from berth.api import manifests, pods
+from berth.emulator import testing
+from berth.scheduler.actions import registry as action_registry
+from berth.scheduler.framework import profiles
+from berth.scheduler.plugins import registry as plugin_registry
+from tests.packaging import charts
+
+Obj = dict[str, typing.Any]
+
+# option set -> (release, namespace, the chart's full name for that release)
+RELEASES = {
+    "defaults": ("berth", "berth-system", "berth"),
+    "every-option": ("batch", "batch-system", "batch-scheduler"),
+    "single-replica": ("solo", "solo-system", "solo-berth"),
+    "custom-affinity": ("pinned", "pinned-system", "pinned-berth"),
+}
+NAMESPACED = ",".join(
+    [
+        "deployments.apps",
+        "serviceaccounts",
+        "services",
+        "configmaps",
+        "poddisruptionbudgets.policy",
+        "roles.rbac.authorization.k8s.io",
+        "rolebindings.rbac.authorization.k8s.io",
+        "servicemonitors.monitoring.coreos.com",
+    ]
+)
+CLUSTER_SCOPED = (
+    "clusterroles.rbac.authorization.k8s.io,clusterrolebindings.rbac.authorization.k8s.io"
+)
+
+# The API calls `berth run` makes (DESIGN.md §5, issue 7): informers, binder, evictions, status
+# writers, Events, Kopf's watches and finalizers, reservation garbage collection.
+OPERATOR_CALLS: dict[tuple[str, str], set[str]] = {
+    ("", "pods"): {"get", "list", "watch", "patch"},
+    ("", "pods/binding"): {"create"},
+    ("", "pods/eviction"): {"create"},
+    ("", "pods/status"): {"patch"},
+    ("", "nodes"): {"get", "list", "watch"},
+    ("", "events"): {"create", "patch"},
+    ("", "namespaces"): {"get", "list", "watch"},
+    ("scheduling.k8s.io", "priorityclasses"): {"get", "list", "watch"},
+    ("scheduling.berth.io", "queues"): {"get", "list", "watch", "patch", "update"},
+    ("scheduling.berth.io", "podgroups"): {"get", "list", "watch", "patch", "update"},
+    ("scheduling.berth.io", "reservations"): {"get", "list", "watch", "patch", "update", "delete"},
+    ("scheduling.berth.io", "queues/status"): {"patch"},
+    ("scheduling.berth.io", "podgroups/status"): {"patch"},
+    ("scheduling.berth.io", "reservations/status"): {"patch"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
+}
+LEADER_ELECTION_CALLS = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+
+
+@pytest.fixture(scope="module")
+def installs(module_emulator: testing.RunningEmulator) -> dict[str, Obj]:
+    """Every option set installed into the module's emulator, each as its own release."""
+    module_emulator.kubectl("create", "-f", "-", input=json.dumps(charts.SERVICE_MONITOR_CRD))
+    return {
+        name: asyncio.run(
+            charts.install(
+                module_emulator.kubeconfig,
+                release=release,
+                namespace=namespace,
+                values=charts.OPTION_SETS[name],
+            )
+        )
+        for name, (release, namespace, _) in RELEASES.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    module_emulator: testing.RunningEmulator, installs: dict[str, Obj]
+) -> testing.RunningEmulator:
+    assert set(installs) == set(RELEASES)
+    return module_emulator
+
+
+def get(
+    cluster: testing.RunningEmulator, kinds: str, *, release: str, namespace: str | None
+) -> dict[tuple[str, str], Obj]:
+    """The release's objects of ``kinds`` by (kind, name)."""
+    where = ["-n", namespace] if namespace else []
+    listed = cluster.kubectl(
+        "get", kinds, *where, "-l", f"app.kubernetes.io/instance={release}", "-o", "json"
+    )
+    return {(o["kind"], o["metadata"]["name"]): o for o in json.loads(listed.stdout)["items"]}
+
+
+def deployment(cluster: testing.RunningEmulator, option_set: str) -> Obj:
+    release, namespace, fullname = RELEASES[option_set]
+    return get(cluster, "deployments.apps", release=release, namespace=namespace)[
+        ("Deployment", fullname)
+    ]
+
+
+def container(cluster: testing.RunningEmulator, option_set: str) -> Obj:
+    containers = deployment(cluster, option_set)["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["berth"]
+    return typing.cast(Obj, containers[0])
+
+
+EXPECTED_OBJECTS = {
+    "defaults": {
+        ("Deployment", "berth"),
+        ("ServiceAccount", "berth"),
+        ("Service", "berth-metrics"),
+        ("ConfigMap", "berth-profile"),
+        ("PodDisruptionBudget", "berth"),
+        ("Role", "berth-leader-election"),
+        ("RoleBinding", "berth-leader-election"),
+        ("ClusterRole", "berth"),
+        ("ClusterRoleBinding", "berth"),
+    },
+    "every-option": {
+        ("Deployment", "batch-scheduler"),
+        ("ServiceAccount", "batch-scheduler-sa"),
+        ("Service", "batch-scheduler-metrics"),
+        ("ServiceMonitor", "batch-scheduler"),
+        ("ConfigMap", "batch-scheduler-profile"),
+        ("PodDisruptionBudget", "batch-scheduler"),
+        ("Role", "batch-scheduler-leader-election"),
+        ("RoleBinding", "batch-scheduler-leader-election"),
+        ("ClusterRole", "batch-scheduler"),
+        ("ClusterRoleBinding", "batch-scheduler"),
+    },
+    # No ServiceAccount, RBAC or PDB: the user brings the account and its bindings.
+    "single-replica": {
+        ("Deployment", "solo-berth"),
+        ("Service", "solo-berth-metrics"),
+        ("ConfigMap", "solo-berth-profile"),
+    },
+}
+
+
+@pytest.mark.parametrize("option_set", EXPECTED_OBJECTS, ids=EXPECTED_OBJECTS)
+def test_install_creates_the_expected_objects(
+    cluster: testing.RunningEmulator, option_set: str
+) -> None:
+    release, namespace, _ = RELEASES[option_set]
+    found = set(get(cluster, NAMESPACED, release=release, namespace=namespace))
+    found |= set(get(cluster, CLUSTER_SCOPED, release=release, namespace=None))
+    assert found == EXPECTED_OBJECTS[option_set]
+
+
+def test_install_creates_the_crds(cluster: testing.RunningEmulator) -> None:
+    listed = json.loads(cluster.kubectl("get", "crd", "-o", "json").stdout)["items"]
+    names = {o["metadata"]["name"] for o in listed}
+    shipped = {
+        yaml.safe_load(p.read_text())["metadata"]["name"]
+        for p in (charts.CHART / "crds").glob("*.yaml")
+    }
+    assert shipped == {
+        "queues.scheduling.berth.io",
+        "podgroups.scheduling.berth.io",
+        "reservations.scheduling.berth.io",
+    }
+    assert shipped <= names
+
+
+@pytest.mark.parametrize("option_set", RELEASES, ids=RELEASES)
+def test_containers_run_hardened(cluster: testing.RunningEmulator, option_set: str) -> None:
+    assert container(cluster, option_set)["securityContext"] == {
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    # The read-only root filesystem leaves /tmp as the only writable path.
+    mounts = {m["mountPath"]: m for m in container(cluster, option_set)["volumeMounts"]}
+    assert set(mounts) == {"/etc/berth", "/tmp"}
+    assert mounts["/etc/berth"]["readOnly"] is True
+
+
+@pytest.mark.parametrize(
+    ("option_set", "expected"),
+    [
+        ("defaults", {"runAsUser": 10001, "runAsGroup": 10001}),
+        ("every-option", {"runAsUser": 20000, "runAsGroup": 20000}),
+        ("single-replica", {}),  # null: the platform picks the user (OpenShift)
+    ],
+    ids=["defaults", "every-option", "single-replica"],
+)
+def test_pods_run_as_non_root(
+    cluster: testing.RunningEmulator, option_set: str, expected: Obj
+) -> None:
+    pod = deployment(cluster, option_set)["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        **expected,
+    }
+
+
+ARGS = {
+    "defaults": [
+        "--config=/etc/berth/profile.yaml",
+        "--scheduler-name=berth-scheduler",
+        "--mode=scheduler",
+        "--log-level=info",
+        "--http-port=8080",
+        "--leader-elect",
+    ],
+    "every-option": [
+        "--config=/etc/berth/profile.yaml",
+        "--scheduler-name=batch-scheduler",
+        "--mode=admission",
+        "--log-level=debug",
+        "--http-port=9090",
+        "--leader-elect",
+        "--enable-debug-api",
+        "--namespace=batch-system",
+    ],
+    "single-replica": [
+        "--config=/etc/berth/profile.yaml",
+        "--scheduler-name=berth-scheduler",
+        "--mode=scheduler",
+        "--log-level=info",
+        "--http-port=8080",
+        "--no-leader-elect",
+    ],
+}
+
+
+@pytest.mark.parametrize(("option_set", "args"), ARGS.items(), ids=ARGS)
+def test_berth_run_flags_follow_the_values(
+    cluster: testing.RunningEmulator, option_set: str, args: list[str]
+) -> None:
+    berth = container(cluster, option_set)
+    assert "command" not in berth  # the image's ENTRYPOINT is `berth run`
+    assert berth["args"] == args
+
+
+@pytest.mark.parametrize(
+    ("option_set", "admit", "extra"),
+    [
+        ("defaults", "false", []),
+        ("every-option", "true", [{"name": "PYTHONFAULTHANDLER", "value": "1"}]),
+    ],
+    ids=["defaults", "every-option"],
+)
+def test_environment_names_the_pod_and_the_plain_pod_policy(
+    cluster: testing.RunningEmulator, option_set: str, admit: str, extra: list[Obj]
+) -> None:
+    env = container(cluster, option_set)["env"]
+    assert env == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "BERTH_ADMIT_PLAIN_PODS", "value": admit},
+        *extra,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("option_set", "port"),
+    [("defaults", 8080), ("every-option", 9090)],
+    ids=["defaults", "every-option"],
+)
+def test_probes_use_health_and_readiness_on_the_http_port(
+    cluster: testing.RunningEmulator, option_set: str, port: int
+) -> None:
+    berth = container(cluster, option_set)
+    assert berth["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+    assert berth["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert berth["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+
+
+def test_defaults_run_two_replicas_spread_over_nodes(cluster: testing.RunningEmulator) -> None:
+    spec = deployment(cluster, "defaults")["spec"]
+    assert spec["replicas"] == 2
+    anti = spec["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    )
+    assert container(cluster, "defaults")["image"] == "ghcr.io/berth-scheduler/berth:0.1.0"
+    assert container(cluster, "defaults")["resources"] == {
+        "requests": {"cpu": "200m", "memory": "256Mi"},
+        "limits": {"memory": "1Gi"},
+    }
+
+
+def test_every_option_reaches_the_pod_template(cluster: testing.RunningEmulator) -> None:
+    spec = deployment(cluster, "every-option")["spec"]
+    pod = spec["template"]["spec"]
+    assert spec["replicas"] == 3
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["podAntiAffinity"]
+    assert pod["serviceAccountName"] == "batch-scheduler-sa"
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["tolerations"] == [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    assert pod["imagePullSecrets"] == [{"name": "registry-credentials"}]
+    assert pod["terminationGracePeriodSeconds"] == 60
+    assert spec["template"]["metadata"]["labels"]["example.com/tier"] == "control-plane"
+    assert spec["template"]["metadata"]["annotations"]["example.com/team"] == "platform"
+    berth = container(cluster, "every-option")
+    assert berth["image"] == "registry.example.com/platform/berth@sha256:" + "ab" * 32
+    assert berth["imagePullPolicy"] == "Always"
+
+
+def test_custom_affinity_replaces_the_generated_one(cluster: testing.RunningEmulator) -> None:
+    pod = deployment(cluster, "custom-affinity")["spec"]["template"]["spec"]
+    assert pod["affinity"] == charts.CUSTOM_AFFINITY["affinity"]
+
+
+PROFILES = {
+    "defaults": {**charts.default_values()["profile"], "schedulerName": "berth-scheduler"},
+    "every-option": {
+        **charts.EVERY_OPTION["profile"],
+        "schedulerName": "batch-scheduler",
+        "plugins": [
+            *charts.EVERY_OPTION["profile"]["plugins"],
+            *charts.EVERY_OPTION["extraPlugins"],
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize(("option_set", "profile"), PROFILES.items(), ids=PROFILES)
+def test_profile_configmap_is_mounted_and_holds_the_profile(
+    cluster: testing.RunningEmulator, option_set: str, profile: Obj
+) -> None:
+    release, namespace, fullname = RELEASES[option_set]
+    maps = get(cluster, "configmaps", release=release, namespace=namespace)
+    document = yaml.safe_load(maps[("ConfigMap", f"{fullname}-profile")]["data"]["profile.yaml"])
+    assert document == profile
+    # The scheduler accepts it: known actions and plugins, valid args.
+    known_actions = {action.name for action in action_registry.default_actions()}
+    profiles.resolve(
+        profiles.parse(document), registry=plugin_registry.in_tree_registry(), actions=known_actions
+    )
+    volumes = deployment(cluster, option_set)["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "profile", "configMap": {"name": f"{fullname}-profile"}} in volumes
+
+
+def rules(role: Obj) -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> verbs; any rule field beyond these fails the comparison."""
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    return granted
+
+
+def test_cluster_role_grants_exactly_the_operator_calls(cluster: testing.RunningEmulator) -> None:
+    objects = get(cluster, CLUSTER_SCOPED, release="berth", namespace=None)
+    granted = rules(objects[("ClusterRole", "berth")])
+    assert granted == OPERATOR_CALLS
+    flat = {x for (group, resource), verbs in granted.items() for x in (group, resource, *verbs)}
+    assert "*" not in flat
+    assert not any(resource.startswith("secrets") for _, resource in granted)
+    binding = objects[("ClusterRoleBinding", "berth")]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "berth",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "berth", "namespace": "berth-system"}
+    ]
+
+
+def test_role_grants_only_the_lease_in_the_release_namespace(
+    cluster: testing.RunningEmulator,
+) -> None:
+    objects = get(cluster, NAMESPACED, release="berth", namespace="berth-system")
+    role = objects[("Role", "berth-leader-election")]
+    assert role["metadata"]["namespace"] == "berth-system"
+    assert rules(role) == LEADER_ELECTION_CALLS
+    binding = objects[("RoleBinding", "berth-leader-election")]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "berth", "namespace": "berth-system"}
+    ]
+
+
+def test_every_cluster_role_rule_carries_a_comment() -> None:
+    lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
+    rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
+    assert len(rule_starts) == 12
+    for index in rule_starts:
+        assert lines[index - 1].strip().startswith("#"), lines[index]
+
+
+async def test_install_refuses_two_replicas_without_leader_election(
+    emulator: testing.RunningEmulator,
+) -> None:
+    with pytest.raises(helm_sdkpy.InstallError, match=r"leaderElection\.enabled=false"):
+        await charts.install(
+            emulator.kubeconfig,
+            release="unsafe",
+            namespace="unsafe",
+            values={"replicaCount": 2, "leaderElection": {"enabled": False}},
+        )
+
+
+def first_job(notes: str) -> str:
+    """The manifests NOTES.txt tells the user to apply (its ``<<'YAML'`` here-document)."""
+    start = notes.index("kubectl apply -f - <<'YAML'\n") + len("kubectl apply -f - <<'YAML'\n")
+    return notes[start : notes.index("\nYAML\n", start)]
+
+
+@pytest.mark.parametrize(
+    ("option_set", "scheduler_name", "gated"),
+    [("defaults", "berth-scheduler", False), ("every-option", None, True)],
+    ids=["scheduler-mode", "admission-mode"],
+)
+def test_notes_show_a_first_job_for_the_mode(
+    installs: dict[str, Obj], option_set: str, scheduler_name: str | None, gated: bool
+) -> None:
+    notes = installs[option_set]["info"]["notes"]
+    loaded = manifests.load(first_job(notes))
+    assert [type(m).__name__ for m in loaded] == ["PodGroup", "Pod", "Pod"]
+    group = loaded[0].metadata.name
+    for pod in loaded[1:]:
+        assert isinstance(pod, pods.Pod)
+        assert pod.metadata.labels == {"scheduling.berth.io/pod-group": group}
+        assert pod.spec.scheduler_name == scheduler_name
+        gates = pod.to_api()["spec"].get("schedulingGates")
+        assert (gates == [{"name": "scheduling.berth.io/admission"}]) is gated
+
+
+def test_the_first_job_applies_as_shown(
+    cluster: testing.RunningEmulator, installs: dict[str, Obj]
+) -> None:
+    job = first_job(installs["defaults"]["info"]["notes"])
+    applied = cluster.kubectl("apply", "-n", "default", "-f", "-", input=job)
+    assert applied.stdout.splitlines() == [
+        "podgroup.scheduling.berth.io/hello created",
+        "pod/hello-0 created",
+        "pod/hello-1 created",
+    ]
