@@ -11,6 +11,9 @@ import typing
 
 __all__ = [
     "ADMISSION_GATE",
+    "ADMISSION_LABEL",
+    "ADMITTED_AT_ANNOTATION",
+    "ADMITTED_NODE_ANNOTATION",
     "API_VERSION",
     "DEFAULT_QUEUE",
     "DEFAULT_SCHEDULER_NAME",
@@ -46,6 +49,13 @@ RESERVATION_ALLOCATED_ANNOTATION = f"{GROUP}/reservation-allocated"
 """Annotation Berth writes on an owner pod it placed into a reservation."""
 ADMISSION_GATE = f"{GROUP}/admission"
 """Scheduling gate holding pods in admission mode until Berth admits them."""
+ADMISSION_LABEL = f"{GROUP}/admission"
+"""Label: ``enabled`` on a Namespace puts its pods through admission (the webhook gates them);
+``disabled`` on a pod keeps the webhook away from it."""
+ADMITTED_NODE_ANNOTATION = f"{GROUP}/admitted-node"
+"""Annotation Berth writes on a pod it admitted: the node it pinned the pod to."""
+ADMITTED_AT_ANNOTATION = f"{GROUP}/admitted-at"
+"""Annotation Berth writes on a pod it admitted: when (RFC 3339), for the bind timeout."""
 SIM_DURATION_ANNOTATION = "sim.berth.io/duration"
 """Annotation: how long a simulated pod runs before it succeeds (a Go-style duration)."""
 

@@ -13,6 +13,7 @@ import json
 
 import click
 
+from berth.cli import e2e
 from berth.cli import emulator as emulator_cli
 from berth.sim import benchmarks, stress
 
@@ -72,3 +73,4 @@ def sim(jobs: int, nodes: int, seed: int) -> None:
 
 
 command.add_command(emulator_cli.bench_command)
+command.add_command(e2e.command)

@@ -8,7 +8,8 @@ kubectl (1.37+) runs an executable called ``kubectl-create-<kind>`` found on PAT
 
 Every failure is one line on stderr: ``error: ...`` saying what to change, exit code 1; usage
 errors (unknown flag, missing NAME) exit 2; API errors read as kubectl's
-(``Error from server (AlreadyExists): ...``). A traceback is printed only with ``--v`` > 0.
+(``Error from server (AlreadyExists): ...``). A traceback is printed only with ``--v`` > 0
+(:mod:`berth.cli.kubectl_common`, shared with ``kubectl-berth``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import collections.abc
 import dataclasses
 import json
 import re
-import sys
-import traceback
 import typing
 
 import click
@@ -26,8 +25,8 @@ import pydantic
 import yaml
 
 from berth.api import durations, errors, keys, meta, pods, quantities, reservations, resources
+from berth.cli import kubectl_common
 from berth.kube import clients
-from berth.kube import errors as kube_errors
 from berth.util import clocks
 
 __all__ = ["Flags", "PROG", "build", "command", "main"]
@@ -383,9 +382,8 @@ Examples:
     default=None,
     help="End it when its first owner starts (the default), or keep holding for more owners.",
 )
-@click.option("-n", "--namespace", metavar="NS", help="Namespace (default: the context's).")
-@click.option("--context", metavar="NAME", help="The kubeconfig context to use.")
-@click.option("--kubeconfig", metavar="PATH", help="Path to the kubeconfig file to use.")
+@kubectl_common.namespace_option
+@kubectl_common.connection_options
 @click.option(
     "--dry-run",
     type=click.Choice(["none", "client", "server"]),
@@ -396,10 +394,7 @@ Examples:
 @click.option(
     "-o", "--output", type=click.Choice(["yaml", "json", "name"]), help="Print the object so."
 )
-@click.option(
-    "-v", "--v", "verbosity", type=int, default=0, metavar="LEVEL",
-    help="Debug output: a traceback with every error when above 0.",
-)  # fmt: skip
+@kubectl_common.verbosity_option
 def command(
     name: str,
     *,
@@ -442,60 +437,6 @@ def command(
 # Entry point ----------------------------------------------------------------------------------
 
 
-def _verbosity(argv: collections.abc.Sequence[str]) -> int:
-    """The ``--v``/``-v`` level, read leniently before click parses (0 when absent or bad)."""
-    for index, arg in enumerate(argv):
-        value: str | None = None
-        for prefix in ("--v=", "-v="):
-            if arg.startswith(prefix):
-                value = arg[len(prefix) :]
-        if arg in ("--v", "-v") and index + 1 < len(argv):
-            value = argv[index + 1]
-        elif arg.startswith("-v") and arg[2:].isdigit():
-            value = arg[2:]
-        if value is not None and value.isdigit():
-            return int(value)
-    return 0
-
-
-def _api_error_line(exc: kube_errors.APIError) -> str:
-    """kubectl's line for an API error: ``Error from server (Reason): message``."""
-    if isinstance(exc, kube_errors.NotFound) and not exc.body.get("details"):
-        # A 404 naming no object: the collection itself is unknown, so the CRD is missing.
-        return (
-            f'error: the server doesn\'t have a resource type "{reservations.PLURAL}": install '
-            "Berth's CRDs (the Helm chart, or kubectl apply -f crds/)"
-        )
-    message = exc.body.get("message")
-    if not isinstance(message, str) or not message:
-        message = str(exc)
-    return f"Error from server ({exc.reason or exc.status}): {message}"
-
-
 def main(argv: collections.abc.Sequence[str] | None = None) -> typing.NoReturn:
     """The console script: run the command, turn every failure into one line and an exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    code, line = 0, ""
-    failure: BaseException | None = None
-    try:
-        result = command.main(args=args, prog_name=PROG, standalone_mode=False)
-        code = result if isinstance(result, int) else 0
-    except click.UsageError as exc:
-        failure, code = exc, 2
-        line = f"error: {exc.format_message().rstrip('.')} (see '{PROG} --help')"
-    except click.ClickException as exc:
-        failure, code, line = exc, 1, f"error: {exc.format_message()}"
-    except kube_errors.APIError as exc:
-        failure, code, line = exc, 1, _api_error_line(exc)
-    except kube_errors.KubeError as exc:
-        failure, code, line = exc, 1, f"error: {exc}"
-    except (click.Abort, KeyboardInterrupt) as exc:
-        failure, code, line = exc, 130, "error: interrupted"
-    except Exception as exc:  # a bug: say so in one line, the traceback is one --v away
-        failure, code = exc, 1
-        line = f"error: unexpected {type(exc).__name__}: {exc} (rerun with --v=1 for details)"
-    if failure is not None:
-        if _verbosity(args) > 0:
-            traceback.print_exception(failure)
-        click.echo(line, err=True)
-    sys.exit(code)
+    kubectl_common.run(command, prog=PROG, argv=argv)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 import berth
-from berth.cli import bench, crds, emulator, run, sim
+from berth.cli import bench, crds, emulator, run, sim, up
 
 __all__ = ["cli", "main"]
 
@@ -30,3 +30,5 @@ cli.add_command(bench.command)
 cli.add_command(run.command)
 cli.add_command(sim.command)
 cli.add_command(emulator.command)
+cli.add_command(up.up_command)
+cli.add_command(up.demo_command)

@@ -17,7 +17,7 @@ import click
 import pydantic
 
 from berth.kube import errors as kube_errors
-from berth.operator import errors, main, settings
+from berth.operator import errors, main, scheduling, settings
 from berth.util import logging as berth_logging
 
 __all__ = ["command"]
@@ -51,6 +51,7 @@ _USAGE = 2
     help="scheduler: Berth binds; admission: Berth admits, kube-scheduler binds.",
 )
 @click.option("--log-level", help="debug, info, warning, error, or a verbosity 0..10.")
+@click.option("--period", help="Longest pause between scheduling cycles when nothing changes (1s).")
 @click.option(
     "--enable-debug-api",
     is_flag=True,
@@ -96,7 +97,7 @@ async def _run(config: settings.Settings) -> main.ExitCode:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        return await main.run(config, stop=stop)
+        return await main.run(config, stop=stop, leader_components=scheduling.leader_components)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -30,6 +30,7 @@ from berth.emulator import (
     strategies,
     tables,
     watches,
+    webhooks,
 )
 
 __all__ = ["Handlers", "MAX_BODY"]
@@ -105,6 +106,7 @@ class Handlers:
     def __init__(self, *, api: rest.Api, bookmark_interval: float = 60.0) -> None:
         self.api = api
         self.bookmark_interval = bookmark_interval
+        self.webhooks = webhooks.MutatingWebhooks(api)
 
     @property
     def registry(self) -> resources.Registry:
@@ -376,9 +378,11 @@ class Handlers:
         if route.name or route.subresource:
             raise errors.method_not_allowed("POST", what=request.path)
         context = self._context(request)
-        written = self.api.create(
-            resource, body, namespace=self._namespace(route, resource), context=context
+        namespace = self._namespace(route, resource)
+        body = await self.webhooks.mutate(
+            resource, body, namespace=namespace, dry_run=context.dry_run
         )
+        written = self.api.create(resource, body, namespace=namespace, context=context)
         return json_response(written.object, status=201, warnings=written.warnings)
 
     async def _put(

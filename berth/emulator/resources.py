@@ -172,6 +172,13 @@ BUILTINS: tuple[Resource, ...] = (
         short_names=("pc",),
     ),
     _in(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        namespaced=False,
+    ),
+    _in(
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",

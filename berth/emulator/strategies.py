@@ -170,6 +170,55 @@ def _pod_spec_core(spec: Object, *, gated: bool) -> Object:
     return core
 
 
+def _required_terms(spec: Object) -> list[Object]:
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = (
+        node.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node, dict)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    return [t if isinstance(t, dict) else {} for t in terms or ()]
+
+
+def _narrowed_only(spec: Object, old_spec: Object) -> list[errors.Cause]:
+    """KEP-3838: a gated pod's scheduling directives may only be narrowed — ``nodeSelector``
+    entries added, requirements added to existing required node-affinity terms (or terms set
+    where there were none); pod (anti-)affinity not changed at all."""
+    causes: list[errors.Cause] = []
+    selector, old_selector = spec.get("nodeSelector") or {}, old_spec.get("nodeSelector") or {}
+    if any(selector.get(k) != v for k, v in old_selector.items()):
+        causes.append(
+            errors.Cause(
+                "spec.nodeSelector",
+                "Invalid value: only additions are allowed (no mutations or deletions)",
+            )
+        )
+    old_terms, terms = _required_terms(old_spec), _required_terms(spec)
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    if old_terms and (
+        len(terms) != len(old_terms)
+        or any(
+            any(r not in (new.get(field) or ()) for r in old.get(field) or ())
+            for old, new in zip(old_terms, terms, strict=True)
+            for field in ("matchExpressions", "matchFields")
+        )
+    ):
+        causes.append(
+            errors.Cause(
+                path,
+                "Invalid value: only additions to NodeSelectorRequirements are allowed "
+                "(no mutations or deletions)",
+            )
+        )
+    affinity, old_affinity = spec.get("affinity") or {}, old_spec.get("affinity") or {}
+    for field in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(field) != old_affinity.get(field):
+            causes.append(errors.Cause(f"spec.affinity.{field}", "Forbidden: field is immutable"))
+    return causes
+
+
 class PodStrategy(Strategy):
     """Pods: kube-apiserver's defaults, priority admission and spec immutability."""
 
@@ -250,6 +299,8 @@ class PodStrategy(Strategy):
                         "FieldValueForbidden",
                     )
                 )
+            if gated:
+                causes.extend(_narrowed_only(spec, old_spec))
             new_gates = {g.get("name") for g in spec.get("schedulingGates") or ()}
             old_gates = {g.get("name") for g in old_spec.get("schedulingGates") or ()}
             if not new_gates <= old_gates:

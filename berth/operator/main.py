@@ -34,7 +34,16 @@ import enum
 import logging
 
 from berth.kube import clients, leases
-from berth.operator import components, controllers, errors, http, leadership, probing, settings
+from berth.operator import (
+    components,
+    controllers,
+    errors,
+    http,
+    leadership,
+    probing,
+    settings,
+    webhooks,
+)
 from berth.operator import metrics as berth_metrics
 from berth.scheduler.framework import handles
 from berth.util import clocks
@@ -131,7 +140,10 @@ class _Process:
             if on_serving is not None and server.port is not None:
                 on_serving(server.port)
             kubeconfig = str(self._config.kubeconfig) if self._config.kubeconfig else None
-            async with clients.connect_async(kubeconfig=kubeconfig) as connection:
+            async with (
+                webhooks.serving(self._config),  # admission mode: every replica answers
+                clients.connect_async(kubeconfig=kubeconfig) as connection,
+            ):
                 logger.info("connected to %s (%s)", connection.server, connection.origin)
                 return await self._lead_or_follow(connection.api)
         finally:

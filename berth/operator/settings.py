@@ -39,6 +39,7 @@ from berth.util import logging as berth_logging
 
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
+    "AdmissionSettings",
     "LeaderElectionSettings",
     "Mode",
     "Settings",
@@ -153,6 +154,37 @@ class LeaderElectionSettings(pydantic.BaseModel):
         return self
 
 
+class AdmissionSettings(pydantic.BaseModel):
+    """Admission mode: the mutating webhook that gates Berth's pods, and admitted pods' timeout."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    webhook: bool = True
+    """Serve the mutating admission webhook (every replica, in admission mode). On by default;
+    turn it off when pods carry the gate ``scheduling.berth.io/admission`` in their templates."""
+
+    webhook_host: str = "0.0.0.0"
+    """Address the webhook listens on. Every interface by default: the API server calls the
+    pod's IP through the chart's Service."""
+
+    webhook_port: int = pydantic.Field(default=9443, ge=0, le=65535)
+    """TCP port of the webhook (HTTPS); 0 picks a free one (tests). The default, 9443, is the
+    conventional unprivileged webhook port the chart's Service targets."""
+
+    cert_file: pathlib.Path = pathlib.Path("/var/run/berth/admission/tls.crt")
+    """PEM certificate (chain) the webhook serves. The default is where the chart mounts the
+    ``tls.crt`` of its Secret."""
+
+    key_file: pathlib.Path = pathlib.Path("/var/run/berth/admission/tls.key")
+    """PEM private key of :attr:`cert_file`; the default is the chart's mount of ``tls.key``."""
+
+    bind_timeout: Seconds = 60.0
+    """Measured in seconds. How long a pod Berth admitted (pinned and ungated) may stay unbound
+    before the allocation is rejected and the pod recreated gated. The default leaves
+    kube-scheduler a minute, far above its usual milliseconds, so that only a pod that cannot
+    go where Berth put it is rejected."""
+
+
 class Settings(pydantic_settings.BaseSettings):
     """Everything ``berth run`` can be told; see the module docstring for the sources."""
 
@@ -184,6 +216,10 @@ class Settings(pydantic_settings.BaseSettings):
     """``scheduler`` (Berth binds) or ``admission`` (Berth ungates, kube-scheduler binds). The
     default is ``scheduler``: admission mode is for clusters that must keep kube-scheduler."""
 
+    admission: AdmissionSettings = pydantic.Field(default_factory=AdmissionSettings)
+    """Admission mode's webhook and timeout; see :class:`AdmissionSettings` for each field and
+    its default (the chart's mount paths)."""
+
     http_host: str = "0.0.0.0"
     """Address the HTTP server (probes, metrics, debug API) listens on. The default is every
     interface, because the kubelet's probes and Prometheus connect to the pod's IP."""
@@ -199,6 +235,19 @@ class Settings(pydantic_settings.BaseSettings):
     enable_debug_api: bool = False
     """Serve ``POST /debug/flags/s`` and ``POST /debug/flags/v``. Off by default: they change
     the process's behaviour, so an operator must ask for them."""
+
+    period: Seconds = 1.0
+    """Measured in seconds. The longest the scheduling loop sleeps between cycles when nothing
+    changes (changes wake it at once). The default, 1 s, is kube-batch's schedule period:
+    backoffs and timeouts are noticed within a second without cycling idly."""
+
+    bind_timeout: Seconds = 10.0
+    """Measured in seconds. How long one binding request may take before it is retried. The
+    default is generous: a slow binding is retried for the same node, never elsewhere."""
+
+    bind_concurrency: int = pydantic.Field(default=64, ge=1, le=1024)
+    """Binding requests in flight at once. The default, 64, keeps a burst of thousands of pods
+    binding at hundreds per second without swamping the API server."""
 
     shutdown_timeout: Seconds = 10.0
     """Measured in seconds. How long graceful shutdown waits for each leader-only component to

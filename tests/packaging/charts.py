@@ -114,6 +114,10 @@ EVERY_OPTION: Values = {
     "fullnameOverride": "batch-scheduler",
     "schedulerName": "batch-scheduler",
     "mode": "admission",
+    "admission": {
+        "webhook": {"port": 8443, "failurePolicy": "Ignore", "timeoutSeconds": 10},
+        "bindTimeout": "2m",
+    },
     "admitPlainPods": True,
     "logLevel": "debug",
     "leaderElection": {"enabled": True},
@@ -164,6 +168,7 @@ EVERY_OPTION: Values = {
 }
 SINGLE_REPLICA: Values = {
     "replicaCount": 1,
+    "admission": {"webhook": {"enabled": False}},  # ignored in scheduler mode
     "leaderElection": {"enabled": False},
     "podAntiAffinity": "none",
     "podDisruptionBudget": {"enabled": False},

@@ -48,10 +48,12 @@ NAMESPACED = ",".join(
         "roles.rbac.authorization.k8s.io",
         "rolebindings.rbac.authorization.k8s.io",
         "servicemonitors.monitoring.coreos.com",
+        "secrets",
     ]
 )
 CLUSTER_SCOPED = (
     "clusterroles.rbac.authorization.k8s.io,clusterrolebindings.rbac.authorization.k8s.io"
+    ",mutatingwebhookconfigurations.admissionregistration.k8s.io"
 )
 
 # The API calls `berth run` makes (DESIGN.md §5, issue 7): informers, binder, evictions, status
@@ -148,6 +150,13 @@ EXPECTED_OBJECTS = {
         ("RoleBinding", "batch-scheduler-leader-election"),
         ("ClusterRole", "batch-scheduler"),
         ("ClusterRoleBinding", "batch-scheduler"),
+        # Admission mode (admission-*.yaml): the webhook, its Service and TLS Secret, and the
+        # rights to recreate a rejected pod gated.
+        ("Service", "batch-scheduler-admission"),
+        ("Secret", "batch-scheduler-admission-tls"),
+        ("MutatingWebhookConfiguration", "batch-scheduler-admission"),
+        ("ClusterRole", "batch-scheduler-admission"),
+        ("ClusterRoleBinding", "batch-scheduler-admission"),
     },
     # No ServiceAccount, RBAC or PDB: the user brings the account and its bindings.
     "single-replica": {
@@ -194,8 +203,10 @@ def test_containers_run_hardened(cluster: testing.RunningEmulator, option_set: s
     }
     # The read-only root filesystem leaves /tmp as the only writable path.
     mounts = {m["mountPath"]: m for m in container(cluster, option_set)["volumeMounts"]}
-    assert set(mounts) == {"/etc/berth", "/tmp"}
-    assert mounts["/etc/berth"]["readOnly"] is True
+    # Admission mode (every-option) adds the webhook's certificate, read-only.
+    admission = {"/var/run/berth/admission"} if option_set == "every-option" else set()
+    assert set(mounts) == {"/etc/berth", "/tmp"} | admission
+    assert all(mounts[path]["readOnly"] is True for path in {"/etc/berth"} | admission)
 
 
 @pytest.mark.parametrize(
@@ -261,7 +272,16 @@ def test_berth_run_flags_follow_the_values(
     ("option_set", "admit", "extra"),
     [
         ("defaults", "false", []),
-        ("every-option", "true", [{"name": "PYTHONFAULTHANDLER", "value": "1"}]),
+        (
+            "every-option",
+            "true",
+            [
+                {"name": "BERTH_ADMISSION__WEBHOOK", "value": "true"},
+                {"name": "BERTH_ADMISSION__WEBHOOK_PORT", "value": "8443"},
+                {"name": "BERTH_ADMISSION__BIND_TIMEOUT", "value": "2m"},
+                {"name": "PYTHONFAULTHANDLER", "value": "1"},
+            ],
+        ),
     ],
     ids=["defaults", "every-option"],
 )
@@ -286,7 +306,12 @@ def test_probes_use_health_and_readiness_on_the_http_port(
     cluster: testing.RunningEmulator, option_set: str, port: int
 ) -> None:
     berth = container(cluster, option_set)
-    assert berth["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+    webhook = (
+        [{"name": "admission", "containerPort": 8443, "protocol": "TCP"}]
+        if option_set == "every-option"
+        else []
+    )
+    assert berth["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}, *webhook]
     assert berth["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert berth["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
 

@@ -1,18 +1,27 @@
-"""backfill: nominate nodes for starving jobs, so the capacity they wait for is seen held.
+"""backfill: room for starving jobs first, then leftover capacity for what fairness held back.
 
-Runs right after allocate. A job that allocate could not place and that the session calls
-starving (``job_starving``; with the in-tree profile, the Proportion plugin's starvation guard:
-waiting longer than ``starvationThresholdSeconds``) gets its pods, up to quorum, *pipelined*
-onto the room it can use now — with the in-tree profile, the capacity the guard holds for it
-as running work frees it —, in one statement that commits
-:class:`~berth.scheduler.framework.decisions.NominatePod` decisions (the pods'
-``status.nominatedNodeName``) and no binding. The nominated room then counts as taken for the
-rest of the session (reclaim and preempt do not hand it to anyone else), and the group's
-reason says how far the guard got::
+Runs right after allocate, in two passes over the jobs still below quorum (queue order, then
+job order):
 
-    starving for 312s: holding room for 20/64 pods on 3 nodes as they free
+1. **Starving jobs** (``job_starving``; with the in-tree profile, the Proportion plugin's
+   starvation guard: waiting longer than ``starvationThresholdSeconds``) get their pods, up to
+   quorum, *pipelined* onto the nodes ``nominations`` names for them (the guard's: nodes it
+   keeps the freeing capacity of for the job), else onto room free now, in one statement
+   that commits
+   :class:`~berth.scheduler.framework.decisions.NominatePod` decisions (the pods'
+   ``status.nominatedNodeName``) and no binding. The nominated room then counts as taken for
+   the rest of the session (reclaim and preempt do not hand it to anyone else), and the
+   group's reason says how far the guard got, before why the job does not fit yet::
 
-Once the held room covers the quorum, allocate places the job whole in a later cycle.
+       starving for 312s: holding 8 nodes for 64/64 pods as they free; gang needs ...
+
+   Once the held room covers the quorum, allocate places the job whole in a later cycle.
+2. **Leftovers**: a job whose quorum would fit in the free capacity is tried once more, now
+   that every queue had its turn. Allocate tries queues in fair-share order, and a queue at
+   its share is refused more while another queue below its own still waits; if that other
+   queue's work then did not fit, its share would sit idle. Trying again here keeps the
+   cluster work-conserving without letting anyone jump the fair order.
+
 Smaller work is never delayed by a job that is not starving, nor by room the starving job
 cannot use or does not need.
 """
@@ -22,25 +31,30 @@ from __future__ import annotations
 import logging
 import typing
 
+import numpy as np
+import numpy.typing as npt
+
 from berth.scheduler.actions import solvers
 from berth.scheduler.framework import jobs, sessions
 
 if typing.TYPE_CHECKING:
-    from berth.scheduler.snapshot import pods
+    from berth.scheduler.snapshot import pods, queues
 
 __all__ = ["NAME", "Backfill", "new", "starving_reason"]
 
 NAME = "backfill"
 
+IntArray = npt.NDArray[np.int64]
+
 logger = logging.getLogger(__name__)
 
 
 def starving_reason(*, waited: float, held: int, needed: int, nodes: int) -> str:
-    """The group's reason while the guard holds room for it."""
-    where = "node" if nodes == 1 else "nodes"
+    """The group's reason while the guard holds room for it: how long it has waited, how many
+    nodes are kept for it and for how many of the pods its quorum needs."""
+    where, frees = ("node", "it frees") if nodes == 1 else ("nodes", "they free")
     return (
-        f"starving for {int(waited)}s: holding room for {held}/{needed} pods "
-        f"on {nodes} {where} as they free"
+        f"starving for {int(waited)}s: holding {nodes} {where} for {held}/{needed} pods as {frees}"
     )
 
 
@@ -49,38 +63,54 @@ class Backfill:
 
     name = NAME
 
+    def __init__(self) -> None:
+        self._free: IntArray | None = None  # free capacity summed, during one execute
+
     def execute(self, session: sessions.Session) -> None:
         hooks = session.hooks
-        nominated = 0
-        starving: list[jobs.Job] = []
-        if len(hooks.job_starving):
-            starving = [
-                job
-                for job in session.jobs.values()
-                if solvers.needs_room(job) and not job.pipelined and hooks.job_starving(job)
-            ]
-        logger.info("Enter backfill (session %s): %d starving jobs", session.id, len(starving))
-        if starving:
-            wanted = {job.key for job in starving}
+        waiting = [job for job in session.jobs.values() if solvers.needs_room(job)]
+        logger.info("Enter backfill (session %s): %d jobs below quorum", session.id, len(waiting))
+        nominated = placed = 0
+        self._free = None
+        if waiting:
+            starving = {
+                job.key for job in waiting if len(hooks.job_starving) and hooks.job_starving(job)
+            }
             for queue in session.ordered_queues():
                 for job in session.ordered_jobs(queue.name):
-                    if job.key in wanted and hooks.job_valid(job).is_success():
+                    if not solvers.needs_room(job) or job.pipelined:
+                        continue
+                    if not hooks.job_valid(job).is_success():
+                        continue
+                    if job.key in starving:
                         nominated += self._nominate(session, job)
-        logger.info("Leave backfill (session %s): %d pods nominated", session.id, nominated)
+                    else:
+                        placed += self._fill(session, job, queue=queue)
+        logger.info(
+            "Leave backfill (session %s): %d pods nominated, %d placed",
+            session.id,
+            nominated,
+            placed,
+        )
 
-    @staticmethod
-    def _nominate(session: sessions.Session, job: jobs.Job) -> int:
+    def _nominate(self, session: sessions.Session, job: jobs.Job) -> int:
         needed = job.group.min_member - job.occupied()
-        tasks: list[pods.PodInfo] = solvers.pending_tasks(session, job)
         failed: set[tuple[typing.Hashable, typing.Hashable]] = set()
+        targets = session.hooks.nominations(job) or {}
+        index = session.nodes.index
         with session.statement() as stmt:
-            for pod in tasks:
+            for pod in solvers.pending_tasks(session, job):
                 if len(job.pipelined) >= needed:
                     break
-                shape = (pod.signature, pod.requests)
-                if shape in failed:
+                target = targets.get(pod.key)
+                if target is not None and target in index:
+                    # The node frees for it: nominated now, counted as taken from now on.
+                    stmt.pipeline(pod, index[target])
                     continue
-                attempt = session.place(pod)
+                shape = (pod.signature, pod.requests)
+                if targets or shape in failed:
+                    continue
+                attempt = session.place(pod)  # no plugin names targets: room free now
                 if attempt.row is None:
                     failed.add(shape)
                     continue
@@ -89,18 +119,40 @@ class Backfill:
             nodes = len(set(job.pipelined.values()))
             if count:
                 stmt.commit()
+                self._free = None
             else:
                 stmt.discard()
-        session.reject_job(
-            job,
-            reason=starving_reason(
-                waited=session.snapshot.now - job.creation_timestamp,
-                held=count,
-                needed=job.group.min_member,
-                nodes=nodes,
-            ),
+        reason = starving_reason(
+            waited=session.snapshot.now - job.creation_timestamp,
+            held=count,
+            needed=job.group.min_member,
+            nodes=nodes,
         )
+        why = session.group_reasons.get(job.key)
+        session.reject_job(job, reason=f"{reason}; {why}" if why else reason)
         return count
+
+    def _fill(self, session: sessions.Session, job: jobs.Job, *, queue: queues.QueueInfo) -> int:
+        # A cheap necessary condition first: the free capacity covers the missing members at
+        # the size of the job's smallest pod. Most jobs in a full cluster stop here.
+        if self._free is None:
+            nodes = session.nodes
+            self._free = np.clip(nodes.free(), 0, None)[~nodes.unschedulable].sum(axis=0)
+        missing = job.group.min_member - job.occupied()
+        smallest = np.min([session.vector(p) for p in job.pending], axis=0)
+        if (self._free < smallest * missing).any():
+            return 0
+        tasks: list[pods.PodInfo] = solvers.pending_tasks(session, job)
+        if not tasks or not solvers.could_fit(session, solvers.quorum_vector(session, job, tasks)):
+            return 0
+        before = len(job.allocated)
+        with session.statement() as stmt:
+            if not solvers.place_job(session, stmt, job=job, queue=queue, tasks=tasks):
+                stmt.discard()
+                return 0
+            stmt.commit()
+        self._free = None  # the placements took some of it
+        return len(job.allocated) - before if stmt.failure is None else 0
 
 
 def new() -> Backfill:

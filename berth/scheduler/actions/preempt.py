@@ -61,7 +61,7 @@ class Preempt:
         by_queue: dict[str, list[pods.PodInfo]] | None = None
         for queue in session.ordered_queues():
             for job in session.ordered_jobs(queue.name):
-                if not solvers.needs_room(job) or not hooks.job_valid(job).is_success():
+                if not solvers.needs_room(job):
                     continue
                 if any(pod.preemption_policy == NEVER for pod in job.pending):
                     continue
@@ -75,7 +75,7 @@ class Preempt:
                     for pod in by_queue.get(job.queue, ())
                     if pod.priority < job.priority and pod.pod_group != job.key
                 ]
-                if not candidates:
+                if not candidates or not hooks.job_valid(job).is_success():
                     continue
                 units = solvers.victim_units(
                     candidates, session=session, evicted=evicted, rank=_rank

@@ -65,9 +65,10 @@ class Reclaim:
 
         for queue in session.ordered_queues():
             for job in session.ordered_jobs(queue.name):
-                if not solvers.needs_room(job) or not hooks.job_valid(job).is_success():
+                # The cheap questions first: most jobs may not reclaim at all.
+                if not solvers.needs_room(job) or not hooks.can_reclaim(job):
                     continue
-                if not hooks.can_reclaim(job):
+                if not hooks.job_valid(job).is_success():
                     continue
                 if running is None:
                     running = solvers.running_pods(session)

@@ -17,7 +17,9 @@ the caller's statement:
 
 Nothing is left evicted unless the job's quorum then fits (the issue's rule): on failure the
 statement is rolled back to where it was. :func:`victim_units` keeps gangs whole: the members a
-group holds above ``minMember`` may go one by one, the rest only together.
+group holds above ``minMember`` may go one by one; beyond them, only the whole gang goes. The
+searches are bounded (:data:`MAX_UNITS`, :data:`MAX_PLACEMENT_TRIES`), so one hopeless job
+costs a bounded number of attempts.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import dataclasses
 import typing
 
 import numpy as np
+import numpy.typing as npt
 
 from berth.scheduler.framework import decisions, jobs, sessions, statements
 
@@ -38,10 +41,12 @@ __all__ = [
     "MAX_PRUNED",
     "MAX_UNITS",
     "Unit",
+    "could_fit",
     "evicted_keys",
     "needs_room",
     "pending_tasks",
     "place_job",
+    "quorum_vector",
     "running_pods",
     "solve",
     "victim_units",
@@ -55,6 +60,7 @@ MAX_PRUNED = 16
 """Searches that found more units than this keep them all (pruning costs one try per unit)."""
 
 Rank = tuple[typing.Any, ...]
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,8 +116,10 @@ def victim_units(
 ) -> list[Unit]:
     """``candidates`` grouped into units (module docstring), in ``rank`` order.
 
-    A gang's core — its placed members beyond those it can spare — is one unit, ranked as its
-    least evictable member, and only when every one of those members is a candidate.
+    A gang gives one unit per member it can spare (``minMember`` still met without it), then
+    one unit of all its placed members, ranked as its least evictable member, offered only
+    when every one of them is a candidate. Evicting a spare member and then the whole gang
+    evicts each pod once.
     """
     snapshot = session.snapshot
     units: list[Unit] = []
@@ -133,14 +141,11 @@ def victim_units(
             if p.node_name is not None and not p.terminal and p.key not in evicted
         ]
         spare = max(len(placed) + group.succeeded - group.min_member, 0)
-        singles = offered[:spare]
-        units.extend(Unit(pods=(p,), rank=rank(p)) for p in singles)
-        alone = {p.key for p in singles}
-        core = [p for p in placed if p.key not in alone]
+        units.extend(Unit(pods=(p,), rank=rank(p)) for p in offered[:spare])
         offered_keys = {p.key for p in offered}
-        if core and all(p.key in offered_keys for p in core):
-            ordered = sorted(core, key=rank)
-            units.append(Unit(pods=tuple(ordered), rank=rank(ordered[-1])))
+        if placed and all(p.key in offered_keys for p in placed):
+            whole = sorted(placed, key=rank)
+            units.append(Unit(pods=tuple(whole), rank=rank(whole[-1])))
     units.sort(key=lambda u: u.rank)
     return units
 
@@ -176,7 +181,10 @@ def place_job(
     return session.hooks.job_ready(job).is_success()
 
 
-def _quorum_vector(session: sessions.Session, job: jobs.Job, tasks: list[pods.PodInfo]) -> object:
+def quorum_vector(
+    session: sessions.Session, job: jobs.Job, tasks: collections.abc.Sequence[pods.PodInfo]
+) -> IntArray:
+    """What the first ``tasks`` up to the job's quorum ask for, summed."""
     missing = max(job.group.min_member - job.occupied(), 0)
     total = np.zeros(len(session.nodes.resources), dtype=np.int64)
     for pod in tasks[:missing]:
@@ -184,7 +192,9 @@ def _quorum_vector(session: sessions.Session, job: jobs.Job, tasks: list[pods.Po
     return total
 
 
-def _could_fit(session: sessions.Session, need: np.ndarray[typing.Any, typing.Any]) -> bool:
+def could_fit(session: sessions.Session, need: IntArray) -> bool:
+    """Whether the free capacity of schedulable nodes, summed, covers ``need`` (a cheap
+    necessary condition before a real placement attempt)."""
     nodes = session.nodes
     free = np.clip(nodes.free(), 0, None)[~nodes.unschedulable].sum(axis=0)
     return bool((free >= need).all())
@@ -208,20 +218,22 @@ def solve(
     """
     base = stmt.checkpoint()
     todo = list(tasks)
-    need = _quorum_vector(session, job, todo)
-    assert isinstance(need, np.ndarray)
+    need = quorum_vector(session, job, todo)
     chosen: list[Unit] = []
     tries = 0
     fitted = False
+    gone: set[str] = set()
     for unit in units:
         if len(chosen) >= MAX_UNITS or tries >= MAX_PLACEMENT_TRIES:
             break
-        if not all(allowed(pod) for pod in unit.pods):
+        fresh = [pod for pod in unit.pods if pod.key not in gone]
+        if not fresh or not all(allowed(pod) for pod in fresh):
             continue
-        for pod in unit.pods:
+        for pod in fresh:
             stmt.evict(pod, reason=reason)
+            gone.add(pod.key)
         chosen.append(unit)
-        if not _could_fit(session, need):
+        if not could_fit(session, need):
             continue
         tries += 1
         checkpoint = stmt.checkpoint()
@@ -237,9 +249,12 @@ def solve(
 
     def attempt(victims: list[Unit]) -> bool:
         stmt.rollback(base)
+        evicted: set[str] = set()
         for unit in victims:
             for pod in unit.pods:
-                stmt.evict(pod, reason=reason)
+                if pod.key not in evicted:
+                    stmt.evict(pod, reason=reason)
+                    evicted.add(pod.key)
         return place_job(session, stmt, job=job, queue=queue, tasks=todo)
 
     kept = list(chosen)

@@ -22,11 +22,13 @@ from berth.scheduler.framework.errors import (
 from berth.scheduler.framework.cyclestate import CycleState, StateData, StateKey
 from berth.scheduler.framework.filtering import BoolArray, NodeFilter, Reasons
 from berth.scheduler.framework.decisions import (
+    AllocateReservation,
     AnnotatePod,
     BindPod,
     CycleResult,
     Decision,
     DecisionRecorder,
+    EndReservation,
     EvictPod,
     NominatePod,
     QueueStatusSummary,
@@ -104,6 +106,7 @@ __all__ = [
     "Action",
     "AllAgree",
     "AllTrue",
+    "AllocateReservation",
     "AnnotatePod",
     "AnyTrue",
     "Attempt",
@@ -118,6 +121,7 @@ __all__ = [
     "CycleState",
     "Decision",
     "DecisionRecorder",
+    "EndReservation",
     "Event",
     "Events",
     "EvictPod",

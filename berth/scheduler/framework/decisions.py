@@ -17,11 +17,13 @@ import typing
 from berth.api import resources
 
 __all__ = [
+    "AllocateReservation",
     "AnnotatePod",
     "BindPod",
     "CycleResult",
     "Decision",
     "DecisionRecorder",
+    "EndReservation",
     "EvictPod",
     "NominatePod",
     "QueueStatusSummary",
@@ -89,6 +91,45 @@ class SetReservationAvailable:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class AllocateReservation:
+    """Record that the owner pod ``owner`` was placed into the Reservation.
+
+    The pod joins ``status.currentOwners`` and ``requests`` (its requests, limited to what the
+    reservation holds) add to ``status.allocated``; ``succeeded`` ends an ``allocateOnce``
+    reservation (phase ``Succeeded``), whose remainder is then free. Owners are always in the
+    reservation's namespace.
+    """
+
+    namespace: str
+    name: str
+    owner: str  # the pod's name
+    owner_uid: str
+    requests: resources.ResourceList
+    succeeded: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EndReservation:
+    """End the Reservation: ``phase`` is ``Expired`` (its time ran out while it held capacity)
+    or ``Failed`` (it can never be held: expired before it was placed, its node is gone).
+    ``reason`` (CamelCase) and ``message`` go into its ``Ready`` condition and an Event."""
+
+    namespace: str
+    name: str
+    phase: str
+    reason: str
+    message: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NominatePod:
     """Record that the pod is expected on ``node`` once capacity frees (a pipelined pod)."""
 
@@ -107,6 +148,7 @@ class Subject(enum.Enum):
 
     POD = "Pod"
     GROUP = "PodGroup"
+    RESERVATION = "Reservation"  # a Pending Reservation: its reserve pod found no node
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -114,11 +156,20 @@ class Unschedulable:
     """The pod or group stays pending, and ``reason`` tells its owner why."""
 
     subject: Subject
-    key: str  # "namespace/name" of the pod or PodGroup
+    key: str  # "namespace/name" of the pod, PodGroup or Reservation
     reason: str
 
 
-Decision = BindPod | EvictPod | AnnotatePod | SetReservationAvailable | NominatePod | Unschedulable
+Decision = (
+    BindPod
+    | EvictPod
+    | AnnotatePod
+    | SetReservationAvailable
+    | AllocateReservation
+    | EndReservation
+    | NominatePod
+    | Unschedulable
+)
 """Everything a cycle can ask for."""
 
 _DecisionT = typing.TypeVar("_DecisionT", bound=Decision)

@@ -167,6 +167,16 @@ class Framework:
         """When above 0, each scored attempt emits its top-N score table (set at run time)."""
         self.score_table_sink: collections.abc.Callable[[str], None] = _log_score_table
         """Where score tables go (the ``berth.scheduler.scores`` log by default)."""
+        self.filter_sink: (
+            collections.abc.Callable[
+                [pods.PodInfo, nodetable.NodeTable, tuple[tuple[str, filtering.NodeFilter], ...]],
+                None,
+            ]
+            | None
+        ) = None
+        """When set, told every attempt that got past PreFilter: the pod and the nodes as
+        filtered, and each ``(plugin, NodeFilter)`` in evaluation order (Filter plugins, then
+        the session's predicates) — per-node verdicts for ``kubectl berth why``. None: off."""
         self._static_masks: dict[tuple[str, typing.Hashable], filtering.NodeFilter] = {}
         self._reported: set[str] = set()
         self._errors: list[str] = []
@@ -331,6 +341,8 @@ class Framework:
             for name, node_filter in predicates.evaluate(view_pod, view):
                 results.append((name, node_filter))
                 mask = node_filter.passed if mask is None else mask & node_filter.passed
+        if self.filter_sink is not None:
+            self.filter_sink(view_pod, view, tuple(results))
         rows = len(view)
         if mask is None:
             mask = np.ones(rows, dtype=np.bool_)

@@ -28,6 +28,7 @@ if typing.TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from berth.api import resources
     from berth.scheduler.snapshot import ids, pods, queues, snapshots
 
 __all__ = ["Session", "SessionHooks", "close_session", "open_session"]
@@ -73,6 +74,11 @@ class SessionHooks:
         """Is the job ready counting pipelined pods? All must agree."""
         self.job_starving: hooks.AnyTrue[[jobs.Job]] = hooks.AnyTrue(report=report)
         """Has the job waited too long (backfill must not delay it)? Any says yes."""
+        self.nominations: hooks.FirstWins[[jobs.Job], collections.abc.Mapping[str, str]] = (
+            hooks.FirstWins(report=report)
+        )
+        """Where a starving job's pods wait for room to free (pod key -> node), for backfill
+        to nominate them there. The first registered callback's answer; ``None`` when none."""
         self.queue_overused: hooks.AnyTrue[[queues.QueueInfo]] = hooks.AnyTrue(report=report)
         """Is the queue over its share (skip it this round)? Any says yes."""
         self.allocatable: hooks.AllAgree[[queues.QueueInfo, pods.PodInfo]] = hooks.AllAgree(
@@ -87,6 +93,14 @@ class SessionHooks:
         """May the reclaiming job evict this victim pod (of another queue)? All must agree."""
         self.preemptable: hooks.AllTrue[[jobs.Job, pods.PodInfo]] = hooks.AllTrue(report=report)
         """May the preempting job evict this victim pod (same queue)? All must agree."""
+        self.reserved_credit: hooks.FirstWins[[pods.PodInfo], resources.ResourceList | None] = (
+            hooks.FirstWins(report=report)
+        )
+        """Asked by a queue plugin about a pod its queue would refuse: how much of the pod's
+        requests a reservation of the pod's own queue already holds for it (and so is counted
+        in that queue already). A non-empty answer admits the pod on that reservation's room,
+        and the pod is then placed only into it. The first registered callback answers;
+        ``None`` (or nothing registered): no credit."""
 
 
 class Session:
@@ -288,17 +302,25 @@ def close_session(session: Session) -> decisions.CycleResult:
             session.pod_reasons[pod.key] = "not tried this cycle"
     recorder = session.recorder
     for key in sorted(session.group_reasons):
+        job = session.jobs.get(typing.cast("ids.PodGroupKey", key))
+        if job is not None and job.group.implicit and any(p.reserve for p in job.pending):
+            continue  # a reserve pod's group of one: its Reservation gets the pod's reason
         recorder.record(
             decisions.Unschedulable(
                 subject=decisions.Subject.GROUP, key=key, reason=session.group_reasons[key]
             )
         )
     for key in sorted(session.pod_reasons):
-        recorder.record(
-            decisions.Unschedulable(
-                subject=decisions.Subject.POD, key=key, reason=session.pod_reasons[key]
-            )
-        )
+        reason = session.pod_reasons[key]
+        waiting = session.snapshot.pods.get(key)
+        if waiting is not None and waiting.reserve and waiting.reservation is not None:
+            # An in-memory reserve pod is no pod in the API: the reason is its Reservation's
+            # (without the name of the group of one it forms).
+            subject, key_out = decisions.Subject.RESERVATION, str(waiting.reservation)
+            reason = reason.removeprefix(f"pod group {waiting.pod_group}: ")
+        else:
+            subject, key_out = decisions.Subject.POD, key
+        recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
     errors, plugin_seconds = framework.end_session()
     return decisions.CycleResult(
         session_id=session.id,

@@ -5,32 +5,40 @@ At session open it builds the queue tree and every queue's entitlement
 (:mod:`berth.scheduler.plugins.proportion_shares`) from what each queue runs (placed pods, by
 their queue) and waits for (pending pods), then registers:
 
-- **queue order**: the queue furthest below its entitlement first — the dominant share of what
-  it holds over the dominant share of its entitlement —, then higher ``priority``, then name;
+- **queue order**: the queue furthest through its entitlement last — its *ratio* is the
+  largest ``allocated / entitlement`` over the resources it asks for (a resource it asks for
+  but is entitled to none of counts as 1, reached) —, then higher ``priority``, then name;
 - **job_valid**: a job whose queue is unusable (``queue team-a is invalid: parent queue org
   does not exist``), not a leaf (``queue team is not a leaf queue``) or closed (``queue team-a
   is closed``; a group that already runs may complete) waits with that reason;
 - **allocatable**, per pod: never above a ``limit``, the queue's or an ancestor's (``queue
-  team-a at limit for cpu (64/64)``); and not while the queue is at or above its entitlement if
-  another queue below its own still has jobs to try (``queue team-a at its fair share for cpu
-  (10/10) while other queues wait``). A job may thus take its queue over its entitlement by
-  one pod, so discrete pods never leave capacity idle;
-- **queue_overused**: the same entitlement rule for a whole queue;
-- **can_reclaim** / **reclaimable**: a job may take capacity back when it fits within the
-  guarantee of its queue or of an ancestor; a victim must sit in another, ``reclaimable``
-  queue that holds more than its entitlement of a resource the job needs;
-- **job_starving**: a job not ready whose group was created ``starvationThresholdSeconds`` ago;
+  team-a at limit for cpu (64/64)``); and not once the queue holds its whole entitlement of a
+  resource the pod asks for while another queue below its own still has jobs to try (``queue
+  team-a at its fair share for cpu (10/10) while other queues wait``). A job may thus take its
+  queue past its entitlement by one pod, so discrete pods never leave capacity idle, and the
+  backfill action hands leftovers to queues held back once every queue had its turn;
+- **queue_overused**: ratio at 1 or more while another queue below its own waits;
+- **can_reclaim** / **reclaimable**: a job may take capacity back when its quorum fits
+  within the guarantee of its queue or of an ancestor — the part the tree can honour, i.e.
+  ``min(guaranteed, entitlement)``, which is all of it unless higher-priority siblings'
+  guarantees already took the level's budget —; a victim must sit in another, ``reclaimable``
+  queue holding more than its entitlement of a resource the job needs;
+- **job_starving** and **nominations** (the starvation guard): a job below quorum whose
+  group was created ``starvationThresholdSeconds`` ago, while its queue has room left in its
+  share (and limits). For such jobs (at most :data:`MAX_HOLDERS`, the queue furthest below
+  its share first, then priority, then age), each pod gets a node nominated: one where it
+  fits once what runs there frees, preferring nodes where more of it fits already. Whatever
+  is free on those nodes, up to the pod's size and the room left in its queue's share, is
+  *held*: a node predicate keeps every other pod off it, so the room accumulates as running
+  work finishes until the job fits whole; the backfill action pipelines the pods onto their
+  nodes. The guard holds only room the queue is entitled to — it never overrides the
+  weighted split — and capacity the job cannot use, or does not need, stays open;
 - **allocate/deallocate handlers** keeping every queue's usage current while statements
-  place, pipeline and evict (ancestors count their subtree);
-- the **starvation guard**: for the starving jobs (at most :data:`MAX_HOLDERS`, highest
-  priority, then oldest), the free capacity each could use now, up to what it still needs, is
-  held — a node predicate keeps every other pod off it — so the capacity accumulates as it
-  frees until the job fits; the backfill action nominates the job's pods onto it. Capacity the
-  job cannot use, or does not need, stays open to other work.
+  place, pipeline and evict (ancestors count their subtree).
 
 At session close it publishes every queue's ``allocated``, ``requested``, ``fairShare``,
-pending/running PodGroup counts and problem into ``session.queue_statuses`` (the cycle
-result's ``queues``), and drops what it built (R8).
+pending/running PodGroup counts, children and problem into ``session.queue_statuses`` (the
+cycle result's ``queues``), and drops what it built (R8).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from berth.scheduler.framework import (
     decisions,
     filtering,
     handles,
+    hooks,
     interfaces,
     jobs,
     sessions,
@@ -72,6 +81,7 @@ MAX_HOLDERS = 8
 
 IntArray = shares.IntArray
 _INF = math.inf
+_FITS_NOW_SCALE = 1_000_000
 
 
 class ProportionArgs(pydantic.BaseModel):
@@ -129,12 +139,30 @@ class _Runs:
 
 @dataclasses.dataclass(eq=False)
 class _Hold:
-    """Capacity held for one starving job: amounts per row, and for how many of its pods."""
+    """Room held for one starving job: amounts per row, and the node each pod waits on."""
 
     job: jobs.Job
-    amounts: IntArray  # [rows, resources]
+    amounts: IntArray  # [rows, resources]: free now, kept for the job
     rows: npt.NDArray[np.bool_]
-    pods: int
+    targets: dict[str, str]  # pod key -> node it waits on
+
+
+def _fits_now_scorer(free: IntArray) -> hooks.NodeScorer:
+    """A node order preferring the nodes where more of the pod fits in ``free`` today
+    (scaled to dominate the Score plugins' 0..100 per plugin), so room is held where it
+    frees soonest."""
+
+    def score(
+        pod: pods.PodInfo, nodes: nodetable.NodeTable, feasible: filtering.BoolArray
+    ) -> IntArray:
+        vec = nodes.vector(pod.requests)
+        asked = vec > 0
+        if not asked.any():
+            return np.zeros(len(nodes), dtype=np.int64)
+        part = np.minimum(free[:, asked] / vec[asked], 1.0).min(axis=1)
+        return np.asarray(part * _FITS_NOW_SCALE, dtype=np.int64)
+
+    return score
 
 
 class _Books:
@@ -190,13 +218,18 @@ class _Books:
         }
         fair = shares.fair_shares(self.tree, capacity=self.capacity, demand=demand)
         self.share = np.array([fair[n] for n in order], dtype=np.int64).reshape(len(order), width)
-        self.inv_scale = np.divide(
+        # The guarantee the tree honours: all of it, unless higher-priority siblings' took
+        # the level's budget first (then the share is all that is left of it).
+        self.honored = np.minimum(self.guaranteed, self.share)
+        # What each queue asks for (runs or waits for): the resources its ratio looks at.
+        asked = (self.allocated + self.pending) > 0
+        self.inv_share = np.divide(
             1.0,
-            self.capacity,
-            out=np.zeros(width, dtype=np.float64),
-            where=self.capacity > 0,
+            self.share,
+            out=np.zeros(self.share.shape, dtype=np.float64),
+            where=asked & (self.share > 0),
         )
-        self.share_ds = (self.share * self.inv_scale).max(axis=1, initial=0.0)
+        self.unshared = asked & (self.share <= 0)  # asked for, entitled to none of it
         self.not_pods = np.array([r != resources.PODS for r in table.resources], dtype=np.bool_)
         self._ratios: list[float | None] = [None] * len(order)
         # Leaf queues that take work this session, with their jobs, for "others wait".
@@ -209,19 +242,28 @@ class _Books:
         self.workers = [(self.index[q], by_queue[q]) for q in sorted(by_queue)]
         self._cursor = [0] * len(self.workers)
         self._needs: dict[str, IntArray] = {}
+        self._hopeless_jobs: dict[str, bool] = {}
+        self._smallest_pods: dict[str, IntArray] = {}
+        self._rooms: list[IntArray | None] = [None] * len(order)
+        self._rooms_cached = False
+        self._full: list[npt.NDArray[np.bool_] | None] = [None] * len(order)
+        self.rows = {name: tuple(int(i) for i in path) for name, path in self.paths.items()}
         self.evicted_from: dict[str, int] = {}  # group key -> members evicted this session
         self.holds: list[_Hold] = []
 
     # Shares ---------------------------------------------------------------------------------
     def ratio(self, i: int) -> float:
-        """Dominant share held over dominant share entitled (1.0: exactly at entitlement)."""
+        """How far the queue is through its entitlement: the largest ``allocated / share``
+        over the resources it asks for (1.0: at it; a resource it asks for but is entitled
+        to none of counts as 1.0 while it holds none of it, as infinity once it does)."""
         cached = self._ratios[i]
         if cached is not None:
             return cached
-        held = float((self.allocated[i] * self.inv_scale).max(initial=0.0))
-        entitled = float(self.share_ds[i])
-        # Entitled to nothing: at the entitlement while holding nothing, past it otherwise.
-        value = held / entitled if entitled > 0 else (_INF if held > 0 else 1.0)
+        held = self.allocated[i]
+        value = float((held * self.inv_share[i]).max(initial=0.0))
+        unshared = self.unshared[i]
+        if unshared.any():
+            value = max(value, _INF if (held[unshared] > 0).any() else 1.0)
         self._ratios[i] = value
         return value
 
@@ -273,6 +315,18 @@ class _Books:
         if i is None or not self.tree.nodes[name].leaf:
             return self.queue_problem(name, running=True)
         vec = self.session.vector(pod)
+        status = self._admit(name, i, vec)
+        if not status.is_success():
+            # What a reservation of this queue holds for the pod is counted here already: the
+            # pod may come in on that room (the Reservation plugin then places it only there).
+            credit = self.session.hooks.reserved_credit(pod)
+            if credit:
+                rest = np.clip(vec - self.session.nodes.vector(credit), 0, None)
+                status = self._admit(name, i, rest)
+        return status
+
+    def _admit(self, name: str, i: int, vec: IntArray) -> statuses.Status:
+        """The limit and fair-share checks of :meth:`allocatable` for the request ``vec``."""
         if self.limited[name]:
             path = self.paths[name]
             over = self.allocated[path] + vec > self.limit[path]
@@ -284,8 +338,12 @@ class _Books:
                     f"({shares.format_quantity(res, int(self.allocated[q, col]))}/"
                     f"{shares.format_quantity(res, int(self.limit[q, col]))})"
                 )
-        if self.ratio(i) >= 1.0 and self.others_wait(i):
-            col = int(np.argmax(self.allocated[i] * self.inv_scale))
+        at_share = self._full[i]
+        if at_share is None:  # the resources the queue holds its whole share of, cached
+            at_share = self._full[i] = self.allocated[i] >= self.share[i]
+        full = at_share & (vec > 0) if at_share.any() else at_share
+        if full.any() and self.others_wait(i):
+            col = int(np.flatnonzero(full)[0])
             res = self.resources[col]
             return _unschedulable(
                 f"queue {name} at its fair share for {res} "
@@ -314,10 +372,10 @@ class _Books:
             return False
         need = self.quorum_need(job)
         for a in path:
-            promised = self.guaranteed[a] > 0
+            promised = self.honored[a] > 0
             if not (need[promised] > 0).any():
                 continue
-            if (self.allocated[a][promised] + need[promised] <= self.guaranteed[a][promised]).all():
+            if (self.allocated[a][promised] + need[promised] <= self.honored[a][promised]).all():
                 return True
         return False
 
@@ -333,51 +391,121 @@ class _Books:
         return bool((useful & self.not_pods).any())
 
     # Starvation ------------------------------------------------------------------------------
+    def _room(self, i: int, path: npt.NDArray[np.intp], *, used: IntArray) -> IntArray:
+        """What queue ``i`` may still take: its share and every limit on its path, less
+        ``used`` (usage by queue, as rows like ``allocated``)."""
+        room: IntArray = np.minimum(
+            self.share[i] - used[i], (self.limit[path] - used[path]).min(axis=0)
+        )
+        return room
+
+    def _hopeless(self, job: jobs.Job) -> bool:
+        """The job's quorum exceeds its queue's share or a limit even with the queue empty:
+        holding room for it would only waste the room."""
+        found = self._hopeless_jobs.get(job.key)
+        if found is None:
+            need = self.quorum_need(job)
+            path, i = self.paths[job.queue], self.index[job.queue]
+            found = bool((need > self.share[i]).any() or (need > self.limit[path]).any())
+            self._hopeless_jobs[job.key] = found
+        return found
+
+    def _smallest(self, job: jobs.Job) -> IntArray:
+        """The job's smallest pending pod (by summed milli-units), cached for the session."""
+        found = self._smallest_pods.get(job.key)
+        if found is None:
+            vectors = [self.session.vector(p) for p in job.pending]
+            found = self._smallest_pods[job.key] = min(vectors, key=lambda v: int(v.sum()))
+        return found
+
     def starving(self, job: jobs.Job) -> bool:
+        """Waited past the threshold, below quorum, and its queue has room left in its share
+        (and limits) for what the job asks: the guard holds only room the queue is entitled
+        to, so it never overrides the weighted split, while the room the queue's own smaller
+        work gives back as it finishes accumulates for the starving job."""
         if self.threshold is None or job.occupied() >= job.group.min_member:
             return False
-        if not self.queue_problem(job.queue, running=True).is_success():
+        if self.session.snapshot.now - job.creation_timestamp < self.threshold:
             return False
-        return self.session.snapshot.now - job.creation_timestamp >= self.threshold
+        if not job.pending or not self.queue_problem(job.queue, running=True).is_success():
+            return False
+        if self._hopeless(job):
+            return False
+        i = self.index[job.queue]
+        room = self._rooms[i]
+        if room is None:
+            room = self._rooms[i] = self._room(i, self.paths[job.queue], used=self.allocated)
+            self._rooms_cached = True
+        asked = self._smallest(job) > 0
+        return bool((room[asked] > 0).all())
 
     def take_holds(self) -> None:
-        """Hold the free capacity each starving job could use now (module docstring)."""
+        """Nominate nodes for each starving job's pods and hold what is free there, within
+        the room left in its queue's share (module docstring)."""
         session = self.session
         candidates = [
             job
             for job in session.jobs.values()
             if job.group.created >= job.group.min_member and self.starving(job)
         ]
-        candidates.sort(key=lambda j: (-j.priority, j.creation_timestamp, j.uid, j.key))
+        # The queue furthest below its share first, as allocate would serve them.
+        candidates.sort(
+            key=lambda j: (
+                self.ratio(self.index[j.queue]),
+                -j.priority,
+                j.creation_timestamp,
+                j.uid,
+                j.key,
+            )
+        )
         if not candidates:
             return
-        scratch = session.nodes.copy()
+        table = session.nodes
+        free = np.clip(table.free(), 0, None)  # free now and not held yet
+        # The nodes as if emptied of what runs there: a pod's target is where it fits once
+        # that frees, besides the pods already targeted (each counted whole).
+        emptied = table.copy()
+        emptied.requested[:] = 0  # a private copy nothing has read yet
+        scorer = hooks.NodeScores()
+        scorer.add(_fits_now_scorer(free), plugin=NAME)
+        planned = self.allocated.copy()  # usage if every hold so far became placements
         for job in candidates[:MAX_HOLDERS]:
-            path = self.paths[job.queue]
-            if (self.allocated[path] + self.quorum_need(job) > self.limit[path]).any():
-                continue  # its queue's limit keeps it waiting: holding room would only waste it
-            need = job.group.min_member - job.occupied()
-            held = np.zeros_like(scratch.requested)
-            count = 0
+            path, i = self.paths[job.queue], self.index[job.queue]
+            room = np.maximum(self._room(i, path, used=planned), 0)
+            wanted = job.group.min_member - job.occupied()
+            held = np.zeros_like(table.requested)
+            targets: dict[str, str] = {}
             failed: set[tuple[object, object]] = set()
             for pod in sorted(
                 job.pending, key=lambda p: (-p.priority, p.creation_timestamp, p.key)
             ):
                 shape = (pod.signature, pod.requests)
-                if count >= need or shape in failed:
+                if len(targets) >= wanted or shape in failed:
                     continue
-                attempt = session.framework.find_node(pod, nodes=scratch)
+                attempt = session.framework.find_node(pod, nodes=emptied, node_scores=scorer)
                 if attempt.row is None:
                     failed.add(shape)
                     continue
-                vec = scratch.vector(pod.requests)
-                scratch.assume(attempt.row, vec)
-                held[attempt.row] += vec
-                count += 1
-            if count:
+                row = attempt.row
+                vec = emptied.vector(pod.requests)
+                emptied.assume(row, vec)
+                take = np.minimum(np.minimum(vec, free[row]), room)
+                held[row] += take
+                free[row] -= take
+                room = room - take
+                targets[pod.key] = table.names[row]
+            if targets:
+                planned[path] += held.sum(axis=0)
                 self.holds.append(
-                    _Hold(job=job, amounts=held, rows=np.asarray(held.any(axis=1)), pods=count)
+                    _Hold(job=job, amounts=held, rows=np.asarray(held.any(axis=1)), targets=targets)
                 )
+
+    def nominations(self, job: jobs.Job) -> dict[str, str]:
+        """The nodes the guard nominated for a starving job's pods (pod key -> node)."""
+        for hold in self.holds:
+            if hold.job is job:
+                return dict(hold.targets)
+        return {}
 
     def hold_filter(self, pod: pods.PodInfo, nodes: nodetable.NodeTable) -> filtering.NodeFilter:
         """Keep ``pod`` off capacity held for a starving job other than its own."""
@@ -400,10 +528,6 @@ class _Books:
         )
 
     # Events ----------------------------------------------------------------------------------
-    def _changed(self, path: npt.NDArray[np.intp]) -> None:
-        for i in path:
-            self._ratios[i] = None
-
     def on_allocate(self, event: jobs.Event) -> None:
         self._move(event, sign=1)
 
@@ -411,23 +535,33 @@ class _Books:
         self._move(event, sign=-1)
 
     def _move(self, event: jobs.Event, *, sign: int) -> None:
+        # Called once per placement, pipelining, eviction and undo: plain loops over the
+        # (short) path beat NumPy's fancy indexing here.
         pod = event.pod
-        path = self.paths.get(pod.queue) if pod.queue is not None else None
         # A placed pod evicted (-1), or its eviction undone (+1).
         if pod.node_name is not None and pod.pod_group is not None:
             self.evicted_from[pod.pod_group] = self.evicted_from.get(pod.pod_group, 0) - sign
-        if path is None:
+        rows = self.rows.get(pod.queue) if pod.queue is not None else None
+        if rows is None:
             return
-        vec = self.session.vector(pod) * sign
-        if len(path) == 1:
-            self.allocated[path[0]] += vec
-        else:
-            self.allocated[path] += vec
-        if pod.node_name is None:  # a pending pod placed or nominated (+1), or undone (-1)
-            self.pending[path] -= vec
-            if event.job is not None and pod.key in event.job.pipelined:
-                self.pipelined[path] += vec
-        self._changed(path)
+        vec = self.session.vector(pod)
+        if sign < 0:
+            vec = -vec
+        placing = pod.node_name is None  # a pending pod placed or nominated, or undone
+        nominated = placing and event.job is not None and pod.key in event.job.pipelined
+        allocated, pending, ratios, full = self.allocated, self.pending, self._ratios, self._full
+        for i in rows:
+            allocated[i] += vec
+            if placing:
+                pending[i] -= vec
+                if nominated:
+                    self.pipelined[i] += vec
+            ratios[i] = None
+            full[i] = None
+        if self._rooms_cached:
+            # A change anywhere on a path changes the room of every queue below it.
+            self._rooms = [None] * len(self._rooms)
+            self._rooms_cached = False
 
     # Publishing ------------------------------------------------------------------------------
     def publish(self) -> dict[str, decisions.QueueStatusSummary]:
@@ -494,14 +628,15 @@ class Proportion(interfaces.SessionPlugin):
 
     def on_session_open(self, session: sessions.Session) -> None:
         books = self._books = _Books(session, threshold=self._threshold)
-        hooks = session.hooks
-        hooks.queue_order.add_key(books.queue_key, plugin=NAME)
-        hooks.queue_overused.add(books.overused, plugin=NAME)
+        registry = session.hooks
+        registry.queue_order.add_key(books.queue_key, plugin=NAME)
+        registry.queue_overused.add(books.overused, plugin=NAME)
         session.add_job_valid_fn(books.job_valid, plugin=NAME)
-        hooks.allocatable.add(books.allocatable, plugin=NAME)
-        hooks.can_reclaim.add(books.can_reclaim, plugin=NAME)
-        hooks.reclaimable.add(books.reclaimable, plugin=NAME)
-        hooks.job_starving.add(books.starving, plugin=NAME)
+        registry.allocatable.add(books.allocatable, plugin=NAME)
+        registry.can_reclaim.add(books.can_reclaim, plugin=NAME)
+        registry.reclaimable.add(books.reclaimable, plugin=NAME)
+        registry.job_starving.add(books.starving, plugin=NAME)
+        registry.nominations.add(books.nominations, plugin=NAME)
         session.add_event_handler(
             plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate
         )

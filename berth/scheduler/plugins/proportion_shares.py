@@ -33,8 +33,9 @@ what the reclaim action acts on.
 resource handed out in proportion to the queue's demand for it, until the queue's cap is met or
 the resource runs out. Resources run out independently (a queue stops getting cpu when the cpu
 is gone but keeps getting memory), which keeps the split work-conserving for queues whose
-aggregate demand mixes shapes. For queues of one shape this is weighted DRF exactly: weights
-1:2:3 split every resource 1:2:3.
+aggregate demand mixes shapes; likewise a limit stops the resource it names without slowing
+the others (the pace follows the demand, the cap the limit). For queues of one shape this is
+weighted DRF exactly: weights 1:2:3 split every resource 1:2:3.
 """
 
 from __future__ import annotations
@@ -248,49 +249,58 @@ def drf_fill(
     caps: collections.abc.Sequence[IntArray],
     weights: collections.abc.Sequence[int],
     scale: IntArray,
+    profiles: collections.abc.Sequence[IntArray] | None = None,
 ) -> list[IntArray]:
     """Split ``budget`` between claimants by weighted progressive filling (module docstring).
 
     Claimant ``i`` never gets more than ``caps[i]``; the results never sum above ``budget``.
-    ``scale`` (the cluster's capacity) turns amounts into shares. Deterministic.
+    ``scale`` (the cluster's capacity) turns amounts into shares. ``profiles[i]`` is the shape
+    claimant ``i`` asks in (its demand before a limit cut one resource short: the limit stops
+    that resource, the others keep their pace); ``caps[i]`` when not given. Deterministic.
     """
     count = len(caps)
-    out = [np.zeros_like(budget) for _ in range(count)]
     if count == 0:
-        return out
+        return []
     cap = np.maximum(np.array(caps, dtype=np.int64).reshape(count, -1), 0)
+    asked = cap if profiles is None else np.array(profiles, dtype=np.int64).reshape(count, -1)
+    shape: FloatArray = np.maximum(asked, 0).astype(np.float64)
     valid = scale > 0
     safe_scale = np.where(valid, scale, 1).astype(np.float64)
-    # A claimant's dominant share of its whole cap; it reaches its cap at time D / weight.
-    dominant = np.where(valid, cap / safe_scale, 0.0).max(axis=1, initial=0.0)
+    # Each claimant's dominant share rises at the pace of its weight: resource r comes at
+    # weight * shape_r / dominant(shape) per unit of time.
+    dominant = np.where(valid, shape / safe_scale, 0.0).max(axis=1, initial=0.0)
+    pace: FloatArray = np.zeros_like(shape)
     wanting = dominant > 0
-    finish = np.full(count, np.inf)
-    finish[wanting] = dominant[wanting] / np.asarray(weights, dtype=np.float64)[wanting]
+    pace[wanting] = (
+        shape[wanting]
+        * np.asarray(weights, dtype=np.float64)[wanting, None]
+        / dominant[wanting, None]
+    )
     given = np.zeros_like(cap)
     for col in range(len(budget)):
         amount = int(budget[col])
-        demand = np.where(wanting, cap[:, col], 0)
+        demand = np.where(pace[:, col] > 0, cap[:, col], 0)
         if amount <= 0 or not demand.any():
             continue
         if int(demand.sum()) <= amount:
             given[:, col] = demand
             continue
-        given[:, col] = _fill_column(amount, demand=demand, finish=finish)
-    for i in range(count):
-        out[i] = given[i]
-    return out
+        given[:, col] = _fill_column(amount, demand=demand, pace=pace[:, col])
+    return [given[i] for i in range(count)]
 
 
-def _fill_column(amount: int, *, demand: IntArray, finish: FloatArray) -> IntArray:
-    """One resource: ``demand[i] * min(t / finish[i], 1)`` summed equals ``amount``; solve t.
+def _fill_column(amount: int, *, demand: IntArray, pace: FloatArray) -> IntArray:
+    """One resource: ``min(pace[i] * t, demand[i])`` summed equals ``amount``; solve ``t``.
 
-    Claimants reach their demand in order of ``finish``; between two finishes the handed-out
-    amount grows linearly, so ``t`` is found segment by segment.
+    Claimants reach their demand in order of ``demand / pace``; between two of those moments
+    the amount handed out grows linearly, so ``t`` is found segment by segment.
     """
     active = np.flatnonzero(demand > 0)
+    finish = np.full(len(demand), np.inf)
+    finish[active] = demand[active] / pace[active]
     order = active[np.argsort(finish[active], kind="stable")]
     capped = 0.0  # demand of claimants already at their cap
-    rate = float(np.sum(demand[order] / finish[order]))  # growth of the others per unit t
+    rate = float(np.sum(pace[order]))  # growth of the others per unit t
     t = 0.0
     for i in order:
         at_cap = capped + rate * float(finish[i])
@@ -298,9 +308,9 @@ def _fill_column(amount: int, *, demand: IntArray, finish: FloatArray) -> IntArr
             t = (amount - capped) / rate
             break
         capped += float(demand[i])
-        rate -= float(demand[i]) / float(finish[i])
+        rate -= float(pace[i])
         t = float(finish[i])
-    exact = demand * np.minimum(t / finish, 1.0)
+    exact = np.minimum(pace * t, demand)
     got = np.minimum(np.floor(exact).astype(np.int64), demand)
     # The whole amount is handed out (demand exceeds it): the milli-units floor() left over
     # go one each to the largest remainders (ties to the lower index), as seats are
@@ -330,6 +340,11 @@ class Claim:
     cap: IntArray
     weight: int
     priority: int
+    profile: IntArray | None = None  # the shape it asks in (see drf_fill); cap when None
+
+
+def _profile(claim: Claim) -> IntArray:
+    return claim.cap if claim.profile is None else claim.profile
 
 
 def split_level(
@@ -351,6 +366,7 @@ def split_level(
             caps=[claims[i].cap - got[i] for i in tier],
             weights=[claims[i].weight for i in tier],
             scale=scale,
+            profiles=[_profile(claims[i]) for i in tier],
         )
         for i, more in zip(tier, extra, strict=True):
             got[i] = got[i] + more
@@ -374,13 +390,17 @@ def fair_shares(
     scale = capacity if scale is None else scale
     zero = np.zeros(len(tree.resources), dtype=np.int64)
     caps: dict[str, IntArray] = {}
+    wants: dict[str, IntArray] = {}  # demand before limits: the shape a queue asks in
 
     def cap_of(name: str) -> IntArray:
         node = tree.nodes[name]
         if node.leaf:
             wanted = np.maximum(demand.get(name, zero), 0)
+            wants[name] = wanted
         else:
-            wanted = np.sum([cap_of(kid) for kid in node.children], axis=0)
+            kids = [cap_of(kid) for kid in node.children]
+            wanted = np.sum(kids, axis=0)
+            wants[name] = np.sum([wants[kid] for kid in node.children], axis=0)
         caps[name] = np.minimum(wanted, node.limit)
         return caps[name]
 
@@ -396,6 +416,7 @@ def fair_shares(
                 cap=caps[n],
                 weight=tree.nodes[n].weight,
                 priority=tree.nodes[n].priority,
+                profile=wants[n],
             )
             for n in names
         ]

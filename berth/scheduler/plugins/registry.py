@@ -23,6 +23,7 @@ from berth.scheduler.plugins import (
     node_unschedulable,
     priority,
     proportion,
+    reservation,
     taint_toleration,
 )
 
@@ -58,6 +59,8 @@ def in_tree_registry() -> registries.Registry:
             names.PROPORTION: registries.PluginFactory(
                 new=proportion.new, args=proportion.ProportionArgs
             ),
+            # Batch: reservations (reserve pods, owners)
+            names.RESERVATION: registries.PluginFactory(new=reservation.new),
             # Binding
             names.DEFAULT_BINDER: registries.PluginFactory(new=default_binder.new),
         }
@@ -72,6 +75,11 @@ plugins:
   - name: Priority
   - name: Gang
   - name: Proportion
+  # Reservations: before the node filters (a pod naming one is told first where it must go) and
+  # before DefaultBinder (it binds reserve pods). Weight 3: a node holding an owner's
+  # reservation outscores any spread (LeastAllocated + BalancedAllocation add at most 200).
+  - name: Reservation
+    weight: 3
   # Node basics: the static filters first (cached per pod shape), then resources
   - name: NodeName
   - name: NodeUnschedulable

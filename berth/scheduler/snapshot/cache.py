@@ -6,6 +6,12 @@ the resolution of pod priorities (PriorityClasses) and queues (a pod's label, el
 and pods assumed by the decision sink while their binding is in flight (they count as placed
 until the API confirms the binding or the sink forgets them).
 
+Reservations become *reserve pods* here (DESIGN.md §4, :mod:`.reservations`): a Pending one is a
+pending pod of its queue, an Available one a placed pod holding what its owners do not use — the
+owners are the pods annotated ``scheduling.berth.io/reservation-allocated`` with it, running on
+its node. An allocate-once reservation holds nothing once it has an owner; an ended, expired
+(by the time of the last snapshot) or deleted one holds nothing at once.
+
 Pure and synchronous: ``berth.kube`` drives it from informers, ``berth.sim`` from its in-memory
 cluster. Methods take the objects as the API returns them (dicts; ``berth.api`` models for
 Berth's kinds) and are idempotent: adding an object twice is an update.
@@ -64,7 +70,9 @@ class ClusterCache:
     def __init__(
         self, *, scheduler_names: collections.abc.Iterable[str] = (keys.DEFAULT_SCHEDULER_NAME,)
     ) -> None:
-        self._scheduler_names = frozenset(scheduler_names)
+        ordered_names = tuple(scheduler_names)
+        self._scheduler_names = frozenset(ordered_names)
+        self._reserve_scheduler_names = ordered_names  # the first schedules reservations
         self._nodes: dict[str, nodes.NodeInfo] = {}
         self._pods: dict[str, pods.PodInfo] = {}
         self._assumed: dict[str, ids.NodeName] = {}
@@ -78,6 +86,12 @@ class ClusterCache:
         self._group_members: dict[str, set[str]] = {}
         self._queues: dict[str, queues.QueueInfo] = {}
         self._reservations: dict[str, reservations.ReservationInfo] = {}
+        # Owners: reservation key -> pods annotated as placed into it, and the reverse.
+        self._charged: dict[str, set[str]] = {}
+        self._charge_of: dict[str, str] = {}
+        # Reservations whose reserve pod ends at a deadline, and the time of the last snapshot.
+        self._deadlines: dict[str, float] = {}
+        self._now: float | None = None
         self._classes: dict[str, _PriorityClass] = {
             name: _PriorityClass(value, False) for name, value in SYSTEM_PRIORITY_CLASSES.items()
         }
@@ -116,6 +130,11 @@ class ClusterCache:
         """Add or update a pod."""
         obj = wire.as_raw(raw)
         info = pods.pod_info(obj, priority_classes=self._class_values)
+        old = self._pods.get(info.key)
+        if old is not None and info.uid and old.uid and old.uid != info.uid:
+            # A new pod under an old name (deleted and recreated before the deletion was
+            # seen): nothing of the old one, its assumed binding above all, carries over.
+            self.remove_pod(info.key)
         self._store_pod(self._resolved(info), from_api=True)
 
     update_pod = add_pod
@@ -133,6 +152,12 @@ class ClusterCache:
         self._pending_view = None
         if old.pod_group is not None:
             self._leave_group(old.pod_group, key)
+        charged = self._charge_of.pop(key, None)
+        if charged is not None:
+            self._charged[charged].discard(key)
+            if not self._charged[charged]:
+                del self._charged[charged]
+            self._refresh_reserve_pod(charged)
 
     def assume_pod(self, key: str, /, *, node: str) -> None:
         """Count the pod as placed on ``node`` while its binding is in flight."""
@@ -197,6 +222,28 @@ class ClusterCache:
         if info.pod_group is not None:
             self._group_members.setdefault(info.pod_group, set()).add(key)
             self._dirty_groups.add(info.pod_group)
+        if not info.reserve:
+            self._track_charge(info)
+
+    def _track_charge(self, info: pods.PodInfo) -> None:
+        """Keep the owners of reservations current for an owner pod that changed."""
+        found = reservations.allocated_to(info)
+        now = found[0] if found is not None else None
+        before = self._charge_of.get(info.key)
+        if before is None and now is None:
+            return
+        if before != now:
+            if before is not None:
+                self._charge_of.pop(info.key)
+                self._charged[before].discard(info.key)
+                if not self._charged[before]:
+                    del self._charged[before]
+                self._refresh_reserve_pod(before)
+            if now is not None:
+                self._charge_of[info.key] = now
+                self._charged.setdefault(now, set()).add(info.key)
+        if now is not None:
+            self._refresh_reserve_pod(now)
 
     def _leave_group(self, group: str, key: str) -> None:
         members = self._group_members.get(group)
@@ -306,15 +353,93 @@ class ClusterCache:
         self._queues.pop(ids.QueueName(_name_of(queue)), None)
 
     def add_reservation(self, raw: typing.Any, /) -> None:
-        """Add or update a Reservation."""
+        """Add or update a Reservation (its reserve pod follows)."""
         info = reservations.reservation_info(raw)
         self._reservations[info.key] = info
+        self._refresh_reserve_pod(info.key)
 
     update_reservation = add_reservation
 
     def remove_reservation(self, reservation: typing.Any, /) -> None:
-        """Remove a Reservation (by key or object)."""
-        self._reservations.pop(ids.ReservationKey(_key_of(reservation)), None)
+        """Remove a Reservation (by key or object): what it held is free at once; owners
+        already placed keep their own requests counted."""
+        key = ids.ReservationKey(_key_of(reservation))
+        if self._reservations.pop(key, None) is not None:
+            self._refresh_reserve_pod(key)
+
+    def assume_reservation(
+        self, key: str, /, *, node: str, allocatable: resources.ResourceList
+    ) -> None:
+        """Count the reservation ``key`` as Available on ``node`` while its status write is in
+        flight (the sink calls this when it applies ``SetReservationAvailable``), so the next
+        cycle does not place it again. The next update from the API replaces the assumption;
+        a sink whose write failed re-adds the object as it last saw it."""
+        info = self._reservations.get(key)
+        if info is None:
+            raise KeyError(f"cannot assume unknown reservation {key!r}")
+        self._reservations[key] = dataclasses.replace(
+            info,
+            phase=reservations.AVAILABLE,
+            node_name=ids.NodeName(node),
+            allocatable=allocatable,
+        )
+        self._refresh_reserve_pod(key)
+
+    def _owners_used(
+        self, info: reservations.ReservationInfo
+    ) -> tuple[int, resources.ResourceList]:
+        """How many live owners run in ``info`` on its node, and what they request."""
+        count, used = 0, resources.ResourceList()
+        for key in sorted(self._charged.get(info.key, ())):
+            pod = self._pods.get(key)
+            found = reservations.allocated_to(pod) if pod is not None else None
+            if pod is None or found is None or pod.terminal or pod.node_name != info.node_name:
+                continue
+            if found[1] is not None and found[1] != info.uid:
+                continue  # placed into an earlier reservation of the same name
+            count += 1
+            used += pod.requests
+        return count, used
+
+    def _reserve_pod_of(self, key: str) -> pods.PodInfo | None:
+        """The reserve pod the reservation ``key`` should have now, or ``None``."""
+        info = self._reservations.get(key)
+        if info is None or info.terminal:
+            return None
+        ends = reservations.deadline(info)
+        if ends is not None and self._now is not None and ends <= self._now:
+            return None  # expired: free at once, whatever its status says yet
+        pod = reservations.reserve_pod(
+            info,
+            scheduler_names=self._reserve_scheduler_names,
+            priority_classes=self._class_values,
+            default_priority=self._default_priority,
+        )
+        if pod.node_name is None:
+            return pod
+        owners, used = self._owners_used(info)
+        if info.allocate_once and (owners or info.current_owners):
+            return None  # used once: the remainder is free
+        remaining = (pod.requests - used).clamp_negative()
+        return dataclasses.replace(pod, requests=remaining) if remaining else None
+
+    def _refresh_reserve_pod(self, key: str) -> None:
+        """Make the reserve pod of the reservation ``key`` what it should be now."""
+        pod_key = reservations.reserve_pod_key(key)
+        wanted = self._reserve_pod_of(key)
+        info = self._reservations.get(key)
+        ends = reservations.deadline(info) if info is not None and wanted is not None else None
+        if ends is not None:
+            self._deadlines[key] = ends
+        else:
+            self._deadlines.pop(key, None)
+        if wanted is None:
+            self.remove_pod(pod_key)
+            return
+        current = self._pods.get(pod_key)
+        if current is not None and current == wanted and current.requests == wanted.requests:
+            return
+        self._store_pod(wanted, from_api=False)
 
     # PriorityClasses ----------------------------------------------------------------------
     def add_priority_class(self, raw: typing.Any, /) -> None:
@@ -349,7 +474,13 @@ class ClusterCache:
 
     # Snapshots ----------------------------------------------------------------------------
     def snapshot(self, now: float, /) -> snapshots.Snapshot:
-        """The cluster at ``now``: a private node table copy and copies of every mapping."""
+        """The cluster at ``now``: a private node table copy and copies of every mapping.
+
+        Reservations whose time ran out by ``now`` stop holding capacity here.
+        """
+        self._now = now
+        for key in sorted(k for k, ends in self._deadlines.items() if ends <= now):
+            self._refresh_reserve_pod(key)
         table = self._master_table().fresh_copy()
         for name in self._dirty_nodes:
             static = self._nodes.get(name)

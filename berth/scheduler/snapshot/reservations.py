@@ -1,24 +1,85 @@
-"""``ReservationInfo``: one Reservation as the scheduler sees it (fields only, for now).
+"""``ReservationInfo``: one Reservation as the scheduler sees it, and its reserve pod.
 
 Owns the parsing of a Reservation (a ``berth.api.reservations.Reservation`` or its wire dict)
-into what the Reservation plugin will read: the template the reserve pod is built from, the
-owner matchers, lifetime (``ttl`` in seconds, ``0`` never expires, 24 h by default unless
-``expires`` is set), and the status the scheduler last wrote. Built by
-:class:`berth.scheduler.snapshot.cache.ClusterCache`.
+into what the Reservation plugin reads: the template the reserve pod is built from, the owner
+matchers, lifetime (``ttl`` in seconds, ``0`` never expires, 24 h by default unless
+``expires`` is set), and the status the scheduler last wrote. Also the pure rules the plugin,
+the cache and the controller share (DESIGN.md §4):
+
+- the **reserve pod**: an in-memory pod built from ``spec.template`` (never created in the
+  API), keyed ``namespace/reservation:<name>`` (``:`` never occurs in a pod name), in the
+  reservation's queue (``spec.queue``, else ``default``), annotated
+  ``scheduling.berth.io/reserve-pod: "true"``. Pending, it waits to be placed like any pod;
+  Available, it sits on ``status.nodeName`` holding ``status.allocatable`` (plus one pod
+  slot) minus what its owners use;
+- **owners**: a pod matches by name, by its controller (kind and name) or by labels, and only
+  in the reservation's namespace; :func:`owners_problem` says when no owner can ever match;
+- **lifetime**: :func:`deadline` (``expires``, else creation time plus ``ttl``);
+- **charging**: the ``scheduling.berth.io/reservation-allocated`` annotation Berth writes on
+  an owner it placed into a reservation (``{"name": ..., "uid": ...}``), read back by the cache.
+
+Built by :class:`berth.scheduler.snapshot.cache.ClusterCache`.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import datetime
+import json
 import typing
 
-from berth.api import durations, errors, resources
-from berth.scheduler.snapshot import ids, selectors, wire
+from berth.api import durations, errors, keys, resources
+from berth.scheduler.snapshot import ids, pods, selectors, wire
 
-__all__ = ["DEFAULT_TTL_SECONDS", "ReservationInfo", "ReservationOwner", "reservation_info"]
+__all__ = [
+    "ALLOCATED_ANNOTATION",
+    "AVAILABLE",
+    "DEFAULT_TTL_SECONDS",
+    "EXPIRED",
+    "FAILED",
+    "PENDING",
+    "SUCCEEDED",
+    "TERMINAL_PHASES",
+    "ReservationInfo",
+    "ReservationOwner",
+    "allocated_annotation",
+    "allocated_to",
+    "deadline",
+    "held",
+    "is_owner",
+    "owner_matches",
+    "owner_problem",
+    "owners_problem",
+    "reservation_info",
+    "reserve_pod",
+    "reserve_pod_key",
+    "template_problem",
+]
 
 DEFAULT_TTL_SECONDS = 24 * 3600.0  # the API's default ttl, 24h
+ALLOCATED_ANNOTATION = keys.RESERVATION_ALLOCATED_ANNOTATION
+
+PENDING = "Pending"
+AVAILABLE = "Available"
+SUCCEEDED = "Succeeded"
+EXPIRED = "Expired"
+FAILED = "Failed"
+TERMINAL_PHASES = frozenset({SUCCEEDED, EXPIRED, FAILED})
+"""Phases of a reservation that holds nothing any more and never will again."""
+
+_RESERVE_PREFIX = "reservation:"
+_LABEL_OPERATORS = (selectors.IN, selectors.NOT_IN, selectors.EXISTS, selectors.DOES_NOT_EXIST)
+# Keys a template may carry that would make the reserve pod join a gang, a queue or a
+# reservation of its own: the reservation decides those.
+_BERTH_LABELS = frozenset(
+    {
+        keys.POD_GROUP_LABEL,
+        keys.INTEROP_POD_GROUP_LABEL,
+        keys.QUEUE_LABEL,
+        keys.RESERVATION_LABEL,
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +117,16 @@ class ReservationInfo:
     expires_at: float | None
     creation_timestamp: float
     invalid: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        """Succeeded, Expired or Failed: it holds nothing and never will again."""
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def available(self) -> bool:
+        """Placed on a node and holding capacity there (until it ends)."""
+        return self.phase == AVAILABLE and self.node_name is not None
 
 
 def _owner(raw: wire.Raw, /) -> ReservationOwner:
@@ -133,4 +204,256 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
         expires_at=wire.parse_time(status.get("expiresAt")),
         creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
         invalid=invalid,
+    )
+
+
+# Lifetime -----------------------------------------------------------------------------------
+
+
+def deadline(info: ReservationInfo, /) -> float | None:
+    """When the reservation expires (seconds since the epoch); ``None`` when it never does.
+
+    ``expires`` if set, else the creation time plus ``ttl`` (``0`` never expires).
+    """
+    if info.expires is not None:
+        return info.expires
+    if info.ttl_seconds is None or info.ttl_seconds <= 0:
+        return None
+    return info.creation_timestamp + info.ttl_seconds
+
+
+# Owners -------------------------------------------------------------------------------------
+
+
+def owner_matches(owner: ReservationOwner, pod: pods.PodInfo, /) -> bool:
+    """Whether ``pod`` matches one owner entry (the namespace is checked by :func:`is_owner`)."""
+    if owner.object_name is not None:
+        return pod.name == owner.object_name
+    if owner.controller_kind is not None or owner.controller_name is not None:
+        return any(
+            ref.controller
+            and ref.kind == owner.controller_kind
+            and ref.name == owner.controller_name
+            for ref in pod.owner_references
+        )
+    if owner.selects:
+        labels = pod.labels
+        return all(labels.get(k) == v for k, v in owner.match_labels) and all(
+            req.operator in _LABEL_OPERATORS
+            and selectors.requirement_matches(req, value=labels.get(req.key))
+            for req in owner.match_expressions
+        )
+    return False
+
+
+def is_owner(info: ReservationInfo, pod: pods.PodInfo, /) -> bool:
+    """Whether ``pod`` may use the reservation: in its namespace, and matched by an owner.
+
+    A reserve pod is never anyone's owner.
+    """
+    if pod.namespace != info.namespace or pod.reserve:
+        return False
+    return any(owner_matches(owner, pod) for owner in info.owners)
+
+
+def _selector_problem(owner: ReservationOwner) -> str | None:
+    """Why a label selector can match no pod at all, or ``None``."""
+    must: dict[str, set[str] | None] = {}  # key -> allowed values (None: any value, present)
+    absent: set[str] = set()
+    excluded: dict[str, set[str]] = {}
+    for key, value in owner.match_labels:
+        must[key] = {value}
+    for req in owner.match_expressions:
+        if req.operator not in _LABEL_OPERATORS:
+            return f"operator {req.operator!r} on label {req.key!r} is not one of " + ", ".join(
+                _LABEL_OPERATORS
+            )
+        if not req.valid:
+            return f"operator {req.operator} on label {req.key!r} has the wrong number of values"
+        if req.operator == selectors.IN:
+            allowed = must.get(req.key)
+            must[req.key] = set(req.values) if allowed is None else allowed & set(req.values)
+        elif req.operator == selectors.EXISTS:
+            must.setdefault(req.key, None)
+        elif req.operator == selectors.DOES_NOT_EXIST:
+            absent.add(req.key)
+        else:
+            excluded.setdefault(req.key, set()).update(req.values)
+    for key in sorted(must):
+        allowed = must[key]
+        if key in absent:
+            return f"label {key!r} is required both to exist and not to exist"
+        if allowed is not None and not allowed - excluded.get(key, set()):
+            return f"no value of label {key!r} satisfies all its requirements"
+    return None
+
+
+def owner_problem(owner: ReservationOwner, /) -> str | None:
+    """Why an owner entry can never match any pod, or ``None`` when some pod could match."""
+    if owner.object_name is not None:
+        return None
+    if owner.controller_kind is not None or owner.controller_name is not None:
+        if owner.controller_kind is None or owner.controller_name is None:
+            return "controller needs both kind and name"
+        return None
+    if owner.selects:
+        problem = _selector_problem(owner)
+        return f"labelSelector can never match: {problem}" if problem else None
+    return "sets none of object, controller or labelSelector"
+
+
+def owners_problem(info: ReservationInfo, /) -> str | None:
+    """Why no pod can ever use the reservation (every owner entry is broken), or ``None``."""
+    if not info.owners:
+        return "spec.owners names no owner, so no pod could ever use the reservation"
+    problems = [owner_problem(owner) for owner in info.owners]
+    if any(problem is None for problem in problems):
+        return None
+    return "no owner can ever match a pod: " + "; ".join(
+        f"owners[{i}] {problem}" for i, problem in enumerate(problems)
+    )
+
+
+# Charging -----------------------------------------------------------------------------------
+
+
+def allocated_annotation(info: ReservationInfo, /) -> str:
+    """The annotation value marking an owner placed into ``info``: ``{"name":..,"uid":..}``."""
+    return json.dumps({"name": info.name, "uid": info.uid}, separators=(",", ":"), sort_keys=True)
+
+
+def allocated_to(pod: pods.PodInfo, /) -> tuple[ids.ReservationKey, str | None] | None:
+    """The reservation (key, uid if recorded) Berth placed ``pod`` into, from its annotation.
+
+    A value that is not JSON is taken as the reservation's name (hand-written annotations).
+    """
+    text = pod.annotations.get(ALLOCATED_ANNOTATION)
+    if not text:
+        return None
+    name: typing.Any = text
+    uid: typing.Any = None
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        name, uid = decoded.get("name"), decoded.get("uid")
+    if not isinstance(name, str) or not name:
+        return None
+    key = ids.ReservationKey(ids.key_of(pod.namespace, name=name))
+    return key, uid if isinstance(uid, str) and uid else None
+
+
+# The reserve pod ----------------------------------------------------------------------------
+
+
+def reserve_pod_key(key: str, /) -> ids.PodKey:
+    """The key of the reserve pod standing for the reservation ``key`` (``ns/name``)."""
+    namespace, _, name = key.partition("/")
+    return ids.PodKey(ids.key_of(namespace, name=_RESERVE_PREFIX + name))
+
+
+def template_problem(info: ReservationInfo, /) -> str | None:
+    """Why ``spec.template`` cannot be held as written, or ``None``."""
+    try:
+        requests = pods.pod_requests(wire.sub(info.template, "spec"))
+    except errors.QuantityError as exc:
+        return f"spec.template has an invalid resource request: {exc}"
+    if not any(v > 0 for name, v in requests.items() if name != resources.PODS):
+        return (
+            "spec.template requests no resources: set resources.requests on its containers "
+            "(a reservation holds what its template requests)"
+        )
+    return None
+
+
+def held(info: ReservationInfo, /) -> resources.ResourceList:
+    """What an Available reservation holds on its node: ``status.allocatable`` (else the
+    template's requests) and one pod slot, which its first owner takes over."""
+    allocatable = info.allocatable
+    if not allocatable:
+        try:
+            allocatable = pods.pod_requests(wire.sub(info.template, "spec"))
+        except errors.QuantityError:
+            allocatable = resources.ResourceList()
+    return resources.ResourceList({**allocatable, resources.PODS: 1000})
+
+
+def _pin(affinity: typing.Any, node: str) -> dict[str, typing.Any]:
+    """``affinity`` with every required node term also demanding ``metadata.name = node``."""
+    out = dict(affinity) if isinstance(affinity, collections.abc.Mapping) else {}
+    node_affinity = dict(wire.sub(out, "nodeAffinity"))
+    required = dict(wire.sub(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution"))
+    terms_raw = required.get("nodeSelectorTerms")
+    terms = [t for t in terms_raw if isinstance(t, dict)] if isinstance(terms_raw, list) else []
+    field = {"key": selectors.METADATA_NAME, "operator": selectors.IN, "values": [node]}
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [*(term.get("matchFields") or []), field]} for term in terms or [{}]
+    ]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    out["nodeAffinity"] = node_affinity
+    return out
+
+
+def reserve_pod(
+    info: ReservationInfo,
+    /,
+    *,
+    scheduler_names: collections.abc.Collection[str],
+    priority_classes: collections.abc.Mapping[str, int] | None = None,
+    default_priority: int = 0,
+) -> pods.PodInfo:
+    """The in-memory pod standing for ``info`` (see the module docstring).
+
+    Pending: the template's requests, waiting for a node. Available: placed on
+    ``status.nodeName`` holding :func:`held` (the cache takes away what owners use). The
+    template's ``schedulerName`` is kept when it is one of ``scheduler_names``, else the
+    first of them is used; a template ``nodeName`` becomes a required node affinity (the pod
+    must still be placed, not assumed there). A template that cannot be held makes the pod
+    ``invalid`` with the reason.
+    """
+    template = info.template
+    tmeta, tspec = wire.sub(template, "metadata"), wire.sub(template, "spec")
+    labels = {
+        str(k): str(v) for k, v in wire.sub(tmeta, "labels").items() if k not in _BERTH_LABELS
+    }
+    labels[keys.QUEUE_LABEL] = info.queue or keys.DEFAULT_QUEUE
+    annotations = {
+        str(k): str(v)
+        for k, v in wire.sub(tmeta, "annotations").items()
+        if k != keys.INTEROP_POD_GROUP_ANNOTATION
+    }
+    annotations[pods.RESERVE_POD_ANNOTATION] = "true"
+    spec = {k: v for k, v in tspec.items() if k not in ("nodeName", "schedulingGates")}
+    names = list(scheduler_names)
+    if spec.get("schedulerName") not in names:
+        spec["schedulerName"] = names[0] if names else keys.DEFAULT_SCHEDULER_NAME
+    pinned = tspec.get("nodeName")
+    if pinned:
+        spec["affinity"] = _pin(spec.get("affinity"), str(pinned))
+    placed = info.available
+    if placed:
+        spec["nodeName"] = info.node_name
+    created = datetime.datetime.fromtimestamp(info.creation_timestamp, tz=datetime.UTC)
+    manifest = {
+        "metadata": {
+            "namespace": info.namespace,
+            "name": _RESERVE_PREFIX + info.name,
+            "uid": info.uid,
+            "labels": labels,
+            "annotations": annotations,
+            "creationTimestamp": created,
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if placed else "Pending"},
+    }
+    pod = pods.pod_info(
+        manifest, priority_classes=priority_classes, default_priority=default_priority
+    )
+    problem = info.invalid or template_problem(info)
+    return dataclasses.replace(
+        pod,
+        reservation=info.key,
+        requests=held(info) if placed else pod.requests,
+        invalid=problem or pod.invalid,
     )

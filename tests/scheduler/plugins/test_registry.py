@@ -77,6 +77,7 @@ def test_the_default_profile_resolves() -> None:
         "Priority",
         "Gang",
         "Proportion",
+        "Reservation",
         "NodeName",
         "NodeUnschedulable",
         "NodeAffinity",

@@ -1,0 +1,239 @@
+"""``berth bench e2e``: pods created through the API server until Berth bound them all.
+
+:func:`measure` starts the API server emulator as a separate process (``berth emulator``, as
+an API server is its own process: the two do not share one interpreter lock) with ``nodes``
+simulated nodes, installs Berth's CRDs, runs the operator in this process (leader election on,
+as in production), waits for its caches, then creates ``pods`` pods over HTTP (``concurrency``
+clients) and waits until the operator's binder has had every binding confirmed. The clock runs
+from the first create to the last confirmed binding: ``pods_per_second`` is created→bound
+throughput, with per-pod latency percentiles (create sent → binding confirmed). Finally one
+list checks that no pod was left unbound. One JSON object is printed; the target is 500 pods/s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import typing
+
+import aiohttp
+import click
+
+from berth.api import crds
+from berth.kube import decisions
+from berth.operator import main, scheduling, settings
+from berth.scheduler.plugins import registry as plugin_registry
+
+__all__ = ["command", "measure"]
+
+logger = logging.getLogger(__name__)
+
+_NAMESPACE = "default"
+_NODE_SHAPE = "cpu=32,memory=128Gi,pods=110"
+
+
+def _pod(index: int) -> dict[str, typing.Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"e2e-{index:06d}", "namespace": _NAMESPACE},
+        "spec": {
+            "schedulerName": settings.DEFAULT_SCHEDULER_NAME,
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "busybox:1.36",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                }
+            ],
+        },
+    }
+
+
+@contextlib.contextmanager
+def _emulator_process(
+    directory: pathlib.Path, *, nodes: int
+) -> typing.Iterator[tuple[str, pathlib.Path]]:
+    kubeconfig = directory / "kubeconfig"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from berth.cli.main import main; main()",
+            "emulator",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--nodes",
+            f"{nodes}x {_NODE_SHAPE} name=node",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if "serving" not in line:
+            raise click.ClickException(f"the emulator did not start: {line.strip()!r}")
+        url = line.split("serving", 1)[1].split()[0]
+        yield url, kubeconfig
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def _install_crds(session: aiohttp.ClientSession) -> None:
+    for crd in crds.render_all().values():
+        async with session.post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd
+        ) as response:
+            if response.status not in (200, 201, 409):
+                raise click.ClickException(f"installing CRDs: {response.status}")
+
+
+async def _create_all(
+    session: aiohttp.ClientSession, *, pods: int, concurrency: int, sent: dict[str, float]
+) -> None:
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for index in range(pods):
+        queue.put_nowait(index)
+
+    async def worker() -> None:
+        while not queue.empty():
+            index = queue.get_nowait()
+            body = _pod(index)
+            sent[f"{_NAMESPACE}/{body['metadata']['name']}"] = time.perf_counter()
+            async with session.post(f"/api/v1/namespaces/{_NAMESPACE}/pods", json=body) as r:
+                if r.status != 201:
+                    raise click.ClickException(f"creating a pod: {r.status} {await r.text()}")
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _measure(
+    url: str, kubeconfig: pathlib.Path, *, pods: int, concurrency: int, timeout: float
+) -> dict[str, typing.Any]:
+    built: list[scheduling.Parts] = []
+    bound_at: dict[str, float] = {}
+    all_bound = asyncio.Event()
+
+    def on_bound(outcome: decisions.BindOutcome) -> None:
+        if outcome.bound and outcome.key not in bound_at:
+            bound_at[outcome.key] = time.perf_counter()
+            if len(bound_at) >= pods:
+                all_bound.set()
+
+    def on_parts(parts: scheduling.Parts) -> None:
+        parts.sink.on_bound = on_bound
+        built.append(parts)
+
+    config = settings.Settings(
+        kubeconfig=kubeconfig,
+        namespace=_NAMESPACE,
+        http_host="127.0.0.1",
+        http_port=0,
+        log_level="warning",
+        leader_election={"identity": "berth-bench"},
+    )
+    stop = asyncio.Event()
+    async with aiohttp.ClientSession(
+        base_url=url, connector=aiohttp.TCPConnector(limit=concurrency)
+    ) as session:
+        await _install_crds(session)
+        operator = asyncio.create_task(
+            main.run(
+                config,
+                stop=stop,
+                leader_components=scheduling.with_registry(
+                    plugin_registry.in_tree_registry(), on_parts=on_parts
+                ),
+            )
+        )
+        try:
+            async with asyncio.timeout(60):
+                while not built or not built[0].informers.synced.is_set():
+                    if operator.done():
+                        raise click.ClickException("the operator stopped before its caches synced")
+                    await asyncio.sleep(0.05)
+            sent: dict[str, float] = {}
+            started = time.perf_counter()
+            await _create_all(session, pods=pods, concurrency=concurrency, sent=sent)
+            created = time.perf_counter()
+            try:
+                async with asyncio.timeout(timeout):
+                    await all_bound.wait()
+            except TimeoutError:
+                pass
+            finished = time.perf_counter()
+            params = {"fieldSelector": "spec.nodeName="}
+            async with session.get(f"/api/v1/namespaces/{_NAMESPACE}/pods", params=params) as r:
+                unbound = len((await r.json()).get("items") or [])
+        finally:
+            stop.set()
+            await operator
+    latencies = sorted((bound_at[k] - sent[k]) * 1000 for k in bound_at if k in sent)
+    seconds = finished - started
+    sink = built[0].sink
+    return {
+        "scenario": "e2e",
+        "pods": pods,
+        "bound": len(bound_at),
+        "unbound": unbound,
+        "seconds": round(seconds, 3),
+        "pods_per_second": round(len(bound_at) / seconds, 1) if seconds > 0 else 0.0,
+        "creates_per_second": round(pods / (created - started), 1),
+        "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
+        "p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))], 1) if latencies else None,
+        "bind_failures": sink.bind_failures,
+    }
+
+
+def measure(
+    *, nodes: int = 1000, pods: int = 5000, concurrency: int = 32, timeout: float = 120.0
+) -> dict[str, typing.Any]:
+    """Run the benchmark (see the module docstring); the JSON-ready result."""
+    with (
+        tempfile.TemporaryDirectory(prefix="berth-e2e-") as directory,
+        _emulator_process(pathlib.Path(directory), nodes=nodes) as (url, kubeconfig),
+    ):
+        result = asyncio.run(
+            _measure(url, kubeconfig, pods=pods, concurrency=concurrency, timeout=timeout)
+        )
+    return {"nodes": nodes, **result}
+
+
+@click.command("e2e")
+@click.option("--nodes", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--pods", type=click.IntRange(min=1), default=5000, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Concurrent HTTP clients creating pods.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    show_default=True,
+    help="Seconds to wait for every pod to be bound.",
+)
+def command(nodes: int, pods: int, concurrency: int, timeout: float) -> None:
+    """Pods created through the API server until Berth bound them all: pods/s (JSON)."""
+    click.echo(
+        json.dumps(measure(nodes=nodes, pods=pods, concurrency=concurrency, timeout=timeout))
+    )

@@ -1,0 +1,244 @@
+"""The Queue hierarchy as ``kubectl berth queues`` shows it: a tree of spec and status.
+
+:func:`build` turns the Queues the API server listed (JSON dicts) into :class:`QueueNode` trees
+through ``spec.parent``: queues without a parent are roots, children sorted by name. The queue
+named ``default`` exists implicitly (DESIGN.md §2); without an object it is shown as such. A
+queue whose parent does not exist, or that sits in a parent cycle, is shown as a root with
+that problem rather than left out, and an object the API models cannot read is shown with
+why. Values come from the objects as they are: the spec as written, the status as the queue
+controller last wrote it (``-`` where it has written nothing yet).
+
+:func:`tree` draws them with rich; :func:`to_json` is the same data for ``-o json``
+and ``-o yaml`` (camelCase keys, children nested).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+import pydantic
+import rich.console
+import rich.table
+import rich.text
+import rich.tree
+
+from berth.api import keys, queues, resources
+
+__all__ = ["ConditionView", "QueueNode", "build", "to_json", "tree"]
+
+_MISSING = "-"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConditionView:
+    """One status condition, as shown."""
+
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.type}={self.status}"
+        if self.reason:
+            text += f" ({self.reason})"
+        return f"{text}: {self.message}" if self.message else text
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueNode:
+    """One queue and its children (see the module docstring)."""
+
+    name: str
+    weight: int = 1
+    priority: int = 0
+    state: str = queues.QueueState.OPEN.value
+    reclaimable: bool = True
+    guaranteed: collections.abc.Mapping[str, str] | None = None
+    limit: collections.abc.Mapping[str, str] | None = None
+    fair_share: collections.abc.Mapping[str, str] | None = None
+    allocated: collections.abc.Mapping[str, str] | None = None
+    requested: collections.abc.Mapping[str, str] | None = None
+    pending: int | None = None  # PodGroups waiting (None: no status yet)
+    running: int | None = None  # PodGroups running (None: no status yet)
+    conditions: tuple[ConditionView, ...] = ()
+    implicit: bool = False  # the default queue, with no Queue object
+    problem: str | None = None  # why it is shown as a root, or could not be read
+    children: tuple[QueueNode, ...] = ()
+
+
+def _resources(value: resources.ResourceList | None) -> dict[str, str] | None:
+    return value.to_api() if value is not None else None
+
+
+def _node(obj: collections.abc.Mapping[str, typing.Any]) -> tuple[QueueNode, str | None]:
+    """A childless node for one Queue object, and its parent's name."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    try:
+        queue = queues.Queue.model_validate(obj)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raw_spec = obj.get("spec")
+        raw_parent = raw_spec.get("parent") if isinstance(raw_spec, dict) else None
+        parent = raw_parent if isinstance(raw_parent, str) else None
+        return QueueNode(name, problem=f"cannot be read: {where}: {first['msg']}"), parent
+    spec, status = queue.spec, queue.status
+    node = QueueNode(
+        name=name,
+        weight=spec.weight,
+        priority=spec.priority,
+        state=spec.state.value,
+        reclaimable=spec.reclaimable,
+        guaranteed=_resources(spec.guaranteed),
+        limit=_resources(spec.limit),
+    )
+    if status is not None:
+        node = dataclasses.replace(
+            node,
+            fair_share=_resources(status.fair_share),
+            allocated=_resources(status.allocated),
+            requested=_resources(status.requested),
+            pending=status.pending,
+            running=status.running,
+            conditions=tuple(
+                ConditionView(c.type, c.status.value, c.reason, c.message)
+                for c in status.conditions or ()
+            ),
+        )
+    return node, spec.parent
+
+
+def build(
+    objects: collections.abc.Iterable[collections.abc.Mapping[str, typing.Any]],
+) -> list[QueueNode]:
+    """The queue trees, roots sorted by name (see the module docstring)."""
+    flat: dict[str, QueueNode] = {}
+    parents: dict[str, str | None] = {}
+    for obj in objects:
+        node, parent = _node(obj)
+        flat[node.name], parents[node.name] = node, parent
+    if keys.DEFAULT_QUEUE not in flat:
+        flat[keys.DEFAULT_QUEUE] = QueueNode(keys.DEFAULT_QUEUE, implicit=True)
+        parents[keys.DEFAULT_QUEUE] = None
+    children: dict[str, list[str]] = {}
+    roots: list[str] = []
+    for name in sorted(flat):
+        parent = parents[name]
+        if parent is None:
+            roots.append(name)
+        elif parent not in flat:
+            roots.append(name)
+            flat[name] = dataclasses.replace(
+                flat[name], problem=flat[name].problem or f"parent queue {parent} does not exist"
+            )
+        else:
+            children.setdefault(parent, []).append(name)
+    placed: set[str] = set()
+
+    def grow(name: str) -> QueueNode:
+        placed.add(name)
+        kids = tuple(grow(c) for c in children.get(name, ()) if c not in placed)
+        return dataclasses.replace(flat[name], children=kids)
+
+    trees = [grow(name) for name in roots]
+    # Whatever no root reaches hangs in a parent cycle: shown, not hidden.
+    for name in sorted(set(flat) - placed):
+        if name not in placed:
+            cycle = dataclasses.replace(
+                flat[name], problem=f"in a parent cycle (parent {parents[name]})"
+            )
+            flat[name] = cycle
+            trees.append(grow(name))
+    return sorted(trees, key=lambda n: n.name)
+
+
+def _amounts(value: collections.abc.Mapping[str, str] | None) -> str:
+    if not value:
+        return _MISSING
+    return ", ".join(f"{name} {quantity}" for name, quantity in value.items())
+
+
+def _heading(node: QueueNode) -> rich.text.Text:
+    text = rich.text.Text()
+    text.append(node.name, style="bold")
+    if node.implicit:
+        text.append("  implicit (no Queue object): weight 1 · priority 0 · Open", style="dim")
+        return text
+    parts = [f"weight {node.weight}", f"priority {node.priority}", node.state]
+    if not node.reclaimable:
+        parts.append("not reclaimable")
+    if node.pending is not None and node.running is not None:
+        parts.append(f"podgroups {node.pending} pending, {node.running} running")
+    text.append("  " + " · ".join(parts))
+    return text
+
+
+def _label(node: QueueNode) -> rich.console.RenderableType:
+    heading = _heading(node)
+    if node.problem is not None:
+        heading.append(f"  ({node.problem})", style="yellow")
+    if node.implicit:
+        return heading
+    grid = rich.table.Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+    for title, value in (
+        ("guaranteed", node.guaranteed),
+        ("limit", node.limit),
+        ("fair share", node.fair_share),
+        ("allocated", node.allocated),
+        ("requested", node.requested),
+    ):
+        grid.add_row(title, _amounts(value))
+    if node.conditions:
+        grid.add_row("conditions", "; ".join(str(c) for c in node.conditions))
+    return rich.console.Group(heading, grid)
+
+
+def tree(trees: collections.abc.Sequence[QueueNode]) -> rich.tree.Tree:
+    """The trees as one rich Tree under a ``queues`` root, for a console to print."""
+    top = rich.tree.Tree(rich.text.Text("queues", style="bold"), guide_style="dim")
+
+    def add(branch: rich.tree.Tree, node: QueueNode) -> None:
+        sub = branch.add(_label(node))
+        for child in node.children:
+            add(sub, child)
+
+    for root in trees:
+        add(top, root)
+    return top
+
+
+def to_json(trees: collections.abc.Sequence[QueueNode]) -> dict[str, typing.Any]:
+    """The trees as JSON-able data: ``{"queues": [...]}`` with camelCase keys."""
+
+    def one(node: QueueNode) -> dict[str, typing.Any]:
+        data: dict[str, typing.Any] = {"name": node.name}
+        if node.implicit:
+            data["implicit"] = True
+        data |= {
+            "weight": node.weight,
+            "priority": node.priority,
+            "state": node.state,
+            "reclaimable": node.reclaimable,
+            "guaranteed": dict(node.guaranteed or {}),
+            "limit": dict(node.limit or {}),
+            "fairShare": dict(node.fair_share) if node.fair_share is not None else None,
+            "allocated": dict(node.allocated) if node.allocated is not None else None,
+            "requested": dict(node.requested) if node.requested is not None else None,
+            "pending": node.pending,
+            "running": node.running,
+            "conditions": [
+                {k: v for k, v in dataclasses.asdict(c).items() if v is not None}
+                for c in node.conditions
+            ],
+        }
+        if node.problem is not None:
+            data["problem"] = node.problem
+        data["children"] = [one(c) for c in node.children]
+        return data
+
+    return {"queues": [one(t) for t in trees]}

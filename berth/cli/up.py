@@ -1,0 +1,472 @@
+"""``berth up`` and ``berth demo``: Berth on an embedded cluster, in one process.
+
+``berth up`` starts the in-memory API server (:mod:`berth.emulator`) on its own thread with
+simulated nodes (``--nodes SPEC``, repeatable; kubelets run pods ``--speed`` times faster than
+real time), installs Berth's CRDs, writes a kubeconfig, prints how to point ``kubectl`` at it,
+and runs the operator (:func:`berth.operator.main.run`, the same process ``berth run`` is)
+until interrupted.
+
+``berth demo`` does the same, then applies ``examples/`` (queues, a gang, a reservation with
+its owner, a plain pod, in folder order), shows progress while they are placed and run,
+prints the final ``kubectl get berth,pods -o wide`` tables (rendered by the API server's own
+printer columns) and a few of the operator's metrics, and exits 0 — or 1 if the examples did
+not finish within ``--timeout``. It is the README's "run the main job" command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import pathlib
+import re
+import signal
+import time
+import typing
+
+import aiohttp
+import click
+import rich.console
+import rich.live
+import rich.table
+import yaml
+
+import berth
+from berth.api import crds
+from berth.emulator import kubelets, rest, server, tables
+from berth.operator import main, scheduling, settings
+from berth.util import logging as berth_logging
+
+__all__ = ["LocalCluster", "apply_examples", "demo_command", "start_cluster", "up_command"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NODES = ("4x cpu=8,memory=32Gi",)
+_EXAMPLE_FOLDER = re.compile(r"^\d\d-")
+_DONE_PHASES = frozenset({"Succeeded", "Failed"})
+_SHOWN_METRICS = (
+    "berth_schedule_attempts_total",
+    "berth_binding_duration_seconds_count",
+    "berth_e2e_scheduling_duration_seconds_count",
+    "berth_podgroups",
+    "berth_leader_status",
+)
+
+Object = dict[str, typing.Any]
+
+
+@dataclasses.dataclass
+class LocalCluster:
+    """The embedded API server (on its own thread) and the kubeconfig pointing at it."""
+
+    threaded: server.ThreadedEmulator
+    kubeconfig: pathlib.Path
+    nodes: int
+
+    @property
+    def url(self) -> str:
+        return self.threaded.emulator.url
+
+    def stop(self) -> None:
+        self.threaded.stop()
+
+    def objects(self, api_version: str, plural: str) -> list[Object]:
+        """Every object of a kind (read in process, on the server's thread)."""
+        api = self.threaded.emulator.api
+
+        def read() -> list[Object]:
+            resource = api.resource(api_version, plural)
+            return list(api.storage.list(resource.key))
+
+        return self.threaded.call(read)
+
+    def table(self, api_version: str, plural: str) -> tuple[list[str], list[list[str]]]:
+        """``kubectl get -o wide``'s header and rows for a kind, from the printer columns."""
+        api = self.threaded.emulator.api
+
+        def render() -> dict[str, typing.Any]:
+            resource = api.resource(api_version, plural)
+            return tables.render(
+                resource, list(api.storage.list(resource.key)), now=api.clock.now()
+            )
+
+        table = self.threaded.call(render)
+        header = [str(c["name"]).upper() for c in table["columnDefinitions"]]
+        rows = [["" if c is None else str(c) for c in row["cells"]] for row in table["rows"]]
+        return header, rows
+
+
+def start_cluster(
+    *,
+    pools: typing.Sequence[kubelets.NodePool],
+    speed: float,
+    kubeconfig: pathlib.Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> LocalCluster:
+    """Start the API server with simulated nodes and Berth's CRDs; write the kubeconfig."""
+    threaded = server.ThreadedEmulator(server.Emulator(host=host, port=port)).start()
+    try:
+        emulator = threaded.emulator
+        threaded.run(emulator.start_kubelets(list(pools), speedup=speed))
+        definitions = threaded.call(
+            emulator.api.resource, "apiextensions.k8s.io/v1", "customresourcedefinitions"
+        )
+        for crd in crds.render_all().values():
+            threaded.call(emulator.api.create, definitions, crd)
+        emulator.write_kubeconfig(kubeconfig)
+    except BaseException:
+        threaded.stop()
+        raise
+    return LocalCluster(threaded, kubeconfig.resolve(), sum(p.count for p in pools))
+
+
+def default_examples() -> pathlib.Path:
+    """The repository's ``examples/`` (beside the package), else ``./examples``."""
+    beside = pathlib.Path(berth.__file__).resolve().parent.parent / "examples"
+    return beside if beside.is_dir() else pathlib.Path("examples")
+
+
+async def apply_examples(
+    cluster: LocalCluster, directory: pathlib.Path, *, settle: float = 10.0
+) -> list[Object]:
+    """Create every manifest of the numbered example folders, in order; the objects created.
+
+    After a Reservation, the next manifest waits (up to ``settle`` seconds) until the
+    reservation is placed, as a user would before starting its owner: an owner created in the
+    same instant as its reservation races it for the capacity.
+    """
+    folders = sorted(p for p in directory.iterdir() if p.is_dir() and _EXAMPLE_FOLDER.match(p.name))
+    if not folders:
+        raise click.ClickException(f"no numbered example folders in {directory}")
+    created: list[Object] = []
+    api = cluster.threaded.emulator.api
+    for folder in folders:
+        for path in sorted(folder.glob("*.yaml")):
+            for document in yaml.safe_load_all(path.read_text()):
+                if not isinstance(document, dict):
+                    continue
+                obj = cluster.threaded.call(_create, api, document, source=path)
+                created.append(obj)
+                if obj.get("kind") == "Reservation":
+                    await _placed(cluster, obj["metadata"]["name"], timeout=settle)
+    return created
+
+
+async def _placed(cluster: LocalCluster, name: str, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for obj in cluster.objects("scheduling.berth.io/v1alpha1", "reservations"):
+            if obj["metadata"]["name"] == name and (obj.get("status") or {}).get("phase") not in (
+                None,
+                "Pending",
+            ):
+                return
+        await asyncio.sleep(0.1)
+
+
+def _create(api: rest.Api, body: Object, *, source: pathlib.Path) -> Object:
+    """Create one manifest's object (on the server's thread)."""
+    group, _, version = str(body.get("apiVersion", "")).rpartition("/")
+    resource = api.registry.by_kind(group, version, str(body.get("kind")))
+    if resource is None:
+        raise click.ClickException(f"{source}: unknown kind {body.get('kind')}")
+    namespace = "default" if resource.namespaced else None
+    return dict(api.create(resource, body, namespace=namespace).object)
+
+
+def _settings(cluster: LocalCluster, *, http_port: int, log_level: str) -> settings.Settings:
+    return settings.Settings(
+        kubeconfig=cluster.kubeconfig,
+        namespace="default",
+        http_host="127.0.0.1",
+        http_port=http_port,
+        log_level=log_level,
+        leader_election={"identity": "berth-up", "lease_duration": 15},
+    )
+
+
+def _pools(
+    ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]
+) -> list[kubelets.NodePool]:
+    pools = []
+    for index, spec in enumerate(specs or DEFAULT_NODES):
+        try:
+            pools.append(kubelets.parse_pool(spec, index=index))
+        except kubelets.PoolSpecError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return pools
+
+
+def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing.Any]:
+    fn = click.option(
+        "--nodes",
+        "pools",
+        multiple=True,
+        metavar="SPEC",
+        callback=_pools,
+        help=f"A pool of simulated nodes (repeatable). Default: {DEFAULT_NODES[0]!r}.",
+    )(fn)
+    fn = click.option(
+        "--speed",
+        type=click.FloatRange(min=0.001),
+        default=10.0,
+        show_default=True,
+        help="How much faster than real time simulated pods start and run.",
+    )(fn)
+    fn = click.option(
+        "--http-port",
+        type=click.IntRange(0, 65535),
+        default=0,
+        show_default=True,
+        help="Port of the operator's probes, metrics and API (0: any free port).",
+    )(fn)
+    return fn
+
+
+@click.command("up", epilog=f"SPEC:\n\n{kubelets.SPEC_HELP}".replace("\n", "\n\n"))
+@_common
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    default="berth-up.kubeconfig",
+    show_default=True,
+    help="Where to write the kubeconfig for kubectl.",
+)
+@click.option("--port", default=0, show_default=True, help="API server port (0: any free).")
+@click.option("--log-level", default="info", show_default=True, help="The operator's log level.")
+def up_command(
+    pools: list[kubelets.NodePool],
+    speed: float,
+    http_port: int,
+    kubeconfig: pathlib.Path,
+    port: int,
+    log_level: str,
+) -> None:
+    """Run Berth on an embedded cluster with simulated nodes until interrupted."""
+    berth_logging.configure(log_level)
+    cluster = start_cluster(pools=pools, speed=speed, kubeconfig=kubeconfig, port=port)
+    try:
+        code = asyncio.run(_up(cluster, http_port=http_port, log_level=log_level))
+    finally:
+        cluster.stop()
+    raise SystemExit(int(code))
+
+
+async def _up(cluster: LocalCluster, *, http_port: int, log_level: str) -> main.ExitCode:
+    stop = _stop_on_signals()
+
+    def serving(port: int) -> None:
+        click.echo(
+            f"berth up: Kubernetes API at {cluster.url} with {cluster.nodes} simulated node(s),"
+            f" Berth's CRDs installed, the operator's HTTP API at http://127.0.0.1:{port}\n"
+            f"  export KUBECONFIG={cluster.kubeconfig}\n"
+            f"  kubectl apply -f examples/01-queues/ -f examples/02-gang/\n"
+            f"  kubectl get berth,pods -o wide\n"
+            f"Press Ctrl+C to stop."
+        )
+
+    return await main.run(
+        _settings(cluster, http_port=http_port, log_level=log_level),
+        stop=stop,
+        leader_components=scheduling.leader_components,
+        on_serving=serving,
+    )
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+@click.command("demo")
+@_common
+@click.option(
+    "--examples",
+    type=click.Path(file_okay=False, exists=True, path_type=pathlib.Path),
+    default=None,
+    help="The examples folder. Default: the repository's examples/.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=50.0,
+    show_default=True,
+    help="Seconds to wait for the examples to finish.",
+)
+@click.option("--log-level", default="warning", show_default=True, help="The operator's log level.")
+def demo_command(
+    pools: list[kubelets.NodePool],
+    speed: float,
+    http_port: int,
+    examples: pathlib.Path | None,
+    timeout: float,
+    log_level: str,
+) -> None:
+    """Run Berth on an embedded cluster, apply examples/, show them placed and run, exit."""
+    berth_logging.configure(log_level)
+    console = rich.console.Console()
+    if not console.is_terminal:
+        # Piped or captured: no terminal width to respect, so keep table cells whole.
+        console = rich.console.Console(width=200)
+    directory = examples if examples is not None else default_examples()
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(_scratch_dir())
+        cluster = start_cluster(pools=pools, speed=speed, kubeconfig=scratch / "kubeconfig")
+        stack.callback(cluster.stop)
+        finished = asyncio.run(
+            _demo(
+                cluster,
+                directory=directory,
+                http_port=http_port,
+                timeout=timeout,
+                log_level=log_level,
+                console=console,
+            )
+        )
+    raise SystemExit(0 if finished else 1)
+
+
+@contextlib.contextmanager
+def _scratch_dir() -> typing.Iterator[pathlib.Path]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="berth-demo-") as directory:
+        yield pathlib.Path(directory)
+
+
+async def _demo(
+    cluster: LocalCluster,
+    *,
+    directory: pathlib.Path,
+    http_port: int,
+    timeout: float,
+    log_level: str,
+    console: rich.console.Console,
+) -> bool:
+    started = time.monotonic()
+    stop = _stop_on_signals()
+    ports: list[int] = []
+    operator = asyncio.create_task(
+        main.run(
+            _settings(cluster, http_port=http_port, log_level=log_level),
+            stop=stop,
+            leader_components=scheduling.leader_components,
+            on_serving=ports.append,
+        ),
+        name="operator",
+    )
+    console.print(
+        f"[bold]berth demo[/]: embedded API server at {cluster.url}, {cluster.nodes} simulated "
+        f"node(s); applying {directory}"
+    )
+    applied = await apply_examples(cluster, directory)
+    finished = False
+    with rich.live.Live(_progress(cluster, applied), console=console, refresh_per_second=4) as live:
+        deadline = started + timeout
+        while time.monotonic() < deadline and not operator.done() and not stop.is_set():
+            await asyncio.sleep(0.25)
+            live.update(_progress(cluster, applied))
+            if _finished(cluster, applied):
+                finished = True
+                break
+        if finished:
+            # One more cycle and status pass, so the tables show the final usage.
+            await asyncio.sleep(2.0)
+            live.update(_progress(cluster, applied))
+    console.print()
+    metrics = await _metrics(ports[0]) if ports and not operator.done() else ""
+    stop.set()
+    code = await operator
+    for title, api_version, plural in (
+        ("Queues", "scheduling.berth.io/v1alpha1", "queues"),
+        ("PodGroups", "scheduling.berth.io/v1alpha1", "podgroups"),
+        ("Reservations", "scheduling.berth.io/v1alpha1", "reservations"),
+        ("Pods", "v1", "pods"),
+    ):
+        header, rows = cluster.table(api_version, plural)
+        table = rich.table.Table(title=title, title_justify="left", box=None, header_style="bold")
+        for name in header:
+            table.add_column(name)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    if metrics:
+        console.print("[bold]Operator metrics[/] (GET /metrics):")
+        console.print(metrics, highlight=False)
+    seconds = time.monotonic() - started
+    if finished and code is main.ExitCode.OK:
+        console.print(f"[green]done[/]: every example placed and run in {seconds:.1f}s")
+        return True
+    why = "the operator stopped" if operator.done() and not finished else "timed out"
+    console.print(f"[red]not finished[/] ({why} after {seconds:.1f}s)")
+    return False
+
+
+def _progress(cluster: LocalCluster, applied: list[Object]) -> rich.table.Table:
+    table = rich.table.Table(title="Examples", title_justify="left", box=None, header_style="bold")
+    for column in ("KIND", "NAME", "PHASE", "WHERE / WHY"):
+        table.add_column(column)
+    for kind, obj in _current(cluster, applied):
+        status = obj.get("status") or {}
+        phase = str(status.get("phase") or "")
+        if kind == "Queue" and status:
+            phase = f"{status.get('running', 0)} running, {status.get('pending', 0)} pending"
+        where = str((obj.get("spec") or {}).get("nodeName") or status.get("nodeName") or "")
+        if not where:
+            for condition in status.get("conditions") or ():
+                if condition.get("status") == "False" and condition.get("message"):
+                    where = str(condition["message"])
+        table.add_row(kind, obj["metadata"]["name"], phase or "-", where)
+    return table
+
+
+def _current(cluster: LocalCluster, applied: list[Object]) -> list[tuple[str, Object]]:
+    kinds = {
+        "Queue": ("scheduling.berth.io/v1alpha1", "queues"),
+        "PodGroup": ("scheduling.berth.io/v1alpha1", "podgroups"),
+        "Reservation": ("scheduling.berth.io/v1alpha1", "reservations"),
+        "Pod": ("v1", "pods"),
+    }
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in applied}
+    out: list[tuple[str, Object]] = []
+    for kind, (api_version, plural) in kinds.items():
+        for obj in cluster.objects(api_version, plural):
+            if (kind, obj["metadata"]["name"]) in wanted:
+                out.append((kind, obj))
+    return out
+
+
+def _finished(cluster: LocalCluster, applied: list[Object]) -> bool:
+    """Every example pod ran to completion and every PodGroup says so."""
+    current = _current(cluster, applied)
+    pods = [o for k, o in current if k == "Pod"]
+    groups = [o for k, o in current if k == "PodGroup"]
+    expected = sum(1 for o in applied if o["kind"] == "Pod")
+    return (
+        len(pods) == expected
+        and all((p.get("status") or {}).get("phase") in _DONE_PHASES for p in pods)
+        and all((g.get("status") or {}).get("phase") in ("Finished", "Failed") for g in groups)
+    )
+
+
+async def _metrics(port: int) -> str:
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/metrics") as response,
+        ):
+            text = await response.text()
+    except aiohttp.ClientError as exc:
+        return f"(could not read /metrics: {exc})"
+    lines = [
+        line
+        for line in text.splitlines()
+        if line.startswith(_SHOWN_METRICS) and not line.startswith("#")
+    ]
+    return "\n".join(lines)

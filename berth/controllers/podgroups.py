@@ -1,0 +1,272 @@
+"""The PodGroup controller: phase, member counts, and the ``Scheduled`` condition saying why.
+
+What a PodGroup's status should be is computed here, purely, from the scheduler's last
+snapshot (the group's members and their phases) and the last cycle's why-pending reason for
+the group; :mod:`berth.controllers.statuses` writes it when it differs from the live object.
+
+Phase, for ``minMember`` m (first rule that holds):
+
+- ``Failed``: the Gang plugin reported the schedule timeout (``scheduleTimeoutSeconds``)
+  expired, or every member finished and fewer than m succeeded;
+- ``Finished``: every member finished and at least m succeeded;
+- ``Running``: at least m members run or succeeded;
+- ``Scheduled``: at least m members are bound to nodes (not all running yet);
+- ``Inqueue``: at least m members exist, waiting to be placed together;
+- ``Pending``: fewer than m members exist yet.
+
+The ``Scheduled`` condition is ``True`` once the group is placed; otherwise ``False`` with a
+CamelCase reason (the ``Reason`` printer column of ``kubectl get bpg``) and the scheduler's
+full explanation as its message (``kubectl describe bpg``). :func:`transition_events` turns a
+change of condition into the Events a user sees in ``kubectl get events``.
+
+:func:`register` adds the Kopf watching handler that keeps
+:class:`~berth.controllers.observed.ObservedObjects` current. It needs no finalizer: nothing
+has to happen when a PodGroup is deleted, so deleting one never waits for Berth.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+import kopf
+
+from berth.api import keys, meta, podgroups
+from berth.controllers import observed
+from berth.scheduler.plugins import gang
+from berth.scheduler.snapshot import pods, snapshots, wire
+from berth.util import clocks
+
+__all__ = [
+    "Counts",
+    "counts_of",
+    "desired_status",
+    "phase_of",
+    "reason_code",
+    "register",
+    "timestamp",
+    "transition_events",
+]
+
+KIND = podgroups.KIND
+Phase = podgroups.PodGroupPhase
+
+# (substring, CamelCase reason), first match wins: the most specific explanation first.
+_REASONS: tuple[tuple[str, str], ...] = (
+    (gang.TIMEOUT_PREFIX, "Timeout"),
+    ("waiting for pods", "NotEnoughPods"),
+    ("does not exist", "QueueNotFound"),
+    ("is closed", "QueueClosed"),
+    ("not a leaf queue", "NotLeafQueue"),
+    ("is invalid", "QueueInvalid"),
+    ("at limit", "QueueOverLimit"),
+    ("fair share", "QueueOverShare"),
+    ("over its share", "QueueOverShare"),
+    ("minResources", "NotEnoughResources"),
+    ("Insufficient", "NotEnoughResources"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """A group's members, counted for its status."""
+
+    min_member: int
+    created: int  # members that exist and are not being deleted (failed ones excluded)
+    scheduled: int  # bound to a node, any phase
+    running: int
+    succeeded: int
+    failed: int
+    members: int  # every known member
+
+    @property
+    def finished(self) -> bool:
+        """Every member ran to completion (and there is at least one)."""
+        return self.members > 0 and self.succeeded + self.failed == self.members
+
+
+def counts_of(min_member: int, members: collections.abc.Iterable[pods.PodInfo]) -> Counts:
+    """Count ``members`` (the group's pods in the snapshot)."""
+    created = scheduled = running = succeeded = failed = total = 0
+    for pod in members:
+        total += 1
+        if pod.node_name is not None:
+            scheduled += 1
+        if pod.phase == "Succeeded":
+            succeeded += 1
+        elif pod.phase == "Failed":
+            failed += 1
+        elif pod.phase == "Running" and pod.node_name is not None and not pod.deleting:
+            running += 1
+        if pod.phase != "Failed" and not pod.deleting:
+            created += 1
+    return Counts(min_member, created, scheduled, running, succeeded, failed, total)
+
+
+def phase_of(counts: Counts, *, reason: str | None) -> podgroups.PodGroupPhase:
+    """The phase for these counts and the scheduler's reason (see the module docstring)."""
+    m = counts.min_member
+    if reason is not None and reason.startswith(gang.TIMEOUT_PREFIX):
+        return Phase.FAILED
+    if counts.finished and counts.members >= m:
+        return Phase.FINISHED if counts.succeeded >= m else Phase.FAILED
+    if counts.running + counts.succeeded >= m:
+        return Phase.RUNNING
+    if counts.scheduled >= m:
+        return Phase.SCHEDULED
+    if counts.created >= m:
+        return Phase.INQUEUE
+    return Phase.PENDING
+
+
+def reason_code(text: str) -> str:
+    """The CamelCase condition reason for a why-pending text."""
+    for needle, code in _REASONS:
+        if needle in text:
+            return code
+    return "Unschedulable"
+
+
+def desired_status(
+    group: observed.ObservedObject,
+    *,
+    snapshot: snapshots.Snapshot,
+    reason: str | None,
+    now: float,
+) -> dict[str, typing.Any] | None:
+    """The status ``group`` should have; None while the snapshot does not know the group."""
+    info = snapshot.pod_groups.get(group.key)
+    if info is None:
+        return None
+    counts = counts_of(info.min_member, snapshot.members(group.key))
+    phase = phase_of(counts, reason=reason)
+    placed = phase in (Phase.SCHEDULED, Phase.RUNNING, Phase.FINISHED)
+    if placed:
+        condition = _condition(
+            status="True",
+            reason="Scheduled",
+            message=f"{counts.scheduled} pod(s) placed, minMember {counts.min_member}",
+        )
+    else:
+        why = reason
+        if why is None and info.invalid is not None:
+            why = info.invalid
+        if why is None:
+            why = (
+                f"waiting for pods: {counts.created}/{counts.min_member} created, "
+                f"minMember {counts.min_member}"
+                if phase is Phase.PENDING
+                else "waiting for the scheduler to place the group"
+            )
+        condition = _condition(status="False", reason=reason_code(why), message=why)
+        if phase is Phase.INQUEUE and reason is None:
+            condition["reason"] = "Inqueue"
+    _keep_transition_time(condition, current=group.status, now=now)
+    return {
+        "phase": phase.value,
+        "scheduled": counts.scheduled,
+        "running": counts.running,
+        "succeeded": counts.succeeded,
+        "failed": counts.failed,
+        "conditions": _merge_conditions(group.status, condition),
+    }
+
+
+def transition_events(
+    old: collections.abc.Mapping[str, typing.Any], new: collections.abc.Mapping[str, typing.Any]
+) -> list[tuple[str, str, str]]:
+    """``(type, reason, message)`` of the Events a status change from ``old`` to ``new`` is
+    worth: placed, newly unschedulable (or for another reason), timed out, finished."""
+    out: list[tuple[str, str, str]] = []
+    before = _scheduled_condition(old)
+    after = _scheduled_condition(new)
+    if after is not None and (
+        before is None
+        or (before.get("status"), before.get("message"))
+        != (after.get("status"), after.get("message"))
+    ):
+        message = str(after.get("message") or "")
+        if after.get("status") == "True":
+            out.append(("Normal", "Scheduled", message))
+        elif after.get("reason") not in ("Inqueue", "NotEnoughPods"):
+            out.append(("Warning", "FailedScheduling", message))
+    old_phase, new_phase = old.get("phase"), new.get("phase")
+    if new_phase != old_phase:
+        if new_phase == Phase.FINISHED:
+            out.append(("Normal", "Finished", "every member finished"))
+        elif new_phase == Phase.FAILED:
+            why = str((after or {}).get("message") or "members failed")
+            out.append(("Warning", "Failed", why))
+    return out
+
+
+def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
+    """Add the watching handler recording every PodGroup into ``objects``."""
+
+    @kopf.on.event(keys.GROUP, keys.VERSION, podgroups.PLURAL, registry=registry)
+    def podgroup_seen(
+        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
+    ) -> None:
+        seen = observed.observe(KIND, body=body, parse_time=wire.parse_time)
+        if seen is None:
+            return
+        if event.get("type") == "DELETED":
+            objects.remove(KIND, seen.key)
+        else:
+            objects.put(seen)
+
+
+# Conditions ---------------------------------------------------------------------------------
+def _condition(*, status: str, reason: str, message: str) -> dict[str, typing.Any]:
+    return {
+        "type": podgroups.CONDITION_SCHEDULED,
+        "status": status,
+        "reason": reason,
+        "message": message,
+    }
+
+
+def _scheduled_condition(
+    status: collections.abc.Mapping[str, typing.Any],
+) -> collections.abc.Mapping[str, typing.Any] | None:
+    for condition in status.get("conditions") or ():
+        if (
+            isinstance(condition, collections.abc.Mapping)
+            and condition.get("type") == podgroups.CONDITION_SCHEDULED
+        ):
+            return condition
+    return None
+
+
+def _keep_transition_time(
+    condition: dict[str, typing.Any],
+    *,
+    current: collections.abc.Mapping[str, typing.Any],
+    now: float,
+) -> None:
+    previous = _scheduled_condition(current)
+    same = previous is not None and all(
+        previous.get(k) == condition[k] for k in ("status", "reason", "message")
+    )
+    if same and previous is not None and previous.get("lastTransitionTime"):
+        condition["lastTransitionTime"] = previous["lastTransitionTime"]
+    else:
+        condition["lastTransitionTime"] = timestamp(now)
+
+
+def _merge_conditions(
+    current: collections.abc.Mapping[str, typing.Any], condition: dict[str, typing.Any]
+) -> list[dict[str, typing.Any]]:
+    """``condition`` replacing the one of its type; other types (other writers') kept."""
+    kept = [
+        dict(c)
+        for c in current.get("conditions") or ()
+        if isinstance(c, collections.abc.Mapping) and c.get("type") != condition["type"]
+    ]
+    return sorted([*kept, condition], key=lambda c: str(c.get("type")))
+
+
+def timestamp(when: float) -> str:
+    """``when`` as a Kubernetes ``Time`` (RFC 3339, whole seconds, UTC)."""
+    return meta.format_timestamp(clocks.to_datetime(int(when)))

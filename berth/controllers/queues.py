@@ -1,0 +1,218 @@
+"""The Queue controller: the tree's validity, and what each queue holds, wants and deserves.
+
+A Queue's status is computed here, purely, from the last cycle's per-queue summary (the
+Proportion plugin publishes allocated, requested, fair share, children, pending and running
+PodGroup counts and the problem that makes a queue unusable) and the scheduler's last
+snapshot. When no summary exists for a queue (a profile without a queue plugin) the snapshot
+alone gives the children, the counts and the resources of placed and pending pods, and no
+fair share. :mod:`berth.controllers.statuses` writes the status when it differs from the live
+object.
+
+The tree is validated here too (a parent that does not exist, a cycle, a queue that is its
+own ancestor): the ``Valid`` condition says what is wrong, and :func:`transition_events`
+raises a Warning Event when a queue becomes invalid.
+
+:func:`register` adds the Kopf watching handler that keeps
+:class:`~berth.controllers.observed.ObservedObjects` current (no finalizer needed).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+import kopf
+
+from berth.api import keys, queues, resources
+from berth.controllers import observed, podgroups
+from berth.scheduler.framework import decisions
+from berth.scheduler.snapshot import snapshots, wire
+
+__all__ = [
+    "CONDITION_VALID",
+    "Usage",
+    "desired_status",
+    "register",
+    "transition_events",
+    "tree_problem",
+    "usage_by_queue",
+]
+
+KIND = queues.KIND
+CONDITION_VALID = "Valid"
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """A queue's use as the snapshot shows it (the fallback when no summary exists)."""
+
+    allocated: resources.ResourceList
+    requested: resources.ResourceList
+    pending: int  # PodGroups with pods waiting and none placed
+    running: int  # PodGroups with pods placed
+
+
+def tree_problem(name: str, *, parents: collections.abc.Mapping[str, str | None]) -> str | None:
+    """Why queue ``name``'s place in the tree (queue -> parent) is invalid; None if it is fine."""
+    seen = [name]
+    current = parents.get(name)
+    while current is not None:
+        if current not in parents:
+            return f"parent queue {current} does not exist"
+        if current in seen:
+            return "queue hierarchy has a cycle: " + " -> ".join([*seen, current])
+        seen.append(current)
+        current = parents.get(current)
+    return None
+
+
+def usage_by_queue(snapshot: snapshots.Snapshot) -> dict[str, Usage]:
+    """Every queue's :class:`Usage`, charged to the queue and each of its ancestors."""
+    parents = {name: info.parent for name, info in snapshot.queues.items()}
+    allocated: dict[str, resources.ResourceList] = {}
+    requested: dict[str, resources.ResourceList] = {}
+    pending: collections.Counter[str] = collections.Counter()
+    running: collections.Counter[str] = collections.Counter()
+    for group in snapshot.pod_groups.values():
+        chain = _chain(group.queue, parents=parents)
+        members = snapshot.members(group.key)
+        placed = resources.ResourceList()
+        waiting = resources.ResourceList()
+        for pod in members:
+            if pod.terminal:
+                continue
+            if pod.node_name is not None:
+                placed = placed + pod.requests
+            elif not pod.deleting:
+                waiting = waiting + pod.requests
+        for name in chain:
+            allocated[name] = allocated.get(name, resources.ResourceList()) + placed
+            requested[name] = requested.get(name, resources.ResourceList()) + waiting
+            if group.placed > 0:
+                running[name] += 1
+            elif group.pending + group.gated > 0:
+                pending[name] += 1
+    return {
+        name: Usage(
+            allocated=allocated.get(name, resources.ResourceList()),
+            requested=requested.get(name, resources.ResourceList()),
+            pending=pending[name],
+            running=running[name],
+        )
+        for name in set(snapshot.queues) | set(allocated)
+    }
+
+
+def _chain(queue: str, *, parents: collections.abc.Mapping[str, str | None]) -> list[str]:
+    chain: list[str] = []
+    current: str | None = queue
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = parents.get(current)
+    return chain
+
+
+def desired_status(
+    queue: observed.ObservedObject,
+    *,
+    snapshot: snapshots.Snapshot,
+    summary: decisions.QueueStatusSummary | None,
+    usage: collections.abc.Mapping[str, Usage],
+    now: float,
+) -> dict[str, typing.Any]:
+    """The status ``queue`` should have (see the module docstring)."""
+    parents: dict[str, str | None] = {name: info.parent for name, info in snapshot.queues.items()}
+    parent = queue.spec.get("parent")
+    parents[queue.name] = str(parent) if parent else None
+    problem = tree_problem(queue.name, parents=parents)
+    if summary is not None:
+        problem = problem or summary.problem
+        status: dict[str, typing.Any] = {
+            "allocated": _resources(summary.allocated),
+            "requested": _resources(summary.requested),
+            "fairShare": _resources(summary.fair_share),
+            "children": list(summary.children),
+            "pending": summary.pending,
+            "running": summary.running,
+        }
+    else:
+        used = usage.get(queue.name)
+        children = sorted(name for name, p in parents.items() if p == queue.name)
+        status = {
+            "allocated": _resources(used.allocated if used else resources.ResourceList()),
+            "requested": _resources(used.requested if used else resources.ResourceList()),
+            "children": children,
+            "pending": used.pending if used else 0,
+            "running": used.running if used else 0,
+        }
+    info = snapshot.queues.get(queue.name)
+    if problem is None and info is not None and info.invalid is not None:
+        problem = info.invalid
+    condition: dict[str, typing.Any] = {
+        "type": CONDITION_VALID,
+        "status": "False" if problem else "True",
+        "reason": "Invalid" if problem else "Valid",
+        "message": problem or "the queue's place in the tree and its quota are valid",
+    }
+    previous = _condition(queue.status, CONDITION_VALID)
+    if previous is not None and previous.get("status") == condition["status"]:
+        condition["lastTransitionTime"] = previous.get("lastTransitionTime") or podgroups.timestamp(
+            now
+        )
+    else:
+        condition["lastTransitionTime"] = podgroups.timestamp(now)
+    kept = [
+        dict(c)
+        for c in queue.status.get("conditions") or ()
+        if isinstance(c, collections.abc.Mapping) and c.get("type") != CONDITION_VALID
+    ]
+    status["conditions"] = sorted([*kept, condition], key=lambda c: str(c.get("type")))
+    return status
+
+
+def transition_events(
+    old: collections.abc.Mapping[str, typing.Any], new: collections.abc.Mapping[str, typing.Any]
+) -> list[tuple[str, str, str]]:
+    """``(type, reason, message)`` of the Events a status change is worth: a queue becoming
+    invalid, or valid again."""
+    before = _condition(old, CONDITION_VALID)
+    after = _condition(new, CONDITION_VALID)
+    if after is None:
+        return []
+    if after.get("status") == "False" and (
+        before is None or before.get("message") != after.get("message")
+    ):
+        return [("Warning", "InvalidQueue", str(after.get("message") or ""))]
+    if after.get("status") == "True" and before is not None and before.get("status") == "False":
+        return [("Normal", "Valid", str(after.get("message") or ""))]
+    return []
+
+
+def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
+    """Add the watching handler recording every Queue into ``objects``."""
+
+    @kopf.on.event(keys.GROUP, keys.VERSION, queues.PLURAL, registry=registry)
+    def queue_seen(
+        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
+    ) -> None:
+        seen = observed.observe(KIND, body=body, parse_time=wire.parse_time)
+        if seen is None:
+            return
+        if event.get("type") == "DELETED":
+            objects.remove(KIND, seen.key)
+        else:
+            objects.put(seen)
+
+
+def _resources(amounts: resources.ResourceList) -> dict[str, str]:
+    return {k: v for k, v in amounts.to_api().items() if amounts[k] != 0}
+
+
+def _condition(
+    status: collections.abc.Mapping[str, typing.Any], kind: str
+) -> collections.abc.Mapping[str, typing.Any] | None:
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, collections.abc.Mapping) and condition.get("type") == kind:
+            return condition
+    return None

@@ -1,0 +1,95 @@
+"""The embedded Kopf operator's registry and settings, built explicitly.
+
+:func:`build` returns a fresh ``kopf.OperatorRegistry`` (never Kopf's process-global default
+registry) holding Berth's handlers: the login handler (Kopf uses the operator's own
+credentials), and every controller module's handlers, added by calling its
+``register(registry, *, objects)`` — the controllers listed in :data:`CONTROLLERS`, one literal,
+so a controller joins by being named there, not by being imported. Kopf's decorators are used
+only inside those ``register`` functions, so importing a module registers nothing.
+
+:func:`operator_settings` fixes how Kopf behaves inside ``berth run``: no peering (Berth's
+Lease already makes this replica the only one running Kopf), Events posted by Kopf only for
+warnings and errors (Berth posts its own, rate-limited), handler progress and diff-bases kept
+in annotations under Berth's prefix (the CRDs' status schemas are structural and would prune
+Kopf's status fields), and Berth's own finalizer name for whichever handlers need one.
+:mod:`berth.operator.embedding` runs ``kopf.operator(registry=..., settings=...)``.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import logging
+import typing
+
+import kopf
+
+from berth.api import keys
+from berth.controllers import observed, podgroups, queues, reservations
+from berth.kube import credentials
+
+__all__ = ["CONTROLLERS", "FINALIZER", "Controller", "build", "operator_settings"]
+
+FINALIZER = f"{keys.GROUP}/finalizer"
+"""The finalizer Kopf puts on objects whose handlers must run before they go."""
+_ANNOTATIONS_PREFIX = f"kopf.{keys.GROUP}"
+
+
+class Controller(typing.Protocol):
+    """A controller module: ``register`` adds its Kopf handlers to ``registry``."""
+
+    def register(
+        self, registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects
+    ) -> None: ...
+
+
+CONTROLLERS: tuple[Controller, ...] = (
+    queues,
+    podgroups,
+    reservations,
+)
+"""Every controller Kopf runs, in registration order."""
+
+LoginFn = collections.abc.Callable[[], collections.abc.Awaitable[credentials.Credentials]]
+"""Returns the credentials Kopf should use now (refreshed when Kopf asks again after a 401)."""
+
+
+def build(*, objects: observed.ObservedObjects, login: LoginFn) -> kopf.OperatorRegistry:
+    """A new registry with the login handler and every controller's handlers."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    async def berth_login(**_: typing.Any) -> kopf.ConnectionInfo:
+        found = await login()
+        return kopf.ConnectionInfo(
+            server=found.server,
+            token=found.token,
+            ca_path=found.ca_path,
+            certificate_path=found.certificate_path,
+            private_key_path=found.private_key_path,
+            insecure=found.insecure,
+            default_namespace=None,
+        )
+
+    for controller in CONTROLLERS:
+        controller.register(registry, objects=objects)
+    return registry
+
+
+def operator_settings(*, watch_timeout: int = 300) -> kopf.OperatorSettings:
+    """Kopf's settings inside ``berth run`` (see the module docstring)."""
+    settings = kopf.OperatorSettings()
+    settings.peering.standalone = True
+    settings.posting.enabled = True
+    settings.posting.level = logging.WARNING
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+        prefix=_ANNOTATIONS_PREFIX
+    )
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=_ANNOTATIONS_PREFIX, key="last-handled-configuration"
+    )
+    settings.watching.server_timeout = watch_timeout
+    settings.watching.client_timeout = watch_timeout + 30
+    # A dead API server is reported through Berth's readiness; Kopf need not retry quickly.
+    settings.networking.request_timeout = 30
+    return settings

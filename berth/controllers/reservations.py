@@ -1,0 +1,443 @@
+"""The Reservation controller: validity, ``expiresAt``, expiry on time, owners, garbage.
+
+The scheduler places a Reservation and charges owners to it (the Reservation plugin; the
+decision sink writes ``Available``, ``allocated``, ``currentOwners``, ``Succeeded``). This
+controller keeps the rest of its status true over time:
+
+- **validity**: a template without requests, or owners of which none can ever match a pod,
+  make the ``Valid`` condition ``False`` with the exact reason (and a Warning Event); the
+  scheduler keeps such a reservation Pending and says so in ``Scheduled``;
+- ``status.expiresAt`` from ``expires``, else creation time plus ``ttl`` (``0``: never; unset
+  ``ttl`` and ``expires``: 24 h);
+- **expiry on time**: when ``expiresAt`` passes, an Available reservation becomes ``Expired``,
+  a Pending one ``Failed`` (it never held anything), with a ``Ready`` condition and an Event —
+  what the Reservation plugin also does at the next cycle, whichever comes first;
+- **owners**: ``currentOwners`` and ``allocated`` follow the owner pods in the scheduler's last
+  snapshot — an owner that finished, was deleted or replaced leaves; an owner Berth placed
+  (annotated ``scheduling.berth.io/reservation-allocated`` with this reservation, running on
+  its node) is listed even if the sink's write was lost; an allocate-once reservation with an
+  owner is ``Succeeded``;
+- **garbage collection**: an ended reservation (``Succeeded``, ``Expired``, ``Failed``) is
+  deleted ``retention`` after it ended (24 h by default, as Koordinator's collector).
+
+How: :func:`register` adds Kopf's watching handler, which records every Reservation into
+:class:`~berth.controllers.observed.ObservedObjects` (Kopf only observes, on its own loop).
+:class:`ReservationController`, on the operator's loop, plans every reservation purely
+(:func:`plan`) and writes what differs (read, change, write back at the version read; a 409
+reads again). It sleeps until the earliest moment some reservation is due — its expiry or its
+deletion — or until :meth:`ReservationController.kick` (after a scheduling cycle, or when Kopf
+saw a change), with ``interval`` as a safety net; it never polls objects one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import dataclasses
+import logging
+import typing
+
+import kopf
+
+from berth.api import keys, meta, resources
+from berth.api import reservations as reservation_api
+from berth.controllers import observed, statuses
+from berth.kube import clients, errors, events, rest
+from berth.scheduler.snapshot import pods, snapshots, wire
+from berth.scheduler.snapshot import reservations as resv
+from berth.util import clocks
+
+__all__ = [
+    "DEFAULT_RETENTION_SECONDS",
+    "KIND",
+    "Board",
+    "Plan",
+    "ReservationController",
+    "live_owners",
+    "plan",
+    "register",
+]
+
+logger = logging.getLogger(__name__)
+
+KIND = reservation_api.KIND
+DEFAULT_RETENTION_SECONDS = 24 * 3600.0
+"""How long an ended reservation is kept before it is deleted: a day, long enough to read what
+happened to it (``kubectl get resv``), short enough that finished ones do not pile up."""
+
+_MERGE = "application/merge-patch+json"
+_VALID, _READY = "Valid", "Ready"
+
+
+class Board(typing.Protocol):
+    """What the scheduler last saw: its latest snapshot (None before the first cycle)."""
+
+    def snapshot(self) -> snapshots.Snapshot | None: ...
+
+
+def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
+    """Add the watching handler recording every Reservation into ``objects``."""
+
+    @kopf.on.event(keys.GROUP, keys.VERSION, reservation_api.PLURAL, registry=registry)
+    def reservation_seen(
+        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
+    ) -> None:
+        seen = observed.observe(KIND, body=body, parse_time=wire.parse_time)
+        if seen is None:
+            return
+        if event.get("type") == "DELETED":
+            objects.remove(KIND, seen.key)
+        else:
+            objects.put(seen)
+
+
+# Planning (pure) ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What one reservation needs now: a new status (or None), Events, deletion, next wake."""
+
+    status: dict[str, typing.Any] | None
+    events: tuple[tuple[str, str, str], ...] = ()  # (type, reason, message)
+    delete: bool = False
+    wake_at: float | None = None  # when this reservation is next due (expiry, deletion)
+
+
+def _timestamp(when: float) -> str:
+    return meta.format_timestamp(clocks.to_datetime(int(when)))
+
+
+def _info(obj: observed.ObservedObject) -> resv.ReservationInfo:
+    return resv.reservation_info(
+        {
+            "metadata": {
+                "namespace": obj.namespace,
+                "name": obj.name,
+                "uid": obj.uid,
+                "creationTimestamp": _timestamp(obj.created) if obj.created else None,
+            },
+            "spec": obj.spec,
+            "status": obj.status,
+        }
+    )
+
+
+def _conditions(status: collections.abc.Mapping[str, typing.Any]) -> list[dict[str, typing.Any]]:
+    raw = status.get("conditions")
+    return [dict(c) for c in raw if isinstance(c, collections.abc.Mapping)] if raw else []
+
+
+def _find(status: collections.abc.Mapping[str, typing.Any], kind: str) -> dict[str, typing.Any]:
+    return next((c for c in _conditions(status) if c.get("type") == kind), {})
+
+
+def _set_condition(
+    status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
+) -> bool:
+    """Set one condition (transition time kept when only the message is the same); True when
+    it changed."""
+    conditions = _conditions(status)
+    old = next((c for c in conditions if c.get("type") == kind), None)
+    if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
+        value,
+        reason,
+        message,
+    ):
+        return False
+    since = old.get("lastTransitionTime") if old and old.get("status") == value else None
+    conditions = [c for c in conditions if c.get("type") != kind]
+    conditions.append(
+        {
+            "type": kind,
+            "status": value,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": since or _timestamp(now),
+        }
+    )
+    status["conditions"] = conditions
+    return True
+
+
+def live_owners(
+    info: resv.ReservationInfo,
+    *,
+    status: collections.abc.Mapping[str, typing.Any],
+    snapshot: snapshots.Snapshot,
+) -> list[pods.PodInfo]:
+    """The reservation's owners that still hold what they were charged, sorted by key.
+
+    Listed owners stay while their pod exists with the same UID, is not finished and not being
+    deleted; pods Berth annotated as placed into this reservation and running on its node join.
+    """
+    out: dict[str, pods.PodInfo] = {}
+    for entry in status.get("currentOwners") or []:
+        if not isinstance(entry, collections.abc.Mapping):
+            continue
+        key = f"{entry.get('namespace') or info.namespace}/{entry.get('name')}"
+        pod = snapshot.pods.get(key)
+        uid = entry.get("uid")
+        if pod is None or pod.terminal or pod.deleting or (uid and pod.uid != uid):
+            continue
+        out[pod.key] = pod
+    for pod in snapshot.pods.values():
+        if pod.namespace != info.namespace or pod.reserve or pod.terminal or pod.deleting:
+            continue
+        found = resv.allocated_to(pod)
+        if found is None or found[0] != info.key or found[1] not in (None, info.uid):
+            continue
+        if info.node_name is not None and pod.node_name == info.node_name:
+            out[pod.key] = pod
+    return [out[key] for key in sorted(out)]
+
+
+def _owners_status(
+    info: resv.ReservationInfo, owners: list[pods.PodInfo]
+) -> tuple[list[dict[str, str]], dict[str, str]]:
+    held = resv.held(info)
+    allocated = resources.ResourceList()
+    for pod in owners:
+        allocated += resources.ResourceList(
+            {k: v for k, v in pod.requests.items() if k in held and k != resources.PODS}
+        )
+    listed = [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in owners]
+    return listed, allocated.to_api()
+
+
+def _ended_at(status: collections.abc.Mapping[str, typing.Any], *, created: float) -> float:
+    """When an ended reservation ended: its ``Ready`` condition's last transition."""
+    ready = _find(status, _READY)
+    return wire.parse_time(ready.get("lastTransitionTime")) or created
+
+
+def plan(
+    obj: observed.ObservedObject,
+    *,
+    snapshot: snapshots.Snapshot | None,
+    now: float,
+    retention: float,
+) -> Plan:
+    """What ``obj`` needs at ``now`` (see the module docstring); pure.
+
+    ``snapshot`` is the scheduler's latest; without one, owners are left as they are.
+    """
+    info = _info(obj)
+    current = dict(obj.status)
+    status = dict(current)
+    found: list[tuple[str, str, str]] = []
+    phase = str(status.get("phase") or resv.PENDING)
+    if info.terminal:
+        gone_at = _ended_at(current, created=obj.created) + retention
+        if now >= gone_at:
+            return Plan(status=None, delete=True)
+        owners = live_owners(info, status=current, snapshot=snapshot) if snapshot else None
+        if owners is not None:
+            listed, allocated = _owners_status(info, owners)
+            status.update(currentOwners=listed, allocated=allocated)
+        return Plan(status=status if status != current else None, wake_at=gone_at)
+    # Validity.
+    problem = info.invalid or resv.template_problem(info) or resv.owners_problem(info)
+    if problem is not None:
+        if _set_condition(status, _VALID, "False", "Invalid", problem, now=now):
+            found.append((events.WARNING, "Invalid", problem))
+    else:
+        _set_condition(status, _VALID, "True", "Valid", "the reservation can be held", now=now)
+    # Lifetime.
+    ends = resv.deadline(info)
+    expires_at = _timestamp(ends) if ends is not None else None
+    if status.get("expiresAt") != expires_at:
+        if expires_at is None:
+            status.pop("expiresAt", None)
+        else:
+            status["expiresAt"] = expires_at
+    if ends is not None and now >= ends:
+        if phase == resv.AVAILABLE:
+            phase, message = resv.EXPIRED, f"expired at {_timestamp(ends)}"
+        else:
+            phase = resv.FAILED
+            message = f"expired at {_timestamp(ends)} before it could be placed on a node"
+        status["phase"] = phase
+        _set_condition(status, _READY, "False", "Expired", message, now=now)
+        found.append(
+            (events.WARNING if phase == resv.FAILED else events.NORMAL, "Expired", message)
+        )
+        return Plan(status=status, events=tuple(found), wake_at=now + retention)
+    # Owners.
+    if phase == resv.AVAILABLE and snapshot is not None:
+        owners = live_owners(info, status=current, snapshot=snapshot)
+        listed, allocated = _owners_status(info, owners)
+        if listed or current.get("currentOwners"):
+            status["currentOwners"] = listed
+        if allocated or current.get("allocated"):
+            status["allocated"] = allocated
+        if info.allocate_once and owners:
+            status["phase"] = resv.SUCCEEDED
+            message = f"used by its owner {owners[0].name}"
+            _set_condition(status, _READY, "False", "Succeeded", message, now=now)
+            found.append((events.NORMAL, "Succeeded", message))
+            return Plan(status=status, events=tuple(found), wake_at=now + retention)
+    return Plan(status=status if status != current else None, events=tuple(found), wake_at=ends)
+
+
+# Writing (on the operator's loop) ------------------------------------------------------------
+
+
+class ReservationController:
+    """Plans every observed reservation and writes what differs; see the module docstring."""
+
+    def __init__(
+        self,
+        api: clients.AsyncApiClient,
+        *,
+        objects: observed.ObservedObjects,
+        board: Board,
+        clock: clocks.Clock,
+        recorder: events.EventRecorder | None = None,
+        retention: float = DEFAULT_RETENTION_SECONDS,
+        interval: float = 2.0,
+    ) -> None:
+        self._api = api
+        self._objects = objects
+        self._board = board
+        self._clock = clock
+        self._recorder = recorder
+        self._retention = retention
+        self._interval = interval
+        self._kicked = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._failing = False
+        self.writes = 0
+        """Status writes the API server accepted."""
+        self.deletions = 0
+        """Reservations deleted after their retention."""
+
+    def kick(self) -> None:
+        """Ask for a pass soon (a cycle ended, Kopf saw a change); safe from any thread."""
+        loop = self._loop
+        if loop is None:
+            self._kicked.set()
+            return
+        loop.call_soon_threadsafe(self._kicked.set)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Pass, then sleep until the next reservation is due or a kick, until ``stop``."""
+        self._loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            self._kicked.clear()
+            try:
+                wake_at = await self.run_once()
+            except Exception:
+                logger.exception("reservation pass failed; retrying at the next one")
+                wake_at = None
+            timeout = self._interval
+            if wake_at is not None:
+                timeout = min(timeout, max(wake_at - self._clock.now(), 0.0))
+            await self._wait(stop, timeout=timeout)
+
+    async def _wait(self, stop: asyncio.Event, *, timeout: float) -> None:
+        kicked = asyncio.ensure_future(self._kicked.wait())
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait(
+                {kicked, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in (kicked, stopping):
+                waiter.cancel()
+            await asyncio.gather(kicked, stopping, return_exceptions=True)
+
+    async def run_once(self) -> float | None:
+        """One pass over every observed reservation; the earliest time one is due next."""
+        snapshot = self._board.snapshot()
+        now = self._clock.now()
+        wake_at: float | None = None
+        for obj in self._objects.of_kind(KIND):
+            planned = plan(obj, snapshot=snapshot, now=now, retention=self._retention)
+            if planned.delete:
+                await self._delete(obj)
+                continue
+            if planned.status is not None and await self._write(obj, now=now, snapshot=snapshot):
+                self._tell(obj, planned.events)
+            if planned.wake_at is not None:
+                wake_at = planned.wake_at if wake_at is None else min(wake_at, planned.wake_at)
+        return wake_at
+
+    def _path(self, obj: observed.ObservedObject) -> str:
+        return (
+            f"/apis/{keys.API_VERSION}/namespaces/{obj.namespace}/"
+            f"{reservation_api.PLURAL}/{obj.name}"
+        )
+
+    async def _write(
+        self, obj: observed.ObservedObject, *, now: float, snapshot: snapshots.Snapshot | None
+    ) -> bool:
+        """Plan again on the object as the API has it now, and write that at its version."""
+        path = self._path(obj)
+        for _ in range(3):
+            try:
+                live = await rest.request(self._api, method="GET", path=path, timeout=30.0)
+                fresh = observed.observe(KIND, body=live, parse_time=wire.parse_time)
+                if fresh is None or fresh.uid != obj.uid:
+                    return False
+                planned = plan(fresh, snapshot=snapshot, now=now, retention=self._retention)
+                if planned.status is None:
+                    return False
+                version = (live.get("metadata") or {}).get("resourceVersion")
+                # A merge patch of the difference: what left the status is written as null.
+                change = statuses.merge_patch(fresh.status, planned.status)
+                body = {"metadata": {"resourceVersion": version}, "status": change}
+                await rest.request(
+                    self._api,
+                    method="PATCH",
+                    path=path + "/status",
+                    body=body,
+                    content_type=_MERGE,
+                    timeout=30.0,
+                )
+            except errors.Conflict:
+                continue  # written in between: read it again
+            except errors.NotFound:
+                return False
+            except errors.KubeError as exc:
+                self._trouble(f"cannot write the status of reservation {obj.key}: {exc}")
+                return False
+            self._recovered()
+            self.writes += 1
+            return True
+        return False
+
+    async def _delete(self, obj: observed.ObservedObject) -> None:
+        try:
+            await rest.request(
+                self._api,
+                method="DELETE",
+                path=self._path(obj),
+                body={"preconditions": {"uid": obj.uid}},
+                timeout=30.0,
+            )
+        except (errors.NotFound, errors.Conflict):
+            return  # gone already, or a new reservation of that name
+        except errors.KubeError as exc:
+            self._trouble(f"cannot delete reservation {obj.key}: {exc}")
+            return
+        self._recovered()
+        self.deletions += 1
+        logger.info("deleted reservation %s, ended more than %ss ago", obj.key, self._retention)
+
+    def _tell(self, obj: observed.ObservedObject, found: tuple[tuple[str, str, str], ...]) -> None:
+        if self._recorder is None:
+            return
+        ref = events.ObjectRef(KIND, obj.name, obj.namespace, obj.uid, keys.API_VERSION)
+        for kind, reason, message in found:
+            self._recorder.record(ref, type=kind, reason=reason, message=message)
+
+    def _trouble(self, text: str) -> None:
+        if not self._failing:
+            logger.warning("%s", text)
+        self._failing = True
+
+    def _recovered(self) -> None:
+        if self._failing:
+            logger.info("writing reservations works again")
+        self._failing = False

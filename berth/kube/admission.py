@@ -1,0 +1,938 @@
+"""Admission mode: Berth decides, kube-scheduler binds — pending allocations over scheduling gates.
+
+:class:`Admission` sits between the scheduling loop and the usual source and sink (the informers'
+:class:`~berth.kube.snapshots.CacheSource` and the binder :class:`~berth.kube.decisions.ApiSink`)
+and is both a ``SnapshotSource`` and a ``DecisionSink``:
+
+- **The view.** A pod held by Berth's gate ``scheduling.berth.io/admission`` — and by no other
+  gate: the others' owners go first — is offered to the session as a pending pod, whatever its
+  ``schedulerName`` (the informers keep such pods in the cache through :meth:`observe_pod`).
+  The session runs unchanged, so queues, gangs, reservations, reclaim and preemption, and the
+  why-pending reasons of PodGroups, are those of scheduler mode.
+- **Admitting.** A ``BindPod`` for such a pod becomes a *pending allocation* pod → node: the
+  cache assumes the pod on the node at once (the next cycle counts the capacity as used), then
+  the pod is pinned — a required node affinity ``matchFields metadata.name In [node]`` added to
+  each of its terms (allowed while gated), and the annotations ``admitted-node`` /
+  ``admitted-at`` — and only when *every* pod the cycle admitted of the same group is pinned
+  are the gates removed, together: a gang is released whole or not at all (a pin that fails
+  releases nothing; the group is tried again next cycle — its pods already pinned keep their
+  pin, since a gated pod's node affinity may only narrow, and the session sees it). The
+  kube-scheduler then binds. A pod that
+  names Berth's own scheduler is ungated and bound by Berth (POST binding) instead.
+- **Watching.** Bound to the allocated node: done (the cache's assumption turns into the real
+  thing). Bound elsewhere, reported ``Unschedulable`` by its scheduler, or still unbound
+  ``bind_timeout`` seconds after the gate went: the allocation is *rejected* (YuniKorn's
+  RejectTask): the cache forgets the assumption (capacity released), Warning Events go to the
+  pod and its PodGroup, the group's reason says why until it is admitted again, and the pod is
+  sent back to wait: Kubernetes forbids adding a scheduling gate to an existing pod, so a pod
+  owned by a controller is evicted (Eviction API; the controller recreates it and the webhook
+  gates the new one) and a bare pod is recreated by Berth — deleted, then created again with
+  the same name and spec, its pin removed and the gate back.
+- **Restarts and mode switches.** The allocation lives in the pod (the annotations), so a new
+  leader adopts ungated, unbound pods it admitted earlier (assumed on their node again, the
+  timeout running from ``admitted-at``), and gated pods are simply pending. Both executors are
+  always on — pods naming Berth's scheduler are bound by the inner sink in either mode — so a
+  restart with the other ``--mode`` loses no pod: the mode decides what new pods look like
+  (the webhook), not what happens to the ones already there.
+- **Bad input.** A pod with the gate but neither group nor queue is not Berth's: the gate is
+  removed with a Warning Event saying so, and kube-scheduler places it as usual.
+
+Why-pending reasons of pods held by the gate become Normal ``NotAdmitted`` Events (when they
+change), never a ``PodScheduled=False/Unschedulable`` condition: that condition is what makes
+cluster autoscalers buy nodes, and a pod waiting for its queue must not.
+
+Everything but the requests runs on the event loop and never blocks: :meth:`apply` and
+:meth:`observe_pod` record and queue; :meth:`run` does the requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import contextlib
+import copy
+import dataclasses
+import enum
+import functools
+import logging
+import types
+import typing
+
+import kubernetes_asyncio.client
+
+from berth.api import keys
+from berth.kube import errors, events, rest
+from berth.scheduler.framework import decisions
+from berth.scheduler.snapshot import cache as cluster_cache
+from berth.scheduler.snapshot import pods, snapshots, wire
+from berth.util import aiotasks, clocks
+
+__all__ = [
+    "PIN_FIELD",
+    "Admission",
+    "Allocation",
+    "AllocationState",
+    "Sink",
+    "Source",
+    "pin_affinity",
+    "recreated_pod",
+    "unpin_affinity",
+]
+
+logger = logging.getLogger(__name__)
+
+PIN_FIELD = "metadata.name"
+"""The node field a pin matches (``matchFields``: the only field node affinity may use)."""
+
+_MERGE = "application/merge-patch+json"
+_GATE = keys.ADMISSION_GATE
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+_GROUP_KEYS = (keys.POD_GROUP_LABEL, keys.INTEROP_POD_GROUP_LABEL, keys.QUEUE_LABEL)
+_RECREATE_WAIT = 30.0  # seconds to wait for a deleted pod to be gone before creating it again
+
+
+class Source(typing.Protocol):
+    """The snapshot source admission wraps (``CacheSource``)."""
+
+    def snapshot(self) -> snapshots.Snapshot: ...
+
+
+class Sink(typing.Protocol):
+    """The decision sink admission wraps (``ApiSink``): it binds, evicts, annotates, explains."""
+
+    def apply(self, result: decisions.CycleResult) -> None: ...
+
+    def pod_removed(self, key: str) -> None: ...
+
+
+class AllocationState(enum.Enum):
+    """Where a pending allocation is."""
+
+    PINNING = "pinning"  # the cache assumes the pod on the node; pin and ungate in flight
+    UNGATED = "ungated"  # the gate is gone: kube-scheduler (or Berth) is to bind it there
+
+
+@dataclasses.dataclass
+class Allocation:
+    """A pending allocation: Berth chose ``node`` for the pod; it is not bound there yet."""
+
+    key: str
+    uid: str
+    node: str
+    group: str | None
+    state: AllocationState
+    since: float  # when it was admitted (the gate removed), for the bind timeout
+
+
+# Pure pod surgery ---------------------------------------------------------------------------
+
+
+def _pin(node: str) -> dict[str, typing.Any]:
+    return {"key": PIN_FIELD, "operator": "In", "values": [node]}
+
+
+def _terms(affinity: typing.Any) -> list[dict[str, typing.Any]] | None:
+    """The required node selector terms of ``spec.affinity`` (a copy), None when there are none."""
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = (
+        node.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node, dict)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    if not isinstance(terms, list) or not terms:
+        return None
+    return [copy.deepcopy(t) if isinstance(t, dict) else {} for t in terms]
+
+
+def _with_terms(
+    affinity: typing.Any, terms: list[dict[str, typing.Any]] | None
+) -> dict[str, typing.Any] | None:
+    """``affinity`` (a copy) with its required node selector terms replaced (or removed)."""
+    out = copy.deepcopy(affinity) if isinstance(affinity, dict) else {}
+    node = _mapping(out.get("nodeAffinity"))
+    if terms:
+        node["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
+    else:
+        node.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
+    if node:
+        out["nodeAffinity"] = node
+    else:
+        out.pop("nodeAffinity", None)
+    return out or None
+
+
+def pin_affinity(affinity: typing.Any, /, *, node: str) -> dict[str, typing.Any]:
+    """``spec.affinity`` requiring ``node``: the pin ANDed into every existing term (so the
+    pod's own affinity still holds), or one term of its own. Only additions, as Kubernetes
+    allows on a gated pod."""
+    terms = _terms(affinity) or [{}]
+    for term in terms:
+        fields = term.get("matchFields")
+        fields = list(fields) if isinstance(fields, list) else []
+        if _pin(node) not in fields:
+            fields.append(_pin(node))
+        term["matchFields"] = fields
+    pinned = _with_terms(affinity, terms)
+    assert pinned is not None  # there is at least one term
+    return pinned
+
+
+def unpin_affinity(affinity: typing.Any, /, *, node: str) -> dict[str, typing.Any] | None:
+    """``spec.affinity`` without the pin to ``node`` (what :func:`pin_affinity` added)."""
+    terms = _terms(affinity)
+    if terms is None:
+        return copy.deepcopy(affinity) if isinstance(affinity, dict) and affinity else None
+    kept: list[dict[str, typing.Any]] = []
+    for term in terms:
+        fields = [f for f in term.get("matchFields") or () if f != _pin(node)]
+        if fields:
+            term["matchFields"] = fields
+        else:
+            term.pop("matchFields", None)
+        if term:
+            kept.append(term)
+    return _with_terms(affinity, kept)
+
+
+def _gate_names(obj: collections.abc.Mapping[str, typing.Any]) -> tuple[str, ...]:
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    gates = spec.get("schedulingGates") if isinstance(spec, dict) else None
+    return tuple(
+        str(g.get("name") or "")
+        for g in (gates if isinstance(gates, list) else ())
+        if isinstance(g, dict)
+    )
+
+
+def _meta(obj: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _spec(obj: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _status(obj: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
+def _mapping(value: typing.Any) -> dict[str, typing.Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _belongs(obj: collections.abc.Mapping[str, typing.Any]) -> bool:
+    """The pod names a group or a queue (by any key Berth reads)."""
+    meta = _meta(obj)
+    labels = _mapping(meta.get("labels"))
+    if any(labels.get(k) for k in _GROUP_KEYS):
+        return True
+    return bool(_mapping(meta.get("annotations")).get(keys.INTEROP_POD_GROUP_ANNOTATION))
+
+
+def _unschedulable(obj: collections.abc.Mapping[str, typing.Any]) -> str | None:
+    """The message of a ``PodScheduled=False/Unschedulable`` condition, else None."""
+    for condition in _status(obj).get("conditions") or ():
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            return str(condition.get("message") or "unschedulable")
+    return None
+
+
+def _key(obj: collections.abc.Mapping[str, typing.Any]) -> str:
+    meta = _meta(obj)
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def _pod_path(key: str) -> str:
+    namespace, _, name = key.partition("/")
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def recreated_pod(
+    obj: collections.abc.Mapping[str, typing.Any], *, node: str | None
+) -> dict[str, typing.Any]:
+    """A bare pod as it was created, gated again: same name, labels and spec, no pin."""
+    meta = _meta(obj)
+    annotations = {
+        k: v
+        for k, v in _mapping(meta.get("annotations")).items()
+        if k not in (keys.ADMITTED_NODE_ANNOTATION, keys.ADMITTED_AT_ANNOTATION)
+    }
+    new_meta: dict[str, typing.Any] = {"name": meta.get("name"), "namespace": meta.get("namespace")}
+    for field in ("labels", "ownerReferences"):
+        if meta.get(field):
+            new_meta[field] = copy.deepcopy(meta[field])
+    if annotations:
+        new_meta["annotations"] = annotations
+    spec = copy.deepcopy(_spec(obj))
+    spec.pop("nodeName", None)
+    if node is not None:
+        affinity = unpin_affinity(spec.get("affinity"), node=node)
+        if affinity is None:
+            spec.pop("affinity", None)
+        else:
+            spec["affinity"] = affinity
+    gates = [g for g in spec.get("schedulingGates") or () if isinstance(g, dict)]
+    if not any(g.get("name") == _GATE for g in gates):
+        gates.append({"name": _GATE})
+    spec["schedulingGates"] = gates
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": new_meta, "spec": spec}
+
+
+def _controlled(obj: collections.abc.Mapping[str, typing.Any]) -> bool:
+    return any(
+        isinstance(ref, dict) and ref.get("controller")
+        for ref in _meta(obj).get("ownerReferences") or ()
+    )
+
+
+# The coordinator -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Admit:
+    """Pods of one group (or one pod) the cycle admitted: released together or not at all."""
+
+    group: str | None
+    binds: tuple[decisions.BindPod, ...]
+    ours: frozenset[str]  # keys of pods naming Berth's scheduler: Berth binds them itself
+
+
+class Admission:
+    """``SnapshotSource`` and ``DecisionSink`` of admission mode; see the module docstring."""
+
+    def __init__(
+        self,
+        api: kubernetes_asyncio.client.ApiClient,
+        *,
+        cache: cluster_cache.ClusterCache,
+        source: Source,
+        sink: Sink,
+        clock: clocks.Clock,
+        scheduler_names: collections.abc.Collection[str] = (keys.DEFAULT_SCHEDULER_NAME,),
+        recorder: events.EventRecorder | None = None,
+        bind_timeout: float = 60.0,
+        concurrency: int = 16,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self._api = api
+        self._cache = cache
+        self._source = source
+        self._sink = sink
+        self._clock = clock
+        self._ours = frozenset(scheduler_names)
+        self._recorder = recorder
+        self._bind_timeout = bind_timeout
+        self._concurrency = concurrency
+        self._timeout = request_timeout
+        self._objects: dict[str, dict[str, typing.Any]] = {}  # raw pods Berth may patch
+        self._gated: set[str] = set()  # pods held by Berth's gate (and maybe others)
+        self._bad: set[str] = set()  # gated pods with neither group nor queue, to release
+        self._releasing: set[str] = set()  # bad input being ungated
+        self._adopt: set[str] = set()  # adopted allocations the cache has yet to assume
+        self._view: set[str] = set()  # pods the last snapshot offered through the gate
+        self._reasons: dict[str, str] = {}  # pod key -> the NotAdmitted message last sent
+        self._notes: dict[str, str] = {}  # group key -> why its last admission was rejected
+        self._recreating: dict[str, asyncio.Event] = {}  # pod key -> set when the old one is gone
+        self._jobs: asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]]
+        self._jobs = asyncio.Queue()
+        self._active = 0
+        self._failing: set[str] = set()
+        self.allocations: dict[str, Allocation] = {}
+        """Pending allocations by pod key."""
+        self.rejected = 0
+        """Allocations rejected so far."""
+
+    # Informer side -----------------------------------------------------------------------
+    def observe_pod(self, obj: dict[str, typing.Any]) -> bool:
+        """Told every pod the informer sees (before it is cached); True keeps a pod of another
+        scheduler in the cache: gated by Berth, or admitted by it."""
+        key = _key(obj)
+        meta, spec, status = _meta(obj), _spec(obj), _status(obj)
+        uid = str(meta.get("uid") or "")
+        node = str(spec.get("nodeName") or "") or None
+        finished = status.get("phase") in _TERMINAL or bool(meta.get("deletionTimestamp"))
+        gates = _gate_names(obj)
+        admitted = _mapping(meta.get("annotations")).get(keys.ADMITTED_NODE_ANNOTATION)
+        held = _GATE in gates and node is None and not finished
+        if held:
+            self._gated.add(key)
+            if not _belongs(obj):
+                self._bad.add(key)
+        else:
+            self._gated.discard(key)
+            self._bad.discard(key)
+        if held or admitted or key in self.allocations:
+            self._objects[key] = obj
+        else:
+            self._objects.pop(key, None)
+        allocation = self.allocations.get(key)
+        if allocation is not None and allocation.uid and uid and allocation.uid != uid:
+            self._drop(allocation)  # the pod was recreated: the old allocation is moot
+            allocation = None
+        if allocation is not None:
+            if node == allocation.node:
+                del self.allocations[key]  # bound where Berth put it: done
+            elif node is not None:
+                self._reject(allocation, why=f"bound to {node} instead of {allocation.node}")
+            elif finished:
+                self._drop(allocation)
+            elif allocation.state is AllocationState.UNGATED and not gates:
+                message = _unschedulable(obj)
+                if message is not None:
+                    self._reject(
+                        allocation, why=f"its scheduler could not place it there: {message}"
+                    )
+        elif (
+            admitted and node is None and not gates and not finished and key not in self._recreating
+        ):
+            self._adopt_allocation(key, obj, node=str(admitted))
+        return held or bool(admitted) or key in self.allocations or key in self._recreating
+
+    def _adopt_allocation(self, key: str, obj: dict[str, typing.Any], *, node: str) -> None:
+        """An ungated, unbound pod Berth admitted before a restart: a pending allocation again."""
+        meta = _meta(obj)
+        since = _parse_time(_mapping(meta.get("annotations")).get(keys.ADMITTED_AT_ANNOTATION))
+        self.allocations[key] = Allocation(
+            key=key,
+            uid=str(meta.get("uid") or ""),
+            node=node,
+            group=None,
+            state=AllocationState.UNGATED,
+            since=since if since is not None else self._clock.now(),
+        )
+        self._adopt.add(key)
+        logger.info("adopted the pending allocation of pod %s on %s", key, node)
+
+    def pod_removed(self, key: str) -> None:
+        """The pod left the cluster (the informer's removal callback)."""
+        self._gated.discard(key)
+        self._bad.discard(key)
+        self._objects.pop(key, None)
+        self._reasons.pop(key, None)
+        allocation = self.allocations.pop(key, None)
+        if allocation is not None:
+            self._cache.forget_pod(key)
+        gone = self._recreating.get(key)
+        if gone is not None:
+            gone.set()
+        self._sink.pod_removed(key)
+
+    # SnapshotSource ----------------------------------------------------------------------
+    def snapshot(self) -> snapshots.Snapshot:
+        """The inner source's snapshot, with pods held only by Berth's gate offered as pending."""
+        for key in sorted(self._adopt):
+            allocation = self.allocations.get(key)
+            if allocation is None:
+                self._adopt.discard(key)
+                continue
+            try:
+                self._cache.assume_pod(key, node=allocation.node)
+            except KeyError:
+                continue  # not cached yet: the next snapshot
+            self._adopt.discard(key)
+        base = self._source.snapshot()
+        candidates = set(self._gated) | {p.key for p in base.gated if _GATE in p.scheduling_gates}
+        admitted: list[pods.PodInfo] = []
+        still_gated: list[pods.PodInfo] = []
+        for key in sorted(candidates):
+            info = base.pods.get(key)
+            if (
+                info is None
+                or key in self.allocations
+                or info.node_name is not None
+                or info.terminal
+                or info.deleting
+                or _GATE not in info.scheduling_gates
+            ):
+                continue
+            if info.plain:
+                self._bad.add(key)
+                continue
+            if info.scheduling_gates == (_GATE,):
+                admitted.append(dataclasses.replace(info, scheduling_gates=()))
+            elif key not in {p.key for p in base.gated}:
+                still_gated.append(info)
+        self._view = {p.key for p in admitted} | {p.key for p in still_gated}
+        if not admitted and not still_gated:
+            return base
+        lifted = {p.key for p in admitted}
+        by_group: dict[str, int] = {}
+        for info in admitted:
+            if info.pod_group is not None:
+                by_group[info.pod_group] = by_group.get(info.pod_group, 0) + 1
+        groups = dict(base.pod_groups)
+        for group, count in by_group.items():
+            found = groups.get(group)
+            if found is not None:
+                moved = min(count, found.gated)
+                groups[group] = dataclasses.replace(
+                    found, pending=found.pending + moved, gated=found.gated - moved
+                )
+        return dataclasses.replace(
+            base,
+            pods=types.MappingProxyType({**base.pods, **{p.key: p for p in admitted}}),
+            pending=tuple(sorted((*base.pending, *admitted), key=lambda p: p.key)),
+            gated=tuple(
+                sorted(
+                    (*(p for p in base.gated if p.key not in lifted), *still_gated),
+                    key=lambda p: p.key,
+                )
+            ),
+            pod_groups=types.MappingProxyType(groups),
+        )
+
+    # DecisionSink ------------------------------------------------------------------------
+    def apply(self, result: decisions.CycleResult) -> None:
+        """Admit the gated pods ``result`` binds; hand everything else to the inner sink."""
+        admits: dict[str, list[decisions.BindPod]] = {}
+        passed: list[decisions.Decision] = []
+        for decision in result.decisions:
+            if isinstance(decision, decisions.BindPod) and decision.key in self._view:
+                obj = self._objects.get(decision.key)
+                group = _group_of(obj) if obj is not None else None
+                admits.setdefault(group or decision.key, []).append(decision)
+            elif (
+                isinstance(decision, decisions.Unschedulable)
+                and decision.subject is decisions.Subject.POD
+                and decision.key in self._view
+            ):
+                self._explain(decision)
+            else:
+                passed.append(decision)
+        for group_key in sorted(admits):
+            self._notes.pop(group_key, None)
+        reasons = dict(result.group_reasons)
+        for group_key, note in sorted(self._notes.items()):
+            reasons[group_key] = f"{reasons[group_key]}; {note}" if group_key in reasons else note
+        self._sink.apply(
+            dataclasses.replace(
+                result, decisions=tuple(passed), group_reasons=types.MappingProxyType(reasons)
+            )
+        )
+        for group_key, binds in sorted(admits.items()):
+            self._start(group_key, binds)
+        for key in sorted(self._bad - self._releasing):
+            self._releasing.add(key)
+            self._jobs.put_nowait(functools.partial(self._release, key))
+        self.check_timeouts()
+
+    def _start(self, group_key: str, binds: list[decisions.BindPod]) -> None:
+        """Record the pending allocations of one group's admitted pods and queue their release."""
+        now = self._clock.now()
+        accepted: list[decisions.BindPod] = []
+        ours: set[str] = set()
+        for bind in binds:
+            obj = self._objects.get(bind.key)
+            try:
+                self._cache.assume_pod(bind.key, node=bind.node)
+            except KeyError:
+                continue  # gone while the session ran
+            self.allocations[bind.key] = Allocation(
+                key=bind.key,
+                uid=bind.uid,
+                node=bind.node,
+                group=_group_of(obj) if obj is not None else None,
+                state=AllocationState.PINNING,
+                since=now,
+            )
+            self._reasons.pop(bind.key, None)
+            if obj is not None and _spec(obj).get("schedulerName") in self._ours:
+                ours.add(bind.key)
+            accepted.append(bind)
+        if accepted:
+            admit = _Admit(group_key, tuple(accepted), frozenset(ours))
+            self._jobs.put_nowait(lambda: self._admit(admit))
+
+    def _explain(self, decision: decisions.Unschedulable) -> None:
+        if self._reasons.get(decision.key) == decision.reason:
+            return
+        self._reasons[decision.key] = decision.reason
+        obj = self._objects.get(decision.key)
+        self._event(
+            obj,
+            decision.key,
+            kind="Pod",
+            type=events.NORMAL,
+            reason="NotAdmitted",
+            message=decision.reason,
+        )
+
+    def check_timeouts(self) -> None:
+        """Reject allocations whose pod is still unbound ``bind_timeout`` after its gate went."""
+        now = self._clock.now()
+        for key in sorted(self.allocations):
+            allocation = self.allocations[key]
+            if (
+                allocation.state is AllocationState.UNGATED
+                and now - allocation.since >= self._bind_timeout
+            ):
+                self._reject(
+                    allocation, why=f"not bound within {self._bind_timeout:g}s of its admission"
+                )
+
+    # Rejection -----------------------------------------------------------------------------
+    def _drop(self, allocation: Allocation) -> None:
+        self.allocations.pop(allocation.key, None)
+        self._cache.forget_pod(allocation.key)
+
+    def _reject(self, allocation: Allocation, *, why: str) -> None:
+        """RejectTask: release the capacity, explain, and send the pod back to wait gated."""
+        self._drop(allocation)
+        self.rejected += 1
+        key = allocation.key
+        obj = self._objects.get(key)
+        group = allocation.group or (_group_of(obj) if obj is not None else None)
+        message = f"admission of pod {key} on {allocation.node} rejected: {why}"
+        logger.warning("%s", message)
+        self._event(
+            obj, key, kind="Pod", type=events.WARNING, reason="AdmissionRejected", message=message
+        )
+        if group is not None:
+            self._notes[group] = f"{message}; the pod waits gated again"
+            namespace, _, name = group.partition("/")
+            if not name.startswith("pod:") and self._recorder is not None:
+                self._recorder.record(
+                    events.ObjectRef("PodGroup", name, namespace, "", keys.API_VERSION),
+                    type=events.WARNING,
+                    reason="AdmissionRejected",
+                    message=message,
+                )
+        if obj is None:
+            return
+        if _controlled(obj):
+            self._jobs.put_nowait(lambda: self._evict(key, obj))
+        else:
+            self._recreating[key] = asyncio.Event()
+            self._jobs.put_nowait(lambda: self._recreate(key, obj, node=allocation.node))
+
+    # Workers -------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Do the queued requests and check the bind timeout until ``stop`` is set."""
+        workers = [
+            asyncio.create_task(self._work(), name=f"admission worker {i}")
+            for i in range(self._concurrency)
+        ]
+        try:
+            tick = min(1.0, self._bind_timeout / 4)
+            while not await aiotasks.sleep_or_stop(tick, stop=stop):
+                self.check_timeouts()
+        finally:
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Wait until every queued request is done (tests)."""
+        await self._jobs.join()
+
+    @property
+    def in_flight(self) -> int:
+        return self._jobs.qsize() + self._active
+
+    async def _work(self) -> None:
+        while True:
+            job = await self._jobs.get()
+            self._active += 1
+            try:
+                await job()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("an admission request failed")
+            finally:
+                self._active -= 1
+                self._jobs.task_done()
+
+    async def _admit(self, admit: _Admit) -> None:
+        """Pin every pod of the batch; only if all pins landed, remove their gates."""
+        pinned = await asyncio.gather(*(self._pin(b) for b in admit.binds))
+        if not all(version is not None for version in pinned):
+            for bind in admit.binds:
+                allocation = self.allocations.get(bind.key)
+                if allocation is not None and allocation.state is AllocationState.PINNING:
+                    self._drop(allocation)
+            self._log_failure(
+                "pin", f"could not pin every pod of {admit.group}: released none; retrying"
+            )
+            return
+        await asyncio.gather(
+            *(
+                self._ungate(b, version=v, bind=b.key in admit.ours)
+                for b, v in zip(admit.binds, pinned, strict=True)
+                if v is not None
+            )
+        )
+
+    async def _pin(self, bind: decisions.BindPod) -> str | None:
+        """Write the pin and the admitted annotations; the new resourceVersion, None on failure."""
+        for _ in range(2):
+            obj = self._objects.get(bind.key)
+            allocation = self.allocations.get(bind.key)
+            if obj is None or allocation is None:
+                return None
+            meta, spec = _meta(obj), _spec(obj)
+            # A pin from an earlier attempt stays (Kubernetes lets a gated pod's node affinity
+            # only narrow); the session saw it and chose within it, so adding ours is a no-op.
+            affinity = spec.get("affinity")
+            patch = {
+                "metadata": {
+                    "resourceVersion": meta.get("resourceVersion"),
+                    "annotations": {
+                        keys.ADMITTED_NODE_ANNOTATION: bind.node,
+                        keys.ADMITTED_AT_ANNOTATION: _timestamp(self._clock.now()),
+                    },
+                },
+                "spec": {"affinity": pin_affinity(affinity, node=bind.node)},
+            }
+            try:
+                answer = await rest.request(
+                    self._api,
+                    method="PATCH",
+                    path=_pod_path(bind.key),
+                    body=patch,
+                    content_type=_MERGE,
+                    timeout=self._timeout,
+                )
+            except errors.Conflict:
+                await self._refresh(bind.key)  # changed since the informer saw it: once more
+                continue
+            except errors.KubeError as exc:
+                self._log_failure("pin", f"pinning pod {bind.key} to {bind.node} failed: {exc}")
+                return None
+            self._objects[bind.key] = answer
+            return str(_meta(answer).get("resourceVersion") or "")
+        return None
+
+    async def _ungate(self, decision: decisions.BindPod, *, version: str, bind: bool) -> None:
+        """Remove Berth's gate (keeping the others); Berth binds pods naming its scheduler."""
+        key = decision.key
+        allocation = self.allocations.get(key)
+        obj = self._objects.get(key)
+        if allocation is None or obj is None:
+            return
+        remaining = [g for g in _spec(obj).get("schedulingGates") or () if isinstance(g, dict)]
+        remaining = [g for g in remaining if g.get("name") != _GATE]
+        allocation.state = AllocationState.UNGATED
+        allocation.since = self._clock.now()
+        patch = {
+            "metadata": {"resourceVersion": version},
+            "spec": {"schedulingGates": remaining or None},
+        }
+        try:
+            answer = await rest.request(
+                self._api,
+                method="PATCH",
+                path=_pod_path(key),
+                body=patch,
+                content_type=_MERGE,
+                timeout=self._timeout,
+            )
+        except errors.KubeError as exc:
+            # Still gated (or gone): the next cycle offers it again.
+            self._log_failure("ungate", f"removing the gate of pod {key} failed: {exc}")
+            if self.allocations.get(key) is allocation:
+                self._drop(allocation)
+            return
+        self._objects[key] = answer
+        if bind:
+            await self._bind(decision)
+
+    async def _bind(self, decision: decisions.BindPod) -> None:
+        """Bind a pod naming Berth's scheduler once its gate is gone (nobody else will)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": decision.name,
+                "namespace": decision.namespace,
+                "uid": decision.uid,
+            },
+            "target": {"apiVersion": "v1", "kind": "Node", "name": decision.node},
+        }
+        try:
+            await rest.request(
+                self._api,
+                method="POST",
+                path=_pod_path(decision.key) + "/binding",
+                body=body,
+                timeout=self._timeout,
+            )
+        except errors.KubeError as exc:
+            # Ungated and Berth's: the inner sink binds it from the next cycle on.
+            self._log_failure("bind", f"binding pod {decision.key} failed: {exc}")
+            allocation = self.allocations.get(decision.key)
+            if allocation is not None:
+                self._drop(allocation)
+
+    async def _release(self, key: str) -> None:
+        """Bad input: Berth's gate on a pod with neither group nor queue; remove it, say why."""
+        try:
+            obj = self._objects.get(key)
+            if obj is None or key not in self._bad:
+                return
+            remaining = [g for g in _spec(obj).get("schedulingGates") or () if isinstance(g, dict)]
+            remaining = [g for g in remaining if g.get("name") != _GATE]
+            patch = {
+                "metadata": {"resourceVersion": _meta(obj).get("resourceVersion")},
+                "spec": {"schedulingGates": remaining or None},
+            }
+            try:
+                answer = await rest.request(
+                    self._api,
+                    method="PATCH",
+                    path=_pod_path(key),
+                    body=patch,
+                    content_type=_MERGE,
+                    timeout=self._timeout,
+                )
+            except errors.KubeError as exc:
+                self._log_failure("release", f"removing the gate of pod {key} failed: {exc}")
+                return
+            self._bad.discard(key)
+            self._objects[key] = answer
+            self._event(
+                answer,
+                key,
+                kind="Pod",
+                type=events.WARNING,
+                reason="NotBerths",
+                message=(
+                    f"the scheduling gate {_GATE} was removed: the pod names neither a PodGroup "
+                    f"({keys.POD_GROUP_LABEL}) nor a queue ({keys.QUEUE_LABEL}), so Berth does "
+                    "not admit it and the default scheduler places it"
+                ),
+            )
+        finally:
+            self._releasing.discard(key)
+
+    async def _evict(self, key: str, obj: dict[str, typing.Any]) -> None:
+        """A rejected pod with a controller: evict it; the controller recreates it (gated)."""
+        namespace, _, name = key.partition("/")
+        uid = _meta(obj).get("uid")
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}} if uid else {},
+        }
+        try:
+            await rest.request(
+                self._api,
+                method="POST",
+                path=_pod_path(key) + "/eviction",
+                body=body,
+                timeout=self._timeout,
+            )
+        except errors.NotFound:
+            return
+        except errors.KubeError as exc:
+            self._log_failure("evict", f"evicting rejected pod {key} failed: {exc}")
+
+    async def _recreate(self, key: str, obj: dict[str, typing.Any], *, node: str) -> None:
+        """A rejected bare pod: delete it and create it again, unpinned and gated."""
+        gone = self._recreating.get(key) or asyncio.Event()
+        try:
+            meta = _meta(obj)
+            options: dict[str, typing.Any] = {"preconditions": {"uid": meta.get("uid")}}
+            if not _spec(obj).get("nodeName"):
+                options["gracePeriodSeconds"] = 0  # never started: nothing to stop gracefully
+            try:
+                await rest.request(
+                    self._api,
+                    method="DELETE",
+                    path=_pod_path(key),
+                    body=options,
+                    timeout=self._timeout,
+                )
+            except errors.NotFound:
+                gone.set()
+            except errors.Conflict:
+                return  # another pod of that name already: nothing of ours to recreate
+            except errors.KubeError as exc:
+                self._log_failure("recreate", f"deleting rejected pod {key} failed: {exc}")
+                return
+            body = recreated_pod(obj, node=node)
+            deadline = self._clock.now() + _RECREATE_WAIT
+            while True:
+                try:
+                    await rest.request(
+                        self._api,
+                        method="POST",
+                        path=_pod_path(key).rsplit("/", 1)[0],
+                        body=body,
+                        timeout=self._timeout,
+                    )
+                    logger.info("recreated rejected pod %s gated", key)
+                    return
+                except errors.Conflict:
+                    # The old pod is still terminating: wait for its removal, then again.
+                    left = deadline - self._clock.now()
+                    if left <= 0:
+                        break
+                    gone.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(gone.wait(), timeout=min(left, 5.0))
+                except errors.KubeError as exc:
+                    self._log_failure("recreate", f"recreating rejected pod {key} failed: {exc}")
+                    return
+            self._log_failure("recreate", f"rejected pod {key} was not gone in time to recreate")
+        finally:
+            self._recreating.pop(key, None)
+
+    async def _refresh(self, key: str) -> None:
+        try:
+            self._objects[key] = await rest.request(
+                self._api, method="GET", path=_pod_path(key), timeout=self._timeout
+            )
+        except errors.KubeError:
+            self._objects.pop(key, None)
+
+    def _event(
+        self,
+        obj: dict[str, typing.Any] | None,
+        key: str,
+        *,
+        kind: str,
+        type: str,
+        reason: str,
+        message: str,
+    ) -> None:
+        if self._recorder is None:
+            return
+        namespace, _, name = key.partition("/")
+        uid = str(_meta(obj).get("uid") or "") if obj is not None else ""
+        self._recorder.record(
+            events.ObjectRef(kind, name, namespace, uid), type=type, reason=reason, message=message
+        )
+
+    def _log_failure(self, kind: str, message: str) -> None:
+        if kind not in self._failing:
+            self._failing.add(kind)
+            logger.warning("%s", message)
+        else:
+            logger.debug("%s", message)
+
+
+def _group_of(obj: collections.abc.Mapping[str, typing.Any]) -> str | None:
+    """The pod's group key as the cache forms it (explicit group, or the queue's group of one)."""
+    info = pods.pod_info(obj)
+    return info.pod_group
+
+
+def _timestamp(when: float) -> str:
+    return clocks.to_datetime(when).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(text: typing.Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    return wire.parse_time(text)

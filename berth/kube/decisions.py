@@ -1,0 +1,650 @@
+"""The scheduler's ``DecisionSink`` against the API server: bind, evict, annotate, explain.
+
+:class:`ApiSink` receives each cycle's :class:`~berth.scheduler.framework.decisions.CycleResult`
+on the event loop and must not block it, so :meth:`ApiSink.apply` only updates the cache and
+queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded number at a time:
+
+- ``BindPod``: the cache assumes the pod on its node at once (the next cycle already counts
+  it there), then ``POST pods/{name}/binding`` with the pod's UID as precondition. On success
+  the pod gets a ``Scheduled`` Event. A 409 saying the pod is already on *this* node is a
+  success (an earlier attempt landed although its answer was lost). A 404, a UID mismatch or
+  a pod being deleted means the pod is gone: forget it, no retry. A 409 naming another node
+  means somebody else bound it: forget the assumption, the watch brings the truth. A timeout
+  or broken connection may have landed: the same binding is retried (keeping the assumption)
+  a few times, then given up like any other failure: the cache forgets the pod and it sits
+  out a backoff (1 s doubling to 10 s, as kube-scheduler) before the scheduler may try it
+  again, possibly elsewhere. The API server refuses a second binding of a bound pod, and a
+  pod is only bound here from a ``BindPod`` — so a pod is never bound twice.
+- ``EvictPod``: the Eviction API (``POST pods/{name}/eviction``, UID precondition), and a
+  ``Preempted`` Event explaining why.
+- ``AnnotatePod``, ``NominatePod``: small patches, the latter only when the node changed.
+- ``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation``: the Reservation's
+  status (phase, node, allocatable; owners and allocated; ``Scheduled``/``Ready`` conditions),
+  read, changed and written back at the version read (a 409 reads again), by one worker so that
+  a cycle's changes to one Reservation land in order; an Event says what happened.
+- ``Unschedulable``: for a pod, its ``PodScheduled`` condition (``Unschedulable`` with the
+  reason) and a ``FailedScheduling`` Event; for a Reservation, its ``Scheduled`` condition and
+  the Event — written only when the reason changed, since every cycle repeats the reasons of
+  everything still waiting. Group reasons are kept in :attr:`ApiSink.last_result` for the
+  PodGroup controller, which owns the PodGroup's status.
+
+Failures are counted and logged once per kind of trouble, never raised into the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import contextlib
+import copy
+import dataclasses
+import logging
+import typing
+
+import kubernetes_asyncio.client
+
+from berth.api import keys, resources
+from berth.kube import errors, events, rest
+from berth.scheduler.framework import decisions
+from berth.scheduler.snapshot import cache as cluster_cache
+from berth.scheduler.snapshot import snapshots
+from berth.util import clocks
+
+__all__ = ["ApiSink", "BindingObserver", "BindOutcome"]
+
+logger = logging.getLogger(__name__)
+
+_STRATEGIC = "application/strategic-merge-patch+json"
+_MERGE = "application/merge-patch+json"
+
+
+class BindingObserver(typing.Protocol):
+    """Where binding latencies go (the operator's metrics)."""
+
+    def observe_binding(self, seconds: float, *, failure: str | None = None) -> None: ...
+
+    def observe_e2e(self, seconds: float) -> None: ...
+
+
+class BindOutcome(typing.NamedTuple):
+    """How one binding ended (for logs, tests and the bench)."""
+
+    key: str
+    node: str
+    bound: bool
+    failure: str | None  # conflict, not_found, gone, timeout, error
+
+
+@dataclasses.dataclass
+class _Backoff:
+    attempts: int
+    until: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    decision: decisions.Decision
+    created: float  # the pod's creationTimestamp (BindPod), for the e2e latency
+
+
+class ApiSink:
+    """``DecisionSink`` writing decisions to the API server; see the module docstring."""
+
+    def __init__(
+        self,
+        api: kubernetes_asyncio.client.ApiClient,
+        *,
+        cache: cluster_cache.ClusterCache,
+        clock: clocks.Clock,
+        recorder: events.EventRecorder | None = None,
+        observer: BindingObserver | None = None,
+        last_snapshot: collections.abc.Callable[[], snapshots.Snapshot | None] | None = None,
+        concurrency: int = 64,
+        write_concurrency: int = 8,
+        bind_timeout: float = 10.0,
+        retries_on_timeout: int = 2,
+        backoff: tuple[float, float] = (1.0, 10.0),
+        on_bound: collections.abc.Callable[[BindOutcome], None] | None = None,
+    ) -> None:
+        self._api = api
+        self._cache = cache
+        self._clock = clock
+        self._recorder = recorder
+        self._observer = observer
+        self._last_snapshot = last_snapshot
+        self._concurrency = concurrency
+        self._write_concurrency = write_concurrency
+        self._bind_timeout = bind_timeout
+        self._retries = retries_on_timeout
+        self._backoff = backoff
+        self.on_bound = on_bound
+        """Told how every binding ended (the benchmark, tests)."""
+        self._binds: asyncio.Queue[_Job] = asyncio.Queue()
+        self._writes: asyncio.Queue[_Job] = asyncio.Queue()
+        self._backoffs: dict[str, _Backoff] = {}
+        self._gone: set[str] = set()  # pods deleted since their binding was queued
+        self._reservations: asyncio.Queue[_Job] = asyncio.Queue()
+        # (subject kind, key) -> the reason last written to its Scheduled condition
+        self._reasons: dict[tuple[str, str], str] = {}
+        self._nominated: dict[str, str] = {}  # pod key -> the node last nominated
+        self._failing: set[str] = set()  # kinds of failure already logged
+        self.last_result: decisions.CycleResult | None = None
+        """The last cycle's result (group reasons and queue summaries for the controllers)."""
+        self._active = 0  # jobs being worked on
+        self.bound = 0
+        """Pods this sink bound (the API server confirmed)."""
+        self.bind_failures = 0
+
+    # DecisionSink ---------------------------------------------------------------------------
+    def apply(self, result: decisions.CycleResult) -> None:
+        """Queue ``result``'s decisions (in order); assume bound pods in the cache at once."""
+        self.last_result = result
+        snapshot = self._last_snapshot() if self._last_snapshot is not None else None
+        for decision in result.decisions:
+            if isinstance(decision, decisions.BindPod):
+                self._assume(decision, snapshot=snapshot)
+            elif isinstance(decision, decisions.EvictPod):
+                self._binds.put_nowait(_Job(decision, 0.0))
+            elif isinstance(decision, decisions.Unschedulable):
+                self._unschedulable(decision, snapshot=snapshot)
+            elif isinstance(
+                decision,
+                decisions.SetReservationAvailable
+                | decisions.AllocateReservation
+                | decisions.EndReservation,
+            ):
+                # One worker, in order: these read, change and write one Reservation's status.
+                self._reservations.put_nowait(_Job(decision, 0.0))
+                if isinstance(decision, decisions.SetReservationAvailable):
+                    self._assume_reservation(decision)
+            elif isinstance(decision, decisions.NominatePod):
+                if self._nominated.get(decision.key) != decision.node:
+                    self._nominated[decision.key] = decision.node
+                    self._writes.put_nowait(_Job(decision, 0.0))
+            else:
+                self._writes.put_nowait(_Job(decision, 0.0))
+
+    def _assume_reservation(self, decision: decisions.SetReservationAvailable) -> None:
+        """Hold the reservation on its node at once, as a bound pod is assumed: the next cycle
+        must not place it again before the status write lands (the watch then confirms it)."""
+        with contextlib.suppress(KeyError):  # deleted while the session ran
+            self._cache.assume_reservation(
+                decision.key, node=decision.node, allocatable=decision.allocatable
+            )
+
+    def _assume(self, decision: decisions.BindPod, *, snapshot: snapshots.Snapshot | None) -> None:
+        key = decision.key
+        self._gone.discard(key)
+        try:
+            self._cache.assume_pod(key, node=decision.node)
+        except KeyError:
+            return  # deleted while the session ran: nothing to bind
+        self._reasons.pop((decisions.Subject.POD.value, key), None)
+        pod = snapshot.pods.get(key) if snapshot is not None else None
+        created = pod.creation_timestamp if pod is not None else 0.0
+        self._binds.put_nowait(_Job(decision, created))
+
+    def _unschedulable(
+        self, decision: decisions.Unschedulable, *, snapshot: snapshots.Snapshot | None
+    ) -> None:
+        if decision.subject is decisions.Subject.GROUP:
+            return  # the PodGroup controller owns the group's status (from last_result)
+        subject = (decision.subject.value, decision.key)
+        if self._reasons.get(subject) == decision.reason:
+            return
+        self._reasons[subject] = decision.reason
+        if decision.subject is decisions.Subject.RESERVATION:
+            self._reservations.put_nowait(_Job(decision, 0.0))
+            return
+        pod = snapshot.pods.get(decision.key) if snapshot is not None else None
+        if pod is not None and pod.reserve:
+            return  # an in-memory reserve pod: its Reservation hears about it
+        self._writes.put_nowait(_Job(decision, 0.0))
+
+    # Backoffs (the snapshot source asks) ---------------------------------------------------
+    def holding(self, now: float) -> collections.abc.Set[str]:
+        """Pods whose last binding failed and whose backoff has not ended at ``now``."""
+        return {key for key, entry in self._backoffs.items() if entry.until > now}
+
+    def pod_removed(self, key: str) -> None:
+        """The pod left the cluster: drop its retries and remembered writes."""
+        self._gone.add(key)
+        self._backoffs.pop(key, None)
+        self._reasons.pop((decisions.Subject.POD.value, key), None)
+        self._nominated.pop(key, None)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests queued or running."""
+        queued = self._binds.qsize() + self._writes.qsize() + self._reservations.qsize()
+        return queued + self._active
+
+    # Workers -------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work through queued decisions until ``stop`` is set."""
+        workers = [
+            asyncio.create_task(self._work(self._binds), name=f"binder {i}")
+            for i in range(self._concurrency)
+        ] + [
+            asyncio.create_task(self._work(self._writes), name=f"status writer {i}")
+            for i in range(self._write_concurrency)
+        ]
+        workers.append(asyncio.create_task(self._work(self._reservations), name="reservations"))
+        try:
+            await stop.wait()
+        finally:
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Wait until every queued decision has been applied (tests, the bench)."""
+        await self._binds.join()
+        await self._writes.join()
+        await self._reservations.join()
+
+    async def _work(self, queue: asyncio.Queue[_Job]) -> None:
+        while True:
+            job = await queue.get()
+            self._active += 1
+            try:
+                await self._do(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("applying %r failed", job.decision)
+            finally:
+                self._active -= 1
+                queue.task_done()
+
+    async def _do(self, job: _Job) -> None:
+        decision = job.decision
+        if isinstance(decision, decisions.BindPod):
+            outcome = await self._bind(decision, created=job.created)
+            if self.on_bound is not None:
+                self.on_bound(outcome)
+        elif isinstance(decision, decisions.EvictPod):
+            await self._evict(decision)
+        elif isinstance(decision, decisions.AnnotatePod):
+            await self._patch(
+                _pod_path(decision.namespace, decision.name),
+                {"metadata": {"annotations": dict(decision.annotations)}},
+                what=f"annotate pod {decision.key}",
+                content_type=_MERGE,
+            )
+        elif isinstance(decision, decisions.NominatePod):
+            await self._patch(
+                _pod_path(decision.namespace, decision.name) + "/status",
+                {"status": {"nominatedNodeName": decision.node}},
+                what=f"nominate pod {decision.key}",
+                content_type=_STRATEGIC,
+            )
+        elif isinstance(decision, decisions.SetReservationAvailable):
+            await self._reservation_available(decision)
+        elif isinstance(decision, decisions.AllocateReservation):
+            await self._reservation_allocated(decision)
+        elif isinstance(decision, decisions.EndReservation):
+            await self._reservation_ended(decision)
+        elif isinstance(decision, decisions.Unschedulable):
+            if decision.subject is decisions.Subject.RESERVATION:
+                await self._reservation_unschedulable(decision)
+            else:
+                await self._pod_condition(decision)
+
+    # Binding -------------------------------------------------------------------------------
+    async def _bind(self, decision: decisions.BindPod, *, created: float) -> BindOutcome:
+        key = decision.key
+        loop = asyncio.get_running_loop()
+        metadata = {"name": decision.name, "namespace": decision.namespace}
+        if decision.uid:
+            metadata["uid"] = decision.uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": decision.node},
+        }
+        path = _pod_path(decision.namespace, decision.name) + "/binding"
+        for attempt in range(1 + self._retries):
+            if key in self._gone:
+                self._cache.forget_pod(key)
+                return BindOutcome(key, decision.node, False, "gone")
+            started = loop.time()
+            try:
+                await rest.request(
+                    self._api, method="POST", path=path, body=body, timeout=self._bind_timeout
+                )
+            except errors.TransportError as exc:
+                self._observe(loop.time() - started, failure="timeout")
+                if attempt < self._retries:
+                    # It may have landed: ask again for the same node (a 409 naming this node
+                    # then confirms it); the cache keeps the pod where it was assumed.
+                    await asyncio.sleep(self._backoff[0] / 4 * (attempt + 1))
+                    continue
+                return self._failed(decision, failure="timeout", detail=str(exc))
+            except errors.APIError as exc:
+                seconds = loop.time() - started
+                return self._refused(decision, exc, seconds=seconds, created=created)
+            self._observe(loop.time() - started, failure=None)
+            return self._succeeded(decision, created=created)
+        raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+
+    def _refused(
+        self, decision: decisions.BindPod, exc: errors.APIError, *, seconds: float, created: float
+    ) -> BindOutcome:
+        key = decision.key
+        message = str(exc.body.get("message") or exc)
+        if isinstance(exc, errors.Conflict) and f'assigned to node "{decision.node}"' in message:
+            self._observe(seconds, failure=None)
+            return self._succeeded(decision, created=created)
+        if isinstance(exc, errors.NotFound) or (
+            isinstance(exc, errors.Conflict)
+            and ("Precondition failed" in message or "being deleted" in message)
+        ):
+            self._observe(seconds, failure="not_found")
+            self._cache.forget_pod(key)
+            self._backoffs.pop(key, None)
+            logger.info("pod %s is gone; not binding it", key)
+            return BindOutcome(key, decision.node, False, "gone")
+        if isinstance(exc, errors.Conflict) and "already assigned" in message:
+            self._observe(seconds, failure="conflict")
+            self._cache.forget_pod(key)
+            logger.warning("pod %s was bound by somebody else: %s", key, message)
+            return BindOutcome(key, decision.node, False, "conflict")
+        failure = "conflict" if isinstance(exc, errors.Conflict) else "error"
+        self._observe(seconds, failure=failure)
+        return self._failed(decision, failure=failure, detail=str(exc))
+
+    def _succeeded(self, decision: decisions.BindPod, *, created: float) -> BindOutcome:
+        self.bound += 1
+        self._backoffs.pop(decision.key, None)
+        if self._observer is not None and created > 0:
+            self._observer.observe_e2e(max(0.0, self._clock.now() - created))
+        self._event(
+            events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            type=events.NORMAL,
+            reason="Scheduled",
+            message=f"Successfully assigned {decision.key} to {decision.node}",
+        )
+        return BindOutcome(decision.key, decision.node, True, None)
+
+    def _failed(self, decision: decisions.BindPod, *, failure: str, detail: str) -> BindOutcome:
+        key = decision.key
+        self.bind_failures += 1
+        self._cache.forget_pod(key)
+        entry = self._backoffs.get(key)
+        attempts = entry.attempts + 1 if entry is not None else 1
+        delay = min(self._backoff[0] * 2 ** (attempts - 1), self._backoff[1])
+        self._backoffs[key] = _Backoff(attempts, self._clock.now() + delay)
+        self._log_failure(
+            f"bind-{failure}",
+            f"binding pod {key} to {decision.node} failed ({detail}); retrying in {delay:g}s",
+        )
+        return BindOutcome(key, decision.node, False, failure)
+
+    def _observe(self, seconds: float, *, failure: str | None) -> None:
+        if self._observer is not None:
+            self._observer.observe_binding(seconds, failure=failure)
+
+    # Other writes --------------------------------------------------------------------------
+    async def _evict(self, decision: decisions.EvictPod) -> None:
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": decision.name, "namespace": decision.namespace},
+            "deleteOptions": {"preconditions": {"uid": decision.uid}} if decision.uid else {},
+        }
+        path = _pod_path(decision.namespace, decision.name) + "/eviction"
+        try:
+            await rest.request(self._api, method="POST", path=path, body=body, timeout=30.0)
+        except errors.NotFound:
+            return  # gone already: the eviction's purpose is served
+        except errors.KubeError as exc:
+            self._log_failure("evict", f"evicting pod {decision.key} failed: {exc}")
+            return
+        self._event(
+            events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            type=events.WARNING,
+            reason="Preempted",
+            message=f"Evicted from {decision.node}: {decision.reason}",
+        )
+
+    async def _reservation_available(self, decision: decisions.SetReservationAvailable) -> None:
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> None:
+            status.update(
+                phase="Available",
+                nodeName=decision.node,
+                allocatable=decision.allocatable.to_api(),
+            )
+            _set_condition(
+                status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}", now
+            )
+            _set_condition(
+                status, "Ready", "True", "Available", "holding capacity for its owners", now
+            )
+
+        if await self._update_reservation(decision.namespace, decision.name, change):
+            self._reasons.pop((decisions.Subject.RESERVATION.value, decision.key), None)
+            held = ", ".join(f"{k}={v}" for k, v in decision.allocatable.to_api().items())
+            self._reservation_event(
+                decision.namespace,
+                decision.name,
+                type=events.NORMAL,
+                reason="Scheduled",
+                message=f"Reserved {held} on {decision.node}",
+            )
+
+    async def _reservation_allocated(self, decision: decisions.AllocateReservation) -> None:
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> None:
+            owners = [
+                o
+                for o in status.get("currentOwners") or []
+                if isinstance(o, dict) and o.get("uid") != decision.owner_uid
+            ]
+            owners.append(
+                {"namespace": decision.namespace, "name": decision.owner, "uid": decision.owner_uid}
+            )
+            try:
+                allocated = resources.ResourceList.parse(status.get("allocated"))
+            except Exception:
+                allocated = resources.ResourceList()  # unreadable: start again from this owner
+            status.update(currentOwners=owners, allocated=(allocated + decision.requests).to_api())
+            if decision.succeeded:
+                status["phase"] = "Succeeded"
+                _set_condition(
+                    status,
+                    "Ready",
+                    "False",
+                    "Succeeded",
+                    f"used by its owner {decision.owner}",
+                    now,
+                )
+
+        if await self._update_reservation(decision.namespace, decision.name, change):
+            self._reservation_event(
+                decision.namespace,
+                decision.name,
+                type=events.NORMAL,
+                reason="Allocated",
+                message=f"Pod {decision.owner} placed into the reservation",
+            )
+
+    async def _reservation_ended(self, decision: decisions.EndReservation) -> None:
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> None:
+            status["phase"] = decision.phase
+            _set_condition(status, "Ready", "False", decision.reason, decision.message, now)
+
+        if await self._update_reservation(decision.namespace, decision.name, change):
+            self._reservation_event(
+                decision.namespace,
+                decision.name,
+                type=events.WARNING if decision.phase == "Failed" else events.NORMAL,
+                reason=decision.reason,
+                message=decision.message,
+            )
+
+    async def _reservation_unschedulable(self, decision: decisions.Unschedulable) -> None:
+        subject = (decisions.Subject.RESERVATION.value, decision.key)
+        if self._reasons.get(subject) != decision.reason:
+            return  # superseded while queued
+        namespace, _, name = decision.key.partition("/")
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> None:
+            _set_condition(status, "Scheduled", "False", "Unschedulable", decision.reason, now)
+
+        if await self._update_reservation(namespace, name, change):
+            self._reservation_event(
+                namespace,
+                name,
+                type=events.WARNING,
+                reason="FailedScheduling",
+                message=decision.reason,
+            )
+
+    async def _update_reservation(
+        self,
+        namespace: str,
+        name: str,
+        change: collections.abc.Callable[[dict[str, typing.Any]], None],
+        *,
+        attempts: int = 3,
+    ) -> bool:
+        """Read the Reservation, ``change`` its status, write it back at the version read."""
+        path = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/reservations/{name}"
+        for _ in range(attempts):
+            try:
+                current = await rest.request(self._api, method="GET", path=path, timeout=30.0)
+            except errors.NotFound:
+                return False
+            except errors.KubeError as exc:
+                self._log_failure("reservation", f"reading reservation {namespace}/{name}: {exc}")
+                return False
+            before = current.get("status")
+            status = copy.deepcopy(before) if isinstance(before, dict) else {}
+            change(status)
+            if status == before:
+                return True
+            version = (current.get("metadata") or {}).get("resourceVersion")
+            body = {"metadata": {"resourceVersion": version}, "status": status}
+            try:
+                await rest.request(
+                    self._api,
+                    method="PATCH",
+                    path=path + "/status",
+                    body=body,
+                    content_type=_MERGE,
+                    timeout=30.0,
+                )
+            except errors.Conflict:
+                continue  # written in between: read it again
+            except errors.NotFound:
+                return False
+            except errors.KubeError as exc:
+                self._log_failure("reservation", f"writing reservation {namespace}/{name}: {exc}")
+                return False
+            return True
+        self._log_failure("reservation", f"reservation {namespace}/{name} kept changing; skipped")
+        return False
+
+    def _reservation_event(
+        self, namespace: str, name: str, *, type: str, reason: str, message: str
+    ) -> None:
+        ref = events.ObjectRef("Reservation", name, namespace, "", keys.API_VERSION)
+        self._event(ref, type=type, reason=reason, message=message)
+
+    async def _pod_condition(self, decision: decisions.Unschedulable) -> None:
+        if self._reasons.get((decisions.Subject.POD.value, decision.key)) != decision.reason:
+            return  # a newer reason superseded this one while it was queued
+        namespace, _, name = decision.key.partition("/")
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": decision.reason,
+            "lastProbeTime": None,
+            "lastTransitionTime": _timestamp(self._clock.now()),
+        }
+        await self._patch(
+            _pod_path(namespace, name) + "/status",
+            {"status": {"conditions": [condition]}},
+            what=f"pod {decision.key} condition",
+            content_type=_STRATEGIC,
+        )
+        self._event(
+            events.ObjectRef("Pod", name, namespace),
+            type=events.WARNING,
+            reason="FailedScheduling",
+            message=decision.reason,
+        )
+
+    async def _patch(
+        self, path: str, body: dict[str, typing.Any], *, what: str, content_type: str
+    ) -> bool:
+        try:
+            await rest.request(
+                self._api,
+                method="PATCH",
+                path=path,
+                body=body,
+                content_type=content_type,
+                timeout=30.0,
+            )
+        except errors.NotFound:
+            return False  # gone: nothing to explain any more
+        except errors.KubeError as exc:
+            self._log_failure(what.split(" ")[0], f"writing {what} failed: {exc}")
+            return False
+        return True
+
+    def _event(self, ref: events.ObjectRef, *, type: str, reason: str, message: str) -> None:
+        if self._recorder is not None:
+            self._recorder.record(ref, type=type, reason=reason, message=message)
+
+    def _log_failure(self, kind: str, message: str) -> None:
+        # The first failure of a kind is a warning; repeats are debug (a flapping API server
+        # must not flood the log with one line per pod).
+        if kind not in self._failing:
+            self._failing.add(kind)
+            logger.warning("%s", message)
+        else:
+            logger.debug("%s", message)
+
+
+def _pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def _set_condition(
+    status: dict[str, typing.Any],
+    kind: str,
+    value: str,
+    reason: str,
+    message: str,
+    now: float,
+) -> None:
+    """Set one condition in ``status``; the transition time moves only when ``value`` does."""
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    old = next((c for c in conditions if c.get("type") == kind), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == value else None
+    conditions = [c for c in conditions if c.get("type") != kind]
+    conditions.append(
+        {
+            "type": kind,
+            "status": value,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": since or _timestamp(now),
+        }
+    )
+    status["conditions"] = sorted(conditions, key=lambda c: str(c.get("type")))
+
+
+def _timestamp(when: float) -> str:
+    return clocks.to_datetime(when).strftime("%Y-%m-%dT%H:%M:%SZ")

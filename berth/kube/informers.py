@@ -1,0 +1,422 @@
+"""Informers: list+watch the objects the scheduler needs and keep the ``ClusterCache`` current.
+
+One :class:`Informer` per resource lists it (in pages), then watches from the list's
+resourceVersion with bookmarks, and hands every change to a callback as the raw JSON dict,
+decoded once. A 410 Gone (the version is too old) relists at once; every other failure (API
+server unreachable, 401 expired credentials, 403 RBAC, a 404 because the CRDs are missing) is
+logged once with what to do about it, marks the informer unhealthy, and is retried with capped
+exponential backoff: a transient fault never crashes the process. A relist also removes the
+objects that disappeared while the watch was down.
+
+:class:`ClusterInformers` runs the six informers Berth needs and feeds a
+:class:`~berth.scheduler.snapshot.cache.ClusterCache`:
+
+- pods: one watch of every pod, filtered here: Berth's own pods (its scheduler name) in any
+  phase (finished members count for their gangs), and other schedulers' pods while they are
+  bound and not finished (they use node capacity). One stream rather than two selector-filtered
+  ones, so that a pod being bound is never seen deleted from one stream and added to another
+  in the wrong order;
+- nodes, PriorityClasses, and Berth's Queues, PodGroups and Reservations.
+
+Malformed objects (not parseable by the cache) are logged and skipped. ``synced`` is set, and
+the ``caches-synced`` readiness condition becomes true, once every informer has listed once;
+the condition turns false again while any informer cannot reach the API server. ``trigger`` is
+set on every change the scheduler should react to (anything but status churn of pods already
+bound), which is what wakes the scheduling loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import dataclasses
+import logging
+import random
+import typing
+
+import kubernetes_asyncio.client
+
+from berth.api import keys
+from berth.kube import errors, watching
+from berth.scheduler.snapshot import cache as cluster_cache
+from berth.util import aiotasks
+
+__all__ = [
+    "READINESS_CONDITION",
+    "ClusterInformers",
+    "Informer",
+    "ReadinessSink",
+    "Resource",
+    "pod_resource",
+]
+
+logger = logging.getLogger(__name__)
+
+READINESS_CONDITION = "caches-synced"
+
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+_BERTH = f"/apis/{keys.API_VERSION}"
+
+
+class ReadinessSink(typing.Protocol):
+    """Where informers report whether the caches are usable (the operator's readiness)."""
+
+    def set(self, name: str, *, ready: bool, reason: str = "") -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """A collection to list and watch: a name for log lines and its cluster-wide path."""
+
+    name: str  # "pods", "queues"
+    path: str  # "/api/v1/pods"
+    namespaced: bool
+    hint: str = ""  # appended to a 404's log line (what is probably missing)
+
+
+def pod_resource() -> Resource:
+    return Resource("pods", "/api/v1/pods", namespaced=True)
+
+
+_NODES = Resource("nodes", "/api/v1/nodes", namespaced=False)
+_CLASSES = Resource(
+    "priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses", namespaced=False
+)
+_CRD_HINT = "are Berth's CRDs installed? (kubectl apply -f crds/)"
+_QUEUES = Resource("queues", f"{_BERTH}/queues", namespaced=False, hint=_CRD_HINT)
+_GROUPS = Resource("podgroups", f"{_BERTH}/podgroups", namespaced=True, hint=_CRD_HINT)
+_RESERVATIONS = Resource("reservations", f"{_BERTH}/reservations", namespaced=True, hint=_CRD_HINT)
+
+ChangeCallback = collections.abc.Callable[[str, dict[str, typing.Any]], None]
+"""Told ``("ADDED" | "MODIFIED", object)`` for a change; see :class:`Informer`."""
+RemoveCallback = collections.abc.Callable[[str], None]
+"""Told the key (``namespace/name`` or ``name``) of an object that is gone."""
+
+
+def object_key(obj: collections.abc.Mapping[str, typing.Any], *, namespaced: bool) -> str | None:
+    """``namespace/name`` (or ``name``), or None when the object has no usable name."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return None
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    if not namespaced:
+        return name
+    namespace = metadata.get("namespace")
+    return f"{namespace if isinstance(namespace, str) and namespace else 'default'}/{name}"
+
+
+class Informer:
+    """Lists and watches one :class:`Resource`; see the module docstring.
+
+    ``on_change`` and ``on_remove`` run on the event loop and must not block; an exception from
+    them is logged as a malformed object and the watch goes on.
+    """
+
+    def __init__(
+        self,
+        api: kubernetes_asyncio.client.ApiClient,
+        *,
+        resource: Resource,
+        on_change: ChangeCallback,
+        on_remove: RemoveCallback,
+        on_health: collections.abc.Callable[[Informer, str | None], None] | None = None,
+        watch_timeout: int = 300,
+        backoff: tuple[float, float] = (0.5, 30.0),
+        rng: random.Random | None = None,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self._on_change = on_change
+        self._on_remove = on_remove
+        self._on_health = on_health
+        self._watch_timeout = watch_timeout
+        self._backoff = backoff
+        self._rng = rng if rng is not None else random.Random()
+        self.synced = asyncio.Event()
+        """Set once the first list has been handed to the callbacks."""
+        self.problem: str | None = None
+        """Why the informer cannot follow the API server now; None while it can."""
+        self._keys: set[str] = set()
+        self._version = ""
+        self._malformed_logged: set[str] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """List and watch until ``stop`` is set."""
+        # Cancelled rather than polled for ``stop``: a watch may be silent for minutes.
+        task = asyncio.create_task(self._loop(stop), name=f"informer: {self.resource.name}")
+        stopping = asyncio.create_task(stop.wait(), name=f"informer stop: {self.resource.name}")
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (task, stopping):
+                waiter.cancel()
+            await asyncio.gather(task, stopping, return_exceptions=True)
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise typing.cast(BaseException, task.exception())
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        delay = self._backoff[0]
+        while not stop.is_set():
+            try:
+                if not self._version:
+                    await self._relist()
+                await self._follow()
+                delay = self._backoff[0]
+            except errors.Gone:
+                logger.info("%s: watch expired (410 Gone); listing again", self.resource.name)
+                self._version = ""
+            except errors.KubeError as exc:
+                self._report(self._explain(exc))
+                pause = delay * (1 + self._rng.random() / 2)
+                delay = min(delay * 2, self._backoff[1])
+                if await aiotasks.sleep_or_stop(pause, stop=stop):
+                    break
+
+    async def _relist(self) -> None:
+        listing = await watching.list_pages(
+            self.api, path=self.resource.path, on_malformed=self._malformed
+        )
+        seen: set[str] = set()
+        for item in listing.items:
+            key = self._apply("ADDED", item)
+            if key is not None:
+                seen.add(key)
+        for key in sorted(self._keys - seen):
+            self._remove(key)
+        self._version = listing.resource_version
+        self._report(None)
+        if not self.synced.is_set():
+            logger.info("%s: listed %d", self.resource.name, len(seen))
+            self.synced.set()
+
+    async def _follow(self) -> None:
+        events = watching.watch(
+            self.api,
+            path=self.resource.path,
+            resource_version=self._version,
+            timeout_seconds=self._watch_timeout,
+            on_malformed=self._malformed,
+        )
+        try:
+            async for event in events:
+                self._report(None)
+                if event.resource_version:
+                    self._version = event.resource_version
+                if event.type == "DELETED":
+                    key = object_key(event.object, namespaced=self.resource.namespaced)
+                    if key is not None:
+                        self._remove(key)
+                elif event.type in ("ADDED", "MODIFIED"):
+                    self._apply(event.type, event.object)
+        finally:
+            await events.aclose()
+
+    def _apply(self, kind: str, obj: dict[str, typing.Any]) -> str | None:
+        key = object_key(obj, namespaced=self.resource.namespaced)
+        if key is None:
+            self._malformed(f"{self.resource.name}: an object without a name: {str(obj)[:120]}")
+            return None
+        try:
+            self._on_change(kind, obj)
+        except Exception as exc:
+            self._malformed(f"{self.resource.name} {key}: cannot be read ({exc!r}); ignored")
+            return None
+        self._keys.add(key)
+        return key
+
+    def _remove(self, key: str) -> None:
+        self._keys.discard(key)
+        try:
+            self._on_remove(key)
+        except Exception:
+            logger.exception("%s %s: removing it from the cache failed", self.resource.name, key)
+
+    def _malformed(self, message: str) -> None:
+        # Once per message: a broken object is re-sent on every relist and resync.
+        if message not in self._malformed_logged:
+            self._malformed_logged.add(message)
+            logger.warning("malformed object from the API server: %s", message)
+
+    def _report(self, problem: str | None) -> None:
+        if problem == self.problem:
+            return
+        if problem is None:
+            logger.info("%s: following the API server again", self.resource.name)
+        else:
+            logger.warning("%s: %s", self.resource.name, problem)
+        self.problem = problem
+        if self._on_health is not None:
+            self._on_health(self, problem)
+
+    def _explain(self, exc: Exception) -> str:
+        verb = f"list/watch {self.resource.path}"
+        if isinstance(exc, errors.Unauthorized):
+            return f"the API server rejected the credentials (expired or wrong?): {exc}"
+        if isinstance(exc, errors.Forbidden):
+            return f"RBAC forbids {verb}: grant list and watch on {self.resource.name}: {exc}"
+        if isinstance(exc, errors.NotFound):
+            hint = f"; {self.resource.hint}" if self.resource.hint else ""
+            return f"the API server does not serve {self.resource.path}{hint}"
+        if isinstance(exc, errors.TransportError):
+            return f"cannot reach the API server: {exc}"
+        return f"{verb} failed: {exc}"
+
+
+class ClusterInformers:
+    """The informers that keep one :class:`ClusterCache` current (see the module docstring)."""
+
+    def __init__(
+        self,
+        api: kubernetes_asyncio.client.ApiClient,
+        *,
+        cache: cluster_cache.ClusterCache,
+        scheduler_names: collections.abc.Collection[str],
+        trigger: asyncio.Event,
+        readiness: ReadinessSink | None = None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.cache = cache
+        self._ours = frozenset(scheduler_names)
+        self._trigger = trigger
+        self._readiness = readiness
+        self._bound: set[str] = set()  # pods known bound and unfinished (status churn is noise)
+        self._tracked: set[str] = set()  # pods in the cache
+        self.synced = asyncio.Event()
+        """Set once every informer has listed once."""
+        self.on_pod_removed: collections.abc.Callable[[str], None] | None = None
+        """Told the key of every pod that left the cache (the binder drops its retries)."""
+        self.also_ours: collections.abc.Callable[[dict[str, typing.Any]], bool] | None = None
+        """Told every pod seen; True keeps a pod of another scheduler in the cache, in any
+        phase (admission mode: pods held by Berth's gate or admitted by Berth)."""
+
+        def informer(
+            resource: Resource, change: ChangeCallback, remove: RemoveCallback
+        ) -> Informer:
+            return Informer(
+                api,
+                resource=resource,
+                on_change=change,
+                on_remove=remove,
+                on_health=self._health,
+                watch_timeout=watch_timeout,
+            )
+
+        self.informers = (
+            informer(_NODES, self._node, self._node_gone),
+            informer(_CLASSES, self._class, self._class_gone),
+            informer(_QUEUES, self._queue, self._queue_gone),
+            informer(_GROUPS, self._group, self._group_gone),
+            informer(_RESERVATIONS, self._reservation, self._reservation_gone),
+            informer(pod_resource(), self._pod, self._pod_gone),
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run every informer until ``stop`` is set."""
+        self._report_sync()
+        waiter = asyncio.create_task(self._await_sync(), name="informers: synced")
+        try:
+            await asyncio.gather(*(i.run(stop) for i in self.informers))
+        finally:
+            waiter.cancel()
+            await asyncio.gather(waiter, return_exceptions=True)
+
+    async def _await_sync(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        self.synced.set()
+        self._report_sync()
+        self._trigger.set()
+
+    def _health(self, informer: Informer, problem: str | None) -> None:
+        self._report_sync()
+
+    def _report_sync(self) -> None:
+        if self._readiness is None:
+            return
+        broken = [f"{i.resource.name}: {i.problem}" for i in self.informers if i.problem]
+        waiting = [i.resource.name for i in self.informers if not i.synced.is_set()]
+        if broken:
+            self._readiness.set(READINESS_CONDITION, ready=False, reason="; ".join(broken))
+        elif waiting:
+            reason = f"waiting for the first list of {', '.join(waiting)}"
+            self._readiness.set(READINESS_CONDITION, ready=False, reason=reason)
+        else:
+            self._readiness.set(READINESS_CONDITION, ready=True)
+
+    # Pods ---------------------------------------------------------------------------------
+    def _pod(self, kind: str, obj: dict[str, typing.Any]) -> None:
+        key = object_key(obj, namespaced=True)
+        assert key is not None  # the informer checked
+        spec = obj.get("spec")
+        status = obj.get("status")
+        spec = spec if isinstance(spec, dict) else {}
+        status = status if isinstance(status, dict) else {}
+        ours = spec.get("schedulerName") in self._ours
+        if self.also_ours is not None and self.also_ours(obj):
+            ours = True
+        bound = bool(spec.get("nodeName"))
+        live = status.get("phase") not in _TERMINAL
+        if not ours and not (bound and live):
+            if key in self._tracked:
+                self._pod_gone(key)
+            return
+        self.cache.add_pod(obj)
+        self._tracked.add(key)
+        if bound and live:
+            if key in self._bound:
+                return  # a running pod's status changed: nothing to schedule
+            self._bound.add(key)
+        else:
+            self._bound.discard(key)
+        self._trigger.set()
+
+    def _pod_gone(self, key: str) -> None:
+        self._bound.discard(key)
+        if key in self._tracked:
+            self._tracked.discard(key)
+            self.cache.remove_pod(key)
+            self._trigger.set()
+        if self.on_pod_removed is not None:
+            self.on_pod_removed(key)
+
+    # The rest -----------------------------------------------------------------------------
+    def _node(self, kind: str, obj: dict[str, typing.Any]) -> None:
+        self.cache.add_node(obj)
+        self._trigger.set()
+
+    def _node_gone(self, key: str) -> None:
+        self.cache.remove_node(key)
+        self._trigger.set()
+
+    def _class(self, kind: str, obj: dict[str, typing.Any]) -> None:
+        self.cache.add_priority_class(obj)
+        self._trigger.set()
+
+    def _class_gone(self, key: str) -> None:
+        self.cache.remove_priority_class(key)
+        self._trigger.set()
+
+    def _queue(self, kind: str, obj: dict[str, typing.Any]) -> None:
+        self.cache.add_queue(obj)
+        self._trigger.set()
+
+    def _queue_gone(self, key: str) -> None:
+        self.cache.remove_queue(key)
+        self._trigger.set()
+
+    def _group(self, kind: str, obj: dict[str, typing.Any]) -> None:
+        self.cache.add_pod_group(obj)
+        self._trigger.set()
+
+    def _group_gone(self, key: str) -> None:
+        self.cache.remove_pod_group(key)
+        self._trigger.set()
+
+    def _reservation(self, kind: str, obj: dict[str, typing.Any]) -> None:
+        self.cache.add_reservation(obj)
+        self._trigger.set()
+
+    def _reservation_gone(self, key: str) -> None:
+        self.cache.remove_reservation(key)
+        self._trigger.set()

@@ -1,0 +1,354 @@
+"""What the leader runs: informers -> cache -> scheduling loop -> binder, statuses, Events, Kopf.
+
+:func:`leader_components` is the ``leader_components`` factory ``berth run`` hands to
+:func:`berth.operator.main.run`. Each leadership term builds, from the :class:`~berth.
+operator.main.Context`:
+
+- the scheduler (profile from the config file, else the default profile; plugins built once
+  with the process's handle, so their controllers and routes are known);
+- a :class:`~berth.scheduler.snapshot.cache.ClusterCache` kept current by
+  :class:`~berth.kube.informers.ClusterInformers` (readiness ``caches-synced``);
+- :class:`~berth.kube.snapshots.CacheSource` and :class:`~berth.kube.decisions.ApiSink`
+  around the cache, the :class:`~berth.kube.events.EventRecorder`, and the
+  :class:`~berth.controllers.statuses.StatusWriter` with the Kopf operator
+  (:class:`~berth.operator.embedding.KopfComponent`) observing PodGroups and Queues for it;
+
+and returns them as components in start order: Events, informers, binder, the scheduling
+loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
+would place pods on capacity that is taken), the status writer, the Reservation controller
+(:mod:`berth.controllers.reservations`), Kopf. The plugins'
+controllers start after these (:mod:`berth.operator.main` appends them). After every cycle the
+metrics are fed and the status writer is kicked. ``/apis/v1/nodes/{name}`` and
+``/debug/flags/s`` are lent the cache's node view and the score-table switch.
+
+:class:`Parts` exposes what a term built, for the demo, the benchmark and tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import collections.abc
+import dataclasses
+import logging
+import time
+
+from berth.controllers import observed, reservations, statuses
+from berth.controllers import registry as kopf_registry
+from berth.kube import admission, credentials, decisions, events, informers, snapshots
+from berth.operator import components, embedding, main
+from berth.operator import metrics as berth_metrics
+from berth.scheduler import loop
+from berth.scheduler.framework import decisions as cycle_decisions
+from berth.scheduler.framework import profiles, registries
+from berth.scheduler.plugins import registry as plugin_registry
+from berth.scheduler.snapshot import cache as cluster_cache
+from berth.scheduler.snapshot import snapshots as snapshot_types
+
+__all__ = ["Parts", "leader_components", "load_profile", "with_registry"]
+
+logger = logging.getLogger(__name__)
+
+_NOT_TRIED = "not tried this cycle"
+
+
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """What one leadership term built (see the module docstring)."""
+
+    scheduler: loop.Scheduler
+    cache: cluster_cache.ClusterCache
+    informers: informers.ClusterInformers
+    source: snapshots.CacheSource
+    sink: decisions.ApiSink
+    recorder: events.EventRecorder
+    objects: observed.ObservedObjects
+    writer: statuses.StatusWriter
+    trigger: asyncio.Event  # set by the informers: wakes the scheduling loop
+    # Admission (pin + ungate gated pods) around source and sink; on in both modes, so a
+    # restart with the other --mode adopts the pods the previous one left (docs/admission.md).
+    admission: admission.Admission | None = None
+
+
+def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
+    """The profile a settings document describes: the default one unless it lists plugins
+    or actions (``schedulerName`` alone only renames the default profile)."""
+    if set(document) <= {"schedulerName"}:
+        name = document.get("schedulerName")
+        default = plugin_registry.default_profile()
+        return default.model_copy(update={"scheduler_name": name}) if name else default
+    return profiles.parse(dict(document), source="the config file's profile")
+
+
+def leader_components(context: main.Context) -> list[components.Component]:
+    """The leader-only components with the in-tree plugins."""
+    return list(with_registry(plugin_registry.in_tree_registry())(context))
+
+
+def with_registry(
+    registry: registries.Registry,
+    *,
+    on_parts: collections.abc.Callable[[Parts], None] | None = None,
+) -> main.ComponentFactory:
+    """A ``leader_components`` factory scheduling with ``registry``'s plugins (out-of-tree
+    plugins merged in by the caller); ``on_parts`` sees what each term built."""
+
+    def factory(context: main.Context) -> list[components.Component]:
+        parts = _build(context, registry=registry)
+        if on_parts is not None:
+            on_parts(parts)
+        return _components(context, parts)
+
+    return factory
+
+
+class _Board:
+    def __init__(self, source: snapshots.CacheSource, sink: decisions.ApiSink) -> None:
+        self._source = source
+        self._sink = sink
+
+    def snapshot(self) -> snapshot_types.Snapshot | None:
+        return self._source.last
+
+    def result(self) -> cycle_decisions.CycleResult | None:
+        return self._sink.last_result
+
+
+def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
+    config = context.settings
+    profile = load_profile(config.profile_document())
+    scheduler = loop.Scheduler(
+        profile, registry=registry, clock=context.clock, handle=context.handle
+    )
+    names = {profile.scheduler_name}
+    cache = cluster_cache.ClusterCache(scheduler_names=names)
+    trigger = asyncio.Event()
+    watched = informers.ClusterInformers(
+        context.api,
+        cache=cache,
+        scheduler_names=names,
+        trigger=trigger,
+        readiness=context.readiness,
+    )
+    recorder = events.EventRecorder(
+        context.api,
+        clock=context.clock,
+        component=profile.scheduler_name,
+        instance=config.leader_election.identity,
+    )
+    holder: list[snapshots.CacheSource] = []
+    sink = decisions.ApiSink(
+        context.api,
+        cache=cache,
+        clock=context.clock,
+        recorder=recorder,
+        observer=context.metrics,
+        last_snapshot=lambda: holder[0].last if holder else None,
+        concurrency=config.bind_concurrency,
+        bind_timeout=config.bind_timeout,
+    )
+    source = snapshots.CacheSource(cache, clock=context.clock, backoffs=sink)
+    holder.append(source)
+    admitting = admission.Admission(
+        context.api,
+        cache=cache,
+        source=source,
+        sink=sink,
+        clock=context.clock,
+        scheduler_names=names,
+        recorder=recorder,
+        bind_timeout=config.admission.bind_timeout,
+    )
+    watched.also_ours = admitting.observe_pod
+    watched.on_pod_removed = admitting.pod_removed  # passes it on to the binder
+    objects = observed.ObservedObjects()
+    writer = statuses.StatusWriter(
+        context.api,
+        objects=objects,
+        board=_Board(source, sink),
+        clock=context.clock,
+        recorder=recorder,
+        interval=max(config.period, 1.0),
+        on_podgroup_phases=context.metrics.set_podgroup_phases,
+    )
+    context.providers.node_lookup = source.node
+
+    def set_top_n(top_n: int) -> None:
+        scheduler.debug_top_n = top_n
+
+    context.providers.score_table = set_top_n
+    return Parts(
+        scheduler, cache, watched, source, sink, recorder, objects, writer, trigger, admitting
+    )
+
+
+def _components(context: main.Context, parts: Parts) -> list[components.Component]:
+    config = context.settings
+    feed = _MetricsFeed(context.metrics)
+    timed = _TimedSource(parts.admission or parts.source, feed)
+    # Reservations' expiry, owners and garbage collection, written from this loop.
+    reserving = reservations.ReservationController(
+        context.api,
+        objects=parts.objects,
+        board=_Board(parts.source, parts.sink),
+        clock=context.clock,
+        recorder=parts.recorder,
+    )
+
+    async def run_informers(stop: asyncio.Event) -> None:
+        try:
+            await parts.informers.run(stop)
+        finally:
+            # A follower has no caches: the condition leaves with the informers.
+            context.readiness.remove(informers.READINESS_CONDITION)
+
+    async def run_loop(stop: asyncio.Event) -> None:
+        if not await _wait_or_stop(parts.informers.synced, stop=stop):
+            return
+        logger.info("caches synced: scheduling pods of %s", parts.scheduler.profile.scheduler_name)
+
+        def on_result(result: cycle_decisions.CycleResult) -> None:
+            feed.cycle(result, snapshot=parts.source.last)
+            parts.writer.kick()
+            reserving.kick()
+
+        await loop.run(
+            parts.scheduler,
+            source=timed,
+            sink=parts.admission or parts.sink,
+            stop=stop,
+            trigger=parts.trigger,
+            period=config.period,
+            on_result=on_result,
+        )
+
+    async def run_writer(stop: asyncio.Event) -> None:
+        if await _wait_or_stop(parts.informers.synced, stop=stop):
+            await parts.writer.run(stop)
+
+    async def run_reservations(stop: asyncio.Event) -> None:
+        if await _wait_or_stop(parts.informers.synced, stop=stop):
+            await reserving.run(stop)
+
+    main_loop = asyncio.get_running_loop()
+
+    async def login() -> credentials.Credentials:
+        # Kopf asks from its own loop; the client (and its token refresh) lives on this one.
+        future = asyncio.run_coroutine_threadsafe(
+            credentials.credentials_of(context.api), main_loop
+        )
+        return await asyncio.wrap_future(future)
+
+    timeout = config.shutdown_timeout
+
+    return [
+        components.TaskComponent(
+            "events", parts.recorder.run, stop_timeout=timeout, on_exit=context.fail
+        ),
+        components.TaskComponent(
+            "informers", run_informers, stop_timeout=timeout, on_exit=context.fail
+        ),
+        components.TaskComponent(
+            "binder", parts.sink.run, stop_timeout=timeout, on_exit=context.fail
+        ),
+        *(
+            [
+                components.TaskComponent(
+                    "admission", parts.admission.run, stop_timeout=timeout, on_exit=context.fail
+                )
+            ]
+            if parts.admission is not None
+            else []
+        ),
+        components.TaskComponent(
+            "scheduling loop", run_loop, stop_timeout=timeout, on_exit=context.fail
+        ),
+        components.TaskComponent(
+            "status writer", run_writer, stop_timeout=timeout, on_exit=context.fail
+        ),
+        components.TaskComponent(
+            "reservation controller", run_reservations, stop_timeout=timeout, on_exit=context.fail
+        ),
+        embedding.KopfComponent(
+            registry=lambda: kopf_registry.build(objects=parts.objects, login=login),
+            settings=kopf_registry.operator_settings,
+            stop_timeout=timeout,
+            on_exit=context.fail,
+        ),
+    ]
+
+
+async def _wait_or_stop(event: asyncio.Event, *, stop: asyncio.Event) -> bool:
+    """Wait for ``event``; False if ``stop`` came first."""
+    waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+    return event.is_set() and not stop.is_set()
+
+
+class _TimedSource:
+    """The snapshot source, noting when each cycle began (for the session histogram)."""
+
+    def __init__(self, source: loop.SnapshotSource, feed: _MetricsFeed) -> None:
+        self._source = source
+        self._feed = feed
+
+    def snapshot(self) -> snapshot_types.Snapshot:
+        self._feed.started = time.perf_counter()
+        return self._source.snapshot()
+
+
+class _MetricsFeed:
+    """Turns each cycle's result and snapshot into the operator's metrics."""
+
+    def __init__(self, metrics: berth_metrics.Metrics) -> None:
+        self._metrics = metrics
+        self.started: float | None = None
+
+    def cycle(
+        self, result: cycle_decisions.CycleResult, *, snapshot: snapshot_types.Snapshot | None
+    ) -> None:
+        metrics = self._metrics
+        if self.started is not None:
+            metrics.observe_session(time.perf_counter() - self.started)
+            self.started = None
+        for action, seconds in result.action_seconds.items():
+            metrics.observe_action(action, seconds=seconds)
+        for plugin, seconds in result.plugin_seconds.items():
+            metrics.observe_plugin(plugin, extension_point="session", seconds=seconds)
+        bound = result.bindings()
+        outcomes = [berth_metrics.AttemptResult.SCHEDULED] * len(bound) + [
+            berth_metrics.AttemptResult.UNSCHEDULABLE
+            for reason in result.pod_reasons.values()
+            if reason != _NOT_TRIED
+        ]
+        outcomes += [berth_metrics.AttemptResult.ERROR] * len(result.errors)
+        durations = list(result.attempt_seconds)
+        for i, outcome in enumerate(outcomes):
+            metrics.record_attempt(
+                outcome, algorithm_seconds=durations[i] if i < len(durations) else None
+            )
+        victims = len(result.of_kind(cycle_decisions.EvictPod))
+        if victims:
+            metrics.count_preemption_victims(victims)
+        if snapshot is None:
+            return
+        pending: collections.Counter[str] = collections.Counter()
+        for pod in snapshot.pending:
+            if pod.key not in bound:
+                pending[pod.queue or "default"] += 1
+        metrics.set_pending_pods(pending)
+        summaries = result.queues
+        metrics.set_queue_resources(
+            allocated={name: s.allocated for name, s in summaries.items()},
+            guaranteed={name: q.guaranteed for name, q in snapshot.queues.items()},
+            fair_share={name: s.fair_share for name, s in summaries.items()},
+        )
+        phases: collections.Counter[str] = collections.Counter(
+            r.phase for r in snapshot.reservations.values()
+        )
+        metrics.set_reservation_phases(phases)

@@ -1,0 +1,526 @@
+"""``InMemoryCluster``: the simulator's stand-in for the API server and the kubelets.
+
+It holds the objects of a simulated cluster (Nodes, Pods, PodGroups, Queues, Reservations,
+PriorityClasses) as API dicts, feeds every change to a
+:class:`~berth.scheduler.snapshot.cache.ClusterCache`, and implements both ports of the
+scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
+``DecisionSink``), applying what a cycle decided to its own objects:
+
+- ``BindPod``: the pod gets ``spec.nodeName`` and starts at once (phase ``Running``);
+- ``EvictPod``: the pod is deleted (no grace period in virtual time);
+- ``AnnotatePod``: annotations are merged;
+- ``SetReservationAvailable``: the Reservation's status becomes ``Available`` on the node,
+  with ``Scheduled`` and ``Ready`` conditions;
+- ``AllocateReservation``: the owner joins ``currentOwners``, its requests add to
+  ``allocated``, and an allocate-once reservation becomes ``Succeeded``;
+- ``EndReservation``: the Reservation becomes ``Expired`` or ``Failed``, ``Ready`` says why;
+- ``NominatePod``: ``status.nominatedNodeName`` is set;
+- ``Unschedulable``: the pod's ``PodScheduled`` / the group's or the Reservation's
+  ``Scheduled`` condition says why.
+
+Like the API server it gives every created object a uid (sortable, in creation order), a
+``creationTimestamp`` from the clock and a ``resourceVersion``. Changes reach the cache when
+the next snapshot is taken (as watch events would), in a fixed order, and an object that
+changed several times since the last snapshot is parsed once. What it applied is kept in an
+outbox (:meth:`drain`) for the runner, which plays the workload controllers and the kubelets'
+clock: :meth:`succeed_pod` ends a pod's run. A job whose pods have all finished is deleted at
+once (a Job with ``ttlSecondsAfterFinished: 0``), so snapshots stay the size of the live work.
+
+Also the cluster the scheduler's scenario tests run on (STYLE R15): build one, ``put`` objects,
+run ``Scheduler.run_once(cluster, cluster)``, read the pods back.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import datetime
+import typing
+
+from berth.api import keys, resources
+from berth.scheduler.framework import decisions
+from berth.scheduler.snapshot import cache, snapshots
+from berth.util import clocks
+
+__all__ = [
+    "KINDS",
+    "Applied",
+    "Bound",
+    "Evicted",
+    "InMemoryCluster",
+    "ReservationPlaced",
+    "Waiting",
+    "object_key",
+]
+
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "Reservation", "PriorityClass")
+"""The kinds the in-memory cluster stores."""
+# The order changes reach the cache: what pods refer to before the pods.
+_FLUSH_ORDER = {
+    "PriorityClass": 0,
+    "Queue": 1,
+    "Node": 2,
+    "PodGroup": 3,
+    "Reservation": 4,
+    "Pod": 5,
+}
+_CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass"})
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+
+Object = dict[str, typing.Any]
+ObjectKey = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
+
+
+def object_key(obj: collections.abc.Mapping[str, typing.Any]) -> ObjectKey:
+    """``(kind, namespace, name)`` of an object; namespaced kinds default to ``default``."""
+    kind = str(obj.get("kind", ""))
+    metadata = obj.get("metadata") or {}
+    namespace = "" if kind in _CLUSTER_SCOPED else str(metadata.get("namespace") or "default")
+    return kind, namespace, str(metadata.get("name") or "")
+
+
+# The outbox: what applying a cycle's decisions did, for the runner. -------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """The pod ``key`` (uid ``uid``) was bound to ``node`` and is running."""
+
+    key: str
+    uid: str
+    node: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Evicted:
+    """The pod ``key`` was evicted from ``node`` and deleted."""
+
+    key: str
+    uid: str
+    node: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ReservationPlaced:
+    """The Reservation ``key`` became Available on ``node``."""
+
+    key: str
+    node: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Waiting:
+    """The pod or group ``key`` stays pending because of ``reason``."""
+
+    subject: decisions.Subject
+    key: str
+    reason: str
+
+
+Applied = Bound | Evicted | ReservationPlaced | Waiting
+
+
+class InMemoryCluster:
+    """Objects in memory, a cache over them, and the scheduler's two ports."""
+
+    def __init__(
+        self,
+        *,
+        clock: clocks.Clock,
+        scheduler_names: collections.abc.Iterable[str] = (keys.DEFAULT_SCHEDULER_NAME,),
+    ) -> None:
+        self._clock = clock
+        names = tuple(scheduler_names)
+        self._scheduler_name = names[0] if names else keys.DEFAULT_SCHEDULER_NAME
+        self._cache = cache.ClusterCache(scheduler_names=names)
+        self._dirty: dict[ObjectKey, Object | None] = {}  # changed since the last flush
+        self._cached: set[ObjectKey] = set()  # what the cache has been told about
+        self._objects: dict[ObjectKey, Object] = {}
+        self._by_kind: dict[str, set[ObjectKey]] = {kind: set() for kind in KINDS}
+        self._group_pods: dict[ObjectKey, set[ObjectKey]] = {}
+        self._outbox: list[Applied] = []
+        self._reasons: dict[tuple[decisions.Subject, str], str] = {}  # last reason told
+        self._uids = 0
+        self._version = 0
+
+    # Objects ------------------------------------------------------------------------------
+    def put(self, obj: Object) -> Object:
+        """Create or replace an object, as ``kubectl apply`` would; returns the stored object.
+
+        ``obj`` itself is not changed, but the stored object shares its nested values: do not
+        mutate them afterwards. A replaced object keeps its uid and creation time; a pod keeps
+        its node and phase unless the new manifest says otherwise.
+        """
+        key = object_key(obj)
+        kind = key[0]
+        if kind not in self._by_kind:
+            raise ValueError(f"the in-memory cluster does not store {kind or 'kindless'} objects")
+        if not key[2]:
+            raise ValueError(f"a {kind} needs metadata.name")
+        old = self._objects.get(key)
+        metadata = dict(obj.get("metadata") or {})
+        if key[1]:
+            metadata["namespace"] = key[1]
+        if old is not None:
+            metadata["uid"] = old["metadata"]["uid"]
+            metadata["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+        else:
+            metadata.setdefault("uid", self._next_uid())
+            metadata.setdefault("creationTimestamp", self._timestamp())
+        metadata["resourceVersion"] = self._next_version()
+        obj = {**obj, "metadata": metadata}
+        if kind == "Pod":
+            obj = self._pod_defaults(obj, old)
+        self._store(key, obj)
+        return obj
+
+    def delete(self, kind: str, *, namespace: str | None, name: str) -> Object | None:
+        """Delete an object; returns it, or ``None`` when there was none. Deleting a PodGroup
+        leaves its pods (as Kubernetes does without owner references)."""
+        key = (kind, "" if kind in _CLUSTER_SCOPED else (namespace or "default"), name)
+        obj = self._objects.pop(key, None)
+        if obj is None:
+            return None
+        self._by_kind[kind].discard(key)
+        if kind in ("Pod", "PodGroup"):
+            subject = decisions.Subject.POD if kind == "Pod" else decisions.Subject.GROUP
+            self._reasons.pop((subject, f"{key[1]}/{name}"), None)
+        if kind == "Pod":
+            group = self._group_of(obj)
+            if group is not None:
+                members = self._group_pods.get(group)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del self._group_pods[group]
+        self._dirty[key] = None
+        return obj
+
+    def get(self, kind: str, *, namespace: str | None = None, name: str) -> Object | None:
+        """The stored object, or ``None``."""
+        key = (kind, "" if kind in _CLUSTER_SCOPED else (namespace or "default"), name)
+        return self._objects.get(key)
+
+    def objects(self, kind: str) -> list[Object]:
+        """Every stored object of ``kind``, by namespace and name."""
+        return [self._objects[key] for key in sorted(self._by_kind[kind])]
+
+    def pods_of_group(self, namespace: str, *, name: str) -> list[Object]:
+        """The pods labelled with the PodGroup ``namespace/name``, by name."""
+        members = self._group_pods.get(("PodGroup", namespace, name), set())
+        return [self._objects[key] for key in sorted(members)]
+
+    # The kubelet's part -------------------------------------------------------------------
+    def succeed_pod(self, key: str, *, uid: str) -> bool:
+        """The pod ``key`` has run its course; False when it is gone or is another pod now.
+
+        A pod of a group whose pods have all finished takes the group (and its pods) with it;
+        a plain pod is deleted at once.
+        """
+        namespace, _, name = key.partition("/")
+        obj = self._objects.get(("Pod", namespace, name))
+        if obj is None or obj["metadata"]["uid"] != uid or obj["status"].get("phase") in _TERMINAL:
+            return False
+        obj = {**obj, "status": {**obj["status"], "phase": "Succeeded"}}
+        self._store(object_key(obj), obj)
+        group = self._group_of(obj)
+        if group is None:
+            self.delete("Pod", namespace=namespace, name=name)
+            return True
+        members = [self._objects[k] for k in sorted(self._group_pods.get(group, ()))]
+        if all(m["status"].get("phase") in _TERMINAL for m in members):
+            for member in members:
+                self.delete("Pod", namespace=namespace, name=member["metadata"]["name"])
+            self.delete("PodGroup", namespace=namespace, name=group[2])
+        return True
+
+    # Ports --------------------------------------------------------------------------------
+    @property
+    def cache(self) -> cache.ClusterCache:
+        """The cache behind the snapshots, up to date with every object."""
+        self._flush()
+        return self._cache
+
+    def snapshot(self) -> snapshots.Snapshot:
+        """The cluster now, for one scheduling cycle (``SnapshotSource``)."""
+        return self.cache.snapshot(self._clock.now())
+
+    def apply(self, result: decisions.CycleResult) -> None:
+        """Apply a cycle's decisions in order (``DecisionSink``)."""
+        for decision in result.decisions:
+            if isinstance(decision, decisions.BindPod):
+                self._bind(decision)
+            elif isinstance(decision, decisions.EvictPod):
+                self._evict(decision)
+            elif isinstance(decision, decisions.AnnotatePod):
+                self._annotate(decision)
+            elif isinstance(decision, decisions.SetReservationAvailable):
+                self._reservation_available(decision)
+            elif isinstance(decision, decisions.AllocateReservation):
+                self._reservation_allocated(decision)
+            elif isinstance(decision, decisions.EndReservation):
+                self._reservation_ended(decision)
+            elif isinstance(decision, decisions.NominatePod):
+                self._nominate(decision)
+            else:
+                self._unschedulable(decision)
+
+    def drain(self) -> list[Applied]:
+        """What :meth:`apply` did since the last call, in order."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    # Decisions ----------------------------------------------------------------------------
+    def _pod(self, namespace: str, name: str, uid: str) -> Object | None:
+        obj = self._objects.get(("Pod", namespace, name))
+        return obj if obj is not None and obj["metadata"]["uid"] == uid else None
+
+    def _bind(self, decision: decisions.BindPod) -> None:
+        obj = self._pod(decision.namespace, decision.name, decision.uid)
+        if obj is None or obj["spec"].get("nodeName"):
+            return  # deleted or already bound: the API server would refuse the binding
+        status = {**obj["status"], "phase": "Running", "startTime": self._timestamp()}
+        status.pop("nominatedNodeName", None)
+        status.pop("conditions", None)
+        self._reasons.pop((decisions.Subject.POD, decision.key), None)
+        key = object_key(obj)
+        was_dirty = key in self._dirty
+        self._update(obj, spec={**obj["spec"], "nodeName": decision.node}, status=status)
+        if not was_dirty and key in self._cached:
+            # As in the operator, the cache assumes the bound pod at once; the object itself
+            # reaches the cache with its next change (nothing the scheduler reads differs),
+            # which spares parsing every pod a second time.
+            del self._dirty[key]
+            self._cache.assume_pod(decision.key, node=decision.node)
+        self._outbox.append(Bound(key=decision.key, uid=decision.uid, node=decision.node))
+
+    def _evict(self, decision: decisions.EvictPod) -> None:
+        obj = self._pod(decision.namespace, decision.name, decision.uid)
+        if obj is None:
+            return
+        self.delete("Pod", namespace=decision.namespace, name=decision.name)
+        self._outbox.append(
+            Evicted(key=decision.key, uid=decision.uid, node=decision.node, reason=decision.reason)
+        )
+
+    def _annotate(self, decision: decisions.AnnotatePod) -> None:
+        obj = self._pod(decision.namespace, decision.name, decision.uid)
+        if obj is None:
+            return
+        annotations = {**(obj["metadata"].get("annotations") or {}), **decision.annotations}
+        self._update(obj, metadata={**obj["metadata"], "annotations": annotations})
+
+    def _reservation_available(self, decision: decisions.SetReservationAvailable) -> None:
+        obj = self.get("Reservation", namespace=decision.namespace, name=decision.name)
+        if obj is None:
+            return
+        status = {
+            **(obj.get("status") or {}),
+            "phase": "Available",
+            "nodeName": decision.node,
+            "allocatable": decision.allocatable.to_api(),
+        }
+        self._reasons.pop((decisions.Subject.RESERVATION, decision.key), None)
+        self._condition(status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}")
+        self._condition(status, "Ready", "True", "Available", "holding capacity for its owners")
+        self._update(obj, status=status)
+        self._outbox.append(ReservationPlaced(key=decision.key, node=decision.node))
+
+    def _reservation_allocated(self, decision: decisions.AllocateReservation) -> None:
+        obj = self.get("Reservation", namespace=decision.namespace, name=decision.name)
+        if obj is None:
+            return
+        status = dict(obj.get("status") or {})
+        owners = [
+            o for o in status.get("currentOwners") or [] if o.get("uid") != decision.owner_uid
+        ]
+        owners.append(
+            {"namespace": decision.namespace, "name": decision.owner, "uid": decision.owner_uid}
+        )
+        allocated = resources.ResourceList.parse(status.get("allocated")) + decision.requests
+        status.update(currentOwners=owners, allocated=allocated.to_api())
+        if decision.succeeded:
+            status["phase"] = "Succeeded"
+            self._condition(
+                status, "Ready", "False", "Succeeded", f"used by its owner {decision.owner}"
+            )
+        self._update(obj, status=status)
+
+    def _reservation_ended(self, decision: decisions.EndReservation) -> None:
+        obj = self.get("Reservation", namespace=decision.namespace, name=decision.name)
+        if obj is None:
+            return
+        status = {**(obj.get("status") or {}), "phase": decision.phase}
+        self._condition(status, "Ready", "False", decision.reason, decision.message)
+        self._update(obj, status=status)
+
+    def _condition(
+        self, status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str
+    ) -> None:
+        """Set one condition in ``status`` (a fresh list; the transition time only on change)."""
+        conditions = list(status.get("conditions") or [])
+        old = next((c for c in conditions if c.get("type") == kind), None)
+        since = old.get("lastTransitionTime") if old and old.get("status") == value else None
+        conditions = [c for c in conditions if c.get("type") != kind]
+        conditions.append(
+            {
+                "type": kind,
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": since or self._timestamp(),
+            }
+        )
+        status["conditions"] = conditions
+
+    def _nominate(self, decision: decisions.NominatePod) -> None:
+        obj = self._pod(decision.namespace, decision.name, decision.uid)
+        if obj is None or obj["status"].get("nominatedNodeName") == decision.node:
+            return
+        self._update(obj, status={**obj["status"], "nominatedNodeName": decision.node})
+
+    def _unschedulable(self, decision: decisions.Unschedulable) -> None:
+        subject = (decision.subject, decision.key)
+        if self._reasons.get(subject) == decision.reason:
+            return  # every cycle repeats the reasons of everything still waiting
+        self._reasons[subject] = decision.reason
+        kind, condition = {
+            decisions.Subject.POD: ("Pod", "PodScheduled"),
+            decisions.Subject.GROUP: ("PodGroup", "Scheduled"),
+            decisions.Subject.RESERVATION: ("Reservation", "Scheduled"),
+        }[decision.subject]
+        namespace, _, name = decision.key.partition("/")
+        obj = self.get(kind, namespace=namespace, name=name)
+        if obj is not None:
+            # Written in place: the scheduler never reads these conditions back, so the cache
+            # need not re-parse a pod for every cycle it keeps waiting.
+            status = obj.get("status") or {}
+            status["conditions"] = [
+                *(c for c in status.get("conditions", []) if c.get("type") != condition),
+                {
+                    "type": condition,
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": decision.reason,
+                    "lastTransitionTime": self._timestamp(),
+                },
+            ]
+            obj["status"] = status
+        self._outbox.append(
+            Waiting(subject=decision.subject, key=decision.key, reason=decision.reason)
+        )
+
+    # Internals ----------------------------------------------------------------------------
+    def _update(
+        self,
+        obj: Object,
+        *,
+        metadata: dict[str, typing.Any] | None = None,
+        spec: dict[str, typing.Any] | None = None,
+        status: dict[str, typing.Any] | None = None,
+    ) -> None:
+        """Replace parts of a stored object (a new dict: the cache may hold the old one)."""
+        new = dict(obj)
+        new["metadata"] = {**(metadata or obj["metadata"]), "resourceVersion": self._next_version()}
+        if spec is not None:
+            new["spec"] = spec
+        if status is not None:
+            new["status"] = status
+        self._store(object_key(new), new)
+
+    def _store(self, key: ObjectKey, obj: Object) -> None:
+        old = self._objects.get(key)
+        self._objects[key] = obj
+        self._by_kind[key[0]].add(key)
+        if key[0] == "Pod":
+            old_group = self._group_of(old) if old is not None else None
+            group = self._group_of(obj)
+            if old_group is not None and old_group != group:
+                self._group_pods.get(old_group, set()).discard(key)
+            if group is not None:
+                self._group_pods.setdefault(group, set()).add(key)
+        self._dirty[key] = obj
+
+    def _pod_defaults(self, obj: Object, old: Object | None) -> Object:
+        # There is no other scheduler in the simulator: a pod naming none is Berth's.
+        spec = {"schedulerName": self._scheduler_name, **(obj.get("spec") or {})}
+        status = dict(obj.get("status") or {})
+        if old is not None:
+            spec.setdefault("nodeName", old["spec"].get("nodeName"))
+            if spec["nodeName"] is None:
+                del spec["nodeName"]
+            status = {**old["status"], **status}
+        status.setdefault("phase", "Running" if spec.get("nodeName") else "Pending")
+        return {**obj, "spec": spec, "status": status}
+
+    @staticmethod
+    def _group_of(obj: collections.abc.Mapping[str, typing.Any]) -> ObjectKey | None:
+        labels = obj["metadata"].get("labels") or {}
+        name = labels.get(keys.POD_GROUP_LABEL)
+        return ("PodGroup", obj["metadata"]["namespace"], name) if name else None
+
+    def _flush(self) -> None:
+        """Tell the cache what changed since the last flush, in a fixed order."""
+        if not self._dirty:
+            return
+        changed = sorted(self._dirty, key=lambda k: (_FLUSH_ORDER[k[0]], k))
+        for key in changed:
+            obj = self._dirty[key]
+            if obj is not None:
+                self._cache_add(key[0], obj)
+                self._cached.add(key)
+            elif key in self._cached:
+                self._cached.discard(key)
+                self._cache_remove(key)
+        self._dirty.clear()
+
+    def _cache_add(self, kind: str, obj: Object) -> None:
+        target = self._cache
+        if kind == "Node":
+            target.add_node(obj)
+        elif kind == "Pod":
+            target.add_pod(obj)
+        elif kind == "PodGroup":
+            target.add_pod_group(obj)
+        elif kind == "Queue":
+            target.add_queue(obj)
+        elif kind == "Reservation":
+            target.add_reservation(obj)
+        else:
+            target.add_priority_class(obj)
+
+    def _cache_remove(self, key: ObjectKey) -> None:
+        kind, namespace, name = key
+        target = self._cache
+        if kind == "Node":
+            target.remove_node(name)
+        elif kind == "Pod":
+            target.remove_pod(f"{namespace}/{name}")
+        elif kind == "PodGroup":
+            target.remove_pod_group(f"{namespace}/{name}")
+        elif kind == "Queue":
+            target.remove_queue(name)
+        elif kind == "Reservation":
+            target.remove_reservation(f"{namespace}/{name}")
+        else:
+            target.remove_priority_class(name)
+
+    def _next_uid(self) -> str:
+        # Sortable uids in creation order: the scheduler's last tie-break is the uid.
+        self._uids += 1
+        return f"00000000-0000-4000-8000-{self._uids:012x}"
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+    def _timestamp(self) -> str:
+        # Exact to the millisecond: no float rounding decides an order between objects.
+        when = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
+            milliseconds=round(self._clock.now() * 1000)
+        )
+        text = when.strftime("%Y-%m-%dT%H:%M:%S")
+        if when.microsecond:
+            text += f".{when.microsecond // 1000:03d}"
+        return text + "Z"

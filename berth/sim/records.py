@@ -1,0 +1,228 @@
+"""What happened during a simulation, as the runner observed it: the raw material of reports.
+
+The runner tells a :class:`Recorder` about jobs arriving, pods binding, finishing and being
+evicted, queues changing and cycles running; the recorder keeps per-job facts and per-queue time
+series (allocated and pending resources, sampled at every change) and counts partly bound gangs.
+It never looks at the cluster itself, so a report depends only on the sequence of events.
+:mod:`berth.sim.reports` turns a recorder into the JSON report. All times are milliseconds of
+virtual time.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+
+from berth.api import resources
+from berth.sim import fairness
+
+__all__ = ["JobRecord", "PodRecord", "Recorder", "Series"]
+
+
+class Series:
+    """A step function of time: ``(t, value)`` samples, one per instant (the last one wins)."""
+
+    __slots__ = ("samples",)
+
+    def __init__(self, initial: resources.ResourceList | None = None) -> None:
+        self.samples: list[tuple[int, resources.ResourceList]] = []
+        if initial is not None:
+            self.samples.append((0, initial))
+
+    def set(self, at: int, value: resources.ResourceList) -> None:
+        """Record ``value`` from ``at`` on; a sample at the same instant is replaced."""
+        if self.samples and self.samples[-1][0] == at:
+            self.samples[-1] = (at, value)
+            # Two changes that cancel out within an instant leave no trace.
+            if len(self.samples) > 1 and self.samples[-2][1] == value:
+                self.samples.pop()
+        elif not self.samples or self.samples[-1][1] != value:
+            self.samples.append((at, value))
+
+    @property
+    def last(self) -> resources.ResourceList:
+        return self.samples[-1][1] if self.samples else resources.ResourceList()
+
+
+@dataclasses.dataclass
+class JobRecord:
+    """One job: a PodGroup and its pods, or a plain pod on its own."""
+
+    namespace: str
+    name: str
+    workload: str | None  # the generator it came from; None for manifests
+    queue: str | None  # None for plain pods
+    min_member: int
+    submitted: int
+    pods: dict[str, str | None] = dataclasses.field(default_factory=dict)  # name -> last node
+    bound: int = 0  # pods bound in the current attempt (running or finished)
+    succeeded: int = 0
+    started: int | None = None  # when min_member pods were first bound
+    finished: int | None = None  # when every pod of the last attempt had succeeded
+    evictions: int = 0
+    restarts: int = 0
+    reason: str | None = None  # the scheduler's last "why pending", while it waits
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def gang(self) -> bool:
+        return self.min_member > 1
+
+
+@dataclasses.dataclass
+class PodRecord:
+    """What the recorder needs to know about one pod."""
+
+    job: str  # key of its JobRecord
+    queue: str | None
+    requests: resources.ResourceList
+    node: str | None = None
+    done: bool = False
+
+
+class Recorder:
+    """Collects the facts a report is made of; the runner calls it as things happen."""
+
+    def __init__(self, *, capacity: resources.ResourceList, nodes: int) -> None:
+        self.capacity = capacity
+        self.nodes = nodes
+        self.jobs: dict[str, JobRecord] = {}
+        self.pods: dict[str, PodRecord] = {}
+        self.allocated: dict[str, Series] = {}  # queue -> bound requests
+        self.pending: dict[str, Series] = {}  # queue -> requests of pods waiting to be bound
+        self.shapes: list[tuple[int, tuple[fairness.QueueShape, ...]]] = []
+        self.published: dict[str, Series] = {}  # queue -> fair share the scheduler computed
+        self.cluster = Series(resources.ResourceList())  # every bound pod, queued or not
+        self.partial_gangs = 0
+        self.cycles = 0
+        self.decisions = 0
+        self.end = 0
+        self._touched: set[str] = set()
+
+    # Queues -------------------------------------------------------------------------------
+    def queues_changed(
+        self, shapes: collections.abc.Iterable[fairness.QueueShape], *, at: int
+    ) -> None:
+        """The set of queues (or a weight, guarantee, limit) changed at ``at``."""
+        ordered = tuple(sorted(shapes, key=lambda s: s.name))
+        for shape in ordered:
+            self._queue(shape.name)
+        if self.shapes and self.shapes[-1][0] == at:
+            self.shapes[-1] = (at, ordered)
+        elif not self.shapes or self.shapes[-1][1] != ordered:
+            self.shapes.append((at, ordered))
+
+    def fair_share_published(self, queue: str, value: resources.ResourceList, *, at: int) -> None:
+        """The scheduler's queue plugin computed ``value`` as the queue's fair share."""
+        self.published.setdefault(queue, Series()).set(at, value)
+
+    def _queue(self, name: str) -> None:
+        if name not in self.allocated:
+            self.allocated[name] = Series(resources.ResourceList())
+            self.pending[name] = Series(resources.ResourceList())
+
+    # Jobs and pods ------------------------------------------------------------------------
+    def job_submitted(self, job: JobRecord) -> None:
+        """A job arrived (its pods follow with :meth:`pod_created`)."""
+        self.jobs[job.key] = job
+        if job.queue is not None:
+            self._queue(job.queue)
+
+    def pod_created(
+        self,
+        key: str,
+        *,
+        job: str,
+        queue: str | None,
+        requests: resources.ResourceList,
+        at: int,
+    ) -> None:
+        """A pod of ``job`` was created and waits to be bound."""
+        self.pods[key] = PodRecord(job=job, queue=queue, requests=requests)
+        self.jobs[job].pods.setdefault(key.partition("/")[2], None)
+        self._add_pending(queue, requests, at=at)
+
+    def pod_bound(self, key: str, *, node: str, at: int) -> None:
+        """The scheduler bound the pod to ``node``."""
+        pod = self.pods[key]
+        pod.node = node
+        job = self.jobs[pod.job]
+        job.pods[key.partition("/")[2]] = node
+        job.bound += 1
+        if job.started is None and job.bound >= job.min_member:
+            job.started = at
+            job.reason = None
+        self._add_pending(pod.queue, pod.requests * -1, at=at)
+        self._add_allocated(pod.queue, pod.requests, at=at)
+        self._touched.add(pod.job)
+
+    def pod_succeeded(self, key: str, *, at: int) -> None:
+        """The pod ran its duration and finished; its resources are free."""
+        pod = self.pods[key]
+        pod.done = True
+        job = self.jobs[pod.job]
+        job.succeeded += 1
+        self._add_allocated(pod.queue, pod.requests * -1, at=at)
+        if job.succeeded >= len(job.pods) and job.bound >= len(job.pods):
+            job.finished = at
+
+    def pod_removed(self, key: str, *, at: int, evicted: bool) -> None:
+        """The pod is gone before finishing: evicted by the scheduler, or deleted."""
+        pod = self.pods.pop(key)
+        job = self.jobs[pod.job]
+        if evicted:
+            job.evictions += 1
+        if pod.done:
+            return
+        if pod.node is None:
+            self._add_pending(pod.queue, pod.requests * -1, at=at)
+        else:
+            job.bound -= 1
+            self._add_allocated(pod.queue, pod.requests * -1, at=at)
+            self._touched.add(pod.job)
+
+    def job_restarted(self, job_key: str) -> None:
+        """The job's pods were recreated from scratch (after an eviction of a gang member)."""
+        job = self.jobs[job_key]
+        job.restarts += 1
+        job.bound = 0
+        job.succeeded = 0
+        job.finished = None
+
+    def job_reason(self, job_key: str, reason: str) -> None:
+        """The scheduler's latest explanation of why the job waits."""
+        job = self.jobs.get(job_key)
+        if job is not None and job.started is None:
+            job.reason = reason
+
+    # Cycles -------------------------------------------------------------------------------
+    def cycle_done(self, *, decisions: int) -> None:
+        """A scheduling cycle ran and its decisions were applied; checks for partial gangs."""
+        self.cycles += 1
+        self.decisions += decisions
+        for key in sorted(self._touched):
+            job = self.jobs[key]
+            if job.gang and 0 < job.bound < job.min_member:
+                self.partial_gangs += 1
+        self._touched.clear()
+
+    def finish(self, *, at: int) -> None:
+        """The simulation stopped at ``at``."""
+        self.end = at
+
+    # Internals ----------------------------------------------------------------------------
+    def _add_pending(self, queue: str | None, delta: resources.ResourceList, *, at: int) -> None:
+        if queue is not None:
+            self._queue(queue)
+            series = self.pending[queue]
+            series.set(at, series.last + delta)
+
+    def _add_allocated(self, queue: str | None, delta: resources.ResourceList, *, at: int) -> None:
+        self.cluster.set(at, self.cluster.last + delta)
+        if queue is not None:
+            self._queue(queue)
+            series = self.allocated[queue]
+            series.set(at, series.last + delta)

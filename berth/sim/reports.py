@@ -1,0 +1,346 @@
+"""The simulation report: a recorder's facts as the JSON document ``berth sim`` prints.
+
+Shape (times are seconds of virtual time, resources in the API's quantity strings)::
+
+    apiVersion, kind: Report, scenario, seed, end
+    cluster:      nodes, capacity, allocated [{t, resources}]
+    workloads:    [{namespace, name, workload, queue, minMember, submitted, started, finished,
+                    wait, pods {pod: node|null}, evictions, restarts, reason}]
+    queues:       {name: {weight, guaranteed, limit, fairShare, fairShareSeries [{t, resources}],
+                          schedulerFairShare [{t, resources}] | null, allocated [{t, resources}]}}
+    reservations: [{namespace, name, phase, nodeName, owners, currentOwners}]
+    summary:      utilization {resource: fraction}, wait {queue: {p50, p90, jobs, started,
+                  pendingAtEnd}}, jainIndex, contendedSeconds, partialGangs, jobs, evictions,
+                  cycles, decisions
+
+How the summary is computed (the README of ``examples/sim`` repeats it):
+
+- ``utilization``: time-averaged bound requests over capacity, from 0 to ``end``.
+- ``wait``: submitted to started (``minMember`` pods bound), nearest-rank p50/p90 per queue;
+  jobs still waiting at the end count with the time they waited so far (a lower bound), so a
+  starved queue shows up instead of vanishing from the numbers.
+- ``fairShare``: the queue's weighted entitlement when every queue wants everything
+  (:mod:`berth.sim.fairness`); ``fairShareSeries`` when queues change during the run.
+  ``schedulerFairShare`` is the fair share the scheduler's queue plugin (Proportion) computed
+  after each cycle, which also follows demand; ``null`` when no plugin published one.
+- ``jainIndex``: at every moment when at least two queues have demand (running or pending
+  pods), each such queue's allocation is divided by its demand-capped weighted fair share (the
+  work-conserving max-min split), both as dominant shares of the cluster (the largest fraction
+  of any resource pods ask for); Jain's index of those ratios is averaged over time. 1.0
+  means every queue got its fair share throughout; ``null`` means no two queues ever competed
+  (``contendedSeconds`` is 0).
+- ``partialGangs``: moments (after a cycle's decisions were applied) at which a gang had some
+  but fewer than ``minMember`` pods bound. It must be 0.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import math
+import typing
+
+from berth.api import quantities, resources
+from berth.sim import events, fairness, records
+
+__all__ = ["KIND", "build", "dominant_share", "percentile", "share_basis"]
+
+KIND = "Report"
+
+
+def build(
+    recorder: records.Recorder,
+    *,
+    scenario: str,
+    seed: int,
+    reservations: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
+) -> dict[str, typing.Any]:
+    """The report of a finished simulation (``reservations`` as the cluster holds them)."""
+    end = recorder.end
+    entitlements = _entitlement_series(recorder)
+    return {
+        "apiVersion": "sim.berth.io/v1alpha1",
+        "kind": KIND,
+        "scenario": scenario,
+        "seed": seed,
+        "end": events.seconds(end),
+        "cluster": {
+            "nodes": recorder.nodes,
+            "capacity": recorder.capacity.to_api(),
+            "allocated": _samples(recorder.cluster),
+        },
+        "workloads": [_workload(job, end=end) for job in _jobs(recorder)],
+        "queues": _queues(recorder, entitlements),
+        "reservations": [_reservation(r) for r in reservations],
+        "summary": _summary(recorder, end=end),
+    }
+
+
+def percentile(values: collections.abc.Sequence[float], fraction: float) -> float | None:
+    """The nearest-rank percentile (``fraction`` in 0..1) of ``values``; ``None`` if empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(math.ceil(fraction * len(ordered)), 1)
+    return ordered[rank - 1]
+
+
+def share_basis(report: collections.abc.Mapping[str, typing.Any]) -> dict[str, int]:
+    """The capacity dominant shares are taken over: resources some pod asked for, not pods.
+
+    A resource nobody requests (memory in a GPU-only scenario) would otherwise make every
+    share look like an even split of it.
+    """
+    used = {
+        name
+        for sample in report["cluster"]["allocated"]
+        for name, text in sample["resources"].items()
+        if quantities.parse_milli(text) > 0
+    }
+    return {
+        name: milli
+        for name, text in report["cluster"]["capacity"].items()
+        if name in used and name != resources.PODS and (milli := quantities.parse_milli(text)) > 0
+    }
+
+
+def dominant_share(
+    value: collections.abc.Mapping[str, str], basis: collections.abc.Mapping[str, int]
+) -> float:
+    """The largest fraction of ``basis`` that ``value`` (API quantity strings) takes (DRF)."""
+    return max(
+        (
+            quantities.parse_milli(text) / basis[name]
+            for name, text in value.items()
+            if name in basis
+        ),
+        default=0.0,
+    )
+
+
+# Sections ---------------------------------------------------------------------------------
+
+
+def _jobs(recorder: records.Recorder) -> list[records.JobRecord]:
+    return sorted(recorder.jobs.values(), key=lambda j: (j.submitted, j.namespace, j.name))
+
+
+def _workload(job: records.JobRecord, *, end: int) -> dict[str, typing.Any]:
+    return {
+        "namespace": job.namespace,
+        "name": job.name,
+        "workload": job.workload,
+        "queue": job.queue,
+        "minMember": job.min_member,
+        "submitted": events.seconds(job.submitted),
+        "started": _seconds(job.started),
+        "finished": _seconds(job.finished),
+        "wait": events.seconds(_wait(job, end=end)),
+        "pods": dict(sorted(job.pods.items())),
+        "evictions": job.evictions,
+        "restarts": job.restarts,
+        "reason": job.reason,
+    }
+
+
+def _queues(
+    recorder: records.Recorder,
+    entitlements: dict[str, records.Series],
+) -> dict[str, typing.Any]:
+    shapes = {s.name: s for _, current in recorder.shapes for s in current}
+    out: dict[str, typing.Any] = {}
+    for name in sorted(recorder.allocated):
+        shape = shapes.get(name)
+        fair = entitlements.get(name, records.Series(resources.ResourceList()))
+        out[name] = {
+            "weight": shape.weight if shape else None,
+            "guaranteed": shape.guaranteed.to_api() if shape else {},
+            "limit": shape.limit.to_api() if shape and shape.limit is not None else None,
+            "fairShare": fair.last.to_api(),
+            "fairShareSeries": _samples(fair),
+            "schedulerFairShare": _samples(recorder.published[name])
+            if name in recorder.published
+            else None,
+            "allocated": _samples(recorder.allocated[name]),
+        }
+    return out
+
+
+def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+    metadata = raw.get("metadata", {})
+    spec = raw.get("spec", {})
+    status = raw.get("status") or {}
+    return {
+        "namespace": metadata.get("namespace"),
+        "name": metadata.get("name"),
+        "phase": status.get("phase", "Pending"),
+        "nodeName": status.get("nodeName"),
+        "owners": spec.get("owners", []),
+        "currentOwners": status.get("currentOwners", []),
+    }
+
+
+def _summary(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:
+    jain, contended = _jain(recorder, end=end)
+    jobs = list(recorder.jobs.values())
+    return {
+        "utilization": _utilization(recorder, end=end),
+        "wait": _waits(recorder, end=end),
+        "jainIndex": None if jain is None else round(jain, 4),
+        "contendedSeconds": events.seconds(contended),
+        "partialGangs": recorder.partial_gangs,
+        "jobs": {
+            "submitted": len(jobs),
+            "started": sum(1 for j in jobs if j.started is not None),
+            "finished": sum(1 for j in jobs if j.finished is not None),
+        },
+        "evictions": sum(j.evictions for j in jobs),
+        "cycles": recorder.cycles,
+        "decisions": recorder.decisions,
+    }
+
+
+# Computations -----------------------------------------------------------------------------
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else events.seconds(ms)
+
+
+def _samples(series: records.Series) -> list[dict[str, typing.Any]]:
+    return [{"t": events.seconds(t), "resources": value.to_api()} for t, value in series.samples]
+
+
+def _wait(job: records.JobRecord, *, end: int) -> int:
+    return (job.started if job.started is not None else max(end, job.submitted)) - job.submitted
+
+
+def _waits(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:
+    by_queue: dict[str, list[records.JobRecord]] = {}
+    for job in _jobs(recorder):
+        by_queue.setdefault(job.queue or "(none)", []).append(job)
+    out: dict[str, typing.Any] = {}
+    for queue in sorted(by_queue):
+        jobs = by_queue[queue]
+        waits = [events.seconds(_wait(j, end=end)) for j in jobs]
+        out[queue] = {
+            "p50": percentile(waits, 0.5),
+            "p90": percentile(waits, 0.9),
+            "jobs": len(jobs),
+            "started": sum(1 for j in jobs if j.started is not None),
+            "pendingAtEnd": sum(1 for j in jobs if j.started is None),
+        }
+    return out
+
+
+def _integral(series: records.Series, *, end: int) -> dict[str, float]:
+    """∫ value dt over [0, end] per resource (milli-units times milliseconds)."""
+    total: dict[str, float] = {}
+    samples = series.samples
+    for i, (t, value) in enumerate(samples):
+        if t >= end:
+            break
+        until = min(samples[i + 1][0], end) if i + 1 < len(samples) else end
+        for name, amount in value.items():
+            total[name] = total.get(name, 0.0) + amount * (until - t)
+    return total
+
+
+def _utilization(recorder: records.Recorder, *, end: int) -> dict[str, float]:
+    if end <= 0:
+        return {name: 0.0 for name in sorted(recorder.capacity)}
+    used = _integral(recorder.cluster, end=end)
+    return {
+        name: round(used.get(name, 0.0) / (capacity * end), 4)
+        for name, capacity in sorted(recorder.capacity.items())
+        if capacity > 0
+    }
+
+
+def _entitlement_series(recorder: records.Recorder) -> dict[str, records.Series]:
+    """Each queue's weighted entitlement over time, recomputed whenever the queues change."""
+    out: dict[str, records.Series] = {}
+    for at, shapes in recorder.shapes:
+        shares = fairness.weighted_fair_shares(recorder.capacity, queues=shapes)
+        for name in sorted(set(out) | set(shares)):
+            out.setdefault(name, records.Series()).set(
+                at, shares.get(name, resources.ResourceList())
+            )
+    return out
+
+
+def _dominant(value: collections.abc.Mapping[str, int], capacity: resources.ResourceList) -> float:
+    """The largest fraction of ``capacity`` that ``value`` takes (DRF's dominant share)."""
+    top = 0.0
+    for name, amount in value.items():
+        size = capacity.get(name, 0)
+        if size > 0 and amount / size > top:
+            top = amount / size
+    return top
+
+
+def _jain(recorder: records.Recorder, *, end: int) -> tuple[float | None, int]:
+    """Time-averaged Jain's index over contended moments, and how long they lasted (ms)."""
+    queues = sorted(recorder.allocated)
+    # Shares are taken over the resources pods asked for; the pod count is a per-node limit,
+    # not a resource queues share.
+    asked = {name for _, value in recorder.cluster.samples for name in value}
+    capacity = resources.ResourceList(
+        {
+            name: amount
+            for name, amount in recorder.capacity.items()
+            if name in asked and name != resources.PODS
+        }
+    )
+    streams: list[tuple[int, int, str, str, resources.ResourceList]] = []
+    for order, name in enumerate(queues):
+        for t, value in recorder.allocated[name].samples:
+            streams.append((t, order, name, "allocated", value))
+        for t, value in recorder.pending[name].samples:
+            streams.append((t, order, name, "pending", value))
+    streams.sort(key=lambda item: (item[0], item[1], item[3]))
+    allocated = {name: resources.ResourceList() for name in queues}
+    pending = {name: resources.ResourceList() for name in queues}
+    shape_index, shapes = -1, tuple[fairness.QueueShape, ...]()
+    weighted, contended, i = 0.0, 0, 0
+    while i < len(streams):
+        at = streams[i][0]
+        if at >= end:
+            break
+        while i < len(streams) and streams[i][0] == at:
+            _, _, name, which, value = streams[i]
+            (allocated if which == "allocated" else pending)[name] = value
+            i += 1
+        while shape_index + 1 < len(recorder.shapes) and recorder.shapes[shape_index + 1][0] <= at:
+            shape_index += 1
+            shapes = recorder.shapes[shape_index][1]
+        until = min(streams[i][0], end) if i < len(streams) else end
+        index = _instant_jain(capacity, shapes, allocated, pending)
+        if index is not None and until > at:
+            weighted += index * (until - at)
+            contended += until - at
+    return (weighted / contended if contended else None), contended
+
+
+def _instant_jain(
+    capacity: resources.ResourceList,
+    shapes: tuple[fairness.QueueShape, ...],
+    allocated: dict[str, resources.ResourceList],
+    pending: dict[str, resources.ResourceList],
+) -> float | None:
+    demand = {
+        s.name: allocated.get(s.name, resources.ResourceList())
+        + pending.get(s.name, resources.ResourceList())
+        for s in shapes
+    }
+    active = [name for name, want in demand.items() if _dominant(want, capacity) > 0]
+    if len(active) < 2:
+        return None
+    shares = fairness.weighted_fair_shares(capacity, queues=shapes, demand=demand)
+    ratios = []
+    for name in active:
+        share = _dominant(shares[name], capacity)
+        got = _dominant(allocated.get(name, resources.ResourceList()), capacity)
+        # A queue entitled to nothing that got nothing is not wronged; one that got something
+        # is over its share by as much as the largest ratio can express.
+        ratios.append(got / share if share > 0 else (1.0 if got == 0 else 2.0))
+    return fairness.jain_index(ratios)

@@ -1,0 +1,531 @@
+"""The virtual-time loop of ``berth sim``: a scenario in, a report out.
+
+:func:`run` builds an :class:`~berth.sim.cluster.InMemoryCluster` from the scenario (node
+pools, then the ``objects`` at time zero), queues every workload arrival and timed event, and
+then repeats: jump the clock to the next event; apply every event due at that instant
+(arrivals create their jobs, completions end pods, ``apply``/``delete`` change objects,
+wake-ups only wake); run one scheduling cycle with the real scheduler
+(``Scheduler.run_once(cluster, cluster)``) when something changed and a pod is waiting.
+
+Choices the scheduler does not make and a simulator must:
+
+- *Running.* A bound pod starts at once and succeeds ``sim.berth.io/duration`` after it was
+  bound; a pod without the annotation runs until the end.
+- *Evictions.* The workload's controller reacts as a batch job's would: a pod of a gang
+  (``minMember > 1``) takes its whole job down with it, and every pod of the job is recreated
+  (new uids, pending, full duration again: no checkpoint); any other pod is recreated alone.
+  Evictions free capacity, so another cycle runs at the same instant (at most
+  :data:`MAX_CYCLES_PER_INSTANT`, so that two plugins disagreeing cannot stall virtual time).
+- *Time-based decisions.* A PodGroup with ``scheduleTimeoutSeconds`` and a Reservation with a
+  ``ttl`` get a wake-up when that time has passed, so the scheduler looks again even if
+  nothing else happens.
+- *Cycles.* A cycle runs at an instant when something changed and a pod (or a Reservation)
+  waits; with ``schedulePeriod`` set, at most once per period (changes in between wait for the
+  next cycle, as with a scheduler that runs a session every period).
+- *Until.* Events after ``until`` are dropped; the report's ``end`` is ``until``, or,
+  without it, the last instant anything happened (a wake-up that changes nothing, such as a
+  24h Reservation TTL, does not stretch the run).
+
+Everything is ordered (events by time then by the order they were queued, objects by name), so
+the same scenario and seed give byte-identical reports.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import dataclasses
+import typing
+
+from berth.api import durations, keys, resources
+from berth.scheduler import loop
+from berth.scheduler.framework import decisions
+from berth.scheduler.plugins import registry as plugin_registry
+from berth.scheduler.snapshot import pods as pod_infos
+from berth.sim import cluster, events, fairness, records, reports, scenarios, workloads
+from berth.util import clocks
+
+__all__ = ["MAX_CYCLES_PER_INSTANT", "ProgressFn", "Simulation", "run"]
+
+MAX_CYCLES_PER_INSTANT = 10
+"""Cycles at one instant of virtual time, when each one frees capacity for the next."""
+
+ProgressFn = collections.abc.Callable[[int, int | None], None]
+"""Called after each instant with the virtual time and the latest event known (ms)."""
+
+
+@dataclasses.dataclass
+class _Job:
+    """What the runner needs to recreate a job's pods (its controller's memory)."""
+
+    key: str
+    min_member: int
+    templates: dict[str, dict[str, typing.Any]]  # pod name -> manifest as first created
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pod:
+    job: str
+    duration_ms: int | None
+
+
+def run(
+    scenario: scenarios.Scenario,
+    *,
+    seed: int | None = None,
+    progress: ProgressFn | None = None,
+) -> dict[str, typing.Any]:
+    """Simulate ``scenario`` and return its report (``seed`` overrides ``spec.seed``)."""
+    return Simulation(scenario, seed=seed).run(progress=progress)
+
+
+class Simulation:
+    """One run of a scenario; :meth:`run` may be called once."""
+
+    def __init__(self, scenario: scenarios.Scenario, *, seed: int | None = None) -> None:
+        spec = scenario.spec
+        self.scenario = scenario
+        self.seed = spec.seed if seed is None else seed
+        self.until = spec.until.ms if spec.until is not None else None
+        registry = plugin_registry.in_tree_registry()
+        profile = spec.profile or plugin_registry.default_profile()
+        self.clock = clocks.VirtualClock(events.EPOCH)
+        self.scheduler = loop.Scheduler(profile, registry=registry, clock=self.clock)
+        self.cluster = cluster.InMemoryCluster(
+            clock=self.clock, scheduler_names=(profile.scheduler_name,)
+        )
+        self.queue = events.EventQueue()
+        self.now = 0
+        self.horizon = 0
+        self._jobs: dict[str, _Job] = {}
+        self._pods: dict[str, _Pod] = {}
+        self._waiting: set[str] = set()
+        self._default_used = False
+        self.period = spec.schedule_period.ms
+        self._next_cycle = 0
+        self._wakeup_pending = False
+        self._deadline = False  # a time-based wake-up is due: cycle even with nothing waiting
+        self._last_change = 0  # the end of a run without ``until``
+        capacity = resources.ResourceList()
+        node_count = 0
+        for pool in spec.nodes:
+            for name in scenarios.node_names(pool):
+                self.cluster.put(_node(pool, name=name))
+                capacity = capacity + _allocatable(pool)
+                node_count += 1
+        self.recorder = records.Recorder(capacity=capacity, nodes=node_count)
+        self._ran = False
+
+    # Driving ------------------------------------------------------------------------------
+    def run(self, *, progress: ProgressFn | None = None) -> dict[str, typing.Any]:
+        """Run to the end and build the report."""
+        if self._ran:
+            raise RuntimeError("a Simulation runs once; build another one")
+        self._ran = True
+        spec = self.scenario.spec
+        # Time zero: the objects, in an order that lets references resolve on first sight.
+        order = {kind: i for i, kind in enumerate(scenarios.KINDS)}
+        ranked = sorted(enumerate(spec.objects), key=lambda item: (_rank(item[1], order), item[0]))
+        for _, obj in ranked:
+            self._apply(copy.deepcopy(obj))
+        self._queues_changed()
+        for index, workload in enumerate(spec.workloads):
+            for number, at in enumerate(workloads.arrival_times(workload, seed=self.seed)):
+                self._push(at, events.Arrival(workload=index, index=number))
+        for event in spec.events:
+            if event.apply is not None:
+                self._push(event.at.ms, events.Apply(manifest=event.apply))
+            elif event.delete is not None:
+                ref = event.delete
+                self._push(
+                    event.at.ms,
+                    events.Delete(kind=ref.kind, namespace=ref.scoped_namespace, name=ref.name),
+                )
+        dirty = True  # the objects of time zero
+        while True:
+            if dirty and (self._has_work() or self._deadline):
+                if self.now >= self._next_cycle:
+                    self._cycle()
+                    dirty = self._deadline = False
+                    self._next_cycle = self.now + self.period
+                elif not self._wakeup_pending:
+                    # Within the scheduling period: the change waits for the next cycle.
+                    self._wakeup_pending = True
+                    self._push(self._next_cycle, events.Wakeup(reason="schedule period"))
+            if progress is not None:
+                progress(self.now, self.horizon)
+            next_time = self.queue.next_time()
+            if next_time is None or (self.until is not None and next_time > self.until):
+                break
+            self._advance(next_time)
+            _, due = self.queue.pop_due()
+            for happening in due:
+                changed = self._handle(happening)
+                if changed and not isinstance(happening, events.Wakeup):
+                    self._last_change = self.now
+                dirty = changed or dirty
+        end = self.until if self.until is not None else self._last_change
+        self.recorder.finish(at=end)
+        if progress is not None:
+            progress(end, self.horizon)
+        return reports.build(
+            self.recorder,
+            scenario=self.scenario.name,
+            seed=self.seed,
+            reservations=self.cluster.objects("Reservation"),
+        )
+
+    def _has_work(self) -> bool:
+        """Whether a cycle could do anything: a pod or a Reservation waits for a node."""
+        if self._waiting:
+            return True
+        return any(
+            (r.get("status") or {}).get("phase", "Pending") == "Pending"
+            for r in self.cluster.objects("Reservation")
+        )
+
+    def _advance(self, at: int) -> None:
+        self.now = at
+        self.clock.set(events.wall_time(at))
+
+    def _push(self, at: int, event: events.Event) -> None:
+        if self.until is not None and at > self.until:
+            return
+        self.queue.push(at, event)
+        self.horizon = max(self.horizon, at)
+
+    def _cycle(self) -> None:
+        """Schedule; again at the same instant while evictions keep freeing capacity."""
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            result = self.scheduler.run_once(self.cluster, self.cluster)
+            again = False
+            evicted: list[cluster.Evicted] = []
+            for applied in self.cluster.drain():
+                if not isinstance(applied, cluster.Waiting):
+                    self._last_change = self.now
+                if isinstance(applied, cluster.Evicted):
+                    evicted.append(applied)
+                else:
+                    again = self._absorb(applied) or again
+            if evicted:
+                self._requeue(evicted)
+                again = True
+
+            for queue, summary in sorted(result.queues.items()):
+                self.recorder.fair_share_published(queue, summary.fair_share, at=self.now)
+            self.recorder.cycle_done(decisions=len(result.decisions))
+            if not (again and self._waiting):
+                return
+
+    # Events -------------------------------------------------------------------------------
+    def _handle(self, event: events.Event) -> bool:
+        """Apply one due event; True when the scheduler should look again."""
+        if isinstance(event, events.Arrival):
+            self._arrive(self.scenario.spec.workloads[event.workload], index=event.index)
+            return True
+        if isinstance(event, events.Completion):
+            if self.cluster.succeed_pod(event.key, uid=event.uid):
+                self.recorder.pod_succeeded(event.key, at=self.now)
+                return True
+            return False
+        if isinstance(event, events.Apply):
+            self._apply(copy.deepcopy(event.manifest))
+            return True
+        if isinstance(event, events.Delete):
+            return self._delete(event)
+        if event.reason == "schedule period":
+            self._wakeup_pending = False
+        else:
+            self._deadline = True  # a timeout or a TTL: the scheduler decides by time
+        return True
+
+    def _arrive(self, workload: scenarios.Workload, *, index: int) -> None:
+        job = workloads.make_job(
+            workload, index=index, scheduler_name=self.scheduler.profile.scheduler_name
+        )
+        key = f"{job.namespace}/{job.name}"
+        self._use_queue(job.queue)
+        self.recorder.job_submitted(
+            records.JobRecord(
+                namespace=job.namespace,
+                name=job.name,
+                workload=job.workload,
+                queue=job.queue,
+                min_member=job.min_member,
+                submitted=self.now,
+            )
+        )
+        if job.pod_group is not None:
+            self._put_group(job.pod_group)
+        self._jobs[key] = _Job(
+            key=key,
+            min_member=job.min_member,
+            templates={pod["metadata"]["name"]: pod for pod in job.pods},
+        )
+        for pod in job.pods:
+            self._create_pod(pod, job=key, queue=job.queue)
+
+    def _apply(self, manifest: dict[str, typing.Any]) -> None:
+        """A manifest from ``objects`` or a timed ``apply``."""
+        kind = manifest["kind"]
+        if kind == "Pod":
+            self._apply_pod(manifest)
+            return
+        if kind == "PodGroup":
+            self._apply_group(manifest)
+            return
+        stored = self.cluster.put(manifest)
+        if kind == "Queue":
+            self._queues_changed()
+        elif kind == "Reservation":
+            self._wake_after(stored, seconds=_ttl_seconds(stored))
+
+    def _apply_group(self, manifest: dict[str, typing.Any]) -> None:
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        key = f"{namespace}/{name}"
+        queue = manifest.get("spec", {}).get("queue") or keys.DEFAULT_QUEUE
+        min_member = int(manifest.get("spec", {}).get("minMember", 1))
+        self._use_queue(queue)
+        if key not in self.recorder.jobs:
+            self.recorder.job_submitted(
+                records.JobRecord(
+                    namespace=namespace,
+                    name=name,
+                    workload=None,
+                    queue=queue,
+                    min_member=min_member,
+                    submitted=self.now,
+                )
+            )
+            self._jobs[key] = _Job(key=key, min_member=min_member, templates={})
+        else:
+            self.recorder.jobs[key].queue = queue
+            self.recorder.jobs[key].min_member = min_member
+            self._jobs[key].min_member = min_member
+        self._put_group(manifest)
+
+    def _put_group(self, manifest: dict[str, typing.Any]) -> None:
+        stored = self.cluster.put(manifest)
+        timeout = stored.get("spec", {}).get("scheduleTimeoutSeconds")
+        self._wake_after(stored, seconds=timeout if isinstance(timeout, int) else None)
+
+    def _apply_pod(self, manifest: dict[str, typing.Any]) -> None:
+        metadata = manifest["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        key = f"{namespace}/{name}"
+        if key in self._pods:  # replacing a pod keeps its job; only its fields change
+            self.cluster.put(manifest)
+            return
+        labels = metadata.get("labels") or {}
+        group = labels.get(keys.POD_GROUP_LABEL)
+        queue = labels.get(keys.QUEUE_LABEL)
+        if group is not None:
+            job_key = f"{namespace}/{group}"
+            if job_key not in self.recorder.jobs:
+                # The pods came before their PodGroup: account them as a job of their own.
+                self.recorder.job_submitted(
+                    records.JobRecord(
+                        namespace=namespace,
+                        name=group,
+                        workload=None,
+                        queue=queue or keys.DEFAULT_QUEUE,
+                        min_member=1,
+                        submitted=self.now,
+                    )
+                )
+                self._jobs[job_key] = _Job(key=job_key, min_member=1, templates={})
+            queue = queue or self.recorder.jobs[job_key].queue
+        else:
+            job_key = key
+            self.recorder.job_submitted(
+                records.JobRecord(
+                    namespace=namespace,
+                    name=name,
+                    workload=None,
+                    queue=queue,
+                    min_member=1,
+                    submitted=self.now,
+                )
+            )
+            self._jobs[job_key] = _Job(key=job_key, min_member=1, templates={})
+        self._use_queue(queue)
+        self._jobs[job_key].templates[name] = manifest
+        self._create_pod(manifest, job=job_key, queue=queue)
+
+    def _create_pod(self, manifest: dict[str, typing.Any], *, job: str, queue: str | None) -> None:
+        stored = self.cluster.put(manifest)
+        key = f"{stored['metadata']['namespace']}/{stored['metadata']['name']}"
+        self._pods[key] = _Pod(job=job, duration_ms=_duration_ms(stored))
+        self.recorder.pod_created(
+            key, job=job, queue=queue, requests=_requests(stored), at=self.now
+        )
+        if stored["spec"].get("nodeName"):
+            # A manifest may arrive already bound (a running pod at time zero).
+            self.recorder.pod_bound(key, node=stored["spec"]["nodeName"], at=self.now)
+            self._schedule_completion(key, uid=stored["metadata"]["uid"])
+        else:
+            self._waiting.add(key)
+
+    def _delete(self, event: events.Delete) -> bool:
+        removed = self.cluster.delete(event.kind, namespace=event.namespace, name=event.name)
+        if removed is None:
+            return False
+        if event.kind == "Pod":
+            key = f"{event.namespace}/{event.name}"
+            self._waiting.discard(key)
+            if key in self.recorder.pods:
+                self.recorder.pod_removed(key, at=self.now, evicted=False)
+        elif event.kind == "Queue":
+            self._queues_changed()
+        return True
+
+    # What a cycle did ---------------------------------------------------------------------
+    def _absorb(self, applied: cluster.Bound | cluster.ReservationPlaced | cluster.Waiting) -> bool:
+        """Record one applied decision (evictions: :meth:`_requeue`); True when it opened
+        capacity for another cycle."""
+        if isinstance(applied, cluster.Bound):
+            self._waiting.discard(applied.key)
+            self.recorder.pod_bound(applied.key, node=applied.node, at=self.now)
+            self._schedule_completion(applied.key, uid=applied.uid)
+            return False
+        if isinstance(applied, cluster.ReservationPlaced):
+            return True
+        # A group's reason says most (quorum, then the first pod's problem); a pod's own
+        # reason is kept only for a job that is that one pod.
+        if (
+            applied.subject is decisions.Subject.GROUP
+            or applied.key not in self._pods
+            or self._pods[applied.key].job == applied.key
+        ):
+            self.recorder.job_reason(applied.key, applied.reason)
+        return False
+
+    def _requeue(self, evicted: list[cluster.Evicted]) -> None:
+        """The workloads' controllers recreate what evictions took (module docstring).
+
+        A cycle may evict several pods of one job (reclaim takes a gang whole): the job is
+        handled once, after all of its evictions are counted.
+        """
+        by_job: dict[str, list[str]] = {}
+        for applied in evicted:
+            pod = self._pods.pop(applied.key)
+            self.recorder.pod_removed(applied.key, at=self.now, evicted=True)
+            by_job.setdefault(pod.job, []).append(applied.key.partition("/")[2])
+        for job_key in sorted(by_job):
+            job = self._jobs[job_key]
+            namespace = job_key.partition("/")[0]
+            if job.min_member > 1:
+                # A gang cannot run short of a member: its other pods go too, and it starts over.
+                for other in sorted(job.templates):
+                    other_key = f"{namespace}/{other}"
+                    if other_key in self._pods:
+                        self.cluster.delete("Pod", namespace=namespace, name=other)
+                        self._waiting.discard(other_key)
+                        self._pods.pop(other_key)
+                        self.recorder.pod_removed(other_key, at=self.now, evicted=False)
+                self.recorder.job_restarted(job.key)
+                recreate = sorted(job.templates)
+            else:
+                recreate = sorted(by_job[job_key])
+            queue = self.recorder.jobs[job.key].queue
+            for name in recreate:
+                if name in job.templates:
+                    self._create_pod(job.templates[name], job=job.key, queue=queue)
+
+    def _schedule_completion(self, key: str, *, uid: str) -> None:
+        duration = self._pods[key].duration_ms
+        if duration is not None:
+            self._push(self.now + duration, events.Completion(key=key, uid=uid))
+
+    def _wake_after(self, obj: dict[str, typing.Any], *, seconds: int | float | None) -> None:
+        if seconds:
+            # One millisecond after the deadline, so that "now > created + timeout" holds.
+            self._push(self.now + round(seconds * 1000) + 1, events.Wakeup(reason=_name(obj)))
+
+    # Queues -------------------------------------------------------------------------------
+    def _use_queue(self, queue: str | None) -> None:
+        if queue == keys.DEFAULT_QUEUE and not self._default_used:
+            self._default_used = True
+            self._queues_changed()
+
+    def _queues_changed(self) -> None:
+        shapes = {q.name: q for q in map(_shape, self.cluster.objects("Queue"))}
+        if self._default_used and keys.DEFAULT_QUEUE not in shapes:
+            shapes[keys.DEFAULT_QUEUE] = fairness.QueueShape(
+                name=keys.DEFAULT_QUEUE,
+                parent=None,
+                weight=1,
+                guaranteed=resources.ResourceList(),
+                limit=None,
+            )
+        self.recorder.queues_changed(shapes.values(), at=self.now)
+
+
+# Helpers ------------------------------------------------------------------------------------
+
+
+def _rank(obj: collections.abc.Mapping[str, typing.Any], order: dict[str, int]) -> int:
+    return order.get(str(obj.get("kind")), len(order))
+
+
+def _allocatable(pool: scenarios.NodePool) -> resources.ResourceList:
+    allocatable = dict(pool.allocatable)
+    allocatable.setdefault(resources.PODS, scenarios.DEFAULT_PODS)
+    return resources.ResourceList(allocatable)
+
+
+def _node(pool: scenarios.NodePool, *, name: str) -> dict[str, typing.Any]:
+    allocatable = _allocatable(pool).to_api()
+    spec: dict[str, typing.Any] = {}
+    if pool.taints:
+        spec["taints"] = [t.to_api() for t in pool.taints]
+    if pool.unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {**pool.labels, "kubernetes.io/hostname": name}},
+        "spec": spec,
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
+
+
+def _requests(pod: collections.abc.Mapping[str, typing.Any]) -> resources.ResourceList:
+    return pod_infos.pod_requests(pod.get("spec") or {})
+
+
+def _duration_ms(pod: collections.abc.Mapping[str, typing.Any]) -> int | None:
+    text = (pod["metadata"].get("annotations") or {}).get(keys.SIM_DURATION_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        return durations.parse_ms(str(text))
+    except ValueError:
+        return None  # a pod whose duration cannot be read runs until the end
+
+
+def _ttl_seconds(reservation: collections.abc.Mapping[str, typing.Any]) -> float | None:
+    ttl = (reservation.get("spec") or {}).get("ttl")
+    if not isinstance(ttl, str):
+        return None
+    try:
+        return durations.parse_ms(ttl) / 1000
+    except ValueError:
+        return None
+
+
+def _name(obj: collections.abc.Mapping[str, typing.Any]) -> str:
+    kind, namespace, name = cluster.object_key(obj)
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def _shape(obj: collections.abc.Mapping[str, typing.Any]) -> fairness.QueueShape:
+    spec = obj.get("spec") or {}
+    limit = spec.get("limit")
+    return fairness.QueueShape(
+        name=obj["metadata"]["name"],
+        parent=spec.get("parent"),
+        weight=int(spec.get("weight", 1)),
+        guaranteed=resources.ResourceList.parse(spec.get("guaranteed")),
+        limit=resources.ResourceList.parse(limit) if limit is not None else None,
+    )

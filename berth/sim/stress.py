@@ -1,0 +1,135 @@
+"""The simulator's own benchmark: ``berth bench sim`` (10 000 jobs on 1 000 nodes by default).
+
+:func:`scenario` builds a large scenario in code: CPU and GPU node pools in a 3:1 ratio, four
+queues with weights 1..4, and per queue a stream of small CPU jobs and a stream of GPU gangs,
+all with Poisson arrivals over eight hours, sized so that each pool runs at roughly 70-75% of
+its bottleneck resource on average (queues form when arrivals bunch up). :func:`measure`
+simulates it and times the run (wall clock: this is the one place in ``berth.sim`` that reads
+real time, to report how long virtual time took).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+import typing
+
+from berth.sim import runner, scenarios
+
+__all__ = ["measure", "scenario"]
+
+_QUEUES = (("research", 1), ("vision", 2), ("nlp", 3), ("prod", 4))
+_WINDOW_MINUTES = 480
+
+
+def scenario(*, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1) -> scenarios.Scenario:
+    """``jobs`` jobs over ``nodes`` nodes; see the module docstring."""
+    gpu_nodes = max(nodes // 4, 1)
+    cpu_nodes = max(nodes - gpu_nodes, 1)
+    per_stream = max(jobs // (2 * len(_QUEUES)), 1)
+    gap_ms = max(_WINDOW_MINUTES * 60_000 // per_stream, 1)
+    workloads: list[dict[str, typing.Any]] = []
+    for name, _ in _QUEUES:
+        workloads.append(
+            {
+                "name": "batch",
+                "namespace": name,
+                "queue": name,
+                "arrival": "poisson",
+                "every": f"{gap_ms}ms",
+                "count": per_stream,
+                "replicas": 4,
+                "duration": "50m",
+                "requests": {"cpu": "16", "memory": "32Gi"},
+                "nodeSelector": {"pool": "cpu"},
+            }
+        )
+        workloads.append(
+            {
+                "name": "train",
+                "namespace": name,
+                "queue": name,
+                "arrival": "poisson",
+                "every": f"{gap_ms}ms",
+                "count": per_stream,
+                "replicas": 2,
+                "minMember": 2,
+                "duration": "36m",
+                "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"},
+                "nodeSelector": {"pool": "gpu"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            }
+        )
+    return scenarios.from_data(
+        {
+            "apiVersion": scenarios.API_VERSION,
+            "kind": "Scenario",
+            "metadata": {"name": f"bench-{jobs}-jobs-{nodes}-nodes"},
+            "spec": {
+                "seed": seed,
+                "nodes": [
+                    {
+                        "count": cpu_nodes,
+                        "namePrefix": "cpu-",
+                        "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+                        "labels": {"pool": "cpu"},
+                    },
+                    {
+                        "count": gpu_nodes,
+                        "namePrefix": "gpu-",
+                        "allocatable": {
+                            "cpu": "64",
+                            "memory": "512Gi",
+                            "nvidia.com/gpu": "8",
+                            "pods": "110",
+                        },
+                        "labels": {"pool": "gpu"},
+                        "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                    },
+                ],
+                "objects": [
+                    {
+                        "apiVersion": "scheduling.berth.io/v1alpha1",
+                        "kind": "Queue",
+                        "metadata": {"name": name},
+                        "spec": {"weight": weight},
+                    }
+                    for name, weight in _QUEUES
+                ],
+                "workloads": workloads,
+            },
+        }
+    )
+
+
+def measure(*, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1) -> dict[str, typing.Any]:
+    """Simulate :func:`scenario` and report how long it took, as one JSON-able object."""
+    built = scenario(jobs=jobs, nodes=nodes, seed=seed)
+    started = time.perf_counter()
+    report = runner.run(built)
+    seconds = time.perf_counter() - started
+    summary = report["summary"]
+    pods = sum(len(w["pods"]) for w in report["workloads"])
+    return {
+        "scenario": "sim",
+        "nodes": report["cluster"]["nodes"],
+        "jobs": summary["jobs"]["submitted"],
+        "pods": pods,
+        "seconds": round(seconds, 3),
+        "virtual_seconds": report["end"],
+        "speedup": round(report["end"] / seconds, 1) if seconds > 0 else None,
+        "cycles": summary["cycles"],
+        "ms_per_cycle": round(1000 * seconds / summary["cycles"], 3) if summary["cycles"] else None,
+        "jobs_started": summary["jobs"]["started"],
+        "jobs_finished": summary["jobs"]["finished"],
+        "utilization": summary["utilization"],
+        "partial_gangs": summary["partialGangs"],
+        "rss_mb": round(_max_rss_mb(), 1),
+    }
+
+
+def _max_rss_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports kilobytes, macOS bytes.
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024

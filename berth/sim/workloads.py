@@ -1,0 +1,149 @@
+"""Workload generators: a scenario's ``workloads`` entries -> arrival times and jobs.
+
+Each arrival of a :class:`~berth.sim.scenarios.Workload` is one *job*: ``replicas`` pods, and
+a PodGroup when the job is a gang (``minMember > 1``) or names a queue. Objects come out as
+API dicts, the way the API server would hold them before anything is scheduled (the in-memory
+cluster adds uids and timestamps when it creates them, as the API server does):
+
+- the PodGroup ``<workload>-<index>`` with ``minMember``, ``queue`` and ``priorityClassName``;
+- pods ``<job>-<replica>`` with ``schedulerName: berth-scheduler``, the group label, the
+  annotation ``sim.berth.io/duration`` (how long the pod runs once bound), the workload's
+  labels plus ``sim.berth.io/workload`` and ``sim.berth.io/job``, its requests, node selector,
+  tolerations and priority.
+
+Indices are zero-padded so that name order is arrival order. Poisson arrivals draw their gaps
+from a generator seeded with the scenario's seed and the workload's name, so adding a workload
+does not change the arrivals of the others. Used by :mod:`berth.sim.runner`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import typing
+
+from berth.api import keys, resources
+from berth.sim import scenarios
+
+__all__ = ["JOB_LABEL", "WORKLOAD_LABEL", "Job", "arrival_times", "make_job"]
+
+WORKLOAD_LABEL = "sim.berth.io/workload"
+"""Label of every generated pod and PodGroup: the workload (generator) it came from."""
+JOB_LABEL = "sim.berth.io/job"
+"""Label of every generated pod: the job (one arrival) it belongs to."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One arrival of a workload, as the objects to create."""
+
+    workload: str
+    namespace: str
+    name: str
+    queue: str | None  # the queue the job is accounted to; None for plain pods
+    min_member: int
+    duration_ms: int
+    pod_group: dict[str, typing.Any] | None = dataclasses.field(hash=False)
+    pods: tuple[dict[str, typing.Any], ...] = dataclasses.field(hash=False)
+
+
+def arrival_times(workload: scenarios.Workload, *, seed: int) -> list[int]:
+    """When each of the workload's jobs arrives, in milliseconds of virtual time."""
+    start = workload.at.ms
+    every = workload.every.ms if workload.every is not None else 0
+    if workload.arrival == "fixed" or workload.count == 1:
+        return [start + i * every for i in range(workload.count)]
+    rng = random.Random(f"{seed}:{workload.namespace}/{workload.name}")
+    times, now = [], start
+    for _ in range(workload.count):
+        times.append(now)
+        now += round(rng.expovariate(1 / every))
+    return times
+
+
+def make_job(
+    workload: scenarios.Workload,
+    *,
+    index: int,
+    scheduler_name: str = keys.DEFAULT_SCHEDULER_NAME,
+) -> Job:
+    """The objects of job number ``index`` of ``workload``, for ``scheduler_name``."""
+    job_name = f"{workload.name}-{index:0{len(str(workload.count - 1))}d}"
+    queue = (workload.queue or keys.DEFAULT_QUEUE) if workload.is_group else None
+    base_labels = {WORKLOAD_LABEL: workload.name}
+    pod_group: dict[str, typing.Any] | None = None
+    if workload.is_group:
+        group_spec: dict[str, typing.Any] = {"minMember": workload.min_member, "queue": queue}
+        if workload.priority_class_name is not None:
+            group_spec["priorityClassName"] = workload.priority_class_name
+        pod_group = {
+            "apiVersion": keys.API_VERSION,
+            "kind": "PodGroup",
+            "metadata": {"name": job_name, "namespace": workload.namespace, "labels": base_labels},
+            "spec": group_spec,
+            "status": {"phase": "Pending"},
+        }
+    width = len(str(workload.replicas - 1))
+    pods = tuple(
+        _pod(
+            workload,
+            job_name=job_name,
+            name=f"{job_name}-{r:0{width}d}",
+            grouped=pod_group,
+            scheduler_name=scheduler_name,
+        )
+        for r in range(workload.replicas)
+    )
+    return Job(
+        workload=workload.name,
+        namespace=workload.namespace,
+        name=job_name,
+        queue=queue,
+        min_member=workload.min_member,
+        duration_ms=workload.duration.ms,
+        pod_group=pod_group,
+        pods=pods,
+    )
+
+
+def _pod(
+    workload: scenarios.Workload,
+    *,
+    job_name: str,
+    name: str,
+    grouped: dict[str, typing.Any] | None,
+    scheduler_name: str,
+) -> dict[str, typing.Any]:
+    labels = {**workload.labels, WORKLOAD_LABEL: workload.name, JOB_LABEL: job_name}
+    if grouped is not None:
+        labels[keys.POD_GROUP_LABEL] = job_name
+    spec: dict[str, typing.Any] = {
+        "schedulerName": scheduler_name,
+        "containers": [
+            {
+                "name": "main",
+                "image": "sim",
+                "resources": {"requests": resources.ResourceList(workload.requests).to_api()},
+            }
+        ],
+    }
+    if workload.node_selector:
+        spec["nodeSelector"] = dict(workload.node_selector)
+    if workload.tolerations:
+        spec["tolerations"] = [t.to_api() for t in workload.tolerations]
+    if workload.priority is not None:
+        spec["priority"] = workload.priority
+    if workload.priority_class_name is not None:
+        spec["priorityClassName"] = workload.priority_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": workload.namespace,
+            "labels": labels,
+            "annotations": {keys.SIM_DURATION_ANNOTATION: str(workload.duration)},
+        },
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }

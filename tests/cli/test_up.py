@@ -1,0 +1,158 @@
+"""``berth demo``, ``berth up`` and ``berth bench e2e``, run as the console script.
+
+We test these aspects:
+
+- ``berth demo`` places and runs every example in under a minute and exits 0, printing the
+  final tables (queues, PodGroups, reservations, pods with their nodes) and the operator's
+  metrics (attempts, bindings, leader status);
+- ``berth demo --timeout`` too short for the examples exits 1 saying it timed out;
+- ``berth up`` prints how to point kubectl at it; kubectl then sees the simulated nodes and
+  Berth's CRDs, a pod applied with kubectl is bound by Berth; SIGINT stops it with exit 0;
+- ``berth bench e2e`` on a small cluster prints one JSON object with every pod bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from berth.emulator import testing
+
+BERTH = str(pathlib.Path(sys.executable).parent / "berth")
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def environment(tmp_path: pathlib.Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_")}
+    env.pop("KUBECONFIG", None)
+    return env | {"HOME": str(tmp_path), "KUBECACHEDIR": str(tmp_path / "cache")}
+
+
+@pytest.mark.slow
+def test_demo_runs_every_example_and_exits_0(tmp_path: pathlib.Path) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [BERTH, "demo"],
+        cwd=tmp_path,
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert seconds < 60
+    out = done.stdout
+    assert "done: every example placed and run" in out
+    assert re.search(r"^\s*train\s+Finished\s+team-a\s+4\s", out, re.M)
+    assert re.search(r"^\s*train-capacity\s+Succeeded\s+pool0-\d", out, re.M)
+    for pod in ("train-0", "train-1", "train-2", "train-3", "trainer", "hello"):
+        assert re.search(rf"^\s*{pod}\s+0/1\s+Completed\s+0\s+\S+\s+\S+\s+pool0-\d", out, re.M), pod
+    assert 'berth_schedule_attempts_total{result="scheduled"} 6.0' in out
+    assert "berth_leader_status 1.0" in out
+
+
+def test_demo_that_cannot_finish_in_time_exits_1(tmp_path: pathlib.Path) -> None:
+    done = subprocess.run(
+        [BERTH, "demo", "--timeout", "1", "--speed", "0.01"],
+        cwd=tmp_path,
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "not finished" in done.stdout
+
+
+@pytest.mark.slow
+def test_up_serves_kubectl_and_schedules_until_interrupted(tmp_path: pathlib.Path) -> None:
+    kubeconfig = tmp_path / "up.kubeconfig"
+    env = environment(tmp_path)
+    process = subprocess.Popen(
+        [
+            BERTH,
+            "up",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--nodes",
+            "2x cpu=4,memory=8Gi",
+            "--log-level",
+            "warning",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert "berth up: Kubernetes API at http://127.0.0.1:" in first
+        assert f"export KUBECONFIG={kubeconfig.resolve()}" in process.stdout.readline()
+        kubectl_env = env | {"KUBECONFIG": str(kubeconfig)}
+
+        def kubectl(*args: str, input: str | None = None) -> str:
+            return subprocess.run(
+                [testing.kubectl_binary(), *args],
+                env=kubectl_env,
+                input=input,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
+            ).stdout
+
+        assert kubectl("get", "nodes", "-o", "name").split() == ["node/pool0-0", "node/pool0-1"]
+        assert "podgroups.scheduling.berth.io" in kubectl("get", "crds", "-o", "name")
+        kubectl("apply", "-f", str(ROOT / "examples" / "04-plain-pod"))
+        deadline = time.monotonic() + 20
+        node = ""
+        while time.monotonic() < deadline and not node:
+            node = kubectl("get", "pod", "hello", "-o", "jsonpath={.spec.nodeName}")
+            time.sleep(0.1)
+        assert node.startswith("pool0-")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.mark.slow
+def test_bench_e2e_binds_every_pod(tmp_path: pathlib.Path) -> None:
+    done = subprocess.run(
+        [BERTH, "bench", "e2e", "--nodes", "20", "--pods", "300"],
+        cwd=tmp_path,
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["scenario"] == "e2e"
+    assert (result["nodes"], result["pods"], result["bound"], result["unbound"]) == (
+        20,
+        300,
+        300,
+        0,
+    )
+    assert result["pods_per_second"] > 0
+    assert result["p50_ms"] <= result["p99_ms"]

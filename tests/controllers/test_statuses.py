@@ -1,0 +1,178 @@
+"""The status writer (``berth.controllers.statuses``) against the emulator.
+
+We test these aspects:
+
+- merge patches (table): equal is empty, changed and new keys are set, nested maps are diffed,
+  keys that went become null, lists are replaced whole;
+- one pass writes the status of every observed PodGroup and Queue that differs, through the
+  status subresource, and records the Events the change is worth;
+- a status already written is not written again while Kopf has not observed it yet, nor once
+  the observed status matches; a changed reason is written again;
+- nothing is written before the scheduler's first snapshot; a group deleted meanwhile is no
+  error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import typing
+
+import pytest
+
+from berth.controllers import observed, statuses
+from berth.emulator import testing
+from berth.kube import clients, events
+from berth.scheduler.framework import decisions
+from berth.scheduler.snapshot import snapshots, wire
+from berth.util import clocks
+from tests.kube import conftest
+from tests.scheduler import builders as b
+
+Object = dict[str, typing.Any]
+GROUPS = "scheduling.berth.io/v1alpha1"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "patch"),
+    [
+        ({"a": 1}, {"a": 1}, {}),
+        ({"a": 1}, {"a": 2, "b": 3}, {"a": 2, "b": 3}),
+        ({"m": {"x": "1", "y": "2"}}, {"m": {"x": "1", "y": "3"}}, {"m": {"y": "3"}}),
+        ({"m": {"x": "1", "y": "2"}}, {"m": {"x": "1"}}, {"m": {"y": None}}),
+        ({"a": 1, "gone": 2}, {"a": 1}, {"gone": None}),
+        ({"l": [1, 2]}, {"l": [1]}, {"l": [1]}),
+        ({}, {"m": {}}, {"m": {}}),
+    ],
+    ids=["equal", "set", "nested", "nested-removed", "removed", "list", "new-empty-map"],
+)
+def test_merge_patch(old: Object, new: Object, patch: Object) -> None:
+    assert statuses.merge_patch(old, new) == patch
+
+
+class Board:
+    def __init__(self) -> None:
+        self.snap: snapshots.Snapshot | None = None
+        self.res: decisions.CycleResult | None = None
+
+    def snapshot(self) -> snapshots.Snapshot | None:
+        return self.snap
+
+    def result(self) -> decisions.CycleResult | None:
+        return self.res
+
+
+class Writer:
+    def __init__(self, emulator: testing.RunningEmulator, api: clients.AsyncApiClient) -> None:
+        self.emulator = emulator
+        self.objects = observed.ObservedObjects()
+        self.board = Board()
+        self.recorder = events.EventRecorder(api, clock=clocks.SystemClock())
+        self.writer = statuses.StatusWriter(
+            api,
+            objects=self.objects,
+            board=self.board,
+            clock=clocks.SystemClock(),
+            recorder=self.recorder,
+        )
+
+    def stored(self, plural: str, name: str, namespace: str = "default") -> Object:
+        api = self.emulator.api
+        resource = self.emulator.call(api.resource, GROUPS, plural)
+        found = self.emulator.call(api.storage.get, resource.key, namespace, name)
+        assert found is not None
+        return dict(found)
+
+    def observe(self, kind: str, plural: str, name: str, namespace: str = "default") -> None:
+        """What Kopf's watching handler does when it sees the object."""
+        seen = observed.observe(
+            kind, body=self.stored(plural, name, namespace), parse_time=wire.parse_time
+        )
+        assert seen is not None
+        self.objects.put(seen)
+
+    def cycle(self, *, reasons: dict[str, str] | None = None) -> None:
+        """The scheduler's last snapshot and result, from what the API server holds."""
+        cache = b.cache_of(b.node("n1", cpu="8"))
+        api = self.emulator.api
+        for plural, adder in (("queues", "add_queue"), ("podgroups", "add_pod_group")):
+            resource = self.emulator.call(api.resource, GROUPS, plural)
+            for obj in self.emulator.call(api.storage.list, resource.key):
+                getattr(cache, adder)(obj)
+        pods = self.emulator.call(api.resource, "v1", "pods")
+        for obj in self.emulator.call(api.storage.list, pods.key):
+            cache.add_pod(obj)
+        self.board.snap = cache.snapshot(clocks.SystemClock().now())
+        self.board.res = decisions.CycleResult(session_id="s", group_reasons=reasons or {})
+
+    def patches(self) -> int:
+        return self.emulator.count(
+            "PATCH",
+            "/apis/scheduling.berth.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status",
+        ) + self.emulator.count("PATCH", "/apis/scheduling.berth.io/v1alpha1/queues/{name}/status")
+
+
+@pytest.fixture
+async def writer(
+    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
+) -> collections.abc.AsyncIterator[Writer]:
+    running = Writer(berth_crds, connection.api)
+    stop = asyncio.Event()
+    task = asyncio.create_task(running.recorder.run(stop))
+    await asyncio.sleep(0)
+    try:
+        yield running
+    finally:
+        stop.set()
+        await task
+
+
+async def test_writes_what_differs_and_explains(writer: Writer) -> None:
+    emulator = writer.emulator
+    conftest.create(emulator, b.queue("team"), plural="queues", namespace=None)
+    conftest.create(emulator, b.pod_group("g", min_member=2, queue="team"), plural="podgroups")
+    for i in range(2):
+        conftest.create(emulator, b.pod(f"g-{i}", group="g", cpu="100", memory=None), plural="pods")
+    writer.observe("Queue", "queues", "team", namespace="")
+    writer.observe("PodGroup", "podgroups", "g")
+    why = "gang needs minMember 2, only 0 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
+    writer.cycle(reasons={"default/g": why})
+    assert await writer.writer.write_once() == 2
+    group = writer.stored("podgroups", "g")["status"]
+    assert group["phase"] == "Inqueue"
+    assert group["conditions"][0]["message"] == why
+    queue = writer.stored("queues", "team", namespace="")["status"]
+    assert queue["pending"] == 1
+    await writer.recorder.drain()
+    assert writer.recorder.posted == 1  # FailedScheduling on the group; the queue is valid
+
+    # Kopf has not observed the write yet: the same write is not repeated.
+    writer.cycle(reasons={"default/g": why})
+    assert await writer.writer.write_once() == 0
+    # Observed and unchanged: nothing to write.
+    writer.observe("Queue", "queues", "team", namespace="")
+    writer.observe("PodGroup", "podgroups", "g")
+    assert await writer.writer.write_once() == 0
+    # A new reason is written.
+    writer.cycle(reasons={"default/g": "queue team is closed"})
+    assert await writer.writer.write_once() == 1
+    assert writer.stored("podgroups", "g")["status"]["conditions"][0]["reason"] == "QueueClosed"
+    assert writer.patches() == 3
+
+
+async def test_nothing_is_written_before_the_first_snapshot(writer: Writer) -> None:
+    conftest.create(writer.emulator, b.pod_group("g"), plural="podgroups")
+    writer.observe("PodGroup", "podgroups", "g")
+    assert await writer.writer.write_once() == 0
+    assert writer.patches() == 0
+
+
+async def test_group_deleted_meanwhile_is_no_error(writer: Writer) -> None:
+    emulator = writer.emulator
+    conftest.create(emulator, b.pod_group("g"), plural="podgroups")
+    writer.observe("PodGroup", "podgroups", "g")
+    writer.cycle()
+    resource = emulator.call(emulator.api.resource, GROUPS, "podgroups")
+    emulator.call(emulator.api.delete, resource, namespace="default", name="g")
+    assert await writer.writer.write_once() == 1  # attempted; the 404 is not a failure
+    assert writer.writer.writes == 0

@@ -1,0 +1,370 @@
+"""The decision sink (``berth.kube.decisions.ApiSink``) against the emulator.
+
+We test these aspects:
+
+- a binding: the cache assumes the pod at once, ``pods/binding`` is posted with the pod's UID,
+  a ``Scheduled`` Event follows, latencies are observed;
+- the binding's answers: already on this node (success), on another node (the assumption is
+  forgotten, no retry), the pod gone (404, or deleted while queued: nothing sent, no retry),
+  a server error (forgotten, backoff held 1 s doubling), a timeout (the same binding retried,
+  bound once);
+- eviction through the Eviction API with a ``Preempted`` Event; annotations; nominations
+  written once per node;
+- a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
+  reason changes;
+- Reservation decisions: ``Available`` on a node, an owner allocated (allocate-once ends it
+  ``Succeeded``), ``Expired``, and why a Pending one waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import typing
+
+import pytest
+
+from berth.api import resources
+from berth.emulator import faults, testing
+from berth.kube import clients, decisions, events
+from berth.scheduler.framework import decisions as d
+from berth.scheduler.snapshot import cache as cluster_cache
+from berth.util import clocks
+from tests.kube import conftest
+
+Object = dict[str, typing.Any]
+BINDING = "/api/v1/namespaces/{namespace}/pods/{name}/binding"
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.bindings: list[str | None] = []
+        self.e2e: list[float] = []
+
+    def observe_binding(self, seconds: float, *, failure: str | None = None) -> None:
+        self.bindings.append(failure)
+
+    def observe_e2e(self, seconds: float) -> None:
+        self.e2e.append(seconds)
+
+
+class Harness:
+    """An ApiSink with its workers and Event recorder running in the test's loop."""
+
+    def __init__(self, emulator: testing.RunningEmulator, api: clients.AsyncApiClient) -> None:
+        self.emulator = emulator
+        self.clock = clocks.SystemClock()
+        self.cache = cluster_cache.ClusterCache()
+        self.observer = Observer()
+        self.recorder = events.EventRecorder(api, clock=self.clock)
+        self.outcomes: list[decisions.BindOutcome] = []
+        self.sink = decisions.ApiSink(
+            api,
+            cache=self.cache,
+            clock=self.clock,
+            recorder=self.recorder,
+            observer=self.observer,
+            last_snapshot=lambda: self.cache.snapshot(self.clock.now()),
+            bind_timeout=0.5,
+            on_bound=self.outcomes.append,
+        )
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.create_task(self.sink.run(self.stop)),
+            asyncio.create_task(self.recorder.run(self.stop)),
+        ]
+
+    async def settle(self) -> None:
+        await asyncio.wait_for(self.sink.drain(), 10)
+        await asyncio.sleep(0)
+        await asyncio.wait_for(self.recorder.drain(), 10)
+
+    async def close(self) -> None:
+        self.stop.set()
+        await asyncio.gather(*self.tasks)
+
+    def add_pod(self, name: str, *, node: str | None = None) -> Object:
+        created = conftest.create(self.emulator, conftest.pod(name, node=node), plural="pods")
+        self.cache.add_pod(created)
+        return created
+
+    def stored(self, plural: str, name: str, *, api_version: str = "v1") -> Object | None:
+        api = self.emulator.api
+        resource = self.emulator.call(api.resource, api_version, plural)
+        return self.emulator.call(api.storage.get, resource.key, "default", name)
+
+    def events(self) -> list[tuple[str, str, str]]:
+        api = self.emulator.api
+        resource = self.emulator.call(api.resource, "v1", "events")
+        return [
+            (e["involvedObject"]["name"], e["reason"], e["message"])
+            for e in self.emulator.call(api.storage.list, resource.key)
+        ]
+
+    def apply(self, *decided: d.Decision) -> None:
+        self.sink.apply(d.CycleResult(session_id="s", decisions=decided))
+
+    def bind(self, pod: Object, node: str) -> d.BindPod:
+        meta = pod["metadata"]
+        return d.BindPod(namespace="default", name=meta["name"], uid=meta["uid"], node=node)
+
+    def assumed_on(self, key: str) -> str | None:
+        return self.cache.snapshot(self.clock.now()).pods[key].node_name
+
+    def binding_requests(self, name: str) -> int:
+        path = f"/api/v1/namespaces/default/pods/{name}/binding"
+        return self.emulator.server.requests_by_path[("POST", path)]
+
+
+@pytest.fixture
+async def harness(
+    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
+) -> collections.abc.AsyncIterator[Harness]:
+    conftest.create(berth_crds, conftest.node("n1"), plural="nodes", namespace=None)
+    conftest.create(berth_crds, conftest.node("n2"), plural="nodes", namespace=None)
+    running = Harness(berth_crds, connection.api)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+async def test_binding_assumes_at_once_then_binds_and_explains(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    harness.apply(harness.bind(pod, "n1"))
+    assert harness.assumed_on("default/p") == "n1"  # before any request went out
+    harness.start()
+    await harness.settle()
+    stored = harness.stored("pods", "p")
+    assert stored is not None and stored["spec"]["nodeName"] == "n1"
+    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", True, None)]
+    assert ("p", "Scheduled", "Successfully assigned default/p to n1") in harness.events()
+    assert harness.observer.bindings == [None]
+    assert len(harness.observer.e2e) == 1
+    assert harness.sink.bound == 1
+
+
+async def test_already_bound_to_the_same_node_is_success(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    binding = {"target": {"name": "n1"}, "metadata": {"name": "p"}}
+    harness.emulator.call(harness.emulator.api.bind, namespace="default", name="p", binding=binding)
+    harness.apply(harness.bind(pod, "n1"))
+    harness.start()
+    await harness.settle()
+    assert harness.outcomes[0].bound
+    assert harness.sink.holding(harness.clock.now()) == set()
+
+
+async def test_bound_elsewhere_forgets_the_assumption_without_retry(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    binding = {"target": {"name": "n2"}, "metadata": {"name": "p"}}
+    harness.emulator.call(harness.emulator.api.bind, namespace="default", name="p", binding=binding)
+    harness.apply(harness.bind(pod, "n1"))
+    harness.start()
+    await harness.settle()
+    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", False, "conflict")]
+    assert harness.assumed_on("default/p") is None  # the watch will bring n2
+    assert harness.sink.holding(harness.clock.now()) == set()
+
+
+async def test_deleted_pod_is_not_retried(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    pods = harness.emulator.call(harness.emulator.api.resource, "v1", "pods")
+    harness.emulator.call(harness.emulator.api.delete, pods, namespace="default", name="p")
+    harness.apply(harness.bind(pod, "n1"))
+    harness.start()
+    await harness.settle()
+    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", False, "gone")]
+    assert harness.sink.holding(harness.clock.now()) == set()
+
+
+async def test_pod_deleted_while_queued_is_never_sent(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    harness.apply(harness.bind(pod, "n1"))
+    harness.sink.pod_removed("default/p")
+    harness.start()
+    await harness.settle()
+    assert harness.outcomes[0].failure == "gone"
+    assert harness.binding_requests("p") == 0
+
+
+async def test_server_error_forgets_the_pod_and_backs_off(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    harness.emulator.faults.add(
+        faults.Fault("POST", "/api/v1/namespaces/*/pods/*/binding", status=500)
+    )
+    harness.apply(harness.bind(pod, "n1"))
+    harness.start()
+    await harness.settle()
+    now = harness.clock.now()
+    assert harness.outcomes[0].failure == "error"
+    assert harness.assumed_on("default/p") is None
+    assert harness.sink.holding(now) == {"default/p"}
+    assert harness.sink.holding(now + 1.5) == set()
+    assert harness.observer.bindings == ["error"]
+    # The second failure doubles the backoff.
+    harness.emulator.faults.add(
+        faults.Fault("POST", "/api/v1/namespaces/*/pods/*/binding", status=500)
+    )
+    harness.apply(harness.bind(pod, "n1"))
+    await harness.settle()
+    assert harness.sink.holding(harness.clock.now() + 1.5) == {"default/p"}
+
+
+async def test_timeout_retries_the_same_binding_and_binds_once(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    slow = faults.Fault("POST", "/api/v1/namespaces/*/pods/*/binding", delay=0.8)
+    harness.emulator.faults.add(slow)
+    harness.apply(harness.bind(pod, "n1"))
+    harness.start()
+    await harness.settle()
+    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", True, None)]
+    assert harness.observer.bindings[0] == "timeout"
+    assert harness.binding_requests("p") == 2
+    stored = harness.stored("pods", "p")
+    assert stored is not None and stored["spec"]["nodeName"] == "n1"
+
+
+async def test_eviction_uses_the_eviction_api_and_explains(harness: Harness) -> None:
+    pod = harness.add_pod("victim", node="n1")
+    harness.apply(
+        d.EvictPod(
+            namespace="default",
+            name="victim",
+            uid=pod["metadata"]["uid"],
+            node="n1",
+            reason="preempted by default/vip",
+        )
+    )
+    harness.start()
+    await harness.settle()
+    assert (
+        harness.emulator.count("POST", "/api/v1/namespaces/{namespace}/pods/{name}/eviction") == 1
+    )
+    assert harness.stored("pods", "victim") is None
+    assert ("victim", "Preempted", "Evicted from n1: preempted by default/vip") in harness.events()
+
+
+async def test_annotations_and_nominations(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    uid = pod["metadata"]["uid"]
+    nominate = d.NominatePod(namespace="default", name="p", uid=uid, node="n2")
+    harness.apply(
+        d.AnnotatePod(namespace="default", name="p", uid=uid, annotations={"a.io/b": "c"}),
+        nominate,
+    )
+    harness.apply(nominate)  # the same node again: not written twice
+    harness.start()
+    await harness.settle()
+    stored = harness.stored("pods", "p")
+    assert stored is not None
+    assert stored["metadata"]["annotations"]["a.io/b"] == "c"
+    assert stored["status"]["nominatedNodeName"] == "n2"
+    assert harness.emulator.count("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}/status") == 1
+
+
+async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> None:
+    harness.add_pod("p")
+    harness.start()
+    why = d.Unschedulable(
+        subject=d.Subject.POD, key="default/p", reason="0/2 nodes fit: 2 Insufficient cpu"
+    )
+    harness.apply(why)
+    harness.apply(why)
+    await harness.settle()
+    harness.apply(
+        d.Unschedulable(subject=d.Subject.POD, key="default/p", reason="queue q is closed")
+    )
+    await harness.settle()
+    status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
+    assert harness.emulator.count("PATCH", status_path) == 2
+    stored = harness.stored("pods", "p")
+    assert stored is not None
+    (condition,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False",
+        "Unschedulable",
+        "queue q is closed",
+    )
+    failed = [e for e in harness.events() if e[1] == "FailedScheduling"]
+    assert sorted(e[2] for e in failed) == [
+        "0/2 nodes fit: 2 Insufficient cpu",
+        "queue q is closed",
+    ]
+
+
+def _reservation(name: str) -> Object:
+    return {
+        "apiVersion": "scheduling.berth.io/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"name": "r", "resources": {"requests": {"cpu": "2"}}}]}
+            },
+            "owners": [{"object": {"name": "trainer"}}],
+        },
+    }
+
+
+async def test_reservation_lifecycle_decisions(harness: Harness) -> None:
+    conftest.create(harness.emulator, _reservation("held"), plural="reservations")
+    conftest.create(harness.emulator, _reservation("late"), plural="reservations")
+    harness.start()
+    held = resources.ResourceList({"cpu": 2000, "pods": 1000})
+    harness.apply(
+        d.SetReservationAvailable(namespace="default", name="held", node="n1", allocatable=held),
+        d.AllocateReservation(
+            namespace="default",
+            name="held",
+            owner="trainer",
+            owner_uid="u1",
+            requests=resources.ResourceList({"cpu": 2000}),
+            succeeded=True,
+        ),
+        d.Unschedulable(
+            subject=d.Subject.RESERVATION,
+            key="default/late",
+            reason="0/2 nodes fit: 2 Insufficient cpu",
+        ),
+    )
+    await harness.settle()
+    status = (
+        harness.stored("reservations", "held", api_version="scheduling.berth.io/v1alpha1") or {}
+    )["status"]
+    assert status["phase"] == "Succeeded"
+    assert status["nodeName"] == "n1"
+    assert status["allocatable"] == {"cpu": "2", "pods": "1"}
+    assert status["allocated"] == {"cpu": "2"}
+    assert status["currentOwners"] == [{"namespace": "default", "name": "trainer", "uid": "u1"}]
+    ready = {c["type"]: c for c in status["conditions"]}["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "Succeeded")
+    late = (
+        harness.stored("reservations", "late", api_version="scheduling.berth.io/v1alpha1") or {}
+    )["status"]
+    (scheduled,) = late["conditions"]
+    assert (scheduled["type"], scheduled["status"]) == ("Scheduled", "False")
+    harness.apply(
+        d.EndReservation(
+            namespace="default",
+            name="late",
+            phase="Failed",
+            reason="NodeGone",
+            message="its node was deleted",
+        )
+    )
+    await harness.settle()
+    late = (
+        harness.stored("reservations", "late", api_version="scheduling.berth.io/v1alpha1") or {}
+    )["status"]
+    assert late["phase"] == "Failed"
+    reasons = {(e[0], e[1]) for e in harness.events()}
+    assert {
+        ("held", "Scheduled"),
+        ("held", "Allocated"),
+        ("late", "FailedScheduling"),
+        ("late", "NodeGone"),
+    } <= reasons

@@ -1,0 +1,37 @@
+"""Helpers shared by the simulator tests: build scenarios from short YAML, run them."""
+
+from __future__ import annotations
+
+import textwrap
+import typing
+
+import pytest
+
+from berth.sim import runner, scenarios
+
+HEADER = """\
+apiVersion: sim.berth.io/v1alpha1
+kind: Scenario
+metadata: {name: test}
+"""
+
+
+def scenario(spec: str) -> scenarios.Scenario:
+    """A scenario from the YAML of its ``spec`` (dedented)."""
+    body = textwrap.indent(textwrap.dedent(spec), "  ")
+    return scenarios.loads(HEADER + "spec:\n" + body)
+
+
+def run(spec: str, **kwargs: typing.Any) -> dict[str, typing.Any]:
+    """The report of the scenario whose ``spec`` is given."""
+    return runner.run(scenario(spec), **kwargs)
+
+
+def jobs(report: dict[str, typing.Any]) -> dict[str, dict[str, typing.Any]]:
+    """The report's workloads by ``namespace/name``."""
+    return {f"{w['namespace']}/{w['name']}": w for w in report["workloads"]}
+
+
+@pytest.fixture
+def simulate() -> typing.Callable[..., dict[str, typing.Any]]:
+    return run
