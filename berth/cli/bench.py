@@ -67,9 +67,16 @@ command.add_command(
 @click.option("--jobs", type=click.IntRange(min=1), default=10_000, show_default=True)
 @click.option("--nodes", type=click.IntRange(min=1), default=1_000, show_default=True)
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
-def sim(jobs: int, nodes: int, seed: int) -> None:
+@click.option(
+    "--schedule-period",
+    default="0s",
+    show_default=True,
+    help="The scenario's schedulePeriod (0s: a cycle at every change).",
+)
+def sim(jobs: int, nodes: int, seed: int, schedule_period: str) -> None:
     """berth sim on a generated scenario: JOBS jobs in four queues on NODES nodes."""
-    click.echo(json.dumps(stress.measure(jobs=jobs, nodes=nodes, seed=seed)))
+    result = stress.measure(jobs=jobs, nodes=nodes, seed=seed, schedule_period=schedule_period)
+    click.echo(json.dumps(result))
 
 
 command.add_command(emulator_cli.bench_command)

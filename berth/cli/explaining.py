@@ -149,7 +149,7 @@ def node_verdicts(
         failed = remaining & ~node_filter.passed
         if not failed.any():
             continue
-        hits = [(reason, rows_) for reason, rows_ in node_filter.reasons().items()]
+        hits = list(node_filter.reasons().items())
         for row in np.flatnonzero(failed).tolist():
             plugin_of[row] = plugin
             reasons_of[row] = [reason for reason, rows_ in hits if rows_[row]] or [

@@ -23,22 +23,26 @@ _QUEUES = (("research", 1), ("vision", 2), ("nlp", 3), ("prod", 4))
 _WINDOW_MINUTES = 480
 
 
-def scenario(*, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1) -> scenarios.Scenario:
+def scenario(
+    *, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1, schedule_period: str = "0s"
+) -> scenarios.Scenario:
     """``jobs`` jobs over ``nodes`` nodes; see the module docstring."""
     gpu_nodes = max(nodes // 4, 1)
     cpu_nodes = max(nodes - gpu_nodes, 1)
-    per_stream = max(jobs // (2 * len(_QUEUES)), 1)
-    gap_ms = max(_WINDOW_MINUTES * 60_000 // per_stream, 1)
+    streams = 2 * len(_QUEUES)
+    # Every stream gets its share of the jobs; the first ones one more when it does not divide.
+    counts = [max(jobs // streams + (1 if i < jobs % streams else 0), 1) for i in range(streams)]
     workloads: list[dict[str, typing.Any]] = []
-    for name, _ in _QUEUES:
+    for index, (name, _) in enumerate(_QUEUES):
+        batch, train = counts[2 * index], counts[2 * index + 1]
         workloads.append(
             {
                 "name": "batch",
                 "namespace": name,
                 "queue": name,
                 "arrival": "poisson",
-                "every": f"{gap_ms}ms",
-                "count": per_stream,
+                "every": f"{_gap_ms(batch)}ms",
+                "count": batch,
                 "replicas": 4,
                 "duration": "50m",
                 "requests": {"cpu": "16", "memory": "32Gi"},
@@ -51,8 +55,8 @@ def scenario(*, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1) -> scenar
                 "namespace": name,
                 "queue": name,
                 "arrival": "poisson",
-                "every": f"{gap_ms}ms",
-                "count": per_stream,
+                "every": f"{_gap_ms(train)}ms",
+                "count": train,
                 "replicas": 2,
                 "minMember": 2,
                 "duration": "36m",
@@ -68,6 +72,7 @@ def scenario(*, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1) -> scenar
             "metadata": {"name": f"bench-{jobs}-jobs-{nodes}-nodes"},
             "spec": {
                 "seed": seed,
+                "schedulePeriod": schedule_period,
                 "nodes": [
                     {
                         "count": cpu_nodes,
@@ -103,12 +108,20 @@ def scenario(*, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1) -> scenar
     )
 
 
-def measure(*, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1) -> dict[str, typing.Any]:
+def _gap_ms(count: int) -> int:
+    """The mean gap between arrivals that spreads ``count`` jobs over the window."""
+    return max(_WINDOW_MINUTES * 60_000 // count, 1)
+
+
+def measure(
+    *, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1, schedule_period: str = "0s"
+) -> dict[str, typing.Any]:
     """Simulate :func:`scenario` and report how long it took, as one JSON-able object."""
-    built = scenario(jobs=jobs, nodes=nodes, seed=seed)
-    started = time.perf_counter()
+    built = scenario(jobs=jobs, nodes=nodes, seed=seed, schedule_period=schedule_period)
+    started, cpu_started = time.perf_counter(), time.process_time()
     report = runner.run(built)
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu_started
     summary = report["summary"]
     pods = sum(len(w["pods"]) for w in report["workloads"])
     return {
@@ -117,8 +130,10 @@ def measure(*, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1) -> dict[st
         "jobs": summary["jobs"]["submitted"],
         "pods": pods,
         "seconds": round(seconds, 3),
+        "cpu_seconds": round(cpu_seconds, 3),  # the run's own CPU time, whatever else runs
         "virtual_seconds": report["end"],
         "speedup": round(report["end"] / seconds, 1) if seconds > 0 else None,
+        "schedule_period": schedule_period,
         "cycles": summary["cycles"],
         "ms_per_cycle": round(1000 * seconds / summary["cycles"], 3) if summary["cycles"] else None,
         "jobs_started": summary["jobs"]["started"],

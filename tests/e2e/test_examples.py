@@ -62,7 +62,7 @@ def _scheduled_at(pod: dict[str, object]) -> datetime.datetime:
     for condition in status.get("conditions") or []:
         if condition["type"] == "PodScheduled" and condition["status"] == "True":
             return datetime.datetime.fromisoformat(condition["lastTransitionTime"])
-    raise AssertionError(f"pod {pod['metadata']} is not scheduled")
+    raise AssertionError(f"pod {pod['metadata']['name']} has no PodScheduled=True: {status}")
 
 
 def test_gang_pods_are_bound_together_and_run(

@@ -14,7 +14,7 @@ import pathlib
 import pytest
 
 from berth.sim import runner, scenarios
-from tests.sim import conftest
+from tests.sim import builders
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sim"
 
@@ -43,13 +43,13 @@ def test_an_example_run_twice_gives_identical_bytes(name: str) -> None:
 
 
 def test_poisson_arrivals_are_the_same_for_the_same_seed_only() -> None:
-    scenario = conftest.scenario(POISSON)
+    scenario = builders.scenario(POISSON)
     first = dumps(runner.run(scenario, seed=5))
     assert first == dumps(runner.run(scenario, seed=5))
     assert first != dumps(runner.run(scenario, seed=6))
 
 
 def test_the_seed_of_the_run_is_in_the_report() -> None:
-    scenario = conftest.scenario("seed: 9\n" + POISSON)
+    scenario = builders.scenario("seed: 9\n" + POISSON)
     assert runner.run(scenario)["seed"] == 9
     assert runner.run(scenario, seed=3)["seed"] == 3

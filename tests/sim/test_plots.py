@@ -15,7 +15,7 @@ import matplotlib.image
 import numpy as np
 
 from berth.sim import plots, runner
-from tests.sim import conftest
+from tests.sim import builders
 
 SPEC = """\
 until: 1h
@@ -39,7 +39,7 @@ def pixels(path: pathlib.Path) -> np.ndarray:
 
 def test_the_plot_is_a_png_with_real_content(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "sim.png"
-    plots.plot(runner.run(conftest.scenario(SPEC)), path=path)
+    plots.plot(runner.run(builders.scenario(SPEC)), path=path)
     image = pixels(path)
     assert image.shape[:2] == (800, 1200)
     rgb = image[:, :, :3]
@@ -50,7 +50,7 @@ def test_the_plot_is_a_png_with_real_content(tmp_path: pathlib.Path) -> None:
 
 
 def test_without_a_published_fair_share_the_static_one_is_drawn(tmp_path: pathlib.Path) -> None:
-    report = runner.run(conftest.scenario(SPEC))
+    report = runner.run(builders.scenario(SPEC))
     for queue in report["queues"].values():
         queue["schedulerFairShare"] = None
     path = tmp_path / "static.png"
@@ -61,6 +61,6 @@ def test_without_a_published_fair_share_the_static_one_is_drawn(tmp_path: pathli
 def test_an_empty_run_still_draws(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "empty.png"
     plots.plot(
-        runner.run(conftest.scenario('nodes: [{count: 1, allocatable: {cpu: "1"}}]\n')), path=path
+        runner.run(builders.scenario('nodes: [{count: 1, allocatable: {cpu: "1"}}]\n')), path=path
     )
     assert pixels(path).shape[:2] == (800, 1200)

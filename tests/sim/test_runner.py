@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from berth.sim import runner
-from tests.sim import conftest
+from tests.sim import builders
 
 NODES = """\
 nodes:
@@ -25,7 +25,7 @@ nodes:
 
 
 def test_a_gang_that_fits_runs_for_its_duration() -> None:
-    report = conftest.run(
+    report = builders.run(
         NODES
         + """\
 workloads:
@@ -33,7 +33,7 @@ workloads:
      requests: {cpu: "8", nvidia.com/gpu: "4"}}
 """
     )
-    job = conftest.jobs(report)["ml/train-0"]
+    job = builders.jobs(report)["ml/train-0"]
     assert (job["submitted"], job["started"], job["finished"]) == (300.0, 300.0, 2100.0)
     assert sorted(job["pods"].values()) == ["gpu-0", "gpu-1"]
     assert report["end"] == 2100.0
@@ -41,7 +41,7 @@ workloads:
 
 
 def test_a_gang_that_can_never_fit_holds_nothing_and_says_why() -> None:
-    report = conftest.run(
+    report = builders.run(
         NODES
         + """\
 until: 1h
@@ -50,7 +50,7 @@ workloads:
      requests: {nvidia.com/gpu: "4"}}
 """
     )
-    job = conftest.jobs(report)["ml/big-0"]
+    job = builders.jobs(report)["ml/big-0"]
     assert job["started"] is None and job["finished"] is None
     assert job["pods"] == {"big-0-0": None, "big-0-1": None, "big-0-2": None}
     assert job["wait"] == 3600.0
@@ -60,7 +60,7 @@ workloads:
 
 
 def test_finished_pods_free_capacity_for_queued_work() -> None:
-    report = conftest.run(
+    report = builders.run(
         NODES
         + """\
 workloads:
@@ -74,7 +74,7 @@ workloads:
 
 
 def test_until_drops_later_events_and_ends_the_run() -> None:
-    report = conftest.run(
+    report = builders.run(
         NODES
         + """\
 until: 90s
@@ -88,7 +88,7 @@ workloads:
 
 
 def test_timed_events_apply_and_delete_objects() -> None:
-    report = conftest.run(
+    report = builders.run(
         NODES
         + """\
 objects:
@@ -112,7 +112,7 @@ events:
 
 
 def test_manifests_at_time_zero_are_jobs() -> None:
-    report = conftest.run(
+    report = builders.run(
         NODES
         + """\
 objects:
@@ -134,7 +134,7 @@ objects:
     spec: {nodeName: gpu-1, containers: [{name: m, resources: {requests: {cpu: "2"}}}]}
 """
     )
-    by_key = conftest.jobs(report)
+    by_key = builders.jobs(report)
     group = by_key["ml/g"]
     assert (group["queue"], group["minMember"], group["started"], group["finished"]) == (
         "default",
@@ -170,9 +170,9 @@ workloads:
 
 
 def test_an_evicted_gang_member_restarts_its_whole_job() -> None:
-    simulation = runner.Simulation(conftest.scenario(RECLAIM))
+    simulation = runner.Simulation(builders.scenario(RECLAIM))
     report = simulation.run()
-    by_key = conftest.jobs(report)
+    by_key = builders.jobs(report)
     assert by_key["prod/serve-0"]["started"] == 3600.0
     evicted = [j for j in report["workloads"] if j["evictions"]]
     assert evicted, "reclaim evicted nothing: the prod guarantee was not honoured"
@@ -191,7 +191,7 @@ def test_an_evicted_gang_member_restarts_its_whole_job() -> None:
 
 
 def test_a_simulation_runs_once() -> None:
-    simulation = runner.Simulation(conftest.scenario(NODES))
+    simulation = runner.Simulation(builders.scenario(NODES))
     simulation.run()
     with pytest.raises(RuntimeError, match="runs once"):
         simulation.run()
@@ -205,14 +205,14 @@ workloads:
   - {name: job, every: 10s, count: 4, duration: 1m, requests: {cpu: "1"}}
 """
     )
-    starts = [w["started"] for w in conftest.run(spec)["workloads"]]
+    starts = [w["started"] for w in builders.run(spec)["workloads"]]
     assert starts == [0.0, 10.0, 20.0, 30.0]
-    batched = [w["started"] for w in conftest.run("schedulePeriod: 25s\n" + spec)["workloads"]]
+    batched = [w["started"] for w in builders.run("schedulePeriod: 25s\n" + spec)["workloads"]]
     assert batched == [0.0, 25.0, 25.0, 50.0]
 
 
 def test_a_wake_up_that_changes_nothing_does_not_stretch_the_run() -> None:
-    report = conftest.run(
+    report = builders.run(
         NODES
         + """\
 objects:

@@ -15,7 +15,7 @@ import pytest
 import rich.console
 
 from berth.sim import runner, tables
-from tests.sim import conftest
+from tests.sim import builders
 
 SPEC = """\
 until: 1h
@@ -37,7 +37,7 @@ def render(report: dict[str, object], *, width: int = 140) -> str:
 
 
 def test_tables_show_the_report() -> None:
-    text = render(runner.run(conftest.scenario(SPEC)))
+    text = render(runner.run(builders.scenario(SPEC)))
     assert "berth sim: test" in text
     assert "utilization nvidia.com/gpu" in text and "8.3%" in text  # 1 GPU of 2 for 10m of 1h
     assert "Jain's index" in text and "queues never competed" in text
@@ -52,7 +52,7 @@ def test_many_workloads_are_cut_short() -> None:
         f"  - {{name: w{i}, duration: 1m, requests: {{cpu: 10m}}}}\n" for i in range(35)
     )
     report = runner.run(
-        conftest.scenario('nodes: [{count: 1, allocatable: {cpu: "4"}}]\nworkloads:\n' + lines)
+        builders.scenario('nodes: [{count: 1, allocatable: {cpu: "4"}}]\nworkloads:\n' + lines)
     )
     text = render(report)
     assert "5 more (see --output json)" in text

@@ -233,6 +233,8 @@ class Statement:
         out.extend(recorder.decisions())
         for op in self._operations:
             if op.kind == _PIPELINE:
+                if op.pod.reserve:
+                    continue  # an in-memory reserve pod has no status to nominate a node in
                 out.append(
                     decisions.NominatePod(
                         namespace=op.pod.namespace, name=op.pod.name, uid=op.pod.uid, node=op.node

@@ -182,10 +182,12 @@ class _Books:
             for name in order
         }
         width = len(table.resources)
-        self.limit = np.array([self.tree.nodes[n].limit for n in order], dtype=np.int64)
-        self.guaranteed = np.array([self.tree.nodes[n].guaranteed for n in order], dtype=np.int64)
-        self.limit = self.limit.reshape(len(order), width)
-        self.guaranteed = self.guaranteed.reshape(len(order), width)
+        shape = (len(order), width)  # one row per usable queue, one column per resource
+        nodes_ = self.tree.nodes
+        self.limit = np.array([nodes_[n].limit for n in order], dtype=np.int64).reshape(shape)
+        self.guaranteed = np.array([nodes_[n].guaranteed for n in order], dtype=np.int64).reshape(
+            shape
+        )
         self.limited = {
             name: bool((self.limit[self.paths[name]] < shares.UNLIMITED).any()) for name in order
         }
@@ -199,7 +201,7 @@ class _Books:
                 waiting.add(pod.queue, pod.requests)
         self.used_at_open = running.totals(table)
         self.waiting_at_open = waiting.totals(table)
-        self.allocated = np.zeros((len(order), width), dtype=np.int64)
+        self.allocated = np.zeros(shape, dtype=np.int64)
         self.pending = np.zeros_like(self.allocated)
         self.pipelined = np.zeros_like(self.allocated)
         for name, path in self.paths.items():
@@ -217,9 +219,9 @@ class _Books:
             if self.tree.nodes[name].leaf
         }
         fair = shares.fair_shares(self.tree, capacity=self.capacity, demand=demand)
-        self.share = np.array([fair[n] for n in order], dtype=np.int64).reshape(len(order), width)
-        # The guarantee the tree honours: all of it, unless higher-priority siblings' took
-        # the level's budget first (then the share is all that is left of it).
+        self.share = np.array([fair[n] for n in order], dtype=np.int64).reshape(shape)
+        # The guarantee the tree honours: all of it, unless the guarantees of higher-priority
+        # siblings took the level's budget first (then the share is all that is left of it).
         self.honored = np.minimum(self.guaranteed, self.share)
         # What each queue asks for (runs or waits for): the resources its ratio looks at.
         asked = (self.allocated + self.pending) > 0

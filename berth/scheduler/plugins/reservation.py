@@ -260,9 +260,10 @@ class _Books:
         for held in usable:
             covered = np.minimum(vec, held.remaining)[asked] / vec[asked]
             full = bool((covered >= 1.0).all())
+            share = float(covered.mean()) if covered.size else 1.0
             rank = (
                 0 if full else 1,
-                0.0 if full else -float(covered.mean()) if covered.size else 0.0,
+                0.0 if full else -share,  # the larger share covered first
                 held.info.creation_timestamp,
                 held.info.key,
             )
@@ -334,7 +335,8 @@ class _Books:
 
     @staticmethod
     def _without_pods(held: resources.ResourceList) -> dict[str, interfaces.JSONValue]:
-        return dict(resources.ResourceList({k: v for k, v in held.items() if k != "pods"}).to_api())
+        listed = resources.ResourceList({k: v for k, v in held.items() if k != resources.PODS})
+        return dict(listed.to_api())
 
 
 class Reservation(

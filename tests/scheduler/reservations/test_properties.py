@@ -190,7 +190,7 @@ def check(world: w.World, specs: dict[str, ResvSpec]) -> None:
         assert not over, f"node {name} over-committed in {over}: {used[name]} > {allocatable}"
 
 
-@hypothesis.settings(max_examples=3000, deadline=None)
+@hypothesis.settings(max_examples=200, deadline=None)
 @hypothesis.given(histories())
 def test_no_node_is_over_committed_and_no_non_owner_is_charged(
     history: tuple[list[int], list[ResvSpec], list[list[PodSpec]], list[int]],

@@ -31,6 +31,7 @@ from berth.api import keys
 from berth.scheduler.framework import decisions, interfaces
 from berth.scheduler.plugins import names
 from tests.scheduler import builders as b
+from tests.scheduler.plugins import harness
 from tests.scheduler.reservations import world as w
 
 Obj = dict[str, typing.Any]
@@ -511,3 +512,16 @@ def test_the_route_lists_a_nodes_reservations() -> None:
     }
     with pytest.raises(KeyError):
         route.handler(interfaces.RouteRequest(path_params={"node": "nowhere"}))
+
+
+def test_a_starving_reservation_has_room_held_but_nominates_no_pod() -> None:
+    world = w.World(
+        b.node("n1", cpu="4"),
+        filler("running", "n1", "4"),
+        w.reservation("big", cpu="4", memory=None, created=b.EPOCH - 3600),
+        profile=harness.profile_with(actions=("allocate", "backfill")),
+    )
+    result = world.cycle()
+    assert world.phase("big") == "Pending"
+    assert result.of_kind(decisions.NominatePod) == []
+    assert world.condition("big", "Scheduled")["message"] == "0/1 nodes fit: 1 Insufficient cpu"

@@ -1,11 +1,9 @@
-"""Helpers shared by the simulator tests: build scenarios from short YAML, run them."""
+"""Builders shared by the simulator tests: scenarios from short YAML, reports by job."""
 
 from __future__ import annotations
 
 import textwrap
 import typing
-
-import pytest
 
 from berth.sim import runner, scenarios
 
@@ -30,8 +28,3 @@ def run(spec: str, **kwargs: typing.Any) -> dict[str, typing.Any]:
 def jobs(report: dict[str, typing.Any]) -> dict[str, dict[str, typing.Any]]:
     """The report's workloads by ``namespace/name``."""
     return {f"{w['namespace']}/{w['name']}": w for w in report["workloads"]}
-
-
-@pytest.fixture
-def simulate() -> typing.Callable[..., dict[str, typing.Any]]:
-    return run
