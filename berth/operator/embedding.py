@@ -21,6 +21,7 @@ import asyncio
 import collections.abc
 import logging
 import threading
+import time
 import typing
 
 import kopf
@@ -66,6 +67,7 @@ class KopfComponent:
         self.on_exit = on_exit
         self._stop = threading.Event()
         self._ready = threading.Event()
+        self._ended = threading.Event()
         self._thread: threading.Thread | None = None
         self._done: asyncio.Future[BaseException | None] | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -86,7 +88,7 @@ class KopfComponent:
             target=self._main, args=(loop, registry, settings), name="kopf", daemon=True
         )
         self._thread.start()
-        ready = asyncio.ensure_future(asyncio.to_thread(self._ready.wait, self._start_timeout))
+        ready = asyncio.ensure_future(asyncio.to_thread(self._await_ready, self._start_timeout))
         waiters: set[asyncio.Future[typing.Any]] = {ready, self._done}
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         if self._done.done():
@@ -97,6 +99,14 @@ class KopfComponent:
             raise TimeoutError(f"Kopf did not get ready within {self._start_timeout}s")
         self._watcher = asyncio.create_task(self._watch(self._done), name="kopf: watcher")
         logger.info("Kopf is running")
+
+    def _await_ready(self, timeout: float) -> bool:
+        """Block (in a worker thread) until Kopf is ready, has ended, or ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        while not self._ended.is_set() and time.monotonic() < deadline:
+            if self._ready.wait(0.05):
+                return True
+        return self._ready.is_set()
 
     async def stop(self) -> None:
         self._stop.set()
@@ -136,6 +146,7 @@ class KopfComponent:
             )
         except BaseException as exc:  # reported to the owner's loop, never lost
             error = exc
+        self._ended.set()
         if not loop.is_closed():
             loop.call_soon_threadsafe(_resolve, self._done, error)
 

@@ -16,9 +16,9 @@ Choices the scheduler does not make and a simulator must:
   (new uids, pending, full duration again: no checkpoint); any other pod is recreated alone.
   Evictions free capacity, so another cycle runs at the same instant (at most
   :data:`MAX_CYCLES_PER_INSTANT`, so that two plugins disagreeing cannot stall virtual time).
-- *Time-based decisions.* A PodGroup with ``scheduleTimeoutSeconds`` and a Reservation with a
-  ``ttl`` get a wake-up when that time has passed, so the scheduler looks again even if
-  nothing else happens.
+- *Time-based decisions.* A PodGroup with ``scheduleTimeoutSeconds`` and a Reservation (at
+  its ``expires``, or ``ttl`` after its creation) get a wake-up when that time has passed, so
+  the scheduler looks again even if nothing else happens.
 - *Cycles.* A cycle runs at an instant when something changed and a pod (or a Reservation)
   waits; with ``schedulePeriod`` set, at most once per period (changes in between wait for the
   next cycle, as with a scheduler that runs a session every period).
@@ -37,7 +37,7 @@ import copy
 import dataclasses
 import typing
 
-from berth.api import durations, keys, resources
+from berth.api import durations, keys, meta, resources
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions
 from berth.scheduler.plugins import registry as plugin_registry
@@ -45,10 +45,19 @@ from berth.scheduler.snapshot import pods as pod_infos
 from berth.sim import cluster, events, fairness, records, reports, scenarios, workloads
 from berth.util import clocks
 
-__all__ = ["MAX_CYCLES_PER_INSTANT", "ProgressFn", "Simulation", "run"]
+__all__ = [
+    "DEFAULT_RESERVATION_TTL_MS",
+    "MAX_CYCLES_PER_INSTANT",
+    "ProgressFn",
+    "Simulation",
+    "run",
+]
 
 MAX_CYCLES_PER_INSTANT = 10
 """Cycles at one instant of virtual time, when each one frees capacity for the next."""
+
+DEFAULT_RESERVATION_TTL_MS = 24 * 3600 * 1000
+"""A Reservation without ``ttl`` or ``expires`` ends after 24h (the API's default)."""
 
 ProgressFn = collections.abc.Callable[[int, int | None], None]
 """Called after each instant with the virtual time and the latest event known (ms)."""
@@ -278,7 +287,7 @@ class Simulation:
         if kind == "Queue":
             self._queues_changed()
         elif kind == "Reservation":
-            self._wake_after(stored, seconds=_ttl_seconds(stored))
+            self._wake_after(stored, seconds=self._lifetime(stored))
 
     def _apply_group(self, manifest: dict[str, typing.Any]) -> None:
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
@@ -442,6 +451,23 @@ class Simulation:
             # One millisecond after the deadline, so that "now > created + timeout" holds.
             self._push(self.now + round(seconds * 1000) + 1, events.Wakeup(reason=_name(obj)))
 
+    def _lifetime(self, reservation: collections.abc.Mapping[str, typing.Any]) -> float | None:
+        """Seconds from now until the Reservation ends by time (``expires``, else ``ttl``,
+        24h by default; ``0`` never); ``None`` when it never does."""
+        spec = reservation.get("spec") or {}
+        if spec.get("expires"):
+            try:
+                expires = meta.parse_timestamp(str(spec["expires"])).timestamp()
+            except ValueError:
+                return None
+            return max(expires - events.wall_time(self.now), 0.0) or None
+        ttl = spec.get("ttl")
+        try:
+            ms = durations.parse_ms(str(ttl)) if ttl is not None else DEFAULT_RESERVATION_TTL_MS
+        except ValueError:
+            return None
+        return ms / 1000 or None
+
     # Queues -------------------------------------------------------------------------------
     def _use_queue(self, queue: str | None) -> None:
         if queue == keys.DEFAULT_QUEUE and not self._default_used:
@@ -502,16 +528,6 @@ def _duration_ms(pod: collections.abc.Mapping[str, typing.Any]) -> int | None:
         return durations.parse_ms(str(text))
     except ValueError:
         return None  # a pod whose duration cannot be read runs until the end
-
-
-def _ttl_seconds(reservation: collections.abc.Mapping[str, typing.Any]) -> float | None:
-    ttl = (reservation.get("spec") or {}).get("ttl")
-    if not isinstance(ttl, str):
-        return None
-    try:
-        return durations.parse_ms(ttl) / 1000
-    except ValueError:
-        return None
 
 
 def _name(obj: collections.abc.Mapping[str, typing.Any]) -> str:

@@ -117,19 +117,14 @@ async def test_kopf_observes_berths_objects_without_finalizers(
 
 
 async def test_kopf_dying_while_starting_makes_start_raise() -> None:
-    def registry() -> kopf.OperatorRegistry:
-        made = kopf.OperatorRegistry()
-
-        @kopf.on.startup(registry=made, errors=kopf.ErrorsMode.PERMANENT)
-        def broken(**_: typing.Any) -> None:
-            raise kopf.PermanentError("cannot start")
-
-        return made
+    def broken_settings() -> kopf.OperatorSettings:
+        return typing.cast(kopf.OperatorSettings, object())  # Kopf fails on its first use
 
     exits: list[str] = []
     component = embedding.KopfComponent(
-        registry=registry,
-        settings=kopf_registry.operator_settings,
+        registry=kopf.OperatorRegistry,
+        settings=broken_settings,
+        start_timeout=10,
         on_exit=lambda name, error: exits.append(name),
     )
     with pytest.raises(RuntimeError, match="Kopf ended while starting"):
@@ -137,3 +132,4 @@ async def test_kopf_dying_while_starting_makes_start_raise() -> None:
     await component.stop()
     await asyncio.sleep(0)
     assert exits == []  # a failed start is the supervisor's to handle, not a later exit
+    assert not component.running

@@ -6,6 +6,8 @@ We test these aspects:
 - pods free their capacity when they finish, so queued work starts then;
 - ``until`` cuts the run; without it the run ends with the last event;
 - timed ``apply``/``delete`` events change the cluster at their time;
+- a schedule period batches changes; a Reservation's TTL wakes the scheduler up without
+  stretching the run;
 - manifests at time zero (a PodGroup with pods, a plain pod, a pod already bound) are jobs;
 - an eviction (here: reclaim) recreates a gang's pods all together and nothing else;
 - a Simulation runs once.
@@ -211,7 +213,7 @@ workloads:
     assert batched == [0.0, 25.0, 25.0, 50.0]
 
 
-def test_a_wake_up_that_changes_nothing_does_not_stretch_the_run() -> None:
+def test_a_reservation_is_woken_up_to_expire_without_stretching_the_run() -> None:
     report = builders.run(
         NODES
         + """\
@@ -227,4 +229,5 @@ workloads:
   - {name: job, duration: 10m, requests: {cpu: "1"}}
 """
     )
-    assert report["end"] == 600.0
+    assert report["reservations"][0]["phase"] == "Expired"  # at 24h, with nothing else to do
+    assert report["end"] == 600.0  # the wake-up changed no pod: the run ended with the job
