@@ -57,7 +57,7 @@ def build(*, objects: observed.ObservedObjects, login: LoginFn) -> kopf.Operator
     """A new registry with the login handler and every controller's handlers."""
     registry = kopf.OperatorRegistry()
 
-    @kopf.on.login(registry=registry)
+    @kopf.on.login(id="berth-login", registry=registry)
     async def berth_login(**_: typing.Any) -> kopf.ConnectionInfo:
         found = await login()
         return kopf.ConnectionInfo(

@@ -47,6 +47,7 @@ __all__ = [
     "Informer",
     "ReadinessSink",
     "Resource",
+    "object_key",
     "pod_resource",
 ]
 
@@ -75,6 +76,7 @@ class Resource:
 
 
 def pod_resource() -> Resource:
+    """Every pod in the cluster (filtered by :class:`ClusterInformers`, not the server)."""
     return Resource("pods", "/api/v1/pods", namespaced=True)
 
 

@@ -33,15 +33,22 @@ __all__ = ["KopfComponent"]
 logger = logging.getLogger(__name__)
 
 
-class _ThreadNotice(logging.Filter):
-    """Drops Kopf's warning that OS signals are ignored off the main thread: that is the
-    point of running it there (``berth run`` handles the signals)."""
+class _KopfNoise(logging.Filter):
+    """Drops two kinds of Kopf lines that say nothing in Berth: the warning that OS signals are
+    ignored off the main thread (the point of running it there: ``berth run`` handles them),
+    and one INFO line per handled event (Berth's handlers only observe; every watch event of
+    every PodGroup would log one). Failures are still logged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "OS signals are ignored" not in record.getMessage()
+        message = record.getMessage()
+        if "OS signals are ignored" in message:
+            return False
+        routine = message.startswith("Handler '") and message.endswith(" succeeded.")
+        return not (routine and record.levelno == logging.INFO)
 
 
-_NOTICE = _ThreadNotice()
+_NOISE = _KopfNoise()
+_NOISY_LOGGERS = ("kopf._core.reactor.running", "kopf.objects")
 
 
 class KopfComponent:
@@ -81,8 +88,8 @@ class KopfComponent:
             raise RuntimeError("the Kopf component was started twice")
         loop = asyncio.get_running_loop()
         self._done = loop.create_future()
-        for name in ("kopf", "kopf._core.reactor.running"):
-            logging.getLogger(name).addFilter(_NOTICE)
+        for name in _NOISY_LOGGERS:
+            logging.getLogger(name).addFilter(_NOISE)
         registry, settings = self._registry(), self._settings()
         self._thread = threading.Thread(
             target=self._main, args=(loop, registry, settings), name="kopf", daemon=True

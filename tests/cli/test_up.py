@@ -61,6 +61,7 @@ def test_demo_runs_every_example_and_exits_0(tmp_path: pathlib.Path) -> None:
     assert "berth_leader_status 1.0" in out
 
 
+@pytest.mark.slow
 def test_demo_that_cannot_finish_in_time_exits_1(tmp_path: pathlib.Path) -> None:
     done = subprocess.run(
         [BERTH, "demo", "--timeout", "1", "--speed", "0.01"],

@@ -3,7 +3,9 @@ resource, the rules of reclaim, and the starvation guard (KAI's and Volcano's ``
 
 At session open it builds the queue tree and every queue's entitlement
 (:mod:`berth.scheduler.plugins.proportion_shares`) from what each queue runs (placed pods, by
-their queue) and waits for (pending pods), then registers:
+their queue) and waits for (pending pods) — totals the cache keeps per queue
+(``Snapshot.queue_usage``), so opening costs the queues and the pending jobs, not every running
+pod —, then registers:
 
 - **queue order**: the queue furthest through its entitlement last — its *ratio* is the
   largest ``allocated / entitlement`` over the resources it asks for (a resource it asks for
@@ -65,7 +67,7 @@ from berth.scheduler.framework import (
 )
 from berth.scheduler.plugins import names
 from berth.scheduler.plugins import proportion_shares as shares
-from berth.scheduler.snapshot import nodetable, pods, queues
+from berth.scheduler.snapshot import nodetable, pods, queues, usage
 
 __all__ = [
     "MAX_HOLDERS",
@@ -107,34 +109,6 @@ def _unschedulable(text: str) -> statuses.Status:
 
 def _unresolvable(text: str) -> statuses.Status:
     return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, text)
-
-
-class _Runs:
-    """Requests summed per queue, cheaply: consecutive pods of a queue mostly ask the same."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, list[tuple[resources.ResourceList, list[int]]]] = {}
-
-    def add(self, queue: str, requests: resources.ResourceList) -> None:
-        entry = self.runs.get(queue)
-        if entry is None:
-            self.runs[queue] = [(requests, [1])]
-            return
-        last, count = entry[-1]
-        if last is requests or last == requests:
-            count[0] += 1
-        else:
-            entry.append((requests, [1]))
-
-    def totals(self, table: nodetable.NodeTable) -> dict[str, IntArray]:
-        zero = np.zeros(len(table.resources), dtype=np.int64)
-        out: dict[str, IntArray] = {}
-        for queue, entry in self.runs.items():
-            total = zero.copy()
-            for requests, count in entry:
-                total += table.vector(requests) * count[0]
-            out[queue] = total
-        return out
 
 
 @dataclasses.dataclass(eq=False)
@@ -191,16 +165,18 @@ class _Books:
         self.limited = {
             name: bool((self.limit[self.paths[name]] < shares.UNLIMITED).any()) for name in order
         }
-        # Usage: placed pods count until they finish; pending pods are demand.
-        running, waiting = _Runs(), _Runs()
-        for pod in snapshot.pods.values():
-            if pod.queue is not None and pod.node_name is not None and not pod.terminal:
-                running.add(pod.queue, pod.requests)
-        for pod in snapshot.pending:
-            if pod.queue is not None:
-                waiting.add(pod.queue, pod.requests)
-        self.used_at_open = running.totals(table)
-        self.waiting_at_open = waiting.totals(table)
+        # Usage: placed pods count until they finish; pending pods are demand. The cache
+        # keeps both summed per queue, so opening costs the queues, not the pods.
+        self.used_at_open = {
+            name: table.vector(used.allocated, memo=False)
+            for name, used in snapshot.queue_usage.items()
+            if used.allocated
+        }
+        self.waiting_at_open = {
+            name: table.vector(used.requested, memo=False)
+            for name, used in snapshot.queue_usage.items()
+            if used.requested
+        }
         self.allocated = np.zeros(shape, dtype=np.int64)
         self.pending = np.zeros_like(self.allocated)
         self.pipelined = np.zeros_like(self.allocated)
@@ -570,21 +546,35 @@ class _Books:
         """Every queue's status after the session (module docstring)."""
         session = self.session
         snapshot = session.snapshot
-        pending_groups: collections.Counter[str] = collections.Counter()
-        running_groups: collections.Counter[str] = collections.Counter()
-        for key, group in snapshot.pod_groups.items():
+        # Groups per queue as the snapshot had them (the cache counts them); only the groups
+        # this session committed pods of or evicted from can have moved since.
+        by_state = {state: collections.Counter[str]() for state in usage.GroupState}
+        for name, used in snapshot.queue_usage.items():
+            by_state[usage.GroupState.RUNNING][name] += used.running_groups
+            by_state[usage.GroupState.PENDING][name] += used.pending_groups
+        touched = set(self.evicted_from)
+        touched.update(key for key, job in session.jobs.items() if job.committed)
+        for key in touched:
+            group = snapshot.pod_groups.get(key)
+            if group is None:
+                continue
             job = session.jobs.get(group.key)
             placed = group.placed - self.evicted_from.get(key, 0)
             placed += len(job.committed) if job is not None else 0
-            if placed > 0:
-                counter = running_groups
-            elif group.pending + group.gated > 0:
-                counter = pending_groups
-            else:
-                continue
-            chain = self.tree.path(group.queue) or (group.queue,)
-            for name in chain:
-                counter[name] += 1
+            before, after = usage.group_state(group), usage.group_state(group, placed=placed)
+            if before is not after:
+                if before is not None:
+                    by_state[before][group.queue] -= 1
+                if after is not None:
+                    by_state[after][group.queue] += 1
+        # A parent counts its subtree's groups.
+        subtree = {state: collections.Counter[str]() for state in usage.GroupState}
+        for state, by_leaf in by_state.items():
+            for queue, count in by_leaf.items():
+                for name in self.tree.path(queue) or (queue,):
+                    subtree[state][name] += count
+        running_groups = subtree[usage.GroupState.RUNNING]
+        pending_groups = subtree[usage.GroupState.PENDING]
         children: dict[str, list[str]] = {}
         for info in snapshot.queues.values():
             if info.parent is not None:

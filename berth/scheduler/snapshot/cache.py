@@ -34,6 +34,7 @@ from berth.scheduler.snapshot import (
     queues,
     reservations,
     snapshots,
+    usage,
     wire,
 )
 
@@ -82,6 +83,8 @@ class ClusterCache:
         self._node_pods: dict[str, set[str]] = {}
         self._pending: set[str] = set()
         self._gated: set[str] = set()
+        # Per-queue sums and group counts, moved by each change (a cycle never re-sums pods).
+        self._usage = usage.QueueTotals()
         self._groups: dict[str, podgroups.PodGroupInfo] = {}
         self._group_members: dict[str, set[str]] = {}
         self._queues: dict[str, queues.QueueInfo] = {}
@@ -147,6 +150,7 @@ class ClusterCache:
             return
         self._assumed.pop(key, None)
         self._uncount(key)
+        self._usage.set_pod(key, running=None, waiting=None)
         self._pending.discard(key)
         self._gated.discard(key)
         self._pending_view = None
@@ -222,6 +226,16 @@ class ClusterCache:
         if info.pod_group is not None:
             self._group_members.setdefault(info.pod_group, set()).add(key)
             self._dirty_groups.add(info.pod_group)
+        queue = info.queue
+        self._usage.set_pod(
+            key,
+            running=(
+                (queue, info.requests)
+                if queue is not None and info.node_name is not None and not info.terminal
+                else None
+            ),
+            waiting=(queue, info.requests) if queue is not None and is_pending else None,
+        )
         if not info.reserve:
             self._track_charge(info)
 
@@ -508,6 +522,7 @@ class ClusterCache:
             queues=types.MappingProxyType(queue_views),
             reservations=types.MappingProxyType(dict(sorted(self._reservations.items()))),
             priority_classes=types.MappingProxyType(dict(sorted(self._class_values.items()))),
+            queue_usage=self._usage.views(),
         )
 
     def _master_table(self) -> nodetable.NodeTable:
@@ -525,10 +540,12 @@ class ClusterCache:
             static = podgroups.implicit_group(members[0]) if implicit else None
         if static is None:
             self._group_views.pop(key, None)
+            self._usage.set_group(key, queue=None, state=None)
             return
-        self._group_views[key] = podgroups.with_members(
+        view = self._group_views[key] = podgroups.with_members(
             static,
             members=members,
             priority_classes=self._class_values,
             default_priority=self._default_priority,
         )
+        self._usage.set_group(key, queue=view.queue, state=usage.group_state(view))

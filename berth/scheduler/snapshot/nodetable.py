@@ -6,9 +6,11 @@ every other name the cluster mentions, sorted). Quantities are ``int64`` milli-u
 
 The arrays a session mutates (``allocatable``, ``requested``, ``version``) belong to one table;
 ``copy()`` duplicates them and shares the static part: names, labels, taints and the masks
-cached per requirement, term or caller-chosen key. Those caches live as long as the snapshot
-the table came from, i.e. one session, so 10 000 pods with one node selector cost one label
-lookup, while memory stays bounded across cycles.
+cached per requirement, term or caller-chosen key. Those caches depend on the static part
+alone, so ``fresh_copy()`` (a new snapshot) keeps them too: while no node's labels, taints or
+allocatable change (the cache builds a new table when they do), 10 000 pods with one node
+selector cost one label lookup in all, not one per cycle. Memory stays bounded: the memo starts
+over once it holds :data:`MEMO_LIMIT` entries.
 
 ``requested`` changes only through ``assume``/``forget``, which bump the row's ``version`` and
 log the row, so a per-row result (a fit mask, a score) can be kept by :meth:`incremental` and
@@ -33,6 +35,7 @@ from berth.scheduler.snapshot import ids, nodes, selectors, taints
 
 __all__ = [
     "BASE_RESOURCES",
+    "MEMO_LIMIT",
     "AnyArray",
     "BoolArray",
     "IntArray",
@@ -51,19 +54,31 @@ TaintList = tuple[taints.Taint, ...]
 _LOG_LIMIT = 1 << 16  # changed rows remembered for incremental results
 _LOCAL_LIMIT = 256  # incremental results kept per table (each is one array over rows)
 _PER_ROW_LIMIT = 16  # up to this many changed rows, per-row Python beats NumPy's call overhead
+MEMO_LIMIT = 4096
+"""Cached masks and vectors kept across snapshots before the memo starts over (each is one
+small array; a cluster's pod shapes and selectors number far fewer)."""
 
 RowFunction = collections.abc.Callable[[list[int], list[int]], typing.Any]
 """``per_row(allocatable, requested)`` of :meth:`NodeTable.incremental`: one row's value."""
 T = typing.TypeVar("T")
 
 
+class _Derived:
+    """What is computed from a static part alone, shared by the tables of every snapshot."""
+
+    __slots__ = ("label_index", "memo", "taint_matrix")
+
+    def __init__(self) -> None:
+        self.taint_matrix: BoolArray | None = None
+        self.label_index: dict[str, dict[str, list[int]]] = {}
+        self.memo: dict[typing.Hashable, typing.Any] = {}
+
+
 class _Static:
     """The part of a table no session changes, shared by its copies, with its caches."""
 
     __slots__ = (
-        "_label_index",
-        "_memo",
-        "_taint_matrix",
+        "_derived",
         "column",
         "distinct_taints",
         "index",
@@ -95,48 +110,52 @@ class _Static:
             {t for ts in taint_lists for t in ts}, key=lambda t: (t.key, t.value, t.effect)
         )
         self.distinct_taints: tuple[taints.Taint, ...] = tuple(distinct)
-        self._taint_matrix: BoolArray | None = None
-        self._label_index: dict[str, dict[str, list[int]]] = {}
-        self._memo: dict[typing.Hashable, typing.Any] = {}
+        self._derived = _Derived()
 
     def fresh(self) -> _Static:
-        """The same static data with empty caches (for the next snapshot)."""
+        """The same static data for the next snapshot: the caches carry over (they depend on
+        nothing else), unless the memo reached :data:`MEMO_LIMIT` — then it starts over here
+        and for every later snapshot (earlier ones keep theirs)."""
+        if len(self._derived.memo) >= MEMO_LIMIT:
+            kept = self._derived
+            self._derived = _Derived()
+            self._derived.taint_matrix = kept.taint_matrix
+            self._derived.label_index = kept.label_index
         twin = _Static.__new__(_Static)
         for slot in _Static.__slots__:
             setattr(twin, slot, getattr(self, slot))
-        twin._taint_matrix = None
-        twin._label_index = {}
-        twin._memo = {}
         return twin
 
     def taint_matrix(self) -> BoolArray:
-        if self._taint_matrix is None:
+        derived = self._derived
+        if derived.taint_matrix is None:
             position = {t: i for i, t in enumerate(self.distinct_taints)}
             matrix = np.zeros((len(self.names), len(self.distinct_taints)), dtype=np.bool_)
             for row, ts in enumerate(self.taints):
                 for t in ts:
                     matrix[row, position[t]] = True
             matrix.setflags(write=False)
-            self._taint_matrix = matrix
-        return self._taint_matrix
+            derived.taint_matrix = matrix
+        return derived.taint_matrix
 
     def label_index(self, key: str) -> dict[str, list[int]]:
         """Label value -> rows carrying it, for one label key (built on first use)."""
-        found = self._label_index.get(key)
+        found = self._derived.label_index.get(key)
         if found is None:
             found = {}
             for row, labels in enumerate(self.labels):
                 value = labels.get(key)
                 if value is not None:
                     found.setdefault(value, []).append(row)
-            self._label_index[key] = found
+            self._derived.label_index[key] = found
         return found
 
     def memo(self, key: typing.Hashable, compute: collections.abc.Callable[[], T]) -> T:
+        memo = self._derived.memo
         try:
-            return typing.cast(T, self._memo[key])
+            return typing.cast(T, memo[key])
         except KeyError:
-            value = self._memo[key] = compute()
+            value = memo[key] = compute()
             return value
 
 
@@ -271,7 +290,7 @@ class NodeTable:
         return self._static.taint_matrix()
 
     def requirement_mask(self, req: selectors.Requirement, /) -> BoolArray:
-        """Rows whose labels satisfy ``req`` (cached for the session; read-only)."""
+        """Rows whose labels satisfy ``req`` (cached with the static part; read-only)."""
         return self._static.memo(("requirement", req), lambda: self._requirement_mask(req))
 
     def field_mask(self, req: selectors.Requirement, /) -> BoolArray:
@@ -283,7 +302,8 @@ class NodeTable:
         return self._static.memo(("term", term), lambda: self._term_mask(term))
 
     def cached(self, key: typing.Hashable, /, *, compute: collections.abc.Callable[[], T]) -> T:
-        """``compute()`` once per ``key`` for as long as the static part lives (one session).
+        """``compute()`` once per ``key`` for as long as the static part lives (from snapshot
+        to snapshot while no node's static attributes change; see :data:`MEMO_LIMIT`).
 
         For values that depend only on static attributes (labels, taints, names,
         unschedulable); keys should start with the caller's plugin name.
@@ -343,10 +363,14 @@ class NodeTable:
         """``allocatable - requested`` (a new array; may be negative on an overcommitted node)."""
         return self.allocatable - self.requested
 
-    def vector(self, requests: collections.abc.Mapping[str, int], /) -> IntArray:
+    def vector(
+        self, requests: collections.abc.Mapping[str, int], /, *, memo: bool = True
+    ) -> IntArray:
         """``requests`` as a row vector over the columns (names without a column are dropped:
-        see :meth:`missing`). Cached per request for the session: the array is read-only."""
-        if not isinstance(requests, collections.abc.Hashable):
+        see :meth:`missing`). Cached per request while the nodes stay the same: the array is
+        read-only. ``memo=False`` for a one-off request (a sum that changes every cycle), so
+        it does not crowd out the ones pods share."""
+        if not memo or not isinstance(requests, collections.abc.Hashable):
             return self._vector(requests)  # a plain dict: nothing to key a cache on
         return self._static.memo(("vector", requests), lambda: self._vector(requests))
 
@@ -444,7 +468,8 @@ class NodeTable:
         return self._twin(self._static)
 
     def fresh_copy(self) -> NodeTable:
-        """Like :meth:`copy` but with empty caches: what a new snapshot gets."""
+        """Like :meth:`copy` but without this table's :meth:`incremental` results (the
+        caches of the static part carry over): what a new snapshot gets."""
         return self._twin(self._static.fresh())
 
     def _twin(self, static: _Static) -> NodeTable:

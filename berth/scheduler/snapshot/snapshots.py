@@ -16,7 +16,15 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 
-from berth.scheduler.snapshot import nodes, nodetable, podgroups, pods, queues, reservations
+from berth.scheduler.snapshot import (
+    nodes,
+    nodetable,
+    podgroups,
+    pods,
+    queues,
+    reservations,
+    usage,
+)
 
 __all__ = ["Snapshot"]
 
@@ -26,6 +34,7 @@ _PodInfo = pods.PodInfo
 _PodGroupInfo = podgroups.PodGroupInfo
 _QueueInfo = queues.QueueInfo
 _ReservationInfo = reservations.ReservationInfo
+_QueueUsage = usage.QueueUsage
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
@@ -42,6 +51,13 @@ class Snapshot:
     queues: collections.abc.Mapping[str, _QueueInfo]
     reservations: collections.abc.Mapping[str, _ReservationInfo]
     priority_classes: collections.abc.Mapping[str, int]
+    # Per queue (by name; absent: nothing runs or waits there), summed by the cache as pods
+    # change, so that queue plugins need not walk every pod each cycle.
+    queue_usage: collections.abc.Mapping[str, _QueueUsage]
+
+    def usage_of(self, queue: str, /) -> _QueueUsage:
+        """What ``queue``'s own pods hold and wait for (not its subtree's)."""
+        return self.queue_usage.get(queue, usage.EMPTY)
 
     def group_of(self, pod: _PodInfo, /) -> _PodGroupInfo | None:
         """The pod's group (``None`` for a plain pod, or when its PodGroup does not exist)."""

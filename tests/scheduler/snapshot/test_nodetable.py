@@ -5,6 +5,8 @@ We test these aspects:
 - ``vector`` and ``missing`` for requests, including a resource no node has;
 - assume/forget change requested, bump the row's version and the generation, and copies are
   independent in quantities while sharing static masks;
+- fresh copies (the next snapshot) keep the static caches, not the incremental results, and
+  the memo starts over at ``MEMO_LIMIT``;
 - label masks for every operator agree with the one-node reference (hypothesis), term masks
   AND/OR like the reference, matchFields select by name, masks are cached and read-only;
 - the taint matrix lists distinct taints per row;
@@ -63,11 +65,33 @@ def test_assume_forget_and_copies() -> None:
     assert (
         twin.requirement_mask(selectors.Requirement("kubernetes.io/hostname", "In", ("b",))) is mask
     )
+
+
+def test_fresh_copies_keep_static_caches_until_the_memo_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t = table(b.node("a", taints=[{"key": "k", "effect": "NoSchedule"}]), b.node("b"))
+    req = selectors.Requirement("kubernetes.io/hostname", "In", ("b",))
+    mask, matrix = t.requirement_mask(req), t.taint_matrix()
+    calls: list[object] = []
+
+    def compute(rows: nodetable.IntArray | None) -> nodetable.IntArray:
+        calls.append(rows)
+        return np.zeros(len(t), dtype=np.int64)
+
+    t.incremental("k", compute=compute)
     fresh = t.fresh_copy()
-    assert (
-        fresh.requirement_mask(selectors.Requirement("kubernetes.io/hostname", "In", ("b",)))
-        is not mask
-    )
+    # The next snapshot reuses what depends on the static part alone ...
+    assert fresh.requirement_mask(req) is mask
+    assert fresh.taint_matrix() is matrix
+    # ... but not the per-table incremental results (its quantities are its own).
+    fresh.incremental("k", compute=compute)
+    assert calls == [None, None]
+    monkeypatch.setattr(nodetable, "MEMO_LIMIT", 1)
+    later = fresh.fresh_copy()
+    assert later.requirement_mask(req) is not mask  # the memo started over
+    assert later.taint_matrix() is matrix  # indexes are kept: they are bounded by the nodes
+    assert t.requirement_mask(req) is mask  # a table taken earlier keeps its own
 
 
 def test_masks_are_cached_and_read_only() -> None:
