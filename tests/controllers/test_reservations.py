@@ -495,7 +495,7 @@ async def eventually(
     probe: collections.abc.Callable[[], str],
     *,
     expect: collections.abc.Callable[[str], bool],
-    limit: float = 30,
+    limit: float = 60,
 ) -> str:
     async with asyncio.timeout(limit):
         while True:
