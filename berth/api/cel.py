@@ -1,7 +1,8 @@
 """Evaluating a CRD schema's CEL rules (``x-kubernetes-validations``) on an object.
 
-The API server checks these rules when an object is written; Berth's tests (and the
-emulator, which stands in for the API server) check them here with ``cel-python``. The walk
+The API server checks these rules when an object is written; Berth's tests check them here
+with ``cel-python`` (the emulator has its own evaluator, :mod:`berth.emulator.cel`, with
+transition rules and the string and list extensions, and borrows :data:`FUNCTIONS`). The walk
 follows the API server's: a rule on a schema node is evaluated with ``self`` bound to the
 object's value at that node, for every value present (each list item, each map value), after
 defaulting. Standard CEL plus the Kubernetes quantity library (``quantity``, ``isQuantity``,

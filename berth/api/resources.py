@@ -100,6 +100,11 @@ class ResourceList(collections.abc.Mapping[str, int]):
     def __contains__(self, name: object) -> bool:
         return name in self._items
 
+    def items(self) -> collections.abc.ItemsView[str, int]:
+        # The dict's own view (never mutated): the Mapping mixin's would look every value up
+        # again, and sums over requests run at every pod change.
+        return self._items.items()
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, ResourceList):
             return self._items == other._items

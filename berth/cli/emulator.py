@@ -10,6 +10,7 @@ Node pools are given as ``--nodes SPEC`` (repeatable; see
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import contextlib
 import json
 import pathlib
@@ -19,12 +20,13 @@ import click
 
 from berth.emulator import bench, kubelets, server
 
-__all__ = ["bench_command", "command"]
+__all__ = ["bench_command", "command", "parse_pools"]
 
 
-def _pools(
-    ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]
+def parse_pools(
+    ctx: click.Context, param: click.Parameter, specs: collections.abc.Sequence[str]
 ) -> list[kubelets.NodePool]:
+    """The ``--nodes SPEC`` values as node pools (a click callback; ``berth up`` shares it)."""
     pools = []
     for index, spec in enumerate(specs):
         try:
@@ -52,7 +54,7 @@ def _pools(
     "pools",
     multiple=True,
     metavar="SPEC",
-    callback=_pools,
+    callback=parse_pools,
     help="A pool of simulated nodes (repeatable), e.g. '3x cpu=8,memory=32Gi'.",
 )
 @click.option(

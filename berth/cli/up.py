@@ -22,6 +22,7 @@ import logging
 import pathlib
 import re
 import signal
+import tempfile
 import time
 import typing
 
@@ -33,7 +34,8 @@ import rich.table
 import yaml
 
 import berth
-from berth.api import crds
+from berth.api import crds, keys
+from berth.cli import emulator as emulator_cli
 from berth.emulator import kubelets, rest, server, tables
 from berth.operator import main, scheduling, settings
 from berth.util import logging as berth_logging
@@ -51,6 +53,13 @@ _SHOWN_METRICS = (
     "berth_e2e_scheduling_duration_seconds_count",
     "berth_podgroups",
     "berth_leader_status",
+)
+# (kind, title, apiVersion, plural) of what the demo shows, in the order it shows them.
+_SHOWN_KINDS = (
+    ("Queue", "Queues", keys.API_VERSION, "queues"),
+    ("PodGroup", "PodGroups", keys.API_VERSION, "podgroups"),
+    ("Reservation", "Reservations", keys.API_VERSION, "reservations"),
+    ("Pod", "Pods", "v1", "pods"),
 )
 
 Object = dict[str, typing.Any]
@@ -157,7 +166,7 @@ async def apply_examples(
 async def _placed(cluster: LocalCluster, name: str, *, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for obj in cluster.objects("scheduling.berth.io/v1alpha1", "reservations"):
+        for obj in cluster.objects(keys.API_VERSION, "reservations"):
             if obj["metadata"]["name"] == name and (obj.get("status") or {}).get("phase") not in (
                 None,
                 "Pending",
@@ -190,13 +199,7 @@ def _settings(cluster: LocalCluster, *, http_port: int, log_level: str) -> setti
 def _pools(
     ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]
 ) -> list[kubelets.NodePool]:
-    pools = []
-    for index, spec in enumerate(specs or DEFAULT_NODES):
-        try:
-            pools.append(kubelets.parse_pool(spec, index=index))
-        except kubelets.PoolSpecError as exc:
-            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-    return pools
+    return emulator_cli.parse_pools(ctx, param, specs or DEFAULT_NODES)
 
 
 def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing.Any]:
@@ -316,7 +319,9 @@ def demo_command(
         console = rich.console.Console(width=200)
     directory = examples if examples is not None else default_examples()
     with contextlib.ExitStack() as stack:
-        scratch = stack.enter_context(_scratch_dir())
+        scratch = pathlib.Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="berth-demo-"))
+        )
         cluster = start_cluster(pools=pools, speed=speed, kubeconfig=scratch / "kubeconfig")
         stack.callback(cluster.stop)
         finished = asyncio.run(
@@ -330,14 +335,6 @@ def demo_command(
             )
         )
     raise SystemExit(0 if finished else 1)
-
-
-@contextlib.contextmanager
-def _scratch_dir() -> typing.Iterator[pathlib.Path]:
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="berth-demo-") as directory:
-        yield pathlib.Path(directory)
 
 
 async def _demo(
@@ -383,12 +380,7 @@ async def _demo(
     metrics = await _metrics(ports[0]) if ports and not operator.done() else ""
     stop.set()
     code = await operator
-    for title, api_version, plural in (
-        ("Queues", "scheduling.berth.io/v1alpha1", "queues"),
-        ("PodGroups", "scheduling.berth.io/v1alpha1", "podgroups"),
-        ("Reservations", "scheduling.berth.io/v1alpha1", "reservations"),
-        ("Pods", "v1", "pods"),
-    ):
+    for _, title, api_version, plural in _SHOWN_KINDS:
         header, rows = cluster.table(api_version, plural)
         table = rich.table.Table(title=title, title_justify="left", box=None, header_style="bold")
         for name in header:
@@ -427,15 +419,9 @@ def _progress(cluster: LocalCluster, applied: list[Object]) -> rich.table.Table:
 
 
 def _current(cluster: LocalCluster, applied: list[Object]) -> list[tuple[str, Object]]:
-    kinds = {
-        "Queue": ("scheduling.berth.io/v1alpha1", "queues"),
-        "PodGroup": ("scheduling.berth.io/v1alpha1", "podgroups"),
-        "Reservation": ("scheduling.berth.io/v1alpha1", "reservations"),
-        "Pod": ("v1", "pods"),
-    }
     wanted = {(o["kind"], o["metadata"]["name"]) for o in applied}
     out: list[tuple[str, Object]] = []
-    for kind, (api_version, plural) in kinds.items():
+    for kind, _, api_version, plural in _SHOWN_KINDS:
         for obj in cluster.objects(api_version, plural):
             if (kind, obj["metadata"]["name"]) in wanted:
                 out.append((kind, obj))

@@ -1,11 +1,12 @@
-"""The live PodGroups and Queues as the embedded Kopf operator last saw them.
+"""The live PodGroups, Queues and Reservations as the embedded Kopf operator last saw them.
 
-Kopf's watching handlers (:mod:`berth.controllers.podgroups`, :mod:`berth.controllers.queues`)
-run on Kopf's own event loop in its own thread and record every object they see here: its
-identity, spec and current status. The status writer (:mod:`berth.controllers.statuses`),
-on the operator's loop, compares the status it wants with the one observed and patches only
-the difference — so a status is written when it changes, an edit by somebody else is put
-right, and a status already correct after a restart is not rewritten. Thread-safe.
+The watching handler :func:`register_watcher` adds (one per kind, for
+:mod:`berth.controllers.podgroups`, :mod:`berth.controllers.queues` and the like) runs on
+Kopf's own event loop in its own thread and records every object it sees here: its identity,
+spec and current status. The status writer (:mod:`berth.controllers.statuses`), on the
+operator's loop, compares the status it wants with the one observed and patches only the
+difference — so a status is written when it changes, an edit by somebody else is put right,
+and a status already correct after a restart is not rewritten. Thread-safe.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ import dataclasses
 import threading
 import typing
 
-__all__ = ["ObservedObject", "ObservedObjects", "observe"]
+import kopf
+
+from berth.api import keys
+from berth.scheduler.snapshot import wire
+
+__all__ = ["ObservedObject", "ObservedObjects", "observe", "register_watcher"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,3 +96,23 @@ def observe(
         spec=copy.deepcopy(dict(spec)) if isinstance(spec, collections.abc.Mapping) else {},
         status=copy.deepcopy(dict(status)) if isinstance(status, collections.abc.Mapping) else {},
     )
+
+
+def register_watcher(
+    registry: kopf.OperatorRegistry, *, kind: str, plural: str, objects: ObservedObjects
+) -> None:
+    """Add the Kopf handler recording every object of Berth's ``plural`` into ``objects``
+    (removed again when it is deleted). It needs no finalizer: nothing has to happen when
+    such an object goes, so deleting one never waits for Berth."""
+
+    @kopf.on.event(keys.GROUP, keys.VERSION, plural, id=f"{kind.lower()}_seen", registry=registry)
+    def seen(
+        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
+    ) -> None:
+        found = observe(kind, body=body, parse_time=wire.parse_time)
+        if found is None:
+            return
+        if event.get("type") == "DELETED":
+            objects.remove(kind, found.key)
+        else:
+            objects.put(found)

@@ -20,8 +20,7 @@ full explanation as its message (``kubectl describe bpg``). :func:`transition_ev
 change of condition into the Events a user sees in ``kubectl get events``.
 
 :func:`register` adds the Kopf watching handler that keeps
-:class:`~berth.controllers.observed.ObservedObjects` current. It needs no finalizer: nothing
-has to happen when a PodGroup is deleted, so deleting one never waits for Berth.
+:class:`~berth.controllers.observed.ObservedObjects` current (no finalizer needed).
 """
 
 from __future__ import annotations
@@ -32,11 +31,11 @@ import typing
 
 import kopf
 
-from berth.api import keys, meta, podgroups
+from berth.api import podgroups
 from berth.controllers import observed
+from berth.kube import conditions
 from berth.scheduler.plugins import gang
-from berth.scheduler.snapshot import pods, snapshots, wire
-from berth.util import clocks
+from berth.scheduler.snapshot import pods, snapshots
 
 __all__ = [
     "Counts",
@@ -45,7 +44,6 @@ __all__ = [
     "phase_of",
     "reason_code",
     "register",
-    "timestamp",
     "transition_events",
 ]
 
@@ -169,7 +167,7 @@ def desired_status(
         "running": counts.running,
         "succeeded": counts.succeeded,
         "failed": counts.failed,
-        "conditions": _merge_conditions(group.status, condition),
+        "conditions": conditions.replaced(group.status, condition),
     }
 
 
@@ -179,8 +177,8 @@ def transition_events(
     """``(type, reason, message)`` of the Events a status change from ``old`` to ``new`` is
     worth: placed, newly unschedulable (or for another reason), timed out, finished."""
     out: list[tuple[str, str, str]] = []
-    before = _scheduled_condition(old)
-    after = _scheduled_condition(new)
+    before = conditions.find(old, podgroups.CONDITION_SCHEDULED)
+    after = conditions.find(new, podgroups.CONDITION_SCHEDULED)
     if after is not None and (
         before is None
         or (before.get("status"), before.get("message"))
@@ -203,18 +201,7 @@ def transition_events(
 
 def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
     """Add the watching handler recording every PodGroup into ``objects``."""
-
-    @kopf.on.event(keys.GROUP, keys.VERSION, podgroups.PLURAL, registry=registry)
-    def podgroup_seen(
-        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
-    ) -> None:
-        seen = observed.observe(KIND, body=body, parse_time=wire.parse_time)
-        if seen is None:
-            return
-        if event.get("type") == "DELETED":
-            objects.remove(KIND, seen.key)
-        else:
-            objects.put(seen)
+    observed.register_watcher(registry, kind=KIND, plural=podgroups.PLURAL, objects=objects)
 
 
 # Conditions ---------------------------------------------------------------------------------
@@ -227,46 +214,19 @@ def _condition(*, status: str, reason: str, message: str) -> dict[str, typing.An
     }
 
 
-def _scheduled_condition(
-    status: collections.abc.Mapping[str, typing.Any],
-) -> collections.abc.Mapping[str, typing.Any] | None:
-    for condition in status.get("conditions") or ():
-        if (
-            isinstance(condition, collections.abc.Mapping)
-            and condition.get("type") == podgroups.CONDITION_SCHEDULED
-        ):
-            return condition
-    return None
-
-
 def _keep_transition_time(
     condition: dict[str, typing.Any],
     *,
     current: collections.abc.Mapping[str, typing.Any],
     now: float,
 ) -> None:
-    previous = _scheduled_condition(current)
+    # Stricter than conditions.updated: a new reason or message is a transition too, so the
+    # time says since when the group has waited for *this* reason.
+    previous = conditions.find(current, podgroups.CONDITION_SCHEDULED)
     same = previous is not None and all(
         previous.get(k) == condition[k] for k in ("status", "reason", "message")
     )
     if same and previous is not None and previous.get("lastTransitionTime"):
         condition["lastTransitionTime"] = previous["lastTransitionTime"]
     else:
-        condition["lastTransitionTime"] = timestamp(now)
-
-
-def _merge_conditions(
-    current: collections.abc.Mapping[str, typing.Any], condition: dict[str, typing.Any]
-) -> list[dict[str, typing.Any]]:
-    """``condition`` replacing the one of its type; other types (other writers') kept."""
-    kept = [
-        dict(c)
-        for c in current.get("conditions") or ()
-        if isinstance(c, collections.abc.Mapping) and c.get("type") != condition["type"]
-    ]
-    return sorted([*kept, condition], key=lambda c: str(c.get("type")))
-
-
-def timestamp(when: float) -> str:
-    """``when`` as a Kubernetes ``Time`` (RFC 3339, whole seconds, UTC)."""
-    return meta.format_timestamp(clocks.to_datetime(int(when)))
+        condition["lastTransitionTime"] = conditions.timestamp(now)

@@ -24,10 +24,11 @@ import typing
 
 import kopf
 
-from berth.api import keys, queues, resources
-from berth.controllers import observed, podgroups
+from berth.api import queues, resources
+from berth.controllers import observed
+from berth.kube import conditions
 from berth.scheduler.framework import decisions
-from berth.scheduler.snapshot import snapshots, wire
+from berth.scheduler.snapshot import snapshots
 
 __all__ = [
     "CONDITION_VALID",
@@ -149,25 +150,14 @@ def desired_status(
     info = snapshot.queues.get(queue.name)
     if problem is None and info is not None and info.invalid is not None:
         problem = info.invalid
-    condition: dict[str, typing.Any] = {
-        "type": CONDITION_VALID,
-        "status": "False" if problem else "True",
-        "reason": "Invalid" if problem else "Valid",
-        "message": problem or "the queue's place in the tree and its quota are valid",
-    }
-    previous = _condition(queue.status, CONDITION_VALID)
-    if previous is not None and previous.get("status") == condition["status"]:
-        condition["lastTransitionTime"] = previous.get("lastTransitionTime") or podgroups.timestamp(
-            now
-        )
-    else:
-        condition["lastTransitionTime"] = podgroups.timestamp(now)
-    kept = [
-        dict(c)
-        for c in queue.status.get("conditions") or ()
-        if isinstance(c, collections.abc.Mapping) and c.get("type") != CONDITION_VALID
-    ]
-    status["conditions"] = sorted([*kept, condition], key=lambda c: str(c.get("type")))
+    status["conditions"] = conditions.updated(
+        queue.status,
+        kind=CONDITION_VALID,
+        value="False" if problem else "True",
+        reason="Invalid" if problem else "Valid",
+        message=problem or "the queue's place in the tree and its quota are valid",
+        now=now,
+    )
     return status
 
 
@@ -176,8 +166,8 @@ def transition_events(
 ) -> list[tuple[str, str, str]]:
     """``(type, reason, message)`` of the Events a status change is worth: a queue becoming
     invalid, or valid again."""
-    before = _condition(old, CONDITION_VALID)
-    after = _condition(new, CONDITION_VALID)
+    before = conditions.find(old, CONDITION_VALID)
+    after = conditions.find(new, CONDITION_VALID)
     if after is None:
         return []
     if after.get("status") == "False" and (
@@ -191,28 +181,8 @@ def transition_events(
 
 def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
     """Add the watching handler recording every Queue into ``objects``."""
-
-    @kopf.on.event(keys.GROUP, keys.VERSION, queues.PLURAL, registry=registry)
-    def queue_seen(
-        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
-    ) -> None:
-        seen = observed.observe(KIND, body=body, parse_time=wire.parse_time)
-        if seen is None:
-            return
-        if event.get("type") == "DELETED":
-            objects.remove(KIND, seen.key)
-        else:
-            objects.put(seen)
+    observed.register_watcher(registry, kind=KIND, plural=queues.PLURAL, objects=objects)
 
 
 def _resources(amounts: resources.ResourceList) -> dict[str, str]:
     return {k: v for k, v in amounts.to_api().items() if amounts[k] != 0}
-
-
-def _condition(
-    status: collections.abc.Mapping[str, typing.Any], kind: str
-) -> collections.abc.Mapping[str, typing.Any] | None:
-    for condition in status.get("conditions") or ():
-        if isinstance(condition, collections.abc.Mapping) and condition.get("type") == kind:
-            return condition
-    return None

@@ -35,8 +35,6 @@ __all__ = ["Board", "StatusWriter", "merge_patch"]
 
 logger = logging.getLogger(__name__)
 
-_MERGE = "application/merge-patch+json"
-
 
 class Board(typing.Protocol):
     """What the scheduler last saw and decided."""
@@ -208,7 +206,7 @@ class StatusWriter:
                     method="PATCH",
                     path=path,
                     body={"status": patch},
-                    content_type=_MERGE,
+                    content_type=rest.MERGE_PATCH,
                     timeout=30.0,
                 )
             except errors.NotFound:

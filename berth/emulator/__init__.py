@@ -6,14 +6,16 @@ It is the test bed for every real-client test (kubectl, kopf, ``kubernetes``,
 - :mod:`~berth.emulator.errors` (Status objects), :mod:`~berth.emulator.resources` (what is
   served), :mod:`~berth.emulator.storage` (objects, resourceVersions, the event log);
 - :mod:`~berth.emulator.selectors`, :mod:`~berth.emulator.patches`,
-  :mod:`~berth.emulator.jsonpaths`, :mod:`~berth.emulator.tables`, :mod:`~berth.emulator.cel`,
-  :mod:`~berth.emulator.validation`, :mod:`~berth.emulator.protobuf`: pure helpers;
-- :mod:`~berth.emulator.strategies`, :mod:`~berth.emulator.crds` and
-  :mod:`~berth.emulator.rest` (the API's semantics, also the in-process Python API);
+  :mod:`~berth.emulator.jsonpaths`, :mod:`~berth.emulator.tables`,
+  :mod:`~berth.emulator.renderings`, :mod:`~berth.emulator.cel`,
+  :mod:`~berth.emulator.validation`, :mod:`~berth.emulator.protobuf`,
+  :mod:`~berth.emulator.addresses`: pure helpers;
+- :mod:`~berth.emulator.strategies`, :mod:`~berth.emulator.pods`, :mod:`~berth.emulator.crds`
+  and :mod:`~berth.emulator.rest` (the API's semantics, also the in-process Python API);
 - :mod:`~berth.emulator.discovery`, :mod:`~berth.emulator.openapi`,
   :mod:`~berth.emulator.routes`, :mod:`~berth.emulator.watches`,
-  :mod:`~berth.emulator.handlers`, :mod:`~berth.emulator.faults` and
-  :mod:`~berth.emulator.server` (HTTP);
+  :mod:`~berth.emulator.webhooks`, :mod:`~berth.emulator.handlers`,
+  :mod:`~berth.emulator.faults` and :mod:`~berth.emulator.server` (HTTP);
 - :mod:`~berth.emulator.kubelets` (simulated nodes), :mod:`~berth.emulator.bench`
   (throughput), :mod:`~berth.emulator.testing` (the pytest plugin).
 """

@@ -114,11 +114,11 @@ class CrdStrategy(strategies.Strategy):
         names = spec.get("names") or {}
         group, plural = spec.get("group"), names.get("plural")
         if not group:
-            causes.append(errors.Cause("spec.group", "Required value", "FieldValueRequired"))
+            causes.append(errors.required("spec.group"))
         if not plural:
-            causes.append(errors.Cause("spec.names.plural", "Required value", "FieldValueRequired"))
+            causes.append(errors.required("spec.names.plural"))
         if not names.get("kind"):
-            causes.append(errors.Cause("spec.names.kind", "Required value", "FieldValueRequired"))
+            causes.append(errors.required("spec.names.kind"))
         name = obj["metadata"]["name"]
         if group and plural and name != f"{plural}.{group}":
             causes.append(

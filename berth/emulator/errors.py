@@ -29,6 +29,7 @@ __all__ = [
     "method_not_allowed",
     "not_acceptable",
     "not_found",
+    "required",
     "resource_not_found",
     "success",
     "too_large",
@@ -47,6 +48,11 @@ class Cause:
 
     def as_dict(self) -> dict[str, str]:
         return {"reason": self.reason, "message": self.message, "field": self.field}
+
+
+def required(field: str) -> Cause:
+    """The cause of a missing field (``FieldValueRequired``)."""
+    return Cause(field, "Required value", "FieldValueRequired")
 
 
 class StatusError(Exception):

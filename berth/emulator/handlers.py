@@ -3,14 +3,16 @@
 :class:`Handlers` turns an aiohttp request into a call on :class:`~berth.emulator.rest.Api`:
 it parses the path (:mod:`berth.emulator.routes`), the query (selectors, ``watch``, ``limit``,
 ``dryRun``, ``fieldValidation``, delete options), the body (size limit, content type, JSON or
-YAML) and the ``Accept`` header (plain JSON, ``as=Table``, ``as=PartialObjectMetadata``), and
-writes the answer with the status code the API server uses (201 on create, 202 for a pending
-delete). Every refusal is a :class:`~berth.emulator.errors.StatusError`; the server's
-middleware (:mod:`berth.emulator.server`) turns it into a Status response.
+YAML) and the ``Accept`` header (:mod:`berth.emulator.renderings`: plain JSON, ``as=Table``,
+``as=PartialObjectMetadata``), and writes the answer with the status code the API server
+uses (201 on create, 202 for a pending delete). Every refusal is a
+:class:`~berth.emulator.errors.StatusError`; the server's middleware
+(:mod:`berth.emulator.server`) turns it into a Status response.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import typing
 
@@ -23,12 +25,12 @@ from berth.emulator import (
     openapi,
     patches,
     protobuf,
+    renderings,
     resources,
     rest,
     routes,
     selectors,
     strategies,
-    tables,
     watches,
     webhooks,
 )
@@ -66,26 +68,6 @@ def _integer(query: typing.Mapping[str, str], name: str) -> int | None:
         raise errors.bad_request(
             f'invalid value for "{name}": {value!r} is not an integer'
         ) from None
-
-
-def _rendering(accept: str) -> watches.Rendering | None:
-    """What the client accepts: None when it accepts no JSON form at all (406)."""
-    if not accept.strip():
-        return watches.Rendering()
-    for option in accept.split(","):
-        parts = [p.strip() for p in option.split(";")]
-        media = parts[0].lower()
-        params = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
-        if media not in ("application/json", "*/*", "application/*", "application/yaml"):
-            continue
-        as_ = params.get("as", "")
-        if as_ == "Table" and params.get("g", "meta.k8s.io") == "meta.k8s.io":
-            return watches.Rendering(mode="table")
-        if as_ in ("PartialObjectMetadata", "PartialObjectMetadataList"):
-            return watches.Rendering(mode="metadata")
-        if not as_:
-            return watches.Rendering()
-    return None
 
 
 def json_response(
@@ -203,28 +185,14 @@ class Handlers:
                 raise errors.bad_request(f'Invalid value: "{value}": supported values: "All"')
         return strategies.WriteContext(field_validation=validation, dry_run=bool(dry_run))
 
-    def _render_one(
-        self, request: web.Request, resource: resources.Resource, obj: rest.Object
-    ) -> typing.Any:
-        rendering = _rendering(request.headers.get("Accept", ""))
+    def _rendering(self, request: web.Request) -> renderings.Rendering:
+        """How the client asked for objects; 406 when it accepts no JSON form at all."""
+        accept = request.headers.get("Accept", "")
+        rendering = renderings.from_accept(accept)
         if rendering is None:
-            raise errors.not_acceptable(request.headers.get("Accept", ""))
-        if rendering.mode == "table" and request.method == "GET":
-            include = request.query.get("includeObject") or "Metadata"
-            return tables.render(
-                resource,
-                [obj],
-                now=self.api.clock.now(),
-                include_object=include,
-                resource_version=obj["metadata"].get("resourceVersion", ""),
-            )
-        if rendering.mode == "metadata":
-            return {
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": obj["metadata"],
-            }
-        return obj
+            raise errors.not_acceptable(accept)
+        include = request.query.get("includeObject") or "Metadata"
+        return dataclasses.replace(rendering, include_object=include)
 
     async def _get(
         self, request: web.Request, route: routes.Route, resource: resources.Resource
@@ -235,19 +203,26 @@ class Handlers:
         query = request.query
         if route.name and not route.watch_prefix:
             obj = self.api.get(resource, namespace=namespace, name=route.name)
-            return json_response(self._render_one(request, resource, obj))
+            return json_response(
+                renderings.one(
+                    self._rendering(request),
+                    resource=resource,
+                    obj=obj,
+                    now=self.api.clock.now(),
+                    resource_version=obj["metadata"].get("resourceVersion", ""),
+                )
+            )
         if "get" not in resource.verbs:
             raise errors.method_not_allowed("GET", what=resource.plural)
         labels = selectors.parse_label_selector(query.get("labelSelector"))
         fields = selectors.parse_field_selector(query.get("fieldSelector"), key=resource.key)
         if route.name:  # /watch/.../name: a watch of one object
             fields = selectors.FieldSelector((*fields.clauses, ("metadata.name", True, route.name)))
-        rendering = _rendering(request.headers.get("Accept", ""))
-        if rendering is None:
-            raise errors.not_acceptable(request.headers.get("Accept", ""))
-        include = query.get("includeObject") or "Metadata"
-        if include not in ("None", "Metadata", "Object"):
-            raise errors.bad_request(f"includeObject: unsupported value {include!r}")
+        rendering = self._rendering(request)
+        if rendering.include_object not in ("None", "Metadata", "Object"):
+            raise errors.bad_request(
+                f"includeObject: unsupported value {rendering.include_object!r}"
+            )
         if route.watch_prefix or _boolean(query, "watch"):
             timeout = _integer(query, "timeoutSeconds")
             send_initial = _boolean(query, "sendInitialEvents")
@@ -264,10 +239,10 @@ class Handlers:
                 send_initial_events=send_initial,
                 allow_bookmarks=_boolean(query, "allowWatchBookmarks"),
                 timeout=float(timeout) if timeout else watches.DEFAULT_TIMEOUT,
-                rendering=watches.Rendering(mode=rendering.mode, include_object=include),
+                rendering=rendering,
             )
             return await watches.serve(
-                request, watch, api=self.api, bookmark_interval=self.bookmark_interval, headers={}
+                request, watch, api=self.api, bookmark_interval=self.bookmark_interval
             )
         limit = _integer(query, "limit") or 0
         if limit < 0:
@@ -282,45 +257,16 @@ class Handlers:
             limit=limit,
             continue_token=query.get("continue", ""),
         )
-        if rendering.mode == "table":
-            return json_response(
-                tables.render(
-                    resource,
-                    listed.items,
-                    now=self.api.clock.now(),
-                    include_object=include,
-                    resource_version=listed.resource_version,
-                    continue_token=listed.continue_token,
-                )
-            )
-        metadata: dict[str, typing.Any] = {"resourceVersion": listed.resource_version}
-        if listed.continue_token:
-            metadata["continue"] = listed.continue_token
-            metadata["remainingItemCount"] = listed.remaining
-        if rendering.mode == "metadata":
-            items: list[typing.Any] = [
-                {
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": o["metadata"],
-                }
-                for o in listed.items
-            ]
-            return json_response(
-                {
-                    "kind": "PartialObjectMetadataList",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": metadata,
-                    "items": items,
-                }
-            )
         return json_response(
-            {
-                "kind": f"{resource.kind}List",
-                "apiVersion": resource.api_version,
-                "metadata": metadata,
-                "items": listed.items,
-            }
+            renderings.listing(
+                rendering,
+                resource=resource,
+                items=listed.items,
+                now=self.api.clock.now(),
+                resource_version=listed.resource_version,
+                continue_token=listed.continue_token,
+                remaining=listed.remaining,
+            )
         )
 
     async def _body(self, request: web.Request, *, accepted: typing.Sequence[str]) -> typing.Any:
@@ -458,12 +404,13 @@ class Handlers:
                 resource, namespace=namespace, labels=labels, fields=fields, options=options
             )
             return json_response(
-                {
-                    "kind": f"{resource.kind}List",
-                    "apiVersion": resource.api_version,
-                    "metadata": {"resourceVersion": listed.resource_version},
-                    "items": listed.items,
-                }
+                renderings.listing(
+                    renderings.Rendering(),
+                    resource=resource,
+                    items=listed.items,
+                    now=self.api.clock.now(),
+                    resource_version=listed.resource_version,
+                )
             )
         written = self.api.delete(
             resource, namespace=namespace, name=route.name, options=options, context=context

@@ -1,12 +1,14 @@
 """Simulated nodes: Node objects with heartbeats, and kubelets that run the pods bound to them.
 
 Given node pools (:class:`NodePool`: count, allocatable, labels, taints), :class:`Kubelets`
-creates one Ready Node per member (and its Lease in ``kube-node-lease``), renews leases and
-Ready heartbeats, and plays the kubelet's part for pods bound to those nodes:
+creates one Ready Node per member (and its Lease in ``kube-node-lease``), each with its own pod
+subnet (:mod:`berth.emulator.addresses`), renews leases and Ready heartbeats, and plays the
+kubelet's part for pods bound to those nodes:
 
 - admission: a pod whose requests exceed what is left on the node fails with ``OutOf<resource>``,
   as a real kubelet refuses an over-committed binding;
-- Pending → Running (containers started and ready) after ``start_delay``;
+- Pending → Running (containers started and ready, an IP of the node's subnet that no other
+  running pod holds) after ``start_delay``;
 - with annotation ``sim.berth.io/duration`` (``90s``, ``1h30m``) the pod then Succeeds that long
   after it started;
 - a deleted (or evicted) pod terminates: the kubelet confirms the deletion and it is gone.
@@ -21,16 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import re
 import typing
 
-from berth.api import durations, quantities
+from berth.api import durations, keys, quantities
 from berth.api import errors as api_errors
-from berth.emulator import errors, patches, rest, storage
+from berth.emulator import addresses, errors, patches, resources, rest, storage
 
 __all__ = ["DURATION_ANNOTATION", "Kubelets", "NodePool", "POOL_LABEL", "SPEC_HELP", "parse_pool"]
 
-DURATION_ANNOTATION = "sim.berth.io/duration"
+DURATION_ANNOTATION = keys.SIM_DURATION_ANNOTATION
 POOL_LABEL = "sim.berth.io/pool"
 KUBELET_VERSION = "v1.37.0-berth"
 DEFAULT_ALLOCATABLE = {"cpu": "4", "memory": "16Gi", "pods": "110"}
@@ -108,6 +111,19 @@ def parse_pool(spec: str, *, index: int = 0) -> NodePool:
     return NodePool(prefix, int(match["count"]), allocatable, labels, tuple(taints))
 
 
+def _pod_cidr(node: Object) -> str:
+    return str((node.get("spec") or {}).get("podCIDR") or "")
+
+
+def _subnet(node: Object, *, pods: int) -> ipaddress.IPv4Network | None:
+    """The pod subnet an existing node declares, if it is one with room for ``pods`` pods."""
+    try:
+        subnet = ipaddress.IPv4Network(_pod_cidr(node))
+    except ValueError:
+        return None
+    return subnet if subnet.prefixlen <= addresses.subnet_prefix(pods) else None
+
+
 def _requests(pod: Object) -> dict[str, int]:
     """A pod's effective requests in milli-units (containers summed, max with init containers)."""
     spec = pod.get("spec") or {}
@@ -127,6 +143,7 @@ def _requests(pod: Object) -> dict[str, int]:
 class _Node:
     name: str
     allocatable: dict[str, int]
+    pod_ips: addresses.PodAddresses
     used: dict[str, int] = dataclasses.field(default_factory=dict)
     pods: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # uid -> requests
 
@@ -164,14 +181,21 @@ class Kubelets:
     async def start(self) -> None:
         nodes = self.api.resource("v1", "nodes")
         leases = self.api.resource("coordination.k8s.io/v1", "leases")
+        existing = self.api.storage.list(nodes.key)
+        carver = addresses.SubnetCarver(taken=[_pod_cidr(n) for n in existing])
         for pool in self.pools:
+            allocatable = {k: quantities.parse_milli(v) for k, v in pool.allocatable.items()}
+            capacity = allocatable.get("pods", 0) // 1000
             for name in pool.names():
-                if self.api.storage.get(nodes.key, "", name) is None:
-                    self.api.create(nodes, self._node_object(pool, name))
+                node = self.api.storage.get(nodes.key, "", name)
+                subnet = _subnet(node, pods=capacity) if node is not None else None
+                if subnet is None:
+                    subnet = carver.carve(pods=capacity)
+                if node is None:
+                    self.api.create(nodes, self._node_object(pool, name, pod_cidr=str(subnet)))
                 if self.api.storage.get(leases.key, "kube-node-lease", name) is None:
                     self.api.create(leases, self._lease_object(name), namespace="kube-node-lease")
-                allocatable = {k: quantities.parse_milli(v) for k, v in pool.allocatable.items()}
-                self.nodes[name] = _Node(name, allocatable)
+                self.nodes[name] = _Node(name, allocatable, addresses.PodAddresses(subnet))
         self.api.graceful_pod_deletion = self._waits_for_us
         pods = self.api.resource("v1", "pods")
         self._watcher = self.api.storage.subscribe(key=pods.key, namespace=None)
@@ -205,7 +229,7 @@ class Kubelets:
 
     # ----- node objects ---------------------------------------------------------------------
 
-    def _node_object(self, pool: NodePool, name: str) -> Object:
+    def _node_object(self, pool: NodePool, name: str, *, pod_cidr: str) -> Object:
         now = self.api.timestamp()
         index = len(self.nodes)
         address = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
@@ -240,7 +264,7 @@ class Kubelets:
                 "lastTransitionTime": now,
             }
         )
-        spec: Object = {"podCIDR": f"10.244.{index & 255}.0/24"}
+        spec: Object = {"podCIDR": pod_cidr}
         if pool.taints:
             spec["taints"] = [dict(t) for t in pool.taints]
         return {
@@ -305,7 +329,7 @@ class Kubelets:
                 if beats % 4 == 0:
                     self._heartbeat_node(nodes, name)
 
-    def _heartbeat_node(self, nodes: typing.Any, name: str) -> None:
+    def _heartbeat_node(self, nodes: resources.Resource, name: str) -> None:
         node = self.api.storage.get(nodes.key, "", name)
         if node is None:
             return
@@ -373,7 +397,8 @@ class Kubelets:
         node.pods[uid] = requests
         for name, value in requests.items():
             node.used[name] = node.used.get(name, 0) + value
-        self._later(uid, self.start_delay, lambda: self._run(pod))
+        node.pod_ips.assign(uid)
+        self._later(uid, self.start_delay, lambda: self._run(pod, node))
 
     def _release(self, uid: str) -> None:
         for node in self.nodes.values():
@@ -381,6 +406,7 @@ class Kubelets:
             if requests is not None:
                 for name, value in requests.items():
                     node.used[name] = node.used.get(name, 0) - value
+                node.pod_ips.release(uid)
 
     def _cancel(self, uid: str) -> None:
         for handle in self._timers.pop(uid, []):
@@ -450,24 +476,17 @@ class Kubelets:
                 condition["reason"] = reason
         return conditions
 
-    def _run(self, pod: Object) -> None:
+    def _run(self, pod: Object, node: _Node) -> None:
         now = self.api.timestamp()
-        node = self.nodes.get(str(pod["spec"].get("nodeName")))
-        index = len(node.pods) if node else 0
-        host = next(
-            iter(
-                self.api.get(
-                    self.api.resource("v1", "nodes"), namespace=None, name=pod["spec"]["nodeName"]
-                )["status"]["addresses"]
-            )
-        )
+        # The Node object may be gone (the API then refuses, and the pod never runs).
+        node_object = self.api.get(self.api.resource("v1", "nodes"), namespace=None, name=node.name)
         self._patch_status(
             pod,
             {
                 "phase": "Running",
                 "startTime": now,
-                "hostIP": host["address"],
-                "podIP": f"10.245.{(index >> 8) & 255}.{index & 255}",
+                "hostIP": node_object["status"]["addresses"][0]["address"],
+                "podIP": node.pod_ips.assign(str(pod["metadata"]["uid"])),
                 "conditions": self._conditions(ready=True),
                 "containerStatuses": self._containers(
                     pod, {"running": {"startedAt": now}}, ready=True

@@ -79,17 +79,18 @@ def _index(container: list[Json], token: str, *, adding: bool) -> int:
     return index
 
 
-def _parent(document: Json, tokens: list[str], path: str) -> Json:
+def _parent(document: Json, tokens: list[str], path: str) -> dict[str, Json] | list[Json]:
+    """The map or list that holds the last token of ``path`` (which must be one of them)."""
     node = document
     for token in tokens[:-1]:
-        if isinstance(node, dict):
-            if token not in node:
-                raise PatchError(f"doc is missing path: {path!r}")
+        if isinstance(node, dict) and token in node:
             node = node[token]
         elif isinstance(node, list):
             node = node[_index(node, token, adding=False)]
         else:
             raise PatchError(f"doc is missing path: {path!r}")
+    if not isinstance(node, dict | list):
+        raise PatchError(f"doc is missing path: {path!r}")
     return node
 
 
@@ -97,29 +98,23 @@ def _get(document: Json, path: str) -> Json:
     tokens = _pointer(path)
     if not tokens:
         return document
-    parent = _parent(document, tokens, path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"doc is missing path: {path!r}")
-        return parent[last]
+    parent, last = _parent(document, tokens, path), tokens[-1]
     if isinstance(parent, list):
         return parent[_index(parent, last, adding=False)]
-    raise PatchError(f"doc is missing path: {path!r}")
+    if last not in parent:
+        raise PatchError(f"doc is missing path: {path!r}")
+    return parent[last]
 
 
 def _add(document: Json, path: str, value: Json) -> Json:
     tokens = _pointer(path)
     if not tokens:
         return value
-    parent = _parent(document, tokens, path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        parent[last] = value
-    elif isinstance(parent, list):
+    parent, last = _parent(document, tokens, path), tokens[-1]
+    if isinstance(parent, list):
         parent.insert(_index(parent, last, adding=True), value)
     else:
-        raise PatchError(f"doc is missing path: {path!r}")
+        parent[last] = value
     return document
 
 
@@ -127,16 +122,13 @@ def _remove(document: Json, path: str) -> Json:
     tokens = _pointer(path)
     if not tokens:
         raise PatchError("cannot remove the whole document")
-    parent = _parent(document, tokens, path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"unable to remove nonexistent key: {last}: missing value")
-        del parent[last]
-    elif isinstance(parent, list):
+    parent, last = _parent(document, tokens, path), tokens[-1]
+    if isinstance(parent, list):
         del parent[_index(parent, last, adding=False)]
+    elif last in parent:
+        del parent[last]
     else:
-        raise PatchError(f"doc is missing path: {path!r}")
+        raise PatchError(f"unable to remove nonexistent key: {last}: missing value")
     return document
 
 

@@ -46,17 +46,8 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
-    def group_version(self) -> tuple[str, str]:
-        return (self.group, self.version)
-
-    @property
     def has_status(self) -> bool:
         return "status" in self.subresources
-
-    @property
-    def qualified(self) -> str:
-        """``pods`` or ``queues.scheduling.berth.io``: how error messages name the resource."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
 def _core(kind: str, plural: str, *, namespaced: bool = True, **extra: typing.Any) -> Resource:

@@ -5,9 +5,10 @@ handlers (:mod:`berth.emulator.handlers`) and the simulated kubelets
 (:mod:`berth.emulator.kubelets`) both call it. It owns the object metadata rules (uid,
 creationTimestamp, generation, generateName, resourceVersion with 409 on a stale one), status
 subresources (the main resource ignores ``status``; ``/status`` changes only status), finalizers
-and ``deletionTimestamp``, owner-reference garbage collection, namespace termination, and the
-pod subresources ``binding`` and ``eviction`` (with PodDisruptionBudgets). Per-kind defaults and
-checks come from :mod:`berth.emulator.strategies` and :mod:`berth.emulator.crds`.
+and ``deletionTimestamp``, owner-reference garbage collection, namespace termination, and serves
+the pod subresources ``binding`` and ``eviction`` that :mod:`berth.emulator.pods` implements.
+Per-kind defaults and checks come from the strategies of :mod:`berth.emulator.strategies`,
+:mod:`berth.emulator.pods` and :mod:`berth.emulator.crds`.
 
 Everything runs on the server's event loop and is synchronous: a call is one atomic step.
 """
@@ -23,7 +24,7 @@ import random
 import typing
 import uuid
 
-from berth.emulator import crds, errors, patches, resources, selectors, storage, strategies
+from berth.emulator import crds, errors, patches, pods, resources, selectors, storage, strategies
 from berth.util import clocks
 
 __all__ = ["Api", "ListResult", "Write"]
@@ -35,7 +36,6 @@ SYSTEM_PRIORITY_CLASSES = {
     "system-node-critical": 2_000_001_000,
     "system-cluster-critical": 2_000_000_000,
 }
-PODS: resources.StorageKey = ("", "pods")
 NAMESPACES: resources.StorageKey = ("", "namespaces")
 
 
@@ -55,10 +55,6 @@ class ListResult:
     resource_version: str
     continue_token: str = ""
     remaining: int | None = None
-
-
-def _deep(obj: Object) -> Object:
-    return copy.deepcopy(obj)
 
 
 def _body_without(obj: Object, *fields: str) -> Object:
@@ -81,6 +77,7 @@ class Api:
         self.clock = clock
         self.strategies: dict[resources.StorageKey, strategies.Strategy] = {
             **strategies.builtin_strategies(),
+            pods.PODS: pods.PodStrategy(),
             crds.CRD_KEY: crds.CrdStrategy(),
         }
         self._generic = strategies.Strategy()
@@ -254,7 +251,7 @@ class Api:
             return Write(
                 self.present(resource, obj), created=True, warnings=tuple(context.warnings)
             )
-        stored = self._put(resource, obj, old=None)
+        stored = self.store(resource, obj, old=None)
         strategy.after_write(self, resource, stored, None)
         return Write(self.present(resource, stored), created=True, warnings=tuple(context.warnings))
 
@@ -263,7 +260,7 @@ class Api:
             raise errors.bad_request(
                 f"the body of the request must be a JSON object, not {type(body).__name__}"
             )
-        obj = _deep(body)
+        obj = copy.deepcopy(body)
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
         if kind and kind != resource.kind:
             raise errors.bad_request(
@@ -338,7 +335,9 @@ class Api:
                 str(meta.get("name", "")), group=resource.group, kind=resource.kind, causes=causes
             )
 
-    def _put(self, resource: resources.Resource, obj: Object, *, old: Object | None) -> Object:
+    def store(self, resource: resources.Resource, obj: Object, *, old: Object | None) -> Object:
+        """Store ``obj`` as it is (no strategy, no validation): every write ends here, and the
+        privileged ones (``pods/binding``) start here."""
         stored = self.storage.put(resource.key, obj, old=old)
         self._index_owners(resource.key, stored, old)
         return stored
@@ -482,7 +481,7 @@ class Api:
                 meta.pop(field, None)
         if subresource == "status":
             status = obj.get("status")
-            obj = _deep(old)
+            obj = copy.deepcopy(old)
             if status is None:
                 obj.pop("status", None)
             else:
@@ -491,7 +490,7 @@ class Api:
             raise errors.method_not_allowed("PUT/PATCH", what=f"{resource.plural}/{subresource}")
         elif resource.has_status:
             if "status" in old:
-                obj["status"] = _deep(old["status"])
+                obj["status"] = copy.deepcopy(old["status"])
             else:
                 obj.pop("status", None)
         strategy = self.strategy(resource)
@@ -506,12 +505,12 @@ class Api:
             )
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             if self._pod_waits_for_kubelet(resource, obj):
-                stored = self._put(resource, obj, old=old)
+                stored = self.store(resource, obj, old=old)
                 return Write(self.present(resource, stored), pending=True)
-            stored = self._put(resource, obj, old=old)
+            stored = self.store(resource, obj, old=old)
             last = self._remove(resource, stored)
             return Write(self.present(resource, last), warnings=tuple(context.warnings))
-        stored = self._put(resource, obj, old=old)
+        stored = self.store(resource, obj, old=old)
         strategy.after_write(self, resource, stored, old)
         return Write(self.present(resource, stored), warnings=tuple(context.warnings))
 
@@ -532,27 +531,18 @@ class Api:
         ns = self._namespace_of(resource, namespace)
         old = self._existing(resource, ns, name)
         preconditions = options.get("preconditions") or {}
-        if preconditions.get("uid") and preconditions["uid"] != old["metadata"].get("uid"):
-            raise errors.conflict(
-                name,
-                group=resource.group,
-                plural=resource.plural,
-                why=(
-                    f"Precondition failed: UID in precondition: {preconditions['uid']}, "
-                    f"UID in object meta: {old['metadata'].get('uid')}"
-                ),
-            )
-        wanted_rv = preconditions.get("resourceVersion")
-        if wanted_rv and wanted_rv != old["metadata"].get("resourceVersion"):
-            raise errors.conflict(
-                name,
-                group=resource.group,
-                plural=resource.plural,
-                why=(
-                    f"Precondition failed: ResourceVersion in precondition: {wanted_rv}, "
-                    f"ResourceVersion in object meta: {old['metadata'].get('resourceVersion')}"
-                ),
-            )
+        for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            wanted, actual = preconditions.get(field), old["metadata"].get(field)
+            if wanted and wanted != actual:
+                raise errors.conflict(
+                    name,
+                    group=resource.group,
+                    plural=resource.plural,
+                    why=(
+                        f"Precondition failed: {label} in precondition: {wanted}, "
+                        f"{label} in object meta: {actual}"
+                    ),
+                )
         grace = options.get("gracePeriodSeconds")
         policy = options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is True:
@@ -574,7 +564,7 @@ class Api:
                 if not finalizers:  # grace 0 on a terminating pod: the kubelet says it is gone
                     return Write(self.present(resource, self._remove(resource, old)))
                 return Write(self.present(resource, old), pending=True)
-            obj = _deep(old)
+            obj = copy.deepcopy(old)
             obj["metadata"]["deletionTimestamp"] = self.timestamp()
             obj["metadata"]["deletionGracePeriodSeconds"] = (
                 int(grace if grace is not None else self._grace(old)) if waits_for_kubelet else 0
@@ -582,7 +572,7 @@ class Api:
             obj["metadata"]["finalizers"] = finalizers
             if not finalizers:
                 obj["metadata"].pop("finalizers")
-            stored = self._put(resource, obj, old=old)
+            stored = self.store(resource, obj, old=old)
             self._collect_for_finalizers(resource, stored)
             current = self.storage.get(resource.key, ns, name)
             if current is None:
@@ -596,7 +586,7 @@ class Api:
         return int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
 
     def _pod_waits_for_kubelet(self, resource: resources.Resource, obj: Object) -> bool:
-        return resource.key == PODS and bool(self.graceful_pod_deletion(obj))
+        return resource.key == pods.PODS and bool(self.graceful_pod_deletion(obj))
 
     def _remove(self, resource: resources.Resource, obj: Object) -> Object:
         last = self.storage.remove(resource.key, obj)
@@ -605,15 +595,7 @@ class Api:
         )
         self.strategy(resource).after_remove(self, resource, last)
         uid = str(obj["metadata"].get("uid"))
-        for key, ns, name in sorted(self._dependents.pop(uid, set())):
-            dependent_resource = self._resource_for_key(key)
-            if dependent_resource is not None and self.storage.get(key, ns, name) is not None:
-                self.delete(
-                    dependent_resource,
-                    namespace=ns or None,
-                    name=name,
-                    options={"propagationPolicy": "Background"},
-                )
+        self._delete_dependents(self._dependents.pop(uid, set()), policy="Background")
         namespace = obj["metadata"].get("namespace")
         if namespace:
             self._finish_namespace_if_empty(str(namespace))
@@ -628,6 +610,20 @@ class Api:
                     return candidate
         return found
 
+    def _delete_dependents(
+        self, dependents: set[tuple[resources.StorageKey, str, str]], *, policy: str
+    ) -> None:
+        """The cascade: delete each dependent (still stored) with ``policy``."""
+        for key, ns, name in sorted(dependents):
+            dependent_resource = self._resource_for_key(key)
+            if dependent_resource is not None and self.storage.get(key, ns, name) is not None:
+                self.delete(
+                    dependent_resource,
+                    namespace=ns or None,
+                    name=name,
+                    options={"propagationPolicy": policy},
+                )
+
     def _collect_for_finalizers(self, resource: resources.Resource, obj: Object) -> None:
         """The garbage collector's part of ``orphan`` and ``foregroundDeletion``."""
         finalizers = list(obj["metadata"].get("finalizers") or ())
@@ -638,44 +634,29 @@ class Api:
                 dependent_resource = self._resource_for_key(key)
                 if dependent is None or dependent_resource is None:
                     continue
-                updated = _deep(dependent)
-                updated["metadata"]["ownerReferences"] = [
-                    r
-                    for r in dependent["metadata"].get("ownerReferences") or ()
-                    if r.get("uid") != uid
-                ]
-                self._update(
+                references = dependent["metadata"].get("ownerReferences") or ()
+                self._rewrite_metadata(
                     dependent_resource,
-                    updated,
-                    old=dependent,
-                    subresource="",
-                    context=strategies.WriteContext(),
+                    dependent,
+                    ownerReferences=[r for r in references if r.get("uid") != uid],
                 )
             finalizers.remove("orphan")
         if "foregroundDeletion" in finalizers:
-            for key, ns, name in sorted(self._dependents.get(uid, set())):
-                dependent_resource = self._resource_for_key(key)
-                if dependent_resource is not None and self.storage.get(key, ns, name) is not None:
-                    self.delete(
-                        dependent_resource,
-                        namespace=ns or None,
-                        name=name,
-                        options={"propagationPolicy": "Foreground"},
-                    )
+            self._delete_dependents(self._dependents.get(uid, set()), policy="Foreground")
             if not self._dependents.get(uid):
                 finalizers.remove("foregroundDeletion")
         if finalizers != list(obj["metadata"].get("finalizers") or ()):
             current = self.storage.get(resource.key, *storage.object_key(obj))
             if current is not None:
-                updated = _deep(current)
-                updated["metadata"]["finalizers"] = finalizers
-                self._update(
-                    resource,
-                    updated,
-                    old=current,
-                    subresource="",
-                    context=strategies.WriteContext(),
-                )
+                self._rewrite_metadata(resource, current, finalizers=finalizers)
+
+    def _rewrite_metadata(
+        self, resource: resources.Resource, old: Object, **changes: typing.Any
+    ) -> None:
+        """The garbage collector's own write: ``old`` with ``changes`` to its metadata."""
+        updated = copy.deepcopy(old)
+        updated["metadata"].update(changes)
+        self._update(resource, updated, old=old, subresource="", context=strategies.WriteContext())
 
     def delete_collection(
         self,
@@ -701,11 +682,11 @@ class Api:
     def _delete_namespace(self, resource: resources.Resource, old: Object) -> Write:
         name = str(old["metadata"]["name"])
         if not old["metadata"].get("deletionTimestamp"):
-            obj = _deep(old)
+            obj = copy.deepcopy(old)
             obj["metadata"]["deletionTimestamp"] = self.timestamp()
             obj["metadata"]["deletionGracePeriodSeconds"] = 0
             obj["status"] = {"phase": "Terminating"}
-            self._put(resource, obj, old=old)
+            self.store(resource, obj, old=old)
             for served in self.registry.all():
                 if (
                     not served.namespaced
@@ -732,146 +713,12 @@ class Api:
             return None
         return self._remove(self.resource("v1", "namespaces"), namespace)
 
-    def forget_namespace(self, name: str) -> None:
-        """Hook for the namespace strategy: nothing is cached per namespace yet."""
-
     # ----- pods: binding and eviction -------------------------------------------------------
 
     def bind(self, *, namespace: str, name: str, binding: typing.Any) -> Object:
-        """``pods/binding``: set ``spec.nodeName`` once (409 if the pod is already bound)."""
-        if not isinstance(binding, dict):
-            raise errors.bad_request("a Binding must be a JSON object")
-        target = binding.get("target") or {}
-        node = target.get("name") if isinstance(target, dict) else None
-        pods = self.resource("v1", "pods")
-        if not node:
-            raise errors.invalid(
-                name,
-                group="",
-                kind="Binding",
-                causes=[errors.Cause("target.name", "Required value", "FieldValueRequired")],
-            )
-        if target.get("kind") not in (None, "", "Node"):
-            raise errors.invalid(
-                name,
-                group="",
-                kind="Binding",
-                causes=[
-                    errors.Cause(
-                        "target.kind",
-                        f'Invalid value: "{target.get("kind")}": must be empty or "Node"',
-                    )
-                ],
-            )
-        pod = self._existing(pods, namespace, name)
-        meta = binding.get("metadata") or {}
-        why = ""
-        if meta.get("uid") and meta["uid"] != pod["metadata"].get("uid"):
-            why = (
-                f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: "
-                f"{pod['metadata'].get('uid')}"
-            )
-        elif pod["metadata"].get("deletionTimestamp"):
-            why = f"pod {name} is being deleted, cannot be assigned to a host"
-        elif (pod.get("spec") or {}).get("nodeName"):
-            why = f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
-        elif (pod.get("spec") or {}).get("schedulingGates"):
-            why = f"pod {name} has non-empty .spec.schedulingGates"
-        if why:
-            raise errors.conflict(name, group="", plural="pods/binding", why=why)
-        obj = _deep(pod)
-        obj["spec"]["nodeName"] = str(node)
-        if meta.get("annotations"):
-            obj["metadata"].setdefault("annotations", {}).update(meta["annotations"])
-        self._set_condition(obj, "PodScheduled", "True")
-        self._put(pods, obj, old=pod)
-        return errors.success(code=201)
-
-    def _set_condition(self, obj: Object, kind: str, status: str, reason: str = "") -> None:
-        conditions = obj.setdefault("status", {}).setdefault("conditions", [])
-        entry = {
-            "type": kind,
-            "status": status,
-            "lastProbeTime": None,
-            "lastTransitionTime": self.timestamp(),
-        }
-        if reason:
-            entry["reason"] = reason
-        for i, condition in enumerate(conditions):
-            if condition.get("type") == kind:
-                if condition.get("status") == status:
-                    entry["lastTransitionTime"] = condition.get("lastTransitionTime")
-                conditions[i] = entry
-                return
-        conditions.append(entry)
+        """``pods/binding`` (see :func:`berth.emulator.pods.bind`)."""
+        return pods.bind(self, namespace=namespace, name=name, binding=binding)
 
     def evict(self, *, namespace: str, name: str, eviction: typing.Any) -> Object:
-        """``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it (429)."""
-        if not isinstance(eviction, dict):
-            raise errors.bad_request("an Eviction must be a JSON object")
-        pods = self.resource("v1", "pods")
-        pod = self._existing(pods, namespace, name)
-        if pod["metadata"].get("deletionTimestamp"):
-            return errors.success(code=201)
-        if _healthy(pod):
-            for budget in self.storage.list(("policy", "poddisruptionbudgets"), namespace):
-                selector = (budget.get("spec") or {}).get("selector")
-                if not selectors.matches_label_selector_object(
-                    selector, pod["metadata"].get("labels")
-                ):
-                    continue
-                allowed, needed, healthy = self._disruptions_allowed(budget, namespace)
-                if allowed <= 0:
-                    raise errors.too_many_requests(
-                        "Cannot evict pod as it would violate the pod's disruption budget.",
-                        causes=[
-                            errors.Cause(
-                                "",
-                                f"The disruption budget {budget['metadata']['name']} "
-                                f"needs {needed} healthy pods and has {healthy} currently",
-                                "DisruptionBudget",
-                            )
-                        ],
-                    )
-        options = eviction.get("deleteOptions") or {}
-        self.delete(pods, namespace=namespace, name=name, options=options)
-        return errors.success(code=201)
-
-    def _disruptions_allowed(self, budget: Object, namespace: str) -> tuple[int, int, int]:
-        spec = budget.get("spec") or {}
-        matching = [
-            p
-            for p in self.storage.list(PODS, namespace)
-            if selectors.matches_label_selector_object(
-                spec.get("selector"), p["metadata"].get("labels")
-            )
-        ]
-        expected = len(matching)
-        healthy = sum(1 for p in matching if _healthy(p))
-        if spec.get("minAvailable") is not None:
-            needed = _scaled(spec["minAvailable"], expected, round_up=True)
-        elif spec.get("maxUnavailable") is not None:
-            needed = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
-        else:
-            needed = expected
-        return healthy - needed, needed, healthy
-
-
-def _healthy(pod: Object) -> bool:
-    if pod["metadata"].get("deletionTimestamp"):
-        return False
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    for condition in status.get("conditions") or ():
-        if condition.get("type") == "Ready":
-            return bool(condition.get("status") == "True")
-    return True
-
-
-def _scaled(value: typing.Any, total: int, *, round_up: bool) -> int:
-    if isinstance(value, str) and value.endswith("%"):
-        percent = int(value[:-1])
-        scaled = total * percent
-        return -(-scaled // 100) if round_up else scaled // 100
-    return int(value)
+        """``pods/eviction`` (see :func:`berth.emulator.pods.evict`)."""
+        return pods.evict(self, namespace=namespace, name=name, eviction=eviction)

@@ -67,23 +67,21 @@ class LabelSelector:
         return all(r.matches(labels or {}) for r in self.requirements)
 
 
-def _bad(text: str, why: str) -> errors.StatusError:
+def _bad(why: str) -> errors.StatusError:
     return errors.bad_request(f"unable to parse requirement: {why}")
 
 
-def _check_key(text: str, key: str) -> None:
+def _check_key(key: str) -> None:
     if not _KEY.match(key) or len(key.split("/")[-1]) > 63:
         raise _bad(
-            text,
             f'key: Invalid value: "{key}": name part must consist of alphanumeric characters, '
             f"'-', '_' or '.', and must start and end with an alphanumeric character",
         )
 
 
-def _check_value(text: str, value: str) -> None:
+def _check_value(value: str) -> None:
     if len(value) > 63 or not _VALUE.match(value):
         raise _bad(
-            text,
             f'values[0][{value}]: Invalid value: "{value}": a valid label must be an empty string '
             f"or consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
             f"an alphanumeric character",
@@ -105,7 +103,7 @@ def parse_label_selector(text: str | None) -> LabelSelector:
     def take() -> str:
         nonlocal position
         if position >= len(tokens):
-            raise _bad(text, "found '', expected: identifier")
+            raise _bad("found '', expected: identifier")
         position += 1
         return tokens[position - 1]
 
@@ -114,11 +112,11 @@ def parse_label_selector(text: str | None) -> LabelSelector:
         token = take()
         if token == "!":
             key = take()
-            _check_key(text, key)
+            _check_key(key)
             requirements.append(Requirement(key, "!"))
         else:
             key = token
-            _check_key(text, key)
+            _check_key(key)
             op = peek()
             if op is None or op == ",":
                 requirements.append(Requirement(key, "exists"))
@@ -128,14 +126,14 @@ def parse_label_selector(text: str | None) -> LabelSelector:
                 value = "" if following_value in (None, ",") else take()
                 if op in (">", "<"):
                     if not re.fullmatch(r"-?\d+", value):
-                        raise _bad(text, "for 'Gt', 'Lt' operators, the value must be an integer")
+                        raise _bad("for 'Gt', 'Lt' operators, the value must be an integer")
                 else:
-                    _check_value(text, value)
+                    _check_value(value)
                 requirements.append(Requirement(key, "=" if op == "==" else op, (value,)))
             elif op in ("in", "notin"):
                 take()
                 if take() != "(":
-                    raise _bad(text, f"found '{tokens[position - 1]}', expected: '('")
+                    raise _bad(f"found '{tokens[position - 1]}', expected: '('")
                 values: list[str] = []
                 while True:
                     item = take()
@@ -143,16 +141,16 @@ def parse_label_selector(text: str | None) -> LabelSelector:
                         break
                     if item == ",":
                         continue
-                    _check_value(text, item)
+                    _check_value(item)
                     values.append(item)
                 requirements.append(Requirement(key, op, tuple(values)))
             else:
-                raise _bad(text, f"found '{op}', expected: in, notin, =, ==, !=, gt, lt")
+                raise _bad(f"found '{op}', expected: in, notin, =, ==, !=, gt, lt")
         following = peek()
         if following is None:
             break
         if take() != ",":
-            raise _bad(text, f"found '{following}', expected: ',' or 'end of string'")
+            raise _bad(f"found '{following}', expected: ',' or 'end of string'")
     return LabelSelector(tuple(requirements))
 
 
@@ -221,21 +219,12 @@ class FieldSelector:
     def matches(self, obj: typing.Mapping[str, typing.Any]) -> bool:
         return all((field_value(obj, f) == v) == eq for f, eq, v in self.clauses)
 
-    def value_of(self, field: str) -> str | None:
-        """The value required by an ``=`` clause on ``field`` (e.g. metadata.name), if any."""
-        for name, equal, value in self.clauses:
-            if name == field and equal:
-                return value
-        return None
 
-
-def parse_field_selector(
-    text: str | None, *, key: tuple[str, str], extra: typing.Sequence[str] = ()
-) -> FieldSelector:
+def parse_field_selector(text: str | None, *, key: tuple[str, str]) -> FieldSelector:
     """Parse ``fieldSelector`` for resource ``key``; unknown fields are 400 BadRequest."""
     if not text or not text.strip():
         return FieldSelector()
-    allowed = ("metadata.name", "metadata.namespace", *FIELDS.get(key, ()), *extra)
+    allowed = ("metadata.name", "metadata.namespace", *FIELDS.get(key, ()))
     clauses: list[tuple[str, bool, str]] = []
     for part in text.split(","):
         match = re.fullmatch(r"\s*([^=!\s]+)\s*(==|=|!=)\s*(.*?)\s*", part)

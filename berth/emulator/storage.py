@@ -130,8 +130,7 @@ class Storage:
         self, rv: int, *, key: resources.StorageKey, namespace: str | None
     ) -> builtins.list[Change]:
         """The changes after ``rv`` to ``key``; 410 Gone if some were compacted away."""
-        if rv < self._first_kept:
-            raise errors.expired(f"too old resource version: {rv} ({self._first_kept})")
+        self.check_not_compacted(rv)
         return [
             c
             for c in self._log
@@ -141,6 +140,7 @@ class Storage:
         ]
 
     def check_not_compacted(self, rv: int) -> None:
+        """410 Gone when changes after ``rv`` may have been compacted away."""
         if rv < self._first_kept:
             raise errors.expired(f"too old resource version: {rv} ({self._first_kept})")
 

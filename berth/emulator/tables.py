@@ -18,7 +18,7 @@ import typing
 
 from berth.emulator import jsonpaths, resources
 
-__all__ = ["Column", "columns_for", "human_duration", "render"]
+__all__ = ["Column", "columns_for", "human_duration", "partial_object_metadata", "render"]
 
 Object = typing.Mapping[str, typing.Any]
 
@@ -224,6 +224,14 @@ _NODE_COLUMNS = (
 )
 
 
+def _spec_or_na(field: str) -> typing.Callable[[Object, float], str]:
+    def cell(obj: Object, now: float) -> str:
+        value = _get(obj, "spec", field)
+        return "N/A" if value is None else str(value)
+
+    return cell
+
+
 def _deployment_ready(obj: Object, now: float) -> str:
     ready = _get(obj, "status", "readyReplicas") or 0
     return f"{ready}/{_get(obj, 'spec', 'replicas') or 0}"
@@ -296,24 +304,8 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
     ),
     ("policy", "poddisruptionbudgets"): (
         _NAME,
-        Column(
-            "Min Available",
-            "string",
-            lambda o, n: str(
-                _get(o, "spec", "minAvailable")
-                if _get(o, "spec", "minAvailable") is not None
-                else "N/A"
-            ),
-        ),
-        Column(
-            "Max Unavailable",
-            "string",
-            lambda o, n: str(
-                _get(o, "spec", "maxUnavailable")
-                if _get(o, "spec", "maxUnavailable") is not None
-                else "N/A"
-            ),
-        ),
+        Column("Min Available", "string", _spec_or_na("minAvailable")),
+        Column("Max Unavailable", "string", _spec_or_na("maxUnavailable")),
         Column(
             "Allowed Disruptions",
             "integer",
@@ -385,12 +377,17 @@ def columns_for(resource: resources.Resource) -> tuple[Column, ...]:
     return _BUILTIN_COLUMNS.get(resource.key, (_NAME, _AGE))
 
 
+def partial_object_metadata(obj: Object) -> dict[str, typing.Any]:
+    """``obj`` reduced to its metadata, as ``meta.k8s.io/v1`` PartialObjectMetadata."""
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": _meta(obj)}
+
+
 def _row_object(obj: Object, include: str) -> typing.Any:
     if include == "None":
         return None
     if include == "Object":
         return obj
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": _meta(obj)}
+    return partial_object_metadata(obj)
 
 
 def render(

@@ -11,13 +11,13 @@ server's wording, so a 422 from the emulator reads like one from a real cluster.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime
 import json
 import re
 import typing
 
+from berth.api import defaulting
 from berth.emulator import cel, errors
 
 __all__ = ["Admission", "admit"]
@@ -58,27 +58,6 @@ def _show(value: typing.Any) -> str:
 
 def _join(path: str, field: str) -> str:
     return f"{path}.{field}" if path else field
-
-
-def _defaults(schema: Schema, value: typing.Any) -> typing.Any:
-    """Fill in ``default`` values below ``value`` (a fresh copy is returned)."""
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        result = dict(value)
-        for name, sub in properties.items():
-            if name not in result and "default" in sub:
-                result[name] = copy.deepcopy(sub["default"])
-            if name in result:
-                result[name] = _defaults(sub, result[name])
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            for name in result:
-                if name not in properties:
-                    result[name] = _defaults(extra, result[name])
-        return result
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [_defaults(schema["items"], item) for item in value]
-    return value
 
 
 def _prune(
@@ -129,9 +108,8 @@ def _parses(fn: typing.Callable[[], object]) -> bool:
 
 
 class _Checker:
-    def __init__(self, *, old: typing.Any) -> None:
+    def __init__(self) -> None:
         self.causes: list[errors.Cause] = []
-        self.old_root = old
 
     def bad(self, path: str, message: str, reason: str = "FieldValueInvalid") -> None:
         self.causes.append(errors.Cause(path, message, reason))
@@ -197,7 +175,7 @@ class _Checker:
             )
 
     def _valid(self, schema: Schema, value: typing.Any, path: str) -> bool:
-        probe = _Checker(old=None)
+        probe = _Checker()
         probe._check_value(schema, value, path, None)
         return not probe.causes
 
@@ -331,7 +309,7 @@ class _Checker:
         old_map = old if isinstance(old, dict) else {}
         for name in schema.get("required") or ():
             if name not in value:
-                self.bad(_join(path, name), "Required value", "FieldValueRequired")
+                self.causes.append(errors.required(_join(path, name)))
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
             self.bad(
                 path,
@@ -368,11 +346,8 @@ class _Checker:
                 message = str(spec.get("message") or f"failed rule: {_rule_text(text)}")
             except cel.CelError as exc:
                 message = f"{exc} evaluating rule: {_rule_text(text)}"
-            shown = (
-                json.dumps(_type_name(value)) if isinstance(value, dict | list) else _show(value)
-            )
             reason = str(spec.get("reason") or "FieldValueInvalid")
-            self.bad(field, f"Invalid value: {shown}: {message}", reason)
+            self.bad(field, f"Invalid value: {_show(value)}: {message}", reason)
 
 
 def _rule_text(text: str) -> str:
@@ -384,9 +359,9 @@ def admit(
 ) -> Admission:
     """Default, prune and validate ``obj`` against ``schema`` (``old`` for transition rules)."""
     unknown: list[str] = []
-    defaulted = _defaults(schema, obj)
+    defaulted = defaulting.apply_defaults(schema, obj)
     pruned = _prune(schema, defaulted, "", unknown, root=True)
-    checker = _Checker(old=old)
+    checker = _Checker()
     body_schema = {k: v for k, v in schema.items() if k not in ("required",)}
     properties = dict(body_schema.get("properties") or {})
     properties.pop("metadata", None)  # ObjectMeta is checked by the REST layer, not the schema
@@ -394,5 +369,5 @@ def admit(
     checker.check(body_schema, pruned, "", old)
     for name in schema.get("required") or ():
         if name not in pruned:
-            checker.bad(name, "Required value", "FieldValueRequired")
+            checker.causes.append(errors.required(name))
     return Admission(pruned, tuple(checker.causes), tuple(unknown))

@@ -23,20 +23,12 @@ import typing
 
 from aiohttp import web
 
-from berth.emulator import errors, resources, rest, selectors, storage, tables
+from berth.emulator import errors, renderings, resources, rest, selectors, storage
 
-__all__ = ["Rendering", "WatchRequest", "serve"]
+__all__ = ["DEFAULT_TIMEOUT", "WatchRequest", "serve"]
 
 Object = dict[str, typing.Any]
 DEFAULT_TIMEOUT = 1800.0  # the API server's --min-request-timeout
-
-
-@dataclasses.dataclass(frozen=True)
-class Rendering:
-    """How objects are written: as they are, as Table rows, or as metadata only."""
-
-    mode: str = "object"  # "object" | "table" | "metadata"
-    include_object: str = "Metadata"  # Table rows' object: None | Metadata | Object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +41,7 @@ class WatchRequest:
     send_initial_events: bool
     allow_bookmarks: bool
     timeout: float
-    rendering: Rendering
+    rendering: renderings.Rendering
 
 
 def _matches(request: WatchRequest, obj: Object | None) -> bool:
@@ -81,25 +73,17 @@ class _Writer:
         self.headers_sent = False
 
     def render(self, obj: Object) -> typing.Any:
-        resource, rendering = self.request.resource, self.request.rendering
-        obj = self.api.present(resource, obj)
-        if rendering.mode == "table":
-            table = tables.render(
-                resource,
-                [obj],
-                now=self.api.clock.now(),
-                include_object=rendering.include_object,
-                headers=not self.headers_sent,
-            )
-            self.headers_sent = True
-            return table
-        if rendering.mode == "metadata":
-            return {
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": obj["metadata"],
-            }
-        return obj
+        """``obj`` as the watch asked; Table column definitions go in the first event only."""
+        resource = self.request.resource
+        rendered = renderings.one(
+            self.request.rendering,
+            resource=resource,
+            obj=self.api.present(resource, obj),
+            now=self.api.clock.now(),
+            headers=not self.headers_sent,
+        )
+        self.headers_sent = True
+        return rendered
 
     async def send(self, kind: str, obj: typing.Any) -> None:
         line = json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n"
@@ -122,7 +106,6 @@ async def serve(
     *,
     api: rest.Api,
     bookmark_interval: float,
-    headers: typing.Mapping[str, str],
 ) -> web.StreamResponse:
     """Stream events for ``request`` until it times out, the client leaves or the server stops."""
     key = request.resource.key
@@ -150,9 +133,7 @@ async def serve(
                 replay = api.storage.changes_since(start, key=key, namespace=request.namespace)
             except errors.StatusError as exc:
                 expired = exc
-        response = web.StreamResponse(
-            status=200, headers={"Content-Type": "application/json", **headers}
-        )
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         await response.prepare(http_request)
         writer = _Writer(response, request, api=api)

@@ -160,31 +160,18 @@ class MutatingWebhooks:
         policy = str(webhook.get("failurePolicy") or "Fail")
         request_uid = str(uuid.uuid4())
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        # The request names what was asked for and what is served: the same here.
+        kind = {"group": resource.group, "version": resource.version, "kind": resource.kind}
+        gvr = {"group": resource.group, "version": resource.version, "resource": resource.plural}
         review = {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
             "request": {
                 "uid": request_uid,
-                "kind": {
-                    "group": resource.group,
-                    "version": resource.version,
-                    "kind": resource.kind,
-                },
-                "resource": {
-                    "group": resource.group,
-                    "version": resource.version,
-                    "resource": resource.plural,
-                },
-                "requestKind": {
-                    "group": resource.group,
-                    "version": resource.version,
-                    "kind": resource.kind,
-                },
-                "requestResource": {
-                    "group": resource.group,
-                    "version": resource.version,
-                    "resource": resource.plural,
-                },
+                "kind": kind,
+                "resource": gvr,
+                "requestKind": kind,
+                "requestResource": gvr,
                 "name": str((meta or {}).get("name") or ""),
                 "namespace": namespace or "",
                 "operation": operation,

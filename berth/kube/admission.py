@@ -41,8 +41,11 @@ Why-pending reasons of pods held by the gate become Normal ``NotAdmitted`` Event
 change), never a ``PodScheduled=False/Unschedulable`` condition: that condition is what makes
 cluster autoscalers buy nodes, and a pod waiting for its queue must not.
 
-Everything but the requests runs on the event loop and never blocks: :meth:`apply` and
-:meth:`observe_pod` record and queue; :meth:`run` does the requests.
+The pending allocations, mirrored in the cache, are kept by :mod:`berth.kube.allocations`; the
+edits of the pods (pin, unpin, ungate, gate again) are pure functions in
+:mod:`berth.kube.pod_edits`. Everything but the requests runs on the event loop and never
+blocks: :meth:`Admission.apply` and :meth:`Admission.observe_pod` record and queue;
+:meth:`Admission.run` does the requests.
 """
 
 from __future__ import annotations
@@ -50,9 +53,7 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import contextlib
-import copy
 import dataclasses
-import enum
 import functools
 import logging
 import types
@@ -61,33 +62,18 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import errors, events, rest
+from berth.kube import allocations, conditions, errors, events, pod_edits, rest
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.util import aiotasks, clocks
 
-__all__ = [
-    "PIN_FIELD",
-    "Admission",
-    "Allocation",
-    "AllocationState",
-    "Sink",
-    "Source",
-    "pin_affinity",
-    "recreated_pod",
-    "unpin_affinity",
-]
+__all__ = ["Admission", "Sink", "Source"]
 
 logger = logging.getLogger(__name__)
 
-PIN_FIELD = "metadata.name"
-"""The node field a pin matches (``matchFields``: the only field node affinity may use)."""
-
-_MERGE = "application/merge-patch+json"
 _GATE = keys.ADMISSION_GATE
 _TERMINAL = frozenset({"Succeeded", "Failed"})
-_GROUP_KEYS = (keys.POD_GROUP_LABEL, keys.INTEROP_POD_GROUP_LABEL, keys.QUEUE_LABEL)
 _RECREATE_WAIT = 30.0  # seconds to wait for a deleted pod to be gone before creating it again
 
 
@@ -103,198 +89,6 @@ class Sink(typing.Protocol):
     def apply(self, result: decisions.CycleResult) -> None: ...
 
     def pod_removed(self, key: str) -> None: ...
-
-
-class AllocationState(enum.Enum):
-    """Where a pending allocation is."""
-
-    PINNING = "pinning"  # the cache assumes the pod on the node; pin and ungate in flight
-    UNGATED = "ungated"  # the gate is gone: kube-scheduler (or Berth) is to bind it there
-
-
-@dataclasses.dataclass
-class Allocation:
-    """A pending allocation: Berth chose ``node`` for the pod; it is not bound there yet."""
-
-    key: str
-    uid: str
-    node: str
-    group: str | None
-    state: AllocationState
-    since: float  # when it was admitted (the gate removed), for the bind timeout
-
-
-# Pure pod surgery ---------------------------------------------------------------------------
-
-
-def _pin(node: str) -> dict[str, typing.Any]:
-    return {"key": PIN_FIELD, "operator": "In", "values": [node]}
-
-
-def _terms(affinity: typing.Any) -> list[dict[str, typing.Any]] | None:
-    """The required node selector terms of ``spec.affinity`` (a copy), None when there are none."""
-    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
-    required = (
-        node.get("requiredDuringSchedulingIgnoredDuringExecution")
-        if isinstance(node, dict)
-        else None
-    )
-    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
-    if not isinstance(terms, list) or not terms:
-        return None
-    return [copy.deepcopy(t) if isinstance(t, dict) else {} for t in terms]
-
-
-def _with_terms(
-    affinity: typing.Any, terms: list[dict[str, typing.Any]] | None
-) -> dict[str, typing.Any] | None:
-    """``affinity`` (a copy) with its required node selector terms replaced (or removed)."""
-    out = copy.deepcopy(affinity) if isinstance(affinity, dict) else {}
-    node = _mapping(out.get("nodeAffinity"))
-    if terms:
-        node["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
-    else:
-        node.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
-    if node:
-        out["nodeAffinity"] = node
-    else:
-        out.pop("nodeAffinity", None)
-    return out or None
-
-
-def pin_affinity(affinity: typing.Any, /, *, node: str) -> dict[str, typing.Any]:
-    """``spec.affinity`` requiring ``node``: the pin ANDed into every existing term (so the
-    pod's own affinity still holds), or one term of its own. Only additions, as Kubernetes
-    allows on a gated pod."""
-    terms = _terms(affinity) or [{}]
-    for term in terms:
-        fields = term.get("matchFields")
-        fields = list(fields) if isinstance(fields, list) else []
-        if _pin(node) not in fields:
-            fields.append(_pin(node))
-        term["matchFields"] = fields
-    pinned = _with_terms(affinity, terms)
-    assert pinned is not None  # there is at least one term
-    return pinned
-
-
-def unpin_affinity(affinity: typing.Any, /, *, node: str) -> dict[str, typing.Any] | None:
-    """``spec.affinity`` without the pin to ``node`` (what :func:`pin_affinity` added)."""
-    terms = _terms(affinity)
-    if terms is None:
-        return copy.deepcopy(affinity) if isinstance(affinity, dict) and affinity else None
-    kept: list[dict[str, typing.Any]] = []
-    for term in terms:
-        fields = [f for f in term.get("matchFields") or () if f != _pin(node)]
-        if fields:
-            term["matchFields"] = fields
-        else:
-            term.pop("matchFields", None)
-        if term:
-            kept.append(term)
-    return _with_terms(affinity, kept)
-
-
-def _gate_names(obj: collections.abc.Mapping[str, typing.Any]) -> tuple[str, ...]:
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    gates = spec.get("schedulingGates") if isinstance(spec, dict) else None
-    return tuple(
-        str(g.get("name") or "")
-        for g in (gates if isinstance(gates, list) else ())
-        if isinstance(g, dict)
-    )
-
-
-def _meta(obj: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _spec(obj: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def _status(obj: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
-    status = obj.get("status")
-    return status if isinstance(status, dict) else {}
-
-
-def _mapping(value: typing.Any) -> dict[str, typing.Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _belongs(obj: collections.abc.Mapping[str, typing.Any]) -> bool:
-    """The pod names a group or a queue (by any key Berth reads)."""
-    meta = _meta(obj)
-    labels = _mapping(meta.get("labels"))
-    if any(labels.get(k) for k in _GROUP_KEYS):
-        return True
-    return bool(_mapping(meta.get("annotations")).get(keys.INTEROP_POD_GROUP_ANNOTATION))
-
-
-def _unschedulable(obj: collections.abc.Mapping[str, typing.Any]) -> str | None:
-    """The message of a ``PodScheduled=False/Unschedulable`` condition, else None."""
-    for condition in _status(obj).get("conditions") or ():
-        if (
-            isinstance(condition, dict)
-            and condition.get("type") == "PodScheduled"
-            and condition.get("status") == "False"
-            and condition.get("reason") == "Unschedulable"
-        ):
-            return str(condition.get("message") or "unschedulable")
-    return None
-
-
-def _key(obj: collections.abc.Mapping[str, typing.Any]) -> str:
-    meta = _meta(obj)
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
-
-
-def _pod_path(key: str) -> str:
-    namespace, _, name = key.partition("/")
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
-
-
-def recreated_pod(
-    obj: collections.abc.Mapping[str, typing.Any], *, node: str | None
-) -> dict[str, typing.Any]:
-    """A bare pod as it was created, gated again: same name, labels and spec, no pin."""
-    meta = _meta(obj)
-    annotations = {
-        k: v
-        for k, v in _mapping(meta.get("annotations")).items()
-        if k not in (keys.ADMITTED_NODE_ANNOTATION, keys.ADMITTED_AT_ANNOTATION)
-    }
-    new_meta: dict[str, typing.Any] = {"name": meta.get("name"), "namespace": meta.get("namespace")}
-    for field in ("labels", "ownerReferences"):
-        if meta.get(field):
-            new_meta[field] = copy.deepcopy(meta[field])
-    if annotations:
-        new_meta["annotations"] = annotations
-    spec = copy.deepcopy(_spec(obj))
-    spec.pop("nodeName", None)
-    if node is not None:
-        affinity = unpin_affinity(spec.get("affinity"), node=node)
-        if affinity is None:
-            spec.pop("affinity", None)
-        else:
-            spec["affinity"] = affinity
-    gates = [g for g in spec.get("schedulingGates") or () if isinstance(g, dict)]
-    if not any(g.get("name") == _GATE for g in gates):
-        gates.append({"name": _GATE})
-    spec["schedulingGates"] = gates
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": new_meta, "spec": spec}
-
-
-def _controlled(obj: collections.abc.Mapping[str, typing.Any]) -> bool:
-    return any(
-        isinstance(ref, dict) and ref.get("controller")
-        for ref in _meta(obj).get("ownerReferences") or ()
-    )
-
-
-# The coordinator -----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,7 +118,6 @@ class Admission:
         request_timeout: float = 30.0,
     ) -> None:
         self._api = api
-        self._cache = cache
         self._source = source
         self._sink = sink
         self._clock = clock
@@ -337,7 +130,6 @@ class Admission:
         self._gated: set[str] = set()  # pods held by Berth's gate (and maybe others)
         self._bad: set[str] = set()  # gated pods with neither group nor queue, to release
         self._releasing: set[str] = set()  # bad input being ungated
-        self._adopt: set[str] = set()  # adopted allocations the cache has yet to assume
         self._view: set[str] = set()  # pods the last snapshot offered through the gate
         self._reasons: dict[str, str] = {}  # pod key -> the NotAdmitted message last sent
         self._notes: dict[str, str] = {}  # group key -> why its last admission was rejected
@@ -346,7 +138,7 @@ class Admission:
         self._jobs = asyncio.Queue()
         self._active = 0
         self._failing: set[str] = set()
-        self.allocations: dict[str, Allocation] = {}
+        self.allocations = allocations.Allocations(cache)
         """Pending allocations by pod key."""
         self.rejected = 0
         """Allocations rejected so far."""
@@ -355,17 +147,18 @@ class Admission:
     def observe_pod(self, obj: dict[str, typing.Any]) -> bool:
         """Told every pod the informer sees (before it is cached); True keeps a pod of another
         scheduler in the cache: gated by Berth, or admitted by it."""
-        key = _key(obj)
-        meta, spec, status = _meta(obj), _spec(obj), _status(obj)
+        meta = wire.sub(obj, "metadata")
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
         uid = str(meta.get("uid") or "")
-        node = str(spec.get("nodeName") or "") or None
-        finished = status.get("phase") in _TERMINAL or bool(meta.get("deletionTimestamp"))
-        gates = _gate_names(obj)
-        admitted = _mapping(meta.get("annotations")).get(keys.ADMITTED_NODE_ANNOTATION)
+        node = str(wire.sub(obj, "spec").get("nodeName") or "") or None
+        phase = wire.sub(obj, "status").get("phase")
+        finished = phase in _TERMINAL or bool(meta.get("deletionTimestamp"))
+        gates = pod_edits.gate_names(obj)
+        admitted = wire.sub(meta, "annotations").get(keys.ADMITTED_NODE_ANNOTATION)
         held = _GATE in gates and node is None and not finished
         if held:
             self._gated.add(key)
-            if not _belongs(obj):
+            if not pod_edits.belongs(obj):
                 self._bad.add(key)
         else:
             self._gated.discard(key)
@@ -376,17 +169,17 @@ class Admission:
             self._objects.pop(key, None)
         allocation = self.allocations.get(key)
         if allocation is not None and allocation.uid and uid and allocation.uid != uid:
-            self._drop(allocation)  # the pod was recreated: the old allocation is moot
+            self.allocations.drop(allocation)  # the pod was recreated: the old allocation is moot
             allocation = None
         if allocation is not None:
             if node == allocation.node:
-                del self.allocations[key]  # bound where Berth put it: done
+                self.allocations.bound(key)
             elif node is not None:
                 self._reject(allocation, why=f"bound to {node} instead of {allocation.node}")
             elif finished:
-                self._drop(allocation)
-            elif allocation.state is AllocationState.UNGATED and not gates:
-                message = _unschedulable(obj)
+                self.allocations.drop(allocation)
+            elif allocation.state is allocations.AllocationState.UNGATED and not gates:
+                message = pod_edits.unschedulable_message(obj)
                 if message is not None:
                     self._reject(
                         allocation, why=f"its scheduler could not place it there: {message}"
@@ -394,23 +187,15 @@ class Admission:
         elif (
             admitted and node is None and not gates and not finished and key not in self._recreating
         ):
-            self._adopt_allocation(key, obj, node=str(admitted))
+            since = wire.parse_time(wire.sub(meta, "annotations").get(keys.ADMITTED_AT_ANNOTATION))
+            self.allocations.adopt(
+                key,
+                uid=uid,
+                node=str(admitted),
+                since=since if since is not None else self._clock.now(),
+            )
+            logger.info("adopted the pending allocation of pod %s on %s", key, admitted)
         return held or bool(admitted) or key in self.allocations or key in self._recreating
-
-    def _adopt_allocation(self, key: str, obj: dict[str, typing.Any], *, node: str) -> None:
-        """An ungated, unbound pod Berth admitted before a restart: a pending allocation again."""
-        meta = _meta(obj)
-        since = _parse_time(_mapping(meta.get("annotations")).get(keys.ADMITTED_AT_ANNOTATION))
-        self.allocations[key] = Allocation(
-            key=key,
-            uid=str(meta.get("uid") or ""),
-            node=node,
-            group=None,
-            state=AllocationState.UNGATED,
-            since=since if since is not None else self._clock.now(),
-        )
-        self._adopt.add(key)
-        logger.info("adopted the pending allocation of pod %s on %s", key, node)
 
     def pod_removed(self, key: str) -> None:
         """The pod left the cluster (the informer's removal callback)."""
@@ -418,9 +203,9 @@ class Admission:
         self._bad.discard(key)
         self._objects.pop(key, None)
         self._reasons.pop(key, None)
-        allocation = self.allocations.pop(key, None)
+        allocation = self.allocations.get(key)
         if allocation is not None:
-            self._cache.forget_pod(key)
+            self.allocations.drop(allocation)
         gone = self._recreating.get(key)
         if gone is not None:
             gone.set()
@@ -429,16 +214,7 @@ class Admission:
     # SnapshotSource ----------------------------------------------------------------------
     def snapshot(self) -> snapshots.Snapshot:
         """The inner source's snapshot, with pods held only by Berth's gate offered as pending."""
-        for key in sorted(self._adopt):
-            allocation = self.allocations.get(key)
-            if allocation is None:
-                self._adopt.discard(key)
-                continue
-            try:
-                self._cache.assume_pod(key, node=allocation.node)
-            except KeyError:
-                continue  # not cached yet: the next snapshot
-            self._adopt.discard(key)
+        self.allocations.assume_adopted()
         base = self._source.snapshot()
         candidates = set(self._gated) | {p.key for p in base.gated if _GATE in p.scheduling_gates}
         admitted: list[pods.PodInfo] = []
@@ -497,8 +273,7 @@ class Admission:
         passed: list[decisions.Decision] = []
         for decision in result.decisions:
             if isinstance(decision, decisions.BindPod) and decision.key in self._view:
-                obj = self._objects.get(decision.key)
-                group = _group_of(obj) if obj is not None else None
+                group = self._group_of(decision.key)
                 admits.setdefault(group or decision.key, []).append(decision)
             elif (
                 isinstance(decision, decisions.Unschedulable)
@@ -531,21 +306,14 @@ class Admission:
         accepted: list[decisions.BindPod] = []
         ours: set[str] = set()
         for bind in binds:
-            obj = self._objects.get(bind.key)
-            try:
-                self._cache.assume_pod(bind.key, node=bind.node)
-            except KeyError:
+            group = self._group_of(bind.key)
+            if not self.allocations.start(
+                bind.key, uid=bind.uid, node=bind.node, group=group, now=now
+            ):
                 continue  # gone while the session ran
-            self.allocations[bind.key] = Allocation(
-                key=bind.key,
-                uid=bind.uid,
-                node=bind.node,
-                group=_group_of(obj) if obj is not None else None,
-                state=AllocationState.PINNING,
-                since=now,
-            )
             self._reasons.pop(bind.key, None)
-            if obj is not None and _spec(obj).get("schedulerName") in self._ours:
+            obj = self._objects.get(bind.key)
+            if obj is not None and wire.sub(obj, "spec").get("schedulerName") in self._ours:
                 ours.add(bind.key)
             accepted.append(bind)
         if accepted:
@@ -556,46 +324,28 @@ class Admission:
         if self._reasons.get(decision.key) == decision.reason:
             return
         self._reasons[decision.key] = decision.reason
-        obj = self._objects.get(decision.key)
-        self._event(
-            obj,
-            decision.key,
-            kind="Pod",
-            type=events.NORMAL,
-            reason="NotAdmitted",
-            message=decision.reason,
+        self._pod_event(
+            decision.key, type=events.NORMAL, reason="NotAdmitted", message=decision.reason
         )
 
     def check_timeouts(self) -> None:
         """Reject allocations whose pod is still unbound ``bind_timeout`` after its gate went."""
-        now = self._clock.now()
-        for key in sorted(self.allocations):
-            allocation = self.allocations[key]
-            if (
-                allocation.state is AllocationState.UNGATED
-                and now - allocation.since >= self._bind_timeout
-            ):
-                self._reject(
-                    allocation, why=f"not bound within {self._bind_timeout:g}s of its admission"
-                )
+        for allocation in self.allocations.overdue(self._clock.now(), timeout=self._bind_timeout):
+            self._reject(
+                allocation, why=f"not bound within {self._bind_timeout:g}s of its admission"
+            )
 
     # Rejection -----------------------------------------------------------------------------
-    def _drop(self, allocation: Allocation) -> None:
-        self.allocations.pop(allocation.key, None)
-        self._cache.forget_pod(allocation.key)
-
-    def _reject(self, allocation: Allocation, *, why: str) -> None:
+    def _reject(self, allocation: allocations.Allocation, *, why: str) -> None:
         """RejectTask: release the capacity, explain, and send the pod back to wait gated."""
-        self._drop(allocation)
+        self.allocations.drop(allocation)
         self.rejected += 1
         key = allocation.key
         obj = self._objects.get(key)
-        group = allocation.group or (_group_of(obj) if obj is not None else None)
+        group = allocation.group or self._group_of(key)
         message = f"admission of pod {key} on {allocation.node} rejected: {why}"
         logger.warning("%s", message)
-        self._event(
-            obj, key, kind="Pod", type=events.WARNING, reason="AdmissionRejected", message=message
-        )
+        self._pod_event(key, type=events.WARNING, reason="AdmissionRejected", message=message)
         if group is not None:
             self._notes[group] = f"{message}; the pod waits gated again"
             namespace, _, name = group.partition("/")
@@ -608,7 +358,7 @@ class Admission:
                 )
         if obj is None:
             return
-        if _controlled(obj):
+        if pod_edits.controlled(obj):
             self._jobs.put_nowait(lambda: self._evict(key, obj))
         else:
             self._recreating[key] = asyncio.Event()
@@ -658,8 +408,11 @@ class Admission:
         if not all(version is not None for version in pinned):
             for bind in admit.binds:
                 allocation = self.allocations.get(bind.key)
-                if allocation is not None and allocation.state is AllocationState.PINNING:
-                    self._drop(allocation)
+                if (
+                    allocation is not None
+                    and allocation.state is allocations.AllocationState.PINNING
+                ):
+                    self.allocations.drop(allocation)
             self._log_failure(
                 "pin", f"could not pin every pod of {admit.group}: released none; retrying"
             )
@@ -676,32 +429,23 @@ class Admission:
         """Write the pin and the admitted annotations; the new resourceVersion, None on failure."""
         for _ in range(2):
             obj = self._objects.get(bind.key)
-            allocation = self.allocations.get(bind.key)
-            if obj is None or allocation is None:
+            if obj is None or bind.key not in self.allocations:
                 return None
-            meta, spec = _meta(obj), _spec(obj)
             # A pin from an earlier attempt stays (Kubernetes lets a gated pod's node affinity
             # only narrow); the session saw it and chose within it, so adding ours is a no-op.
-            affinity = spec.get("affinity")
+            affinity = wire.sub(obj, "spec").get("affinity")
             patch = {
                 "metadata": {
-                    "resourceVersion": meta.get("resourceVersion"),
+                    "resourceVersion": wire.sub(obj, "metadata").get("resourceVersion"),
                     "annotations": {
                         keys.ADMITTED_NODE_ANNOTATION: bind.node,
-                        keys.ADMITTED_AT_ANNOTATION: _timestamp(self._clock.now()),
+                        keys.ADMITTED_AT_ANNOTATION: conditions.timestamp(self._clock.now()),
                     },
                 },
-                "spec": {"affinity": pin_affinity(affinity, node=bind.node)},
+                "spec": {"affinity": pod_edits.pin_affinity(affinity, node=bind.node)},
             }
             try:
-                answer = await rest.request(
-                    self._api,
-                    method="PATCH",
-                    path=_pod_path(bind.key),
-                    body=patch,
-                    content_type=_MERGE,
-                    timeout=self._timeout,
-                )
+                answer = await self._call("PATCH", pod_edits.path(bind.key), body=patch)
             except errors.Conflict:
                 await self._refresh(bind.key)  # changed since the informer saw it: once more
                 continue
@@ -709,7 +453,7 @@ class Admission:
                 self._log_failure("pin", f"pinning pod {bind.key} to {bind.node} failed: {exc}")
                 return None
             self._objects[bind.key] = answer
-            return str(_meta(answer).get("resourceVersion") or "")
+            return str(wire.sub(answer, "metadata").get("resourceVersion") or "")
         return None
 
     async def _ungate(self, decision: decisions.BindPod, *, version: str, bind: bool) -> None:
@@ -719,59 +463,30 @@ class Admission:
         obj = self._objects.get(key)
         if allocation is None or obj is None:
             return
-        remaining = [g for g in _spec(obj).get("schedulingGates") or () if isinstance(g, dict)]
-        remaining = [g for g in remaining if g.get("name") != _GATE]
-        allocation.state = AllocationState.UNGATED
+        allocation.state = allocations.AllocationState.UNGATED
         allocation.since = self._clock.now()
-        patch = {
-            "metadata": {"resourceVersion": version},
-            "spec": {"schedulingGates": remaining or None},
-        }
         try:
-            answer = await rest.request(
-                self._api,
-                method="PATCH",
-                path=_pod_path(key),
-                body=patch,
-                content_type=_MERGE,
-                timeout=self._timeout,
-            )
+            self._objects[key] = await self._remove_gate(key, obj, version=version)
         except errors.KubeError as exc:
             # Still gated (or gone): the next cycle offers it again.
             self._log_failure("ungate", f"removing the gate of pod {key} failed: {exc}")
             if self.allocations.get(key) is allocation:
-                self._drop(allocation)
+                self.allocations.drop(allocation)
             return
-        self._objects[key] = answer
         if bind:
             await self._bind(decision)
 
     async def _bind(self, decision: decisions.BindPod) -> None:
         """Bind a pod naming Berth's scheduler once its gate is gone (nobody else will)."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {
-                "name": decision.name,
-                "namespace": decision.namespace,
-                "uid": decision.uid,
-            },
-            "target": {"apiVersion": "v1", "kind": "Node", "name": decision.node},
-        }
+        body = pod_edits.binding(decision.key, uid=decision.uid, node=decision.node)
         try:
-            await rest.request(
-                self._api,
-                method="POST",
-                path=_pod_path(decision.key) + "/binding",
-                body=body,
-                timeout=self._timeout,
-            )
+            await self._call("POST", pod_edits.path(decision.key) + "/binding", body=body)
         except errors.KubeError as exc:
             # Ungated and Berth's: the inner sink binds it from the next cycle on.
             self._log_failure("bind", f"binding pod {decision.key} failed: {exc}")
             allocation = self.allocations.get(decision.key)
             if allocation is not None:
-                self._drop(allocation)
+                self.allocations.drop(allocation)
 
     async def _release(self, key: str) -> None:
         """Bad input: Berth's gate on a pod with neither group nor queue; remove it, say why."""
@@ -779,30 +494,16 @@ class Admission:
             obj = self._objects.get(key)
             if obj is None or key not in self._bad:
                 return
-            remaining = [g for g in _spec(obj).get("schedulingGates") or () if isinstance(g, dict)]
-            remaining = [g for g in remaining if g.get("name") != _GATE]
-            patch = {
-                "metadata": {"resourceVersion": _meta(obj).get("resourceVersion")},
-                "spec": {"schedulingGates": remaining or None},
-            }
+            version = wire.sub(obj, "metadata").get("resourceVersion")
             try:
-                answer = await rest.request(
-                    self._api,
-                    method="PATCH",
-                    path=_pod_path(key),
-                    body=patch,
-                    content_type=_MERGE,
-                    timeout=self._timeout,
-                )
+                answer = await self._remove_gate(key, obj, version=version)
             except errors.KubeError as exc:
                 self._log_failure("release", f"removing the gate of pod {key} failed: {exc}")
                 return
             self._bad.discard(key)
             self._objects[key] = answer
-            self._event(
-                answer,
+            self._pod_event(
                 key,
-                kind="Pod",
                 type=events.WARNING,
                 reason="NotBerths",
                 message=(
@@ -816,21 +517,10 @@ class Admission:
 
     async def _evict(self, key: str, obj: dict[str, typing.Any]) -> None:
         """A rejected pod with a controller: evict it; the controller recreates it (gated)."""
-        namespace, _, name = key.partition("/")
-        uid = _meta(obj).get("uid")
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-            "deleteOptions": {"preconditions": {"uid": uid}} if uid else {},
-        }
+        uid = str(wire.sub(obj, "metadata").get("uid") or "")
         try:
-            await rest.request(
-                self._api,
-                method="POST",
-                path=_pod_path(key) + "/eviction",
-                body=body,
-                timeout=self._timeout,
+            await self._call(
+                "POST", pod_edits.path(key) + "/eviction", body=pod_edits.eviction(key, uid=uid)
             )
         except errors.NotFound:
             return
@@ -841,18 +531,13 @@ class Admission:
         """A rejected bare pod: delete it and create it again, unpinned and gated."""
         gone = self._recreating.get(key) or asyncio.Event()
         try:
-            meta = _meta(obj)
-            options: dict[str, typing.Any] = {"preconditions": {"uid": meta.get("uid")}}
-            if not _spec(obj).get("nodeName"):
+            options: dict[str, typing.Any] = {
+                "preconditions": {"uid": wire.sub(obj, "metadata").get("uid")}
+            }
+            if not wire.sub(obj, "spec").get("nodeName"):
                 options["gracePeriodSeconds"] = 0  # never started: nothing to stop gracefully
             try:
-                await rest.request(
-                    self._api,
-                    method="DELETE",
-                    path=_pod_path(key),
-                    body=options,
-                    timeout=self._timeout,
-                )
+                await self._call("DELETE", pod_edits.path(key), body=options)
             except errors.NotFound:
                 gone.set()
             except errors.Conflict:
@@ -860,17 +545,12 @@ class Admission:
             except errors.KubeError as exc:
                 self._log_failure("recreate", f"deleting rejected pod {key} failed: {exc}")
                 return
-            body = recreated_pod(obj, node=node)
+            body = pod_edits.recreated_pod(obj, node=node)
+            collection = pod_edits.path(key).rsplit("/", 1)[0]
             deadline = self._clock.now() + _RECREATE_WAIT
             while True:
                 try:
-                    await rest.request(
-                        self._api,
-                        method="POST",
-                        path=_pod_path(key).rsplit("/", 1)[0],
-                        body=body,
-                        timeout=self._timeout,
-                    )
+                    await self._call("POST", collection, body=body)
                     logger.info("recreated rejected pod %s gated", key)
                     return
                 except errors.Conflict:
@@ -890,49 +570,55 @@ class Admission:
 
     async def _refresh(self, key: str) -> None:
         try:
-            self._objects[key] = await rest.request(
-                self._api, method="GET", path=_pod_path(key), timeout=self._timeout
-            )
+            self._objects[key] = await self._call("GET", pod_edits.path(key))
         except errors.KubeError:
             self._objects.pop(key, None)
 
-    def _event(
-        self,
-        obj: dict[str, typing.Any] | None,
-        key: str,
-        *,
-        kind: str,
-        type: str,
-        reason: str,
-        message: str,
-    ) -> None:
+    async def _remove_gate(
+        self, key: str, obj: dict[str, typing.Any], *, version: str | None
+    ) -> rest.Body:
+        """PATCH away Berth's gate (the other gates kept) at ``version``; the pod as written."""
+        patch = {
+            "metadata": {"resourceVersion": version},
+            "spec": {"schedulingGates": pod_edits.without_gate(obj)},
+        }
+        return await self._call("PATCH", pod_edits.path(key), body=patch)
+
+    async def _call(
+        self, method: str, path: str, *, body: dict[str, typing.Any] | None = None
+    ) -> rest.Body:
+        """One request within the request timeout; every PATCH here is a JSON merge patch."""
+        content_type = rest.MERGE_PATCH if method == "PATCH" else "application/json"
+        return await rest.request(
+            self._api,
+            method=method,
+            path=path,
+            body=body,
+            content_type=content_type,
+            timeout=self._timeout,
+        )
+
+    def _group_of(self, key: str) -> str | None:
+        """The pod's group key as the cache forms it (explicit group, or the queue's group of
+        one); None when the pod is not known here."""
+        obj = self._objects.get(key)
+        return pods.pod_info(obj).pod_group if obj is not None else None
+
+    def _pod_event(self, key: str, *, type: str, reason: str, message: str) -> None:
         if self._recorder is None:
             return
         namespace, _, name = key.partition("/")
-        uid = str(_meta(obj).get("uid") or "") if obj is not None else ""
+        obj = self._objects.get(key)
+        uid = str(wire.sub(obj, "metadata").get("uid") or "")
         self._recorder.record(
-            events.ObjectRef(kind, name, namespace, uid), type=type, reason=reason, message=message
+            events.ObjectRef("Pod", name, namespace, uid), type=type, reason=reason, message=message
         )
 
     def _log_failure(self, kind: str, message: str) -> None:
+        # The first failure of a kind is a warning; repeats are debug (one line per pod would
+        # flood the log while the API server is down).
         if kind not in self._failing:
             self._failing.add(kind)
             logger.warning("%s", message)
         else:
             logger.debug("%s", message)
-
-
-def _group_of(obj: collections.abc.Mapping[str, typing.Any]) -> str | None:
-    """The pod's group key as the cache forms it (explicit group, or the queue's group of one)."""
-    info = pods.pod_info(obj)
-    return info.pod_group
-
-
-def _timestamp(when: float) -> str:
-    return clocks.to_datetime(when).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(text: typing.Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    return wire.parse_time(text)

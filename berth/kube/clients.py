@@ -18,23 +18,24 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import dataclasses
-import json
 import os
 import pathlib
 import typing
+import urllib.parse
+import urllib.request
 
+import aiohttp.helpers
 import kubernetes.client
 import kubernetes.config
 import kubernetes_asyncio.client
 import kubernetes_asyncio.config
 import urllib3.exceptions
 
-from berth.kube import errors
+from berth.kube import errors, rest
 
 __all__ = [
     "AsyncApiClient",
     "AsyncConnection",
-    "Body",
     "Connection",
     "DEFAULT_NAMESPACE",
     "DEFAULT_TIMEOUT",
@@ -43,9 +44,6 @@ __all__ = [
     "create",
     "kubeconfig_paths",
 ]
-
-Body: typing.TypeAlias = dict[str, typing.Any]
-"""A decoded JSON object as the API server sends it (Kubernetes' camelCase keys)."""
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TIMEOUT = 30.0
@@ -60,7 +58,6 @@ _async_config: typing.Any = kubernetes_asyncio.config
 AsyncApiClient: typing.TypeAlias = kubernetes_asyncio.client.ApiClient
 """The asynchronous client the operator's calls go through (see :class:`AsyncConnection`)."""
 _SERVICE_ACCOUNT = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
-_AUTH_SETTINGS = ["BearerToken"]  # the auth scheme name the generated client uses for tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,11 +209,30 @@ async def connect_async(
     except (kubernetes_asyncio.config.ConfigException, ValueError, OSError) as exc:
         where = "in-cluster configuration" if chosen.files is None else f"kubeconfig {chosen.files}"
         raise errors.ConfigError(f"{where}: {exc}") from None
+    _settle_environment(configuration)
     api = kubernetes_asyncio.client.ApiClient(configuration)
+    # kubernetes_asyncio's session trusts the environment, so aiohttp looks up ~/.netrc and
+    # the proxy variables in a worker thread on every request: two thread hops per binding.
+    # _settle_environment did the proxy part once; .netrc is not kubectl's either.
+    api.rest_client.pool_manager._trust_env = False
     try:
         yield AsyncConnection(api, chosen.namespace, str(configuration.host), origin)
     finally:
         await api.close()
+
+
+def _settle_environment(configuration: kubernetes_asyncio.client.Configuration) -> None:
+    """Use the proxy the environment names for the API server (``HTTPS_PROXY``, ``NO_PROXY``),
+    found once here as aiohttp would find it per request; a kubeconfig ``proxy-url`` wins."""
+    server = urllib.parse.urlsplit(str(configuration.host))
+    if configuration.proxy or not server.hostname or urllib.request.proxy_bypass(server.hostname):
+        return
+    found = aiohttp.helpers.proxies_from_env().get(server.scheme)
+    if found is None:
+        return
+    configuration.proxy = str(found.proxy)
+    if found.proxy_auth is not None:
+        configuration.proxy_headers = {"Proxy-Authorization": found.proxy_auth.encode()}
 
 
 def _collection_path(*, api_version: str, plural: str, namespace: str | None) -> str:
@@ -232,7 +248,7 @@ def create(
     namespace: str | None,
     dry_run: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
-) -> Body:
+) -> rest.Body:
     """POST ``body`` to its collection and return the object the API server stored.
 
     ``namespace`` is None for cluster-scoped kinds. ``dry_run`` asks the server to validate,
@@ -247,7 +263,7 @@ def create(
         query_params=[("dryRun", "All")] if dry_run else [],
         header_params={"Accept": "application/json", "Content-Type": "application/json"},
         body=dict(body),
-        auth_settings=_AUTH_SETTINGS,
+        auth_settings=rest.AUTH_SETTINGS,
     )
     try:
         response = api.call_api(
@@ -258,17 +274,9 @@ def create(
         raise errors.TransportError(f"{what}: {connection.server} did not answer: {exc}") from exc
     except kubernetes.client.ApiException as exc:  # TLS failures arrive as status 0
         raise errors.TransportError(f"{what}: {connection.server}: {exc.reason}") from exc
-    decoded = _decode(data)
+    decoded = rest.decode(data)
     if not 200 <= response.status < 300:
         raise errors.from_status(response.status, body=decoded, what=what)
     if decoded is None:
         raise errors.TransportError(f"{what}: the answer is not a JSON object")
     return decoded
-
-
-def _decode(data: bytes | None) -> Body | None:
-    try:
-        decoded = json.loads(data or b"")
-    except ValueError:
-        return None
-    return decoded if isinstance(decoded, dict) else None

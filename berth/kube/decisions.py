@@ -44,7 +44,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys, resources
-from berth.kube import errors, events, rest
+from berth.kube import conditions, errors, events, pod_edits, rest
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots
@@ -53,9 +53,6 @@ from berth.util import clocks
 __all__ = ["ApiSink", "BindingObserver", "BindOutcome"]
 
 logger = logging.getLogger(__name__)
-
-_STRATEGIC = "application/strategic-merge-patch+json"
-_MERGE = "application/merge-patch+json"
 
 
 class BindingObserver(typing.Protocol):
@@ -267,17 +264,17 @@ class ApiSink:
             await self._evict(decision)
         elif isinstance(decision, decisions.AnnotatePod):
             await self._patch(
-                _pod_path(decision.namespace, decision.name),
+                pod_edits.path(decision.key),
                 {"metadata": {"annotations": dict(decision.annotations)}},
                 what=f"annotate pod {decision.key}",
-                content_type=_MERGE,
+                content_type=rest.MERGE_PATCH,
             )
         elif isinstance(decision, decisions.NominatePod):
             await self._patch(
-                _pod_path(decision.namespace, decision.name) + "/status",
+                pod_edits.path(decision.key) + "/status",
                 {"status": {"nominatedNodeName": decision.node}},
                 what=f"nominate pod {decision.key}",
-                content_type=_STRATEGIC,
+                content_type=rest.STRATEGIC_MERGE_PATCH,
             )
         elif isinstance(decision, decisions.SetReservationAvailable):
             await self._reservation_available(decision)
@@ -295,16 +292,8 @@ class ApiSink:
     async def _bind(self, decision: decisions.BindPod, *, created: float) -> BindOutcome:
         key = decision.key
         loop = asyncio.get_running_loop()
-        metadata = {"name": decision.name, "namespace": decision.namespace}
-        if decision.uid:
-            metadata["uid"] = decision.uid
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": metadata,
-            "target": {"apiVersion": "v1", "kind": "Node", "name": decision.node},
-        }
-        path = _pod_path(decision.namespace, decision.name) + "/binding"
+        body = pod_edits.binding(key, uid=decision.uid, node=decision.node)
+        path = pod_edits.path(key) + "/binding"
         for attempt in range(1 + self._retries):
             if key in self._gone:
                 self._cache.forget_pod(key)
@@ -388,13 +377,8 @@ class ApiSink:
 
     # Other writes --------------------------------------------------------------------------
     async def _evict(self, decision: decisions.EvictPod) -> None:
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": decision.name, "namespace": decision.namespace},
-            "deleteOptions": {"preconditions": {"uid": decision.uid}} if decision.uid else {},
-        }
-        path = _pod_path(decision.namespace, decision.name) + "/eviction"
+        body = pod_edits.eviction(decision.key, uid=decision.uid)
+        path = pod_edits.path(decision.key) + "/eviction"
         try:
             await rest.request(self._api, method="POST", path=path, body=body, timeout=30.0)
         except errors.NotFound:
@@ -419,10 +403,10 @@ class ApiSink:
                 allocatable=decision.allocatable.to_api(),
             )
             _set_condition(
-                status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}", now
+                status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}", now=now
             )
             _set_condition(
-                status, "Ready", "True", "Available", "holding capacity for its owners", now
+                status, "Ready", "True", "Available", "holding capacity for its owners", now=now
             )
 
         if await self._update_reservation(decision.namespace, decision.name, change):
@@ -461,7 +445,7 @@ class ApiSink:
                     "False",
                     "Succeeded",
                     f"used by its owner {decision.owner}",
-                    now,
+                    now=now,
                 )
 
         if await self._update_reservation(decision.namespace, decision.name, change):
@@ -478,7 +462,7 @@ class ApiSink:
 
         def change(status: dict[str, typing.Any]) -> None:
             status["phase"] = decision.phase
-            _set_condition(status, "Ready", "False", decision.reason, decision.message, now)
+            _set_condition(status, "Ready", "False", decision.reason, decision.message, now=now)
 
         if await self._update_reservation(decision.namespace, decision.name, change):
             self._reservation_event(
@@ -497,7 +481,7 @@ class ApiSink:
         now = self._clock.now()
 
         def change(status: dict[str, typing.Any]) -> None:
-            _set_condition(status, "Scheduled", "False", "Unschedulable", decision.reason, now)
+            _set_condition(status, "Scheduled", "False", "Unschedulable", decision.reason, now=now)
 
         if await self._update_reservation(namespace, name, change):
             self._reservation_event(
@@ -539,7 +523,7 @@ class ApiSink:
                     method="PATCH",
                     path=path + "/status",
                     body=body,
-                    content_type=_MERGE,
+                    content_type=rest.MERGE_PATCH,
                     timeout=30.0,
                 )
             except errors.Conflict:
@@ -569,13 +553,13 @@ class ApiSink:
             "reason": "Unschedulable",
             "message": decision.reason,
             "lastProbeTime": None,
-            "lastTransitionTime": _timestamp(self._clock.now()),
+            "lastTransitionTime": conditions.timestamp(self._clock.now()),
         }
         await self._patch(
-            _pod_path(namespace, name) + "/status",
+            pod_edits.path(decision.key) + "/status",
             {"status": {"conditions": [condition]}},
             what=f"pod {decision.key} condition",
-            content_type=_STRATEGIC,
+            content_type=rest.STRATEGIC_MERGE_PATCH,
         )
         self._event(
             events.ObjectRef("Pod", name, namespace),
@@ -617,34 +601,10 @@ class ApiSink:
             logger.debug("%s", message)
 
 
-def _pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
-
-
 def _set_condition(
-    status: dict[str, typing.Any],
-    kind: str,
-    value: str,
-    reason: str,
-    message: str,
-    now: float,
+    status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
 ) -> None:
     """Set one condition in ``status``; the transition time moves only when ``value`` does."""
-    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
-    old = next((c for c in conditions if c.get("type") == kind), None)
-    since = old.get("lastTransitionTime") if old and old.get("status") == value else None
-    conditions = [c for c in conditions if c.get("type") != kind]
-    conditions.append(
-        {
-            "type": kind,
-            "status": value,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since or _timestamp(now),
-        }
+    status["conditions"] = conditions.updated(
+        status, kind=kind, value=value, reason=reason, message=message, now=now
     )
-    status["conditions"] = sorted(conditions, key=lambda c: str(c.get("type")))
-
-
-def _timestamp(when: float) -> str:
-    return clocks.to_datetime(when).strftime("%Y-%m-%dT%H:%M:%SZ")

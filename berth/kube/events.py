@@ -26,7 +26,7 @@ import uuid
 
 import kubernetes_asyncio.client
 
-from berth.kube import errors, leases, rest
+from berth.kube import conditions, errors, rest
 from berth.util import clocks
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder", "ObjectRef"]
@@ -188,8 +188,7 @@ class EventRecorder:
     async def _post(self, pending: _Pending) -> None:
         ref = pending.ref
         namespace = ref.namespace or _CLUSTER_EVENTS_NAMESPACE
-        stamp = leases.format_micro_time(pending.when)
-        seconds = stamp[:19] + "Z"
+        stamp = conditions.timestamp(pending.when)
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -207,8 +206,8 @@ class EventRecorder:
             "source": {"component": self._component},
             "reportingComponent": self._component,
             "reportingInstance": self._instance,
-            "firstTimestamp": seconds,
-            "lastTimestamp": seconds,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
             "count": 1,
         }
         try:

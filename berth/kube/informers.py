@@ -306,11 +306,15 @@ class ClusterInformers:
             )
 
         self.informers = (
-            informer(_NODES, self._node, self._node_gone),
-            informer(_CLASSES, self._class, self._class_gone),
-            informer(_QUEUES, self._queue, self._queue_gone),
-            informer(_GROUPS, self._group, self._group_gone),
-            informer(_RESERVATIONS, self._reservation, self._reservation_gone),
+            informer(_NODES, *self._feeding(cache.add_node, cache.remove_node)),
+            informer(
+                _CLASSES, *self._feeding(cache.add_priority_class, cache.remove_priority_class)
+            ),
+            informer(_QUEUES, *self._feeding(cache.add_queue, cache.remove_queue)),
+            informer(_GROUPS, *self._feeding(cache.add_pod_group, cache.remove_pod_group)),
+            informer(
+                _RESERVATIONS, *self._feeding(cache.add_reservation, cache.remove_reservation)
+            ),
             informer(pod_resource(), self._pod, self._pod_gone),
         )
 
@@ -383,42 +387,19 @@ class ClusterInformers:
             self.on_pod_removed(key)
 
     # The rest -----------------------------------------------------------------------------
-    def _node(self, kind: str, obj: dict[str, typing.Any]) -> None:
-        self.cache.add_node(obj)
-        self._trigger.set()
+    def _feeding(
+        self,
+        add: collections.abc.Callable[[dict[str, typing.Any]], None],
+        remove: collections.abc.Callable[[str], None],
+    ) -> tuple[ChangeCallback, RemoveCallback]:
+        """Callbacks handing every change of a kind to the cache, each waking the scheduler."""
 
-    def _node_gone(self, key: str) -> None:
-        self.cache.remove_node(key)
-        self._trigger.set()
+        def change(kind: str, obj: dict[str, typing.Any]) -> None:
+            add(obj)
+            self._trigger.set()
 
-    def _class(self, kind: str, obj: dict[str, typing.Any]) -> None:
-        self.cache.add_priority_class(obj)
-        self._trigger.set()
+        def gone(key: str) -> None:
+            remove(key)
+            self._trigger.set()
 
-    def _class_gone(self, key: str) -> None:
-        self.cache.remove_priority_class(key)
-        self._trigger.set()
-
-    def _queue(self, kind: str, obj: dict[str, typing.Any]) -> None:
-        self.cache.add_queue(obj)
-        self._trigger.set()
-
-    def _queue_gone(self, key: str) -> None:
-        self.cache.remove_queue(key)
-        self._trigger.set()
-
-    def _group(self, kind: str, obj: dict[str, typing.Any]) -> None:
-        self.cache.add_pod_group(obj)
-        self._trigger.set()
-
-    def _group_gone(self, key: str) -> None:
-        self.cache.remove_pod_group(key)
-        self._trigger.set()
-
-    def _reservation(self, kind: str, obj: dict[str, typing.Any]) -> None:
-        self.cache.add_reservation(obj)
-        self._trigger.set()
-
-    def _reservation_gone(self, key: str) -> None:
-        self.cache.remove_reservation(key)
-        self._trigger.set()
+        return change, gone

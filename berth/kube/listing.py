@@ -40,7 +40,8 @@ __all__ = [
     "takes_pod",
 ]
 
-Body: typing.TypeAlias = dict[str, typing.Any]
+Body: typing.TypeAlias = rest.Body
+"""One object as the API server listed it."""
 
 _BERTH = f"/apis/{keys.API_VERSION}"
 _TERMINAL = frozenset({"Succeeded", "Failed"})

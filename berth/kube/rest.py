@@ -3,8 +3,9 @@
 The client library gives Berth configuration (kubeconfig, in-cluster service account, token
 refresh, TLS) and a connection pool; this module sends requests through it and moves plain JSON
 dicts, not generated model objects: those cost too much on the hot paths (DESIGN.md §5) and
-tie every caller to the library. Leases (:mod:`berth.kube.leases`) use it today; informers,
-the binder and status writers are meant to.
+tie every caller to the library. Every asynchronous caller in :mod:`berth.kube` (leases, the
+informers' lists, the binder, admission, Events) and the status writers go through
+:func:`request`; the watch stream (:mod:`berth.kube.watching`) shares its auth and decoding.
 
 Failures arrive as :mod:`berth.kube.errors`: an answer outside 2xx as an ``APIError`` subclass
 chosen by status, no answer (refused, reset, timed out) as ``TransportError``.
@@ -21,13 +22,25 @@ import kubernetes_asyncio.client
 
 from berth.kube import errors
 
-__all__ = ["Body", "request"]
+__all__ = [
+    "AUTH_SETTINGS",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "Body",
+    "decode",
+    "request",
+]
 
 Body: typing.TypeAlias = dict[str, typing.Any]
 """A decoded JSON object as the API server sends it (Kubernetes' camelCase keys)."""
 
-# The auth scheme name the generated client uses for tokens (static, exec plugins, in-cluster).
-_AUTH_SETTINGS = ["BearerToken"]
+AUTH_SETTINGS = ["BearerToken"]
+"""The auth scheme name the generated clients use for tokens (static, exec plugins, in-cluster)."""
+
+MERGE_PATCH = "application/merge-patch+json"
+"""RFC 7386 JSON merge patch: maps merge key by key, ``null`` deletes, lists are replaced."""
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+"""Kubernetes' strategic merge patch: lists with a merge key (conditions by type) are merged."""
 
 
 async def request(
@@ -53,7 +66,7 @@ async def request(
             query_params=list(query.items()) if query else None,
             header_params={"Accept": "application/json", "Content-Type": content_type},
             body=dict(body) if body is not None else None,
-            auth_settings=_AUTH_SETTINGS,
+            auth_settings=AUTH_SETTINGS,
             _preload_content=False,
             _request_timeout=timeout,
         )
@@ -62,7 +75,7 @@ async def request(
             raw = await response.read()
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise errors.TransportError(f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
-    decoded = _decode(raw)
+    decoded = decode(raw)
     if not 200 <= status <= 299:
         raise errors.from_status(status, body=decoded, what=what)
     if decoded is None:
@@ -70,7 +83,8 @@ async def request(
     return decoded
 
 
-def _decode(raw: bytes) -> Body | None:
+def decode(raw: bytes | None) -> Body | None:
+    """``raw`` as a JSON object; None when it is empty, not JSON, or not an object."""
     try:
         value = json.loads(raw) if raw else None
     except ValueError:

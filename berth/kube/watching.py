@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import json
 import typing
 
 import aiohttp
@@ -28,7 +27,6 @@ from berth.kube import errors, rest
 
 __all__ = ["Event", "Listing", "MalformedCallback", "list_pages", "watch"]
 
-_AUTH_SETTINGS = ["BearerToken"]
 # Seconds to wait for the first byte of a connection; a watch then waits for events up to the
 # server-side timeout plus this margin before it treats the connection as dead.
 _CONNECT_TIMEOUT = 10.0
@@ -122,7 +120,7 @@ async def watch(
             "GET",
             query_params=list(params.items()),
             header_params={"Accept": "application/json"},
-            auth_settings=_AUTH_SETTINGS,
+            auth_settings=rest.AUTH_SETTINGS,
             _preload_content=False,
             _request_timeout=aiohttp.ClientTimeout(
                 connect=_CONNECT_TIMEOUT,
@@ -135,7 +133,7 @@ async def watch(
     async with response:
         if not 200 <= response.status <= 299:
             raw = await response.read()
-            raise errors.from_status(response.status, body=_object(raw), what=what)
+            raise errors.from_status(response.status, body=rest.decode(raw), what=what)
         buffer = b""
         try:
             async for chunk in response.content.iter_any():
@@ -156,7 +154,7 @@ async def watch(
 def _event(line: bytes, *, what: str, on_malformed: MalformedCallback | None) -> Event | None:
     if not line.strip():
         return None
-    decoded = _object(line)
+    decoded = rest.decode(line)
     kind = decoded.get("type") if decoded is not None else None
     obj = decoded.get("object") if decoded is not None else None
     if not isinstance(kind, str) or not isinstance(obj, dict):
@@ -168,14 +166,6 @@ def _event(line: bytes, *, what: str, on_malformed: MalformedCallback | None) ->
         status = code if isinstance(code, int) else 500
         raise errors.from_status(status, body=obj, what=what)
     return Event(type=kind, object=obj)
-
-
-def _object(raw: bytes) -> dict[str, typing.Any] | None:
-    try:
-        value = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _clip(value: object, *, limit: int = 120) -> str:

@@ -81,11 +81,9 @@ ComponentFactory = collections.abc.Callable[
 
 
 def no_components(context: Context) -> list[components.Component]:
-    """The leader-only components besides the plugin controllers: none yet.
-
-    The informers, the embedded Kopf operator and the scheduling loop join here, as
-    components built from ``context``.
-    """
+    """No leader-only components besides the plugin controllers: a process that only serves
+    HTTP and campaigns (the tests of leadership). ``berth run`` passes
+    :func:`berth.operator.scheduling.leader_components` instead."""
     return []
 
 

@@ -9,12 +9,14 @@ operator.main.Context`:
 - a :class:`~berth.scheduler.snapshot.cache.ClusterCache` kept current by
   :class:`~berth.kube.informers.ClusterInformers` (readiness ``caches-synced``);
 - :class:`~berth.kube.snapshots.CacheSource` and :class:`~berth.kube.decisions.ApiSink`
-  around the cache, the :class:`~berth.kube.events.EventRecorder`, and the
+  around the cache, wrapped by :class:`~berth.kube.admission.Admission` (on in both modes, so
+  a restart with the other ``--mode`` adopts the pods the previous one left;
+  docs/admission.md), the :class:`~berth.kube.events.EventRecorder`, and the
   :class:`~berth.controllers.statuses.StatusWriter` with the Kopf operator
   (:class:`~berth.operator.embedding.KopfComponent`) observing PodGroups and Queues for it;
 
-and returns them as components in start order: Events, informers, binder, the scheduling
-loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
+and returns them as components in start order: Events, informers, binder, admission, the
+scheduling loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
 would place pods on capacity that is taken), the status writer, the Reservation controller
 (:mod:`berth.controllers.reservations`), Kopf. The plugins'
 controllers start after these (:mod:`berth.operator.main` appends them). After every cycle the
@@ -65,9 +67,7 @@ class Parts:
     objects: observed.ObservedObjects
     writer: statuses.StatusWriter
     trigger: asyncio.Event  # set by the informers: wakes the scheduling loop
-    # Admission (pin + ungate gated pods) around source and sink; on in both modes, so a
-    # restart with the other --mode adopts the pods the previous one left (docs/admission.md).
-    admission: admission.Admission | None = None
+    admission: admission.Admission  # around source and sink: the loop's source and sink
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -185,7 +185,7 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
 def _components(context: main.Context, parts: Parts) -> list[components.Component]:
     config = context.settings
     feed = _MetricsFeed(context.metrics)
-    timed = _TimedSource(parts.admission or parts.source, feed)
+    timed = _TimedSource(parts.admission, feed)
     # Reservations' expiry, owners and garbage collection, written from this loop.
     reserving = reservations.ReservationController(
         context.api,
@@ -215,7 +215,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         await loop.run(
             parts.scheduler,
             source=timed,
-            sink=parts.admission or parts.sink,
+            sink=parts.admission,
             stop=stop,
             trigger=parts.trigger,
             period=config.period,
@@ -241,34 +241,19 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
 
     timeout = config.shutdown_timeout
 
+    def task(
+        name: str, run: collections.abc.Callable[[asyncio.Event], collections.abc.Awaitable[None]]
+    ) -> components.TaskComponent:
+        return components.TaskComponent(name, run, stop_timeout=timeout, on_exit=context.fail)
+
     return [
-        components.TaskComponent(
-            "events", parts.recorder.run, stop_timeout=timeout, on_exit=context.fail
-        ),
-        components.TaskComponent(
-            "informers", run_informers, stop_timeout=timeout, on_exit=context.fail
-        ),
-        components.TaskComponent(
-            "binder", parts.sink.run, stop_timeout=timeout, on_exit=context.fail
-        ),
-        *(
-            [
-                components.TaskComponent(
-                    "admission", parts.admission.run, stop_timeout=timeout, on_exit=context.fail
-                )
-            ]
-            if parts.admission is not None
-            else []
-        ),
-        components.TaskComponent(
-            "scheduling loop", run_loop, stop_timeout=timeout, on_exit=context.fail
-        ),
-        components.TaskComponent(
-            "status writer", run_writer, stop_timeout=timeout, on_exit=context.fail
-        ),
-        components.TaskComponent(
-            "reservation controller", run_reservations, stop_timeout=timeout, on_exit=context.fail
-        ),
+        task("events", parts.recorder.run),
+        task("informers", run_informers),
+        task("binder", parts.sink.run),
+        task("admission", parts.admission.run),
+        task("scheduling loop", run_loop),
+        task("status writer", run_writer),
+        task("reservation controller", run_reservations),
         embedding.KopfComponent(
             registry=lambda: kopf_registry.build(objects=parts.objects, login=login),
             settings=kopf_registry.operator_settings,

@@ -37,6 +37,7 @@ import pydantic.alias_generators
 from aiohttp import web
 
 from berth.api import keys
+from berth.kube import pod_edits
 from berth.operator import settings
 
 __all__ = [
@@ -98,17 +99,6 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _belongs(labels: collections.abc.Mapping[str, typing.Any], annotations: typing.Any) -> bool:
-    """The pod names a group or a queue, by any key Berth reads."""
-    if labels.get(keys.POD_GROUP_LABEL) or labels.get(keys.INTEROP_POD_GROUP_LABEL):
-        return True
-    if labels.get(keys.QUEUE_LABEL):
-        return True
-    return isinstance(annotations, dict) and bool(
-        annotations.get(keys.INTEROP_POD_GROUP_ANNOTATION)
-    )
-
-
 def mutation(
     pod: collections.abc.Mapping[str, typing.Any], /, *, opted_in: bool
 ) -> list[dict[str, typing.Any]]:
@@ -127,7 +117,7 @@ def mutation(
         return []
     if str(spec.get("schedulerName") or "") not in _DEFAULT_SCHEDULERS:
         return []
-    belongs = _belongs(labels, meta.get("annotations"))
+    belongs = pod_edits.belongs(pod)
     if not belongs and not opted_in:
         return []
     gates = spec.get("schedulingGates")

@@ -20,11 +20,12 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
 
 Like the API server it gives every created object a uid (sortable, in creation order), a
 ``creationTimestamp`` from the clock and a ``resourceVersion``. Changes reach the cache when
-the next snapshot is taken (as watch events would), in a fixed order, and an object that
-changed several times since the last snapshot is parsed once. What it applied is kept in an
-outbox (:meth:`drain`) for the runner, which plays the workload controllers and the kubelets'
-clock: :meth:`succeed_pod` ends a pod's run. A job whose pods have all finished is deleted at
-once (a Job with ``ttlSecondsAfterFinished: 0``), so snapshots stay the size of the live work.
+the next snapshot is taken (as watch events would), in a fixed order (deletions first), and an
+object that changed several times since the last snapshot is parsed once. What it applied is
+kept in an outbox (:meth:`drain`) for the runner, which plays the workload controllers and the
+kubelets' clock: :meth:`succeed_pod` ends a pod's run. A job whose pods have all finished is
+deleted at once (a Job with ``ttlSecondsAfterFinished: 0``), so snapshots stay the size of the
+live work.
 
 Also the cluster the scheduler's scenario tests run on (STYLE R15): build one, ``put`` objects,
 run ``Scheduler.run_once(cluster, cluster)``, read the pods back.
@@ -55,7 +56,8 @@ __all__ = [
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "Reservation", "PriorityClass")
 """The kinds the in-memory cluster stores."""
-# The order changes reach the cache: what pods refer to before the pods.
+# The order changes reach the cache: what pods refer to before the pods (deletions the other
+# way round).
 _FLUSH_ORDER = {
     "PriorityClass": 0,
     "Queue": 1,
@@ -464,7 +466,17 @@ class InMemoryCluster:
         """Tell the cache what changed since the last flush, in a fixed order."""
         if not self._dirty:
             return
-        changed = sorted(self._dirty, key=lambda k: (_FLUSH_ORDER[k[0]], k))
+        # Deletions first, each before what it refers to (a finished job's pods before its
+        # group, so the cache does not re-resolve pods on their way out); then additions,
+        # what pods refer to before the pods.
+        changed = sorted(
+            self._dirty,
+            key=lambda k: (
+                (1, _FLUSH_ORDER[k[0]], k)
+                if self._dirty[k] is not None
+                else (0, -_FLUSH_ORDER[k[0]], k)
+            ),
+        )
         for key in changed:
             obj = self._dirty[key]
             if obj is not None:

@@ -1,4 +1,4 @@
-"""The pod surgery of admission (:mod:`berth.kube.admission`), pure.
+"""The pod surgery of admission mode (:mod:`berth.kube.pod_edits`), pure.
 
 We test these aspects:
 - pinning ANDs ``matchFields metadata.name In [node]`` into every required term (the pod's own
@@ -17,7 +17,7 @@ import typing
 import pytest
 
 from berth.api import keys
-from berth.kube import admission
+from berth.kube import pod_edits
 
 PIN = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
 ZONE = {"key": "zone", "operator": "In", "values": ["a"]}
@@ -72,10 +72,10 @@ def _required(*terms: dict[str, typing.Any]) -> dict[str, typing.Any]:
 )
 def test_pin_and_unpin_round_trip(affinity: typing.Any, pinned: dict[str, typing.Any]) -> None:
     original = copy.deepcopy(affinity)
-    assert admission.pin_affinity(affinity, node="n1") == pinned
+    assert pod_edits.pin_affinity(affinity, node="n1") == pinned
     assert affinity == original  # not mutated
-    assert admission.pin_affinity(pinned, node="n1") == pinned
-    assert admission.unpin_affinity(pinned, node="n1") == (affinity or None)
+    assert pod_edits.pin_affinity(pinned, node="n1") == pinned
+    assert pod_edits.unpin_affinity(pinned, node="n1") == (affinity or None)
 
 
 def test_recreated_pod_is_gated_and_unpinned() -> None:
@@ -102,7 +102,7 @@ def test_recreated_pod_is_gated_and_unpinned() -> None:
         },
         "status": {"phase": "Running"},
     }
-    body = admission.recreated_pod(obj, node="n1")
+    body = pod_edits.recreated_pod(obj, node="n1")
     assert body["metadata"] == {
         "name": "p",
         "namespace": "ns",

@@ -31,11 +31,13 @@ def test_no_private_name_is_exported() -> None:
     assert [name for name in berth.api.__all__ if name.startswith("_")] == []
 
 
-@pytest.mark.parametrize(
-    "module",
-    [durations, errors, meta, pods, podgroups, quantities, queues, reservations],
-    ids=lambda m: m.__name__.rsplit(".", 1)[-1],
+MODEL_MODULES = [durations, errors, meta, pods, podgroups, quantities, queues, reservations]
+by_model_module = pytest.mark.parametrize(
+    "module", MODEL_MODULES, ids=[m.__name__.rsplit(".", 1)[-1] for m in MODEL_MODULES]
 )
+
+
+@by_model_module
 def test_every_public_class_of_a_model_module_is_exported(module: types.ModuleType) -> None:
     names = module.__all__
     classes = [n for n in names if inspect.isclass(getattr(module, n))]
@@ -44,11 +46,7 @@ def test_every_public_class_of_a_model_module_is_exported(module: types.ModuleTy
     assert [n for n in classes if getattr(module, n) not in exported] == []
 
 
-@pytest.mark.parametrize(
-    "module",
-    [durations, errors, meta, pods, podgroups, quantities, queues, reservations],
-    ids=lambda m: m.__name__.rsplit(".", 1)[-1],
-)
+@by_model_module
 def test_module_all_is_sorted(module: types.ModuleType) -> None:
     names = module.__all__
     assert names == sorted(names)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from berth.controllers import observed, podgroups
+from berth.kube import conditions
 from berth.scheduler.snapshot import snapshots
 from tests.scheduler import builders as b
 
@@ -169,7 +170,7 @@ def test_transition_time_is_kept_while_the_condition_holds() -> None:
         observe(group, status=first), snapshot=snap, reason="queue q is closed", now=NOW + 60
     )
     assert changed is not None
-    assert changed["conditions"][0]["lastTransitionTime"] == podgroups.timestamp(NOW + 60)
+    assert changed["conditions"][0]["lastTransitionTime"] == conditions.timestamp(NOW + 60)
 
 
 def test_group_the_snapshot_does_not_know_gets_no_status() -> None:

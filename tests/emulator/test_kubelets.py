@@ -3,7 +3,9 @@
 We test these aspects:
 - pool SPECs parse (resources, labels, taints, name prefix) and bad ones are refused;
 - nodes are created Ready, with allocatable, labels, taints and a Lease, and heartbeats renew;
-- 100 pods bound by a client to 10 simulated nodes all report Running;
+- every node has its own pod subnet, also across pools started one after another;
+- 100 pods bound by a client to 10 simulated nodes all report Running, each with an IP of its
+  node's subnet that no other pod has;
 - a pod with ``sim.berth.io/duration`` Succeeds on time under a speed-up factor;
 - deleting or evicting a running pod terminates it (the kubelet confirms, the pod is gone);
 - a binding that over-commits a node is refused by its kubelet (phase Failed, OutOfcpu).
@@ -11,6 +13,7 @@ We test these aspects:
 
 from __future__ import annotations
 
+import ipaddress
 import time
 import typing
 
@@ -125,6 +128,19 @@ def test_nodes_are_ready_with_leases_and_heartbeats(
     )
 
 
+def test_every_node_has_its_own_pod_subnet(
+    emulator: testing.RunningEmulator, client: kubernetes.client.ApiClient
+) -> None:
+    emulator.start_kubelets(["2x cpu=1"])
+    emulator.start_kubelets(["2x cpu=1,pods=300 name=big"])
+    nodes = kubernetes.client.CoreV1Api(client).list_node().items
+    subnets = {n.metadata.name: ipaddress.ip_network(n.spec.pod_cidr) for n in nodes}
+    assert sorted(subnets) == ["big-0", "big-1", "pool0-0", "pool0-1"]
+    assert [subnets["big-0"].prefixlen, subnets["pool0-0"].prefixlen] == [23, 24]
+    listed = list(subnets.values())
+    assert not any(a.overlaps(b) for i, a in enumerate(listed) for b in listed[i + 1 :])
+
+
 def test_hundred_pods_on_ten_nodes_all_run(
     emulator: testing.RunningEmulator, client: kubernetes.client.ApiClient
 ) -> None:
@@ -138,6 +154,11 @@ def test_hundred_pods_on_ten_nodes_all_run(
     assert len(running) == 100
     assert {p.spec.node_name for p in running} == {f"pool0-{i}" for i in range(10)}
     assert all(p.status.container_statuses[0].ready for p in running)
+    subnets = {
+        n.metadata.name: ipaddress.ip_network(n.spec.pod_cidr) for n in core.list_node().items
+    }
+    assert len({p.status.pod_ip for p in running}) == 100
+    assert all(ipaddress.ip_address(p.status.pod_ip) in subnets[p.spec.node_name] for p in running)
 
 
 def test_duration_annotation_succeeds_on_time(

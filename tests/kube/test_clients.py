@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from berth.emulator import testing
-from berth.kube import clients, errors
+from berth.kube import clients, errors, rest
 
 
 def kubeconfig(
@@ -173,3 +173,57 @@ def test_an_unreachable_server_is_a_transport_error(tmp_path: pathlib.Path) -> N
         clients.create(
             connection, body=CONFIG_MAP, plural="configmaps", namespace="default", timeout=5
         )
+
+
+async def test_a_netrc_entry_for_the_api_server_is_not_read(
+    emulator: testing.RunningEmulator, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An environment-trusting session would add this login to every request (and refuse to
+    # send it beside the bearer token), after a worker-thread lookup each time.
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
+    monkeypatch.setenv("NETRC", str(netrc))
+    async with clients.connect_async(kubeconfig=str(emulator.kubeconfig)) as connection:
+        listed = await rest.request(connection.api, method="GET", path="/api/v1/namespaces")
+    assert listed["kind"] == "NamespaceList"
+
+
+@pytest.mark.parametrize(
+    ("environment", "proxy_url", "expected"),
+    [
+        ({"HTTPS_PROXY": "http://proxy.example:3128"}, None, "http://proxy.example:3128"),
+        (
+            {"HTTPS_PROXY": "http://proxy.example:3128", "NO_PROXY": "api.example"},
+            None,
+            None,
+        ),
+        ({"HTTP_PROXY": "http://proxy.example:3128"}, None, None),
+        (
+            {"HTTPS_PROXY": "http://proxy.example:3128"},
+            "http://chosen.example:8080",
+            "http://chosen.example:8080",
+        ),
+        ({}, None, None),
+    ],
+    ids=["https-proxy", "no-proxy-bypasses", "other-scheme", "kubeconfig-wins", "none"],
+)
+async def test_the_environments_proxy_is_resolved_once_at_connect(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    environment: dict[str, str],
+    proxy_url: str | None,
+    expected: str | None,
+) -> None:
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    path = kubeconfig(
+        tmp_path / "config", server="https://api.example:6443", namespaces={"m": None}
+    )
+    if proxy_url is not None:
+        document = yaml.safe_load(path.read_text())
+        document["clusters"][0]["cluster"]["proxy-url"] = proxy_url
+        path.write_text(yaml.safe_dump(document))
+    async with clients.connect_async(kubeconfig=str(path)) as connection:
+        assert connection.api.configuration.proxy == expected

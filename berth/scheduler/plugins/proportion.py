@@ -139,6 +139,50 @@ def _fits_now_scorer(free: IntArray) -> hooks.NodeScorer:
     return score
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Layout:
+    """What depends only on the queues and the resource columns: the tree, and each usable
+    queue's row, path and quota as arrays (read-only). The same from cycle to cycle until a
+    queue or a node changes, so it is memoised on the node table's static part (keyed by the
+    queues themselves), not rebuilt every session — and not kept by the plugin (R8)."""
+
+    tree: shares.QueueTree
+    order: list[str]  # usable queues by name: the rows below
+    index: dict[str, int]
+    paths: dict[str, npt.NDArray[np.intp]]  # queue and its ancestors, as rows
+    rows: dict[str, tuple[int, ...]]  # the same as plain ints, for per-event loops
+    limit: IntArray  # [queues, resources]
+    guaranteed: IntArray
+    limited: dict[str, bool]  # a limit somewhere on its path
+    not_pods: npt.NDArray[np.bool_]  # [resources]
+
+
+def _layout(
+    infos: collections.abc.Iterable[queues.QueueInfo], *, resource_names: tuple[str, ...]
+) -> _Layout:
+    tree = shares.build_tree(infos, resource_names=resource_names)
+    order = list(tree.nodes)
+    index = {name: i for i, name in enumerate(order)}
+    paths = {name: np.array([index[a] for a in tree.path(name)], dtype=np.intp) for name in order}
+    shape = (len(order), len(resource_names))  # one row per usable queue, one per resource
+    limit = np.array([tree.nodes[n].limit for n in order], dtype=np.int64).reshape(shape)
+    guaranteed = np.array([tree.nodes[n].guaranteed for n in order], dtype=np.int64).reshape(shape)
+    not_pods = np.array([r != resources.PODS for r in resource_names], dtype=np.bool_)
+    for array in (limit, guaranteed, not_pods, *paths.values()):
+        array.setflags(write=False)
+    return _Layout(
+        tree=tree,
+        order=order,
+        index=index,
+        paths=paths,
+        rows={name: tuple(int(i) for i in path) for name, path in paths.items()},
+        limit=limit,
+        guaranteed=guaranteed,
+        limited={name: bool((limit[paths[name]] < shares.UNLIMITED).any()) for name in order},
+        not_pods=not_pods,
+    )
+
+
 class _Books:
     """One session's queue accounting; built at open, dropped at close."""
 
@@ -148,23 +192,22 @@ class _Books:
         self.session = session
         self.threshold = threshold or None
         self.resources = table.resources
-        self.tree = shares.build_tree(snapshot.queues.values(), resource_names=table.resources)
-        order = self.order = list(self.tree.nodes)
-        self.index = {name: i for i, name in enumerate(order)}
-        self.paths = {
-            name: np.array([self.index[a] for a in self.tree.path(name)], dtype=np.intp)
-            for name in order
-        }
+        infos = tuple(snapshot.queues.values())
+        layout = table.cached(
+            (NAME, "layout", infos),
+            compute=lambda: _layout(infos, resource_names=table.resources),
+        )
+        self.tree = layout.tree
+        order = self.order = layout.order
+        self.index = layout.index
+        self.paths = layout.paths
+        self.rows = layout.rows
+        self.limit = layout.limit
+        self.guaranteed = layout.guaranteed
+        self.limited = layout.limited
+        self.not_pods = layout.not_pods
         width = len(table.resources)
         shape = (len(order), width)  # one row per usable queue, one column per resource
-        nodes_ = self.tree.nodes
-        self.limit = np.array([nodes_[n].limit for n in order], dtype=np.int64).reshape(shape)
-        self.guaranteed = np.array([nodes_[n].guaranteed for n in order], dtype=np.int64).reshape(
-            shape
-        )
-        self.limited = {
-            name: bool((self.limit[self.paths[name]] < shares.UNLIMITED).any()) for name in order
-        }
         # Usage: placed pods count until they finish; pending pods are demand. The cache
         # keeps both summed per queue, so opening costs the queues, not the pods.
         self.used_at_open = {
@@ -185,10 +228,13 @@ class _Books:
                 self.allocated[path] += self.used_at_open[name]
             if name in self.waiting_at_open:
                 self.pending[path] += self.waiting_at_open[name]
-        usable = ~table.unschedulable
         # Cordoned nodes offer nothing new, but what runs there still counts.
-        self.capacity = table.allocatable[usable].sum(axis=0) + table.requested[~usable].sum(axis=0)
-        self.capacity = np.asarray(self.capacity, dtype=np.int64).reshape(width)
+        cordoned = table.unschedulable
+        if cordoned.any():
+            capacity = table.allocatable[~cordoned].sum(axis=0) + table.requested[cordoned].sum(0)
+        else:
+            capacity = table.allocatable.sum(axis=0)
+        self.capacity = np.asarray(capacity, dtype=np.int64).reshape(width)
         demand = {
             name: self.allocated[self.index[name]] + self.pending[self.index[name]]
             for name in order
@@ -208,7 +254,6 @@ class _Books:
             where=asked & (self.share > 0),
         )
         self.unshared = asked & (self.share <= 0)  # asked for, entitled to none of it
-        self.not_pods = np.array([r != resources.PODS for r in table.resources], dtype=np.bool_)
         self._ratios: list[float | None] = [None] * len(order)
         # Leaf queues that take work this session, with their jobs, for "others wait".
         by_queue: dict[str, list[jobs.Job]] = {}
@@ -225,7 +270,6 @@ class _Books:
         self._rooms: list[IntArray | None] = [None] * len(order)
         self._rooms_cached = False
         self._full: list[npt.NDArray[np.bool_] | None] = [None] * len(order)
-        self.rows = {name: tuple(int(i) for i in path) for name, path in self.paths.items()}
         self.evicted_from: dict[str, int] = {}  # group key -> members evicted this session
         self.holds: list[_Hold] = []
 

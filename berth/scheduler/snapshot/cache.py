@@ -1,7 +1,8 @@
 """``ClusterCache``: the incremental cluster state snapshots are taken from.
 
 Owns the bookkeeping between watch events and cycles: infos parsed once per object change,
-per-node requested sums kept incrementally (a cycle never re-sums every pod), group membership,
+per-node requested sums and per-queue usage (:mod:`.usage`) kept incrementally (a cycle never
+re-sums every pod), group membership,
 the resolution of pod priorities (PriorityClasses) and queues (a pod's label, else its group's),
 and pods assumed by the decision sink while their binding is in flight (they count as placed
 until the API confirms the binding or the sink forgets them).
@@ -26,6 +27,7 @@ import typing
 
 from berth.api import keys, resources
 from berth.scheduler.snapshot import (
+    cowmaps,
     ids,
     nodes,
     nodetable,
@@ -75,7 +77,8 @@ class ClusterCache:
         self._scheduler_names = frozenset(ordered_names)
         self._reserve_scheduler_names = ordered_names  # the first schedules reservations
         self._nodes: dict[str, nodes.NodeInfo] = {}
-        self._pods: dict[str, pods.PodInfo] = {}
+        # Copy-on-write: a snapshot shares them, and later changes copy only what they touch.
+        self._pods: cowmaps.CowMap[pods.PodInfo] = cowmaps.CowMap()
         self._assumed: dict[str, ids.NodeName] = {}
         # What each placed pod added to its node, so removal subtracts exactly that.
         self._counted: dict[str, tuple[str, resources.ResourceList]] = {}
@@ -102,11 +105,12 @@ class ClusterCache:
         self._default_priority = 0
         # Derived views, refreshed lazily at snapshot time.
         self._table: nodetable.NodeTable | None = None
-        self._node_views: dict[str, nodes.NodeInfo] = {}
+        self._node_views: cowmaps.CowMap[nodes.NodeInfo] = cowmaps.CowMap()
         self._dirty_nodes: set[str] = set()
-        self._group_views: dict[str, podgroups.PodGroupInfo] = {}
+        self._group_views: cowmaps.CowMap[podgroups.PodGroupInfo] = cowmaps.CowMap()
         self._dirty_groups: set[str] = set()
         self._pending_view: tuple[pods.PodInfo, ...] | None = None
+        self._gated_view: tuple[pods.PodInfo, ...] | None = None
 
     # Nodes --------------------------------------------------------------------------------
     def add_node(self, raw: typing.Any, /) -> None:
@@ -153,7 +157,7 @@ class ClusterCache:
         self._usage.set_pod(key, running=None, waiting=None)
         self._pending.discard(key)
         self._gated.discard(key)
-        self._pending_view = None
+        self._pending_view = self._gated_view = None
         if old.pod_group is not None:
             self._leave_group(old.pod_group, key)
         charged = self._charge_of.pop(key, None)
@@ -221,6 +225,8 @@ class ClusterCache:
             self._gated.discard(key)
         if is_pending or was_pending or is_gated != was_gated:
             self._pending_view = None
+        if is_gated or was_gated:
+            self._gated_view = None
         if old is not None and old.pod_group is not None and old.pod_group != info.pod_group:
             self._leave_group(old.pod_group, key)
         if info.pod_group is not None:
@@ -488,7 +494,9 @@ class ClusterCache:
 
     # Snapshots ----------------------------------------------------------------------------
     def snapshot(self, now: float, /) -> snapshots.Snapshot:
-        """The cluster at ``now``: a private node table copy and copies of every mapping.
+        """The cluster at ``now``: a private node table copy and views of every mapping that
+        later changes do not reach (copy-on-write, :mod:`.cowmaps`: the cost is what changed
+        since the last snapshot, not the size of the cluster).
 
         Reservations whose time ran out by ``now`` stop holding capacity here.
         """
@@ -509,16 +517,18 @@ class ClusterCache:
         self._dirty_groups.clear()
         if self._pending_view is None:
             self._pending_view = tuple(self._pods[k] for k in sorted(self._pending))
+        if self._gated_view is None:
+            self._gated_view = tuple(self._pods[k] for k in sorted(self._gated))
         queue_views = dict(sorted(self._queues.items()))
         queue_views.setdefault(ids.QueueName(keys.DEFAULT_QUEUE), queues.default_queue())
         return snapshots.Snapshot(
             now=now,
             nodes=table,
-            node_infos=types.MappingProxyType({n: self._node_views[n] for n in table.names}),
-            pods=types.MappingProxyType(dict(self._pods)),
+            node_infos=self._node_views.freeze(),
+            pods=self._pods.freeze(),
             pending=self._pending_view,
-            gated=tuple(self._pods[k] for k in sorted(self._gated)),
-            pod_groups=types.MappingProxyType(dict(sorted(self._group_views.items()))),
+            gated=self._gated_view,
+            pod_groups=self._group_views.freeze(),
             queues=types.MappingProxyType(queue_views),
             reservations=types.MappingProxyType(dict(sorted(self._reservations.items()))),
             priority_classes=types.MappingProxyType(dict(sorted(self._class_values.items()))),

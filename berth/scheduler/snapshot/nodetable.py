@@ -15,8 +15,14 @@ over once it holds :data:`MEMO_LIMIT` entries.
 ``requested`` changes only through ``assume``/``forget``, which bump the row's ``version`` and
 log the row, so a per-row result (a fit mask, a score) can be kept by :meth:`incremental` and
 refreshed for the changed rows alone: placing 10 000 identical pods recomputes one row per pod,
-not 5 000. ``allocatable`` is set when the table is built or copied (a FilterHook may change its
-copy's before handing it on) and never changes afterwards.
+not 5 000. The same holds from one snapshot to the next: the cache keeps its master table in
+step with every pod change through ``assume``/``forget``, so a snapshot's table
+(:meth:`fresh_copy`) inherits the tail of the master's log, and a result a snapshot's table
+computed before its session changed anything is handed on (in the master's generations) to the
+next snapshot's, which refreshes only the rows that changed in between (so a cycle costs the
+changes since the last one, not a pass over every node per pod shape). ``allocatable`` is set
+when the table is built or copied (a FilterHook may change its copy's before handing it on) and
+never changes afterwards; a plain :meth:`copy` therefore neither takes nor hands on results.
 
 Built by :class:`berth.scheduler.snapshot.cache.ClusterCache`; read by plugins, mutated by the
 framework's ``Statement`` through ``assume``/``forget``.
@@ -53,6 +59,9 @@ AnyArray = npt.NDArray[typing.Any]
 TaintList = tuple[taints.Taint, ...]
 _LOG_LIMIT = 1 << 16  # changed rows remembered for incremental results
 _LOCAL_LIMIT = 256  # incremental results kept per table (each is one array over rows)
+# Changes a snapshot's table inherits from the master's log: results older than that are
+# recomputed in full (cheaper by then than refreshing that many rows one by one).
+_INHERITED_LOG = 256
 _PER_ROW_LIMIT = 16  # up to this many changed rows, per-row Python beats NumPy's call overhead
 MEMO_LIMIT = 4096
 """Cached masks and vectors kept across snapshots before the memo starts over (each is one
@@ -66,12 +75,15 @@ T = typing.TypeVar("T")
 class _Derived:
     """What is computed from a static part alone, shared by the tables of every snapshot."""
 
-    __slots__ = ("label_index", "memo", "taint_matrix")
+    __slots__ = ("label_index", "memo", "results", "taint_matrix")
 
     def __init__(self) -> None:
         self.taint_matrix: BoolArray | None = None
         self.label_index: dict[str, dict[str, list[int]]] = {}
         self.memo: dict[typing.Hashable, typing.Any] = {}
+        # incremental() results as of a master generation, handed from snapshot to snapshot
+        # (written and read by sessions only; the arrays are never changed once stored).
+        self.results: dict[typing.Hashable, tuple[int, AnyArray]] = {}
 
 
 class _Static:
@@ -150,6 +162,19 @@ class _Static:
             self._derived.label_index[key] = found
         return found
 
+    def handed_on(self, key: typing.Hashable) -> tuple[int, AnyArray] | None:
+        """The latest ``incremental`` result for ``key`` a snapshot handed on (read-only)."""
+        return self._derived.results.get(key)
+
+    def hand_on(self, key: typing.Hashable, *, generation: int, values: AnyArray) -> None:
+        """Keep ``values`` (now read-only) as ``key``'s result as of master ``generation``."""
+        results = self._derived.results
+        results.pop(key, None)  # re-inserted last: the least recently handed on go first
+        if len(results) >= _LOCAL_LIMIT:
+            del results[next(iter(results))]
+        values.setflags(write=False)
+        results[key] = (generation, values)
+
     def memo(self, key: typing.Hashable, compute: collections.abc.Callable[[], T]) -> T:
         memo = self._derived.memo
         try:
@@ -173,6 +198,8 @@ class NodeTable:
     """Struct-of-arrays over nodes; see the module docstring for the sharing rules."""
 
     __slots__ = (
+        "_born",
+        "_heir",
         "_local",
         "_log",
         "_log_base",
@@ -202,6 +229,10 @@ class NodeTable:
         self._log: list[int] = []  # the row of each assume/forget since generation _log_base
         self._log_base = 0
         self._local: dict[typing.Hashable, _Entry] = {}  # this instance's only
+        # A snapshot's table (fresh_copy): it takes over results earlier snapshots handed on,
+        # and hands on its own while its quantities are still the master's (generation _born).
+        self._heir = False
+        self._born = 0
 
     @classmethod
     def build(
@@ -442,6 +473,10 @@ class NodeTable:
         bytes). The result is shared: do not modify it (copy it to hand it on).
         """
         entry = self._local.get(key)
+        if entry is None and self._heir:
+            handed = self._static.handed_on(key)
+            if handed is not None:
+                entry = self._keep(key, _Entry(handed[0], handed[1].copy()))
         if entry is not None:
             if entry.generation == self.generation:
                 return entry.values
@@ -455,12 +490,24 @@ class NodeTable:
                 elif rows.size:
                     values[rows] = compute(rows)
                 entry.generation = self.generation
+                self._hand_on(key, values)
                 return values
         fresh = compute(None)
+        self._keep(key, _Entry(self.generation, fresh))
+        self._hand_on(key, fresh)
+        return fresh
+
+    def _keep(self, key: typing.Hashable, entry: _Entry) -> _Entry:
         if len(self._local) >= _LOCAL_LIMIT:
             del self._local[next(iter(self._local))]  # the oldest key: memory stays bounded
-        self._local[key] = _Entry(self.generation, fresh)
-        return fresh
+        self._local[key] = entry
+        return entry
+
+    def _hand_on(self, key: typing.Hashable, values: AnyArray) -> None:
+        """Offer ``values`` to later snapshots while this table is still the master as of its
+        birth (afterwards its generations count its own session's changes)."""
+        if self._heir and self.generation == self._born:
+            self._static.hand_on(key, generation=self.generation, values=values.copy())
 
     def copy(self) -> NodeTable:
         """An independent table: its own quantity arrays, the same static part and caches
@@ -468,9 +515,16 @@ class NodeTable:
         return self._twin(self._static)
 
     def fresh_copy(self) -> NodeTable:
-        """Like :meth:`copy` but without this table's :meth:`incremental` results (the
-        caches of the static part carry over): what a new snapshot gets."""
-        return self._twin(self._static.fresh())
+        """What a new snapshot gets (called on the cache's master table): like :meth:`copy`,
+        with the caches of the static part, the tail of this table's log, and the
+        :meth:`incremental` results earlier snapshots handed on, not this table's own."""
+        twin = self._twin(self._static.fresh())
+        start = max(self._log_base, self.generation - _INHERITED_LOG)
+        twin._log = self._log[start - self._log_base :]
+        twin._log_base = start
+        twin._heir = True
+        twin._born = twin.generation
+        return twin
 
     def _twin(self, static: _Static) -> NodeTable:
         twin = NodeTable(

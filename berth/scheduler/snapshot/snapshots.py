@@ -2,10 +2,11 @@
 
 Owns the read side every session shares: the :class:`~berth.scheduler.snapshot.nodetable.NodeTable`
 (a private copy the session may mutate through ``assume``/``forget``), the infos by key, the
-PriorityClasses, and lookups between them. Nothing here changes when the cache moves on: the
-mappings are copies, keyed by plain ``str`` (the typed ids of :mod:`.ids` are ``str``
-subtypes, so they look up directly). Mapping iteration order is not a contract (R9): iterate
-``pending`` (sorted by key) or sort.
+PriorityClasses, the per-queue usage, and lookups between them. Nothing here changes when the
+cache moves on: the large mappings are copy-on-write views (:mod:`.cowmaps`), the others
+copies, all keyed by plain ``str`` (the typed ids of :mod:`.ids` are ``str`` subtypes, so they
+look up directly). Mapping iteration order is not a contract (R9): iterate ``pending`` (sorted
+by key) or sort.
 
 Taken by :meth:`berth.scheduler.snapshot.cache.ClusterCache.snapshot`; opened by the
 framework's ``Session``.

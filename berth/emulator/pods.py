@@ -1,0 +1,338 @@
+"""Pods: the API server's pod strategy, and the ``binding`` and ``eviction`` subresources.
+
+:class:`PodStrategy` is what real clients notice about pods on write: kube-apiserver's defaults
+(scheduler name, restart policy, ...), priority admission (the PriorityClass's value; an
+unknown class is 403), the initial phase and QoS class, and a spec that is immutable but for the
+fields Kubernetes allows (a gated pod's scheduling directives may only be narrowed, KEP-3838).
+
+:func:`bind` and :func:`evict` are the pod subresources a scheduler uses: a binding sets
+``spec.nodeName`` once (409 if the pod is bound, gated or being deleted) and marks it
+PodScheduled; an eviction deletes the pod unless a PodDisruptionBudget forbids it (429).
+:class:`~berth.emulator.rest.Api` registers the strategy and serves both as ``Api.bind`` and
+``Api.evict``, which the handlers and in-process callers use.
+"""
+
+from __future__ import annotations
+
+import copy
+import typing
+
+from berth.emulator import errors, resources, selectors, strategies
+
+if typing.TYPE_CHECKING:
+    from berth.emulator import rest
+
+__all__ = ["PODS", "PodStrategy", "bind", "evict"]
+
+Object = dict[str, typing.Any]
+PODS: resources.StorageKey = ("", "pods")
+_BUDGETS: resources.StorageKey = ("policy", "poddisruptionbudgets")
+
+
+# Pod spec fields Kubernetes lets an update change (everything else is immutable).
+_POD_MUTABLE = ("activeDeadlineSeconds", "terminationGracePeriodSeconds", "tolerations")
+_POD_MUTABLE_WHILE_GATED = ("nodeSelector", "affinity", "schedulingGates")
+
+
+def _pod_spec_core(spec: Object, *, gated: bool) -> Object:
+    core = {k: v for k, v in spec.items() if k not in _POD_MUTABLE}
+    core.pop("schedulingGates", None)
+    if gated:
+        for field in _POD_MUTABLE_WHILE_GATED:
+            core.pop(field, None)
+    for field in ("containers", "initContainers"):
+        if isinstance(core.get(field), list):
+            core[field] = [
+                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
+                for c in core[field]
+            ]
+    return core
+
+
+def _required_terms(spec: Object) -> list[Object]:
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = (
+        node.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node, dict)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    return [t if isinstance(t, dict) else {} for t in terms or ()]
+
+
+def _narrowed_only(spec: Object, old_spec: Object) -> list[errors.Cause]:
+    """KEP-3838: a gated pod's scheduling directives may only be narrowed — ``nodeSelector``
+    entries added, requirements added to existing required node-affinity terms (or terms set
+    where there were none); pod (anti-)affinity not changed at all."""
+    causes: list[errors.Cause] = []
+    selector, old_selector = spec.get("nodeSelector") or {}, old_spec.get("nodeSelector") or {}
+    if any(selector.get(k) != v for k, v in old_selector.items()):
+        causes.append(
+            errors.Cause(
+                "spec.nodeSelector",
+                "Invalid value: only additions are allowed (no mutations or deletions)",
+            )
+        )
+    old_terms, terms = _required_terms(old_spec), _required_terms(spec)
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    if old_terms and (
+        len(terms) != len(old_terms)
+        or any(
+            any(r not in (new.get(field) or ()) for r in old.get(field) or ())
+            for old, new in zip(old_terms, terms, strict=True)
+            for field in ("matchExpressions", "matchFields")
+        )
+    ):
+        causes.append(
+            errors.Cause(
+                path,
+                "Invalid value: only additions to NodeSelectorRequirements are allowed "
+                "(no mutations or deletions)",
+            )
+        )
+    affinity, old_affinity = spec.get("affinity") or {}, old_spec.get("affinity") or {}
+    for field in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(field) != old_affinity.get(field):
+            causes.append(errors.Cause(f"spec.affinity.{field}", "Forbidden: field is immutable"))
+    return causes
+
+
+class PodStrategy(strategies.Strategy):
+    """Pods: kube-apiserver's defaults, priority admission and spec immutability."""
+
+    def prepare_create(self, api: rest.Api, resource: resources.Resource, obj: Object) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("serviceAccountName", "default")
+        for container in spec.get("containers") or ():
+            if isinstance(container, dict):
+                container.setdefault("imagePullPolicy", "IfNotPresent")
+                container.setdefault("terminationMessagePath", "/dev/termination-log")
+                container.setdefault("resources", {})
+        priority_class = api.priority_class(spec.get("priorityClassName"))
+        if spec.get("priorityClassName") and priority_class is None:
+            raise errors.forbidden(
+                f'pods "{obj["metadata"].get("name") or obj["metadata"].get("generateName")}" is '
+                f"forbidden: no PriorityClass with name {spec['priorityClassName']} was found",
+                name=str(obj["metadata"].get("name", "")),
+                plural="pods",
+            )
+        if priority_class is not None:
+            spec["priorityClassName"] = priority_class["metadata"]["name"]
+            spec["priority"] = priority_class.get("value", 0)
+            spec.setdefault(
+                "preemptionPolicy", priority_class.get("preemptionPolicy", "PreemptLowerPriority")
+            )
+        else:
+            spec.setdefault("priority", 0)
+            spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
+        if spec.get("nodeName"):
+            obj["status"]["conditions"] = []
+
+    def validate(
+        self,
+        api: rest.Api,
+        resource: resources.Resource,
+        obj: Object,
+        *,
+        old: Object | None,
+        context: strategies.WriteContext,
+    ) -> list[errors.Cause]:
+        causes = super().validate(api, resource, obj, old=old, context=context)
+        spec = obj.get("spec") or {}
+        containers = spec.get("containers")
+        if not isinstance(containers, list) or not containers:
+            causes.append(errors.required("spec.containers"))
+        else:
+            for i, container in enumerate(containers):
+                if not isinstance(container, dict) or not container.get("name"):
+                    causes.append(errors.required(f"spec.containers[{i}].name"))
+                elif not container.get("image"):
+                    causes.append(errors.required(f"spec.containers[{i}].image"))
+        if old is not None:
+            old_spec = old.get("spec") or {}
+            gated = bool(old_spec.get("schedulingGates"))
+            if _pod_spec_core(spec, gated=gated) != _pod_spec_core(old_spec, gated=gated):
+                causes.append(
+                    errors.Cause(
+                        "spec",
+                        "Forbidden: pod updates may not change fields "
+                        "other than `spec.containers[*].image`, `spec.initContainers[*]."
+                        "image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only "
+                        "additions to existing tolerations), `spec."
+                        "terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
+                        "previously negative)",
+                        "FieldValueForbidden",
+                    )
+                )
+            if gated:
+                causes.extend(_narrowed_only(spec, old_spec))
+            new_gates = {g.get("name") for g in spec.get("schedulingGates") or ()}
+            old_gates = {g.get("name") for g in old_spec.get("schedulingGates") or ()}
+            if not new_gates <= old_gates:
+                causes.append(
+                    errors.Cause(
+                        "spec.schedulingGates",
+                        "Forbidden: only deletion is allowed, but found new scheduling gate",
+                        "FieldValueForbidden",
+                    )
+                )
+        return causes
+
+
+def _qos_class(spec: Object) -> str:
+    requests_seen = limits_seen = False
+    guaranteed = True
+    for container in spec.get("containers") or ():
+        if not isinstance(container, dict):
+            continue
+        res = container.get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        requests_seen = requests_seen or bool(requests)
+        limits_seen = limits_seen or bool(limits)
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                guaranteed = False
+    if not requests_seen and not limits_seen:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+# ----- subresources ---------------------------------------------------------------------------
+
+
+def bind(api: rest.Api, *, namespace: str, name: str, binding: typing.Any) -> Object:
+    """``pods/binding``: set ``spec.nodeName`` once (409 if the pod is already bound)."""
+    if not isinstance(binding, dict):
+        raise errors.bad_request("a Binding must be a JSON object")
+    target = binding.get("target") or {}
+    node = target.get("name") if isinstance(target, dict) else None
+    if not node:
+        raise errors.invalid(
+            name, group="", kind="Binding", causes=[errors.required("target.name")]
+        )
+    if target.get("kind") not in (None, "", "Node"):
+        raise errors.invalid(
+            name,
+            group="",
+            kind="Binding",
+            causes=[
+                errors.Cause(
+                    "target.kind",
+                    f'Invalid value: "{target.get("kind")}": must be empty or "Node"',
+                )
+            ],
+        )
+    pods = api.resource("v1", "pods")
+    pod = api.get(pods, namespace=namespace, name=name)
+    meta = binding.get("metadata") or {}
+    why = ""
+    if meta.get("uid") and meta["uid"] != pod["metadata"].get("uid"):
+        why = (
+            f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: "
+            f"{pod['metadata'].get('uid')}"
+        )
+    elif pod["metadata"].get("deletionTimestamp"):
+        why = f"pod {name} is being deleted, cannot be assigned to a host"
+    elif (pod.get("spec") or {}).get("nodeName"):
+        why = f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
+    elif (pod.get("spec") or {}).get("schedulingGates"):
+        why = f"pod {name} has non-empty .spec.schedulingGates"
+    if why:
+        raise errors.conflict(name, group="", plural="pods/binding", why=why)
+    obj = copy.deepcopy(pod)
+    obj["spec"]["nodeName"] = str(node)
+    if meta.get("annotations"):
+        obj["metadata"].setdefault("annotations", {}).update(meta["annotations"])
+    _set_condition(obj, "PodScheduled", "True", now=api.timestamp())
+    # A binding is a privileged write: spec.nodeName is otherwise immutable.
+    api.store(pods, obj, old=pod)
+    return errors.success(code=201)
+
+
+def _set_condition(obj: Object, kind: str, status: str, *, now: str) -> None:
+    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+    entry = {"type": kind, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
+    for i, condition in enumerate(conditions):
+        if condition.get("type") == kind:
+            if condition.get("status") == status:
+                entry["lastTransitionTime"] = condition.get("lastTransitionTime")
+            conditions[i] = entry
+            return
+    conditions.append(entry)
+
+
+def evict(api: rest.Api, *, namespace: str, name: str, eviction: typing.Any) -> Object:
+    """``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it (429)."""
+    if not isinstance(eviction, dict):
+        raise errors.bad_request("an Eviction must be a JSON object")
+    pods = api.resource("v1", "pods")
+    pod = api.get(pods, namespace=namespace, name=name)
+    if pod["metadata"].get("deletionTimestamp"):
+        return errors.success(code=201)
+    if _healthy(pod):
+        for budget in api.storage.list(_BUDGETS, namespace):
+            selector = (budget.get("spec") or {}).get("selector")
+            if not selectors.matches_label_selector_object(selector, pod["metadata"].get("labels")):
+                continue
+            allowed, needed, healthy = _disruptions_allowed(api, budget, namespace)
+            if allowed <= 0:
+                raise errors.too_many_requests(
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                    causes=[
+                        errors.Cause(
+                            "",
+                            f"The disruption budget {budget['metadata']['name']} "
+                            f"needs {needed} healthy pods and has {healthy} currently",
+                            "DisruptionBudget",
+                        )
+                    ],
+                )
+    options = eviction.get("deleteOptions") or {}
+    api.delete(pods, namespace=namespace, name=name, options=options)
+    return errors.success(code=201)
+
+
+def _disruptions_allowed(api: rest.Api, budget: Object, namespace: str) -> tuple[int, int, int]:
+    """``(allowed, needed, healthy)``: how many more of the budget's pods may go, and why."""
+    spec = budget.get("spec") or {}
+    matching = [
+        p
+        for p in api.storage.list(PODS, namespace)
+        if selectors.matches_label_selector_object(
+            spec.get("selector"), p["metadata"].get("labels")
+        )
+    ]
+    expected = len(matching)
+    healthy = sum(1 for p in matching if _healthy(p))
+    if spec.get("minAvailable") is not None:
+        needed = _scaled(spec["minAvailable"], expected)
+    elif spec.get("maxUnavailable") is not None:
+        needed = expected - _scaled(spec["maxUnavailable"], expected)
+    else:
+        needed = expected
+    return healthy - needed, needed, healthy
+
+
+def _healthy(pod: Object) -> bool:
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return True
+
+
+def _scaled(value: typing.Any, total: int) -> int:
+    """An int-or-percent of ``total``; percentages round up, as the disruption controller's."""
+    if isinstance(value, str) and value.endswith("%"):
+        return -(-total * int(value[:-1]) // 100)
+    return int(value)

@@ -1,0 +1,65 @@
+"""Status conditions and ``Time`` stamps as Berth writes them into the objects it explains.
+
+The binder (:mod:`berth.kube.decisions`: Reservations' ``Scheduled``/``Ready``) and the
+PodGroup and Queue controllers (:mod:`berth.controllers.podgroups`,
+:mod:`berth.controllers.queues`) share one rule for conditions: a list holds one condition per
+type, sorted by type, other writers' types kept; ``lastTransitionTime`` moves only when the
+condition's ``status`` does, as Kubernetes' own controllers do. :func:`timestamp` is the
+``Time`` format those conditions, Events (:mod:`berth.kube.events`) and admission's
+``admitted-at`` annotation are written in. Pure functions of JSON dicts.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import typing
+
+from berth.api import meta
+from berth.util import clocks
+
+__all__ = ["find", "replaced", "timestamp", "updated"]
+
+_Status = collections.abc.Mapping[str, typing.Any]
+
+
+def timestamp(when: float) -> str:
+    """``when`` (seconds since the epoch) as a Kubernetes ``Time``: RFC 3339, whole seconds, UTC."""
+    return meta.format_timestamp(clocks.to_datetime(int(when)))
+
+
+def find(status: _Status, kind: str) -> _Status | None:
+    """The condition of type ``kind`` in ``status``, if there is one."""
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, collections.abc.Mapping) and condition.get("type") == kind:
+            return condition
+    return None
+
+
+def replaced(status: _Status, condition: dict[str, typing.Any]) -> list[dict[str, typing.Any]]:
+    """``status``'s conditions with ``condition`` in place of the one of its type (the other
+    types kept, as copies), sorted by type."""
+    kept = [
+        dict(c)
+        for c in status.get("conditions") or ()
+        if isinstance(c, collections.abc.Mapping) and c.get("type") != condition["type"]
+    ]
+    return sorted([*kept, condition], key=lambda c: str(c.get("type")))
+
+
+def updated(
+    status: _Status, *, kind: str, value: str, reason: str, message: str, now: float
+) -> list[dict[str, typing.Any]]:
+    """``status``'s conditions with the one of type ``kind`` set; its ``lastTransitionTime``
+    is kept while ``value`` (the condition's ``status``) stays the same, else ``now``."""
+    old = find(status, kind)
+    since = (
+        old.get("lastTransitionTime") if old is not None and old.get("status") == value else None
+    )
+    condition = {
+        "type": kind,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since or timestamp(now),
+    }
+    return replaced(status, condition)

@@ -1,0 +1,130 @@
+"""Copy-on-write mappings: a snapshot of thousands of entries in O(1), changes copied lazily.
+
+Owns the one data structure that lets :class:`~berth.scheduler.snapshot.cache.ClusterCache`
+hand every cycle a private, unchanging view of every pod, group and node without copying them
+all each cycle. A :class:`CowMap` (the cache's side, mutable) keeps its entries in
+:data:`SHARDS` plain dicts chosen by the key's hash. :meth:`CowMap.freeze` returns a
+:class:`FrozenMap` that shares those dicts and marks them shared; the next write to a shared
+dict copies that dict first (about ``len / SHARDS`` entries), so a snapshot costs the shards
+changed since the previous one, not the whole map, and what a view holds never changes.
+
+A :class:`FrozenMap` iterates in sorted key order (sorted once, on first iteration), so its
+order is deterministic and does not depend on string hashing. Keys are ``str``.
+
+Writes and :meth:`CowMap.freeze` must come from one thread (the cache's); a frozen view may be
+read from any thread, since nothing writes to a dict it holds.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import typing
+
+__all__ = ["SHARDS", "CowMap", "FrozenMap"]
+
+SHARDS = 64
+"""Dicts per map: a snapshot copies the changed ones. 64 keeps both the per-snapshot bookkeeping
+and the copy per changed shard small for maps of a few hundred to a few hundred thousand keys."""
+_MASK = SHARDS - 1
+
+V = typing.TypeVar("V")
+_MISSING: typing.Any = object()
+
+
+class FrozenMap(collections.abc.Mapping[str, V]):
+    """An unchanging view taken by :meth:`CowMap.freeze`; iterates in key order."""
+
+    __slots__ = ("_order", "_shards", "_size")
+
+    def __init__(self, shards: tuple[dict[str, V], ...], /, *, size: int) -> None:
+        self._shards = shards
+        self._size = size
+        self._order: list[str] | None = None
+
+    def __getitem__(self, key: str) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    def get(self, key: str, default: typing.Any = None) -> typing.Any:
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+    def __iter__(self) -> collections.abc.Iterator[str]:
+        order = self._order
+        if order is None:
+            order = self._order = sorted(k for shard in self._shards for k in shard)
+        return iter(order)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({dict(self.items())!r})"
+
+
+class CowMap(collections.abc.MutableMapping[str, V]):
+    """The writer's side; see the module docstring. Iteration order is arbitrary."""
+
+    __slots__ = ("_frozen", "_owned", "_shards", "_size")
+
+    def __init__(self, items: collections.abc.Mapping[str, V] | None = None) -> None:
+        self._shards: list[dict[str, V]] = [{} for _ in range(SHARDS)]
+        self._owned = [True] * SHARDS  # False: a frozen view shares the shard
+        self._size = 0
+        self._frozen: FrozenMap[V] | None = None  # the last view, while nothing changed
+        for key, value in (items or {}).items():
+            self[key] = value
+
+    def _writable(self, key: str) -> dict[str, V]:
+        self._frozen = None
+        i = hash(key) & _MASK
+        if self._owned[i]:
+            return self._shards[i]
+        shard = self._shards[i] = dict(self._shards[i])
+        self._owned[i] = True
+        return shard
+
+    def __getitem__(self, key: str) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    def get(self, key: str, default: typing.Any = None) -> typing.Any:
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+    def __setitem__(self, key: str, value: V) -> None:
+        shard = self._writable(key)
+        if key not in shard:
+            self._size += 1
+        shard[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        del self._writable(key)[key]
+        self._size -= 1
+
+    def pop(self, key: str, default: typing.Any = _MISSING) -> typing.Any:
+        if key not in self:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        value = self._writable(key).pop(key)
+        self._size -= 1
+        return value
+
+    def __iter__(self) -> collections.abc.Iterator[str]:
+        for shard in self._shards:
+            yield from shard
+
+    def __len__(self) -> int:
+        return self._size
+
+    def freeze(self) -> FrozenMap[V]:
+        """A view of the entries now, unchanged by later writes (O(:data:`SHARDS`))."""
+        if self._frozen is None:
+            self._owned = [False] * SHARDS
+            self._frozen = FrozenMap(tuple(self._shards), size=self._size)
+        return self._frozen
