@@ -136,7 +136,7 @@ class MutatingWebhooks:
     ) -> bool:
         if not _applies(webhook, resource=resource, operation=operation):
             return False
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = obj.get("metadata")
         labels = meta.get("labels") if isinstance(meta, dict) else None
         if not _selects(webhook.get("objectSelector"), labels if isinstance(labels, dict) else {}):
             return False

@@ -7,7 +7,10 @@ Aspects:
 - the in-cluster service account when no kubeconfig exists inside a pod;
 - configuration problems are ``ConfigError`` with a message saying what to do;
 - ``create`` against the emulator: the stored object back, ``dry_run`` stores nothing, HTTP
-  errors as ``berth.kube.errors`` by status, an unreachable server as ``TransportError``.
+  errors as ``berth.kube.errors`` by status, an unreachable server as ``TransportError``;
+- the asynchronous client reads no ``.netrc`` (a login there would clash with the token), and
+  takes the environment's proxy for the API server (``HTTPS_PROXY``, ``NO_PROXY``) once at
+  connect, a kubeconfig ``proxy-url`` first.
 """
 
 from __future__ import annotations

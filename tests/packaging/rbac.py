@@ -7,8 +7,8 @@
   real API server's authorizer would have been asked.
 - :func:`calls` turns those requests into RBAC requests: ``(apiGroup, resource[/subresource],
   verb, namespace)`` with Kubernetes' verb mapping (GET one → get, GET a collection → list,
-  GET ``?watch`` → watch, POST → create, PUT → update, PATCH → patch, DELETE one → delete, a
-  collection → deletecollection). Requests for no resource (``/api``, ``/apis/...``,
+  GET ``?watch`` → watch, POST → create, PUT → update, PATCH → patch, DELETE one → delete,
+  DELETE a collection → deletecollection). Requests for no resource (``/api``, ``/apis/...``,
   ``/version``) are kept apart as :class:`NonResource`: Kubernetes grants them to every
   authenticated user through the ``system:discovery`` ClusterRole (:data:`DISCOVERY`).
 - :func:`grants` reads the Roles and ClusterRoles a rendered chart binds to a user, and
@@ -251,11 +251,11 @@ def grants(objects: collections.abc.Iterable[Obj], *, user: str) -> list[Grant]:
         )
         ref = binding["roleRef"]
         role_namespace = namespace if ref["kind"] == "Role" else None
-        role = roles.get((ref["kind"], role_namespace, ref["name"]))
-        if role is None:
+        bound = roles.get((ref["kind"], role_namespace, ref["name"]))
+        if bound is None:
             raise AssertionError(f"{binding['kind']} {binding['metadata']['name']}: no {ref}")
         label = "/".join(p for p in (ref["kind"], role_namespace, ref["name"]) if p)
-        for rule in role.get("rules") or ():
+        for rule in bound.get("rules") or ():
             if set(rule) != {"apiGroups", "resources", "verbs"}:
                 raise AssertionError(f"{label}: a rule this check does not model: {rule}")
             for group in rule["apiGroups"]:

@@ -292,14 +292,15 @@ class _Books:
 
     # Publishing --------------------------------------------------------------------------
     def publish(self) -> dict[str, list[interfaces.JSONValue]]:
-        """Every node's reservations, for the route (node name -> entries, by key)."""
+        """The reservations held per node, for the route (node name -> entries, by key; a node
+        holding none is absent: the cost is the reservations', not the nodes')."""
         snapshot = self.session.snapshot
-        out: dict[str, list[interfaces.JSONValue]] = {name: [] for name in snapshot.node_infos}
+        out: dict[str, list[interfaces.JSONValue]] = {}
         ended = {ending.key for ending in self.endings}
         for key in sorted(snapshot.reservations):
             info = snapshot.reservations[key]
             node = info.node_name if info.available else self.placed.get(key)
-            if node is None or node not in out or info.terminal or key in ended:
+            if node is None or node not in snapshot.node_infos or info.terminal or key in ended:
                 continue
             held = self.held.get(key)
             remaining = (
@@ -310,7 +311,7 @@ class _Books:
                 else {}
             )
             ends = resv.deadline(info)
-            out[node].append(
+            out.setdefault(node, []).append(
                 {
                     "namespace": info.namespace,
                     "name": info.name,
@@ -361,6 +362,7 @@ class Reservation(
     def __init__(self) -> None:
         self._books: _Books | None = None
         self._published: dict[str, list[interfaces.JSONValue]] = {}
+        self._nodes: collections.abc.Container[str] = ()  # the nodes the last session saw
         self._lock = threading.Lock()  # the route reads from the event loop, sessions write
 
     # Session ---------------------------------------------------------------------------------
@@ -375,7 +377,7 @@ class Reservation(
             return
         published = books.publish()
         with self._lock:
-            self._published = published
+            self._published, self._nodes = published, session.snapshot.node_infos
 
     # Queueing ---------------------------------------------------------------------------------
     def pre_enqueue(self, pod: pods.PodInfo) -> statuses.Status:
@@ -574,7 +576,9 @@ class Reservation(
     def _node_reservations(self, request: interfaces.RouteRequest) -> interfaces.JSONValue:
         node = request.path_params["node"]
         with self._lock:
-            entries = self._published[node]  # KeyError: an unknown node is a 404
+            if node not in self._nodes:
+                raise KeyError(node)  # an unknown node is a 404
+            entries = self._published.get(node, [])
         return {"node": node, "reservations": list(entries)}
 
 
