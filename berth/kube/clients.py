@@ -214,7 +214,7 @@ async def connect_async(
     # kubernetes_asyncio's session trusts the environment, so aiohttp looks up ~/.netrc and
     # the proxy variables in a worker thread on every request: two thread hops per binding.
     # _settle_environment did the proxy part once; .netrc is not kubectl's either.
-    pass  # TMP
+    api.rest_client.pool_manager._trust_env = False
     try:
         yield AsyncConnection(api, chosen.namespace, str(configuration.host), origin)
     finally:

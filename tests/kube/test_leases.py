@@ -13,14 +13,13 @@ We test these aspects:
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
 import pathlib
 
 import pytest
 import yaml
 
-from berth.emulator import server, testing
+from berth.emulator import server
 from berth.kube import clients, errors, leases, rest
 
 SPEC = leases.LeaseSpec(
@@ -30,14 +29,6 @@ SPEC = leases.LeaseSpec(
     renew_time=1_767_225_610.5,
     lease_transitions=2,
 )
-
-
-@pytest.fixture
-async def connection(
-    emulator: testing.RunningEmulator,
-) -> collections.abc.AsyncIterator[clients.AsyncConnection]:
-    async with clients.connect_async(kubeconfig=str(emulator.kubeconfig)) as connected:
-        yield connected
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@
 - ``connection``: a ``kubernetes_asyncio`` connection to ``api_server`` (through
   :func:`berth.kube.clients.connect_async`);
 - ``wall_clock``: a :class:`~berth.util.clocks.Clock` that follows the event loop's (virtual)
-  time from a fixed epoch, for the timestamps written into Leases.
+  time from a fixed epoch, for the timestamps written into Leases;
+- :class:`Recorder`: a leader-only component journaling its start and stop.
 """
 
 from __future__ import annotations
@@ -69,3 +70,29 @@ class LoopClock:
 @pytest.fixture
 def wall_clock() -> LoopClock:
     return LoopClock()
+
+
+class Recorder:
+    """A leader-only component recording its start and stop into a journal a test shares."""
+
+    def __init__(
+        self,
+        name: str,
+        journal: list[str],
+        *,
+        stop_delay: float = 0.0,
+        fail_start: bool = False,
+    ) -> None:
+        self.name = name
+        self._journal = journal
+        self._stop_delay = stop_delay
+        self._fail_start = fail_start
+
+    async def start(self) -> None:
+        self._journal.append(f"start {self.name}")
+        if self._fail_start:
+            raise RuntimeError(f"{self.name} cannot start")
+
+    async def stop(self) -> None:
+        await asyncio.sleep(self._stop_delay)
+        self._journal.append(f"stop {self.name}")

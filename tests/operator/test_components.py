@@ -22,34 +22,9 @@ import pytest
 
 from berth.operator import components, controllers
 from berth.scheduler.framework import handles, interfaces
+from tests.operator import conftest
 
 pytestmark = pytest.mark.looptime
-
-
-class Recorder:
-    """A component that records its calls into a shared journal."""
-
-    def __init__(
-        self,
-        name: str,
-        journal: list[str],
-        *,
-        stop_delay: float = 0.0,
-        fail_start: bool = False,
-    ) -> None:
-        self.name = name
-        self._journal = journal
-        self._stop_delay = stop_delay
-        self._fail_start = fail_start
-
-    async def start(self) -> None:
-        self._journal.append(f"start {self.name}")
-        if self._fail_start:
-            raise RuntimeError(f"{self.name} cannot start")
-
-    async def stop(self) -> None:
-        await asyncio.sleep(self._stop_delay)
-        self._journal.append(f"stop {self.name}")
 
 
 async def test_task_component_returns_when_its_flag_is_set(
@@ -144,8 +119,8 @@ async def test_supervisor_starts_in_order_and_stops_all_at_once(
     journal: list[str] = []
     supervisor = components.Supervisor(
         lambda: [
-            Recorder("informers", journal, stop_delay=2),
-            Recorder("loop", journal, stop_delay=1),
+            conftest.Recorder("informers", journal, stop_delay=2),
+            conftest.Recorder("loop", journal, stop_delay=1),
         ],
         stop_timeout=10,
     )
@@ -162,7 +137,10 @@ async def test_supervisor_abandons_a_component_that_does_not_stop(
 ) -> None:
     journal: list[str] = []
     supervisor = components.Supervisor(
-        lambda: [Recorder("stuck", journal, stop_delay=60), Recorder("quick", journal)],
+        lambda: [
+            conftest.Recorder("stuck", journal, stop_delay=60),
+            conftest.Recorder("quick", journal),
+        ],
         stop_timeout=4,
     )
     await supervisor.start()
@@ -175,9 +153,9 @@ async def test_supervisor_failed_start_stops_what_started_and_raises() -> None:
     journal: list[str] = []
     supervisor = components.Supervisor(
         lambda: [
-            Recorder("informers", journal),
-            Recorder("kopf", journal, fail_start=True),
-            Recorder("loop", journal),
+            conftest.Recorder("informers", journal),
+            conftest.Recorder("kopf", journal, fail_start=True),
+            conftest.Recorder("loop", journal),
         ],
         stop_timeout=1,
     )

@@ -52,23 +52,6 @@ def make_settings(
     return settings.Settings(**values)
 
 
-class Recorder:
-    """A leader-only component writing into a journal shared by a test."""
-
-    def __init__(self, name: str, journal: list[str], *, fail_start: bool = False) -> None:
-        self.name = name
-        self._journal = journal
-        self._fail_start = fail_start
-
-    async def start(self) -> None:
-        self._journal.append(f"start {self.name}")
-        if self._fail_start:
-            raise RuntimeError(f"{self.name} cannot start")
-
-    async def stop(self) -> None:
-        self._journal.append(f"stop {self.name}")
-
-
 class DemoController:
     name = "expiry"
 
@@ -126,7 +109,10 @@ def launch(
         )
         if factory is not None:
             return factory(context, process.journal)
-        return [Recorder("informers", process.journal), Recorder("loop", process.journal)]
+        return [
+            conftest.Recorder("informers", process.journal),
+            conftest.Recorder("loop", process.journal),
+        ]
 
     process.task = asyncio.create_task(
         main.run(
@@ -225,7 +211,7 @@ async def test_a_dying_component_exits_1_and_releases_the_lease(
 
     def factory(context: main.Context, journal: list[str]) -> list[components.Component]:
         return [
-            Recorder("informers", journal),
+            conftest.Recorder("informers", journal),
             components.TaskComponent("kopf", crashing, on_exit=context.fail),
         ]
 
@@ -243,7 +229,10 @@ async def test_a_component_failing_to_start_exits_1_and_releases_the_lease(
     looptime: looptime.LoopTimeProxy,
 ) -> None:
     def factory(context: main.Context, journal: list[str]) -> list[components.Component]:
-        return [Recorder("informers", journal), Recorder("kopf", journal, fail_start=True)]
+        return [
+            conftest.Recorder("informers", journal),
+            conftest.Recorder("kopf", journal, fail_start=True),
+        ]
 
     process = launch(make_settings(api_server.kubeconfig, "replica-a"), factory=factory)
     assert await finish(process) == main.ExitCode.FAILED

@@ -64,7 +64,7 @@ ClusterRoles, which Kubernetes binds to every authenticated user (``system:authe
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
-def service_account_user(namespace: str, name: str) -> str:
+def service_account_user(name: str, *, namespace: str) -> str:
     """The user name a ServiceAccount's token authenticates as."""
     return f"system:serviceaccount:{namespace}:{name}"
 
@@ -110,16 +110,22 @@ class RecordingEmulator(server.Emulator):
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         user = self._users.get(token, "") if scheme.lower() == "bearer" else ""
         self.served.append(
-            served(request.method, request.path, request.query, user=user, registry=self.registry)
+            served(
+                request.path,
+                method=request.method,
+                query=request.query,
+                user=user,
+                registry=self.registry,
+            )
         )
         return await handler(request)
 
 
 def served(
-    method: str,
     path: str,
-    query: collections.abc.Mapping[str, str],
     *,
+    method: str,
+    query: collections.abc.Mapping[str, str],
     user: str,
     registry: resources.Registry,
 ) -> Served:
@@ -267,11 +273,14 @@ def grants(objects: collections.abc.Iterable[Obj], *, user: str) -> list[Grant]:
 
 def _names(subject: Obj, user: str) -> bool:
     if subject.get("kind") == "ServiceAccount":
-        return service_account_user(subject.get("namespace", ""), subject.get("name", "")) == user
+        found = service_account_user(
+            subject.get("name", ""), namespace=subject.get("namespace", "")
+        )
+        return found == user
     return subject.get("kind") == "User" and subject.get("name") == user
 
 
-def allows(grant: Grant, call: Call) -> bool:
+def allows(grant: Grant, *, call: Call) -> bool:
     """Whether ``grant`` authorizes ``call`` (a Role's grant only in its namespace)."""
     return (grant.api_group, grant.resource, grant.verb) == (
         call.api_group,

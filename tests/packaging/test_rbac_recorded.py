@@ -59,7 +59,7 @@ from tests.packaging import charts, rbac
 Obj = dict[str, typing.Any]
 
 RELEASE, NAMESPACE, SERVICE_ACCOUNT = "berth", "berth-system", "berth"
-OPERATOR = rbac.service_account_user(NAMESPACE, SERVICE_ACCOUNT)
+OPERATOR = rbac.service_account_user(SERVICE_ACCOUNT, namespace=NAMESPACE)
 OPERATOR_TOKEN = "token-of-the-berth-service-account"
 ADMIN = "kubernetes-admin"  # whoever uses the emulator's kubeconfig: the stand-in kube-scheduler
 ADMIN_TOKEN = "berth-emulator"  # the token in the emulator's own kubeconfig
@@ -158,7 +158,7 @@ def succeeded(user: User, *names: str) -> collections.abc.Callable[[], bool]:
     return check
 
 
-def explained(user: User, name: str) -> collections.abc.Callable[[], bool]:
+def explained(user: User, *, name: str) -> collections.abc.Callable[[], bool]:
     def check() -> bool:
         conditions = (user.pods()[name].get("status") or {}).get("conditions") or ()
         return any(
@@ -230,13 +230,13 @@ async def drive(
             labels = "labels: {scheduling.berth.io/pod-group: gated}"
             user.create(pod(name, cpu="1", extra=labels, spec=GATE))
         finishing += ["gated-0", "gated-1"]
-    await edit_while_pinned(user, "gated-by-hand")
+    await edit_while_pinned(user, name="gated-by-hand")
     await user.until("the examples ran", succeeded(user, *finishing))
     await user.until(
         "the unclaimed reservation expired",
         lambda: phase(user.reservations().get("unclaimed")) == "Expired",
     )
-    await user.until("the pod that fits nowhere is explained", explained(user, "fits-nowhere"))
+    await user.until("the pod that fits nowhere is explained", explained(user, name="fits-nowhere"))
     user.delete_pod("fits-nowhere")
 
     # A low-priority pod fills the spare node; an urgent one needs that node.
@@ -253,14 +253,14 @@ async def drive(
     )
 
     if kube_scheduler is not None:
-        await reject_and_recreate(user, kube_scheduler)
+        await reject_and_recreate(user, kube_scheduler=kube_scheduler)
 
     # A day later, ended reservations are past their retention.
     clock.offset += 25 * 3600
     await user.until("ended reservations were collected", lambda: not user.reservations())
 
 
-async def edit_while_pinned(user: User, name: str) -> None:
+async def edit_while_pinned(user: User, *, name: str) -> None:
     """A gated pod naming Berth's scheduler (its template carries the gate, or an admission-mode
     replica left it gated): Berth pins it, ungates it and binds it. The user labels it while
     the pin is on its way (the API server is slow to serve it), so the pin conflicts (409) and
@@ -273,7 +273,7 @@ async def edit_while_pinned(user: User, name: str) -> None:
     user.patch_pod(name, {"metadata": {"labels": {"edited": "by-hand"}}})
 
 
-async def reject_and_recreate(user: User, kube_scheduler: stack.StandInScheduler) -> None:
+async def reject_and_recreate(user: User, *, kube_scheduler: stack.StandInScheduler) -> None:
     """Admission mode: kube-scheduler does not bind an admitted bare pod in time, so Berth
     rejects the allocation: it deletes the pod and creates it again, gated."""
     kube_scheduler.paused = True
@@ -303,7 +303,7 @@ class Recording:
     notes: str  # NOTES.txt as Helm rendered it for the install
 
 
-async def record(mode: str, directory: pathlib.Path) -> Recording:
+async def record(mode: str, *, directory: pathlib.Path) -> Recording:
     emulator = rbac.RecordingEmulator(users={ADMIN_TOKEN: ADMIN, OPERATOR_TOKEN: OPERATOR})
     threaded = server.ThreadedEmulator(emulator).start()
     try:
@@ -361,7 +361,7 @@ async def record(mode: str, directory: pathlib.Path) -> Recording:
 @pytest.fixture(scope="module", params=list(MODES), ids=list(MODES))
 def recording(request: pytest.FixtureRequest) -> Recording:
     with tempfile.TemporaryDirectory(prefix="berth-rbac-") as directory:
-        return asyncio.run(record(str(request.param), pathlib.Path(directory)))
+        return asyncio.run(record(str(request.param), directory=pathlib.Path(directory)))
 
 
 # What a request is in RBAC terms ----------------------------------------------------------
@@ -413,7 +413,9 @@ REQUEST_IDS = [
 def test_requests_become_rbac_requests(
     method: str, path: str, query: dict[str, str], expected: tuple[str, str, str, str | None]
 ) -> None:
-    request = rbac.served(method, path, query, user=OPERATOR, registry=resources.Registry())
+    request = rbac.served(
+        path, method=method, query=query, user=OPERATOR, registry=resources.Registry()
+    )
     assert rbac.calls([request], user=OPERATOR) == ({rbac.Call(*expected)}, set())
     assert rbac.calls([request], user=ADMIN) == (set(), set())
 
@@ -431,7 +433,9 @@ def test_requests_become_rbac_requests(
     ids=["core-versions", "group-version", "group", "version", "metrics", "logs"],
 )
 def test_only_discovery_paths_need_no_grant(path: str, discovery: bool) -> None:
-    request = rbac.served("GET", path, {}, user=OPERATOR, registry=resources.Registry())
+    request = rbac.served(
+        path, method="GET", query={}, user=OPERATOR, registry=resources.Registry()
+    )
     _, other = rbac.calls([request], user=OPERATOR)
     assert other == {rbac.NonResource(path, "get")}
     assert rbac.discovery(rbac.NonResource(path, "get")) is discovery
@@ -485,7 +489,7 @@ def test_a_grant_allows_what_kubernetes_rbac_allows(
     call: tuple[str, str, str, str | None],
     allowed: bool,
 ) -> None:
-    assert rbac.allows(rbac.Grant(*grant), rbac.Call(*call)) is allowed
+    assert rbac.allows(rbac.Grant(*grant), call=rbac.Call(*call)) is allowed
 
 
 def test_grants_follow_the_bindings_to_the_user() -> None:
@@ -551,7 +555,7 @@ def test_every_call_the_operator_made_is_granted(recording: Recording) -> None:
     denied = [
         str(call)
         for call in sorted(recording.calls)
-        if not any(rbac.allows(grant, call) for grant in recording.grants)
+        if not any(rbac.allows(grant, call=call) for grant in recording.grants)
     ]
     assert denied == []
 
@@ -561,7 +565,7 @@ def test_every_grant_the_chart_makes_was_used(recording: Recording) -> None:
     unused = [
         str(grant)
         for grant in recording.grants
-        if not any(rbac.allows(grant, call) for call in recording.calls)
+        if not any(rbac.allows(grant, call=call) for call in recording.calls)
         and (grant.api_group, grant.resource, grant.verb) not in UNEXERCISED
     ]
     assert unused == []

@@ -89,6 +89,7 @@ class QueueTotals:
         self._counts: dict[str, dict[GroupState, int]] = {}
         self._views: dict[str, QueueUsage] = {}
         self._dirty: set[str] = set()  # queues whose view is stale
+        self._last: collections.abc.Mapping[str, QueueUsage] | None = None
 
     def set_pod(
         self, key: str, /, *, running: Contribution | None, waiting: Contribution | None
@@ -142,18 +143,22 @@ class QueueTotals:
 
     def views(self) -> collections.abc.Mapping[str, QueueUsage]:
         """Every queue with something running or waiting -> its usage now, by name (a copy:
-        later changes do not reach it)."""
-        for queue in self._dirty:
-            counts = self._counts.get(queue, {})
-            usage = QueueUsage(
-                allocated=resources.ResourceList(self._allocated.get(queue)),
-                requested=resources.ResourceList(self._requested.get(queue)),
-                running_groups=counts.get(GroupState.RUNNING, 0),
-                pending_groups=counts.get(GroupState.PENDING, 0),
-            )
-            if usage == EMPTY:
-                self._views.pop(queue, None)
-            else:
-                self._views[queue] = usage
-        self._dirty.clear()
-        return types.MappingProxyType(dict(sorted(self._views.items())))
+        later changes do not reach it; the same object while nothing changed)."""
+        if self._dirty or self._last is None:
+            for queue in self._dirty:
+                allocated = self._allocated.get(queue)
+                requested = self._requested.get(queue)
+                counts = self._counts.get(queue)
+                if not (allocated or requested or counts):
+                    self._views.pop(queue, None)
+                    continue
+                counts = counts or {}
+                self._views[queue] = QueueUsage(
+                    allocated=resources.ResourceList(allocated),
+                    requested=resources.ResourceList(requested),
+                    running_groups=counts.get(GroupState.RUNNING, 0),
+                    pending_groups=counts.get(GroupState.PENDING, 0),
+                )
+            self._dirty.clear()
+            self._last = types.MappingProxyType(dict(sorted(self._views.items())))
+        return self._last

@@ -10,8 +10,10 @@ We test these aspects:
 - groups: members counted, queue inherited, implicit groups of one, a missing group;
 - the implicit ``default`` queue, reservations and queues as infos;
 - a snapshot is a private copy: mutating its table or later cache changes leave it alone;
+- per-queue usage (allocated, requested, running and pending groups) follows pods binding,
+  finishing, leaving and changing queue, and an earlier snapshot's usage stays as it was;
 - property (hypothesis): any sequence of increments gives the same snapshot as a cache built
-  from the final objects at once.
+  from the final objects at once, and every snapshot's per-queue usage equals a recount.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from berth.scheduler.snapshot import cache, snapshots
+from berth.api import resources
+from berth.scheduler.snapshot import cache, snapshots, usage
 from tests.scheduler import builders as b
 
 MI = 2**20 * 1000
@@ -189,6 +192,39 @@ def test_a_pod_with_a_resource_no_column_has_rebuilds_the_columns() -> None:
     assert requested(snap, "n1") == {"example.com/fpga": 1000, "pods": 1000}
 
 
+def _asks(cpu: str, *, count: int = 1) -> resources.ResourceList:
+    """What ``count`` builder pods of ``cpu`` request (500Mi and one pod slot each)."""
+    one = resources.ResourceList.parse({"cpu": cpu, "memory": "500Mi"}) + {"pods": 1000}
+    return one * count
+
+
+def test_queue_usage_follows_pods_and_groups() -> None:
+    c = b.cache_of(
+        b.node("n1", cpu="8"),
+        *b.gang("g", 2, queue="a", cpu="1"),
+        b.pod("solo", queue="b", cpu="2"),
+    )
+    first = c.snapshot(0)
+    assert dict(first.queue_usage) == {
+        "a": usage.QueueUsage(requested=_asks("1", count=2), pending_groups=1),
+        "b": usage.QueueUsage(requested=_asks("2"), pending_groups=1),
+    }
+    c.assume_pod("default/g-0", node="n1")
+    assert c.snapshot(0).usage_of("a") == usage.QueueUsage(
+        allocated=_asks("1"), requested=_asks("1"), running_groups=1
+    )
+    c.update_pod(b.pod("g-0", group="g", node="n1", cpu="1", phase="Succeeded"))
+    c.update_pod(b.pod("solo", queue="c", cpu="2"))  # moved to another queue
+    c.remove_pod("default/g-1")
+    later = c.snapshot(0)
+    assert dict(later.queue_usage) == {
+        "c": usage.QueueUsage(requested=_asks("2"), pending_groups=1)
+    }
+    assert later.usage_of("a") == usage.EMPTY
+    # What an earlier snapshot saw does not move.
+    assert first.usage_of("a") == usage.QueueUsage(requested=_asks("1", count=2), pending_groups=1)
+
+
 # Property: incremental == built at once ------------------------------------------------------
 
 _NODES = [f"n{i}" for i in range(3)]
@@ -247,7 +283,37 @@ def _comparable(snap: snapshots.Snapshot) -> dict[str, typing.Any]:
         "gated": snap.gated,
         "groups": dict(snap.pod_groups),
         "classes": dict(snap.priority_classes),
+        "usage": dict(snap.queue_usage),
     }
+
+
+def _usage_recounted(snap: snapshots.Snapshot) -> dict[str, usage.QueueUsage]:
+    """Per-queue usage summed from scratch over the snapshot's pods and groups."""
+    empty = resources.ResourceList()
+    allocated: dict[str, resources.ResourceList] = {}
+    requested: dict[str, resources.ResourceList] = {}
+    for pod in snap.pods.values():
+        if pod.queue is not None and pod.node_name is not None and not pod.terminal:
+            allocated[pod.queue] = allocated.get(pod.queue, empty) + pod.requests
+    for pod in snap.pending:
+        if pod.queue is not None:
+            requested[pod.queue] = requested.get(pod.queue, empty) + pod.requests
+    running: dict[str, int] = {}
+    waiting: dict[str, int] = {}
+    for group in snap.pod_groups.values():
+        counter = running if group.placed else waiting if group.pending + group.gated else None
+        if counter is not None:
+            counter[group.queue] = counter.get(group.queue, 0) + 1
+    out = {
+        name: usage.QueueUsage(
+            allocated=allocated.get(name, empty),
+            requested=requested.get(name, empty),
+            running_groups=running.get(name, 0),
+            pending_groups=waiting.get(name, 0),
+        )
+        for name in sorted({*allocated, *requested, *running, *waiting})
+    }
+    return {name: used for name, used in out.items() if used != usage.EMPTY}
 
 
 @settings(max_examples=200, deadline=None)
@@ -331,11 +397,14 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
             objects.pop(("PriorityClass", op[1]), None)
             live.remove_priority_class(op[1])
         else:
-            live.snapshot(b.EPOCH)
+            snap = live.snapshot(b.EPOCH)
+            assert dict(snap.queue_usage) == _usage_recounted(snap)
     order = ["PriorityClass", "Node", "PodGroup", "Pod"]
     rebuilt = b.cache_of(
         *[obj for kind in order for (k, _), obj in sorted(objects.items()) if k == kind]
     )
     for key, node in sorted(assumed.items()):
         rebuilt.assume_pod(key, node=node)
-    assert _comparable(live.snapshot(b.EPOCH)) == _comparable(rebuilt.snapshot(b.EPOCH))
+    final = live.snapshot(b.EPOCH)
+    assert _comparable(final) == _comparable(rebuilt.snapshot(b.EPOCH))
+    assert dict(final.queue_usage) == _usage_recounted(final)
