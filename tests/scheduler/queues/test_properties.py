@@ -7,6 +7,8 @@ nodes; each runs some one-cpu pods (alone or in gangs, within its limit) and wai
 - no queue is above its ``limit``;
 - every queue's published ``allocated`` equals the sum of its pods on nodes, and no node is
   over its capacity;
+- every queue's published running and pending PodGroup counts equal a recount over the
+  groups once the cycle's bindings and evictions are applied;
 - a queue below its guarantee (the part the tree can honour when guarantees add up to more
   than the cluster) whose pending one-cpu pod would still fit within it is not left so while
   a ``reclaimable`` queue elsewhere holds more than its entitlement.
@@ -150,7 +152,18 @@ def test_a_cycle_keeps_limits_books_and_guarantees(
     for index, capacity in enumerate(nodes):
         assert per_node[f"n{index}"] <= capacity * 1000
     statuses = outcome.queues
+    running: collections.Counter[str] = collections.Counter()
+    waiting: collections.Counter[str] = collections.Counter()
+    for group in run.cluster.snapshot().pod_groups.values():
+        if group.placed:
+            running[group.queue] += 1
+        elif group.pending + group.gated:
+            waiting[group.queue] += 1
     for d in draws:
+        assert (statuses[d.name].running, statuses[d.name].pending) == (
+            running[d.name],
+            waiting[d.name],
+        )
         allocated = statuses[d.name].allocated["cpu"]
         assert allocated == placed[d.name]
         if d.limit is not None:

@@ -5,8 +5,9 @@ We test these aspects:
   (set, replace, delete, pop), and iterates in key order;
 - freezing twice without a write in between gives the same view; a write gives a new one;
 - missing keys: ``KeyError`` from ``[]``/``del``/``pop``, the default from ``get``/``pop``;
+- a write after a freeze copies the one shard it touches, and only once;
 - property (hypothesis): any sequence of writes and freezes behaves like a dict copied at
-  every freeze, and only the shards written since the last freeze are copied.
+  every freeze, and freezing itself copies nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ def test_a_frozen_view_keeps_what_it_saw() -> None:
     later = live.freeze()
     assert list(later.items()) == [("a", 10), ("d", 4)]
     assert len(live) == 2
+
+
+def test_a_write_after_a_freeze_copies_one_shard_once() -> None:
+    live: cowmaps.CowMap[int] = cowmaps.CowMap({key: 0 for key in ("a", "b", "c", "d")})
+    live.freeze()
+    before = list(live._shards)
+    live["a"] = 1
+    copied = [i for i, shard in enumerate(live._shards) if shard is not before[i]]
+    assert len(copied) == 1
+    again = live._shards[copied[0]]
+    live["a"] = 2
+    assert live._shards[copied[0]] is again
 
 
 def test_freezing_without_writes_gives_the_same_view() -> None:

@@ -11,10 +11,18 @@ We test these aspects:
   AND/OR like the reference, matchFields select by name, masks are cached and read-only;
 - the taint matrix lists distinct taints per row;
 - ``incremental`` refreshes exactly the changed rows (hypothesis: equal to a full recompute,
-  through both the NumPy and the per-row path) and recomputes when its log is too short.
+  through both the NumPy and the per-row path) and recomputes when its log is too short;
+- snapshot to snapshot: a snapshot's table takes over the result an earlier one computed
+  before its session changed anything and refreshes only the rows the master changed since;
+  one whose session already changed it, or a plain copy, hands nothing on; property
+  (hypothesis): through any interleaving of master changes, snapshots, session changes and
+  modified copies every result equals a full recompute.
 """
 
 from __future__ import annotations
+
+import collections.abc
+import typing
 
 import numpy as np
 import pytest
@@ -234,3 +242,83 @@ def test_incremental_recomputes_only_changed_rows_and_everything_after_a_copy() 
     twin = t.copy()
     twin.incremental("k", compute=lambda rows: _sums(twin))
     assert t.incremental("k", compute=compute).tolist() == [1, 0, 2, 0]
+
+
+# Results handed from snapshot to snapshot --------------------------------------------------
+
+
+def _unit(amount: int) -> nodetable.IntArray:
+    return np.array([amount, 0, 0, 1000], dtype=np.int64)
+
+
+def test_a_snapshot_takes_over_an_earlier_snapshots_result() -> None:
+    master = table(*[b.node(f"n{i}") for i in range(4)])
+    seen: list[list[int] | None] = []
+
+    def computing(t: nodetable.NodeTable) -> collections.abc.Callable[..., nodetable.IntArray]:
+        def compute(rows: nodetable.IntArray | None) -> nodetable.IntArray:
+            seen.append(None if rows is None else rows.tolist())
+            return _sums(t) if rows is None else _sums(t)[rows]
+
+        return compute
+
+    first = master.fresh_copy()
+    first.incremental("k", compute=computing(first))
+    first.assume(1, _unit(5))  # its session's own change: not the master's
+    first.incremental("k", compute=computing(first))
+    master.assume(3, _unit(1))  # what the cache saw happen since
+    second = master.fresh_copy()
+    assert second.incremental("k", compute=computing(second)).tolist() == [0, 0, 0, 1001]
+    assert seen == [None, [1], [3]]  # the whole table once, then the changed rows only
+    view = second.copy()
+    view.requested[0, 0] += 7  # a FilterHook's altered view: neither takes nor hands on
+    assert view.incremental("k", compute=computing(view)).tolist() == [7, 0, 0, 1001]
+    assert seen[-1] is None
+    third = master.fresh_copy()
+    assert third.incremental("k", compute=computing(third)).tolist() == [0, 0, 0, 1001]
+    assert seen[-1] is None or seen[-1] == []  # second's result, nothing changed since
+
+
+_table_ops = st.one_of(
+    st.tuples(st.just("master"), st.integers(0, 5), st.integers(0, 3)),
+    st.tuples(st.just("snapshot")),
+    st.tuples(st.just("session"), st.integers(0, 5), st.integers(0, 3)),
+    st.tuples(st.just("query"), st.sampled_from(["a", "b"])),
+    st.tuples(st.just("view"), st.integers(0, 5)),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(_table_ops, max_size=60), per_row=st.booleans())
+def test_results_handed_on_equal_a_full_recompute(
+    ops: list[tuple[typing.Any, ...]], per_row: bool
+) -> None:
+    master = table(*[b.node(f"n{i}") for i in range(6)])
+    snap = master.fresh_copy()
+
+    def row_fn(allocatable: list[int], requested: list[int]) -> int:
+        return sum(requested)
+
+    for op in ops:
+        if op[0] == "master":
+            master.assume(op[1], _unit(op[2]))  # the cache follows a pod change
+            if op[2] % 2:
+                master.forget(op[1], _unit(op[2]))
+        elif op[0] == "snapshot":
+            snap = master.fresh_copy()
+        elif op[0] == "session":
+            snap.assume(op[1], _unit(op[2]))
+        else:
+            target = snap
+            if op[0] == "view":
+                target = snap.copy()
+                target.requested[op[1]] += 3
+            key = op[1] if op[0] == "query" else "a"
+
+            def compute(
+                rows: nodetable.IntArray | None, t: nodetable.NodeTable = target
+            ) -> nodetable.IntArray:
+                return _sums(t) if rows is None else _sums(t)[rows]
+
+            got = target.incremental(key, compute=compute, per_row=row_fn if per_row else None)
+            assert got.tolist() == _sums(target).tolist()
