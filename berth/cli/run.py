@@ -53,6 +53,10 @@ _USAGE = 2
 @click.option("--log-level", help="debug, info, warning, error, or a verbosity 0..10.")
 @click.option("--period", help="Longest pause between scheduling cycles when nothing changes (1s).")
 @click.option(
+    "--reservation-retention",
+    help="How long an ended Reservation is kept before it is deleted (24h).",
+)
+@click.option(
     "--enable-debug-api",
     is_flag=True,
     default=None,

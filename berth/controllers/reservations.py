@@ -18,10 +18,13 @@ controller keeps the rest of its status true over time:
   its node) is listed even if the sink's write was lost; an allocate-once reservation with an
   owner is ``Succeeded``;
 - **garbage collection**: an ended reservation (``Succeeded``, ``Expired``, ``Failed``) is
-  deleted ``retention`` after it ended (24 h by default, as Koordinator's collector).
+  deleted ``retention`` after it ended (24 h by default, as Koordinator's collector; the
+  operator passes ``Settings.reservation_retention``).
 
-How: :func:`register` adds Kopf's watching handler, which records every Reservation into
+How: :func:`register` adds Kopf's watching handler (:func:`berth.controllers.observed.
+register_watcher`), which records every Reservation into
 :class:`~berth.controllers.observed.ObservedObjects` (Kopf only observes, on its own loop).
+Conditions and timestamps follow :mod:`berth.kube.conditions`, as the sink's writes do.
 :class:`ReservationController`, on the operator's loop, plans every reservation purely
 (:func:`plan`) and writes what differs (read, change, write back at the version read; a 409
 reads again). It sleeps until the earliest moment some reservation is due — its expiry or its
@@ -39,10 +42,10 @@ import typing
 
 import kopf
 
-from berth.api import keys, meta, resources
+from berth.api import keys, resources
 from berth.api import reservations as reservation_api
 from berth.controllers import observed, statuses
-from berth.kube import clients, errors, events, rest
+from berth.kube import clients, conditions, errors, events, rest
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
 from berth.util import clocks
@@ -65,7 +68,6 @@ DEFAULT_RETENTION_SECONDS = 24 * 3600.0
 """How long an ended reservation is kept before it is deleted: a day, long enough to read what
 happened to it (``kubectl get resv``), short enough that finished ones do not pile up."""
 
-_MERGE = "application/merge-patch+json"
 _VALID, _READY = "Valid", "Ready"
 
 
@@ -77,18 +79,7 @@ class Board(typing.Protocol):
 
 def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
     """Add the watching handler recording every Reservation into ``objects``."""
-
-    @kopf.on.event(keys.GROUP, keys.VERSION, reservation_api.PLURAL, registry=registry)
-    def reservation_seen(
-        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
-    ) -> None:
-        seen = observed.observe(KIND, body=body, parse_time=wire.parse_time)
-        if seen is None:
-            return
-        if event.get("type") == "DELETED":
-            objects.remove(KIND, seen.key)
-        else:
-            objects.put(seen)
+    observed.register_watcher(registry, kind=KIND, plural=reservation_api.PLURAL, objects=objects)
 
 
 # Planning (pure) ----------------------------------------------------------------------------
@@ -104,10 +95,6 @@ class Plan:
     wake_at: float | None = None  # when this reservation is next due (expiry, deletion)
 
 
-def _timestamp(when: float) -> str:
-    return meta.format_timestamp(clocks.to_datetime(int(when)))
-
-
 def _info(obj: observed.ObservedObject) -> resv.ReservationInfo:
     return resv.reservation_info(
         {
@@ -115,7 +102,7 @@ def _info(obj: observed.ObservedObject) -> resv.ReservationInfo:
                 "namespace": obj.namespace,
                 "name": obj.name,
                 "uid": obj.uid,
-                "creationTimestamp": _timestamp(obj.created) if obj.created else None,
+                "creationTimestamp": conditions.timestamp(obj.created) if obj.created else None,
             },
             "spec": obj.spec,
             "status": obj.status,
@@ -123,40 +110,21 @@ def _info(obj: observed.ObservedObject) -> resv.ReservationInfo:
     )
 
 
-def _conditions(status: collections.abc.Mapping[str, typing.Any]) -> list[dict[str, typing.Any]]:
-    raw = status.get("conditions")
-    return [dict(c) for c in raw if isinstance(c, collections.abc.Mapping)] if raw else []
-
-
-def _find(status: collections.abc.Mapping[str, typing.Any], kind: str) -> dict[str, typing.Any]:
-    return next((c for c in _conditions(status) if c.get("type") == kind), {})
-
-
 def _set_condition(
     status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
 ) -> bool:
-    """Set one condition (transition time kept when only the message is the same); True when
-    it changed."""
-    conditions = _conditions(status)
-    old = next((c for c in conditions if c.get("type") == kind), None)
+    """Set one condition (:func:`berth.kube.conditions.updated`: the transition time moves only
+    with ``value``); True when it changed, False (``status`` untouched) when it already said so."""
+    old = conditions.find(status, kind)
     if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
         value,
         reason,
         message,
     ):
         return False
-    since = old.get("lastTransitionTime") if old and old.get("status") == value else None
-    conditions = [c for c in conditions if c.get("type") != kind]
-    conditions.append(
-        {
-            "type": kind,
-            "status": value,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since or _timestamp(now),
-        }
+    status["conditions"] = conditions.updated(
+        status, kind=kind, value=value, reason=reason, message=message, now=now
     )
-    status["conditions"] = conditions
     return True
 
 
@@ -207,7 +175,7 @@ def _owners_status(
 
 def _ended_at(status: collections.abc.Mapping[str, typing.Any], *, created: float) -> float:
     """When an ended reservation ended: its ``Ready`` condition's last transition."""
-    ready = _find(status, _READY)
+    ready = conditions.find(status, _READY) or {}
     return wire.parse_time(ready.get("lastTransitionTime")) or created
 
 
@@ -245,7 +213,7 @@ def plan(
         _set_condition(status, _VALID, "True", "Valid", "the reservation can be held", now=now)
     # Lifetime.
     ends = resv.deadline(info)
-    expires_at = _timestamp(ends) if ends is not None else None
+    expires_at = conditions.timestamp(ends) if ends is not None else None
     if status.get("expiresAt") != expires_at:
         if expires_at is None:
             status.pop("expiresAt", None)
@@ -253,10 +221,10 @@ def plan(
             status["expiresAt"] = expires_at
     if ends is not None and now >= ends:
         if phase == resv.AVAILABLE:
-            phase, message = resv.EXPIRED, f"expired at {_timestamp(ends)}"
+            phase, message = resv.EXPIRED, f"expired at {conditions.timestamp(ends)}"
         else:
             phase = resv.FAILED
-            message = f"expired at {_timestamp(ends)} before it could be placed on a node"
+            message = f"expired at {conditions.timestamp(ends)} before it could be placed on a node"
         status["phase"] = phase
         _set_condition(status, _READY, "False", "Expired", message, now=now)
         found.append(
@@ -392,7 +360,7 @@ class ReservationController:
                     method="PATCH",
                     path=path + "/status",
                     body=body,
-                    content_type=_MERGE,
+                    content_type=rest.MERGE_PATCH,
                     timeout=30.0,
                 )
             except errors.Conflict:

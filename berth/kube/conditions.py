@@ -1,12 +1,13 @@
 """Status conditions and ``Time`` stamps as Berth writes them into the objects it explains.
 
 The binder (:mod:`berth.kube.decisions`: Reservations' ``Scheduled``/``Ready``) and the
-PodGroup and Queue controllers (:mod:`berth.controllers.podgroups`,
-:mod:`berth.controllers.queues`) share one rule for conditions: a list holds one condition per
-type, sorted by type, other writers' types kept; ``lastTransitionTime`` moves only when the
-condition's ``status`` does, as Kubernetes' own controllers do. :func:`timestamp` is the
-``Time`` format those conditions, Events (:mod:`berth.kube.events`) and admission's
-``admitted-at`` annotation are written in. Pure functions of JSON dicts.
+PodGroup, Queue and Reservation controllers (:mod:`berth.controllers.podgroups`,
+:mod:`berth.controllers.queues`, :mod:`berth.controllers.reservations`) share one rule for
+conditions: a list holds one condition per type, sorted by type, other writers' types kept;
+``lastTransitionTime`` moves only when the condition's ``status`` does, as Kubernetes' own
+controllers do. :func:`timestamp` is the ``Time`` format those conditions, Events
+(:mod:`berth.kube.events`) and admission's ``admitted-at`` annotation are written in. Pure
+functions of JSON dicts.
 """
 
 from __future__ import annotations

@@ -15,6 +15,14 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   out a backoff (1 s doubling to 10 s, as kube-scheduler) before the scheduler may try it
   again, possibly elsewhere. The API server refuses a second binding of a bound pod, and a
   pod is only bound here from a ``BindPod`` — so a pod is never bound twice.
+- A ``BindPod`` whose node has victims evicted in the same result (reclaim, preempt) waits,
+  assumed in the cache, until those victims are gone from the cache (deleted, or Succeeded/
+  Failed) before its binding is queued: posted at once, the kubelet would see the preemptor
+  while the victims still run and fail it ``OutOf<resource>``. The wait is woken by the
+  informers (:meth:`ApiSink.pod_released`), not polled, and bounded by ``eviction_wait``: then
+  the pod is forgotten, sits out the backoff, is retried by a later cycle, and a
+  ``FailedScheduling`` Event names the victims that stayed. Binds to other nodes never wait.
+  Without a ``presence`` (who knows which pods still hold capacity) nothing waits.
 - ``EvictPod``: the Eviction API (``POST pods/{name}/eviction``, UID precondition), and a
   ``Preempted`` Event explaining why.
 - ``AnnotatePod``, ``NominatePod``: small patches, the latter only when the node changed.
@@ -50,7 +58,7 @@ from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots
 from berth.util import clocks
 
-__all__ = ["ApiSink", "BindingObserver", "BindOutcome"]
+__all__ = ["ApiSink", "BindOutcome", "BindingObserver", "PodPresence"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,13 +71,19 @@ class BindingObserver(typing.Protocol):
     def observe_e2e(self, seconds: float) -> None: ...
 
 
+class PodPresence(typing.Protocol):
+    """Which pods still hold capacity (the informers' view of the cache)."""
+
+    def holds_capacity(self, key: str, *, uid: str = "") -> bool: ...
+
+
 class BindOutcome(typing.NamedTuple):
     """How one binding ended (for logs, tests and the bench)."""
 
     key: str
     node: str
     bound: bool
-    failure: str | None  # conflict, not_found, gone, timeout, error
+    failure: str | None  # conflict, not_found, gone, timeout, error, victims
 
 
 @dataclasses.dataclass
@@ -102,6 +116,8 @@ class ApiSink:
         retries_on_timeout: int = 2,
         backoff: tuple[float, float] = (1.0, 10.0),
         on_bound: collections.abc.Callable[[BindOutcome], None] | None = None,
+        presence: PodPresence | None = None,
+        eviction_wait: float = 30.0,
     ) -> None:
         self._api = api
         self._cache = cache
@@ -116,6 +132,11 @@ class ApiSink:
         self._backoff = backoff
         self.on_bound = on_bound
         """Told how every binding ended (the benchmark, tests)."""
+        self._presence = presence
+        self._eviction_wait = eviction_wait
+        # Preemptors waiting for their victims: pod key (theirs or a victim's) -> wake-ups.
+        self._wakeups: dict[str, set[asyncio.Event]] = {}
+        self._waiting: set[asyncio.Task[None]] = set()
         self._binds: asyncio.Queue[_Job] = asyncio.Queue()
         self._writes: asyncio.Queue[_Job] = asyncio.Queue()
         self._backoffs: dict[str, _Backoff] = {}
@@ -137,9 +158,13 @@ class ApiSink:
         """Queue ``result``'s decisions (in order); assume bound pods in the cache at once."""
         self.last_result = result
         snapshot = self._last_snapshot() if self._last_snapshot is not None else None
+        victims: dict[str, list[decisions.EvictPod]] = {}
+        for decision in result.decisions:
+            if isinstance(decision, decisions.EvictPod):
+                victims.setdefault(decision.node, []).append(decision)
         for decision in result.decisions:
             if isinstance(decision, decisions.BindPod):
-                self._assume(decision, snapshot=snapshot)
+                self._assume(decision, snapshot=snapshot, victims=victims.get(decision.node, ()))
             elif isinstance(decision, decisions.EvictPod):
                 self._binds.put_nowait(_Job(decision, 0.0))
             elif isinstance(decision, decisions.Unschedulable):
@@ -169,7 +194,13 @@ class ApiSink:
                 decision.key, node=decision.node, allocatable=decision.allocatable
             )
 
-    def _assume(self, decision: decisions.BindPod, *, snapshot: snapshots.Snapshot | None) -> None:
+    def _assume(
+        self,
+        decision: decisions.BindPod,
+        *,
+        snapshot: snapshots.Snapshot | None,
+        victims: collections.abc.Sequence[decisions.EvictPod],
+    ) -> None:
         key = decision.key
         self._gone.discard(key)
         try:
@@ -179,7 +210,84 @@ class ApiSink:
         self._reasons.pop((decisions.Subject.POD.value, key), None)
         pod = snapshot.pods.get(key) if snapshot is not None else None
         created = pod.creation_timestamp if pod is not None else 0.0
-        self._binds.put_nowait(_Job(decision, created))
+        job = _Job(decision, created)
+        staying = self._staying(victims)
+        if not staying:
+            self._binds.put_nowait(job)
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._after_victims(job, victims=staying), name=f"binding {key} after its victims"
+        )
+        self._waiting.add(task)
+        task.add_done_callback(self._waiting.discard)
+
+    def _staying(
+        self, victims: collections.abc.Sequence[decisions.EvictPod]
+    ) -> list[decisions.EvictPod]:
+        """The victims still holding capacity (all of them gone when nobody can tell)."""
+        if self._presence is None:
+            return []
+        return [v for v in victims if self._presence.holds_capacity(v.key, uid=v.uid)]
+
+    async def _after_victims(
+        self, job: _Job, *, victims: collections.abc.Sequence[decisions.EvictPod]
+    ) -> None:
+        """Queue ``job``'s binding once ``victims`` are gone; give it up after the wait."""
+        decision = job.decision
+        assert isinstance(decision, decisions.BindPod)
+        wake = asyncio.Event()
+        watched = {decision.key, *(v.key for v in victims)}
+        for key in watched:
+            self._wakeups.setdefault(key, set()).add(wake)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._eviction_wait
+        outcome: BindOutcome | None = None
+        try:
+            while True:
+                wake.clear()
+                if decision.key in self._gone:
+                    self._cache.forget_pod(decision.key)
+                    outcome = BindOutcome(decision.key, decision.node, False, "gone")
+                    break
+                staying = self._staying(victims)
+                if not staying:
+                    self._binds.put_nowait(job)
+                    break
+                left = deadline - loop.time()
+                if left <= 0:
+                    outcome = self._victims_stayed(decision, staying)
+                    break
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        await wake.wait()
+        except BaseException:
+            self._cache.forget_pod(decision.key)  # stopped, or a bug: nothing will bind it
+            raise
+        finally:
+            for key in watched:
+                waiting = self._wakeups.get(key)
+                if waiting is not None:
+                    waiting.discard(wake)
+                    if not waiting:
+                        del self._wakeups[key]
+        if outcome is not None and self.on_bound is not None:
+            self.on_bound(outcome)
+
+    def _victims_stayed(
+        self, decision: decisions.BindPod, staying: collections.abc.Sequence[decisions.EvictPod]
+    ) -> BindOutcome:
+        names = ", ".join(v.key for v in staying)
+        message = (
+            f"Preemption victims {names} were still on {decision.node} after "
+            f"{self._eviction_wait:g}s; not binding there now, the pod will be tried again"
+        )
+        self._event(
+            events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            type=events.WARNING,
+            reason="FailedScheduling",
+            message=message,
+        )
+        return self._failed(decision, failure="victims", detail=f"victims {names} stayed")
 
     def _unschedulable(
         self, decision: decisions.Unschedulable, *, snapshot: snapshots.Snapshot | None
@@ -209,12 +317,19 @@ class ApiSink:
         self._backoffs.pop(key, None)
         self._reasons.pop((decisions.Subject.POD.value, key), None)
         self._nominated.pop(key, None)
+        self.pod_released(key)
+
+    def pod_released(self, key: str) -> None:
+        """The pod stopped holding capacity (finished or gone): wake the bindings waiting on
+        it as a victim, or waiting to bind it."""
+        for wake in self._wakeups.get(key, ()):
+            wake.set()
 
     @property
     def in_flight(self) -> int:
         """Requests queued or running."""
         queued = self._binds.qsize() + self._writes.qsize() + self._reservations.qsize()
-        return queued + self._active
+        return queued + self._active + len(self._waiting)
 
     # Workers -------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -230,12 +345,16 @@ class ApiSink:
         try:
             await stop.wait()
         finally:
-            for worker in workers:
-                worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            waiting = list(self._waiting)
+            for task in [*workers, *waiting]:
+                task.cancel()
+            await asyncio.gather(*workers, *waiting, return_exceptions=True)
 
     async def drain(self) -> None:
-        """Wait until every queued decision has been applied (tests, the bench)."""
+        """Wait until every queued decision has been applied (tests, the bench), bindings
+        waiting for victims included."""
+        while self._waiting:
+            await asyncio.gather(*self._waiting, return_exceptions=True)
         await self._binds.join()
         await self._writes.join()
         await self._reservations.join()

@@ -22,7 +22,9 @@ Malformed objects (not parseable by the cache) are logged and skipped. ``synced`
 the ``caches-synced`` readiness condition becomes true, once every informer has listed once;
 the condition turns false again while any informer cannot reach the API server. ``trigger`` is
 set on every change the scheduler should react to (anything but status churn of pods already
-bound), which is what wakes the scheduling loop.
+bound), which is what wakes the scheduling loop. :meth:`ClusterInformers.holds_capacity` says
+whether a pod is still in the cache and unfinished, and ``on_pod_released`` hears when one stops
+being so: the binder holds a preemptor's binding until the victims on its node are gone.
 """
 
 from __future__ import annotations
@@ -285,6 +287,7 @@ class ClusterInformers:
         self._readiness = readiness
         self._bound: set[str] = set()  # pods known bound and unfinished (status churn is noise)
         self._tracked: set[str] = set()  # pods in the cache
+        self._live: dict[str, str] = {}  # pods in the cache and not finished: key -> uid
         self.synced = asyncio.Event()
         """Set once every informer has listed once."""
         self.on_pod_removed: collections.abc.Callable[[str], None] | None = None
@@ -292,6 +295,9 @@ class ClusterInformers:
         self.also_ours: collections.abc.Callable[[dict[str, typing.Any]], bool] | None = None
         """Told every pod seen; True keeps a pod of another scheduler in the cache, in any
         phase (admission mode: pods held by Berth's gate or admitted by Berth)."""
+        self.on_pod_released: collections.abc.Callable[[str], None] | None = None
+        """Told the key of every pod that stopped holding capacity: it finished (Succeeded or
+        Failed), left the cache, or was replaced by a new pod of that name."""
 
         def informer(
             resource: Resource, change: ChangeCallback, remove: RemoveCallback
@@ -351,6 +357,12 @@ class ClusterInformers:
             self._readiness.set(READINESS_CONDITION, ready=True)
 
     # Pods ---------------------------------------------------------------------------------
+    def holds_capacity(self, key: str, *, uid: str = "") -> bool:
+        """True while the pod ``key`` (with ``uid``, unless empty) is in the cache and not
+        finished: a bound one still occupies its node."""
+        found = self._live.get(key)
+        return found is not None and (not uid or found == uid)
+
     def _pod(self, kind: str, obj: dict[str, typing.Any]) -> None:
         key = object_key(obj, namespaced=True)
         assert key is not None  # the informer checked
@@ -369,6 +381,15 @@ class ClusterInformers:
             return
         self.cache.add_pod(obj)
         self._tracked.add(key)
+        if live:
+            meta = obj.get("metadata")
+            uid = str((meta if isinstance(meta, dict) else {}).get("uid") or "")
+            before = self._live.get(key)
+            self._live[key] = uid
+            if before is not None and before != uid:
+                self._released(key)  # a new pod under the old name: the old one is gone
+        else:
+            self._release(key)
         if bound and live:
             if key in self._bound:
                 return  # a running pod's status changed: nothing to schedule
@@ -379,12 +400,21 @@ class ClusterInformers:
 
     def _pod_gone(self, key: str) -> None:
         self._bound.discard(key)
+        self._release(key)
         if key in self._tracked:
             self._tracked.discard(key)
             self.cache.remove_pod(key)
             self._trigger.set()
         if self.on_pod_removed is not None:
             self.on_pod_removed(key)
+
+    def _release(self, key: str) -> None:
+        if self._live.pop(key, None) is not None:
+            self._released(key)
+
+    def _released(self, key: str) -> None:
+        if self.on_pod_released is not None:
+            self.on_pod_released(key)
 
     # The rest -----------------------------------------------------------------------------
     def _feeding(

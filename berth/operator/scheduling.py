@@ -146,6 +146,8 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         last_snapshot=lambda: holder[0].last if holder else None,
         concurrency=config.bind_concurrency,
         bind_timeout=config.bind_timeout,
+        presence=watched,
+        eviction_wait=config.eviction_wait,
     )
     source = snapshots.CacheSource(cache, clock=context.clock, backoffs=sink)
     holder.append(source)
@@ -161,6 +163,7 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
     )
     watched.also_ours = admitting.observe_pod
     watched.on_pod_removed = admitting.pod_removed  # passes it on to the binder
+    watched.on_pod_released = sink.pod_released  # wakes preemptors waiting for their victims
     objects = observed.ObservedObjects()
     writer = statuses.StatusWriter(
         context.api,
@@ -193,6 +196,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         board=_Board(parts.source, parts.sink),
         clock=context.clock,
         recorder=parts.recorder,
+        retention=config.reservation_retention,
     )
 
     async def run_informers(stop: asyncio.Event) -> None:

@@ -249,6 +249,20 @@ class Settings(pydantic_settings.BaseSettings):
     """Binding requests in flight at once. The default, 64, keeps a burst of thousands of pods
     binding at hundreds per second without swamping the API server."""
 
+    reservation_retention: Seconds = 24 * 3600.0
+    """Measured in seconds. How long an ended Reservation (``Succeeded``, ``Expired``,
+    ``Failed``) is kept before the Reservation controller deletes it. The default, a day (24 h,
+    as Koordinator's collector), leaves time to read what happened (``kubectl get resv``) while
+    finished reservations do not pile up."""
+
+    eviction_wait: Seconds = 30.0
+    """Measured in seconds. How long a preemptor's binding waits for the victims evicted from
+    its node in the same cycle to be gone (deleted, or Succeeded/Failed) before it is given up
+    and the pod retried by a later cycle. Binding at once would let the kubelet see the
+    preemptor while the victims still hold the node and fail it ``OutOf<resource>``. The
+    default, 30 s, is Kubernetes' default termination grace period: victims that honour it are
+    gone by then."""
+
     shutdown_timeout: Seconds = 10.0
     """Measured in seconds. How long graceful shutdown waits for each leader-only component to
     stop before abandoning it. The default fits in Kubernetes' 30 s termination grace period

@@ -4,7 +4,8 @@ We test these aspects:
 
 - the defaults are kube-scheduler's leader-election timings and the documented values;
 - precedence: flags (keyword arguments) > ``BERTH_*`` environment > config file > defaults,
-  for top-level and nested fields, with nested sources merged key by key;
+  for top-level and nested fields, with nested sources merged key by key; the Reservation
+  retention's default is the controller's own;
 - the config file: camelCase keys; the profile's own keys ignored, and handed to the profile
   loader with the effective scheduler name; a typo in a nested settings key refused by name;
   a missing or non-mapping file refused with its path;
@@ -22,6 +23,7 @@ import socket
 import pydantic
 import pytest
 
+from berth.controllers import reservations
 from berth.operator import errors, settings
 
 
@@ -73,6 +75,31 @@ def test_scheduler_name_precedence(
         monkeypatch.setenv("BERTH_SCHEDULER_NAME", env)
     flags = {"scheduler_name": flag} if flag is not None else {}
     assert settings.Settings(config=path, **flags).scheduler_name == expected
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "in_file", "expected"),
+    [
+        ("1h", "2h", "3h", 3600.0),
+        (None, "2h", "3h", 7200.0),
+        (None, None, "3h", 10800.0),
+        (None, None, None, reservations.DEFAULT_RETENTION_SECONDS),
+    ],
+    ids=["flag-beats-all", "env-beats-file", "file-beats-default", "default-is-the-controllers"],
+)
+def test_reservation_retention_precedence(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str | None,
+    env: str | None,
+    in_file: str | None,
+    expected: float,
+) -> None:
+    path = write_config(tmp_path, f"reservationRetention: {in_file}\n" if in_file else "{}\n")
+    if env is not None:
+        monkeypatch.setenv("BERTH_RESERVATION_RETENTION", env)
+    flags = {"reservation_retention": flag} if flag is not None else {}
+    assert settings.Settings(config=path, **flags).reservation_retention == expected
 
 
 def test_nested_sources_merge_key_by_key(

@@ -2,10 +2,10 @@
 
 Owns the bookkeeping between watch events and cycles: infos parsed once per object change,
 per-node requested sums and per-queue usage (:mod:`.usage`) kept incrementally (a cycle never
-re-sums every pod), group membership,
-the resolution of pod priorities (PriorityClasses) and queues (a pod's label, else its group's),
-and pods assumed by the decision sink while their binding is in flight (they count as placed
-until the API confirms the binding or the sink forgets them).
+re-sums every pod), group membership, the resolution of pod priorities (PriorityClasses) and
+queues (a pod's label, else its group's), and pods assumed by the decision sink while their
+binding is in flight (they count as placed until the API confirms the binding or the sink
+forgets them).
 
 Reservations become *reserve pods* here (DESIGN.md §4, :mod:`.reservations`): a Pending one is a
 pending pod of its queue, an Available one a placed pod holding what its owners do not use — the

@@ -336,8 +336,9 @@ class NodeTable:
         """``compute()`` once per ``key`` for as long as the static part lives (from snapshot
         to snapshot while no node's static attributes change; see :data:`MEMO_LIMIT`).
 
-        For values that depend only on static attributes (labels, taints, names,
-        unschedulable); keys should start with the caller's plugin name.
+        For values that depend only on static attributes (labels, taints, names, resource
+        columns, unschedulable) and on what the key itself holds (never on quantities); keys
+        should start with the caller's plugin name.
         """
         return self._static.memo(key, compute)
 

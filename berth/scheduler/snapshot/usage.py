@@ -3,8 +3,10 @@
 Owns the per-queue totals a queue plugin needs every cycle, so that a cycle costs what changed
 and not what runs: the requests of a queue's placed, unfinished pods (``allocated``; reserve
 pods included, pods of any scheduler), the requests of its pods waiting for a node
-(``requested``: Berth's, ungated, not being deleted — the snapshot's ``pending``), and how many
-of its groups run (a member placed) or only wait (no member placed, one pending or gated).
+(``requested``: Berth's, ungated, not being deleted — what the cache puts in a snapshot's
+``pending``; a pod a source holds back from one cycle, such as one in bind backoff, is still
+demand and still counts), and how many of its groups run (a member placed) or only wait (no
+member placed, one pending or gated).
 
 :class:`QueueTotals` is the mutable side, owned by
 :class:`berth.scheduler.snapshot.cache.ClusterCache`: the cache tells it each pod's and each
