@@ -17,13 +17,9 @@ from __future__ import annotations
 import asyncio
 import typing
 
-import pytest
-
 from berth.emulator import faults, testing
 from berth.operator import main, scheduling, settings
 from tests.kube import conftest
-
-pytestmark = pytest.mark.slow
 
 Object = dict[str, typing.Any]
 EVICTION = "/api/v1/namespaces/*/pods/*/eviction"
@@ -81,7 +77,7 @@ async def test_preemptor_runs_after_its_slow_victim_is_gone_bound_once(
         emulator.faults.add(faults.Fault("POST", EVICTION, delay=1.5))
         conftest.create(emulator, prioritised("preemptor", priority="high"), plural="pods")
         await conftest.until(
-            lambda: phase(emulator, "preemptor") in ("Running", "Failed"), timeout=5
+            lambda: phase(emulator, "preemptor") in ("Running", "Failed"), timeout=10
         )
         preemptor = stored(emulator, "preemptor")
         assert preemptor is not None
