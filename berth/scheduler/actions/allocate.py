@@ -41,7 +41,7 @@ class Allocate:
     name = NAME
 
     def execute(self, session: sessions.Session) -> None:
-        logger.info(
+        logger.debug(
             "Enter allocate (session %s): %d jobs, %d plain pods",
             session.id,
             len(session.jobs),
@@ -50,7 +50,7 @@ class Allocate:
         placed_before = len(session.placed)
         self._place_plain(session)
         self._place_jobs(session)
-        logger.info(
+        logger.debug(
             "Leave allocate (session %s): %d pods placed",
             session.id,
             len(session.placed) - placed_before,

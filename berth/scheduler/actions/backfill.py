@@ -69,7 +69,7 @@ class Backfill:
     def execute(self, session: sessions.Session) -> None:
         hooks = session.hooks
         waiting = [job for job in session.jobs.values() if solvers.needs_room(job)]
-        logger.info("Enter backfill (session %s): %d jobs below quorum", session.id, len(waiting))
+        logger.debug("Enter backfill (session %s): %d jobs below quorum", session.id, len(waiting))
         nominated = placed = 0
         self._free = None
         if waiting:
@@ -86,7 +86,7 @@ class Backfill:
                         nominated += self._nominate(session, job)
                     else:
                         placed += self._fill(session, job, queue=queue)
-        logger.info(
+        logger.debug(
             "Leave backfill (session %s): %d pods nominated, %d placed",
             session.id,
             nominated,

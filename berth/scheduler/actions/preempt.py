@@ -50,9 +50,9 @@ class Preempt:
 
     def execute(self, session: sessions.Session) -> None:
         waiting = [job for job in session.jobs.values() if solvers.needs_room(job)]
-        logger.info("Enter preempt (session %s): %d jobs below quorum", session.id, len(waiting))
+        logger.debug("Enter preempt (session %s): %d jobs below quorum", session.id, len(waiting))
         evictions = self._preempt(session) if waiting else 0
-        logger.info("Leave preempt (session %s): %d pods evicted", session.id, evictions)
+        logger.debug("Leave preempt (session %s): %d pods evicted", session.id, evictions)
 
     def _preempt(self, session: sessions.Session) -> int:
         hooks = session.hooks
@@ -77,26 +77,16 @@ class Preempt:
                 ]
                 if not candidates or not hooks.job_valid(job).is_success():
                     continue
-                units = solvers.victim_units(
-                    candidates, session=session, evicted=evicted, rank=_rank
-                )
-                if not units:
-                    continue
-                with session.statement() as stmt:
-                    found = solvers.solve(
-                        session,
-                        stmt,
-                        job=job,
-                        queue=queue,
-                        tasks=solvers.pending_tasks(session, job),
-                        units=units,
-                        allowed=functools.partial(hooks.preemptable, job),
-                        reason=f"preempted by pod group {job.key} (priority {job.priority})",
-                    )
-                    if not found:
-                        stmt.discard()
-                        continue
-                    stmt.commit()
+                if solvers.evict_for(
+                    session,
+                    candidates,
+                    job=job,
+                    queue=queue,
+                    evicted=evicted,
+                    rank=_rank,
+                    allowed=functools.partial(hooks.preemptable, job),
+                    reason=f"preempted by pod group {job.key} (priority {job.priority})",
+                ):
                     evicted = solvers.evicted_keys(session)
         return len(evicted) - before
 

@@ -45,11 +45,11 @@ class Reclaim:
     def execute(self, session: sessions.Session) -> None:
         hooks = session.hooks
         waiting = [job for job in session.jobs.values() if solvers.needs_room(job)]
-        logger.info("Enter reclaim (session %s): %d jobs below quorum", session.id, len(waiting))
+        logger.debug("Enter reclaim (session %s): %d jobs below quorum", session.id, len(waiting))
         evictions = 0
         if waiting and len(hooks.reclaimable) and len(hooks.can_reclaim):
             evictions = self._reclaim(session)
-        logger.info("Leave reclaim (session %s): %d pods evicted", session.id, evictions)
+        logger.debug("Leave reclaim (session %s): %d pods evicted", session.id, evictions)
 
     def _reclaim(self, session: sessions.Session) -> int:
         hooks = session.hooks
@@ -75,27 +75,16 @@ class Reclaim:
                 candidates = [
                     pod for pod in running if pod.queue is not None and pod.queue != job.queue
                 ]
-                units = solvers.victim_units(
-                    candidates, session=session, evicted=evicted, rank=rank
-                )
-                if not units:
-                    continue
-                tasks = solvers.pending_tasks(session, job)
-                with session.statement() as stmt:
-                    found = solvers.solve(
-                        session,
-                        stmt,
-                        job=job,
-                        queue=queue,
-                        tasks=tasks,
-                        units=units,
-                        allowed=functools.partial(hooks.reclaimable, job),
-                        reason=f"reclaimed by queue {job.queue} for pod group {job.key}",
-                    )
-                    if not found:
-                        stmt.discard()
-                        continue
-                    stmt.commit()
+                if solvers.evict_for(
+                    session,
+                    candidates,
+                    job=job,
+                    queue=queue,
+                    evicted=evicted,
+                    rank=rank,
+                    allowed=functools.partial(hooks.reclaimable, job),
+                    reason=f"reclaimed by queue {job.queue} for pod group {job.key}",
+                ):
                     evicted = solvers.evicted_keys(session)
         return len(evicted) - before
 

@@ -1,8 +1,8 @@
 """The victim search shared by reclaim and preempt: which running pods to evict for a job.
 
-Both actions hand :func:`solve` a job, the victims they may consider as *units* and a
-victim filter (the session's ``reclaimable`` or ``preemptable`` hook); the search runs inside
-the caller's statement:
+Both actions hand :func:`evict_for` a job, the pods they may evict, a victim order and a
+victim filter (the session's ``reclaimable`` or ``preemptable`` hook); it groups the pods into
+*units* and runs :func:`solve` inside one statement, which it commits only on success:
 
 1. Units are tried in the caller's order (least valuable first). A unit is evicted only if the
    filter accepts every pod in it *now* (the filters read per-queue usage, which the evictions
@@ -42,6 +42,7 @@ __all__ = [
     "MAX_UNITS",
     "Unit",
     "could_fit",
+    "evict_for",
     "evicted_keys",
     "needs_room",
     "pending_tasks",
@@ -266,3 +267,40 @@ def solve(
         return True
     stmt.rollback(base)  # cannot happen with deterministic placement; never evict in vain
     return False
+
+
+def evict_for(
+    session: sessions.Session,
+    candidates: collections.abc.Iterable[pods.PodInfo],
+    *,
+    job: jobs.Job,
+    queue: queues.QueueInfo,
+    evicted: collections.abc.Container[str],
+    rank: collections.abc.Callable[[pods.PodInfo], Rank],
+    allowed: collections.abc.Callable[[pods.PodInfo], bool],
+    reason: str,
+) -> bool:
+    """Evict some of ``candidates`` so that ``job`` fits, in one statement; True if committed.
+
+    The part reclaim and preempt share once each has chosen its candidates, victim order and
+    filter: :func:`victim_units`, then :func:`solve`, then commit or discard.
+    """
+    units = victim_units(candidates, session=session, evicted=evicted, rank=rank)
+    if not units:
+        return False
+    tasks = pending_tasks(session, job)
+    with session.statement() as stmt:
+        if not solve(
+            session,
+            stmt,
+            job=job,
+            queue=queue,
+            tasks=tasks,
+            units=units,
+            allowed=allowed,
+            reason=reason,
+        ):
+            stmt.discard()
+            return False
+        stmt.commit()
+    return True

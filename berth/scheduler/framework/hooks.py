@@ -146,22 +146,29 @@ class Ordering(typing.Generic[T]):
         return tuple(out)
 
 
-class AllAgree(typing.Generic[P]):
-    """All must agree: the first non-``SUCCESS`` status in registration order wins.
+F = typing.TypeVar("F", bound=collections.abc.Callable[..., typing.Any])
 
-    With nothing registered the answer is ``SUCCESS``. The returned status names its plugin.
-    """
+
+class _Callbacks(typing.Generic[F]):
+    """What every callback collector below shares: ``(plugin, callback)`` pairs in order."""
 
     def __init__(self, *, report: ErrorReport = _ignore) -> None:
         self._report = report
-        self._entries: list[tuple[str, collections.abc.Callable[P, statuses.Status]]] = []
+        self._entries: list[tuple[str, F]] = []
 
-    def add(self, fn: collections.abc.Callable[P, statuses.Status], *, plugin: str) -> None:
-        """Register a callback."""
+    def add(self, fn: F, *, plugin: str) -> None:
+        """Register a callback (a FirstWins only ever calls the first one registered)."""
         self._entries.append((plugin, fn))
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class AllAgree(_Callbacks[collections.abc.Callable[P, statuses.Status]]):
+    """All must agree: the first non-``SUCCESS`` status in registration order wins.
+
+    With nothing registered the answer is ``SUCCESS``. The returned status names its plugin.
+    """
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> statuses.Status:
         for plugin, fn in self._entries:
@@ -175,19 +182,8 @@ class AllAgree(typing.Generic[P]):
         return statuses.SUCCESS
 
 
-class AnyTrue(typing.Generic[P]):
+class AnyTrue(_Callbacks[collections.abc.Callable[P, bool]]):
     """Any says yes: True as soon as one callback returns True; False with none registered."""
-
-    def __init__(self, *, report: ErrorReport = _ignore) -> None:
-        self._report = report
-        self._entries: list[tuple[str, collections.abc.Callable[P, bool]]] = []
-
-    def add(self, fn: collections.abc.Callable[P, bool], *, plugin: str) -> None:
-        """Register a callback."""
-        self._entries.append((plugin, fn))
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         for plugin, fn in self._entries:
@@ -199,19 +195,8 @@ class AnyTrue(typing.Generic[P]):
         return False
 
 
-class AllTrue(typing.Generic[P]):
+class AllTrue(_Callbacks[collections.abc.Callable[P, bool]]):
     """All must agree: False as soon as one callback returns False (or raises); True if none."""
-
-    def __init__(self, *, report: ErrorReport = _ignore) -> None:
-        self._report = report
-        self._entries: list[tuple[str, collections.abc.Callable[P, bool]]] = []
-
-    def add(self, fn: collections.abc.Callable[P, bool], *, plugin: str) -> None:
-        """Register a callback."""
-        self._entries.append((plugin, fn))
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         for plugin, fn in self._entries:
@@ -224,19 +209,8 @@ class AllTrue(typing.Generic[P]):
         return True
 
 
-class FirstWins(typing.Generic[P, R]):
+class FirstWins(_Callbacks[collections.abc.Callable[P, R]]):
     """The first registered callback's answer; ``None`` when none is registered (or it raised)."""
-
-    def __init__(self, *, report: ErrorReport = _ignore) -> None:
-        self._report = report
-        self._entries: list[tuple[str, collections.abc.Callable[P, R]]] = []
-
-    def add(self, fn: collections.abc.Callable[P, R], *, plugin: str) -> None:
-        """Register a callback (only the first registered one is ever called)."""
-        self._entries.append((plugin, fn))
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R | None:
         if not self._entries:
@@ -249,19 +223,8 @@ class FirstWins(typing.Generic[P, R]):
             return None
 
 
-class Events(typing.Generic[P]):
+class Events(_Callbacks[collections.abc.Callable[P, None]]):
     """Every handler is called, in registration order; one raising does not stop the others."""
-
-    def __init__(self, *, report: ErrorReport = _ignore) -> None:
-        self._report = report
-        self._entries: list[tuple[str, collections.abc.Callable[P, None]]] = []
-
-    def add(self, fn: collections.abc.Callable[P, None], *, plugin: str) -> None:
-        """Register a handler."""
-        self._entries.append((plugin, fn))
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> None:
         for plugin, fn in self._entries:

@@ -12,45 +12,30 @@ Args: ``resources`` (name and weight; cpu and memory at weight 1 by default).
 from __future__ import annotations
 
 import numpy as np
-import pydantic
-import pydantic.alias_generators
 
-from berth.api import resources
 from berth.scheduler.framework import cyclestate, filtering, handles, interfaces
-from berth.scheduler.plugins import names
+from berth.scheduler.plugins import allocation_scores, names
 from berth.scheduler.snapshot import nodetable, pods
 
-__all__ = ["NAME", "LeastAllocated", "LeastAllocatedArgs", "ResourceWeight", "new", "scores"]
+__all__ = ["NAME", "LeastAllocated", "LeastAllocatedArgs", "new", "scores"]
 
 NAME = names.LEAST_ALLOCATED
 
 
-class ResourceWeight(pydantic.BaseModel):
-    """A resource the score looks at, and its weight in the mean."""
-
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
-
-    name: str = pydantic.Field(min_length=1)
-    """Resource name, e.g. ``cpu`` or ``nvidia.com/gpu``."""
-    weight: int = pydantic.Field(default=1, ge=1, le=100)
-    """Weight of this resource in the mean (1..100)."""
-
-
-class LeastAllocatedArgs(pydantic.BaseModel):
+class LeastAllocatedArgs(allocation_scores.ResourceWeightsArgs):
     """Arguments of LeastAllocated."""
 
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
-    resources: tuple[ResourceWeight, ...] = pydantic.Field(
-        default=(ResourceWeight(name=resources.CPU), ResourceWeight(name=resources.MEMORY)),
-        min_length=1,
-    )
-    """Resources scored, with weights; Kubernetes' default: cpu and memory, weight 1 each."""
+def _share(capacity: nodetable.IntArray, requested: nodetable.IntArray) -> nodetable.IntArray:
+    share = (capacity - requested) * interfaces.MAX_NODE_SCORE // np.maximum(capacity, 1)
+    share[(requested > capacity) | (capacity <= 0)] = 0
+    return share
+
+
+def _row_share(capacity: int, requested: int) -> int:
+    if requested > capacity:
+        return 0
+    return (capacity - requested) * interfaces.MAX_NODE_SCORE // capacity
 
 
 def scores(
@@ -61,39 +46,9 @@ def scores(
     weights: tuple[tuple[str, int], ...],
 ) -> interfaces.ScoreArray:
     """Per row, the weighted mean free share (0..100) after adding ``vec`` (shared)."""
-    present = [(nodes.column[n], w) for n, w in weights if n in nodes.column]
-
-    def compute(rows: nodetable.IntArray | None) -> interfaces.ScoreArray:
-        alloc = nodes.allocatable if rows is None else nodes.allocatable[rows]
-        used = nodes.requested if rows is None else nodes.requested[rows]
-        total = np.zeros(alloc.shape[0], dtype=np.int64)
-        weight_sum = np.zeros(alloc.shape[0], dtype=np.int64)
-        for col, weight in present:
-            capacity = alloc[:, col]
-            requested = used[:, col] + vec[col]
-            offered = capacity > 0
-            share = (capacity - requested) * interfaces.MAX_NODE_SCORE // np.maximum(capacity, 1)
-            share[(requested > capacity) | ~offered] = 0
-            total += share * weight
-            weight_sum += offered * weight
-        return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
-
-    items = [(col, weight, int(vec[col])) for col, weight in present]
-
-    def per_row(allocatable: list[int], requested: list[int]) -> int:
-        total = weight_sum = 0
-        for col, weight, add in items:
-            capacity, used = allocatable[col], requested[col] + add
-            if capacity <= 0:
-                continue
-            share = (
-                0 if used > capacity else (capacity - used) * interfaces.MAX_NODE_SCORE // capacity
-            )
-            total += share * weight
-            weight_sum += weight
-        return total // weight_sum if weight_sum else 0
-
-    return nodes.incremental((NAME, weights, vec.tobytes()), compute=compute, per_row=per_row)
+    return allocation_scores.weighted_scores(
+        vec, nodes=nodes, weights=weights, key=NAME, share=_share, row_share=_row_share
+    )
 
 
 class LeastAllocated(interfaces.ScorePlugin):
