@@ -195,6 +195,15 @@ def plan(
     status = dict(current)
     found: list[tuple[str, str, str]] = []
     phase = str(status.get("phase") or resv.PENDING)
+    # Lifetime: filled whatever the phase, since the sink may end a reservation (Succeeded)
+    # before this controller has seen it once.
+    ends = resv.deadline(info)
+    expires_at = conditions.timestamp(ends) if ends is not None else None
+    if status.get("expiresAt") != expires_at:
+        if expires_at is None:
+            status.pop("expiresAt", None)
+        else:
+            status["expiresAt"] = expires_at
     if info.terminal:
         gone_at = _ended_at(current, created=obj.created) + retention
         if now >= gone_at:
@@ -211,14 +220,6 @@ def plan(
             found.append((events.WARNING, "Invalid", problem))
     else:
         _set_condition(status, _VALID, "True", "Valid", "the reservation can be held", now=now)
-    # Lifetime.
-    ends = resv.deadline(info)
-    expires_at = conditions.timestamp(ends) if ends is not None else None
-    if status.get("expiresAt") != expires_at:
-        if expires_at is None:
-            status.pop("expiresAt", None)
-        else:
-            status["expiresAt"] = expires_at
     if ends is not None and now >= ends:
         if phase == resv.AVAILABLE:
             phase, message = resv.EXPIRED, f"expired at {conditions.timestamp(ends)}"

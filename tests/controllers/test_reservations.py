@@ -241,6 +241,11 @@ def test_an_ended_reservation_is_deleted_after_the_retention() -> None:
         ],
     }
     obj = with_status(w.reservation("r"), **ended)
+    # An ended reservation still gets its expiresAt (the sink may end it before the controller
+    # has seen it once); after that first write nothing changes until the retention is over.
+    filled = status_after(obj, now=b.EPOCH + 10 + RETENTION - 1).status
+    assert filled is not None and filled["expiresAt"]
+    obj = with_status(w.reservation("r"), **filled)
     kept = status_after(obj, now=b.EPOCH + 10 + RETENTION - 1)
     assert (kept.delete, kept.status, kept.wake_at) == (False, None, b.EPOCH + 10 + RETENTION)
     assert status_after(obj, now=b.EPOCH + 10 + RETENTION).delete
