@@ -35,18 +35,19 @@ from __future__ import annotations
 import collections.abc
 import copy
 import dataclasses
+import math
 import typing
 
-from berth.api import durations, keys, meta, resources
+from berth.api import durations, keys, resources
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import pods as pod_infos
+from berth.scheduler.snapshot import reservations as resv
 from berth.sim import cluster, events, fairness, records, reports, scenarios, workloads
 from berth.util import clocks
 
 __all__ = [
-    "DEFAULT_RESERVATION_TTL_MS",
     "MAX_CYCLES_PER_INSTANT",
     "ProgressFn",
     "Simulation",
@@ -55,9 +56,6 @@ __all__ = [
 
 MAX_CYCLES_PER_INSTANT = 10
 """Cycles at one instant of virtual time, when each one frees capacity for the next."""
-
-DEFAULT_RESERVATION_TTL_MS = 24 * 3600 * 1000
-"""A Reservation without ``ttl`` or ``expires`` ends after 24h (the API's default)."""
 
 ProgressFn = collections.abc.Callable[[int, int | None], None]
 """Called after each instant with the virtual time and the latest event known (ms)."""
@@ -287,7 +285,7 @@ class Simulation:
         if kind == "Queue":
             self._queues_changed()
         elif kind == "Reservation":
-            self._wake_after(stored, seconds=self._lifetime(stored))
+            self._wake_at_deadline(stored)
 
     def _apply_group(self, manifest: dict[str, typing.Any]) -> None:
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
@@ -451,22 +449,22 @@ class Simulation:
             # One millisecond after the deadline, so that "now > created + timeout" holds.
             self._push(self.now + round(seconds * 1000) + 1, events.Wakeup(reason=_name(obj)))
 
-    def _lifetime(self, reservation: collections.abc.Mapping[str, typing.Any]) -> float | None:
-        """Seconds from now until the Reservation ends by time (``expires``, else ``ttl``,
-        24h by default; ``0`` never); ``None`` when it never does."""
-        spec = reservation.get("spec") or {}
-        if spec.get("expires"):
-            try:
-                expires = meta.parse_timestamp(str(spec["expires"])).timestamp()
-            except ValueError:
-                return None
-            return max(expires - events.wall_time(self.now), 0.0) or None
-        ttl = spec.get("ttl")
-        try:
-            ms = durations.parse_ms(str(ttl)) if ttl is not None else DEFAULT_RESERVATION_TTL_MS
-        except ValueError:
-            return None
-        return ms / 1000 or None
+    def _wake_at_deadline(self, reservation: dict[str, typing.Any]) -> None:
+        """Wake the scheduler at the instant the Reservation ends by time, whichever way its
+        lifetime is given (``expires``, else ``ttl`` after its creation, 24h by default).
+
+        The deadline is the one the cache and the Reservation plugin use
+        (:func:`berth.scheduler.snapshot.reservations.deadline`), so the wake-up lands on the
+        first millisecond at which they see it as passed (they end it when ``deadline <= now``):
+        the capacity is free exactly then, not one cycle later.
+        """
+        ends = resv.deadline(resv.reservation_info(reservation))
+        if ends is None:
+            return
+        at = max(math.ceil(round((ends - events.EPOCH) * 1000, 3)), self.now)
+        if events.wall_time(at) < ends:  # float rounding: never wake before the deadline
+            at += 1
+        self._push(at, events.Wakeup(reason=_name(reservation)))
 
     # Queues -------------------------------------------------------------------------------
     def _use_queue(self, queue: str | None) -> None:

@@ -8,6 +8,8 @@ We test these aspects:
 - timed ``apply``/``delete`` events change the cluster at their time;
 - a schedule period batches changes; a Reservation's TTL wakes the scheduler up without
   stretching the run;
+- a Reservation ending by ``expires`` (or by ``ttl``) frees its capacity at exactly that
+  virtual time: a waiting non-owner starts then;
 - manifests at time zero (a PodGroup with pods, a plain pod, a pod already bound) are jobs;
 - an eviction (here: reclaim) recreates a gang's pods all together and nothing else;
 - a Simulation runs once.
@@ -231,3 +233,34 @@ workloads:
     )
     assert report["reservations"][0]["phase"] == "Expired"  # at 24h, with nothing else to do
     assert report["end"] == 600.0  # the wake-up changed no pod: the run ended with the job
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "ends"),
+    [
+        pytest.param('expires: "2026-01-01T00:01:00Z"', 60.0, id="expires"),
+        pytest.param('expires: "2026-01-01T00:01:00.250Z"', 60.25, id="expires-mid-second"),
+        pytest.param("ttl: 90s", 90.0, id="ttl"),
+    ],
+)
+def test_a_reservation_frees_its_capacity_at_exactly_its_deadline(
+    lifetime: str, ends: float
+) -> None:
+    report = builders.run(
+        f"""\
+nodes:
+  - {{count: 1, namePrefix: n-, allocatable: {{cpu: "2"}}}}
+objects:
+  - apiVersion: scheduling.berth.io/v1alpha1
+    kind: Reservation
+    metadata: {{name: r, namespace: ml}}
+    spec:
+      {lifetime}
+      owners: [{{object: {{name: nobody}}}}]
+      template: {{spec: {{containers: [{{name: m, resources: {{requests: {{cpu: "2"}}}}}}]}}}}
+workloads:
+  - {{name: job, namespace: ml, duration: 10m, requests: {{cpu: "1"}}}}
+"""
+    )
+    assert report["reservations"][0]["phase"] == "Expired"
+    assert [w["started"] for w in report["workloads"]] == [ends]

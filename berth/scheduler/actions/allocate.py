@@ -1,11 +1,15 @@
-"""allocate: place pending pods — plain pods first, then jobs queue by queue, gangs whole.
+"""allocate: place pending pods — reserve pods, then plain pods, then jobs queue by queue.
 
 The first action of every session (KAI's ``allocate``):
 
-1. Plain pods (neither PodGroup nor queue) bypass batch logic: each is placed on its own, in
+1. Reserve pods (the in-memory pods standing for Pending Reservations) go first, through
+   the job path below restricted to them: a Reservation applied together with its owners is
+   placed before they are tried, so they see it and go into it (as in Koordinator, which
+   schedules reservations first).
+2. Plain pods (neither PodGroup nor queue) bypass batch logic: each is placed on its own, in
    QueueSort order (priority, then creation time, with the in-tree profile), and committed at
-   once. They go first because their usage reduces what queues can use.
-2. Jobs: the queue that goes first (``session.hooks.queue_order``, asked again after every job,
+   once. They go before the other jobs because their usage reduces what queues can use.
+3. Jobs: the queue that goes first (``session.hooks.queue_order``, asked again after every job,
    since shares move) gives its next job (``job_order``); the job's pods are tried in
    ``task_order`` inside one statement. The statement commits only when ``job_ready`` says the
    job is ready (a gang's quorum); otherwise everything it tentatively took is rolled back and
@@ -48,8 +52,11 @@ class Allocate:
             len(session.plain),
         )
         placed_before = len(session.placed)
+        reserving = [job for job in session.jobs.values() if _reserves(job)]
+        if reserving:
+            self._place_jobs(session, reserving)
         self._place_plain(session)
-        self._place_jobs(session)
+        self._place_jobs(session, [job for job in session.jobs.values() if not _reserves(job)])
         logger.debug(
             "Leave allocate (session %s): %d pods placed",
             session.id,
@@ -77,14 +84,18 @@ class Allocate:
                     session.reject_pod(pod, reason=status.message())
 
     # Jobs -------------------------------------------------------------------------------------
-    def _place_jobs(self, session: sessions.Session) -> None:
+    def _place_jobs(self, session: sessions.Session, candidates: list[jobs.Job]) -> None:
         known = session.snapshot.queues
-        by_queue: dict[str, collections.deque[jobs.Job]] = {}
-        for job in session.jobs.values():
+        grouped: dict[str, list[jobs.Job]] = {}
+        for job in candidates:
             if job.queue not in known:
                 session.reject_job(job, reason=f"queue {job.queue} does not exist")
-        for info in session.ordered_queues():
-            by_queue[info.name] = collections.deque(session.ordered_jobs(info.name))
+            else:
+                grouped.setdefault(job.queue, []).append(job)
+        by_queue: dict[str, collections.deque[jobs.Job]] = {}
+        for info in session.hooks.queue_order.sorted(known[name] for name in grouped):
+            ordered = session.hooks.job_order.sorted(grouped[info.name])
+            by_queue[info.name] = collections.deque(ordered)
         order = session.hooks.queue_order
         while by_queue:
             queue = order.first(known[name] for name in by_queue)
@@ -165,6 +176,11 @@ class Allocate:
         if status.is_success() or status.is_wait():
             return None
         return status.message()
+
+
+def _reserves(job: jobs.Job) -> bool:
+    """Whether ``job`` is a Reservation's reserve pod (a group of one of its own)."""
+    return any(pod.reserve for pod in job.pending)
 
 
 def new() -> Allocate:

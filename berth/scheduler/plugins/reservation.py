@@ -20,6 +20,10 @@ rest:
   (Unreserve undoes it); **PreBind** records the pod's ``reservation-allocated`` annotation
   and **PostBind** ``AllocateReservation`` (``currentOwners``, ``allocated``, and
   ``Succeeded`` for an allocate-once reservation).
+- **Same session**: the allocate action places reserve pods before any other pod, and
+  PostBind of a reserve pod makes its reservation Available in this session's books, so an
+  owner applied together with its Reservation goes into it in the same cycle (Koordinator
+  schedules reservations first for the same reason).
 - **Queues**: a reserve pod is a pod of the reservation's queue, so what a reservation holds
   counts against that queue like running pods. An owner of the same queue is not counted
   twice: when its queue would refuse it, the session's ``reserved_credit`` hook answers with
@@ -58,7 +62,7 @@ from berth.scheduler.framework import (
     statuses,
 )
 from berth.scheduler.plugins import names
-from berth.scheduler.snapshot import nodetable, pods
+from berth.scheduler.snapshot import ids, nodetable, pods
 from berth.scheduler.snapshot import reservations as resv
 
 __all__ = [
@@ -199,7 +203,24 @@ class _Books:
             self.by_namespace.setdefault(info.namespace, []).append(held)
 
     def reservation(self, key: str) -> resv.ReservationInfo | None:
-        return self.session.snapshot.reservations.get(key)
+        """The reservation as this session sees it (Available once placed in it)."""
+        held = self.held.get(key)
+        return held.info if held is not None else self.session.snapshot.reservations.get(key)
+
+    def hold(self, pod: pods.PodInfo, node: str) -> None:
+        """The reserve ``pod`` was bound to ``node`` in this session: from now on its owners
+        tried in this session see it as Available there, holding the reserve pod's requests
+        (what the table counted for it), as the next snapshot will."""
+        key = str(pod.reservation)
+        self.placed[key] = node
+        info = self.session.snapshot.reservations.get(key)
+        row = self.table.index.get(node)
+        if info is None or row is None or key in self.held:
+            return
+        placed = dataclasses.replace(info, phase=resv.AVAILABLE, node_name=ids.NodeName(node))
+        held = _Held(info=placed, row=row, remaining=self.table.vector(pod.requests).copy())
+        self.held[key] = held
+        self.by_namespace.setdefault(info.namespace, []).append(held)
 
     # Owners ------------------------------------------------------------------------------
     def named_status(self, pod: pods.PodInfo, key: str) -> tuple[statuses.Status, _Held | None]:
@@ -537,9 +558,6 @@ class Reservation(
                 namespace=namespace, name=name, node=node, allocatable=allocatable
             )
         )
-        books = self._books
-        if books is not None:
-            books.placed[str(pod.reservation)] = node
         return statuses.SUCCESS
 
     def post_bind(
@@ -551,6 +569,10 @@ class Reservation(
         recorder: decisions.DecisionRecorder,
     ) -> None:
         books = self._books
+        if books is not None and pod.reserve and pod.reservation is not None:
+            # After every Bind of the statement succeeded: the reservation is placed for good.
+            books.hold(pod, node)
+            return
         charge = books.charges.get(pod.key) if books is not None else None
         if charge is None:
             return
