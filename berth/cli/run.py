@@ -57,6 +57,10 @@ _USAGE = 2
     help="How long an ended Reservation is kept before it is deleted (24h).",
 )
 @click.option(
+    "--eviction-wait",
+    help="How long a preemptor waits for its evicted victims to be gone (30s).",
+)
+@click.option(
     "--enable-debug-api",
     is_flag=True,
     default=None,

@@ -17,7 +17,13 @@ and is both a ``SnapshotSource`` and a ``DecisionSink``:
   are the gates removed, together: a gang is released whole or not at all (a pin that fails
   releases nothing; the group is tried again next cycle — its pods already pinned keep their
   pin, since a gated pod's node affinity may only narrow, and the session sees it). The
-  kube-scheduler then binds. A pod that
+  kube-scheduler then binds. A pod admitted onto a node from which the same cycle evicted
+  victims stays pinned and gated (assumed in the cache) until those victims are gone, as the
+  binder holds a preemptor's binding (the shared :class:`~berth.kube.victim_waits.VictimWaits`,
+  bounded by ``eviction_wait``): ungated at once, kube-scheduler could bind it while the victims
+  still run and the kubelet would fail it ``OutOf<resource>``. If they outstay the wait, the
+  batch's allocations are dropped (capacity released, a ``FailedScheduling`` Event names the
+  victims) and a later cycle admits the pods again. A pod that
   names Berth's own scheduler is ungated and bound by Berth (POST binding) instead.
 - **Watching.** Bound to the allocated node: done (the cache's assumption turns into the real
   thing). Bound elsewhere, reported ``Unschedulable`` by its scheduler, or still unbound
@@ -62,7 +68,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import allocations, conditions, errors, events, pod_edits, rest
+from berth.kube import allocations, conditions, errors, events, pod_edits, rest, victim_waits
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import pods, snapshots, wire
@@ -98,6 +104,7 @@ class _Admit:
     group: str | None
     binds: tuple[decisions.BindPod, ...]
     ours: frozenset[str]  # keys of pods naming Berth's scheduler: Berth binds them itself
+    victims: tuple[decisions.EvictPod, ...] = ()  # evicted by the cycle from the pods' nodes
 
 
 class Admission:
@@ -116,6 +123,7 @@ class Admission:
         bind_timeout: float = 60.0,
         concurrency: int = 16,
         request_timeout: float = 30.0,
+        victims: victim_waits.VictimWaits | None = None,
     ) -> None:
         self._api = api
         self._source = source
@@ -136,6 +144,9 @@ class Admission:
         self._recreating: dict[str, asyncio.Event] = {}  # pod key -> set when the old one is gone
         self._jobs: asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]]
         self._jobs = asyncio.Queue()
+        # The binder's waits for preemption victims (None: nothing waits, as without presence).
+        self._victims = victims
+        self._waiting: set[asyncio.Task[None]] = set()  # batches waiting for their victims
         self._active = 0
         self._failing: set[str] = set()
         self.allocations = allocations.Allocations(cache)
@@ -293,14 +304,21 @@ class Admission:
                 result, decisions=tuple(passed), group_reasons=types.MappingProxyType(reasons)
             )
         )
+        evicted = victim_waits.victims_by_node(result)
         for group_key, binds in sorted(admits.items()):
-            self._start(group_key, binds)
+            self._start(group_key, binds, evicted=evicted)
         for key in sorted(self._bad - self._releasing):
             self._releasing.add(key)
             self._jobs.put_nowait(functools.partial(self._release, key))
         self.check_timeouts()
 
-    def _start(self, group_key: str, binds: list[decisions.BindPod]) -> None:
+    def _start(
+        self,
+        group_key: str,
+        binds: list[decisions.BindPod],
+        *,
+        evicted: collections.abc.Mapping[str, tuple[decisions.EvictPod, ...]],
+    ) -> None:
         """Record the pending allocations of one group's admitted pods and queue their release."""
         now = self._clock.now()
         accepted: list[decisions.BindPod] = []
@@ -317,7 +335,9 @@ class Admission:
                 ours.add(bind.key)
             accepted.append(bind)
         if accepted:
-            admit = _Admit(group_key, tuple(accepted), frozenset(ours))
+            nodes = sorted({bind.node for bind in accepted})
+            victims = tuple(v for node in nodes for v in evicted.get(node, ()))
+            admit = _Admit(group_key, tuple(accepted), frozenset(ours), victims)
             self._jobs.put_nowait(lambda: self._admit(admit))
 
     def _explain(self, decision: decisions.Unschedulable) -> None:
@@ -376,17 +396,24 @@ class Admission:
             while not await aiotasks.sleep_or_stop(tick, stop=stop):
                 self.check_timeouts()
         finally:
-            for worker in workers:
-                worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            waiting = list(self._waiting)
+            for task in [*workers, *waiting]:
+                task.cancel()
+            await asyncio.gather(*workers, *waiting, return_exceptions=True)
 
     async def drain(self) -> None:
-        """Wait until every queued request is done (tests)."""
-        await self._jobs.join()
+        """Wait until every queued request is done (tests), batches waiting for victims
+        included."""
+        while True:
+            await self._jobs.join()
+            if not self._waiting:
+                return
+            # A job may have left a batch waiting, and the wait ends in requests of its own.
+            await asyncio.gather(*self._waiting, return_exceptions=True)
 
     @property
     def in_flight(self) -> int:
-        return self._jobs.qsize() + self._active
+        return self._jobs.qsize() + self._active + len(self._waiting)
 
     async def _work(self) -> None:
         while True:
@@ -406,24 +433,77 @@ class Admission:
         """Pin every pod of the batch; only if all pins landed, remove their gates."""
         pinned = await asyncio.gather(*(self._pin(b) for b in admit.binds))
         if not all(version is not None for version in pinned):
-            for bind in admit.binds:
-                allocation = self.allocations.get(bind.key)
-                if (
-                    allocation is not None
-                    and allocation.state is allocations.AllocationState.PINNING
-                ):
-                    self.allocations.drop(allocation)
+            self._drop_pinning(admit)
             self._log_failure(
                 "pin", f"could not pin every pod of {admit.group}: released none; retrying"
             )
             return
+        staying = self._victims.staying(admit.victims) if self._victims is not None else ()
+        if staying:
+            # Off the worker: a wait may take up to eviction_wait, other batches go on.
+            task = asyncio.get_running_loop().create_task(
+                self._ungate_after_victims(admit, victims=staying),
+                name=f"admitting {admit.group} after its victims",
+            )
+            self._waiting.add(task)
+            task.add_done_callback(self._waiting.discard)
+            return
+        await self._ungate_all(admit, versions=pinned)
+
+    async def _ungate_all(
+        self, admit: _Admit, *, versions: collections.abc.Sequence[str | None]
+    ) -> None:
         await asyncio.gather(
             *(
                 self._ungate(b, version=v, bind=b.key in admit.ours)
-                for b, v in zip(admit.binds, pinned, strict=True)
+                for b, v in zip(admit.binds, versions, strict=True)
                 if v is not None
             )
         )
+
+    async def _ungate_after_victims(
+        self, admit: _Admit, *, victims: collections.abc.Sequence[decisions.EvictPod]
+    ) -> None:
+        """Keep the pinned batch gated until ``victims`` are gone, then ungate it; when they
+        outstay the wait (or a pod of the batch goes), release the batch for a later cycle."""
+        assert self._victims is not None
+        keys_ = [b.key for b in admit.binds]
+        try:
+            waited = await self._victims.wait(
+                keys_, victims, abandoned=lambda: not all(k in self.allocations for k in keys_)
+            )
+        except BaseException:
+            self._drop_pinning(admit)  # stopped, or a bug: nothing will ungate them
+            raise
+        if waited.clear:
+            # The informers may have seen the pins since: ungate at the newest version known.
+            versions = [
+                str(wire.sub(self._objects.get(b.key), "metadata").get("resourceVersion") or "")
+                for b in admit.binds
+            ]
+            await self._ungate_all(admit, versions=versions)
+            return
+        self._drop_pinning(admit)
+        if waited.abandoned:
+            logger.info("a pod of %s went while it waited for victims; released it", admit.group)
+            return
+        for bind in admit.binds:
+            staying = [v for v in waited.staying if v.node == bind.node]
+            if staying:
+                message = self._victims.message(bind.node, staying, doing="admitting")
+            else:
+                names = ", ".join(v.key for v in waited.staying)
+                message = f"released with its group: victims {names} were still on their nodes"
+            self._pod_event(
+                bind.key, type=events.WARNING, reason="FailedScheduling", message=message
+            )
+
+    def _drop_pinning(self, admit: _Admit) -> None:
+        """End the batch's allocations still pinning (the gang goes whole or not at all)."""
+        for bind in admit.binds:
+            allocation = self.allocations.get(bind.key)
+            if allocation is not None and allocation.state is allocations.AllocationState.PINNING:
+                self.allocations.drop(allocation)
 
     async def _pin(self, bind: decisions.BindPod) -> str | None:
         """Write the pin and the admitted annotations; the new resourceVersion, None on failure."""

@@ -52,7 +52,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys, resources
-from berth.kube import conditions, errors, events, pod_edits, rest
+from berth.kube import conditions, errors, events, pod_edits, rest, victim_waits
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots
@@ -71,10 +71,8 @@ class BindingObserver(typing.Protocol):
     def observe_e2e(self, seconds: float) -> None: ...
 
 
-class PodPresence(typing.Protocol):
-    """Which pods still hold capacity (the informers' view of the cache)."""
-
-    def holds_capacity(self, key: str, *, uid: str = "") -> bool: ...
+PodPresence = victim_waits.PodPresence
+"""Which pods still hold capacity (kept here for callers of the binder)."""
 
 
 class BindOutcome(typing.NamedTuple):
@@ -132,10 +130,9 @@ class ApiSink:
         self._backoff = backoff
         self.on_bound = on_bound
         """Told how every binding ended (the benchmark, tests)."""
-        self._presence = presence
-        self._eviction_wait = eviction_wait
-        # Preemptors waiting for their victims: pod key (theirs or a victim's) -> wake-ups.
-        self._wakeups: dict[str, set[asyncio.Event]] = {}
+        self.victims = victim_waits.VictimWaits(presence, timeout=eviction_wait)
+        """Preemptors waiting for their victims; admission mode shares it (its ungating waits
+        the same way), and the informers wake it through :meth:`pod_released`."""
         self._waiting: set[asyncio.Task[None]] = set()
         self._binds: asyncio.Queue[_Job] = asyncio.Queue()
         self._writes: asyncio.Queue[_Job] = asyncio.Queue()
@@ -158,13 +155,10 @@ class ApiSink:
         """Queue ``result``'s decisions (in order); assume bound pods in the cache at once."""
         self.last_result = result
         snapshot = self._last_snapshot() if self._last_snapshot is not None else None
-        victims: dict[str, list[decisions.EvictPod]] = {}
-        for decision in result.decisions:
-            if isinstance(decision, decisions.EvictPod):
-                victims.setdefault(decision.node, []).append(decision)
+        evicted = victim_waits.victims_by_node(result)
         for decision in result.decisions:
             if isinstance(decision, decisions.BindPod):
-                self._assume(decision, snapshot=snapshot, victims=victims.get(decision.node, ()))
+                self._assume(decision, snapshot=snapshot, victims=evicted.get(decision.node, ()))
             elif isinstance(decision, decisions.EvictPod):
                 self._binds.put_nowait(_Job(decision, 0.0))
             elif isinstance(decision, decisions.Unschedulable):
@@ -211,7 +205,7 @@ class ApiSink:
         pod = snapshot.pods.get(key) if snapshot is not None else None
         created = pod.creation_timestamp if pod is not None else 0.0
         job = _Job(decision, created)
-        staying = self._staying(victims)
+        staying = self.victims.staying(victims)
         if not staying:
             self._binds.put_nowait(job)
             return
@@ -221,55 +215,27 @@ class ApiSink:
         self._waiting.add(task)
         task.add_done_callback(self._waiting.discard)
 
-    def _staying(
-        self, victims: collections.abc.Sequence[decisions.EvictPod]
-    ) -> list[decisions.EvictPod]:
-        """The victims still holding capacity (all of them gone when nobody can tell)."""
-        if self._presence is None:
-            return []
-        return [v for v in victims if self._presence.holds_capacity(v.key, uid=v.uid)]
-
     async def _after_victims(
         self, job: _Job, *, victims: collections.abc.Sequence[decisions.EvictPod]
     ) -> None:
         """Queue ``job``'s binding once ``victims`` are gone; give it up after the wait."""
         decision = job.decision
         assert isinstance(decision, decisions.BindPod)
-        wake = asyncio.Event()
-        watched = {decision.key, *(v.key for v in victims)}
-        for key in watched:
-            self._wakeups.setdefault(key, set()).add(wake)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._eviction_wait
-        outcome: BindOutcome | None = None
         try:
-            while True:
-                wake.clear()
-                if decision.key in self._gone:
-                    self._cache.forget_pod(decision.key)
-                    outcome = BindOutcome(decision.key, decision.node, False, "gone")
-                    break
-                staying = self._staying(victims)
-                if not staying:
-                    self._binds.put_nowait(job)
-                    break
-                left = deadline - loop.time()
-                if left <= 0:
-                    outcome = self._victims_stayed(decision, staying)
-                    break
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(left):
-                        await wake.wait()
+            waited = await self.victims.wait(
+                [decision.key], victims, abandoned=lambda: decision.key in self._gone
+            )
         except BaseException:
             self._cache.forget_pod(decision.key)  # stopped, or a bug: nothing will bind it
             raise
-        finally:
-            for key in watched:
-                waiting = self._wakeups.get(key)
-                if waiting is not None:
-                    waiting.discard(wake)
-                    if not waiting:
-                        del self._wakeups[key]
+        outcome: BindOutcome | None = None
+        if waited.clear:
+            self._binds.put_nowait(job)
+        elif waited.abandoned:
+            self._cache.forget_pod(decision.key)
+            outcome = BindOutcome(decision.key, decision.node, False, "gone")
+        else:
+            outcome = self._victims_stayed(decision, waited.staying)
         if outcome is not None and self.on_bound is not None:
             self.on_bound(outcome)
 
@@ -277,10 +243,7 @@ class ApiSink:
         self, decision: decisions.BindPod, staying: collections.abc.Sequence[decisions.EvictPod]
     ) -> BindOutcome:
         names = ", ".join(v.key for v in staying)
-        message = (
-            f"Preemption victims {names} were still on {decision.node} after "
-            f"{self._eviction_wait:g}s; not binding there now, the pod will be tried again"
-        )
+        message = self.victims.message(decision.node, staying, doing="binding")
         self._event(
             events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
             type=events.WARNING,
@@ -322,8 +285,7 @@ class ApiSink:
     def pod_released(self, key: str) -> None:
         """The pod stopped holding capacity (finished or gone): wake the bindings waiting on
         it as a victim, or waiting to bind it."""
-        for wake in self._wakeups.get(key, ()):
-            wake.set()
+        self.victims.released(key)
 
     @property
     def in_flight(self) -> int:

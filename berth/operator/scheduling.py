@@ -160,6 +160,7 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         scheduler_names=names,
         recorder=recorder,
         bind_timeout=config.admission.bind_timeout,
+        victims=sink.victims,  # admitted preemptors wait for their victims as bound ones do
     )
     watched.also_ours = admitting.observe_pod
     watched.on_pod_removed = admitting.pod_removed  # passes it on to the binder

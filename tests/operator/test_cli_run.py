@@ -123,8 +123,10 @@ def test_berth_run_exits_1_when_its_lease_is_taken(
     [
         (["--config", "/nonexistent/profile.yaml"], "config file /nonexistent/profile.yaml"),
         (["--log-level", "chatty"], "log_level: Value error, unknown log level 'chatty'"),
+        (["--eviction-wait", "soon"], "eviction_wait: Value error"),
+        (["--eviction-wait", "0s"], "eviction_wait: Input should be greater than 0"),
     ],
-    ids=["missing-config", "bad-log-level"],
+    ids=["missing-config", "bad-log-level", "bad-eviction-wait", "zero-eviction-wait"],
 )
 def test_unusable_settings_exit_2_before_starting(args: list[str], message: str) -> None:
     runner = click.testing.CliRunner()

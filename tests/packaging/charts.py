@@ -119,6 +119,8 @@ EVERY_OPTION: Values = {
         "bindTimeout": "2m",
     },
     "admitPlainPods": True,
+    "evictionWait": "45s",
+    "reservationRetention": "1h30m",
     "logLevel": "debug",
     "leaderElection": {"enabled": True},
     "debugAPI": {"enabled": True},

@@ -215,6 +215,8 @@ ARGS = {
         "--mode=scheduler",
         "--log-level=info",
         "--http-port=8080",
+        "--eviction-wait=30s",
+        "--reservation-retention=24h",
         "--leader-elect",
     ],
     "every-option": [
@@ -223,6 +225,8 @@ ARGS = {
         "--mode=admission",
         "--log-level=debug",
         "--http-port=9090",
+        "--eviction-wait=45s",
+        "--reservation-retention=1h30m",
         "--leader-elect",
         "--enable-debug-api",
         "--namespace=batch-system",
@@ -233,6 +237,8 @@ ARGS = {
         "--mode=scheduler",
         "--log-level=info",
         "--http-port=8080",
+        "--eviction-wait=30s",
+        "--reservation-retention=24h",
         "--no-leader-elect",
     ],
 }

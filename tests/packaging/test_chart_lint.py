@@ -87,6 +87,8 @@ def test_option_sets_change_every_documented_value() -> None:
         {"image": {"digest": "latest"}},
         {"metrics": {"serviceMonitor": {"interval": "often"}}},
         {"extraPlugins": [{"weight": 2}]},
+        {"evictionWait": "soon"},
+        {"reservationRetention": 86400},
     ],
     ids=[
         "unknown-mode",
@@ -99,6 +101,8 @@ def test_option_sets_change_every_documented_value() -> None:
         "digest-not-sha256",
         "interval-not-duration",
         "plugin-without-name",
+        "eviction-wait-not-duration",
+        "retention-not-a-string",
     ],
 )
 async def test_lint_fails_on_values_the_schema_refuses(
