@@ -62,6 +62,8 @@ __all__ = ["ApiSink", "BindOutcome", "BindingObserver", "PodPresence"]
 
 logger = logging.getLogger(__name__)
 
+_ENDED_PHASES = frozenset({"Succeeded", "Expired", "Failed"})
+
 
 class BindingObserver(typing.Protocol):
     """Where binding latencies go (the operator's metrics)."""
@@ -478,17 +480,17 @@ class ApiSink:
         now = self._clock.now()
 
         def change(status: dict[str, typing.Any]) -> None:
-            status.update(
-                phase="Available",
-                nodeName=decision.node,
-                allocatable=decision.allocatable.to_api(),
-            )
+            status.update(nodeName=decision.node, allocatable=decision.allocatable.to_api())
             _set_condition(
                 status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}", now=now
             )
-            _set_condition(
-                status, "Ready", "True", "Available", "holding capacity for its owners", now=now
-            )
+            # An owner placed in the same cycle may have ended it already (its write can land
+            # first): never turn a Succeeded reservation back into an Available one.
+            if status.get("phase") not in _ENDED_PHASES:
+                status["phase"] = "Available"
+                _set_condition(
+                    status, "Ready", "True", "Available", "holding capacity for its owners", now=now
+                )
 
         if await self._update_reservation(decision.namespace, decision.name, change):
             self._reasons.pop((decisions.Subject.RESERVATION.value, decision.key), None)

@@ -35,6 +35,7 @@ import dataclasses
 import logging
 import time
 
+from berth.api import keys
 from berth.controllers import observed, reservations, statuses
 from berth.controllers import registry as kopf_registry
 from berth.kube import admission, credentials, decisions, events, informers, snapshots
@@ -121,7 +122,10 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         profile, registry=registry, clock=context.clock, handle=context.handle
     )
     names = {profile.scheduler_name}
-    cache = cluster_cache.ClusterCache(scheduler_names=names)
+    cache = cluster_cache.ClusterCache(
+        scheduler_names=names,
+        plain_pods_queue=keys.DEFAULT_QUEUE if config.admit_plain_pods else None,
+    )
     trigger = asyncio.Event()
     watched = informers.ClusterInformers(
         context.api,

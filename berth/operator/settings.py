@@ -255,6 +255,13 @@ class Settings(pydantic_settings.BaseSettings):
     as Koordinator's collector), leaves time to read what happened (``kubectl get resv``) while
     finished reservations do not pile up."""
 
+    admit_plain_pods: bool = False
+    """Whether Berth's pods with neither a PodGroup nor a queue go through the ``default``
+    queue as groups of one (quota, fair share, reclaim), as Kueue's
+    ``manageJobsWithoutQueueName`` does. Off by default: such pods bypass queues and gangs and
+    are placed as kube-scheduler would, which is what a user who did not ask for batch
+    scheduling expects."""
+
     eviction_wait: Seconds = 30.0
     """Measured in seconds. How long a preemptor's binding waits for the victims evicted from
     its node in the same cycle to be gone (deleted, or Succeeded/Failed) before it is given up

@@ -368,3 +368,34 @@ async def test_reservation_lifecycle_decisions(harness: Harness) -> None:
         ("late", "FailedScheduling"),
         ("late", "NodeGone"),
     } <= reasons
+
+
+async def test_an_availability_landing_after_the_owner_never_revives_the_reservation(
+    harness: Harness,
+) -> None:
+    # Both decisions come from one cycle (the owner was applied with its reservation); the
+    # workers may write them in either order.
+    conftest.create(harness.emulator, _reservation("held"), plural="reservations")
+    harness.start()
+    harness.apply(
+        d.AllocateReservation(
+            namespace="default",
+            name="held",
+            owner="trainer",
+            owner_uid="u1",
+            requests=resources.ResourceList({"cpu": 2000}),
+            succeeded=True,
+        )
+    )
+    await harness.settle()
+    held = resources.ResourceList({"cpu": 2000, "pods": 1000})
+    harness.apply(
+        d.SetReservationAvailable(namespace="default", name="held", node="n1", allocatable=held)
+    )
+    await harness.settle()
+    status = (
+        harness.stored("reservations", "held", api_version="scheduling.berth.io/v1alpha1") or {}
+    )["status"]
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert (status["phase"], status["nodeName"]) == ("Succeeded", "n1")
+    assert conditions == {"Scheduled": ("True", "Scheduled"), "Ready": ("False", "Succeeded")}

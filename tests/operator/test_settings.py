@@ -102,6 +102,16 @@ def test_reservation_retention_precedence(
     assert settings.Settings(config=path, **flags).reservation_retention == expected
 
 
+@pytest.mark.parametrize(("env", "expected"), [(None, False), ("true", True), ("false", False)])
+def test_the_chart_turns_admission_of_plain_pods_on_through_the_environment(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, env: str | None, expected: bool
+) -> None:
+    if env is not None:
+        monkeypatch.setenv("BERTH_ADMIT_PLAIN_PODS", env)
+    path = write_config(tmp_path, "{}\n")
+    assert settings.Settings(config=path).admit_plain_pods is expected
+
+
 def test_nested_sources_merge_key_by_key(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -71,9 +71,15 @@ class ClusterCache:
     """Incremental cluster state; :meth:`snapshot` hands a cycle its private view."""
 
     def __init__(
-        self, *, scheduler_names: collections.abc.Iterable[str] = (keys.DEFAULT_SCHEDULER_NAME,)
+        self,
+        *,
+        scheduler_names: collections.abc.Iterable[str] = (keys.DEFAULT_SCHEDULER_NAME,),
+        plain_pods_queue: str | None = None,
     ) -> None:
+        """``plain_pods_queue``: when set, Berth's pods with neither a group nor a queue join
+        that queue as groups of one instead of bypassing queues and gangs."""
         ordered_names = tuple(scheduler_names)
+        self._plain_pods_queue = plain_pods_queue
         self._scheduler_names = frozenset(ordered_names)
         self._reserve_scheduler_names = ordered_names  # the first schedules reservations
         self._nodes: dict[str, nodes.NodeInfo] = {}
@@ -136,6 +142,8 @@ class ClusterCache:
     def add_pod(self, raw: typing.Any, /) -> None:
         """Add or update a pod."""
         obj = wire.as_raw(raw)
+        if self._plain_pods_queue is not None and self._is_ours(obj):
+            obj = wire.as_raw(pods.with_queue_if_plain(obj, queue=self._plain_pods_queue))
         info = pods.pod_info(obj, priority_classes=self._class_values)
         old = self._pods.get(info.key)
         if old is not None and info.uid and old.uid and old.uid != info.uid:
@@ -185,6 +193,10 @@ class ClusterCache:
         if info is not None:
             self._store_pod(dataclasses.replace(info, node_name=None), from_api=False)
         return True
+
+    def _is_ours(self, obj: wire.Raw, /) -> bool:
+        scheduler = wire.sub(obj, "spec").get("schedulerName") or "default-scheduler"
+        return scheduler in self._scheduler_names
 
     def _resolved(self, info: pods.PodInfo) -> pods.PodInfo:
         group = self._groups.get(info.pod_group) if info.pod_group is not None else None

@@ -207,6 +207,24 @@ def _group_name(labels: collections.abc.Mapping[str, str], annotations: wire.Raw
     return str(name) if name else None
 
 
+def with_queue_if_plain(raw: typing.Any, /, *, queue: str) -> typing.Any:
+    """``raw`` with the queue label set to ``queue`` when the pod has neither a group nor a
+    queue; otherwise ``raw`` itself (not copied).
+
+    The cache applies it when plain pods are admitted through queues (Kueue's
+    ``manageJobsWithoutQueueName``): such a pod then is a group of one in ``queue`` everywhere
+    downstream, exactly as if its owner had labelled it.
+    """
+    obj = wire.as_raw(raw)
+    meta = wire.sub(obj, "metadata")
+    labels = wire.sub(meta, "labels")
+    if labels.get(QUEUE_LABEL) or _group_name(
+        {str(k): str(v) for k, v in labels.items()}, wire.sub(meta, "annotations")
+    ):
+        return raw
+    return {**obj, "metadata": {**meta, "labels": {**labels, QUEUE_LABEL: queue}}}
+
+
 def implicit_group_key(namespace: str, /, *, name: str) -> ids.PodGroupKey:
     """The key of the group of one a pod with a queue but no group forms.
 

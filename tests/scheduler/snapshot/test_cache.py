@@ -70,6 +70,32 @@ def test_pods_are_classified() -> None:
     assert [p.name for p in snap.pods_on("n1")] == ["running"]
 
 
+def test_plain_pods_join_the_default_queue_when_admitted_through_queues() -> None:
+    objects = (
+        b.pod("plain"),
+        b.pod("labelled", queue="team-a"),
+        b.pod("member", group="g"),
+        b.pod("foreign", scheduler="default-scheduler"),
+    )
+    bypassing = cache.ClusterCache(scheduler_names=(b.SCHEDULER,))
+    admitting = cache.ClusterCache(scheduler_names=(b.SCHEDULER,), plain_pods_queue="default")
+    for c in (bypassing, admitting):
+        for obj in objects:
+            c.add_pod(obj)
+    before, after = bypassing.snapshot(0).pods, admitting.snapshot(0).pods
+    assert before["default/plain"].plain
+    assert (after["default/plain"].queue, after["default/plain"].pod_group) == (
+        "default",
+        "default/pod:plain",
+    )
+    for name in ("labelled", "member", "foreign"):  # their own keys, or not Berth's at all
+        key = f"default/{name}"
+        assert (after[key].queue, after[key].pod_group) == (
+            before[key].queue,
+            before[key].pod_group,
+        )
+
+
 def test_assumed_pods_count_until_confirmed_or_forgotten() -> None:
     c = b.cache_of(b.node("n1"), b.pod("p", cpu="1"))
     c.assume_pod("default/p", node="n1")
