@@ -1,7 +1,7 @@
 """Status conditions and ``Time`` stamps as Berth writes them into the objects it explains.
 
-The binder (:mod:`berth.kube.decisions`: Reservations' ``Scheduled``/``Ready``) and the
-PodGroup, Queue and Reservation controllers (:mod:`berth.controllers.podgroups`,
+The binder (:mod:`berth.kube.reservation_statuses`: Reservations' ``Scheduled``/``Ready``)
+and the PodGroup, Queue and Reservation controllers (:mod:`berth.controllers.podgroups`,
 :mod:`berth.controllers.queues`, :mod:`berth.controllers.reservations`) share one rule for
 conditions: a list holds one condition per type, sorted by type, other writers' types kept;
 ``lastTransitionTime`` moves only when the condition's ``status`` does, as Kubernetes' own

@@ -27,14 +27,15 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   ``Preempted`` Event explaining why.
 - ``AnnotatePod``, ``NominatePod``: small patches, the latter only when the node changed.
 - ``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation``: the Reservation's
-  status (phase, node, allocatable; owners and allocated; ``Scheduled``/``Ready`` conditions),
-  read, changed and written back at the version read (a 409 reads again), by one worker so that
-  a cycle's changes to one Reservation land in order; an Event says what happened.
+  status, written by :class:`~berth.kube.reservation_statuses.ReservationStatuses` (read,
+  changed and written back at the version read), queued to one worker so that a cycle's
+  changes to one Reservation land in order.
 - ``Unschedulable``: for a pod, its ``PodScheduled`` condition (``Unschedulable`` with the
   reason) and a ``FailedScheduling`` Event; for a Reservation, its ``Scheduled`` condition and
-  the Event — written only when the reason changed, since every cycle repeats the reasons of
-  everything still waiting. Group reasons are kept in :attr:`ApiSink.last_result` for the
-  PodGroup controller, which owns the PodGroup's status.
+  the Event (:mod:`berth.kube.reservation_statuses` again) — written only when the reason
+  changed, since every cycle repeats the reasons of everything still waiting. Group reasons
+  are kept in :attr:`ApiSink.last_result` for the PodGroup controller, which owns the
+  PodGroup's status.
 
 Failures are counted and logged once per kind of trouble, never raised into the loop.
 """
@@ -44,15 +45,21 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import contextlib
-import copy
 import dataclasses
 import logging
 import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys, resources
-from berth.kube import conditions, errors, events, pod_edits, rest, victim_waits
+from berth.kube import (
+    conditions,
+    errors,
+    events,
+    pod_edits,
+    reservation_statuses,
+    rest,
+    victim_waits,
+)
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots
@@ -61,8 +68,6 @@ from berth.util import clocks
 __all__ = ["ApiSink", "BindOutcome", "BindingObserver", "PodPresence"]
 
 logger = logging.getLogger(__name__)
-
-_ENDED_PHASES = frozenset({"Succeeded", "Expired", "Failed"})
 
 
 class BindingObserver(typing.Protocol):
@@ -141,6 +146,9 @@ class ApiSink:
         self._backoffs: dict[str, _Backoff] = {}
         self._gone: set[str] = set()  # pods deleted since their binding was queued
         self._reservations: asyncio.Queue[_Job] = asyncio.Queue()
+        self._statuses = reservation_statuses.ReservationStatuses(
+            api, clock=clock, recorder=recorder
+        )
         # (subject kind, key) -> the reason last written to its Scheduled condition
         self._reasons: dict[tuple[str, str], str] = {}
         self._nominated: dict[str, str] = {}  # pod key -> the node last nominated
@@ -360,11 +368,12 @@ class ApiSink:
                 content_type=rest.STRATEGIC_MERGE_PATCH,
             )
         elif isinstance(decision, decisions.SetReservationAvailable):
-            await self._reservation_available(decision)
+            if await self._statuses.available(decision):
+                self._reasons.pop((decisions.Subject.RESERVATION.value, decision.key), None)
         elif isinstance(decision, decisions.AllocateReservation):
-            await self._reservation_allocated(decision)
+            await self._statuses.allocated(decision)
         elif isinstance(decision, decisions.EndReservation):
-            await self._reservation_ended(decision)
+            await self._statuses.ended(decision)
         elif isinstance(decision, decisions.Unschedulable):
             if decision.subject is decisions.Subject.RESERVATION:
                 await self._reservation_unschedulable(decision)
@@ -476,155 +485,11 @@ class ApiSink:
             message=f"Evicted from {decision.node}: {decision.reason}",
         )
 
-    async def _reservation_available(self, decision: decisions.SetReservationAvailable) -> None:
-        now = self._clock.now()
-
-        def change(status: dict[str, typing.Any]) -> None:
-            status.update(nodeName=decision.node, allocatable=decision.allocatable.to_api())
-            _set_condition(
-                status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}", now=now
-            )
-            # An owner placed in the same cycle may have ended it already (its write can land
-            # first): never turn a Succeeded reservation back into an Available one.
-            if status.get("phase") not in _ENDED_PHASES:
-                status["phase"] = "Available"
-                _set_condition(
-                    status, "Ready", "True", "Available", "holding capacity for its owners", now=now
-                )
-
-        if await self._update_reservation(decision.namespace, decision.name, change):
-            self._reasons.pop((decisions.Subject.RESERVATION.value, decision.key), None)
-            held = ", ".join(f"{k}={v}" for k, v in decision.allocatable.to_api().items())
-            self._reservation_event(
-                decision.namespace,
-                decision.name,
-                type=events.NORMAL,
-                reason="Scheduled",
-                message=f"Reserved {held} on {decision.node}",
-            )
-
-    async def _reservation_allocated(self, decision: decisions.AllocateReservation) -> None:
-        now = self._clock.now()
-
-        def change(status: dict[str, typing.Any]) -> None:
-            owners = [
-                o
-                for o in status.get("currentOwners") or []
-                if isinstance(o, dict) and o.get("uid") != decision.owner_uid
-            ]
-            owners.append(
-                {"namespace": decision.namespace, "name": decision.owner, "uid": decision.owner_uid}
-            )
-            try:
-                allocated = resources.ResourceList.parse(status.get("allocated"))
-            except Exception:
-                allocated = resources.ResourceList()  # unreadable: start again from this owner
-            status.update(currentOwners=owners, allocated=(allocated + decision.requests).to_api())
-            if decision.succeeded:
-                status["phase"] = "Succeeded"
-                _set_condition(
-                    status,
-                    "Ready",
-                    "False",
-                    "Succeeded",
-                    f"used by its owner {decision.owner}",
-                    now=now,
-                )
-
-        if await self._update_reservation(decision.namespace, decision.name, change):
-            self._reservation_event(
-                decision.namespace,
-                decision.name,
-                type=events.NORMAL,
-                reason="Allocated",
-                message=f"Pod {decision.owner} placed into the reservation",
-            )
-
-    async def _reservation_ended(self, decision: decisions.EndReservation) -> None:
-        now = self._clock.now()
-
-        def change(status: dict[str, typing.Any]) -> None:
-            status["phase"] = decision.phase
-            _set_condition(status, "Ready", "False", decision.reason, decision.message, now=now)
-
-        if await self._update_reservation(decision.namespace, decision.name, change):
-            self._reservation_event(
-                decision.namespace,
-                decision.name,
-                type=events.WARNING if decision.phase == "Failed" else events.NORMAL,
-                reason=decision.reason,
-                message=decision.message,
-            )
-
     async def _reservation_unschedulable(self, decision: decisions.Unschedulable) -> None:
         subject = (decisions.Subject.RESERVATION.value, decision.key)
         if self._reasons.get(subject) != decision.reason:
             return  # superseded while queued
-        namespace, _, name = decision.key.partition("/")
-        now = self._clock.now()
-
-        def change(status: dict[str, typing.Any]) -> None:
-            _set_condition(status, "Scheduled", "False", "Unschedulable", decision.reason, now=now)
-
-        if await self._update_reservation(namespace, name, change):
-            self._reservation_event(
-                namespace,
-                name,
-                type=events.WARNING,
-                reason="FailedScheduling",
-                message=decision.reason,
-            )
-
-    async def _update_reservation(
-        self,
-        namespace: str,
-        name: str,
-        change: collections.abc.Callable[[dict[str, typing.Any]], None],
-        *,
-        attempts: int = 3,
-    ) -> bool:
-        """Read the Reservation, ``change`` its status, write it back at the version read."""
-        path = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/reservations/{name}"
-        for _ in range(attempts):
-            try:
-                current = await rest.request(self._api, method="GET", path=path, timeout=30.0)
-            except errors.NotFound:
-                return False
-            except errors.KubeError as exc:
-                self._log_failure("reservation", f"reading reservation {namespace}/{name}: {exc}")
-                return False
-            before = current.get("status")
-            status = copy.deepcopy(before) if isinstance(before, dict) else {}
-            change(status)
-            if status == before:
-                return True
-            version = (current.get("metadata") or {}).get("resourceVersion")
-            body = {"metadata": {"resourceVersion": version}, "status": status}
-            try:
-                await rest.request(
-                    self._api,
-                    method="PATCH",
-                    path=path + "/status",
-                    body=body,
-                    content_type=rest.MERGE_PATCH,
-                    timeout=30.0,
-                )
-            except errors.Conflict:
-                continue  # written in between: read it again
-            except errors.NotFound:
-                return False
-            except errors.KubeError as exc:
-                self._log_failure("reservation", f"writing reservation {namespace}/{name}: {exc}")
-                return False
-            return True
-        self._log_failure("reservation", f"reservation {namespace}/{name} kept changing; skipped")
-        return False
-
-    def _reservation_event(
-        self, namespace: str, name: str, *, type: str, reason: str, message: str
-    ) -> None:
-        ref = events.ObjectRef("Reservation", name, namespace, "", keys.API_VERSION)
-        self._event(ref, type=type, reason=reason, message=message)
+        await self._statuses.unschedulable(decision)
 
     async def _pod_condition(self, decision: decisions.Unschedulable) -> None:
         if self._reasons.get((decisions.Subject.POD.value, decision.key)) != decision.reason:
@@ -682,12 +547,3 @@ class ApiSink:
             logger.warning("%s", message)
         else:
             logger.debug("%s", message)
-
-
-def _set_condition(
-    status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
-) -> None:
-    """Set one condition in ``status``; the transition time moves only when ``value`` does."""
-    status["conditions"] = conditions.updated(
-        status, kind=kind, value=value, reason=reason, message=message, now=now
-    )

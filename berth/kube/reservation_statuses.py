@@ -1,0 +1,228 @@
+"""The scheduler's writes to a Reservation's status, for the binder.
+
+:class:`ReservationStatuses` turns the Reservation decisions of a cycle
+(``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation`` and a Reservation's
+``Unschedulable``) into status changes: phase, node, allocatable; owners and allocated;
+``Scheduled``/``Ready`` conditions. Each write reads the Reservation, changes its status and
+writes it back at the version read (a 409 reads again, a few times); an Event says what
+happened. An availability write never revives a reservation that has ended already.
+
+The binder (:class:`~berth.kube.decisions.ApiSink`) owns the queueing (one worker, so that a
+cycle's changes to one Reservation land in order) and the bookkeeping of which reason was last
+written; this module only writes. Failures are logged once per kind, never raised.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import logging
+import typing
+
+import kubernetes_asyncio.client
+
+from berth.api import keys, resources
+from berth.kube import conditions, errors, events, rest
+from berth.scheduler.framework import decisions
+from berth.util import clocks
+
+__all__ = ["ReservationStatuses"]
+
+logger = logging.getLogger(__name__)
+
+_ENDED_PHASES = frozenset({"Succeeded", "Expired", "Failed"})
+
+
+class ReservationStatuses:
+    """Writes the scheduler's decisions into Reservations' statuses; see the module docstring.
+
+    Every method returns whether the status was written (or already said so): False when the
+    Reservation is gone or the write failed.
+    """
+
+    def __init__(
+        self,
+        api: kubernetes_asyncio.client.ApiClient,
+        *,
+        clock: clocks.Clock,
+        recorder: events.EventRecorder | None = None,
+    ) -> None:
+        self._api = api
+        self._clock = clock
+        self._recorder = recorder
+        self._failing: set[str] = set()  # kinds of failure already logged
+
+    async def available(self, decision: decisions.SetReservationAvailable) -> bool:
+        """The reservation holds ``decision.allocatable`` on ``decision.node``."""
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> None:
+            status.update(nodeName=decision.node, allocatable=decision.allocatable.to_api())
+            _set_condition(
+                status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}", now=now
+            )
+            # An owner placed in the same cycle may have ended it already (its write can land
+            # first): never turn a Succeeded reservation back into an Available one.
+            if status.get("phase") not in _ENDED_PHASES:
+                status["phase"] = "Available"
+                _set_condition(
+                    status, "Ready", "True", "Available", "holding capacity for its owners", now=now
+                )
+
+        if not await self._update(decision.namespace, decision.name, change):
+            return False
+        held = ", ".join(f"{k}={v}" for k, v in decision.allocatable.to_api().items())
+        self._event(
+            decision.namespace,
+            decision.name,
+            type=events.NORMAL,
+            reason="Scheduled",
+            message=f"Reserved {held} on {decision.node}",
+        )
+        return True
+
+    async def allocated(self, decision: decisions.AllocateReservation) -> bool:
+        """An owner was placed into the reservation (which may end it: allocate-once)."""
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> None:
+            owners = [
+                o
+                for o in status.get("currentOwners") or []
+                if isinstance(o, dict) and o.get("uid") != decision.owner_uid
+            ]
+            owners.append(
+                {"namespace": decision.namespace, "name": decision.owner, "uid": decision.owner_uid}
+            )
+            try:
+                allocated = resources.ResourceList.parse(status.get("allocated"))
+            except Exception:
+                allocated = resources.ResourceList()  # unreadable: start again from this owner
+            status.update(currentOwners=owners, allocated=(allocated + decision.requests).to_api())
+            if decision.succeeded:
+                status["phase"] = "Succeeded"
+                _set_condition(
+                    status,
+                    "Ready",
+                    "False",
+                    "Succeeded",
+                    f"used by its owner {decision.owner}",
+                    now=now,
+                )
+
+        if not await self._update(decision.namespace, decision.name, change):
+            return False
+        self._event(
+            decision.namespace,
+            decision.name,
+            type=events.NORMAL,
+            reason="Allocated",
+            message=f"Pod {decision.owner} placed into the reservation",
+        )
+        return True
+
+    async def ended(self, decision: decisions.EndReservation) -> bool:
+        """The reservation ended (``decision.phase``) and holds nothing any more."""
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> None:
+            status["phase"] = decision.phase
+            _set_condition(status, "Ready", "False", decision.reason, decision.message, now=now)
+
+        if not await self._update(decision.namespace, decision.name, change):
+            return False
+        self._event(
+            decision.namespace,
+            decision.name,
+            type=events.WARNING if decision.phase == "Failed" else events.NORMAL,
+            reason=decision.reason,
+            message=decision.message,
+        )
+        return True
+
+    async def unschedulable(self, decision: decisions.Unschedulable) -> bool:
+        """The reservation could not be placed: its ``Scheduled`` condition says why."""
+        namespace, _, name = decision.key.partition("/")
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> None:
+            _set_condition(status, "Scheduled", "False", "Unschedulable", decision.reason, now=now)
+
+        if not await self._update(namespace, name, change):
+            return False
+        self._event(
+            namespace,
+            name,
+            type=events.WARNING,
+            reason="FailedScheduling",
+            message=decision.reason,
+        )
+        return True
+
+    async def _update(
+        self,
+        namespace: str,
+        name: str,
+        change: collections.abc.Callable[[dict[str, typing.Any]], None],
+        *,
+        attempts: int = 3,
+    ) -> bool:
+        """Read the Reservation, ``change`` its status, write it back at the version read."""
+        path = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/reservations/{name}"
+        for _ in range(attempts):
+            try:
+                current = await rest.request(self._api, method="GET", path=path, timeout=30.0)
+            except errors.NotFound:
+                return False
+            except errors.KubeError as exc:
+                self._log_failure("reservation", f"reading reservation {namespace}/{name}: {exc}")
+                return False
+            before = current.get("status")
+            status = copy.deepcopy(before) if isinstance(before, dict) else {}
+            change(status)
+            if status == before:
+                return True
+            version = (current.get("metadata") or {}).get("resourceVersion")
+            body = {"metadata": {"resourceVersion": version}, "status": status}
+            try:
+                await rest.request(
+                    self._api,
+                    method="PATCH",
+                    path=path + "/status",
+                    body=body,
+                    content_type=rest.MERGE_PATCH,
+                    timeout=30.0,
+                )
+            except errors.Conflict:
+                continue  # written in between: read it again
+            except errors.NotFound:
+                return False
+            except errors.KubeError as exc:
+                self._log_failure("reservation", f"writing reservation {namespace}/{name}: {exc}")
+                return False
+            return True
+        self._log_failure("reservation", f"reservation {namespace}/{name} kept changing; skipped")
+        return False
+
+    def _event(self, namespace: str, name: str, *, type: str, reason: str, message: str) -> None:
+        if self._recorder is not None:
+            ref = events.ObjectRef("Reservation", name, namespace, "", keys.API_VERSION)
+            self._recorder.record(ref, type=type, reason=reason, message=message)
+
+    def _log_failure(self, kind: str, message: str) -> None:
+        # The first failure of a kind is a warning; repeats are debug (a flapping API server
+        # must not flood the log with one line per reservation).
+        if kind not in self._failing:
+            self._failing.add(kind)
+            logger.warning("%s", message)
+        else:
+            logger.debug("%s", message)
+
+
+def _set_condition(
+    status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
+) -> None:
+    """Set one condition in ``status``; the transition time moves only when ``value`` does."""
+    status["conditions"] = conditions.updated(
+        status, kind=kind, value=value, reason=reason, message=message, now=now
+    )
