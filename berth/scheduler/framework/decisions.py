@@ -34,64 +34,53 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BindPod:
-    """Bind the pod to ``node`` (``POST pods/{name}/binding``)."""
+class _Addressed:
+    """What every object decision shares: the object's namespace and name."""
 
     namespace: str
     name: str
-    uid: str
-    node: str
 
     @property
     def key(self) -> str:
+        """``namespace/name``, the cache's key of the object."""
         return f"{self.namespace}/{self.name}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EvictPod:
+class BindPod(_Addressed):
+    """Bind the pod to ``node`` (``POST pods/{name}/binding``)."""
+
+    uid: str
+    node: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvictPod(_Addressed):
     """Evict the pod from ``node`` (reclaim, preempt); ``reason`` goes into the Event."""
 
-    namespace: str
-    name: str
     uid: str
     node: str
     reason: str
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AnnotatePod:
+class AnnotatePod(_Addressed):
     """Merge ``annotations`` into the pod's metadata (e.g. the reservation it was placed in)."""
 
-    namespace: str
-    name: str
     uid: str
     annotations: collections.abc.Mapping[str, str]
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SetReservationAvailable:
+class SetReservationAvailable(_Addressed):
     """Mark the Reservation ``Available`` on ``node`` holding ``allocatable``."""
 
-    namespace: str
-    name: str
     node: str
     allocatable: resources.ResourceList
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AllocateReservation:
+class AllocateReservation(_Addressed):
     """Record that the owner pod ``owner`` was placed into the Reservation.
 
     The pod joins ``status.currentOwners`` and ``requests`` (its requests, limited to what the
@@ -100,47 +89,29 @@ class AllocateReservation:
     reservation's namespace.
     """
 
-    namespace: str
-    name: str
     owner: str  # the pod's name
     owner_uid: str
     requests: resources.ResourceList
     succeeded: bool
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EndReservation:
+class EndReservation(_Addressed):
     """End the Reservation: ``phase`` is ``Expired`` (its time ran out while it held capacity)
     or ``Failed`` (it can never be held: expired before it was placed, its node is gone).
     ``reason`` (CamelCase) and ``message`` go into its ``Ready`` condition and an Event."""
 
-    namespace: str
-    name: str
     phase: str
     reason: str
     message: str
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NominatePod:
+class NominatePod(_Addressed):
     """Record that the pod is expected on ``node`` once capacity frees (a pipelined pod)."""
 
-    namespace: str
-    name: str
     uid: str
     node: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 class Subject(enum.Enum):
