@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import functools
+import re
 import typing
 
 import celpy
@@ -94,6 +95,40 @@ FUNCTIONS: collections.abc.Mapping[str, collections.abc.Callable[..., typing.Any
 """The Kubernetes CEL library functions this evaluator provides, by name."""
 
 
+_GLOBAL_ONLY = ("quantity", "isQuantity", "sign")
+_MEMBER_ONLY = (
+    "compareTo",
+    "isGreaterThan",
+    "isLessThan",
+    "isInteger",
+    "asInteger",
+    "asApproximateFloat",
+    "add",
+    "sub",
+)
+_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def call_form_error(text: str) -> str | None:
+    """Why the API server would not compile ``text``'s use of the quantity library, if it would not.
+
+    cel-python resolves ``q.f()`` and ``f(q)`` alike, where Kubernetes declares each quantity
+    function in one form only: ``sign`` is a global function (``sign(q)``; its documentation
+    says ``q.sign()``, which the API server refuses), the comparisons and conversions are
+    member functions.
+    """
+    code = _STRING_LITERAL.sub("''", text)
+    for name in _GLOBAL_ONLY:
+        if re.search(rf"\.\s*{name}\s*\(", code):
+            return f"found no matching overload for '{name}': write {name}(...), a global function"
+    for name in _MEMBER_ONLY:
+        if re.search(rf"(?<![.\w]){name}\s*\(", code):
+            return (
+                f"found no matching overload for '{name}': write q.{name}(...), a member function"
+            )
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Violation:
     """A rule the object broke: where (``spec.limit``), which rule, and its message."""
@@ -116,6 +151,8 @@ class _Compiled:
 def _compile(text: str) -> celpy.Runner:
     if "oldSelf" in text:
         raise RuleError(f"transition rules (oldSelf) are not supported: {text}")
+    if (problem := call_form_error(text)) is not None:
+        raise RuleError(f"CEL rule does not compile: {text}: {problem}")
     environment = celpy.Environment()
     try:
         ast = environment.compile(text)

@@ -41,7 +41,8 @@ def rule(text: str, *, message: str, field_path: str | None = None) -> Rule:
 def non_negative(field: str) -> Rule:
     """Every quantity of the resource list ``field`` (of ``self``) is at least zero."""
     return rule(
-        f"!has(self.{field}) || self.{field}.all(k, quantity(string(self.{field}[k])).sign() >= 0)",
+        f"!has(self.{field}) || self.{field}.all(k, "
+        f"!quantity(string(self.{field}[k])).isLessThan(quantity('0')))",
         message=f"{field}: resource quantities must not be negative",
         field_path=f".{field}",
     )

@@ -102,6 +102,8 @@ class Rule:
 @functools.lru_cache(maxsize=1024)
 def compile_rule(text: str) -> Rule:
     """Compile (and cache) a rule; a syntax error raises :class:`CelError`."""
+    if (problem := api_cel.call_form_error(text)) is not None:
+        raise CelError(f"compilation failed: ERROR: {problem}")
     environment = celpy.Environment()
     try:
         ast = environment.compile(text)

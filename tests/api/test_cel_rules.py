@@ -11,6 +11,7 @@ We test these aspects:
 from __future__ import annotations
 
 import pathlib
+import re
 import typing
 
 import celpy.celtypes
@@ -226,7 +227,7 @@ def _evaluate(expression: str, **variables: typing.Any) -> typing.Any:
         "quantity('2').compareTo(quantity('1500m')) == 1",
         "quantity('1.5').isGreaterThan(quantity('1'))",
         "quantity('100m').isLessThan(quantity('1'))",
-        "quantity('-1').sign() == -1 && quantity('0').sign() == 0 && quantity('1n').sign() == 1",
+        "sign(quantity('-1')) == -1 && sign(quantity('0')) == 0 && sign(quantity('1n')) == 1",
         "isQuantity('4Ki') && !isQuantity('4 parsecs')",
         "quantity('1k').isInteger() && !quantity('1500m').isInteger()",
         "quantity('2k').asInteger() == 2000",
@@ -244,7 +245,7 @@ def test_a_false_rule_is_a_violation_naming_its_message() -> None:
 
 
 def test_an_unparseable_quantity_is_a_violation_not_a_crash() -> None:
-    (violation,) = _evaluate("quantity('bogus').sign() >= 0")
+    (violation,) = _evaluate("sign(quantity('bogus')) >= 0")
     assert "error" in violation.message
 
 
@@ -267,3 +268,23 @@ def test_transition_rules_are_refused() -> None:
 
 def test_library_functions_return_cel_types() -> None:
     assert isinstance(cel.FUNCTIONS["sign"](cel.CelQuantity(-5)), celpy.celtypes.IntType)
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("quantity('1').sign() >= 0", "write sign(...), a global function"),
+        ("isLessThan(quantity('1'), quantity('2'))", "write q.isLessThan(...), a member function"),
+    ],
+)
+def test_quantity_functions_in_the_form_kubernetes_declares_them(
+    expression: str, problem: str
+) -> None:
+    # The real API server refuses a CRD whose rule calls `q.sign()` (found on Kubernetes 1.36),
+    # although cel-python would evaluate it.
+    with pytest.raises(cel.RuleError, match=re.escape(problem)):
+        _evaluate(expression)
+
+
+def test_a_quoted_function_name_is_not_a_call() -> None:
+    assert _evaluate("'x.sign()' != '' && quantity('1').isLessThan(quantity('2'))") == []
