@@ -21,7 +21,6 @@ import dataclasses
 import logging
 import pathlib
 import re
-import signal
 import tempfile
 import time
 import typing
@@ -36,6 +35,7 @@ import yaml
 import berth
 from berth.api import crds, keys
 from berth.cli import emulator as emulator_cli
+from berth.cli import signals, up_real
 from berth.emulator import kubelets, rest, server, tables
 from berth.operator import main, scheduling, settings
 from berth.util import logging as berth_logging
@@ -239,16 +239,51 @@ def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing
 )
 @click.option("--port", default=0, show_default=True, help="API server port (0: any free).")
 @click.option("--log-level", default="info", show_default=True, help="The operator's log level.")
+@click.option(
+    "--real",
+    is_flag=True,
+    help="A real control plane (kube-apiserver, kube-controller-manager, kube-scheduler, KWOK "
+    "nodes) instead of the embedded emulator; pods run in real time.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in settings.Mode]),
+    default=settings.Mode.SCHEDULER.value,
+    show_default=True,
+    help="With --real: scheduler (Berth binds) or admission (kube-scheduler binds).",
+)
+@click.pass_context
 def up_command(
+    ctx: click.Context,
     pools: list[kubelets.NodePool],
     speed: float,
     http_port: int,
     kubeconfig: pathlib.Path,
     port: int,
     log_level: str,
+    real: bool,
+    mode: str,
 ) -> None:
     """Run Berth on an embedded cluster with simulated nodes until interrupted."""
     berth_logging.configure(log_level)
+    if real:
+        for option in ("speed", "kubeconfig", "port"):
+            if ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT:
+                raise click.UsageError(f"--{option} does not apply to --real")
+        directory = up_real.state_directory()
+        raise SystemExit(
+            up_real.run_real(
+                pools=pools,
+                http_port=http_port,
+                log_level=log_level,
+                mode=mode,
+                directory=directory,
+            )
+        )
+    if ctx.get_parameter_source("mode") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError(
+            "--mode applies to --real (the embedded cluster runs both executors)"
+        )
     cluster = start_cluster(pools=pools, speed=speed, kubeconfig=kubeconfig, port=port)
     try:
         code = asyncio.run(_up(cluster, http_port=http_port, log_level=log_level))
@@ -258,7 +293,7 @@ def up_command(
 
 
 async def _up(cluster: LocalCluster, *, http_port: int, log_level: str) -> main.ExitCode:
-    stop = _stop_on_signals()
+    stop = signals.stop_on_signals()
 
     def serving(port: int) -> None:
         click.echo(
@@ -276,15 +311,6 @@ async def _up(cluster: LocalCluster, *, http_port: int, log_level: str) -> main.
         leader_components=scheduling.leader_components,
         on_serving=serving,
     )
-
-
-def _stop_on_signals() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, stop.set)
-    return stop
 
 
 @click.command("demo")
@@ -347,7 +373,7 @@ async def _demo(
     console: rich.console.Console,
 ) -> bool:
     started = time.monotonic()
-    stop = _stop_on_signals()
+    stop = signals.stop_on_signals()
     ports: list[int] = []
     operator = asyncio.create_task(
         main.run(

@@ -1,0 +1,124 @@
+"""``berth up --real``: Berth on a real control plane built from Kubernetes' own Go modules.
+
+Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK's simulated nodes
+(:mod:`berth.realcluster`) in a state directory, installs Berth's chart into it (CRDs, the
+ServiceAccount and its RBAC), prints the administrator's kubeconfig for the real ``kubectl``, and
+runs the operator in this process as the chart's ServiceAccount until interrupted; then stops
+every component. The binaries come from ``BERTH_K8S_BIN``, ``KUBEBUILDER_ASSETS`` or the build
+cache, and are built with ``hack/build-k8s`` when a checkout has none yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import os
+import pathlib
+import shutil
+
+import click
+
+import berth
+from berth.cli import signals
+from berth.emulator import kubelets
+from berth.operator import main, scheduling, settings
+from berth.realcluster import binaries, controlplane, install, processes
+
+__all__ = ["run_real", "state_directory"]
+
+
+def state_directory() -> pathlib.Path:
+    """Where ``berth up --real`` keeps its cluster: ``$XDG_STATE_HOME/berth/real-cluster``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(pathlib.Path.home() / ".local" / "state")
+    return pathlib.Path(base) / "berth" / "real-cluster"
+
+
+def _binaries() -> binaries.Binaries:
+    try:
+        return binaries.find()
+    except binaries.BinariesMissing as missing:
+        checkout = pathlib.Path(berth.__file__).resolve().parent.parent
+        if not (checkout / "hack" / "build-k8s").is_file():
+            raise click.ClickException(str(missing)) from None
+        click.echo("berth up --real: no control-plane binaries yet; building them (hack/build-k8s)")
+        try:
+            return binaries.build(checkout)
+        except binaries.BinariesMissing as failed:
+            raise click.ClickException(str(failed)) from None
+
+
+def run_real(
+    *,
+    pools: collections.abc.Sequence[kubelets.NodePool],
+    http_port: int,
+    log_level: str,
+    mode: str,
+    directory: pathlib.Path,
+) -> int:
+    """Run the whole of ``berth up --real``; the process's exit code."""
+    found = _binaries()
+    shutil.rmtree(directory, ignore_errors=True)  # a fresh cluster every time
+    plane = controlplane.ControlPlane(
+        directory,
+        pools=pools,
+        binaries=found,
+        audited_users=[install.USER],
+        progress=lambda step: click.echo(f"berth up --real: {step}"),
+    )
+    try:
+        plane.start()
+        click.echo("berth up --real: installing Berth's chart")
+        installation = asyncio.run(install.install(plane, mode=mode))
+        code = asyncio.run(_operate(plane, installation, http_port=http_port, log_level=log_level))
+    except processes.ComponentFailed as failed:
+        raise click.ClickException(str(failed)) from None
+    finally:
+        plane.stop()
+    return int(code)
+
+
+async def _operate(
+    plane: controlplane.ControlPlane,
+    installation: install.Installation,
+    *,
+    http_port: int,
+    log_level: str,
+) -> main.ExitCode:
+    admission = settings.AdmissionSettings(webhook=False)
+    if installation.webhook_cert is not None and installation.webhook_key is not None:
+        admission = settings.AdmissionSettings(
+            webhook_host="127.0.0.1",
+            webhook_port=installation.webhook_port,
+            cert_file=installation.webhook_cert,
+            key_file=installation.webhook_key,
+        )
+    config = settings.Settings(
+        kubeconfig=installation.kubeconfig,
+        namespace=installation.namespace,
+        mode=settings.Mode(installation.mode),
+        admission=admission,
+        http_host="127.0.0.1",
+        http_port=http_port,
+        log_level=log_level,
+        leader_election={"identity": "berth-up-real"},
+    )
+    nodes = sum(p.count for p in plane.pools)
+
+    def serving(port: int) -> None:
+        click.echo(
+            f"berth up --real: Kubernetes {binaries.KUBERNETES_VERSION} at {plane.url} "
+            f"(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with {nodes} "
+            f"node(s)); Berth runs as {install.USER} in {installation.mode} mode, its HTTP API "
+            f"at http://127.0.0.1:{port}; logs in {plane.directory / 'logs'}\n"
+            f"  export KUBECONFIG={plane.admin_kubeconfig}\n"
+            f"  kubectl apply -f examples/01-queues/ -f examples/02-gang/\n"
+            f"  kubectl get berth,pods -o wide\n"
+            f"Press Ctrl+C to stop."
+        )
+
+    return await main.run(
+        config,
+        stop=signals.stop_on_signals(),
+        leader_components=scheduling.leader_components,
+        on_serving=serving,
+    )

@@ -1,0 +1,125 @@
+"""Berth installed into a local real control plane, as its chart installs it, run from here.
+
+:func:`install` runs ``helm install`` of ``helm/berth`` (Helm as a library, helm-sdkpy) into the
+control plane: the CRDs, the ServiceAccount, the ClusterRoles and Roles and their bindings, and
+in admission mode the MutatingWebhookConfiguration. The chart's Deployment is then scaled to
+zero: there is no image to run here, Berth runs as a local process instead, authenticated as
+the chart's ServiceAccount with a token the API server issued (TokenRequest), so every request
+it makes is authorized by the chart's RBAC and nothing else. In admission mode the webhooks are
+pointed at the local process (a URL on 127.0.0.1 with a certificate of the control plane's CA)
+instead of the in-cluster Service.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import pathlib
+import typing
+
+import berth
+from berth.realcluster import controlplane, processes
+
+__all__ = ["CHART", "USER", "Installation", "install", "webhook_configuration"]
+
+CHART = pathlib.Path(berth.__file__).resolve().parent.parent / "helm" / "berth"
+RELEASE = "berth"
+NAMESPACE = "berth-system"
+SERVICE_ACCOUNT = "berth"  # the chart's ServiceAccount for the release name "berth"
+USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+"""The user name Berth's requests are authorized as (audit the control plane for it)."""
+TOKEN_LIFETIME = "48h"
+WEBHOOK_CONFIGURATION = f"{RELEASE}-admission"
+
+Object = dict[str, typing.Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Installation:
+    """What a local Berth process needs to run as the installed chart's ServiceAccount."""
+
+    kubeconfig: pathlib.Path  # authenticates as USER
+    namespace: str
+    mode: str
+    webhook_cert: pathlib.Path | None = None
+    webhook_key: pathlib.Path | None = None
+    webhook_port: int = 0
+
+    def environment(self, *, http_port: int = 0, identity: str = "") -> dict[str, str]:
+        """``berth run``'s settings for this installation, as ``BERTH_*`` variables."""
+        env = {
+            "BERTH_KUBECONFIG": str(self.kubeconfig),
+            "BERTH_NAMESPACE": self.namespace,
+            "BERTH_MODE": self.mode,
+            "BERTH_HTTP_HOST": "127.0.0.1",
+            "BERTH_HTTP_PORT": str(http_port),
+        }
+        if identity:
+            env["BERTH_LEADER_ELECTION__IDENTITY"] = identity
+        if self.webhook_cert is not None and self.webhook_key is not None:
+            env["BERTH_ADMISSION__WEBHOOK_HOST"] = "127.0.0.1"
+            env["BERTH_ADMISSION__WEBHOOK_PORT"] = str(self.webhook_port)
+            env["BERTH_ADMISSION__CERT_FILE"] = str(self.webhook_cert)
+            env["BERTH_ADMISSION__KEY_FILE"] = str(self.webhook_key)
+        else:
+            env["BERTH_ADMISSION__WEBHOOK"] = "false"
+        return env
+
+
+async def install(
+    plane: controlplane.ControlPlane, *, mode: str = "scheduler", values: Object | None = None
+) -> Installation:
+    """``helm install berth helm/berth`` into ``plane`` and a local identity to run it as."""
+    try:
+        import helm_sdkpy
+    except ImportError:
+        raise processes.ComponentFailed(
+            "installing the chart needs helm-sdkpy (bash hack/setup installs it)"
+        ) from None
+    chart_values: Object = {"replicaCount": 1, "mode": mode, **(values or {})}
+    configuration = helm_sdkpy.Configuration(
+        namespace=NAMESPACE, kubeconfig=str(plane.admin_kubeconfig)
+    )
+    try:
+        await helm_sdkpy.Install(configuration).run(
+            RELEASE, str(CHART), values=chart_values, create_namespace=True, wait=False, timeout=120
+        )
+    except helm_sdkpy.HelmError as exc:
+        raise processes.ComponentFailed(f"helm install of {CHART} failed: {exc}") from None
+    plane.kubectl("scale", "deployment", RELEASE, "-n", NAMESPACE, "--replicas=0")
+    token = plane.kubectl(
+        "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, f"--duration={TOKEN_LIFETIME}"
+    ).stdout.strip()
+    kubeconfig = plane.token_kubeconfig(plane.directory / "berth.kubeconfig", token=token)
+    if mode != "admission":
+        return Installation(kubeconfig, NAMESPACE, mode)
+    pair = plane.authority.serving("berth-webhook", hosts=["127.0.0.1"])
+    port = processes.free_port()
+    _point_webhooks_here(plane, port=port)
+    return Installation(kubeconfig, NAMESPACE, mode, pair.cert, pair.key, port)
+
+
+def webhook_configuration(plane: controlplane.ControlPlane) -> Object | None:
+    """The chart's MutatingWebhookConfiguration as it is now (None: not installed)."""
+    result = plane.kubectl(
+        "get", "mutatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "-o", "json", check=False
+    )
+    if result.returncode != 0:
+        return None
+    config: Object = json.loads(result.stdout)
+    return config
+
+
+def _point_webhooks_here(plane: controlplane.ControlPlane, *, port: int) -> None:
+    """Send the chart's webhooks to ``https://127.0.0.1:PORT`` with the plane's CA."""
+    config = webhook_configuration(plane)
+    if config is None:
+        raise processes.ComponentFailed(
+            f"the chart installed no MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}"
+        )
+    bundle = base64.b64encode(plane.authority.pem).decode()
+    for webhook in config.get("webhooks") or ():
+        path = webhook["clientConfig"]["service"].get("path", "/")
+        webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+    plane.kubectl("replace", "-f", "-", input=json.dumps(config))

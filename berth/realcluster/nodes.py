@@ -1,0 +1,237 @@
+"""Simulated nodes on a real API server: Node objects for KWOK, and the stages it plays.
+
+The nodes come from the same pool specs as the emulator's (:class:`berth.emulator.kubelets.
+NodePool`), with the same labels and per-node pod subnets. KWOK manages the nodes annotated
+:data:`MANAGED_ANNOTATION` and plays a kubelet for each through :data:`STAGES`:
+
+- a node becomes Ready with the capacity it was created with;
+- a pod bound to it becomes Running and Ready, with an IP from the node's subnet;
+- with ``sim.berth.io/duration`` (``90s``, ``1h30m``) a running pod Succeeds that long after it
+  started, as in the emulator (without the emulator's speed-up: this is real time);
+- a deleted or evicted pod is removed, as a kubelet confirms a deletion.
+
+Node heartbeats are not played: kube-controller-manager runs without its node lifecycle
+controller (:mod:`berth.realcluster.controlplane`), so nothing marks quiet nodes NotReady.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import typing
+
+import yaml
+
+from berth.api import keys
+from berth.emulator import addresses, kubelets
+
+__all__ = ["MANAGED_ANNOTATION", "STAGES", "node_manifests", "stages_config"]
+
+MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
+MANAGED_VALUE = "fake"
+
+Object = dict[str, typing.Any]
+
+
+def node_manifests(pools: collections.abc.Sequence[kubelets.NodePool]) -> list[Object]:
+    """One Node per pool member, with capacity, labels, taints and a pod subnet."""
+    carver = addresses.SubnetCarver(taken=())
+    nodes: list[Object] = []
+    for pool in pools:
+        pods = int(pool.allocatable.get("pods", "110"))
+        for name in pool.names():
+            spec: Object = {"podCIDR": str(carver.carve(pods=pods))}
+            if pool.taints:
+                spec["taints"] = [dict(t) for t in pool.taints]
+            nodes.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": name,
+                        "annotations": {MANAGED_ANNOTATION: MANAGED_VALUE},
+                        "labels": {
+                            "kubernetes.io/hostname": name,
+                            "kubernetes.io/os": "linux",
+                            "kubernetes.io/arch": "amd64",
+                            "type": "kwok",
+                            kubelets.POOL_LABEL: pool.prefix,
+                            **pool.labels,
+                        },
+                    },
+                    "spec": spec,
+                    "status": {
+                        "capacity": dict(pool.allocatable),
+                        "allocatable": dict(pool.allocatable),
+                    },
+                }
+            )
+    return nodes
+
+
+def _pod_stage(
+    name: str, *, match: list[Object], next_: Object, delay: Object | None = None
+) -> Object:
+    spec: Object = {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": match},
+        "next": next_,
+    }
+    if delay is not None:
+        spec["delay"] = delay
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+_NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+
+_NODE_READY = """\
+{{ $now := Now }}
+conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+addresses:
+{{ with NodeIP }}
+- address: {{ . | Quote }}
+  type: InternalIP
+{{ end }}
+{{ with NodeName }}
+- address: {{ . | Quote }}
+  type: Hostname
+{{ end }}
+allocatable:
+{{ YAML .status.allocatable 1 }}
+capacity:
+{{ YAML .status.capacity 1 }}
+nodeInfo:
+  architecture: amd64
+  operatingSystem: linux
+  kubeletVersion: kwok
+  kubeProxyVersion: kwok
+phase: Running
+"""
+
+_POD_RUNNING = """\
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: ContainersReady
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  started: true
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+{{ with NodeIPWith .spec.nodeName }}
+hostIP: {{ . | Quote }}
+{{ end }}
+{{ $host := or .spec.hostNetwork false }}
+{{ $uid := or .metadata.uid "" }}
+{{ with PodIPWith .spec.nodeName $host $uid .metadata.name .metadata.namespace }}
+podIP: {{ . | Quote }}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+"""
+
+_POD_SUCCEEDED = """\
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  type: Ready
+  reason: PodCompleted
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 0
+      finishedAt: {{ $now | Quote }}
+      reason: Completed
+{{ end }}
+phase: Succeeded
+"""
+
+STAGES: list[Object] = [
+    {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "node-ready"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Node"},
+            "selector": {
+                "matchExpressions": [
+                    {
+                        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                        "operator": "NotIn",
+                        "values": ["True"],
+                    }
+                ]
+            },
+            "next": {"statusTemplate": _NODE_READY},
+        },
+    },
+    _pod_stage(
+        "pod-running",
+        match=[
+            _NOT_DELETED,
+            {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+        ],
+        next_={"statusTemplate": _POD_RUNNING},
+    ),
+    _pod_stage(
+        "pod-succeeded",
+        match=[
+            _NOT_DELETED,
+            {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+            {
+                "key": f'.metadata.annotations["{keys.SIM_DURATION_ANNOTATION}"]',
+                "operator": "Exists",
+            },
+        ],
+        delay={
+            "durationMilliseconds": 0,
+            "durationFrom": {
+                "expressionFrom": f'.metadata.annotations["{keys.SIM_DURATION_ANNOTATION}"]'
+            },
+        },
+        next_={"statusTemplate": _POD_SUCCEEDED},
+    ),
+    _pod_stage(
+        "pod-deleted",
+        match=[{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
+        next_={"delete": True},
+    ),
+]
+"""KWOK's stages for Berth's simulated nodes (what :mod:`berth.emulator.kubelets` does)."""
+
+
+def stages_config() -> str:
+    """KWOK's ``--config`` file: the stages as YAML documents."""
+    return yaml.safe_dump_all(STAGES, sort_keys=False)

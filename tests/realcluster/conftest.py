@@ -1,0 +1,63 @@
+"""Fixtures of the real-cluster tier (``-m realcluster``): one real control plane per session.
+
+The binaries come from ``BERTH_K8S_BIN``, ``KUBEBUILDER_ASSETS`` or ``hack/build-k8s``'s cache
+(``hack/test`` builds them when Go is available); without them every test here is skipped with
+the message saying how to provide them. The plane runs KWOK nodes, and Berth's chart is
+installed in admission mode (its RBAC is scheduler mode's plus pod create/delete), so one
+installation serves both modes. Every process is stopped at the end of the session, and every
+Berth process at the end of its test, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+
+import pytest
+
+from berth.emulator import kubelets
+from berth.realcluster import binaries, controlplane, install, processes
+from tests.realcluster import cluster
+
+NODES = ("6x cpu=8,memory=32Gi,pods=110", "2x cpu=4,memory=16Gi label=pool=small name=small")
+
+
+@pytest.fixture(scope="session")
+def real_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> collections.abc.Iterator[cluster.RealCluster]:
+    try:
+        found = binaries.find()
+    except binaries.BinariesMissing as missing:
+        pytest.skip(f"no real control plane: {missing}")
+    directory = tmp_path_factory.mktemp("real-cluster")
+    plane = controlplane.ControlPlane(
+        directory,
+        pools=[kubelets.parse_pool(spec, index=i) for i, spec in enumerate(NODES)],
+        binaries=found,
+        audited_users=[install.USER],
+    )
+    with plane:
+        installation = asyncio.run(install.install(plane, mode="admission"))
+        webhooks = install.webhook_configuration(plane)
+        assert webhooks is not None
+        handle = cluster.RealCluster(plane, installation, webhooks)
+        yield handle
+        handle.stop_berth()
+
+
+@pytest.fixture
+def real(real_cluster: cluster.RealCluster) -> collections.abc.Iterator[cluster.RealCluster]:
+    """The session's cluster, checked alive; the test's Berth processes stop after it."""
+    try:
+        real_cluster.plane.check()
+    except processes.ComponentFailed as failed:
+        pytest.fail(str(failed), pytrace=False)
+    refused_before = len(real_cluster.refused())
+    try:
+        yield real_cluster
+    finally:
+        real_cluster.stop_berth()
+    refused = real_cluster.refused()[refused_before:]
+    if refused:
+        pytest.fail(f"the API server refused Berth (chart RBAC): {refused}", pytrace=False)
