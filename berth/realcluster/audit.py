@@ -27,6 +27,7 @@ class Request:
     name: str
     code: int
     uri: str
+    authorization: str  # the authorizer's decision ("allow", "forbid"; "" if none was made)
 
     @property
     def succeeded(self) -> bool:
@@ -59,6 +60,9 @@ def read(path: pathlib.Path) -> list[Request]:
                 name=str(ref.get("name") or ""),
                 code=int((event.get("responseStatus") or {}).get("code") or 0),
                 uri=str(event.get("requestURI") or ""),
+                authorization=str(
+                    (event.get("annotations") or {}).get("authorization.k8s.io/decision") or ""
+                ),
             )
         )
     return out
@@ -74,5 +78,11 @@ def bindings(requests: typing.Iterable[Request]) -> collections.Counter[tuple[st
 
 
 def refused(requests: typing.Iterable[Request], *, user: str) -> list[Request]:
-    """The requests of ``user`` the API server refused as unauthorized or forbidden."""
-    return [r for r in requests if r.user == user and r.code in (401, 403)]
+    """The requests of ``user`` that authentication or authorization (RBAC) refused.
+
+    A 403 from admission (a namespace being deleted refuses new objects) is not a refusal of
+    the user: the authorizer allowed the request.
+    """
+    return [
+        r for r in requests if r.user == user and (r.code == 401 or r.authorization == "forbid")
+    ]

@@ -88,6 +88,7 @@ class RealCluster:
     installation: install.Installation
     webhooks: Obj  # the chart's MutatingWebhookConfiguration, pointed at 127.0.0.1
     started: list[BerthProcess] = dataclasses.field(default_factory=list)
+    namespaces: list[str] = dataclasses.field(default_factory=list)
 
     # ----- kubectl --------------------------------------------------------------------------
 
@@ -119,10 +120,15 @@ class RealCluster:
             "wait", *scope, what, f"--for=jsonpath={jsonpath}={value}", f"--timeout={WAIT}"
         )
 
-    def namespace(self) -> str:
-        """A fresh namespace whose default ServiceAccount exists (pods may be created)."""
+    def namespace(self, *, per_test: bool = True) -> str:
+        """A fresh namespace whose default ServiceAccount exists (pods may be created).
+
+        ``per_test`` ones are deleted when the test ends (:meth:`clean_up`).
+        """
         name = f"t-{uuid.uuid4().hex[:8]}"
         self.kubectl("create", "namespace", name)
+        if per_test:
+            self.namespaces.append(name)
         processes.wait_until(
             f"ServiceAccount {name}/default",
             lambda: (
@@ -164,6 +170,12 @@ class RealCluster:
     def stop_berth(self) -> None:
         while self.started:
             self.started.pop().stop()
+
+    def clean_up(self) -> None:
+        """Stop Berth and delete the test's namespaces (their pods leave their nodes)."""
+        self.stop_berth()
+        while self.namespaces:
+            self.kubectl("delete", "namespace", self.namespaces.pop(), "--wait=false")
 
     def leader(self) -> str:
         lease = self.json("get", "lease", "berth-scheduler", "-n", install.NAMESPACE)

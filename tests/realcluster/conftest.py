@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import pathlib
+import tempfile
 
 import pytest
 
@@ -23,14 +25,14 @@ NODES = ("6x cpu=8,memory=32Gi,pods=110", "2x cpu=4,memory=16Gi label=pool=small
 
 
 @pytest.fixture(scope="session")
-def real_cluster(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> collections.abc.Iterator[cluster.RealCluster]:
+def real_cluster() -> collections.abc.Iterator[cluster.RealCluster]:
     try:
         found = binaries.find()
     except binaries.BinariesMissing as missing:
         pytest.skip(f"no real control plane: {missing}")
-    directory = tmp_path_factory.mktemp("real-cluster")
+    # Not under pytest's basetemp: another pytest run on the machine prunes old basetemps, and
+    # the logs are worth keeping after a failure (they are removed after a passing session).
+    directory = pathlib.Path(tempfile.mkdtemp(prefix="berth-realcluster-"))
     plane = controlplane.ControlPlane(
         directory,
         pools=[kubelets.parse_pool(spec, index=i) for i, spec in enumerate(NODES)],
@@ -44,6 +46,7 @@ def real_cluster(
         handle = cluster.RealCluster(plane, installation, webhooks)
         yield handle
         handle.stop_berth()
+    print(f"real-cluster logs: {directory / 'logs'}")
 
 
 @pytest.fixture
@@ -57,7 +60,7 @@ def real(real_cluster: cluster.RealCluster) -> collections.abc.Iterator[cluster.
     try:
         yield real_cluster
     finally:
-        real_cluster.stop_berth()
+        real_cluster.clean_up()
     refused = real_cluster.refused()[refused_before:]
     if refused:
         pytest.fail(f"the API server refused Berth (chart RBAC): {refused}", pytrace=False)

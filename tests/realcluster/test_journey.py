@@ -13,6 +13,8 @@ We test these aspects:
 
 from __future__ import annotations
 
+import collections.abc
+
 import pytest
 import yaml
 
@@ -44,8 +46,10 @@ def _document(kind: str, patch: dict[str, object], namespace: str) -> dict[str, 
 
 
 @pytest.fixture(scope="module")
-def dry_run_namespace(real_cluster: cluster.RealCluster) -> str:
-    return real_cluster.namespace()
+def dry_run_namespace(real_cluster: cluster.RealCluster) -> collections.abc.Iterator[str]:
+    name = real_cluster.namespace(per_test=False)
+    yield name
+    real_cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,149 @@
+"""Admission mode beside the real kube-scheduler: Berth decides, kube-scheduler binds.
+
+We test these aspects (kube-scheduler's bindings are counted in the API server's audit log):
+- a gang waits gated, all of it, while its queue has no room, and once room is made all its pods
+  are ungated and bound by kube-scheduler on exactly the nodes Berth pinned them to;
+- a plain pod (no group, no queue) is never gated and kube-scheduler places it alone;
+- a pod kube-scheduler rejects where Berth pinned it (its volume claim does not exist) goes
+  through the reject path: an AdmissionRejected Event, recreated without its pin, never bound;
+- restarting Berth in scheduler mode loses no pod: gated pods left waiting are admitted and
+  kube-scheduler binds them, pods for Berth's own scheduler are bound by Berth, each pod once.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from berth.api import keys
+from berth.realcluster import audit, install, processes
+from tests.realcluster import cluster, pods
+
+pytestmark = pytest.mark.realcluster
+
+KUBE_SCHEDULER = "system:kube-scheduler"
+Obj = dict[str, typing.Any]
+
+
+def _gated(pod: Obj) -> bool:
+    return keys.ADMISSION_GATE in [g["name"] for g in pod["spec"].get("schedulingGates") or ()]
+
+
+def _binders(real: cluster.RealCluster, namespace: str) -> dict[str, list[str]]:
+    """Who bound each pod of ``namespace`` (successful bindings, from the audit log)."""
+    out: dict[str, list[str]] = {}
+    for request in real.audited():
+        if (
+            request.resource == "pods/binding"
+            and request.succeeded
+            and request.namespace == namespace
+        ):
+            out.setdefault(request.name, []).append(request.user)
+    return out
+
+
+def _eventually(what: str, check: typing.Callable[[], bool], timeout: float = 60.0) -> None:
+    processes.wait_until(what, check, timeout=timeout, interval=0.5)
+
+
+def test_a_gang_waits_gated_then_kube_scheduler_binds_it_where_berth_chose(
+    real: cluster.RealCluster,
+) -> None:
+    real.berth(mode="admission")
+    namespace = real.namespace()
+    queue = f"q-{namespace}"
+    real.create(pods.queue(queue, limit={"cpu": "3"}))
+    real.create(*pods.gang("g", 4, queue=queue, cpu="1", scheduler=None), namespace=namespace)
+    real.wait(
+        "podgroup/g",
+        jsonpath='{.status.conditions[?(@.type=="Scheduled")].status}',
+        value="False",
+        namespace=namespace,
+    )
+    members = real.pods(namespace)
+    assert len(members) == 4
+    assert all(_gated(p) and not p["spec"].get("nodeName") for p in members)
+
+    real.kubectl("patch", "queue", queue, "--type=merge", "-p", '{"spec":{"limit":{"cpu":"4"}}}')
+    for i in range(4):
+        real.wait(f"pod/g-{i}", jsonpath="{.status.phase}", value="Running", namespace=namespace)
+    for member in real.pods(namespace):
+        annotations = member["metadata"]["annotations"]
+        assert member["spec"]["nodeName"] == annotations[keys.ADMITTED_NODE_ANNOTATION]
+        assert not _gated(member)
+    binders = _binders(real, namespace)
+    assert binders == {f"g-{i}": [KUBE_SCHEDULER] for i in range(4)}
+
+
+def test_a_plain_pod_is_left_to_kube_scheduler(real: cluster.RealCluster) -> None:
+    real.berth(mode="admission")
+    namespace = real.namespace()
+    real.create(pods.pod("plain", scheduler=None), namespace=namespace)
+    real.wait("pod/plain", jsonpath="{.status.phase}", value="Running", namespace=namespace)
+    plain = real.json("get", "pod", "plain", "-n", namespace)
+    assert not plain["spec"].get("schedulingGates")
+    assert keys.ADMITTED_NODE_ANNOTATION not in (plain["metadata"].get("annotations") or {})
+    assert _binders(real, namespace) == {"plain": [KUBE_SCHEDULER]}
+    assert not [r for r in real.audited() if r.user == install.USER and r.name == "plain"]
+
+
+def test_a_pod_kube_scheduler_rejects_goes_through_the_reject_path(
+    real: cluster.RealCluster,
+) -> None:
+    # kube-scheduler refuses a pod whose PersistentVolumeClaim does not exist; Berth's admission
+    # decision does not look at volumes, so it pins the pod and learns of the refusal.
+    real.berth(mode="admission")
+    namespace = real.namespace()
+    claim = {
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}],
+    }
+    real.create(
+        pods.pod("solo", queue="default", scheduler=None, extra_spec=claim), namespace=namespace
+    )
+    first = real.json("get", "pod", "solo", "-n", namespace)["metadata"]["uid"]
+
+    def rejected() -> bool:
+        listed = real.json(
+            "get", "events", "-n", namespace, "--field-selector", "reason=AdmissionRejected"
+        )["items"]
+        return any(e["involvedObject"]["name"] == "solo" for e in listed)
+
+    _eventually("an AdmissionRejected Event for solo", rejected, timeout=90.0)
+    again = real.json("get", "pod", "solo", "-n", namespace)
+    assert again["metadata"]["uid"] != first  # a bare pod is recreated, gated, without its pin
+    assert not again["spec"].get("nodeName")
+    assert _binders(real, namespace) == {}
+
+
+def test_switching_to_scheduler_mode_loses_no_pod(real: cluster.RealCluster) -> None:
+    admission = real.berth(mode="admission")
+    namespace = real.namespace()
+    queue = f"q-{namespace}"
+    real.create(pods.queue(queue, limit={"cpu": "2"}))
+    for i in range(4):
+        real.create(pods.pod(f"a-{i}", cpu="1", queue=queue, scheduler=None), namespace=namespace)
+
+    def split() -> bool:
+        listed = real.pods(namespace)
+        return (
+            sum(bool(p["spec"].get("nodeName")) for p in listed) == 2
+            and sum(_gated(p) for p in listed) == 2
+        )
+
+    _eventually("two admitted, two waiting gated", split)
+    admission.stop()
+    real.stop_berth()
+    real.berth(mode="scheduler")
+    real.kubectl("patch", "queue", queue, "--type=merge", "-p", '{"spec":{"limit":{"cpu":"6"}}}')
+    for i in range(2):
+        real.create(pods.pod(f"s-{i}", cpu="1", queue=queue), namespace=namespace)
+    names = [f"a-{i}" for i in range(4)] + [f"s-{i}" for i in range(2)]
+    for name in names:
+        real.wait(f"pod/{name}", jsonpath="{.status.phase}", value="Running", namespace=namespace)
+    binders = _binders(real, namespace)
+    assert sorted(binders) == sorted(names)
+    assert all(len(users) == 1 for users in binders.values()), binders
+    assert {binders[f"s-{i}"][0] for i in range(2)} == {install.USER}
+    assert {binders[f"a-{i}"][0] for i in range(4)} == {KUBE_SCHEDULER}
+    assert audit.bindings(real.audited())  # the log saw them all
