@@ -38,7 +38,14 @@ Obj = dict[str, typing.Any]
 class BerthProcess:
     """One ``berth run`` replica (see the module docstring)."""
 
-    def __init__(self, cluster: RealCluster, *, mode: str, identity: str) -> None:
+    def __init__(
+        self,
+        cluster: RealCluster,
+        *,
+        mode: str,
+        identity: str,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.identity = identity
         self.http_port = processes.free_port()
         env = dict(os.environ)
@@ -48,6 +55,7 @@ class BerthProcess:
             for key in [k for k in env if k.startswith("BERTH_ADMISSION__")]:
                 del env[key]
             env["BERTH_ADMISSION__WEBHOOK"] = "false"
+        env.update(settings or {})
         env["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         berth = pathlib.Path(sys.executable).parent / "berth"
         self.process = processes.Process(
@@ -145,11 +153,17 @@ class RealCluster:
 
     # ----- Berth ----------------------------------------------------------------------------
 
-    def berth(self, *, mode: str = "scheduler", identity: str = "") -> BerthProcess:
-        """Start ``berth run`` in ``mode`` (the webhooks follow the mode)."""
+    def berth(
+        self, *, mode: str = "scheduler", identity: str = "", settings: dict[str, str] | None = None
+    ) -> BerthProcess:
+        """Start ``berth run`` in ``mode`` (the webhooks follow the mode); ``settings`` are
+        more ``BERTH_*`` variables."""
         self.use_webhooks(mode == "admission")
         replica = BerthProcess(
-            self, mode=mode, identity=identity or f"berth-{uuid.uuid4().hex[:6]}"
+            self,
+            mode=mode,
+            identity=identity or f"berth-{uuid.uuid4().hex[:6]}",
+            settings=settings,
         )
         self.started.append(replica)
         return replica.start()

@@ -1,0 +1,79 @@
+"""Leader failover on the real control plane, counted by the API server's audit log.
+
+We test these aspects:
+- two Berth replicas, the leader SIGKILLed during a burst of 2 000 pods in gangs of four: the
+  other replica takes over and binds the rest; the audit log shows exactly one successful
+  binding per pod, and every gang is bound whole.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+
+from berth.emulator import kubelets
+from berth.realcluster import audit, nodes, processes
+from tests.realcluster import cluster, pods
+
+pytestmark = pytest.mark.realcluster
+
+PODS = 2000
+GANG = 4
+BURST_NODES = "20x cpu=64,memory=256Gi,pods=110 label=pool=burst name=burst"
+SHORT_LEASE = {
+    "BERTH_LEADER_ELECTION__LEASE_DURATION": "4",
+    "BERTH_LEADER_ELECTION__RENEW_DEADLINE": "3",
+    "BERTH_LEADER_ELECTION__RETRY_PERIOD": "0.5",
+}
+
+
+@pytest.fixture
+def burst_nodes(real: cluster.RealCluster) -> object:
+    manifests = nodes.node_manifests([kubelets.parse_pool(BURST_NODES)])
+    real.create(*manifests)
+    real.kubectl("wait", "--for=condition=Ready", "nodes", "-l", "sim.berth.io/pool=burst",
+                 f"--timeout={cluster.WAIT}")  # fmt: skip
+    yield manifests
+    real.kubectl("delete", "nodes", "-l", "sim.berth.io/pool=burst", "--wait=false")
+
+
+@pytest.mark.timeout(600)
+def test_leader_killed_mid_burst_every_pod_bound_once(
+    real: cluster.RealCluster, burst_nodes: object
+) -> None:
+    first = real.berth(identity="replica-a", settings=SHORT_LEASE)
+    processes.wait_until("replica-a leading", lambda: real.leader() == "replica-a", timeout=60)
+    real.berth(identity="replica-b", settings=SHORT_LEASE)
+    namespace = real.namespace()
+    queue = f"q-{namespace}"
+    real.create(pods.queue(queue))
+    documents = []
+    for g in range(PODS // GANG):
+        documents += pods.gang(f"g{g}", GANG, queue=queue, cpu="10m", memory="16Mi")
+    creating = threading.Thread(target=real.create, args=documents, kwargs={"namespace": namespace})
+    creating.start()
+    try:
+
+        def some_bound() -> bool:
+            return sum(audit.bindings(real.audited()).values()) >= PODS // 5
+
+        processes.wait_until("a fifth of the pods bound", some_bound, timeout=300, interval=0.5)
+        first.process.signal(signal.SIGKILL)
+    finally:
+        creating.join()
+
+    def all_bound() -> bool:
+        counted = audit.bindings(real.audited())
+        return sum(1 for (ns, _), n in counted.items() if ns == namespace) >= PODS
+
+    processes.wait_until("every pod bound", all_bound, timeout=300, interval=1.0)
+    assert real.leader() == "replica-b"
+    counted = {
+        name: n for (ns, name), n in audit.bindings(real.audited()).items() if ns == namespace
+    }
+    assert len(counted) == PODS
+    assert set(counted.values()) == {1}, {k: v for k, v in counted.items() if v != 1}
+    listed = real.pods(namespace)
+    assert len(listed) == PODS and all(p["spec"].get("nodeName") for p in listed)
