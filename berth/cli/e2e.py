@@ -232,8 +232,17 @@ def measure(
     show_default=True,
     help="Seconds to wait for every pod to be bound.",
 )
-def command(nodes: int, pods: int, concurrency: int, timeout: float) -> None:
+@click.option(
+    "--real",
+    is_flag=True,
+    help="On a real control plane, Berth and the real kube-scheduler side by side (ratio).",
+)
+def command(nodes: int, pods: int, concurrency: int, timeout: float, real: bool) -> None:
     """Pods created through the API server until Berth bound them all: pods/s (JSON)."""
+    # berth.cli.e2e_real imports the real control plane only when asked for it.
+    from berth.cli import e2e_real
+
+    measured = e2e_real.measure if real else measure
     click.echo(
-        json.dumps(measure(nodes=nodes, pods=pods, concurrency=concurrency, timeout=timeout))
+        json.dumps(measured(nodes=nodes, pods=pods, concurrency=concurrency, timeout=timeout))
     )
