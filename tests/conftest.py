@@ -14,7 +14,10 @@ import pytest_asyncio
 
 from berth.util import clocks
 
-pytest_plugins = ["berth.emulator.testing"]  # emulator, module_emulator, kubectl fixtures
+pytest_plugins = [
+    "berth.emulator.testing",  # emulator, module_emulator, kubectl fixtures
+    "tests.realcluster.fixtures",  # real_cluster, real
+]
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: a fixed, readable start for virtual time.
 

@@ -64,7 +64,19 @@ SCHEMAS: dict[str, dict[int, Field]] = {
         3: ("binaryData", "map:bytes", False),
         4: ("immutable", "bool", False),
     },
+    # kubectl create namespace / serviceaccount send these.
+    "Namespace": {
+        1: ("metadata", "ObjectMeta", False),
+        2: ("spec", "NamespaceSpec", False),
+    },
+    "NamespaceSpec": {1: ("finalizers", "string", True)},
+    "ServiceAccount": {
+        1: ("metadata", "ObjectMeta", False),
+        4: ("automountServiceAccountToken", "bool", False),
+    },
 }
+_PARTS = frozenset({"ObjectMeta", "OwnerReference", "NamespaceSpec"})
+"""Messages that are parts of objects, never a request body's kind."""
 
 
 def _varint(data: bytes, position: int) -> tuple[int, int]:
@@ -185,7 +197,7 @@ def decode(body: bytes) -> dict[str, typing.Any]:
                     kind = _text(text)
         elif number == 2 and isinstance(value, bytes):
             raw = value
-    if kind not in SCHEMAS or kind in ("ObjectMeta", "OwnerReference"):
+    if kind not in SCHEMAS or kind in _PARTS:
         raise ProtobufError(f"protobuf bodies of kind {kind!r} are not supported; send JSON")
     obj = _message(kind, raw)
     return {"apiVersion": api_version, "kind": kind, **obj}

@@ -84,10 +84,35 @@ def test_config_map_decodes() -> None:
     }
 
 
+def test_namespace_and_service_account_decode() -> None:
+    # What `kubectl create namespace` and `kubectl create serviceaccount` send.
+    namespace = _envelope(
+        "v1", "Namespace", _field(1, _field(1, "team")) + _field(2, _field(1, "kubernetes"))
+    )
+    assert protobuf.decode(namespace) == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "team"},
+        "spec": {"finalizers": ["kubernetes"]},
+    }
+    account = _envelope("v1", "ServiceAccount", _field(1, _field(1, "robot")) + _field(4, 0))
+    assert protobuf.decode(account) == {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "robot"},
+        "automountServiceAccountToken": False,
+    }
+
+
 @pytest.mark.parametrize(
     "body",
-    [_envelope("v1", "Pod", b""), b'{"kind": "Secret"}', b"k8s\x00" + b"\x0a\xff"],
-    ids=["unmodelled-kind", "not-protobuf", "truncated"],
+    [
+        _envelope("v1", "Pod", b""),
+        _envelope("v1", "NamespaceSpec", b""),
+        b'{"kind": "Secret"}',
+        b"k8s\x00" + b"\x0a\xff",
+    ],
+    ids=["unmodelled-kind", "a-part-not-a-kind", "not-protobuf", "truncated"],
 )
 def test_refused_bodies(body: bytes) -> None:
     with pytest.raises(protobuf.ProtobufError):

@@ -1,5 +1,7 @@
 """Fixtures of the real-cluster tier (``-m realcluster``): one real control plane per session.
 
+A pytest plugin (``tests/conftest.py`` loads it), so that every folder can use the cluster.
+
 The binaries come from ``BERTH_K8S_BIN``, ``KUBEBUILDER_ASSETS`` or ``hack/build-k8s``'s cache
 (``hack/test`` builds them when Go is available); without them every test here is skipped with
 the message saying how to provide them. The plane runs KWOK nodes, and Berth's chart is
