@@ -1,19 +1,22 @@
 """Local processes of a control plane: started in their own session, logged to a file, stopped.
 
 Every process runs in a new session (its own process group), so stopping it stops whatever it
-started, and a process left running by a crashed test run can be found by its group. A
-component that exits early is reported by name with the tail of its log.
+started. On Linux each is also told to die with the process that started it
+(``PR_SET_PDEATHSIG``), so a test run or ``berth up`` that is killed outright leaves no
+component behind. A component that exits early is reported by name with the tail of its log.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import contextlib
+import ctypes
 import os
 import pathlib
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 __all__ = ["ComponentFailed", "Process", "free_port", "wait_until"]
@@ -23,6 +26,16 @@ _TAIL_LINES = 20
 
 class ComponentFailed(RuntimeError):
     """A component did not start or exited: the message names it and its log."""
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL this process when its parent dies (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -75,6 +88,7 @@ class Process:
                     stderr=subprocess.STDOUT,
                     env=self.env,
                     start_new_session=True,
+                    preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                 )
             except OSError as exc:
                 raise ComponentFailed(f"{self.name} could not start: {exc}") from None

@@ -16,6 +16,7 @@ import pathlib
 import signal
 import socket
 import subprocess
+import sys
 
 import pytest
 
@@ -108,3 +109,29 @@ def test_a_port_in_use_names_the_component_and_its_log(tmp_path: pathlib.Path) -
     assert message.startswith("etcd exited with code 1; its log is ")
     assert "address already in use" in message
     assert not any(p.running() for p in plane.processes.values())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_component_dies_with_a_killed_parent(tmp_path: pathlib.Path) -> None:
+    # The parent starts a component, prints its pid and is SIGKILLed: no cleanup code runs.
+    script = (
+        "import os, pathlib, signal, sys\n"
+        "from berth.realcluster import processes\n"
+        f"log = pathlib.Path({str(tmp_path)!r}) / 's.log'\n"
+        "p = processes.Process('sleeper', ['sleep', '600'], log=log)\n"
+        "print(p.start().pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    parent = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+    )
+    child = int(parent.stdout.strip())
+    processes.wait_until("the orphan to die", lambda: not _alive(child), timeout=10.0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = pathlib.Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return status != "Z"
