@@ -16,7 +16,7 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, resources
-from berth.scheduler.snapshot import ids, selectors, taints, wire
+from berth.scheduler.snapshot import ids, podconstraints, selectors, taints, wire
 
 __all__ = [
     "DEFAULT_PREEMPTION_POLICY",
@@ -92,6 +92,12 @@ class PodInfo:
     reservation: ids.ReservationKey | None  # a reservation the pod asks for by name
     scheduling_gates: tuple[str, ...]
     invalid: str | None = None  # why the pod can never be scheduled as written
+    # Constraints on other pods and on node ports (podconstraints), and every constraint field
+    # the pod uses (so that one no enabled plugin implements is refused, never ignored).
+    pod_affinity: podconstraints.PodAffinity | None = None
+    spread: tuple[podconstraints.SpreadConstraint, ...] = ()
+    host_ports: tuple[podconstraints.HostPort, ...] = ()
+    uses: frozenset[podconstraints.Field] = frozenset()
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -306,6 +312,9 @@ def pod_info(
         spec_priority = None
     class_name = str(spec.get("priorityClassName") or "")
     required, preferred = selectors.parse_node_affinity(spec.get("affinity"))
+    constraints = podconstraints.parse(spec, namespace=namespace, labels=labels)
+    if constraints.problems and invalid is None:
+        invalid = "; ".join(constraints.problems)
     group_name = _group_name(labels, annotations)
     label_queue = labels.get(QUEUE_LABEL)
     if group_name:
@@ -360,4 +369,8 @@ def pod_info(
             str(gate.get("name") or "") for gate in _list(spec.get("schedulingGates"))
         ),
         invalid=invalid,
+        pod_affinity=constraints.affinity,
+        spread=constraints.spread,
+        host_ports=constraints.host_ports,
+        uses=constraints.uses,
     )
