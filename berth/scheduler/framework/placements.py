@@ -36,6 +36,8 @@ IntArray = npt.NDArray[np.int64]
 Predicate = collections.abc.Callable[["pods.PodInfo"], bool]
 Extractor = collections.abc.Callable[["pods.PodInfo"], collections.abc.Iterable[typing.Hashable]]
 
+ItemT = typing.TypeVar("ItemT", bound=collections.abc.Hashable)
+
 MAX_TRACKERS = 512
 """Counters (and groupings) kept per session; the oldest goes first (each costs one array and
 one evaluation per pod change)."""
@@ -135,14 +137,18 @@ class Placements:
         return counts
 
     def grouped(
-        self, key: typing.Hashable, /, *, extract: Extractor
-    ) -> collections.abc.Mapping[typing.Hashable, IntArray]:
+        self,
+        key: typing.Hashable,
+        /,
+        *,
+        extract: collections.abc.Callable[[pods.PodInfo], collections.abc.Iterable[ItemT]],
+    ) -> collections.abc.Mapping[ItemT, IntArray]:
         """Per item ``extract`` yields for a pod, how many counted pods yield it, per row
         (kept current; items no pod yields any more may remain with all-zero counts)."""
         found = self._groupings.get(key)
         if found is not None:
-            return found[1]
-        by_item: dict[typing.Hashable, IntArray] = {}
+            return typing.cast("dict[ItemT, IntArray]", found[1])
+        by_item: dict[ItemT, IntArray] = {}
         size = self._rows
         for pod, row in self.placed().values():
             for item in extract(pod):

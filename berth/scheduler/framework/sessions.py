@@ -268,7 +268,7 @@ def open_session(
         snapshot, framework=framework, session_id=session_id or f"s{next(_session_ids)}"
     )
     framework.begin_session()
-    framework.handle.attach(snapshot, recorder=session.recorder)
+    framework.handle.attach(snapshot, recorder=session.recorder, placements=session.placements)
     members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
     for pod in snapshot.pending:
         if pod.pod_group is None:

@@ -9,12 +9,15 @@ __all__ = [
     "BALANCED_ALLOCATION",
     "DEFAULT_BINDER",
     "GANG",
+    "INTER_POD_AFFINITY",
     "LEAST_ALLOCATED",
     "MOST_ALLOCATED",
     "NODE_AFFINITY",
     "NODE_NAME",
+    "NODE_PORTS",
     "NODE_RESOURCES_FIT",
     "NODE_UNSCHEDULABLE",
+    "POD_TOPOLOGY_SPREAD",
     "PRIORITY",
     "PROPORTION",
     "RESERVATION",
@@ -27,6 +30,11 @@ NODE_UNSCHEDULABLE = "NodeUnschedulable"
 NODE_AFFINITY = "NodeAffinity"
 TAINT_TOLERATION = "TaintToleration"
 NODE_RESOURCES_FIT = "NodeResourcesFit"
+
+# Pod-to-pod and port constraints (filters and scores over the session's placements)
+NODE_PORTS = "NodePorts"
+POD_TOPOLOGY_SPREAD = "PodTopologySpread"
+INTER_POD_AFFINITY = "InterPodAffinity"
 
 # Scoring
 LEAST_ALLOCATED = "LeastAllocated"

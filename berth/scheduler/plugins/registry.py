@@ -14,13 +14,16 @@ from berth.scheduler.plugins import (
     balanced_allocation,
     default_binder,
     gang,
+    inter_pod_affinity,
     least_allocated,
     most_allocated,
     names,
     node_affinity,
     node_name,
+    node_ports,
     node_resources_fit,
     node_unschedulable,
+    pod_topology_spread,
     priority,
     proportion,
     reservation,
@@ -41,6 +44,14 @@ def in_tree_registry() -> registries.Registry:
             names.TAINT_TOLERATION: registries.PluginFactory(new=taint_toleration.new),
             names.NODE_RESOURCES_FIT: registries.PluginFactory(
                 new=node_resources_fit.new, args=node_resources_fit.NodeResourcesFitArgs
+            ),
+            # Pod-to-pod and port constraints
+            names.NODE_PORTS: registries.PluginFactory(new=node_ports.new),
+            names.POD_TOPOLOGY_SPREAD: registries.PluginFactory(
+                new=pod_topology_spread.new, args=pod_topology_spread.PodTopologySpreadArgs
+            ),
+            names.INTER_POD_AFFINITY: registries.PluginFactory(
+                new=inter_pod_affinity.new, args=inter_pod_affinity.InterPodAffinityArgs
             ),
             # Scoring
             names.LEAST_ALLOCATED: registries.PluginFactory(
@@ -85,7 +96,14 @@ plugins:
   - name: NodeUnschedulable
   - name: NodeAffinity
   - name: TaintToleration
+  - name: NodePorts
   - name: NodeResourcesFit
+  # Pods near or away from other pods, spread over domains (they read the session's placements,
+  # so a gang's members constrain each other); weight 2 as in kube-scheduler
+  - name: PodTopologySpread
+    weight: 2
+  - name: InterPodAffinity
+    weight: 2
   # Scoring (spread; a bin-packing profile enables MostAllocated instead of LeastAllocated)
   - name: LeastAllocated
   - name: BalancedAllocation
