@@ -1,7 +1,8 @@
 """``PodInfo``: one pod as the scheduler sees it, built once per change from the API's dict.
 
 Owns the Kubernetes sizing of a pod (containers summed, the maximum with each init container,
-restartable "sidecar" init containers running alongside, plus ``overhead``; ``pods`` counts 1),
+restartable "sidecar" init containers running alongside, pod-level ``spec.resources`` in place
+of that for cpu and memory, plus ``overhead``; ``pods`` counts 1),
 the pod's Berth keys (group, queue, reservation), its static scheduling constraints, and the
 ``signature`` that lets identical pod shapes share cached filter masks. A malformed or negative
 quantity does not raise: the info carries ``invalid`` and the pod is reported unschedulable
@@ -46,6 +47,7 @@ DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _ONE_POD = resources.ResourceList({resources.PODS: 1000})
+_POD_LEVEL_RESOURCES = frozenset({resources.CPU, resources.MEMORY})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +187,19 @@ def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
             _add(requests, sidecars)
             _raise_to(init_peak, requests)
     _raise_to(total, init_peak)
+    pod_level = wire.sub(spec, "resources")
+    if pod_level:
+        # Pod-level resources (``spec.resources``, cpu and memory): they replace what the
+        # containers add up to for the resources they name, as kube-scheduler sizes such a pod.
+        total.update(
+            {
+                name: value
+                for name, value in _container_requests(
+                    {"resources": pod_level}, where="spec.resources"
+                ).items()
+                if name in _POD_LEVEL_RESOURCES
+            }
+        )
     overhead = wire.sub(spec, "overhead")
     if overhead:
         _add(total, _container_requests({"resources": {"requests": overhead}}, where="overhead"))

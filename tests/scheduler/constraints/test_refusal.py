@@ -2,12 +2,13 @@
 
 We test these aspects:
 
-- a pod using a field no enabled plugin implements (DRA claims, volumes, pod-level resources)
+- a pod using a field no enabled plugin implements (DRA claims, volumes)
   waits, its reason naming the field and pointing to admission mode; the rest of the cycle
   goes on;
 - a pod Berth does not bind itself (admission mode: kube-scheduler binds it) is not refused;
 - a profile without a constraint plugin refuses that plugin's field instead of ignoring it;
-- malformed constraints make the pod wait with a reason naming the field.
+- malformed constraints make the pod wait with a reason naming the field;
+- pod-level resources (``spec.resources``) size the pod.
 """
 
 from __future__ import annotations
@@ -126,3 +127,16 @@ def test_malformed_constraint_waits_naming_the_field(spec: Obj, field: str) -> N
     bound, reasons, _ = harness.cycle(b.node("n1"), b.pod("bad", spec=spec), b.pod("good"))
     assert bound == {"default/good": "n1"}
     assert reasons["default/bad"] == field
+
+
+def test_pod_level_resources_size_the_pod() -> None:
+    """``spec.resources`` replaces the containers' cpu and memory (kube-scheduler's sizing)."""
+    pod_level = {"resources": {"requests": {"cpu": "3"}, "limits": {"memory": "1Gi"}}}
+    info = harness.info(spec=pod_level, cpu="100m", memory="100Mi")
+    assert info.requests["cpu"] == 3000
+    assert info.requests["memory"] == 1024**3 * 1000
+    bound, reasons, _ = harness.cycle(b.node("small", cpu="2"), b.pod("p", spec=pod_level))
+    assert bound == {}
+    assert reasons["default/p"] == "0/1 nodes fit: 1 Insufficient cpu"
+    bound, _, _ = harness.cycle(b.node("big", cpu="4"), b.pod("p", spec=pod_level))
+    assert bound == {"default/p": "big"}
