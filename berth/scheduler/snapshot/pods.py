@@ -20,6 +20,8 @@ from berth.api import errors, keys, resources
 from berth.scheduler.snapshot import ids, podconstraints, selectors, taints, wire
 
 __all__ = [
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
     "DEFAULT_PREEMPTION_POLICY",
     "GROUP_ANNOTATION_INTEROP",
     "GROUP_LABEL",
@@ -31,6 +33,7 @@ __all__ = [
     "PodInfo",
     "Signature",
     "implicit_group_key",
+    "nonzero_requests",
     "pod_info",
     "pod_requests",
     "resolve",
@@ -94,6 +97,9 @@ class PodInfo:
     reservation: ids.ReservationKey | None  # a reservation the pod asks for by name
     scheduling_gates: tuple[str, ...]
     invalid: str | None = None  # why the pod can never be scheduled as written
+    # What scoring counts for the pod: ``requests`` with kube-scheduler's non-zero defaults
+    # (cpu 100m, memory 200Mi for each app container that requests none); None: ``requests``.
+    nonzero_requests: resources.ResourceList | None = None
     # Constraints on other pods and on node ports (podconstraints), and every constraint field
     # the pod uses (so that one no enabled plugin implements is refused, never ignored).
     pod_affinity: podconstraints.PodAffinity | None = None
@@ -111,6 +117,11 @@ class PodInfo:
             self.tolerations,
         )
         object.__setattr__(self, "signature", signature)
+
+    @property
+    def score_requests(self) -> resources.ResourceList:
+        """What the allocation scores count for this pod (see ``nonzero_requests``)."""
+        return self.requests if self.nonzero_requests is None else self.nonzero_requests
 
     @property
     def terminal(self) -> bool:
@@ -204,6 +215,36 @@ def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
     if overhead:
         _add(total, _container_requests({"resources": {"requests": overhead}}, where="overhead"))
     _add(total, {resources.PODS: 1000})
+    return resources.ResourceList(total)
+
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""kube-scheduler's cpu for scoring an app container that requests none (``100m``)."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024 * 1000
+"""kube-scheduler's memory for scoring an app container that requests none (``200Mi``, milli)."""
+
+
+def nonzero_requests(
+    spec: wire.Raw, requests: resources.ResourceList, /
+) -> resources.ResourceList | None:
+    """``requests`` with kube-scheduler's non-zero defaults for scoring, or ``None`` when they
+    change nothing: each app container requesting no cpu (no memory) counts 100m (200Mi), so
+    that best-effort pods still spread. Pod-level resources, where set, are taken as they are.
+    """
+    pod_level = wire.sub(spec, "resources")
+    named = set(wire.sub(pod_level, "requests")) | set(wire.sub(pod_level, "limits"))
+    extra = {resources.CPU: 0, resources.MEMORY: 0}
+    for container in _list(spec.get("containers")):
+        res = wire.sub(container, "resources")
+        given = set(wire.sub(res, "requests")) | set(wire.sub(res, "limits"))
+        if resources.CPU not in given and resources.CPU not in named:
+            extra[resources.CPU] += DEFAULT_MILLI_CPU_REQUEST
+        if resources.MEMORY not in given and resources.MEMORY not in named:
+            extra[resources.MEMORY] += DEFAULT_MEMORY_REQUEST
+    if not any(extra.values()):
+        return None
+    total = dict(requests)
+    _add(total, {name: value for name, value in extra.items() if value})
     return resources.ResourceList(total)
 
 
@@ -318,8 +359,10 @@ def pod_info(
     labels = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
     annotations = {str(k): str(v) for k, v in wire.sub(meta, "annotations").items()}
     invalid: str | None = None
+    nonzero: resources.ResourceList | None = None
     try:
         requests = pod_requests(spec)
+        nonzero = nonzero_requests(spec, requests)
     except errors.QuantityError as exc:
         invalid, requests = f"invalid resource request: {exc}", _ONE_POD
     spec_priority = spec.get("priority")
@@ -384,6 +427,7 @@ def pod_info(
             str(gate.get("name") or "") for gate in _list(spec.get("schedulingGates"))
         ),
         invalid=invalid,
+        nonzero_requests=nonzero,
         pod_affinity=constraints.affinity,
         spread=constraints.spread,
         host_ports=constraints.host_ports,

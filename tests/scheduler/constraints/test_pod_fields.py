@@ -1,4 +1,4 @@
-"""Scheduler mode never ignores a constraint it does not implement.
+"""Pod fields: scheduler mode never ignores a constraint it does not implement; sizing.
 
 We test these aspects:
 
@@ -8,7 +8,8 @@ We test these aspects:
 - a pod Berth does not bind itself (admission mode: kube-scheduler binds it) is not refused;
 - a profile without a constraint plugin refuses that plugin's field instead of ignoring it;
 - malformed constraints make the pod wait with a reason naming the field;
-- pod-level resources (``spec.resources``) size the pod.
+- pod-level resources (``spec.resources``) size the pod;
+- best-effort containers count kube-scheduler's non-zero defaults in scoring.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import typing
 
 import pytest
 
+from berth.scheduler.plugins import least_allocated
 from berth.util import clocks
 from tests.scheduler import builders as b
 from tests.scheduler.plugins import harness
@@ -140,3 +142,20 @@ def test_pod_level_resources_size_the_pod() -> None:
     assert reasons["default/p"] == "0/1 nodes fit: 1 Insufficient cpu"
     bound, _, _ = harness.cycle(b.node("big", cpu="4"), b.pod("p", spec=pod_level))
     assert bound == {"default/p": "big"}
+
+
+def test_best_effort_pods_score_with_non_zero_defaults() -> None:
+    """A container requesting no cpu/memory counts 100m/200Mi in scoring (not in fitting)."""
+    best_effort = harness.info(cpu=None, memory=None)
+    assert best_effort.requests == {"pods": 1000}
+    assert best_effort.score_requests == {
+        "pods": 1000,
+        "cpu": 100,
+        "memory": 200 * 1024**2 * 1000,
+    }
+    nodes = harness.snapshot(b.node("n", cpu="1", memory="2000Mi")).nodes
+    plugin = least_allocated.LeastAllocated(least_allocated.LeastAllocatedArgs())
+    # cpu (1000 - 100) / 1000 = 90, memory (2000 - 200) / 2000 = 90
+    assert harness.scores(plugin, best_effort, nodes) == {"n": 90}
+    sized = harness.info(cpu="100m", memory="200Mi")
+    assert sized.score_requests is sized.requests
