@@ -9,6 +9,7 @@ __all__ = [
     "BALANCED_ALLOCATION",
     "DEFAULT_BINDER",
     "GANG",
+    "IMAGE_LOCALITY",
     "INTER_POD_AFFINITY",
     "LEAST_ALLOCATED",
     "MOST_ALLOCATED",
@@ -40,6 +41,7 @@ INTER_POD_AFFINITY = "InterPodAffinity"
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 BALANCED_ALLOCATION = "BalancedAllocation"
+IMAGE_LOCALITY = "ImageLocality"
 
 # Batch: ordering, gangs, queues, reservations
 PRIORITY = "Priority"

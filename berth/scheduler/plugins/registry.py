@@ -14,6 +14,7 @@ from berth.scheduler.plugins import (
     balanced_allocation,
     default_binder,
     gang,
+    image_locality,
     inter_pod_affinity,
     least_allocated,
     most_allocated,
@@ -63,6 +64,7 @@ def in_tree_registry() -> registries.Registry:
             names.BALANCED_ALLOCATION: registries.PluginFactory(
                 new=balanced_allocation.new, args=balanced_allocation.BalancedAllocationArgs
             ),
+            names.IMAGE_LOCALITY: registries.PluginFactory(new=image_locality.new),
             # Batch: ordering and gangs
             names.PRIORITY: registries.PluginFactory(new=priority.new),
             names.GANG: registries.PluginFactory(new=gang.new, args=gang.GangArgs),
@@ -87,10 +89,11 @@ plugins:
   - name: Gang
   - name: Proportion
   # Reservations: before the node filters (a pod naming one is told first where it must go) and
-  # before DefaultBinder (it binds reserve pods). Weight 3: a node holding an owner's
-  # reservation outscores any spread (LeastAllocated + BalancedAllocation add at most 200).
+  # before DefaultBinder (it binds reserve pods). Weight 4: a node holding an owner's
+  # reservation outscores any spread (LeastAllocated + BalancedAllocation + ImageLocality add
+  # at most 300).
   - name: Reservation
-    weight: 3
+    weight: 4
   # Node basics: the static filters first (cached per pod shape), then resources
   - name: NodeName
   - name: NodeUnschedulable
@@ -107,6 +110,7 @@ plugins:
   # Scoring (spread; a bin-packing profile enables MostAllocated instead of LeastAllocated)
   - name: LeastAllocated
   - name: BalancedAllocation
+  - name: ImageLocality
   # Binding
   - name: DefaultBinder
 """

@@ -17,7 +17,7 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, resources
-from berth.scheduler.snapshot import ids, podconstraints, selectors, taints, wire
+from berth.scheduler.snapshot import ids, nodes, podconstraints, selectors, taints, wire
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -106,6 +106,7 @@ class PodInfo:
     spread: tuple[podconstraints.SpreadConstraint, ...] = ()
     host_ports: tuple[podconstraints.HostPort, ...] = ()
     uses: frozenset[podconstraints.Field] = frozenset()
+    images: tuple[str, ...] = ()  # container and init container images, normalised
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -432,4 +433,10 @@ def pod_info(
         spread=constraints.spread,
         host_ports=constraints.host_ports,
         uses=constraints.uses,
+        images=tuple(
+            nodes.normalized_image(str(c["image"]))
+            for field in ("initContainers", "containers")
+            for c in _list(spec.get(field))
+            if c.get("image")
+        ),
     )

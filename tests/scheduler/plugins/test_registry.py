@@ -38,6 +38,7 @@ EXPECTED = {
     names.LEAST_ALLOCATED: (interfaces.ScorePlugin,),
     names.MOST_ALLOCATED: (interfaces.ScorePlugin,),
     names.BALANCED_ALLOCATION: (interfaces.ScorePlugin,),
+    names.IMAGE_LOCALITY: (interfaces.ScorePlugin,),
     names.PRIORITY: (interfaces.QueueSortPlugin, interfaces.SessionPlugin),
     names.GANG: (interfaces.SessionPlugin,),
     names.PROPORTION: (interfaces.SessionPlugin,),
@@ -99,6 +100,7 @@ def test_the_default_profile_resolves() -> None:
         "InterPodAffinity",
         "LeastAllocated",
         "BalancedAllocation",
+        "ImageLocality",
         "DefaultBinder",
     ]
 
