@@ -68,27 +68,42 @@ class Placements:
             return
         self.generation += 1
         key = pod.key
+        old = self._current(key)
+        if old is not None:
+            self._apply(old[0], old[1], -1)
         if self._all is None:
             self._added[key] = (pod, row)
             self._removed.discard(key)
-            return
-        old = self._all.get(key)
-        if old is not None:
-            self._apply(old[0], old[1], -1)
-        self._all[key] = (pod, row)
+        else:
+            self._all[key] = (pod, row)
         self._apply(pod, row, 1)
 
     def remove(self, pod: pods.PodInfo) -> None:
         """``pod`` no longer counts (evicted, or its placement undone)."""
         self.generation += 1
         key = pod.key
+        old = self._current(key)
+        if old is not None:
+            self._apply(old[0], old[1], -1)
         if self._all is None:
             self._added.pop(key, None)
             self._removed.add(key)
-            return
-        old = self._all.pop(key, None)
-        if old is not None:
-            self._apply(old[0], old[1], -1)
+        else:
+            self._all.pop(key, None)
+
+    def _current(self, key: str) -> tuple[pods.PodInfo, int] | None:
+        """Where ``key`` counts now, if it does."""
+        if self._all is not None:
+            return self._all.get(key)
+        if key in self._added:
+            return self._added[key]
+        if key in self._removed:
+            return None
+        pod = self._snapshot.pods.get(key)
+        if pod is None or pod.node_name is None or pod.terminal or pod.reserve:
+            return None
+        row = self._index.get(pod.node_name)
+        return None if row is None else (pod, row)
 
     def _apply(self, pod: pods.PodInfo, row: int, sign: int) -> None:
         for predicate, counts in self._counters.values():
@@ -144,13 +159,18 @@ class Placements:
         extract: collections.abc.Callable[[pods.PodInfo], collections.abc.Iterable[ItemT]],
     ) -> collections.abc.Mapping[ItemT, IntArray]:
         """Per item ``extract`` yields for a pod, how many counted pods yield it, per row
-        (kept current; items no pod yields any more may remain with all-zero counts)."""
+        (kept current; items no pod yields any more may remain with all-zero counts).
+
+        ``extract`` must yield nothing for a pod that does not ``constrains_others`` (pod
+        affinity, host ports): only those are walked, so asking costs what they number, not
+        every pod of the cluster.
+        """
         found = self._groupings.get(key)
         if found is not None:
             return typing.cast("dict[ItemT, IntArray]", found[1])
         by_item: dict[ItemT, IntArray] = {}
         size = self._rows
-        for pod, row in self.placed().values():
+        for pod, row in self._constraining():
             for item in extract(pod):
                 counts = by_item.get(item)
                 if counts is None:
@@ -158,6 +178,20 @@ class Placements:
                 counts[row] += 1
         self._keep(self._groupings, key, (extract, by_item))
         return by_item
+
+    def _constraining(self) -> collections.abc.Iterator[tuple[pods.PodInfo, int]]:
+        if self._all is not None:
+            yield from ((p, r) for p, r in self._all.values() if p.constrains_others)
+            return
+        index, removed, added = self._index, self._removed, self._added
+        for key, pod in self._snapshot.constraining.items():
+            node = pod.node_name
+            if node is None or pod.terminal or pod.reserve or key in removed or key in added:
+                continue
+            row = index.get(node)
+            if row is not None:
+                yield pod, row
+        yield from ((p, r) for p, r in added.values() if p.constrains_others)
 
     @staticmethod
     def _keep(into: dict[typing.Hashable, typing.Any], key: typing.Hashable, value: object) -> None:

@@ -60,9 +60,11 @@ class ImageLocality(interfaces.PreScorePlugin, interfaces.ScorePlugin):
         nodes: nodetable.NodeTable,
         feasible: filtering.BoolArray,
     ) -> statuses.Status:
-        if any(_scaled(image, nodes).any() for image in pod.images):
-            return statuses.SUCCESS
-        return statuses.SKIP
+        held = nodes.cached(
+            (NAME, "held", pod.images),
+            compute=lambda: any(_scaled(image, nodes).any() for image in pod.images),
+        )
+        return statuses.SUCCESS if held else statuses.SKIP
 
     def score(
         self,

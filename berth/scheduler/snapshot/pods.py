@@ -125,6 +125,11 @@ class PodInfo:
         return self.requests if self.nonzero_requests is None else self.nonzero_requests
 
     @property
+    def constrains_others(self) -> bool:
+        """Its pod (anti-)affinity or host ports constrain where other pods may go."""
+        return self.pod_affinity is not None or bool(self.host_ports)
+
+    @property
     def terminal(self) -> bool:
         """Succeeded or Failed: it holds no resources and will not be scheduled."""
         return self.phase in _TERMINAL_PHASES
