@@ -12,7 +12,8 @@ taints it tolerates (``nodeTaintsPolicy: Honor``; ``Ignore`` is the default, so 
 of cordoned or tainted nodes still counts, as in Kubernetes; a cordoned node counts as tainted
 ``node.kubernetes.io/unschedulable``).
 
-- Filter (``whenUnsatisfiable: DoNotSchedule``): a node lacking the key fails (unresolvable);
+- Filter (``whenUnsatisfiable: DoNotSchedule``): a node lacking the key fails (unresolvable,
+  the reason naming the key);
   otherwise ``pods in its domain + 1 (if the pod matches its own selector) - the minimum over
   the domains`` must not exceed ``maxSkew``. The minimum is 0 while there are fewer domains
   than ``minDomains``.
@@ -50,8 +51,8 @@ from berth.scheduler.snapshot import nodetable, podconstraints, pods, taints, to
 __all__ = [
     "NAME",
     "REASON",
-    "REASON_MISSING_LABEL",
     "DefaultConstraint",
+    "missing_label_reason",
     "PodTopologySpread",
     "PodTopologySpreadArgs",
     "new",
@@ -59,7 +60,14 @@ __all__ = [
 
 NAME = names.POD_TOPOLOGY_SPREAD
 REASON = "node(s) didn't match pod topology spread constraints"
-REASON_MISSING_LABEL = f"{REASON} (missing required label)"
+
+
+def missing_label_reason(key: str, /) -> str:
+    """Why a node lacking a hard constraint's topology key fails (kube-scheduler's text, with
+    the key: a typo in it shows here)."""
+    return f"{REASON} (missing required label {key})"
+
+
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 _OWNER_KINDS = frozenset({"ReplicaSet", "ReplicationController", "StatefulSet"})
@@ -238,9 +246,13 @@ class PodTopologySpread(
         keys = self._has_keys(rules, nodes)
         missing = np.zeros(len(nodes), dtype=np.bool_)
         skewed = np.zeros(len(nodes), dtype=np.bool_)
+        lacking: dict[str, filtering.BoolArray] = {}
         for rule in rules:
             c = rule.constraint
             domains = topology.domains(nodes, c.topology_key)
+            first_missing = ~domains.has & ~missing
+            if first_missing.any():
+                lacking[missing_label_reason(c.topology_key)] = first_missing
             missing |= ~domains.has
             counts = self._placed().counts(rule.key, predicate=rule.counts)
             eligible = self._eligible(pod, rule, nodes, keys=keys)
@@ -260,7 +272,7 @@ class PodTopologySpread(
         )
 
         def explain() -> filtering.Reasons:
-            return {REASON_MISSING_LABEL: missing, REASON: skewed & ~missing}
+            return {**lacking, REASON: skewed & ~missing}
 
         return filtering.NodeFilter(passed=passed, code=code, explain=explain)
 

@@ -450,7 +450,7 @@ SCENARIOS = [
         {},
         pods={
             "p": "0/3 nodes fit: 3 node(s) didn't match pod topology spread constraints"
-            " (missing required label)"
+            " (missing required label rack)"
         },
     ),
 ]
