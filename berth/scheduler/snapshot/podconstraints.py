@@ -32,6 +32,7 @@ from berth.scheduler.snapshot import selectors, wire
 
 __all__ = [
     "DO_NOT_SCHEDULE",
+    "EMPTY",
     "SCHEDULE_ANYWAY",
     "AffinityTerm",
     "Constraints",
