@@ -64,8 +64,8 @@ class Placements:
     def add(self, pod: pods.PodInfo, node: str) -> None:
         """``pod`` counts on ``node`` from now on (placed, nominated, or an eviction undone)."""
         row = self._index.get(node)
-        if row is None:
-            return
+        if row is None or pod.reserve:
+            return  # an in-memory reserve pod stands for capacity, not for a pod others see
         self.generation += 1
         key = pod.key
         old = self._current(key)
