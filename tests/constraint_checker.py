@@ -12,6 +12,8 @@ kube-scheduler (the same function over what each scheduler bound).
   required node affinity, and has room for the pod's cpu, memory and pod count;
 - host ports: no pod on the node binds a conflicting one (same protocol and port; same IP or
   either ``0.0.0.0``);
+- terms name pods in their ``namespaces``, in namespaces their ``namespaceSelector`` matches
+  (the Namespace objects given; ``{}`` matches all), else in their owner's namespace;
 - required pod anti-affinity, both ways: no pod in the binding's domain is named by its terms,
   and it is named by no term of a pod in that pod's domain;
 - required pod affinity: each term names a pod in the binding's domain (the pod itself counts
@@ -191,14 +193,20 @@ def _host_ports(pod: Obj) -> list[tuple[str, str, int]]:
     return out
 
 
-def _term_names(term: Obj, owner: Obj, other: Obj) -> bool:
-    """Whether a pod affinity ``term`` of ``owner`` names ``other``."""
+def _term_names(
+    term: Obj, owner: Obj, other: Obj, namespaces: collections.abc.Mapping[str, Obj]
+) -> bool:
+    """Whether a pod affinity ``term`` of ``owner`` names ``other`` (``namespaces``: the
+    Namespace objects by name, for a ``namespaceSelector``)."""
+    listed = set(term.get("namespaces") or [])
     ns_selector = term.get("namespaceSelector")
-    if ns_selector and (ns_selector.get("matchLabels") or ns_selector.get("matchExpressions")):
-        raise ValueError("a namespaceSelector with labels needs the namespaces' labels")
-    if ns_selector is None:  # an empty namespaceSelector names every namespace
-        namespaces = set(term.get("namespaces") or []) or {_namespace(owner)}
-        if _namespace(other) not in namespaces:
+    if ns_selector is None and not listed:
+        listed = {_namespace(owner)}
+    where = _namespace(other)
+    if where not in listed:
+        if ns_selector is None:
+            return False
+        if not _selects(ns_selector, _labels(namespaces.get(where) or {})):
             return False
     selector = _with_keys(term.get("labelSelector"), owner, term.get("matchLabelKeys"))
     selector = _with_keys(selector, owner, term.get("mismatchLabelKeys"), negate=True)
@@ -220,9 +228,12 @@ def violations(
     *,
     running: collections.abc.Iterable[Obj],
     bindings: collections.abc.Iterable[tuple[Obj, str]],
+    namespaces: collections.abc.Iterable[Obj] = (),
 ) -> list[Violation]:
     """Every required constraint the ``bindings`` (pod, node name), in order, break, given
-    the pods ``running`` (bound) before them; empty when the placement is sound."""
+    the pods ``running`` (bound) before them and the Namespace objects (for a
+    ``namespaceSelector``); empty when the placement is sound."""
+    by_namespace = {str(n["metadata"]["name"]): n for n in namespaces}
     by_name = {str(n["metadata"]["name"]): n for n in nodes}
     placed: list[tuple[Obj, str]] = [
         (p, str(p["spec"]["nodeName"]))
@@ -244,7 +255,7 @@ def violations(
             continue
         _check_node(pod, node, placed, node_name, broke)
         _check_ports(pod, placed, node_name, broke)
-        _check_pod_affinity(pod, node, placed, by_name, broke)
+        _check_pod_affinity(pod, node, placed, by_name, by_namespace, broke)
         _check_spread(pod, node, placed, by_name, broke)
         placed.append((pod, node_name))
     return found
@@ -291,28 +302,32 @@ def _check_pod_affinity(
     node: Obj,
     placed: list[tuple[Obj, str]],
     by_name: collections.abc.Mapping[str, Obj],
+    by_namespace: collections.abc.Mapping[str, Obj],
     broke: Broke,
 ) -> None:
+    def names(term: Obj, owner: Obj, other: Obj) -> bool:
+        return _term_names(term, owner, other, by_namespace)
+
     here = [(o, by_name[w]) for o, w in placed if w in by_name]
     for term in _terms(pod, "podAntiAffinity"):
         key = term["topologyKey"]
         for other, other_node in here:
-            if _same_domain(node, other_node, key) and _term_names(term, pod, other):
+            if _same_domain(node, other_node, key) and names(term, pod, other):
                 broke("pod anti-affinity", f"{_key(other)} is in the same {key} domain")
     # Symmetric: placed pods whose anti-affinity names this pod.
     for other, other_node in here:
         for term in _terms(other, "podAntiAffinity"):
             key = term["topologyKey"]
-            if _same_domain(node, other_node, key) and _term_names(term, other, pod):
+            if _same_domain(node, other_node, key) and names(term, other, pod):
                 broke("existing pod anti-affinity", f"{_key(other)} excludes it from {key}")
     affinity = _terms(pod, "podAffinity")
-    self_affine = all(_term_names(t, pod, pod) for t in affinity)
+    self_affine = all(names(t, pod, pod) for t in affinity)
     for term in affinity:
         key = term["topologyKey"]
         if key not in _labels(node):
             broke("pod affinity", f"node lacks topologyKey {key}")
             continue
-        near = any(_same_domain(node, n, key) and _term_names(term, pod, o) for o, n in here)
+        near = any(_same_domain(node, n, key) and names(term, pod, o) for o, n in here)
         if not near and not self_affine:
             broke("pod affinity", f"no pod named by the term in its {key} domain")
 

@@ -15,9 +15,9 @@ domains):
 - **existing pods' anti-affinity** (symmetric): no placed pod whose required anti-affinity
   term matches this pod is in that term's domain.
 
-A term names pods by label selector in namespaces (its ``namespaces``; its owner's namespace
-when neither they nor a ``namespaceSelector`` are given; every namespace for an empty
-``namespaceSelector``).
+A term names pods by label selector in namespaces: its ``namespaces`` and those whose labels
+its ``namespaceSelector`` matches (the snapshot's namespace labels; an empty selector matches
+every namespace); its owner's namespace when neither is given.
 
 Score: per row, the sum over the pod's preferred terms of weight * matching pods in the
 term's domain (anti-affinity subtracts), plus placed pods' terms matching this pod: their
@@ -89,8 +89,7 @@ class InterPodAffinityArgs(pydantic.BaseModel):
     """Score only the incoming pod's preferred terms, not placed pods' ones."""
 
 
-def _matches(term: Term, pod: pods.PodInfo) -> bool:
-    return term.matches(pod.namespace, pod.labels)
+NamespaceLabels = collections.abc.Mapping[str, collections.abc.Mapping[str, str]]
 
 
 def _required_anti(pod: pods.PodInfo) -> collections.abc.Iterable[Term]:
@@ -109,7 +108,11 @@ class InterPodAffinity(
 
     name = NAME
     understands = frozenset(
-        {podconstraints.Field.POD_AFFINITY, podconstraints.Field.POD_ANTI_AFFINITY}
+        {
+            podconstraints.Field.POD_AFFINITY,
+            podconstraints.Field.POD_ANTI_AFFINITY,
+            podconstraints.Field.NAMESPACE_SELECTOR,
+        }
     )
 
     def __init__(self, args: InterPodAffinityArgs, *, handle: handles.ExtendedHandle) -> None:
@@ -118,25 +121,40 @@ class InterPodAffinity(
         self._handle = handle
 
     # Counting ----------------------------------------------------------------------------------
+    def _namespace_labels(self) -> NamespaceLabels:
+        return self._handle.snapshot().namespace_labels
+
+    def _matcher(self) -> collections.abc.Callable[[Term, pods.PodInfo], bool]:
+        """``term names pod``, with the session's namespace labels."""
+        known = self._namespace_labels()
+
+        def matches(term: Term, pod: pods.PodInfo) -> bool:
+            return term.matches(pod.namespace, pod.labels, namespace_labels=known)
+
+        return matches
+
     def _placed(self) -> framework_placements.Placements:
         return self._handle.placements()
 
     def _matching(self, term: Term) -> IntArray:
         """Per row, the placed pods ``term`` names."""
-        return self._placed().counts(
-            (NAME, "term", term), predicate=lambda pod: _matches(term, pod)
-        )
+        matches = self._matcher()
+        return self._placed().counts((NAME, "term", term), predicate=lambda pod: matches(term, pod))
 
     def _matching_all(self, terms: tuple[Term, ...]) -> IntArray:
         """Per row, the placed pods every one of ``terms`` names."""
+        matches = self._matcher()
         return self._placed().counts(
-            (NAME, "all", terms), predicate=lambda pod: all(_matches(t, pod) for t in terms)
+            (NAME, "all", terms), predicate=lambda pod: all(matches(t, pod) for t in terms)
         )
 
     def _existing_anti(self, pod: pods.PodInfo) -> list[tuple[Term, IntArray]]:
         """Placed pods' required anti-affinity terms naming ``pod``, with their owners per row."""
         owned = self._placed().grouped((NAME, "anti"), extract=_required_anti)
-        return [(term, counts) for term, counts in owned.items() if _matches(term, pod)]
+        if not owned:
+            return []
+        matches = self._matcher()
+        return [(term, counts) for term, counts in owned.items() if matches(term, pod)]
 
     def _scoring_terms(self, pod: pods.PodInfo) -> list[tuple[Term, int, IntArray]]:
         """Placed pods' terms naming ``pod`` that score: (term, weight, owners per row)."""
@@ -157,10 +175,11 @@ class InterPodAffinity(
             return out
 
         owned = self._placed().grouped((NAME, "scoring", hard, own_only), extract=extract)
+        if not owned:
+            return []
+        matches = self._matcher()
         return [
-            (term, weight, counts)
-            for (term, weight), counts in owned.items()
-            if _matches(term, pod)
+            (term, weight, counts) for (term, weight), counts in owned.items() if matches(term, pod)
         ]
 
     # Filter --------------------------------------------------------------------------------------
@@ -225,7 +244,8 @@ class InterPodAffinity(
             near = domains.spread(matching)
             found &= near > 0
             anywhere = anywhere or bool(matching[domains.has].any())
-        if not anywhere and all(_matches(term, pod) for term in terms):
+        matches = self._matcher()
+        if not anywhere and all(matches(term, pod) for term in terms):
             # The first pod of a group with affinity to itself: nothing to be near yet.
             return ~has_keys
         return ~(has_keys & found)

@@ -89,6 +89,7 @@ class ClusterCache:
         # Pods whose constraints reach other pods (pod affinity, host ports): few, so a session
         # finds them without walking every pod.
         self._constraining: dict[str, pods.PodInfo] = {}
+        self._namespaces: dict[str, collections.abc.Mapping[str, str]] = {}
         # What each placed pod added to its node, so removal subtracts exactly that.
         self._counted: dict[str, tuple[str, resources.ResourceList]] = {}
         self._node_requested: dict[str, dict[str, int]] = {}
@@ -482,6 +483,21 @@ class ClusterCache:
         self._store_pod(wanted, from_api=False)
 
     # PriorityClasses ----------------------------------------------------------------------
+    # Namespaces ---------------------------------------------------------------------------
+    def add_namespace(self, raw: typing.Any, /) -> None:
+        """Add or update a Namespace (its labels, for pod affinity's namespaceSelector)."""
+        obj = wire.as_raw(raw)
+        meta = wire.sub(obj, "metadata")
+        name = str(meta.get("name") or "")
+        if name:
+            self._namespaces[name] = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
+
+    update_namespace = add_namespace
+
+    def remove_namespace(self, namespace: typing.Any, /) -> None:
+        """Remove a Namespace (by name or object)."""
+        self._namespaces.pop(_name_of(namespace), None)
+
     def add_priority_class(self, raw: typing.Any, /) -> None:
         """Add or update a PriorityClass (``scheduling.k8s.io/v1``)."""
         obj = wire.as_raw(raw)
@@ -547,6 +563,7 @@ class ClusterCache:
             node_infos=self._node_views.freeze(),
             pods=self._pods.freeze(),
             constraining=types.MappingProxyType(dict(self._constraining)),
+            namespace_labels=types.MappingProxyType(dict(self._namespaces)),
             pending=self._pending_view,
             gated=self._gated_view,
             pod_groups=self._group_views.freeze(),

@@ -65,7 +65,7 @@ class Field(enum.StrEnum):
 
     POD_AFFINITY = "spec.affinity.podAffinity"
     POD_ANTI_AFFINITY = "spec.affinity.podAntiAffinity"
-    NAMESPACE_SELECTOR = "spec.affinity.pod(Anti)Affinity namespaceSelector"
+    NAMESPACE_SELECTOR = "spec.affinity.pod(Anti)Affinity namespaceSelector"  # with labels
     TOPOLOGY_SPREAD = "spec.topologySpreadConstraints"
     HOST_PORTS = "spec.containers[].ports[].hostPort"
     RESOURCE_CLAIMS = "spec.resourceClaims"
@@ -123,18 +123,30 @@ class AffinityTerm:
     namespace_selector: LabelSelector | None  # None: not set; empty: every namespace
     topology_key: str
 
-    def matches(self, namespace: str, labels: collections.abc.Mapping[str, str], /) -> bool:
+    def matches(
+        self,
+        namespace: str,
+        labels: collections.abc.Mapping[str, str],
+        /,
+        *,
+        namespace_labels: collections.abc.Mapping[str, collections.abc.Mapping[str, str]]
+        | None = None,
+    ) -> bool:
         """Whether a pod in ``namespace`` with ``labels`` is one this term is about.
 
-        A non-empty ``namespaceSelector`` needs namespace labels, which the snapshot does not
-        hold: pods using one are refused before this is asked (``Field.NAMESPACE_SELECTOR``).
+        ``namespace_labels`` (namespace -> labels) serves a ``namespaceSelector``; a namespace
+        it does not know has no labels.
         """
         if self.selector is None:
             return False
-        if namespace not in self.namespaces and not (
-            self.namespace_selector is not None and self.namespace_selector.empty
-        ):
-            return False
+        if namespace not in self.namespaces:
+            ns_selector = self.namespace_selector
+            if ns_selector is None:
+                return False
+            if not ns_selector.empty:
+                known = namespace_labels.get(namespace) if namespace_labels is not None else None
+                if not ns_selector.matches(known or {}):
+                    return False
         return self.selector.matches(labels)
 
 

@@ -7,7 +7,8 @@ examples and edge cases:
 - host ports: TCP/UDP, host IPs against ``0.0.0.0``, ``hostNetwork``, two gang members asking
   for the same port;
 - pod affinity: to a zone's pods, to pods in other namespaces (``namespaces``, an empty
-  ``namespaceSelector``), the first pod of a self-affine group, a topologyKey no node has;
+  ``namespaceSelector``, one matching namespace labels), the first pod of a self-affine group,
+  a topologyKey no node has;
 - anti-affinity: one per node, gang members among themselves (all-or-nothing), an existing
   pod's anti-affinity against the incoming pod (symmetric), preferred (anti-)affinity;
 - topology spread: skew across zones, a domain whose only node is cordoned (the documented
@@ -41,6 +42,11 @@ class Scenario:
 
 def _key(name: str) -> str:
     return name if "/" in name else f"default/{name}"
+
+
+def namespace(name: str, **labels: str) -> Obj:
+    """A Namespace with ``labels``."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
 def zoned(name: str, zone: str, **fields: typing.Any) -> Obj:
@@ -146,6 +152,45 @@ SCENARIOS = [
             ),
         ],
         {"p": "a2"},
+    ),
+    Scenario(
+        "affinity-to-pods-in-namespaces-by-label",
+        [
+            *ZONES,
+            namespace("data", team="db"),
+            namespace("scratch"),
+            b.pod("data/db", node="b1", labels={"app": "db"}),
+            b.pod("scratch/db", node="a1", labels={"app": "db"}),
+            b.pod(
+                "p",
+                spec=s.affinity(
+                    required=[
+                        s.term(s.ZONE, s.labels(app="db"), namespace_selector=s.labels(team="db"))
+                    ]
+                ),
+            ),
+        ],
+        {"p": "b1"},
+    ),
+    Scenario(
+        "anti-affinity-to-pods-in-namespaces-by-label",
+        [
+            *ZONES,
+            namespace("data", team="db"),
+            b.pod("data/db", node="b1", labels={"app": "db"}),
+            b.pod("hog", node="a1", cpu="3", memory=None),
+            b.pod("hog2", node="a2", cpu="3", memory=None),
+            b.pod(
+                "p",
+                spec=s.affinity(
+                    anti=[
+                        s.term(s.ZONE, s.labels(app="db"), namespace_selector=s.labels(team="db"))
+                    ]
+                ),
+            ),
+        ],
+        # b1 is the emptiest, but its zone holds a db pod of a team=db namespace.
+        {"p": "a1"},
     ),
     Scenario(
         "first-pod-of-a-self-affine-group",
@@ -470,7 +515,7 @@ def test_scenario(scenario: Scenario) -> None:
 def _with_namespace(obj: Obj) -> Obj:
     """Pods named ``ns/name`` in the tables are named ``name`` in ``ns``."""
     name = obj["metadata"]["name"]
-    if "/" not in name:
+    if "/" not in name or obj["kind"] != "Pod":
         return obj
     namespace, short = name.split("/", 1)
     meta = {**obj["metadata"], "name": short, "namespace": namespace, "uid": f"uid-{name}"}
