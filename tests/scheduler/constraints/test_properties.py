@@ -2,7 +2,8 @@
 
 Hypothesis generates small clusters (zones, some nodes without a zone, cordoned nodes), running
 pods (some binding host ports, some with anti-affinity of their own) and pending pods with
-random required and preferred pod affinity and anti-affinity, topology spread constraints and
+random required and preferred pod affinity and anti-affinity (own, listed, all or labelled
+namespaces), topology spread constraints and
 host ports, some of them in gangs; one default-profile cycle places them, and the independent
 checker (:mod:`tests.constraint_checker`, which shares no code with the plugins) replays the
 bindings in order and must find nothing broken. The cycle must also raise no plugin error.
@@ -43,8 +44,32 @@ def nodes(draw: st.DrawFn) -> list[Obj]:
     return out
 
 
+NAMESPACES = [
+    {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "default", "labels": {"team": "a"}},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "other", "labels": {"team": "b"}},
+    },
+]
+
+
 def _term(draw: st.DrawFn) -> Obj:
-    return s.term(draw(st.sampled_from(KEYS)), s.labels(app=draw(st.sampled_from(APPS))))
+    scope = draw(st.sampled_from(["own", "own", "listed", "all", "team-a", "team-b"]))
+    return s.term(
+        draw(st.sampled_from(KEYS)),
+        s.labels(app=draw(st.sampled_from(APPS))),
+        namespaces=["other"] if scope == "listed" else None,
+        namespace_selector={
+            "all": {},
+            "team-a": s.labels(team="a"),
+            "team-b": s.labels(team="b"),
+        }.get(scope),
+    )
 
 
 @st.composite
@@ -120,12 +145,17 @@ def test_no_placement_breaks_a_required_constraint(
 ) -> None:
     node_objs, running, pending = cluster
     clock = clocks.VirtualClock(b.EPOCH)
-    sim = harness.in_memory(*node_objs, *running, *pending, clock=clock)
+    sim = harness.in_memory(*NAMESPACES, *node_objs, *running, *pending, clock=clock)
     result = harness.scheduler(harness.profile_with(), clock=clock).run_once(sim, sim)
     assert result.errors == ()
     by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pending}
     bindings = [(by_key[key], node) for key, node in result.bindings().items()]
-    assert constraint_checker.violations(node_objs, running=running, bindings=bindings) == []
+    assert (
+        constraint_checker.violations(
+            node_objs, running=running, bindings=bindings, namespaces=NAMESPACES
+        )
+        == []
+    )
 
 
 def test_the_checker_finds_what_a_blind_scheduler_breaks() -> None:
