@@ -63,6 +63,15 @@ command.add_command(
 )
 
 
+for _name, _summary in (
+    ("anti-affinity", "scheduler_perf SchedulingPodAntiAffinity: 5000 nodes, 1000 pods to place."),
+    ("preferred-affinity", "scheduler_perf SchedulingPreferredPodAffinity: 5000 nodes."),
+    ("topology-spread", "scheduler_perf TopologySpreading: 5000 nodes in 3 zones."),
+    ("host-ports", "Host ports: 5000 nodes, every pod binds host port 8080."),
+):
+    command.add_command(_scenario(_name, _summary))
+
+
 @command.command("sim")
 @click.option("--jobs", type=click.IntRange(min=1), default=10_000, show_default=True)
 @click.option("--nodes", type=click.IntRange(min=1), default=1_000, show_default=True)

@@ -83,6 +83,7 @@ def pod_resource() -> Resource:
 
 
 _NODES = Resource("nodes", "/api/v1/nodes", namespaced=False)
+_NAMESPACES = Resource("namespaces", "/api/v1/namespaces", namespaced=False)
 _CLASSES = Resource(
     "priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses", namespaced=False
 )
@@ -313,6 +314,7 @@ class ClusterInformers:
 
         self.informers = (
             informer(_NODES, *self._feeding(cache.add_node, cache.remove_node)),
+            informer(_NAMESPACES, *self._feeding(cache.add_namespace, cache.remove_namespace)),
             informer(
                 _CLASSES, *self._feeding(cache.add_priority_class, cache.remove_priority_class)
             ),

@@ -26,6 +26,7 @@ from berth.scheduler.snapshot import cache as cluster_cache
 __all__ = [
     "ClusterObjects",
     "EVENTS",
+    "NAMESPACES",
     "NODES",
     "PODGROUPS",
     "PODS",
@@ -62,6 +63,7 @@ class Collection:
 
 
 NODES = Collection("/api/v1", "nodes", namespaced=False)
+NAMESPACES = Collection("/api/v1", "namespaces", namespaced=False)
 PODS = Collection("/api/v1", "pods", namespaced=True)
 EVENTS = Collection("/api/v1", "events", namespaced=True)
 PRIORITY_CLASSES = Collection("/apis/scheduling.k8s.io/v1", "priorityclasses", namespaced=False)
@@ -80,6 +82,7 @@ class ClusterObjects:
     queues: tuple[Body, ...] = ()
     pod_groups: tuple[Body, ...] = ()
     reservations: tuple[Body, ...] = ()
+    namespaces: tuple[Body, ...] = ()
 
 
 async def get(
@@ -113,10 +116,18 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
     listed = await asyncio.gather(
         *(
             list_all(api, collection)
-            for collection in (NODES, PODS, PRIORITY_CLASSES, QUEUES, PODGROUPS, RESERVATIONS)
+            for collection in (
+                NODES,
+                PODS,
+                PRIORITY_CLASSES,
+                QUEUES,
+                PODGROUPS,
+                RESERVATIONS,
+                NAMESPACES,
+            )
         )
     )
-    nodes, pods, classes, queues, groups, reservations = listed
+    nodes, pods, classes, queues, groups, reservations, namespaces = listed
     return ClusterObjects(
         nodes=nodes,
         pods=pods,
@@ -124,6 +135,7 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
         queues=queues,
         pod_groups=groups,
         reservations=reservations,
+        namespaces=namespaces,
     )
 
 
@@ -154,6 +166,7 @@ def fill_cache(
     skipped: list[str] = []
     feeds: tuple[tuple[str, tuple[Body, ...], collections.abc.Callable[[Body], None]], ...] = (
         ("priorityclass", objects.priority_classes, cache.add_priority_class),
+        ("namespace", objects.namespaces, cache.add_namespace),
         ("node", objects.nodes, cache.add_node),
         ("queue", objects.queues, cache.add_queue),
         ("podgroup", objects.pod_groups, cache.add_pod_group),

@@ -12,6 +12,11 @@ session, the actions, closing the session.
 - ``cycle``: 5000 nodes, 40 000 running pods (8 per node) in 2000 running groups, 10 000
   pending pods in 500 groups of 20 (minMember 20) across 10 queues.
 
+- ``anti-affinity``, ``preferred-affinity``, ``topology-spread``, ``host-ports``:
+  kube-scheduler's scheduler_perf shapes for the constraint plugins (SchedulingPodAntiAffinity,
+  SchedulingPreferredPodAffinity, TopologySpreading, and host ports): 5000 nodes, pods with
+  the constraint already placed (1000; 5000 for preferred affinity), 1000 more to place.
+
 ``--nodes``/``--pods`` scale a workload; the other counts follow (running pods per node).
 
 ``p50_ms``/``p99_ms`` are per-pod placement attempt latencies (Filter + Score for one pod);
@@ -35,7 +40,19 @@ from berth.scheduler.plugins import registry
 from berth.scheduler.snapshot import cache
 from berth.util import clocks
 
-__all__ = ["SCENARIOS", "BenchResult", "Workload", "basic", "cycle", "gang", "run"]
+__all__ = [
+    "SCENARIOS",
+    "BenchResult",
+    "Workload",
+    "anti_affinity",
+    "basic",
+    "cycle",
+    "gang",
+    "host_ports",
+    "preferred_affinity",
+    "run",
+    "topology_spread",
+]
 
 Obj = dict[str, typing.Any]
 
@@ -87,7 +104,14 @@ class BenchResult:
 # Objects -----------------------------------------------------------------------------------
 
 
-def _node(name: str, *, cpu: str = "4", memory: str = "32Gi", pods: int = 110) -> Obj:
+def _node(
+    name: str,
+    *,
+    cpu: str = "4",
+    memory: str = "32Gi",
+    pods: int = 110,
+    labels: collections.abc.Mapping[str, str] | None = None,
+) -> Obj:
     allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
     return {
         "apiVersion": "v1",
@@ -95,7 +119,7 @@ def _node(name: str, *, cpu: str = "4", memory: str = "32Gi", pods: int = 110) -
         "metadata": {
             "name": name,
             "uid": f"uid-{name}",
-            "labels": {"kubernetes.io/hostname": name},
+            "labels": {"kubernetes.io/hostname": name, **(labels or {})},
             "creationTimestamp": _CREATED,
         },
         "spec": {},
@@ -111,17 +135,18 @@ def _pod(
     node: str | None = None,
     labels: collections.abc.Mapping[str, str] | None = None,
     namespace: str = "bench",
+    extra: Obj | None = None,
+    ports: collections.abc.Sequence[Obj] = (),
 ) -> Obj:
-    spec: Obj = {
-        "schedulerName": keys.DEFAULT_SCHEDULER_NAME,
-        "containers": [
-            {
-                "name": "main",
-                "image": "pause",
-                "resources": {"requests": {"cpu": cpu, "memory": memory}},
-            }
-        ],
+    container: Obj = {
+        "name": "main",
+        "image": "pause",
+        "resources": {"requests": {"cpu": cpu, "memory": memory}},
     }
+    if ports:
+        container["ports"] = list(ports)
+    spec: Obj = {"schedulerName": keys.DEFAULT_SCHEDULER_NAME, "containers": [container]}
+    spec.update(extra or {})
     if node is not None:
         spec["nodeName"] = node
     return {
@@ -236,10 +261,114 @@ def cycle(
     return Workload(scenario="cycle", nodes=nodes, pods=groups * group_size, objects=tuple(objects))
 
 
+# kube-scheduler's scheduler_perf shapes for the constraint plugins: 5000 nodes, some pods
+# already placed with the shape's constraint, then the pods to place (one session).
+
+_HOSTNAME = "kubernetes.io/hostname"
+_ZONE = "topology.kubernetes.io/zone"
+_ZONES = 3
+_COLOR = {"color": "green"}
+
+
+def _term(key: str) -> Obj:
+    return {"topologyKey": key, "labelSelector": {"matchLabels": dict(_COLOR)}}
+
+
+def _constrained(
+    scenario: str, *, nodes: int, pods: int, running: int, extra: Obj, zones: bool = False
+) -> Workload:
+    names = _node_names(nodes)
+    objects: list[Obj] = [
+        _node(n, labels={_ZONE: f"zone-{i % _ZONES}"} if zones else None)
+        for i, n in enumerate(names)
+    ]
+    ports = extra.pop("ports", ())
+    objects += [
+        _pod(
+            f"init-{i:05d}",
+            cpu="100m",
+            memory="500Mi",
+            node=names[i % nodes],
+            labels=_COLOR,
+            extra=extra,
+            ports=ports,
+        )
+        for i in range(running)
+    ]
+    objects += [
+        _pod(f"pod-{i:05d}", cpu="100m", memory="500Mi", labels=_COLOR, extra=extra, ports=ports)
+        for i in range(pods)
+    ]
+    return Workload(scenario=scenario, nodes=nodes, pods=pods, objects=tuple(objects))
+
+
+def anti_affinity(*, nodes: int = 5000, pods: int = 1000) -> Workload:
+    """SchedulingPodAntiAffinity: pods repelling each other per node (required), 1000 already
+    placed."""
+    extra = {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_term(_HOSTNAME)]
+            }
+        }
+    }
+    return _constrained(
+        "anti-affinity", nodes=nodes, pods=pods, running=min(1000, nodes // 5), extra=extra
+    )
+
+
+def preferred_affinity(*, nodes: int = 5000, pods: int = 1000) -> Workload:
+    """SchedulingPreferredPodAffinity: pods preferring nodes with their kind, 5000 placed."""
+    extra = {
+        "affinity": {
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": _term(_HOSTNAME)}
+                ]
+            }
+        }
+    }
+    return _constrained("preferred-affinity", nodes=nodes, pods=pods, running=nodes, extra=extra)
+
+
+def topology_spread(*, nodes: int = 5000, pods: int = 1000) -> Workload:
+    """TopologySpreading: pods spread over 3 zones (maxSkew 5, DoNotSchedule), 1000 placed."""
+    extra = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 5,
+                "topologyKey": _ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": dict(_COLOR)},
+            }
+        ]
+    }
+    return _constrained(
+        "topology-spread",
+        nodes=nodes,
+        pods=pods,
+        running=min(1000, nodes // 5),
+        extra=extra,
+        zones=True,
+    )
+
+
+def host_ports(*, nodes: int = 5000, pods: int = 1000) -> Workload:
+    """Host ports: every pod binds host port 8080 (one per node), 1000 placed."""
+    extra = {"ports": [{"containerPort": 8080, "hostPort": 8080}]}
+    return _constrained(
+        "host-ports", nodes=nodes, pods=pods, running=min(1000, nodes // 5), extra=extra
+    )
+
+
 SCENARIOS: dict[str, collections.abc.Callable[..., Workload]] = {
     "basic": basic,
     "gang": gang,
     "cycle": cycle,
+    "anti-affinity": anti_affinity,
+    "preferred-affinity": preferred_affinity,
+    "topology-spread": topology_spread,
+    "host-ports": host_ports,
 }
 """Workload builders by scenario name."""
 

@@ -54,11 +54,12 @@ __all__ = [
     "object_key",
 ]
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "Reservation", "PriorityClass")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "Reservation", "PriorityClass", "Namespace")
 """The kinds the in-memory cluster stores."""
 # The order changes reach the cache: what pods refer to before the pods (deletions the other
 # way round).
 _FLUSH_ORDER = {
+    "Namespace": 0,
     "PriorityClass": 0,
     "Queue": 1,
     "Node": 2,
@@ -66,7 +67,7 @@ _FLUSH_ORDER = {
     "Reservation": 4,
     "Pod": 5,
 }
-_CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass"})
+_CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass", "Namespace"})
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 
 Object = dict[str, typing.Any]
@@ -499,6 +500,8 @@ class InMemoryCluster:
             target.add_queue(obj)
         elif kind == "Reservation":
             target.add_reservation(obj)
+        elif kind == "Namespace":
+            target.add_namespace(obj)
         else:
             target.add_priority_class(obj)
 
@@ -515,6 +518,8 @@ class InMemoryCluster:
             target.remove_queue(name)
         elif kind == "Reservation":
             target.remove_reservation(f"{namespace}/{name}")
+        elif kind == "Namespace":
+            target.remove_namespace(name)
         else:
             target.remove_priority_class(name)
 

@@ -1,9 +1,10 @@
-"""``berth bench basic|gang|cycle``: one JSON object each, on small workloads.
+"""``berth bench basic|gang|cycle|<constraint shapes>``: one JSON object each, on small workloads.
 
 We test these aspects:
 - each scenario prints exactly one JSON object with the documented keys, and places every pod;
 - the workloads have the documented shape at full size (counted, not run);
-- an unknown output format is a usage error.
+- an unknown output format is a usage error;
+- the constraint shapes place every pod without breaking a constraint (independent checker).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from berth.cli import main
 from berth.sim import benchmarks
+from tests import constraint_checker
 
 KEYS = {
     "scenario",
@@ -36,8 +38,20 @@ KEYS = {
         (["basic", "--nodes", "50", "--pods", "300"], 50, 300),
         (["gang", "--nodes", "40", "--pods", "60"], 40, 60),
         (["cycle", "--nodes", "60", "--pods", "200"], 60, 200),
+        (["anti-affinity", "--nodes", "100", "--pods", "80"], 100, 80),
+        (["preferred-affinity", "--nodes", "60", "--pods", "100"], 60, 100),
+        (["topology-spread", "--nodes", "60", "--pods", "100"], 60, 100),
+        (["host-ports", "--nodes", "100", "--pods", "80"], 100, 80),
     ],
-    ids=["basic", "gang", "cycle"],
+    ids=[
+        "basic",
+        "gang",
+        "cycle",
+        "anti-affinity",
+        "preferred-affinity",
+        "topology-spread",
+        "host-ports",
+    ],
 )
 def test_bench_prints_one_json_object(args: list[str], nodes: int, pods: int) -> None:
     outcome = click.testing.CliRunner().invoke(main.cli, ["bench", *args])
@@ -90,3 +104,23 @@ def test_an_unknown_output_format_is_a_usage_error() -> None:
     outcome = click.testing.CliRunner().invoke(main.cli, ["bench", "basic", "--output", "table"])
     assert outcome.exit_code == 2
     assert "Invalid value for '--output'" in outcome.output
+
+
+@pytest.mark.parametrize(
+    "scenario", ["anti-affinity", "preferred-affinity", "topology-spread", "host-ports"]
+)
+def test_constraint_workloads_place_within_their_constraints(scenario: str) -> None:
+    """Every pod of a constraint shape is placed, and none breaks its constraint (one pod per
+    node with anti-affinity or a host port; zones within the skew)."""
+    workload = benchmarks.SCENARIOS[scenario](nodes=150, pods=100)
+    bench, result = benchmarks.run(workload)
+    assert bench.placed == 100
+    by_key = {
+        f"{o['metadata']['namespace']}/{o['metadata']['name']}": o
+        for o in workload.objects
+        if o["kind"] == "Pod"
+    }
+    nodes = [o for o in workload.objects if o["kind"] == "Node"]
+    running = [o for o in workload.objects if o["kind"] == "Pod" and "nodeName" in o["spec"]]
+    bindings = [(by_key[k], n) for k, n in result.bindings().items()]
+    assert constraint_checker.violations(nodes, running=running, bindings=bindings) == []

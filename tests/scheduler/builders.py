@@ -210,9 +210,10 @@ def pod(
     deleting: bool = False,
     scheduler: str = SCHEDULER,
     uid: str | None = None,
+    spec: Obj | None = None,
 ) -> Obj:
     """A pod of one container requesting ``cpu``/``memory``/``gpu`` (or ``requests``), or of
-    ``containers``; Berth's by default (``scheduler``)."""
+    ``containers``; Berth's by default (``scheduler``); ``spec`` adds more spec fields."""
     all_labels = dict(labels or {})
     if group is not None:
         all_labels["scheduling.berth.io/pod-group"] = group
@@ -230,7 +231,10 @@ def pod(
             if gpu is not None:
                 requests[GPU] = str(gpu)
         containers = [container(requests=requests)]
-    spec: Obj = {"schedulerName": scheduler, "containers": list(containers)}
+    extra_spec = spec
+    spec = {"schedulerName": scheduler, "containers": list(containers)}
+    if extra_spec:
+        spec.update(extra_spec)
     if init_containers is not None:
         spec["initContainers"] = list(init_containers)
     if overhead is not None:

@@ -19,6 +19,7 @@ from berth.scheduler.framework import decisions, errors, interfaces
 from berth.util import clocks
 
 if typing.TYPE_CHECKING:
+    from berth.scheduler.framework import placements as placements_
     from berth.scheduler.snapshot import reservations, snapshots
 
 __all__ = ["ControllerRegistry", "ExtendedHandle", "ServiceRegistry"]
@@ -99,17 +100,28 @@ class ExtendedHandle:
         """Controllers of the plugins built with this handle."""
         self._snapshot: snapshots.Snapshot | None = None
         self._recorder: decisions.DecisionRecorder | None = None
+        self._placements: placements_.Placements | None = None
 
     # For the session only -----------------------------------------------------------------
-    def attach(self, snapshot: snapshots.Snapshot, *, recorder: decisions.DecisionRecorder) -> None:
-        """Make ``snapshot`` and ``recorder`` the current ones (called by ``open_session``)."""
+    def attach(
+        self,
+        snapshot: snapshots.Snapshot,
+        *,
+        recorder: decisions.DecisionRecorder,
+        placements: placements_.Placements | None = None,
+    ) -> None:
+        """Make ``snapshot``, ``recorder`` and ``placements`` the current ones (called by
+        ``open_session``)."""
         self._snapshot = snapshot
         self._recorder = recorder
+        self._placements = placements
 
     def detach(self) -> None:
-        """Forget the session's snapshot and recorder (called by ``close_session``)."""
+        """Forget the session's snapshot, recorder and placements (called by
+        ``close_session``)."""
         self._snapshot = None
         self._recorder = None
+        self._placements = None
 
     # For plugins ------------------------------------------------------------------------
     def snapshot(self) -> snapshots.Snapshot:
@@ -131,6 +143,12 @@ class ExtendedHandle:
         if self._recorder is None:
             raise errors.NoSessionError("no session is open: there is no recorder")
         return self._recorder
+
+    def placements(self) -> placements_.Placements:
+        """The open session's pods on nodes, statements included; raises outside a session."""
+        if self._placements is None:
+            raise errors.NoSessionError("no session is open: there are no placements")
+        return self._placements
 
     @property
     def in_session(self) -> bool:

@@ -38,7 +38,7 @@ from berth.scheduler.framework import cyclestate, decisions, filtering, statuses
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.framework import sessions
-    from berth.scheduler.snapshot import nodetable, pods
+    from berth.scheduler.snapshot import nodetable, podconstraints, pods
 
 __all__ = [
     "MAX_NODE_SCORE",
@@ -46,6 +46,7 @@ __all__ = [
     "APIServiceProvider",
     "Action",
     "BindPlugin",
+    "ConstraintPlugin",
     "Controller",
     "ControllerProvider",
     "FilterHook",
@@ -325,6 +326,18 @@ class PostBindPlugin(Plugin, typing.Protocol):
     ) -> None:
         """Informational: ``pod`` was bound to ``node`` in this commit. Must not raise."""
         ...
+
+
+@typing.runtime_checkable
+class ConstraintPlugin(Plugin, typing.Protocol):
+    """A plugin implementing pod fields that constrain placement (``podconstraints.Field``).
+
+    The runtime refuses a pod Berth binds itself (it names the profile's scheduler) when the
+    pod uses a field no enabled plugin lists here: the pod waits, its reason naming the field
+    and pointing to admission mode, instead of the field being silently ignored.
+    """
+
+    understands: frozenset[podconstraints.Field]
 
 
 # --------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from berth.scheduler.framework import (
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.framework import sessions
-    from berth.scheduler.snapshot import nodetable, pods
+    from berth.scheduler.snapshot import nodetable, podconstraints, pods
 
 __all__ = ["Attempt", "Framework", "format_score_table"]
 
@@ -162,6 +162,10 @@ class Framework:
         self._bind = [p for p in built if isinstance(p, interfaces.BindPlugin)]
         self._post_bind = [p for p in built if isinstance(p, interfaces.PostBindPlugin)]
         self._session_plugins = [p for p in built if isinstance(p, interfaces.SessionPlugin)]
+        self.understood: frozenset[podconstraints.Field] = frozenset().union(
+            *(p.understands for p in built if isinstance(p, interfaces.ConstraintPlugin))
+        )
+        """The constraint fields some enabled plugin implements (others are refused)."""
 
         self.debug_top_n = 0
         """When above 0, each scored attempt emits its top-N score table (set at run time)."""
@@ -280,6 +284,10 @@ class Framework:
         if pod.invalid is not None:
             status = statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, pod.invalid)
             return Attempt(pod, row=None, state=state, status=status)
+        if pod.uses:
+            refused = self.refusal(pod)
+            if refused is not None:
+                return Attempt(pod, row=None, state=state, status=refused)
         view_pod = pod
         for hook in self._pre_filter_hooks:
             try:
@@ -362,6 +370,23 @@ class Framework:
             node_scores=node_scores,
         )
         return Attempt(pod, row=row, state=state)
+
+    def refusal(self, pod: pods.PodInfo) -> statuses.Status | None:
+        """Why ``pod`` may not be placed by this profile: it uses constraint fields no enabled
+        plugin implements (``None`` when it may). Only for pods Berth binds itself: an
+        admission-mode pod is bound by kube-scheduler, whose plugins check those fields."""
+        if pod.scheduler_name != self.profile.scheduler_name:
+            return None
+        unknown = pod.uses - self.understood
+        if not unknown:
+            return None
+        fields = ", ".join(sorted(unknown))
+        return statuses.new(
+            statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            f"Berth's scheduler mode does not implement {fields}: it will not place this pod"
+            " while ignoring the field; run it in admission mode (no schedulerName, a queue"
+            " or group label), where kube-scheduler places it",
+        )
 
     def _run_post_filter(
         self,

@@ -22,7 +22,15 @@ import time
 import types
 import typing
 
-from berth.scheduler.framework import decisions, hooks, jobs, runtime, statements, statuses
+from berth.scheduler.framework import (
+    decisions,
+    hooks,
+    jobs,
+    placements,
+    runtime,
+    statements,
+    statuses,
+)
 
 if typing.TYPE_CHECKING:
     import numpy as np
@@ -113,6 +121,8 @@ class Session:
         self.snapshot = snapshot
         self.nodes = snapshot.nodes
         """The session's node table (statements change it; the snapshot's own copy)."""
+        self.placements = placements.Placements(snapshot, nodes=snapshot.nodes)
+        """Which pods are on which node, statements included (for pod-to-pod constraints)."""
         self.framework = framework
         self.recorder = decisions.DecisionRecorder()
         self.hooks = SessionHooks(report=framework.report)
@@ -258,7 +268,7 @@ def open_session(
         snapshot, framework=framework, session_id=session_id or f"s{next(_session_ids)}"
     )
     framework.begin_session()
-    framework.handle.attach(snapshot, recorder=session.recorder)
+    framework.handle.attach(snapshot, recorder=session.recorder, placements=session.placements)
     members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
     for pod in snapshot.pending:
         if pod.pod_group is None:

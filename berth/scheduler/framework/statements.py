@@ -139,6 +139,7 @@ class Statement:
                 job.allocated.pop(pod.key, None)
             return status
         self._operations.append(operation)
+        session.placements.add(pod, node)
         self._notify(session.hooks.allocated, operation)
         return status
 
@@ -155,6 +156,7 @@ class Statement:
             job.pipelined[pod.key] = node
         operation = _Operation(_PIPELINE, pod=pod, row=row, node=node, vec=vec, job=job)
         self._operations.append(operation)
+        session.placements.add(pod, node)
         self._notify(session.hooks.allocated, operation)
 
     def evict(self, pod: pods.PodInfo, *, reason: str) -> None:
@@ -174,6 +176,7 @@ class Statement:
             _EVICT, pod=pod, row=row, node=pod.node_name, vec=vec, job=job, reason=reason
         )
         self._operations.append(operation)
+        session.placements.remove(pod)
         self._notify(session.hooks.deallocated, operation)
 
     # Transaction control -----------------------------------------------------------------------
@@ -258,8 +261,10 @@ class Statement:
             session.nodes.assume(op.row, op.vec)
             if op.job is not None:
                 op.job.evicted.discard(op.pod.key)
+            session.placements.add(op.pod, op.node)
             self._notify(session.hooks.allocated, op)
             return
+        session.placements.remove(op.pod)
         self._notify(session.hooks.deallocated, op)
         if op.kind == _ALLOCATE:
             assert op.state is not None

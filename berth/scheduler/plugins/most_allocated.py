@@ -7,6 +7,10 @@ in Kubernetes. Scores are kept by the node table per request vector and refreshe
 rows placements changed.
 
 Args: ``resources`` (name and weight; cpu and memory at weight 1 by default).
+
+The pod counts with kube-scheduler's non-zero defaults (``PodInfo.score_requests``: 100m cpu
+and 200Mi memory for each container requesting none), so best-effort pods spread too; the
+nodes' load is what their pods request.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ class MostAllocated(interfaces.ScorePlugin):
         nodes: nodetable.NodeTable,
         feasible: filtering.BoolArray,
     ) -> interfaces.ScoreArray:
-        return scores(nodes.vector(pod.requests), nodes=nodes, weights=self._weights).copy()
+        return scores(nodes.vector(pod.score_requests), nodes=nodes, weights=self._weights).copy()
 
     def score_extensions(self) -> None:
         return None

@@ -9,12 +9,16 @@ __all__ = [
     "BALANCED_ALLOCATION",
     "DEFAULT_BINDER",
     "GANG",
+    "IMAGE_LOCALITY",
+    "INTER_POD_AFFINITY",
     "LEAST_ALLOCATED",
     "MOST_ALLOCATED",
     "NODE_AFFINITY",
     "NODE_NAME",
+    "NODE_PORTS",
     "NODE_RESOURCES_FIT",
     "NODE_UNSCHEDULABLE",
+    "POD_TOPOLOGY_SPREAD",
     "PRIORITY",
     "PROPORTION",
     "RESERVATION",
@@ -28,10 +32,16 @@ NODE_AFFINITY = "NodeAffinity"
 TAINT_TOLERATION = "TaintToleration"
 NODE_RESOURCES_FIT = "NodeResourcesFit"
 
+# Pod-to-pod and port constraints (filters and scores over the session's placements)
+NODE_PORTS = "NodePorts"
+POD_TOPOLOGY_SPREAD = "PodTopologySpread"
+INTER_POD_AFFINITY = "InterPodAffinity"
+
 # Scoring
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 BALANCED_ALLOCATION = "BalancedAllocation"
+IMAGE_LOCALITY = "ImageLocality"
 
 # Batch: ordering, gangs, queues, reservations
 PRIORITY = "Priority"

@@ -12,6 +12,9 @@ by the node table per request vector and refreshed only for the rows placements 
   resource no node offers fails every row, and since no eviction can help the code is
   ``UNSCHEDULABLE_AND_UNRESOLVABLE``.
 
+A pod's requests are sized with pod-level resources (``spec.resources``) where it has them
+(see :func:`berth.scheduler.snapshot.pods.pod_requests`), so this plugin implements that field.
+
 Args: ``ignoredResources`` (names never checked, as in Kubernetes' NodeResourcesFitArgs).
 """
 
@@ -24,7 +27,7 @@ import pydantic.alias_generators
 from berth.api import resources
 from berth.scheduler.framework import cyclestate, filtering, handles, interfaces, statuses
 from berth.scheduler.plugins import names
-from berth.scheduler.snapshot import nodetable, pods
+from berth.scheduler.snapshot import nodetable, podconstraints, pods
 
 __all__ = [
     "NAME",
@@ -89,10 +92,13 @@ def fit_mask(vec: nodetable.IntArray, /, *, nodes: nodetable.NodeTable) -> filte
     return nodes.incremental((NAME, vec.tobytes()), compute=compute, per_row=per_row)
 
 
-class NodeResourcesFit(interfaces.PreFilterPlugin, interfaces.FilterPlugin):
+class NodeResourcesFit(
+    interfaces.PreFilterPlugin, interfaces.FilterPlugin, interfaces.ConstraintPlugin
+):
     """PreFilter, Filter."""
 
     name = NAME
+    understands = frozenset({podconstraints.Field.POD_RESOURCES})  # sized in PodInfo.requests
 
     def __init__(self, args: NodeResourcesFitArgs) -> None:
         self._ignored = frozenset(args.ignored_resources)

@@ -14,13 +14,17 @@ from berth.scheduler.plugins import (
     balanced_allocation,
     default_binder,
     gang,
+    image_locality,
+    inter_pod_affinity,
     least_allocated,
     most_allocated,
     names,
     node_affinity,
     node_name,
+    node_ports,
     node_resources_fit,
     node_unschedulable,
+    pod_topology_spread,
     priority,
     proportion,
     reservation,
@@ -42,6 +46,14 @@ def in_tree_registry() -> registries.Registry:
             names.NODE_RESOURCES_FIT: registries.PluginFactory(
                 new=node_resources_fit.new, args=node_resources_fit.NodeResourcesFitArgs
             ),
+            # Pod-to-pod and port constraints
+            names.NODE_PORTS: registries.PluginFactory(new=node_ports.new),
+            names.POD_TOPOLOGY_SPREAD: registries.PluginFactory(
+                new=pod_topology_spread.new, args=pod_topology_spread.PodTopologySpreadArgs
+            ),
+            names.INTER_POD_AFFINITY: registries.PluginFactory(
+                new=inter_pod_affinity.new, args=inter_pod_affinity.InterPodAffinityArgs
+            ),
             # Scoring
             names.LEAST_ALLOCATED: registries.PluginFactory(
                 new=least_allocated.new, args=least_allocated.LeastAllocatedArgs
@@ -52,6 +64,7 @@ def in_tree_registry() -> registries.Registry:
             names.BALANCED_ALLOCATION: registries.PluginFactory(
                 new=balanced_allocation.new, args=balanced_allocation.BalancedAllocationArgs
             ),
+            names.IMAGE_LOCALITY: registries.PluginFactory(new=image_locality.new),
             # Batch: ordering and gangs
             names.PRIORITY: registries.PluginFactory(new=priority.new),
             names.GANG: registries.PluginFactory(new=gang.new, args=gang.GangArgs),
@@ -76,19 +89,28 @@ plugins:
   - name: Gang
   - name: Proportion
   # Reservations: before the node filters (a pod naming one is told first where it must go) and
-  # before DefaultBinder (it binds reserve pods). Weight 3: a node holding an owner's
-  # reservation outscores any spread (LeastAllocated + BalancedAllocation add at most 200).
+  # before DefaultBinder (it binds reserve pods). Weight 4: a node holding an owner's
+  # reservation outscores any spread (LeastAllocated + BalancedAllocation + ImageLocality add
+  # at most 300).
   - name: Reservation
-    weight: 3
+    weight: 4
   # Node basics: the static filters first (cached per pod shape), then resources
   - name: NodeName
   - name: NodeUnschedulable
   - name: NodeAffinity
   - name: TaintToleration
+  - name: NodePorts
   - name: NodeResourcesFit
+  # Pods near or away from other pods, spread over domains (they read the session's placements,
+  # so a gang's members constrain each other); weight 2 as in kube-scheduler
+  - name: PodTopologySpread
+    weight: 2
+  - name: InterPodAffinity
+    weight: 2
   # Scoring (spread; a bin-packing profile enables MostAllocated instead of LeastAllocated)
   - name: LeastAllocated
   - name: BalancedAllocation
+  - name: ImageLocality
   # Binding
   - name: DefaultBinder
 """

@@ -86,6 +86,10 @@ class ClusterCache:
         # Copy-on-write: a snapshot shares them, and later changes copy only what they touch.
         self._pods: cowmaps.CowMap[pods.PodInfo] = cowmaps.CowMap()
         self._assumed: dict[str, ids.NodeName] = {}
+        # Pods whose constraints reach other pods (pod affinity, host ports): few, so a session
+        # finds them without walking every pod.
+        self._constraining: dict[str, pods.PodInfo] = {}
+        self._namespaces: dict[str, collections.abc.Mapping[str, str]] = {}
         # What each placed pod added to its node, so removal subtracts exactly that.
         self._counted: dict[str, tuple[str, resources.ResourceList]] = {}
         self._node_requested: dict[str, dict[str, int]] = {}
@@ -161,6 +165,7 @@ class ClusterCache:
         if old is None:
             return
         self._assumed.pop(key, None)
+        self._constraining.pop(key, None)
         self._uncount(key)
         self._usage.set_pod(key, running=None, waiting=None)
         self._pending.discard(key)
@@ -218,6 +223,10 @@ class ClusterCache:
                 del self._assumed[key]  # the binding landed, or the API says otherwise
         old = self._pods.get(key)
         self._pods[key] = info
+        if info.constrains_others:
+            self._constraining[key] = info
+        elif key in self._constraining:
+            del self._constraining[key]
         self._count(info)
         waiting = (
             info.node_name is None
@@ -474,6 +483,21 @@ class ClusterCache:
         self._store_pod(wanted, from_api=False)
 
     # PriorityClasses ----------------------------------------------------------------------
+    # Namespaces ---------------------------------------------------------------------------
+    def add_namespace(self, raw: typing.Any, /) -> None:
+        """Add or update a Namespace (its labels, for pod affinity's namespaceSelector)."""
+        obj = wire.as_raw(raw)
+        meta = wire.sub(obj, "metadata")
+        name = str(meta.get("name") or "")
+        if name:
+            self._namespaces[name] = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
+
+    update_namespace = add_namespace
+
+    def remove_namespace(self, namespace: typing.Any, /) -> None:
+        """Remove a Namespace (by name or object)."""
+        self._namespaces.pop(_name_of(namespace), None)
+
     def add_priority_class(self, raw: typing.Any, /) -> None:
         """Add or update a PriorityClass (``scheduling.k8s.io/v1``)."""
         obj = wire.as_raw(raw)
@@ -538,6 +562,8 @@ class ClusterCache:
             nodes=table,
             node_infos=self._node_views.freeze(),
             pods=self._pods.freeze(),
+            constraining=types.MappingProxyType(dict(self._constraining)),
+            namespace_labels=types.MappingProxyType(dict(self._namespaces)),
             pending=self._pending_view,
             gated=self._gated_view,
             pod_groups=self._group_views.freeze(),

@@ -1,6 +1,7 @@
 """``NodeInfo``: one node as the scheduler sees it, built once per change from the API's dict.
 
-Owns what scheduling reads from a node (labels, taints, allocatable, unschedulable) and, in a
+Owns what scheduling reads from a node (labels, taints, allocatable, unschedulable, the images
+it holds) and, in a
 snapshot, the keys of the pods placed on it. Allocatable falls back to capacity, as kubelet
 reports both; ``pods`` is always present (110, kubelet's default, when the node omits it).
 Built by :class:`berth.scheduler.snapshot.cache.ClusterCache`.
@@ -15,7 +16,7 @@ import typing
 from berth.api import errors, resources
 from berth.scheduler.snapshot import ids, taints, wire
 
-__all__ = ["DEFAULT_MAX_PODS", "NodeInfo", "node_info"]
+__all__ = ["DEFAULT_MAX_PODS", "NodeInfo", "node_info", "normalized_image"]
 
 DEFAULT_MAX_PODS = 110  # kubelet's --max-pods default
 
@@ -32,6 +33,10 @@ class NodeInfo:
     unschedulable: bool
     invalid: str | None = None  # a malformed allocatable: the node offers nothing
     pods: tuple[ids.PodKey, ...] = ()
+    # status.images: every name of each image present (normalised) -> its size in bytes
+    images: collections.abc.Mapping[str, int] = dataclasses.field(
+        default_factory=dict, hash=False, repr=False
+    )
 
     def static_equal(self, other: NodeInfo, /) -> bool:
         """Equal in everything a node table stores (pods aside)."""
@@ -40,7 +45,31 @@ class NodeInfo:
             and self.taints == other.taints
             and self.allocatable == other.allocatable
             and self.unschedulable == other.unschedulable
+            and self.images == other.images
         )
+
+
+def normalized_image(name: str, /) -> str:
+    """An image name as kubelet reports it: ``:latest`` added when it has no tag or digest."""
+    if "@" in name or ":" in name.rsplit("/", 1)[-1]:
+        return name
+    return f"{name}:latest"
+
+
+def _images(raw: typing.Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not isinstance(raw, list):
+        return out
+    for image in raw:
+        if not isinstance(image, collections.abc.Mapping):
+            continue
+        size = image.get("sizeBytes")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            continue
+        for name in image.get("names") or ():
+            if isinstance(name, str) and name:
+                out[normalized_image(name)] = size
+    return out
 
 
 def node_info(raw: typing.Any, /) -> NodeInfo:
@@ -68,4 +97,5 @@ def node_info(raw: typing.Any, /) -> NodeInfo:
         allocatable=resources.ResourceList(parsed),
         unschedulable=bool(spec.get("unschedulable")),
         invalid=invalid,
+        images=_images(status.get("images")),
     )

@@ -93,6 +93,7 @@ class _Static:
         "_derived",
         "column",
         "distinct_taints",
+        "images",
         "index",
         "labels",
         "names",
@@ -109,8 +110,10 @@ class _Static:
         labels: list[collections.abc.Mapping[str, str]],
         taint_lists: list[tuple[taints.Taint, ...]],
         unschedulable: BoolArray,
+        images: list[collections.abc.Mapping[str, int]] | None = None,
     ) -> None:
         self.names = names
+        self.images = images if images is not None else [{} for _ in names]
         self.index: dict[str, int] = {name: row for row, name in enumerate(names)}
         self.resources = resource_names
         self.column: dict[str, int] = {name: col for col, name in enumerate(resource_names)}
@@ -268,6 +271,7 @@ class NodeTable:
             labels=[info.labels for info in ordered],
             taint_lists=[info.taints for info in ordered],
             unschedulable=np.array([info.unschedulable for info in ordered], dtype=np.bool_),
+            images=[info.images for info in ordered],
         )
         return cls(static, allocatable=allocatable, requested=used)
 
@@ -310,6 +314,11 @@ class NodeTable:
     def taints(self) -> list[TaintList]:
         """Taints per row, in each node's order (do not mutate)."""
         return self._static.taints
+
+    @property
+    def images(self) -> list[collections.abc.Mapping[str, int]]:
+        """Images per row: normalised name -> size in bytes (do not mutate)."""
+        return self._static.images
 
     @property
     def distinct_taints(self) -> TaintList:

@@ -1,7 +1,8 @@
 """``PodInfo``: one pod as the scheduler sees it, built once per change from the API's dict.
 
 Owns the Kubernetes sizing of a pod (containers summed, the maximum with each init container,
-restartable "sidecar" init containers running alongside, plus ``overhead``; ``pods`` counts 1),
+restartable "sidecar" init containers running alongside, pod-level ``spec.resources`` in place
+of that for cpu and memory, plus ``overhead``; ``pods`` counts 1),
 the pod's Berth keys (group, queue, reservation), its static scheduling constraints, and the
 ``signature`` that lets identical pod shapes share cached filter masks. A malformed or negative
 quantity does not raise: the info carries ``invalid`` and the pod is reported unschedulable
@@ -16,9 +17,11 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, resources
-from berth.scheduler.snapshot import ids, selectors, taints, wire
+from berth.scheduler.snapshot import ids, nodes, podconstraints, selectors, taints, wire
 
 __all__ = [
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
     "DEFAULT_PREEMPTION_POLICY",
     "GROUP_ANNOTATION_INTEROP",
     "GROUP_LABEL",
@@ -30,6 +33,7 @@ __all__ = [
     "PodInfo",
     "Signature",
     "implicit_group_key",
+    "nonzero_requests",
     "pod_info",
     "pod_requests",
     "resolve",
@@ -46,6 +50,7 @@ DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _ONE_POD = resources.ResourceList({resources.PODS: 1000})
+_POD_LEVEL_RESOURCES = frozenset({resources.CPU, resources.MEMORY})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +97,16 @@ class PodInfo:
     reservation: ids.ReservationKey | None  # a reservation the pod asks for by name
     scheduling_gates: tuple[str, ...]
     invalid: str | None = None  # why the pod can never be scheduled as written
+    # What scoring counts for the pod: ``requests`` with kube-scheduler's non-zero defaults
+    # (cpu 100m, memory 200Mi for each app container that requests none); None: ``requests``.
+    nonzero_requests: resources.ResourceList | None = None
+    # Constraints on other pods and on node ports (podconstraints), and every constraint field
+    # the pod uses (so that one no enabled plugin implements is refused, never ignored).
+    pod_affinity: podconstraints.PodAffinity | None = None
+    spread: tuple[podconstraints.SpreadConstraint, ...] = ()
+    host_ports: tuple[podconstraints.HostPort, ...] = ()
+    uses: frozenset[podconstraints.Field] = frozenset()
+    images: tuple[str, ...] = ()  # container and init container images, normalised
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -103,6 +118,16 @@ class PodInfo:
             self.tolerations,
         )
         object.__setattr__(self, "signature", signature)
+
+    @property
+    def score_requests(self) -> resources.ResourceList:
+        """What the allocation scores count for this pod (see ``nonzero_requests``)."""
+        return self.requests if self.nonzero_requests is None else self.nonzero_requests
+
+    @property
+    def constrains_others(self) -> bool:
+        """Its pod (anti-)affinity or host ports constrain where other pods may go."""
+        return self.pod_affinity is not None or bool(self.host_ports)
 
     @property
     def terminal(self) -> bool:
@@ -179,10 +204,53 @@ def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
             _add(requests, sidecars)
             _raise_to(init_peak, requests)
     _raise_to(total, init_peak)
+    pod_level = wire.sub(spec, "resources")
+    if pod_level:
+        # Pod-level resources (``spec.resources``, cpu and memory): they replace what the
+        # containers add up to for the resources they name, as kube-scheduler sizes such a pod.
+        total.update(
+            {
+                name: value
+                for name, value in _container_requests(
+                    {"resources": pod_level}, where="spec.resources"
+                ).items()
+                if name in _POD_LEVEL_RESOURCES
+            }
+        )
     overhead = wire.sub(spec, "overhead")
     if overhead:
         _add(total, _container_requests({"resources": {"requests": overhead}}, where="overhead"))
     _add(total, {resources.PODS: 1000})
+    return resources.ResourceList(total)
+
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""kube-scheduler's cpu for scoring an app container that requests none (``100m``)."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024 * 1000
+"""kube-scheduler's memory for scoring an app container that requests none (``200Mi``, milli)."""
+
+
+def nonzero_requests(
+    spec: wire.Raw, requests: resources.ResourceList, /
+) -> resources.ResourceList | None:
+    """``requests`` with kube-scheduler's non-zero defaults for scoring, or ``None`` when they
+    change nothing: each app container requesting no cpu (no memory) counts 100m (200Mi), so
+    that best-effort pods still spread. Pod-level resources, where set, are taken as they are.
+    """
+    pod_level = wire.sub(spec, "resources")
+    named = set(wire.sub(pod_level, "requests")) | set(wire.sub(pod_level, "limits"))
+    extra = {resources.CPU: 0, resources.MEMORY: 0}
+    for container in _list(spec.get("containers")):
+        res = wire.sub(container, "resources")
+        given = set(wire.sub(res, "requests")) | set(wire.sub(res, "limits"))
+        if resources.CPU not in given and resources.CPU not in named:
+            extra[resources.CPU] += DEFAULT_MILLI_CPU_REQUEST
+        if resources.MEMORY not in given and resources.MEMORY not in named:
+            extra[resources.MEMORY] += DEFAULT_MEMORY_REQUEST
+    if not any(extra.values()):
+        return None
+    total = dict(requests)
+    _add(total, {name: value for name, value in extra.items() if value})
     return resources.ResourceList(total)
 
 
@@ -297,8 +365,10 @@ def pod_info(
     labels = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
     annotations = {str(k): str(v) for k, v in wire.sub(meta, "annotations").items()}
     invalid: str | None = None
+    nonzero: resources.ResourceList | None = None
     try:
         requests = pod_requests(spec)
+        nonzero = nonzero_requests(spec, requests)
     except errors.QuantityError as exc:
         invalid, requests = f"invalid resource request: {exc}", _ONE_POD
     spec_priority = spec.get("priority")
@@ -306,6 +376,9 @@ def pod_info(
         spec_priority = None
     class_name = str(spec.get("priorityClassName") or "")
     required, preferred = selectors.parse_node_affinity(spec.get("affinity"))
+    constraints = podconstraints.parse(spec, namespace=namespace, labels=labels)
+    if constraints.problems and invalid is None:
+        invalid = "; ".join(constraints.problems)
     group_name = _group_name(labels, annotations)
     label_queue = labels.get(QUEUE_LABEL)
     if group_name:
@@ -360,4 +433,15 @@ def pod_info(
             str(gate.get("name") or "") for gate in _list(spec.get("schedulingGates"))
         ),
         invalid=invalid,
+        nonzero_requests=nonzero,
+        pod_affinity=constraints.affinity,
+        spread=constraints.spread,
+        host_ports=constraints.host_ports,
+        uses=constraints.uses,
+        images=tuple(
+            nodes.normalized_image(str(c["image"]))
+            for field in ("initContainers", "containers")
+            for c in _list(spec.get(field))
+            if c.get("image")
+        ),
     )

@@ -46,6 +46,12 @@ class Snapshot:
     nodes: nodetable.NodeTable
     node_infos: collections.abc.Mapping[str, _NodeInfo]  # in row order
     pods: collections.abc.Mapping[str, _PodInfo]  # every known pod, any phase
+    # The pods with pod (anti-)affinity or host ports, any phase (``PodInfo.constrains_others``)
+    constraining: collections.abc.Mapping[str, _PodInfo] = dataclasses.field(default_factory=dict)
+    # Namespace name -> its labels (for pod affinity's namespaceSelector)
+    namespace_labels: collections.abc.Mapping[str, collections.abc.Mapping[str, str]] = (
+        dataclasses.field(default_factory=dict)
+    )
     pending: tuple[_PodInfo, ...]  # Berth's pods waiting for a node, ungated, by key
     gated: tuple[_PodInfo, ...] = ()  # Berth's waiting pods held by scheduling gates
     pod_groups: collections.abc.Mapping[str, _PodGroupInfo]

@@ -1,0 +1,193 @@
+"""Property: no placement Berth makes ever breaks a required constraint.
+
+Hypothesis generates small clusters (zones, some nodes without a zone, cordoned nodes), running
+pods (some binding host ports, some with anti-affinity of their own) and pending pods with
+random required and preferred pod affinity and anti-affinity (own, listed, all or labelled
+namespaces), topology spread constraints and
+host ports, some of them in gangs; one default-profile cycle places them, and the independent
+checker (:mod:`tests.constraint_checker`, which shares no code with the plugins) replays the
+bindings in order and must find nothing broken. The cycle must also raise no plugin error.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import hypothesis
+import hypothesis.strategies as st
+
+from berth.util import clocks
+from tests import constraint_checker
+from tests.scheduler import builders as b
+from tests.scheduler.constraints import specs as s
+from tests.scheduler.plugins import harness
+
+Obj = dict[str, typing.Any]
+APPS = ("web", "db", "cache")
+KEYS = (s.HOSTNAME, s.ZONE)
+
+
+@st.composite
+def nodes(draw: st.DrawFn) -> list[Obj]:
+    count = draw(st.integers(min_value=2, max_value=6))
+    out = []
+    for i in range(count):
+        zone = draw(st.sampled_from(["a", "b", "c", None]))
+        out.append(
+            b.node(
+                f"n{i}",
+                cpu=draw(st.sampled_from(["1", "2", "4"])),
+                labels={s.ZONE: zone} if zone else {},
+                unschedulable=draw(st.integers(0, 7)) == 0,
+            )
+        )
+    return out
+
+
+NAMESPACES = [
+    {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "default", "labels": {"team": "a"}},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "other", "labels": {"team": "b"}},
+    },
+]
+
+
+def _term(draw: st.DrawFn) -> Obj:
+    scope = draw(st.sampled_from(["own", "own", "listed", "all", "team-a", "team-b"]))
+    return s.term(
+        draw(st.sampled_from(KEYS)),
+        s.labels(app=draw(st.sampled_from(APPS))),
+        namespaces=["other"] if scope == "listed" else None,
+        namespace_selector={
+            "all": {},
+            "team-a": s.labels(team="a"),
+            "team-b": s.labels(team="b"),
+        }.get(scope),
+    )
+
+
+@st.composite
+def constraints(draw: st.DrawFn) -> Obj:
+    """Spec fields with a random mix of pod constraints."""
+    spec: Obj = {}
+    affinity: dict[str, list[typing.Any]] = {}
+    if draw(st.booleans()):
+        affinity["anti"] = [_term(draw)]
+    if draw(st.integers(0, 3)) == 0:
+        affinity["required"] = [_term(draw)]
+    if draw(st.integers(0, 2)) == 0:
+        affinity["preferred"] = [(draw(st.integers(1, 100)), _term(draw))]
+    if draw(st.integers(0, 2)) == 0:
+        affinity["anti_preferred"] = [(draw(st.integers(1, 100)), _term(draw))]
+    if affinity:
+        spec.update(s.affinity(**affinity))
+    if draw(st.booleans()):
+        spec.update(
+            s.spreading(
+                s.spread(
+                    draw(st.integers(1, 2)),
+                    draw(st.sampled_from(KEYS)),
+                    s.labels(app=draw(st.sampled_from(APPS))),
+                    hard=draw(st.booleans()),
+                    min_domains=draw(st.sampled_from([None, None, 2, 4])),
+                    node_taints_policy=draw(st.sampled_from([None, "Honor"])),
+                )
+            )
+        )
+        if spec["topologySpreadConstraints"][0]["whenUnsatisfiable"] != "DoNotSchedule":
+            spec["topologySpreadConstraints"][0].pop("minDomains", None)
+    if draw(st.integers(0, 3)) == 0:
+        spec.update(s.ports((draw(st.sampled_from([80, 443])), "TCP", "")))
+    return spec
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """(nodes, running pods, pending objects)."""
+    node_objs = draw(nodes())
+    names = [n["metadata"]["name"] for n in node_objs]
+    running = []
+    for i in range(draw(st.integers(0, 6))):
+        spec: Obj = {}
+        if draw(st.integers(0, 3)) == 0:
+            spec.update(s.affinity(anti=[_term(draw)]))
+        running.append(
+            b.pod(
+                f"run-{i}",
+                node=draw(st.sampled_from(names)),
+                labels={"app": draw(st.sampled_from(APPS))},
+                namespace=draw(st.sampled_from(["default", "other"])),
+                spec=spec,
+            )
+        )
+    pending: list[Obj] = []
+    for i in range(draw(st.integers(1, 8))):
+        app = {"app": draw(st.sampled_from(APPS))}
+        if draw(st.integers(0, 3)) == 0:
+            pending += b.gang(
+                f"g{i}", draw(st.integers(2, 3)), labels=app, spec=draw(constraints())
+            )
+        else:
+            pending.append(b.pod(f"p{i}", labels=app, spec=draw(constraints())))
+    return node_objs, running, pending
+
+
+@hypothesis.settings(max_examples=150, deadline=None)
+@hypothesis.given(clusters())
+def test_no_placement_breaks_a_required_constraint(
+    cluster: tuple[list[Obj], list[Obj], list[Obj]],
+) -> None:
+    node_objs, running, pending = cluster
+    clock = clocks.VirtualClock(b.EPOCH)
+    sim = harness.in_memory(*NAMESPACES, *node_objs, *running, *pending, clock=clock)
+    result = harness.scheduler(harness.profile_with(), clock=clock).run_once(sim, sim)
+    assert result.errors == ()
+    by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pending}
+    bindings = [(by_key[key], node) for key, node in result.bindings().items()]
+    assert (
+        constraint_checker.violations(
+            node_objs, running=running, bindings=bindings, namespaces=NAMESPACES
+        )
+        == []
+    )
+
+
+def test_the_checker_finds_what_a_blind_scheduler_breaks() -> None:
+    """The checker is not vacuous: placements ignoring the constraints are reported."""
+    zones = [b.node("a1", labels={s.ZONE: "a"}), b.node("b1", labels={s.ZONE: "b"})]
+    web = {"app": "web"}
+    running = [
+        b.pod("w", node="a1", labels=web, spec=s.ports((80, "TCP", ""))),
+        b.pod("loner", node="b1", spec=s.affinity(anti=[s.term(s.ZONE, s.labels(app="web"))])),
+    ]
+    anti = b.pod(
+        "anti", labels=web, spec=s.affinity(anti=[s.term(s.HOSTNAME, s.labels(app="web"))])
+    )
+    port = b.pod("port", spec=s.ports((80, "TCP", "")))
+    near = b.pod("near", spec=s.affinity(required=[s.term(s.ZONE, s.labels(app="db"))]))
+    spread = b.pod("spread", labels=web, spec=s.spreading(s.spread(1, s.ZONE, s.labels(app="web"))))
+    found = constraint_checker.violations(
+        zones,
+        running=running,
+        bindings=[
+            (anti, "a1"),
+            (port, "a1"),
+            (near, "a1"),
+            (spread, "a1"),
+            (b.pod("x", labels=web), "b1"),
+        ],
+    )
+    assert [(v.pod, v.rule) for v in found] == [
+        ("default/anti", "pod anti-affinity"),
+        ("default/port", "host ports"),
+        ("default/near", "pod affinity"),
+        ("default/spread", "existing pod anti-affinity"),
+        ("default/spread", "topology spread"),
+        ("default/x", "existing pod anti-affinity"),
+    ]
