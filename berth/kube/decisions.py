@@ -88,7 +88,7 @@ class BindOutcome(typing.NamedTuple):
     key: str
     node: str
     bound: bool
-    failure: str | None  # conflict, not_found, gone, timeout, error, victims
+    failure: str | None  # conflict, not_found, gone, timeout, error, victims, fenced
 
 
 @dataclasses.dataclass
@@ -406,6 +406,12 @@ class ApiSink:
             except errors.APIError as exc:
                 seconds = loop.time() - started
                 return self._refused(decision, exc, seconds=seconds, created=created)
+            except errors.NotLeader as exc:
+                # Never sent: another replica may lead now. No retry, no backoff: whoever
+                # leads places the pod from its own view.
+                self._cache.forget_pod(key)
+                self._log_failure("bind-fenced", f"not binding pod {key}: {exc}")
+                return BindOutcome(key, decision.node, False, "fenced")
             self._observe(loop.time() - started, failure=None)
             return self._succeeded(decision, created=created)
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
