@@ -15,7 +15,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import errors, keys, resources
+from berth.api import errors, keys, quantities, resources
 from berth.scheduler.snapshot import ids, selectors, taints, wire
 
 __all__ = [
@@ -183,6 +183,12 @@ def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
     if overhead:
         _add(total, _container_requests({"resources": {"requests": overhead}}, where="overhead"))
     _add(total, {resources.PODS: 1000})
+    for name, value in total.items():
+        if value > quantities.MAX_MILLI:
+            raise errors.QuantityError(
+                f"the pod's total {name} request ({value}m) is out of "
+                f"range (at most {quantities.MAX_TEXT})"
+            )
     return resources.ResourceList(total)
 
 
