@@ -92,6 +92,10 @@ class PodInfo:
     reservation: ids.ReservationKey | None  # a reservation the pod asks for by name
     scheduling_gates: tuple[str, ...]
     invalid: str | None = None  # why the pod can never be scheduled as written
+    reserve: bool = False
+    """An in-memory reserve pod standing for a Reservation (never bound as a pod). Set only
+    where Berth builds one (:mod:`berth.scheduler.snapshot.reservations`), never read from the
+    pod: the ``reserve-pod`` annotation is a label for people, and users can write it."""
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -113,11 +117,6 @@ class PodInfo:
     def plain(self) -> bool:
         """Neither a group nor a queue: default placement, no batch logic."""
         return self.pod_group is None and self.queue is None
-
-    @property
-    def reserve(self) -> bool:
-        """An in-memory reserve pod standing for a Reservation (never bound as a pod)."""
-        return self.annotations.get(RESERVE_POD_ANNOTATION) == "true"
 
     @property
     def gated(self) -> bool:
