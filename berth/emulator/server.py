@@ -210,6 +210,8 @@ class Emulator:
     ) -> web.StreamResponse:
         try:
             fault = self.faults.take(request.method, request.path)
+            if fault is not None and fault.after:
+                await handler(request)  # it lands; the answer is lost below
             if fault is not None:
                 if fault.drop:
                     if request.transport is not None:
