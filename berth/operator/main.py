@@ -34,7 +34,7 @@ import dataclasses
 import enum
 import logging
 
-from berth.kube import clients, fencing, leases
+from berth.kube import clients, fencing, leases, reviews
 from berth.operator import (
     components,
     controllers,
@@ -122,6 +122,7 @@ class _Process:
         self._halt = asyncio.Event()  # stop asked, or a component failed
         self._failure: str | None = None
         self._supervisor: components.Supervisor | None = None
+        self._reviewer: reviews.Reviewer | None = None  # once connected (HTTP authorization)
 
     async def run(
         self, *, stop: asyncio.Event, on_serving: collections.abc.Callable[[int], None] | None
@@ -131,6 +132,7 @@ class _Process:
             metrics=self._metrics,
             providers=self._providers,
             debug_api=self._config.enable_debug_api,
+            authorizer=(lambda: self._reviewer) if self._config.http_authorization else None,
         )
         server = http.HttpServer(app, host=self._config.http_host, port=self._config.http_port)
         await server.start()
@@ -144,6 +146,7 @@ class _Process:
                 clients.connect_async(kubeconfig=kubeconfig) as connection,
             ):
                 logger.info("connected to %s (%s)", connection.server, connection.origin)
+                self._reviewer = reviews.Reviewer(connection.api)
                 return await self._lead_or_follow(connection.api)
         finally:
             relay.cancel()
