@@ -13,7 +13,7 @@ import json
 import click.testing
 import pytest
 
-from berth.cli import main
+from berth.cli import main, soak
 from berth.sim import benchmarks
 
 KEYS = {
@@ -90,3 +90,16 @@ def test_an_unknown_output_format_is_a_usage_error() -> None:
     outcome = click.testing.CliRunner().invoke(main.cli, ["bench", "basic", "--output", "table"])
     assert outcome.exit_code == 2
     assert "Invalid value for '--output'" in outcome.output
+
+
+@pytest.mark.slow
+def test_soak_reports_rss_over_time_while_pods_churn() -> None:
+    result = soak.measure(nodes=4, seconds=6, rate=10, lifetime=0.5, interval=1, warmup=2)
+    assert result["scenario"] == "soak"
+    assert result["pods_created"] >= 50
+    assert result["pods_bound"] >= result["pods_created"] - 10  # the last ones may be in flight
+    samples = result["rss_mb"]
+    assert len(samples) >= 5
+    assert all(mb > 10 for _, mb in samples)
+    assert [at for at, _ in samples] == sorted(at for at, _ in samples)
+    assert isinstance(result["rss_growth_pct_after_warmup"], float)
