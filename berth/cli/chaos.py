@@ -3,7 +3,8 @@
 ``berth chaos sigstop`` pauses the leader past its Lease and resumes it after a successor has
 taken over (:mod:`berth.chaos.sigstop`), against any kubeconfig whose API server writes an
 audit log on this machine (``berth emulator --audit-log``, kube-apiserver's
-``--audit-log-path``). The exit status is 1 when an invariant broke.
+``--audit-log-path``). ``berth chaos fuzz`` has a hostile tenant send generated garbage
+(:mod:`berth.chaos.fuzz`). The exit status is 1 when an invariant broke.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import pathlib
+import shutil
 import tempfile
 
 import click
 
-from berth.chaos import sigstop
+from berth.chaos import fuzz, sigstop
 
 __all__ = ["command"]
 
@@ -83,4 +85,45 @@ def sigstop_command(
         summary = asyncio.run(sigstop.run_many(experiment, runs=runs)).as_dict()
     click.echo(json.dumps(summary))
     if summary["late_writes"] or summary["failed_pods"]:
+        raise SystemExit(1)
+
+
+@command.command("fuzz")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+    required=True,
+    help="The cluster to run against (Berth running, its CRDs installed, a few free cpus).",
+)
+@click.option("--examples", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+    default=None,
+    help="The API server's audit log: checks every pod was bound at most once.",
+)
+@click.option("--limit-cpu", type=click.IntRange(min=1), default=4, show_default=True)
+def fuzz_command(
+    kubeconfig: pathlib.Path,
+    examples: int,
+    seed: int,
+    audit_log: pathlib.Path | None,
+    limit_cpu: int,
+) -> None:
+    """A hostile tenant sends hypothesis-generated garbage (Python client and kubectl); check
+    that no other tenant noticed and Berth still schedules."""
+    kubectl = shutil.which("kubectl")
+    report = asyncio.run(
+        fuzz.run(
+            kubeconfig=kubeconfig,
+            examples=examples,
+            seed=seed,
+            kubectl=kubectl,
+            audit_log=audit_log,
+            limit_cpu=limit_cpu,
+        )
+    )
+    click.echo(json.dumps(report.as_dict()))
+    if report.violations:
         raise SystemExit(1)

@@ -216,14 +216,19 @@ def _resource_causes(container: Object, *, path: str) -> list[errors.Cause]:
     return causes
 
 
+def _mapping(value: typing.Any) -> dict[str, typing.Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _qos_class(spec: Object) -> str:
     requests_seen = limits_seen = False
     guaranteed = True
     for container in spec.get("containers") or ():
         if not isinstance(container, dict):
             continue
-        res = container.get("resources") or {}
-        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        # Malformed shapes are validate()'s to refuse (422); here they count as absent.
+        res = _mapping(container.get("resources"))
+        requests, limits = _mapping(res.get("requests")), _mapping(res.get("limits"))
         requests_seen = requests_seen or bool(requests)
         limits_seen = limits_seen or bool(limits)
         for name in ("cpu", "memory"):
