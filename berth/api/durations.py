@@ -33,6 +33,8 @@ __all__ = [
     "Duration",
     "DurationField",
     "MAX_LENGTH",
+    "MAX_MS",
+    "MAX_TEXT",
     "format_duration",
     "parse_duration",
     "parse_ms",
@@ -56,6 +58,11 @@ API_PATTERN = rf"^(0|({_NUMBER}{_UNIT})+)$".replace("(?:", "(")
 """The pattern rendered CRDs give duration strings (the parser's grammar, RE2-compatible)."""
 # Longer than any sensible duration; keeps the API server's CEL cost estimate bounded.
 MAX_LENGTH = 64
+MAX_MS = (2**63 - 1) // 10**6
+"""The longest duration, in milliseconds: Go's ``time.Duration`` (int64 nanoseconds, about 292
+years), as ``metav1.Duration`` and kubectl parse it. Longer ones (``99999999999h``) cannot be
+added to a timestamp: refused where they are parsed, so only their object is invalid."""
+MAX_TEXT = "2562047h"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +120,8 @@ def parse_duration(text: str) -> Duration:
         (fractions.Fraction(number) * _UNITS[unit] for number, unit in _SEGMENT.findall(text)),
         start=fractions.Fraction(0),
     )
+    if total > MAX_MS:
+        raise errors.DurationError(f"duration {text!r} is out of range (at most {MAX_TEXT})")
     return Duration(math.ceil(total), text)
 
 

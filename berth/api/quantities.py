@@ -31,9 +31,12 @@ from berth.api import errors
 __all__ = [
     "API_PATTERN",
     "Format",
+    "MAX_MILLI",
+    "MAX_TEXT",
     "Quantity",
     "QuantityField",
     "format_milli",
+    "parse_bounded_milli",
     "parse_milli",
     "parse_quantity",
 ]
@@ -61,6 +64,14 @@ API_PATTERN = (
 """The pattern the API server's OpenAPI schema gives quantities (used in rendered CRDs)."""
 # The API server refuses exponents this large; so do we, before Fraction builds huge numbers.
 _MAX_EXPONENT = 60
+MAX_MILLI = 128 * 2**40 * 1000
+"""The largest quantity Berth represents, in milli-units: ``128Ti`` (of memory; 140 trillion
+cpus), just under 2^57. The scheduler holds quantities as ``int64`` milli-units; this
+bound leaves room to add 64 of the largest values (a node's pods, a queue's usage) without
+overflowing, so one object asking for ``10Pi`` (a typo the API server accepts) is refused
+where it enters the scheduler (:func:`parse_bounded_milli`) — that object waits with a
+reason — instead of breaking the arithmetic every other tenant's quota depends on. The API
+models still parse any quantity exactly."""
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -122,6 +133,21 @@ def parse_quantity(text: str | int | float) -> Quantity:
     if match["sign"] == "-":
         value = -value
     return Quantity(math.ceil(value * 1000), fmt)
+
+
+MAX_TEXT = "128Ti"
+""":data:`MAX_MILLI` as people write it."""
+
+
+def parse_bounded_milli(text: str | int | float) -> int:
+    """:func:`parse_milli`, refusing (``QuantityError``) a magnitude past :data:`MAX_MILLI`:
+    how the scheduler reads every quantity that enters it."""
+    milli = parse_quantity(text).milli
+    if abs(milli) > MAX_MILLI:
+        raise errors.QuantityError(
+            f"quantity {text!r} is out of range (at most {MAX_TEXT} in magnitude)"
+        )
+    return milli
 
 
 def parse_milli(text: str | int | float) -> int:

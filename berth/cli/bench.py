@@ -13,7 +13,7 @@ import json
 
 import click
 
-from berth.cli import e2e
+from berth.cli import e2e, soak
 from berth.cli import emulator as emulator_cli
 from berth.sim import benchmarks, stress
 
@@ -90,3 +90,4 @@ def sim(jobs: int, nodes: int, seed: int, schedule_period: str) -> None:
 
 command.add_command(emulator_cli.bench_command)
 command.add_command(e2e.command)
+command.add_command(soak.command)

@@ -93,6 +93,8 @@ def _emulator_process(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 async def _install_crds(session: aiohttp.ClientSession) -> None:

@@ -64,11 +64,31 @@ def parse_pools(
     type=click.FloatRange(min=0.001),
     help="How much faster than real time the simulated kubelets run.",
 )
+@click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    default=None,
+    help="Append every served request to this file, as kube-apiserver's --audit-log-path.",
+)
 def command(
-    host: str, port: int, kubeconfig: pathlib.Path, pools: list[kubelets.NodePool], speedup: float
+    host: str,
+    port: int,
+    kubeconfig: pathlib.Path,
+    pools: list[kubelets.NodePool],
+    speedup: float,
+    audit_log: pathlib.Path | None,
 ) -> None:
     """Run Berth's in-memory Kubernetes API server (with simulated nodes) until interrupted."""
-    asyncio.run(_serve(host=host, port=port, kubeconfig=kubeconfig, pools=pools, speedup=speedup))
+    asyncio.run(
+        _serve(
+            host=host,
+            port=port,
+            kubeconfig=kubeconfig,
+            pools=pools,
+            speedup=speedup,
+            audit_log=audit_log,
+        )
+    )
 
 
 async def _serve(
@@ -78,13 +98,14 @@ async def _serve(
     kubeconfig: pathlib.Path,
     pools: list[kubelets.NodePool],
     speedup: float,
+    audit_log: pathlib.Path | None = None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):  # not on every platform
             loop.add_signal_handler(signum, stop.set)
-    async with server.Emulator(host=host, port=port) as running:
+    async with server.Emulator(host=host, port=port, audit_log=audit_log) as running:
         if pools:
             await running.start_kubelets(pools, speedup=speedup)
         running.write_kubeconfig(kubeconfig)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 import berth
-from berth.cli import bench, crds, emulator, run, sim, up
+from berth.cli import bench, chaos, crds, emulator, run, sim, up
 
 __all__ = ["cli", "main"]
 
@@ -27,6 +27,7 @@ def main() -> None:
 
 cli.add_command(crds.command)
 cli.add_command(bench.command)
+cli.add_command(chaos.command)
 cli.add_command(run.command)
 cli.add_command(sim.command)
 cli.add_command(emulator.command)

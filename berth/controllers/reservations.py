@@ -48,7 +48,7 @@ from berth.controllers import observed, statuses
 from berth.kube import clients, conditions, errors, events, rest
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
-from berth.util import clocks
+from berth.util import clocks, reporting
 
 __all__ = [
     "DEFAULT_RETENTION_SECONDS",
@@ -279,6 +279,7 @@ class ReservationController:
         self.writes = 0
         """Status writes the API server accepted."""
         self.deletions = 0
+        self._planning = reporting.OncePerWindow(logger, what="planning reservation")
         """Reservations deleted after their retention."""
 
     def kick(self) -> None:
@@ -322,7 +323,11 @@ class ReservationController:
         now = self._clock.now()
         wake_at: float | None = None
         for obj in self._objects.of_kind(KIND):
-            planned = plan(obj, snapshot=snapshot, now=now, retention=self._retention)
+            try:
+                planned = plan(obj, snapshot=snapshot, now=now, retention=self._retention)
+            except Exception as exc:  # a bug one object triggers must not stop the others
+                self._planning.report(f"{obj.namespace}/{obj.name}", exc, now=now)
+                continue
             if planned.delete:
                 await self._delete(obj)
                 continue

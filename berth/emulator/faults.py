@@ -41,6 +41,9 @@ class Fault:
     delay: float = 0.0
     drop: bool = False
     message: str = "injected fault"
+    after: bool = False
+    """With ``status`` or ``drop``: the request is served first (it lands), then the answer is
+    replaced (a lost answer: the client must not take the failure at its word)."""
 
     def matches(self, method: str, path: str) -> bool:
         return self.method in ("*", method.upper()) and fnmatch.fnmatchcase(path, self.path)

@@ -124,18 +124,29 @@ def _subnet(node: Object, *, pods: int) -> ipaddress.IPv4Network | None:
     return subnet if subnet.prefixlen <= addresses.subnet_prefix(pods) else None
 
 
+def _map(value: typing.Any) -> dict[str, typing.Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _requests(pod: Object) -> dict[str, int]:
-    """A pod's effective requests in milli-units (containers summed, max with init containers)."""
-    spec = pod.get("spec") or {}
+    """A pod's effective requests in milli-units (containers summed, max with init containers).
+
+    Malformed parts (a list where a map belongs, an unparsable quantity: the API refuses them,
+    but a pod may predate that check) raise ``ValueError``: the kubelet fails that pod alone.
+    """
+    spec = _map(pod.get("spec"))
     total: dict[str, int] = {"pods": 1000}
-    for container in spec.get("containers") or ():
-        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+    try:
+        for container in spec.get("containers") or ():
+            for name, value in _map(_map(_map(container).get("resources")).get("requests")).items():
+                total[name] = total.get(name, 0) + quantities.parse_milli(value)
+        for container in spec.get("initContainers") or ():
+            for name, value in _map(_map(_map(container).get("resources")).get("requests")).items():
+                total[name] = max(total.get(name, 0), quantities.parse_milli(value))
+        for name, value in _map(spec.get("overhead")).items():
             total[name] = total.get(name, 0) + quantities.parse_milli(value)
-    for container in spec.get("initContainers") or ():
-        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
-            total[name] = max(total.get(name, 0), quantities.parse_milli(value))
-    for name, value in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, 0) + quantities.parse_milli(value)
+    except (api_errors.QuantityError, TypeError) as exc:
+        raise ValueError(f"unreadable resource requests: {exc}") from None
     return total
 
 
@@ -387,7 +398,17 @@ class Kubelets:
         if phase != "Pending" or uid in self._started:
             return
         self._started.add(uid)
-        requests = _requests(pod)
+        try:
+            requests = _requests(pod)
+        except ValueError as exc:
+            # Fail this pod as a kubelet refuses what it cannot admit; the node runs on.
+            failure = {
+                "phase": "Failed",
+                "reason": "UnexpectedAdmissionError",
+                "message": f"Pod was rejected: {exc}",
+            }
+            self._later(uid, 0.0, lambda: self._patch_status(pod, failure))
+            return
         short = [
             r for r, v in requests.items() if node.used.get(r, 0) + v > node.allocatable.get(r, 0)
         ]

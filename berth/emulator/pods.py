@@ -17,6 +17,8 @@ from __future__ import annotations
 import copy
 import typing
 
+from berth.api import errors as api_errors
+from berth.api import quantities
 from berth.emulator import errors, resources, selectors, strategies
 
 if typing.TYPE_CHECKING:
@@ -154,6 +156,10 @@ class PodStrategy(strategies.Strategy):
                     causes.append(errors.required(f"spec.containers[{i}].name"))
                 elif not container.get("image"):
                     causes.append(errors.required(f"spec.containers[{i}].image"))
+        for field in ("containers", "initContainers"):
+            for i, container in enumerate(spec.get(field) or ()):
+                if isinstance(container, dict):
+                    causes.extend(_resource_causes(container, path=f"spec.{field}[{i}]"))
         if old is not None:
             old_spec = old.get("spec") or {}
             gated = bool(old_spec.get("schedulingGates"))
@@ -185,14 +191,44 @@ class PodStrategy(strategies.Strategy):
         return causes
 
 
+def _resource_causes(container: Object, *, path: str) -> list[errors.Cause]:
+    """``resources.requests``/``limits`` must be maps of quantities (the API server's typed
+    decoding refuses anything else; a list here once stopped every simulated kubelet)."""
+    resources_ = container.get("resources")
+    if resources_ is None:
+        return []
+    if not isinstance(resources_, dict):
+        return [errors.Cause(f"{path}.resources", "Invalid value: must be an object")]
+    causes: list[errors.Cause] = []
+    for kind in ("requests", "limits"):
+        listed = resources_.get(kind)
+        if listed is None:
+            continue
+        where = f"{path}.resources.{kind}"
+        if not isinstance(listed, dict):
+            causes.append(errors.Cause(where, "Invalid value: must be a map of quantities"))
+            continue
+        for name, value in listed.items():
+            try:
+                quantities.parse_quantity(value)
+            except api_errors.QuantityError as exc:
+                causes.append(errors.Cause(f"{where}[{name}]", f"Invalid value: {exc}"))
+    return causes
+
+
+def _mapping(value: typing.Any) -> dict[str, typing.Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _qos_class(spec: Object) -> str:
     requests_seen = limits_seen = False
     guaranteed = True
     for container in spec.get("containers") or ():
         if not isinstance(container, dict):
             continue
-        res = container.get("resources") or {}
-        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        # Malformed shapes are validate()'s to refuse (422); here they count as absent.
+        res = _mapping(container.get("resources"))
+        requests, limits = _mapping(res.get("requests")), _mapping(res.get("limits"))
         requests_seen = requests_seen or bool(requests)
         limits_seen = limits_seen or bool(limits)
         for name in ("cpu", "memory"):

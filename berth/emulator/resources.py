@@ -154,6 +154,7 @@ BUILTINS: tuple[Resource, ...] = (
         short_names=("pdb",),
         subresources=("status",),
     ),
+    _in("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short_names=("netpol",)),
     _in(
         "scheduling.k8s.io",
         "v1",

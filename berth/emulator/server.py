@@ -3,8 +3,10 @@
 :class:`Emulator` wires storage, the resource registry, the REST semantics and the handlers
 into an ``aiohttp`` application and runs it (port 0 picks a free port). Its middleware counts
 requests per (method, path template) and per (method, path) — so a test can count the binding
-requests of one pod — applies armed faults (:mod:`berth.emulator.faults`), and turns every
-error into a Kubernetes Status response: a client never sees a traceback page.
+requests of one pod — writes the audit log when asked (:mod:`berth.emulator.auditing`: who
+sent what, when, as kube-apiserver's ``--audit-log-path``), applies armed faults
+(:mod:`berth.emulator.faults`), and turns every error into a Kubernetes Status response: a
+client never sees a traceback page.
 
 :class:`ThreadedEmulator` runs an :class:`Emulator` on its own event loop in a daemon thread, so
 that synchronous clients (the ``kubernetes`` package, ``kubectl`` subprocesses) and asynchronous
@@ -24,7 +26,17 @@ import typing
 import yaml
 from aiohttp import web
 
-from berth.emulator import errors, faults, handlers, kubelets, resources, rest, routes, storage
+from berth.emulator import (
+    auditing,
+    errors,
+    faults,
+    handlers,
+    kubelets,
+    resources,
+    rest,
+    routes,
+    storage,
+)
 from berth.util import clocks
 
 __all__ = ["Emulator", "ThreadedEmulator", "kubeconfig"]
@@ -62,8 +74,11 @@ class Emulator:
         history: int = 10_000,
         bookmark_interval: float = 60.0,
         seed: int | None = None,
+        audit_log: str | pathlib.Path | None = None,
     ) -> None:
         self.host = host
+        self.audit = auditing.AuditLog(audit_log) if audit_log is not None else None
+        """Every served request in kube-apiserver's audit format, when a path is given."""
         self.requested_port = port
         self.clock: clocks.Clock = clock or clocks.SystemClock()
         self.registry = resources.Registry()
@@ -129,6 +144,8 @@ class Emulator:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.audit is not None:
+            self.audit.close()
 
     async def __aenter__(self) -> Emulator:
         await self.start()
@@ -174,8 +191,27 @@ class Emulator:
         template = route.template if route is not None else request.path
         self.requests[(request.method, template)] += 1
         self.requests_by_path[(request.method, request.path)] += 1
+        response = await self._serve(request, handler)
+        if self.audit is not None:
+            self.audit.record(
+                method=request.method,
+                uri=request.path_qs,
+                user_agent=request.headers.get("User-Agent", ""),
+                code=response.status,
+                at=self.clock.now(),
+                watch=request.query.get("watch") in ("1", "true"),
+            )
+        return response
+
+    async def _serve(
+        self,
+        request: web.Request,
+        handler: typing.Callable[[web.Request], typing.Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
         try:
             fault = self.faults.take(request.method, request.path)
+            if fault is not None and fault.after:
+                await handler(request)  # it lands; the answer is lost below
             if fault is not None:
                 if fault.drop:
                     if request.transport is not None:

@@ -34,11 +34,15 @@ class Admission:
     unknown_fields: tuple[str, ...]
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _type_name(value: typing.Any) -> str:
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
-        return "integer"
+        # Outside int64 the API server's JSON decoder yields a float64: not an integer.
+        return "integer" if _INT64_MIN <= value <= _INT64_MAX else "number"
     if isinstance(value, float):
         return "number"
     if isinstance(value, str):

@@ -149,6 +149,8 @@ class Admission:
         self._waiting: set[asyncio.Task[None]] = set()  # batches waiting for their victims
         self._active = 0
         self._failing: set[str] = set()
+        self.gate_bypasses = 0
+        """Pods whose admission gate someone other than Berth removed (tests, metrics)."""
         self.allocations = allocations.Allocations(cache)
         """Pending allocations by pod key."""
         self.rejected = 0
@@ -167,6 +169,9 @@ class Admission:
         gates = pod_edits.gate_names(obj)
         admitted = wire.sub(meta, "annotations").get(keys.ADMITTED_NODE_ANNOTATION)
         held = _GATE in gates and node is None and not finished
+        bypassed = key in self._gated and _GATE not in gates and not finished and not admitted
+        if bypassed and key not in self.allocations and key not in self._recreating:
+            self._gate_removed(key, obj)
         if held:
             self._gated.add(key)
             if not pod_edits.belongs(obj):
@@ -207,6 +212,21 @@ class Admission:
             )
             logger.info("adopted the pending allocation of pod %s on %s", key, admitted)
         return held or bool(admitted) or key in self.allocations or key in self._recreating
+
+    def _gate_removed(self, key: str, obj: dict[str, typing.Any]) -> None:
+        """Someone other than Berth removed the admission gate: the pod bypassed its queue's
+        and gang's checks. Say so on the pod and in the log; its usage counts against its
+        queue from here on (the cache sees it run), so the queue's limit still holds for
+        everything Berth admits next."""
+        self.gate_bypasses += 1
+        self._objects[key] = obj  # for the Event's UID
+        message = (
+            f"the scheduling gate {_GATE} was removed by someone other than Berth: the pod was "
+            "not admitted by Berth (no queue or gang check); its usage now counts against its "
+            "queue"
+        )
+        self._log_failure("gate-removed", f"pod {key}: {message}")
+        self._pod_event(key, type=events.WARNING, reason="AdmissionBypassed", message=message)
 
     def pod_removed(self, key: str) -> None:
         """The pod left the cluster (the informer's removal callback)."""

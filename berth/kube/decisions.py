@@ -9,12 +9,17 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   the pod gets a ``Scheduled`` Event. A 409 saying the pod is already on *this* node is a
   success (an earlier attempt landed although its answer was lost). A 404, a UID mismatch or
   a pod being deleted means the pod is gone: forget it, no retry. A 409 naming another node
-  means somebody else bound it: forget the assumption, the watch brings the truth. A timeout
-  or broken connection may have landed: the same binding is retried (keeping the assumption)
-  a few times, then given up like any other failure: the cache forgets the pod and it sits
-  out a backoff (1 s doubling to 10 s, as kube-scheduler) before the scheduler may try it
-  again, possibly elsewhere. The API server refuses a second binding of a bound pod, and a
-  pod is only bound here from a ``BindPod`` — so a pod is never bound twice.
+  means somebody else bound it: the cache holds the pod on *that* node (the truth the watch
+  will bring), so that no cycle tries it again meanwhile — a 409 is never a retry loop — and
+  that node's usage counts it. An answer that may have been lost (a 5xx, a timeout, a broken
+  connection) is reconciled first: the pod is read and, if bound, the binding is settled from
+  that (success, or bound elsewhere) with no second request. Otherwise a timeout is retried
+  (keeping the assumption) a few times, then given up like any other failure: the cache
+  forgets the pod and it sits out a backoff (1 s doubling to 10 s, as kube-scheduler) before
+  the scheduler may try it again, possibly elsewhere; after :data:`FAILURES_BEFORE_REASON`
+  failures in a row a ``FailedBinding`` Event says why. The API server refuses a second
+  binding of a bound pod, and a pod is only bound here from a ``BindPod`` — so a pod is never
+  bound twice.
 - A ``BindPod`` whose node has victims evicted in the same result (reclaim, preempt) waits,
   assumed in the cache, until those victims are gone from the cache (deleted, or Succeeded/
   Failed) before its binding is queued: posted at once, the kubelet would see the preemptor
@@ -47,6 +52,7 @@ import collections.abc
 import contextlib
 import dataclasses
 import logging
+import re
 import typing
 
 import kubernetes_asyncio.client
@@ -65,7 +71,7 @@ from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots
 from berth.util import clocks
 
-__all__ = ["ApiSink", "BindOutcome", "BindingObserver", "PodPresence"]
+__all__ = ["FAILURES_BEFORE_REASON", "ApiSink", "BindOutcome", "BindingObserver", "PodPresence"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +84,11 @@ class BindingObserver(typing.Protocol):
     def observe_e2e(self, seconds: float) -> None: ...
 
 
+FAILURES_BEFORE_REASON = 5
+"""Consecutive failed bindings of one pod after which a ``FailedBinding`` Event says why (the
+backoff keeps retrying, capped at its maximum)."""
+_ASSIGNED = re.compile(r'already assigned to node "([^"]+)"')
+
 PodPresence = victim_waits.PodPresence
 """Which pods still hold capacity (kept here for callers of the binder)."""
 
@@ -88,7 +99,7 @@ class BindOutcome(typing.NamedTuple):
     key: str
     node: str
     bound: bool
-    failure: str | None  # conflict, not_found, gone, timeout, error, victims
+    failure: str | None  # conflict, not_found, gone, timeout, error, victims, fenced
 
 
 @dataclasses.dataclass
@@ -144,7 +155,8 @@ class ApiSink:
         self._binds: asyncio.Queue[_Job] = asyncio.Queue()
         self._writes: asyncio.Queue[_Job] = asyncio.Queue()
         self._backoffs: dict[str, _Backoff] = {}
-        self._gone: set[str] = set()  # pods deleted since their binding was queued
+        self._binding: set[str] = set()  # pods with a binding queued, waiting or in flight
+        self._gone: set[str] = set()  # of those, the pods deleted since (a subset: bounded)
         self._reservations: asyncio.Queue[_Job] = asyncio.Queue()
         self._statuses = reservation_statuses.ReservationStatuses(
             api, clock=clock, recorder=recorder
@@ -211,6 +223,7 @@ class ApiSink:
             self._cache.assume_pod(key, node=decision.node)
         except KeyError:
             return  # deleted while the session ran: nothing to bind
+        self._binding.add(key)
         self._reasons.pop((decisions.Subject.POD.value, key), None)
         pod = snapshot.pods.get(key) if snapshot is not None else None
         created = pod.creation_timestamp if pod is not None else 0.0
@@ -241,7 +254,9 @@ class ApiSink:
         outcome: BindOutcome | None = None
         if waited.clear:
             self._binds.put_nowait(job)
-        elif waited.abandoned:
+            return
+        self._finished(decision.key)
+        if waited.abandoned:
             self._cache.forget_pod(decision.key)
             outcome = BindOutcome(decision.key, decision.node, False, "gone")
         else:
@@ -286,7 +301,8 @@ class ApiSink:
 
     def pod_removed(self, key: str) -> None:
         """The pod left the cluster: drop its retries and remembered writes."""
-        self._gone.add(key)
+        if key in self._binding:
+            self._gone.add(key)
         self._backoffs.pop(key, None)
         self._reasons.pop((decisions.Subject.POD.value, key), None)
         self._nominated.pop(key, None)
@@ -348,7 +364,10 @@ class ApiSink:
     async def _do(self, job: _Job) -> None:
         decision = job.decision
         if isinstance(decision, decisions.BindPod):
-            outcome = await self._bind(decision, created=job.created)
+            try:
+                outcome = await self._bind(decision, created=job.created)
+            finally:
+                self._finished(decision.key)
             if self.on_bound is not None:
                 self.on_bound(outcome)
         elif isinstance(decision, decisions.EvictPod):
@@ -397,6 +416,9 @@ class ApiSink:
                 )
             except errors.TransportError as exc:
                 self._observe(loop.time() - started, failure="timeout")
+                landed = await self._landed(decision, created=created)
+                if landed is not None:
+                    return landed
                 if attempt < self._retries:
                     # It may have landed: ask again for the same node (a 409 naming this node
                     # then confirms it); the cache keeps the pod where it was assumed.
@@ -405,7 +427,19 @@ class ApiSink:
                 return self._failed(decision, failure="timeout", detail=str(exc))
             except errors.APIError as exc:
                 seconds = loop.time() - started
+                if exc.status >= 500:
+                    # The answer may be lost, not the binding: read the pod before deciding.
+                    landed = await self._landed(decision, created=created)
+                    if landed is not None:
+                        self._observe(seconds, failure="error")
+                        return landed
                 return self._refused(decision, exc, seconds=seconds, created=created)
+            except errors.NotLeader as exc:
+                # Never sent: another replica may lead now. No retry, no backoff: whoever
+                # leads places the pod from its own view.
+                self._cache.forget_pod(key)
+                self._log_failure("bind-fenced", f"not binding pod {key}: {exc}")
+                return BindOutcome(key, decision.node, False, "fenced")
             self._observe(loop.time() - started, failure=None)
             return self._succeeded(decision, created=created)
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
@@ -429,12 +463,51 @@ class ApiSink:
             return BindOutcome(key, decision.node, False, "gone")
         if isinstance(exc, errors.Conflict) and "already assigned" in message:
             self._observe(seconds, failure="conflict")
-            self._cache.forget_pod(key)
-            logger.warning("pod %s was bound by somebody else: %s", key, message)
-            return BindOutcome(key, decision.node, False, "conflict")
+            found = _ASSIGNED.search(message)
+            return self._bound_elsewhere(decision, found.group(1) if found else None, message)
         failure = "conflict" if isinstance(exc, errors.Conflict) else "error"
         self._observe(seconds, failure=failure)
         return self._failed(decision, failure=failure, detail=str(exc))
+
+    async def _landed(self, decision: decisions.BindPod, *, created: float) -> BindOutcome | None:
+        """After an answer that may have been lost: the outcome if the pod is bound already
+        (here: success; elsewhere: conflict), None if it is not, or cannot be read."""
+        try:
+            pod = await rest.request(
+                self._api, method="GET", path=pod_edits.path(decision.key), timeout=10.0
+            )
+        except errors.KubeError:
+            return None
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if meta.get("uid") != decision.uid:
+            return None
+        node = spec.get("nodeName")
+        if not node:
+            return None
+        if node == decision.node:
+            logger.info("binding of pod %s landed although its answer was lost", decision.key)
+            return self._succeeded(decision, created=created)
+        return self._bound_elsewhere(decision, str(node), f"bound to {node}")
+
+    def _bound_elsewhere(
+        self, decision: decisions.BindPod, node: str | None, message: str
+    ) -> BindOutcome:
+        """The pod is bound, not where this binding wanted it: hold it where it is (the truth
+        the watch will bring), so that no cycle tries it again meanwhile — a 409 is never a
+        retry loop — and its node's usage counts it."""
+        key = decision.key
+        self._backoffs.pop(key, None)
+        if node is None:
+            self._cache.forget_pod(key)
+        else:
+            with contextlib.suppress(KeyError):  # gone meanwhile
+                self._cache.assume_pod(key, node=node)
+        logger.warning("pod %s was bound by somebody else: %s", key, message)
+        return BindOutcome(key, decision.node, False, "conflict")
+
+    def _finished(self, key: str) -> None:
+        self._binding.discard(key)
+        self._gone.discard(key)
 
     def _succeeded(self, decision: decisions.BindPod, *, created: float) -> BindOutcome:
         self.bound += 1
@@ -461,6 +534,16 @@ class ApiSink:
             f"bind-{failure}",
             f"binding pod {key} to {decision.node} failed ({detail}); retrying in {delay:g}s",
         )
+        if attempts == FAILURES_BEFORE_REASON:
+            self._event(
+                events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+                type=events.WARNING,
+                reason="FailedBinding",
+                message=(
+                    f"binding failed {attempts} times in a row (last: {detail}); still retrying "
+                    f"every {self._backoff[1]:g}s at most"
+                ),
+            )
         return BindOutcome(key, decision.node, False, failure)
 
     def _observe(self, seconds: float, *, failure: str | None) -> None:

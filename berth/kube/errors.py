@@ -10,7 +10,8 @@
      │    ├── NotFound         404
      │    ├── Conflict         409: stale resourceVersion, or the object already exists
      │    └── Gone             410: the watch's resourceVersion is too old: re-list
-     └── TransportError        no answer: connection refused or reset, TLS, timeout
+     ├── TransportError        no answer: connection refused or reset, TLS, timeout
+     └── NotLeader             not sent: this replica may no longer write for the leader
 
 Callers outside :mod:`berth.kube` see only these, never a client library's exception, so that
 the client library stays a detail of this package (DESIGN.md §1).
@@ -28,6 +29,7 @@ __all__ = [
     "Gone",
     "KubeError",
     "NotFound",
+    "NotLeader",
     "TransportError",
     "Unauthorized",
     "from_status",
@@ -81,6 +83,11 @@ class Gone(APIError):
 
 class TransportError(KubeError):
     """The request got no answer: the API server is unreachable, or too slow."""
+
+
+class NotLeader(KubeError):
+    """A write acting for the leader was not sent: the Lease may belong to another replica
+    (:mod:`berth.kube.fencing`). Nothing reached the API server; do not retry."""
 
 
 _BY_STATUS: dict[int, type[APIError]] = {

@@ -13,6 +13,11 @@ Routes (DESIGN.md §5):
 - ``POST /debug/flags/s`` (body: N) and ``POST /debug/flags/v`` (body: a log level), only when
   the debug API is enabled: they change the process's behaviour.
 
+With authorization on (``httpAuthorization``, on in the chart), every route but ``/healthz``,
+``/readyz`` and ``/livez`` needs a bearer token that the API server authenticates
+(TokenReview) and authorizes for the path and verb (SubjectAccessReview), as kube-scheduler's
+secure port does: 401 without one, 403 when RBAC says no.
+
 The server starts before the leader election and serves followers too. What only a leader has
 (the scheduler's cache, the plugins) reaches it late, through :class:`Providers`: the leader-side
 composition fills the slots when it starts and empties them when it stops; an empty slot
@@ -31,12 +36,15 @@ import typing
 
 import aiohttp.web
 
+from berth.kube import reviews
 from berth.operator import metrics as berth_metrics
 from berth.operator import probing
 from berth.scheduler.framework import handles, interfaces
 from berth.util import logging as berth_logging
 
 __all__ = [
+    "OPEN_PATHS",
+    "Authorizer",
     "HttpServer",
     "NodeLookup",
     "Providers",
@@ -106,16 +114,66 @@ def match_route(route: interfaces.Route, *, method: str, tail: str) -> dict[str,
     return params
 
 
+class Authorizer(typing.Protocol):
+    """Decides whether a request may be served (:class:`berth.kube.reviews.Reviewer`)."""
+
+    async def review(self, *, token: str | None, path: str, verb: str) -> reviews.Decision: ...
+
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
+"""Served to anyone: the kubelet's probes carry no credentials."""
+
+
+def _guard(
+    authorizer: collections.abc.Callable[[], Authorizer | None],
+) -> typing.Any:
+    """A middleware admitting a request to anything but :data:`OPEN_PATHS` only when the
+    Kubernetes API authenticates its bearer token and authorizes the path and verb."""
+
+    @aiohttp.web.middleware
+    async def guard(
+        request: aiohttp.web.Request,
+        handler: collections.abc.Callable[
+            [aiohttp.web.Request], collections.abc.Awaitable[aiohttp.web.StreamResponse]
+        ],
+    ) -> aiohttp.web.StreamResponse:
+        if request.path in OPEN_PATHS:
+            return await handler(request)
+        reviewer = authorizer()
+        if reviewer is None:
+            return _error(503, "authentication is not ready yet")
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else None
+        decision = await reviewer.review(
+            token=token, path=request.path, verb=_VERBS.get(request.method, "get")
+        )
+        if decision.allowed:
+            return await handler(request)
+        return _error(decision.status, decision.reason)
+
+    return guard
+
+
+_VERBS = {"GET": "get", "HEAD": "get", "POST": "post", "PUT": "put", "DELETE": "delete"}
+
+
 def build_app(
     *,
     readiness: probing.Readiness,
     metrics: berth_metrics.Metrics,
     providers: Providers,
     debug_api: bool,
+    authorizer: collections.abc.Callable[[], Authorizer | None] | None = None,
 ) -> aiohttp.web.Application:
-    """The aiohttp application with every route; debug routes only if ``debug_api``."""
+    """The aiohttp application with every route; debug routes only if ``debug_api``.
+
+    With ``authorizer`` (a getter: the API client exists only after the server started),
+    everything but the probes is served only to callers the Kubernetes API authenticates and
+    authorizes, as kube-scheduler's secure port does.
+    """
     handlers = _Handlers(readiness=readiness, metrics=metrics, providers=providers)
-    app = aiohttp.web.Application()
+    middlewares = [_guard(authorizer)] if authorizer is not None else []
+    app = aiohttp.web.Application(middlewares=middlewares)
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     app.router.add_get("/metrics", handlers.metrics)

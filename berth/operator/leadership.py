@@ -17,6 +17,11 @@ Several replicas of ``berth run`` campaign for one Lease; the holder schedules, 
   :class:`~berth.operator.errors.LeadershipLost`, and the process exits non-zero, as
   kube-scheduler does. Because ``renew_deadline < lease_duration``, the old leader has stopped
   before any follower may take over.
+- **Fencing**: with a :class:`~berth.kube.fencing.Fence`, every successful acquire or renewal
+  tells the fence when its calls were sent, and stepping down revokes the fence *before*
+  ``on_stopped_leading`` runs, so no write for the leader leaves once leadership ends — and
+  none leaves after the renew deadline even while this loop has not yet noticed (a paused
+  process resuming: the writers may run before the elector does).
 - **Optimistic concurrency**: every write replaces the version that was read; a 409 means
   somebody else wrote in between, so the Lease is read again and the decision made afresh.
 - **Release** on a graceful stop: ``on_stopped_leading`` runs first, then the Lease is written
@@ -43,7 +48,7 @@ import math
 import random
 
 from berth.kube import errors as kube_errors
-from berth.kube import leases
+from berth.kube import fencing, leases
 from berth.operator import errors, probing, settings
 from berth.operator import metrics as berth_metrics
 from berth.util import aiotasks, clocks
@@ -89,8 +94,10 @@ class LeaderElector:
         metrics: berth_metrics.Metrics | None = None,
         jitter: float = DEFAULT_JITTER,
         rng: random.Random | None = None,
+        fence: fencing.Fence | None = None,
     ) -> None:
         self._config = config
+        self._fence = fence
         self._leases = leases_client
         self._clock = clock
         self._readiness = readiness
@@ -193,13 +200,19 @@ class LeaderElector:
 
     async def _attempt(self, *, timeout: float) -> _Attempt:
         """One acquire-or-renew round, bounded by ``timeout`` seconds; never raises API errors."""
+        sent = asyncio.get_running_loop().time()
         try:
-            async with asyncio.timeout(timeout):
-                attempt = await self._try_acquire_or_renew()
+            with fencing.unfenced():
+                async with asyncio.timeout(timeout):
+                    attempt = await self._try_acquire_or_renew()
         except TimeoutError:
             attempt = _Attempt(_Verdict.FAILED, f"the Lease calls took longer than {timeout:g}s")
         except kube_errors.KubeError as exc:
             attempt = _Attempt(_Verdict.FAILED, _explain(exc, self._leases))
+        if attempt.verdict is _Verdict.HELD and self._fence is not None:
+            # Measured from before the calls went out: the Lease is ours from some moment
+            # after that, so the fence closes no later than a follower may take over.
+            self._fence.renewed(sent)
         self._report(attempt)
         return attempt
 
@@ -262,6 +275,8 @@ class LeaderElector:
 
     # Stepping down -------------------------------------------------------------------------
     async def _step_down(self, on_stopped_leading: LeadershipCallback, *, release: bool) -> None:
+        if self._fence is not None:
+            self._fence.revoke()  # first: no write for the leader leaves from here on
         self._set_leading(False)
         try:
             await on_stopped_leading()
@@ -283,8 +298,9 @@ class LeaderElector:
             lease_transitions=record.spec.lease_transitions,
         )
         try:
-            async with asyncio.timeout(self._config.renew_deadline):
-                self._observed = await self._leases.update(record, spec)
+            with fencing.unfenced():
+                async with asyncio.timeout(self._config.renew_deadline):
+                    self._observed = await self._leases.update(record, spec)
         except kube_errors.Conflict:
             # Somebody wrote since our last renewal: it is theirs now, nothing to release.
             logger.info(

@@ -228,6 +228,12 @@ class Settings(pydantic_settings.BaseSettings):
     """TCP port of the HTTP server; 0 picks a free one (tests). The default, 8080, is the
     chart's container port and needs no privilege."""
 
+    http_authorization: bool = False
+    """Serve everything but the probes only to callers the Kubernetes API authenticates
+    (TokenReview) and authorizes (SubjectAccessReview) for the path and verb, as
+    kube-scheduler's secure port does. Off by default for local runs (``berth up``, tests);
+    the chart turns it on, since the server listens on every interface of the pod."""
+
     log_level: str = "info"
     """A level name (``debug`` .. ``critical``) or klog verbosity (``0``..``10``, ``4`` and
     up is debug). The default, ``info``, logs decisions and leadership changes, not requests."""

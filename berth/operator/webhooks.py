@@ -10,7 +10,8 @@ Berth reads) or a queue (``scheduling.berth.io/queue``), or when it is created i
 labelled ``scheduling.berth.io/admission: enabled`` — the configuration's namespaceSelector
 sends those to :data:`OPTED_IN_PATH`, and a pod there without group or queue is given the queue
 ``default``. Never gated: pods with neither group nor queue elsewhere (kube-scheduler places them
-as usual), pods labelled ``scheduling.berth.io/admission: disabled``, pods already bound
+as usual), pods labelled ``scheduling.berth.io/admission: disabled`` outside opted-in
+namespaces (in one, admission is required and the label is ignored), pods already bound
 (``spec.nodeName``), pods that name a scheduler other than the default one (Berth's own binds
 them directly; another scheduler's are not Berth's to hold), and pods that already carry the
 gate (written in the template: the patch would duplicate it). The webhook never refuses a pod:
@@ -111,7 +112,9 @@ def mutation(
     assert isinstance(meta, dict) and isinstance(spec, dict)  # for mypy: narrowed above
     raw_labels = meta.get("labels")
     labels: dict[str, typing.Any] = raw_labels if isinstance(raw_labels, dict) else {}
-    if labels.get(keys.ADMISSION_LABEL) == "disabled":
+    if labels.get(keys.ADMISSION_LABEL) == "disabled" and not opted_in:
+        # The label opts a pod out only where admission is optional: a namespace labelled
+        # for admission requires it, and its tenants cannot write their way around that.
         return []
     if spec.get("nodeName"):
         return []

@@ -283,3 +283,37 @@ async def test_why_pending_is_the_same_in_both_modes(cluster: testing.RunningEmu
         assert obj is not None
         conditions = obj.get("status", {}).get("conditions") or []
         assert not any(c.get("reason") == "Unschedulable" for c in conditions)
+
+
+async def test_a_gate_removed_by_someone_else_is_noticed_with_a_reason(
+    cluster: testing.RunningEmulator,
+) -> None:
+    # A queue too small for the gang: Berth keeps it gated; a user removes a pod's gate.
+    stack.create(cluster, keys.API_VERSION, "queues", _queue("q", cpu_limit="1"))
+    stack.create(cluster, keys.API_VERSION, "podgroups", _group("big", min_member=4, queue="q"))
+    for i in range(4):
+        stack.create(
+            cluster, "v1", "pods", stack.pod(f"big-{i}", labels={keys.POD_GROUP_LABEL: "big"})
+        )
+    async with stack.stand_in(cluster), stack.BerthStack(cluster) as berth:
+        await stack.eventually(
+            lambda: berth.group_reason("default/big") is not None, what="a reason"
+        )
+        cluster.call(
+            cluster.api.patch,
+            cluster.api.resource("v1", "pods"),
+            [{"op": "remove", "path": "/spec/schedulingGates"}],
+            namespace="default",
+            name="big-0",
+            patch_type="application/json-patch+json",
+        )
+        await stack.eventually(
+            lambda: bool(_events(cluster, "AdmissionBypassed")), what="the Event"
+        )
+        assert berth.admission.gate_bypasses == 1
+    (event,) = _events(cluster, "AdmissionBypassed")
+    assert event["involvedObject"]["name"] == "big-0"
+    assert "removed by someone other than Berth" in event["message"]
+    for i in range(1, 4):  # the rest of the gang stays held
+        obj = stack.get_pod(cluster, f"big-{i}")
+        assert obj is not None and stack.gates(obj) == [keys.ADMISSION_GATE]

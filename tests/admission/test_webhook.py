@@ -90,7 +90,12 @@ def _pod(
         ),
         (_pod({keys.POD_GROUP_LABEL: "g"}, nodeName="n1"), False, []),
         (_pod({keys.POD_GROUP_LABEL: "g"}, schedulerName="berth-scheduler"), True, []),
-        (_pod({keys.POD_GROUP_LABEL: "g", keys.ADMISSION_LABEL: "disabled"}), True, []),
+        (_pod({keys.POD_GROUP_LABEL: "g", keys.ADMISSION_LABEL: "disabled"}), False, []),
+        (
+            _pod({keys.POD_GROUP_LABEL: "g", keys.ADMISSION_LABEL: "disabled"}),
+            True,
+            [{"op": "add", "path": "/spec/schedulingGates", "value": [GATE]}],
+        ),
         (_pod({keys.POD_GROUP_LABEL: "g"}, schedulingGates=[GATE]), False, []),
     ],
     ids=[
@@ -105,6 +110,7 @@ def _pod(
         "already-bound",
         "another-scheduler",
         "opted-out",
+        "opt-out-ignored-where-admission-is-required",
         "gate-already-in-template",
     ],
 )

@@ -14,7 +14,7 @@ import json
 import click.testing
 import pytest
 
-from berth.cli import main
+from berth.cli import main, soak
 from berth.sim import benchmarks
 from tests import constraint_checker
 
@@ -124,3 +124,16 @@ def test_constraint_workloads_place_within_their_constraints(scenario: str) -> N
     running = [o for o in workload.objects if o["kind"] == "Pod" and "nodeName" in o["spec"]]
     bindings = [(by_key[k], n) for k, n in result.bindings().items()]
     assert constraint_checker.violations(nodes, running=running, bindings=bindings) == []
+
+
+@pytest.mark.slow
+def test_soak_reports_rss_over_time_while_pods_churn() -> None:
+    result = soak.measure(nodes=4, seconds=6, rate=10, lifetime=0.5, interval=1, warmup=2)
+    assert result["scenario"] == "soak"
+    assert result["pods_created"] >= 50
+    assert result["pods_bound"] >= result["pods_created"] - 10  # the last ones may be in flight
+    samples = result["rss_mb"]
+    assert len(samples) >= 5
+    assert all(mb > 10 for _, mb in samples)
+    assert [at for at, _ in samples] == sorted(at for at, _ in samples)
+    assert isinstance(result["rss_growth_pct_after_warmup"], float)

@@ -142,6 +142,16 @@ def test_an_invalid_reservation_is_marked_and_reported_once(obj: Obj, message: s
     assert again.status is None and again.events == ()
 
 
+def test_a_ttl_past_the_longest_duration_makes_only_that_reservation_invalid() -> None:
+    planned = status_after(w.reservation("r", ttl="99999999999h"))
+    assert planned.status is not None
+    (valid,) = [c for c in planned.status["conditions"] if c["type"] == "Valid"]
+    assert valid["status"] == "False"
+    assert "invalid ttl" in valid["message"] and "out of range" in valid["message"]
+    assert "99999999999h" in valid["message"]
+    assert "expiresAt" not in planned.status
+
+
 @pytest.mark.parametrize(
     ("status", "phase", "message", "event_type"),
     [

@@ -166,8 +166,55 @@ async def test_bound_elsewhere_forgets_the_assumption_without_retry(harness: Har
     harness.start()
     await harness.settle()
     assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", False, "conflict")]
-    assert harness.assumed_on("default/p") is None  # the watch will bring n2
+    # Held where it really is (what the watch will bring): no cycle tries it again meanwhile.
+    assert harness.assumed_on("default/p") == "n2"
     assert harness.sink.holding(harness.clock.now()) == set()
+    assert harness.binding_requests("p") == 1
+
+
+async def test_a_binding_that_landed_but_was_answered_500_is_reconciled_not_retried(
+    harness: Harness,
+) -> None:
+    pod = harness.add_pod("p")
+    harness.emulator.faults.add(
+        faults.Fault("POST", "/api/v1/namespaces/*/pods/*/binding", status=500, after=True)
+    )
+    harness.apply(harness.bind(pod, "n1"))
+    harness.start()
+    await harness.settle()
+    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", True, None)]
+    assert harness.assumed_on("default/p") == "n1"  # the node's usage counts it
+    assert harness.sink.holding(harness.clock.now()) == set()  # no backoff, no retry
+    assert harness.binding_requests("p") == 1
+    assert harness.sink.bound == 1
+
+
+async def test_repeated_failures_are_capped_and_explained(harness: Harness) -> None:
+    pod = harness.add_pod("p")
+    for attempt in range(decisions.FAILURES_BEFORE_REASON + 2):
+        harness.emulator.faults.add(
+            faults.Fault("POST", "/api/v1/namespaces/*/pods/*/binding", status=500)
+        )
+        harness.apply(harness.bind(pod, "n1"))
+        if attempt == 0:
+            harness.start()
+        await harness.settle()
+    now = harness.clock.now()
+    assert harness.sink.holding(now + 10.5) == set()  # capped at 10 s however many failures
+    failed = [e for e in harness.events() if e[1] == "FailedBinding"]
+    assert len(failed) == 1  # said once, at the fifth failure
+    assert "binding failed 5 times in a row" in failed[0][2]
+
+
+async def test_the_binder_forgets_deleted_pods_it_is_not_binding(harness: Harness) -> None:
+    harness.start()
+    for i in range(50):
+        harness.sink.pod_removed(f"default/gone-{i}")
+    pod = harness.add_pod("p")
+    harness.apply(harness.bind(pod, "n1"))
+    await harness.settle()
+    assert harness.outcomes[0].bound
+    assert harness.sink._gone == set() and harness.sink._binding == set()
 
 
 async def test_deleted_pod_is_not_retried(harness: Harness) -> None:

@@ -167,6 +167,21 @@ EVERY_OPTION: Values = {
         },
     },
     "podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"},
+    "networkPolicy": {"httpFrom": [{"namespaceSelector": {"matchLabels": {"monitoring": "on"}}}]},
+}
+CERT_MANAGER: Values = {
+    # GitOps: rendered with `helm template`, certificates from cert-manager; metrics open.
+    "mode": "admission",
+    "admission": {
+        "webhook": {
+            "certManager": {
+                "enabled": True,
+                "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"},
+            }
+        }
+    },
+    "http": {"authorization": False},
+    "networkPolicy": {"enabled": False},
 }
 SINGLE_REPLICA: Values = {
     "replicaCount": 1,
@@ -202,10 +217,39 @@ OPTION_SETS: dict[str, Values] = {
     "every-option": EVERY_OPTION,
     "single-replica": SINGLE_REPLICA,
     "custom-affinity": CUSTOM_AFFINITY,
+    "cert-manager": CERT_MANAGER,
 }
 
 
 # Installing into the emulator ---------------------------------------------------------------
+
+
+def cert_manager_crd(kind: str, plural: str) -> Values:
+    """What cert-manager would have installed for ``kind``: enough for the API to store one."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.cert-manager.io"},
+        "spec": {
+            "group": "cert-manager.io",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
 
 SERVICE_MONITOR_CRD: Values = {
     # What the Prometheus Operator would have installed: enough for the API to store one.

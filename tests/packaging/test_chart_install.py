@@ -61,6 +61,9 @@ CLUSTER_SCOPED = (
 def installs(module_emulator: testing.RunningEmulator) -> dict[str, Obj]:
     """Every option set installed into the module's emulator, each as its own release."""
     module_emulator.kubectl("create", "-f", "-", input=json.dumps(charts.SERVICE_MONITOR_CRD))
+    for kind, plural in (("Certificate", "certificates"), ("Issuer", "issuers")):
+        crd = charts.cert_manager_crd(kind, plural)
+        module_emulator.kubectl("create", "-f", "-", input=json.dumps(crd))
     return {
         name: asyncio.run(
             charts.install(
@@ -278,6 +281,7 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "BERTH_ADMIT_PLAIN_PODS", "value": admit},
+        {"name": "BERTH_HTTP_AUTHORIZATION", "value": "true"},
         *extra,
     ]
 
@@ -397,7 +401,7 @@ def test_role_is_bound_in_the_release_namespace(cluster: testing.RunningEmulator
 def test_every_cluster_role_rule_carries_a_comment() -> None:
     lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
     rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) == 11
+    assert len(rule_starts) == 13
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), lines[index]
 

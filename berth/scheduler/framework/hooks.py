@@ -164,6 +164,10 @@ class _Callbacks(typing.Generic[F]):
         return len(self._entries)
 
 
+FailureFn = collections.abc.Callable[[str, BaseException, tuple[typing.Any, ...]], None]
+"""``failed(plugin, exc, args)``: a callback raised on ``args`` (see :class:`Events`)."""
+
+
 class AllAgree(_Callbacks[collections.abc.Callable[P, statuses.Status]]):
     """All must agree: the first non-``SUCCESS`` status in registration order wins.
 
@@ -183,7 +187,16 @@ class AllAgree(_Callbacks[collections.abc.Callable[P, statuses.Status]]):
 
 
 class AnyTrue(_Callbacks[collections.abc.Callable[P, bool]]):
-    """Any says yes: True as soon as one callback returns True; False with none registered."""
+    """Any says yes: True as soon as one callback returns True; False with none registered.
+
+    A callback that raises says yes: these are the cautious questions ("is the queue over its
+    share?", "has the job starved?"), and a plugin that cannot answer must not wave work
+    through the check it exists for (fail closed); ``failed`` is told as well.
+    """
+
+    def __init__(self, *, report: ErrorReport = _ignore, failed: FailureFn | None = None) -> None:
+        super().__init__(report=report)
+        self._failed = failed
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         for plugin, fn in self._entries:
@@ -192,6 +205,9 @@ class AnyTrue(_Callbacks[collections.abc.Callable[P, bool]]):
                     return True
             except Exception as exc:
                 self._report(plugin, exc)
+                if self._failed is not None:
+                    self._failed(plugin, exc, tuple(args))
+                return True
         return False
 
 
@@ -224,7 +240,15 @@ class FirstWins(_Callbacks[collections.abc.Callable[P, R]]):
 
 
 class Events(_Callbacks[collections.abc.Callable[P, None]]):
-    """Every handler is called, in registration order; one raising does not stop the others."""
+    """Every handler is called, in registration order; one raising does not stop the others.
+
+    A handler that raised has missed the event (its books are wrong from here on): besides the
+    report, ``failed`` is told, so that the session can stop what those books guard.
+    """
+
+    def __init__(self, *, report: ErrorReport = _ignore, failed: FailureFn | None = None) -> None:
+        super().__init__(report=report)
+        self._failed = failed
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> None:
         for plugin, fn in self._entries:
@@ -232,6 +256,8 @@ class Events(_Callbacks[collections.abc.Callable[P, None]]):
                 fn(*args, **kwargs)
             except Exception as exc:
                 self._report(plugin, exc)
+                if self._failed is not None:
+                    self._failed(plugin, exc, tuple(args))
 
 
 NodePredicate = collections.abc.Callable[

@@ -55,6 +55,10 @@ logger = logging.getLogger(__name__)
 score_logger = logging.getLogger("berth.scheduler.scores")
 
 _LOWEST = np.iinfo(np.int64).min
+REPORT_WINDOW = 300.0
+"""Seconds between two log lines of the same plugin error (the cycle's result lists it every
+time; the log once per window)."""
+_LOGGED_LIMIT = 1024  # distinct error lines remembered before old ones are dropped
 _perf = time.perf_counter
 
 
@@ -183,6 +187,7 @@ class Framework:
         the session's predicates) — per-node verdicts for ``kubectl berth why``. None: off."""
         self._static_masks: dict[tuple[str, typing.Hashable], filtering.NodeFilter] = {}
         self._reported: set[str] = set()
+        self._logged: dict[str, float] = {}  # error line -> when it was last logged
         self._errors: list[str] = []
         self._seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
 
@@ -201,13 +206,23 @@ class Framework:
         return result
 
     def report(self, plugin: str, exc: BaseException) -> None:
-        """A plugin raised: log it the first time this session, remember one line for it."""
+        """A plugin raised: remember one line for it this session; log each distinct error
+        once per :data:`REPORT_WINDOW` (a bad object failing every cycle is one line, not one
+        per cycle)."""
         if plugin in self._reported:
             return
         self._reported.add(plugin)
         line = f"plugin {plugin} raised {type(exc).__name__}: {exc}"
         self._errors.append(line)
-        logger.error("%s (logged once per session)", line, exc_info=exc)
+        now = time.monotonic()
+        last = self._logged.get(line)
+        if last is not None and now - last < REPORT_WINDOW:
+            logger.debug("%s (again)", line)
+            return
+        if len(self._logged) >= _LOGGED_LIMIT:
+            self._logged = {k: t for k, t in self._logged.items() if now - t < REPORT_WINDOW}
+        self._logged[line] = now
+        logger.error("%s (logged once per %gs)", line, REPORT_WINDOW, exc_info=exc)
 
     def _error(self, plugin: str, exc: BaseException) -> statuses.Status:
         self.report(plugin, exc)
@@ -221,6 +236,13 @@ class Framework:
                 plugin.on_session_open(session)
             except Exception as exc:
                 self.report(plugin.name, exc)
+                # Fail closed: its checks (limits, quorum) are missing for everyone now, so
+                # nothing is placed rather than everything placed unchecked.
+                session.hooks.block(
+                    None,
+                    f"placement held: plugin {plugin.name} failed to open the session "
+                    f"({type(exc).__name__}: {exc})",
+                )
             self._seconds[plugin.name] += _perf() - started
 
     def run_session_close(self, session: sessions.Session) -> None:

@@ -39,7 +39,10 @@ if typing.TYPE_CHECKING:
     from berth.api import resources
     from berth.scheduler.snapshot import ids, pods, queues, snapshots
 
-__all__ = ["Session", "SessionHooks", "close_session", "open_session"]
+__all__ = ["FRAMEWORK", "Session", "SessionHooks", "close_session", "open_session"]
+
+FRAMEWORK = "framework"
+"""The plugin name the session's own checks (:attr:`SessionHooks.blocked`) report under."""
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,12 @@ class SessionHooks:
     """Every session callback, by kind; each attribute's docstring states its rule."""
 
     def __init__(self, *, report: hooks.ErrorReport) -> None:
+        self.blocked: dict[str | None, str] = {}
+        """Fail closed: queues that take nothing more this session, with the reason (key
+        ``None``: every queue) — a session plugin failed to open, or an allocate/deallocate
+        handler raised on one of the queue's pods, so the books the queue's limits are checked
+        against can no longer be trusted. Checked first by :attr:`job_valid` and
+        :attr:`allocatable`."""
         self.job_order: hooks.Ordering[jobs.Job] = hooks.Ordering(
             fallback=lambda job: (job.creation_timestamp, job.uid, job.key), report=report
         )
@@ -68,10 +77,16 @@ class SessionHooks:
         """Extra vectorised filters after the Filter plugins. All must agree, row by row."""
         self.node_order = hooks.NodeScores(report=report)
         """Extra vectorised scores added to the Score plugins' total. Summed."""
-        self.allocated: hooks.Events[[jobs.Event]] = hooks.Events(report=report)
-        """Allocate event handlers. All called, in registration order."""
-        self.deallocated: hooks.Events[[jobs.Event]] = hooks.Events(report=report)
-        """Deallocate event handlers. All called, in registration order."""
+        self.allocated: hooks.Events[[jobs.Event]] = hooks.Events(
+            report=report, failed=self._handler_failed
+        )
+        """Allocate event handlers. All called, in registration order; one raising blocks the
+        pod's queue (:attr:`blocked`)."""
+        self.deallocated: hooks.Events[[jobs.Event]] = hooks.Events(
+            report=report, failed=self._handler_failed
+        )
+        """Deallocate event handlers. All called, in registration order; one raising blocks
+        the pod's queue."""
         self.job_valid: hooks.AllAgree[[jobs.Job]] = hooks.AllAgree(report=report)
         """May the job be tried at all (e.g. enough pods exist)? All must agree; the first
         non-``SUCCESS`` status is the group's reason."""
@@ -87,8 +102,11 @@ class SessionHooks:
         )
         """Where a starving job's pods wait for room to free (pod key -> node), for backfill
         to nominate them there. The first registered callback's answer; ``None`` when none."""
-        self.queue_overused: hooks.AnyTrue[[queues.QueueInfo]] = hooks.AnyTrue(report=report)
-        """Is the queue over its share (skip it this round)? Any says yes."""
+        self.queue_overused: hooks.AnyTrue[[queues.QueueInfo]] = hooks.AnyTrue(
+            report=report, failed=self._check_failed
+        )
+        """Is the queue over its share (skip it this round)? Any says yes; one raising says
+        yes and blocks the queue (:attr:`blocked`)."""
         self.allocatable: hooks.AllAgree[[queues.QueueInfo, pods.PodInfo]] = hooks.AllAgree(
             report=report
         )
@@ -109,6 +127,47 @@ class SessionHooks:
         in that queue already). A non-empty answer admits the pod on that reservation's room,
         and the pod is then placed only into it. The first registered callback answers;
         ``None`` (or nothing registered): no credit."""
+        self.job_valid.add(self._job_not_blocked, plugin=FRAMEWORK)
+        self.allocatable.add(self._pod_not_blocked, plugin=FRAMEWORK)
+
+    def block(self, queue: str | None, reason: str) -> None:
+        """Stop placement for ``queue`` (None: every queue) for the rest of the session."""
+        self.blocked.setdefault(queue, reason)
+
+    def _why_blocked(self, queue: str | None) -> str | None:
+        return self.blocked.get(None) or (self.blocked.get(queue) if queue else None)
+
+    def _job_not_blocked(self, job: jobs.Job) -> statuses.Status:
+        why = self._why_blocked(job.queue)
+        if why is None:
+            return statuses.SUCCESS
+        return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
+
+    def _pod_not_blocked(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
+        why = self._why_blocked(queue.name)
+        if why is None:
+            return statuses.SUCCESS
+        return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
+
+    def _check_failed(self, plugin: str, exc: BaseException, args: tuple[object, ...]) -> None:
+        queue = args[0] if args else None
+        name = getattr(queue, "name", None)  # a QueueInfo
+        name = name if isinstance(name, str) else None
+        self.block(
+            name,
+            f"placement held: plugin {plugin} failed to check queue {name} "
+            f"({type(exc).__name__}: {exc})",
+        )
+
+    def _handler_failed(self, plugin: str, exc: BaseException, args: tuple[object, ...]) -> None:
+        event = args[0] if args else None
+        pod = event.pod if isinstance(event, jobs.Event) else None
+        queue = pod.queue if pod is not None else None
+        self.block(
+            queue,
+            f"placement held: plugin {plugin} failed to account for "
+            f"{pod.key if pod is not None else 'a pod'} ({type(exc).__name__}: {exc})",
+        )
 
 
 class Session:

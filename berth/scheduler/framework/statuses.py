@@ -22,7 +22,7 @@ class Code(enum.Enum):
 
     ERROR = "Error"
     """A bug or an internal failure: the pod is not placed this cycle, the plugin's first
-    error is logged once per session, and the rest of the cycle goes on."""
+    error is logged once per window (not per cycle), and the rest of the cycle goes on."""
 
     UNSCHEDULABLE = "Unschedulable"
     """The pod does not fit now: it stays pending with the reasons; evicting others

@@ -16,7 +16,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import errors, keys, resources
+from berth.api import errors, keys, quantities, resources
 from berth.scheduler.snapshot import ids, nodes, podconstraints, selectors, taints, wire
 
 __all__ = [
@@ -107,6 +107,10 @@ class PodInfo:
     host_ports: tuple[podconstraints.HostPort, ...] = ()
     uses: frozenset[podconstraints.Field] = frozenset()
     images: tuple[str, ...] = ()  # container and init container images, normalised
+    reserve: bool = False
+    """An in-memory reserve pod standing for a Reservation (never bound as a pod). Set only
+    where Berth builds one (:mod:`berth.scheduler.snapshot.reservations`), never read from the
+    pod: the ``reserve-pod`` annotation is a label for people, and users can write it."""
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -138,11 +142,6 @@ class PodInfo:
     def plain(self) -> bool:
         """Neither a group nor a queue: default placement, no batch logic."""
         return self.pod_group is None and self.queue is None
-
-    @property
-    def reserve(self) -> bool:
-        """An in-memory reserve pod standing for a Reservation (never bound as a pod)."""
-        return self.annotations.get(RESERVE_POD_ANNOTATION) == "true"
 
     @property
     def gated(self) -> bool:
@@ -221,6 +220,12 @@ def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
     if overhead:
         _add(total, _container_requests({"resources": {"requests": overhead}}, where="overhead"))
     _add(total, {resources.PODS: 1000})
+    for name, value in total.items():
+        if value > quantities.MAX_MILLI:
+            raise errors.QuantityError(
+                f"the pod's total {name} request ({value}m) is out of "
+                f"range (at most {quantities.MAX_TEXT})"
+            )
     return resources.ResourceList(total)
 
 

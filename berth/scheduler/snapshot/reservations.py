@@ -453,6 +453,7 @@ def reserve_pod(
     problem = info.invalid or template_problem(info)
     return dataclasses.replace(
         pod,
+        reserve=True,
         reservation=info.key,
         requests=held(info) if placed else pod.requests,
         invalid=problem or pod.invalid,

@@ -65,11 +65,12 @@ def parse_time(text: typing.Any) -> float | None:
 
 @functools.lru_cache(maxsize=8192)
 def _milli(text: str | int | float) -> int:
-    return quantities.parse_milli(text)
+    return quantities.parse_bounded_milli(text)
 
 
 def milli(text: typing.Any) -> int:
-    """Milli-units of one quantity; raises ``berth.api.errors.QuantityError`` when malformed."""
+    """Milli-units of one quantity; raises ``berth.api.errors.QuantityError`` when malformed or
+    past :data:`berth.api.quantities.MAX_MILLI` (the scheduler's int64 arithmetic)."""
     if isinstance(text, str | int | float) and not isinstance(text, bool):
         return _milli(text)
-    return quantities.parse_milli(text)  # raises with the API's message
+    return quantities.parse_bounded_milli(text)  # raises with the API's message

@@ -8,6 +8,8 @@ We test these aspects:
 
 from __future__ import annotations
 
+import dataclasses
+
 from berth.scheduler.framework import cyclestate, decisions
 from berth.scheduler.plugins import default_binder
 from berth.scheduler.snapshot import pods
@@ -29,7 +31,8 @@ def test_binds_a_pod_by_recording_the_decision() -> None:
 
 def test_skips_reserve_pods() -> None:
     recorder = decisions.DecisionRecorder()
-    reserve = pods.pod_info(b.pod("r", annotations={pods.RESERVE_POD_ANNOTATION: "true"}))
+    # Reserve pods exist only in memory (the annotation alone makes none: users can write it).
+    reserve = dataclasses.replace(pods.pod_info(b.pod("r")), reserve=True)
     status = default_binder.DefaultBinder().bind(
         cyclestate.CycleState(), reserve, "n1", recorder=recorder
     )

@@ -1,0 +1,240 @@
+"""``berth bench soak``: churn for a long time and report the operator's memory over time.
+
+Every cache and map in Berth must be pruned as objects leave (issue 20: the binder's set of
+deleted pods once grew by ~100 bytes per pod, forever). :func:`measure` starts the API server
+emulator as its own process (as ``berth bench e2e`` does), runs the operator in this process,
+and for ``seconds`` creates ``rate`` pods a second that run ``lifetime`` seconds on the
+simulated nodes and succeed; finished pods are deleted. Every ``interval`` seconds the
+process's resident set size is sampled (``/proc/self/statm``). One JSON object is printed: the
+samples, pods created and bound, and the RSS growth after ``warmup`` seconds (the number to keep
+under 5 % over 30 minutes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pathlib
+import tempfile
+import time
+import typing
+
+import aiohttp
+import click
+
+from berth.cli import e2e
+from berth.kube import decisions
+from berth.operator import main, scheduling, settings
+from berth.scheduler.plugins import registry as plugin_registry
+
+__all__ = ["command", "measure", "rss_mb"]
+
+_NAMESPACE = "default"
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_mb() -> float:
+    """This process's resident set size now, in MiB (Linux)."""
+    with open("/proc/self/statm") as statm:
+        resident = int(statm.read().split()[1])
+    return resident * _PAGE / 2**20
+
+
+def _pod(index: int, *, lifetime: float) -> dict[str, typing.Any]:
+    body = e2e._pod(index)
+    body["metadata"]["name"] = f"soak-{index:07d}"
+    body["metadata"]["annotations"] = {"sim.berth.io/duration": f"{lifetime:g}s"}
+    return body
+
+
+async def _churn(
+    session: aiohttp.ClientSession,
+    *,
+    seconds: float,
+    rate: float,
+    lifetime: float,
+    created: list[int],
+) -> None:
+    path = f"/api/v1/namespaces/{_NAMESPACE}/pods"
+    started = time.monotonic()
+    index = 0
+    while time.monotonic() - started < seconds:
+        due = int((time.monotonic() - started) * rate)
+        while index < due:
+            async with session.post(path, json=_pod(index, lifetime=lifetime)) as answer:
+                if answer.status != 201:
+                    raise click.ClickException(f"creating a pod: {answer.status}")
+            index += 1
+            created[0] = index
+        await asyncio.sleep(0.05)
+
+
+async def _reap(session: aiohttp.ClientSession, *, stop: asyncio.Event) -> None:
+    """Delete pods that finished, once a second: the churn's other half."""
+    path = f"/api/v1/namespaces/{_NAMESPACE}/pods"
+    while not stop.is_set():
+        async with session.get(path) as answer:
+            items = (await answer.json()).get("items") or []
+        for pod in items:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                name = pod["metadata"]["name"]
+                async with session.delete(f"{path}/{name}", params={"gracePeriodSeconds": "0"}):
+                    pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+
+
+async def _measure(
+    url: str,
+    kubeconfig: pathlib.Path,
+    *,
+    seconds: float,
+    rate: float,
+    lifetime: float,
+    interval: float,
+    warmup: float,
+) -> dict[str, typing.Any]:
+    built: list[scheduling.Parts] = []
+    bound = [0]
+
+    def on_bound(outcome: decisions.BindOutcome) -> None:
+        if outcome.bound:
+            bound[0] += 1
+
+    def on_parts(parts: scheduling.Parts) -> None:
+        parts.sink.on_bound = on_bound
+        built.append(parts)
+
+    config = settings.Settings(
+        kubeconfig=kubeconfig,
+        namespace=_NAMESPACE,
+        http_host="127.0.0.1",
+        http_port=0,
+        log_level="warning",
+        leader_election={"identity": "berth-soak"},
+    )
+    stop, reaped = asyncio.Event(), asyncio.Event()
+    samples: list[tuple[float, float]] = []
+    created = [0]
+    async with aiohttp.ClientSession(base_url=url) as session:
+        await e2e._install_crds(session)
+        operator = asyncio.create_task(
+            main.run(
+                config,
+                stop=stop,
+                leader_components=scheduling.with_registry(
+                    plugin_registry.in_tree_registry(), on_parts=on_parts
+                ),
+            )
+        )
+        reaper = asyncio.create_task(_reap(session, stop=reaped))
+        try:
+            async with asyncio.timeout(60):
+                while not built or not built[0].informers.synced.is_set():
+                    if operator.done():
+                        raise click.ClickException("the operator stopped before its caches synced")
+                    await asyncio.sleep(0.05)
+            started = time.monotonic()
+            churning = asyncio.create_task(
+                _churn(session, seconds=seconds, rate=rate, lifetime=lifetime, created=created)
+            )
+            while not churning.done():
+                samples.append((round(time.monotonic() - started, 1), round(rss_mb(), 1)))
+                await asyncio.wait({churning}, timeout=interval)
+            await churning
+            samples.append((round(time.monotonic() - started, 1), round(rss_mb(), 1)))
+        finally:
+            reaped.set()
+            await reaper
+            stop.set()
+            await operator
+    after = [mb for at, mb in samples if at >= warmup]
+    growth = (after[-1] - after[0]) / after[0] * 100 if len(after) >= 2 and after[0] else None
+    return {
+        "scenario": "soak",
+        "seconds": seconds,
+        "pods_created": created[0],
+        "pods_bound": bound[0],
+        "bind_failures": built[0].sink.bind_failures if built else None,
+        "warmup_seconds": warmup,
+        "rss_mb_start": samples[0][1] if samples else None,
+        "rss_mb_end": samples[-1][1] if samples else None,
+        "rss_growth_pct_after_warmup": round(growth, 2) if growth is not None else None,
+        "rss_mb": samples,
+    }
+
+
+def measure(
+    *,
+    nodes: int = 50,
+    seconds: float = 1800.0,
+    rate: float = 20.0,
+    lifetime: float = 5.0,
+    interval: float = 10.0,
+    warmup: float = 300.0,
+) -> dict[str, typing.Any]:
+    """Run the soak (see the module docstring); the JSON-ready result."""
+    with (
+        tempfile.TemporaryDirectory(prefix="berth-soak-") as directory,
+        e2e._emulator_process(pathlib.Path(directory), nodes=nodes) as (url, kubeconfig),
+    ):
+        result = asyncio.run(
+            _measure(
+                url,
+                kubeconfig,
+                seconds=seconds,
+                rate=rate,
+                lifetime=lifetime,
+                interval=interval,
+                warmup=warmup,
+            )
+        )
+    return {"nodes": nodes, **result}
+
+
+@click.command("soak")
+@click.option("--nodes", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--seconds", type=click.FloatRange(min=1), default=1800.0, show_default=True)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0.1),
+    default=20.0,
+    show_default=True,
+    help="Pods created per second.",
+)
+@click.option(
+    "--lifetime",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds each pod runs before it succeeds (and is deleted).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds between RSS samples.",
+)
+@click.option(
+    "--warmup",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    help="Seconds before the growth is measured from.",
+)
+def command(
+    nodes: int, seconds: float, rate: float, lifetime: float, interval: float, warmup: float
+) -> None:
+    """Churn pods for a long time; the operator's RSS over time and its growth (JSON)."""
+    result = measure(
+        nodes=nodes,
+        seconds=seconds,
+        rate=rate,
+        lifetime=lifetime,
+        interval=interval,
+        warmup=warmup,
+    )
+    click.echo(json.dumps(result))
