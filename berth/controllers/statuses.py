@@ -222,6 +222,8 @@ class StatusWriter:
         self.writes += 1
         self._written[(obj.kind, obj.key)] = (obj, desired)
         if self._recorder is not None:
-            ref = events.ObjectRef(obj.kind, obj.name, obj.namespace, obj.uid, keys.API_VERSION)
+            ref = events.ObjectRef(
+                obj.kind, obj.name, obj.namespace, obj.uid, keys.API_VERSION, obj.resource_version
+            )
             for kind, reason, message in explain(obj.status, desired):
                 self._recorder.record(ref, type=kind, reason=reason, message=message)

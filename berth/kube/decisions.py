@@ -101,6 +101,16 @@ class _Backoff:
 class _Job:
     decision: decisions.Decision
     created: float  # the pod's creationTimestamp (BindPod), for the e2e latency
+    ref: events.ObjectRef | None = None  # the pod its Events are about, as last seen
+
+
+def _pod_ref(key: str, *, uid: str, snapshot: snapshots.Snapshot | None) -> events.ObjectRef:
+    """The ``involvedObject`` of a pod's Events: uid and resourceVersion from the snapshot."""
+    namespace, _, name = key.partition("/")
+    pod = snapshot.pods.get(key) if snapshot is not None else None
+    if pod is None:
+        return events.ObjectRef("Pod", name, namespace, uid)
+    return events.ObjectRef("Pod", name, namespace, pod.uid or uid, "v1", pod.resource_version)
 
 
 class ApiSink:
@@ -170,7 +180,8 @@ class ApiSink:
             if isinstance(decision, decisions.BindPod):
                 self._assume(decision, snapshot=snapshot, victims=evicted.get(decision.node, ()))
             elif isinstance(decision, decisions.EvictPod):
-                self._binds.put_nowait(_Job(decision, 0.0))
+                ref = _pod_ref(decision.key, uid=decision.uid, snapshot=snapshot)
+                self._binds.put_nowait(_Job(decision, 0.0, ref))
             elif isinstance(decision, decisions.Unschedulable):
                 self._unschedulable(decision, snapshot=snapshot)
             elif isinstance(
@@ -214,7 +225,7 @@ class ApiSink:
         self._reasons.pop((decisions.Subject.POD.value, key), None)
         pod = snapshot.pods.get(key) if snapshot is not None else None
         created = pod.creation_timestamp if pod is not None else 0.0
-        job = _Job(decision, created)
+        job = _Job(decision, created, _pod_ref(key, uid=decision.uid, snapshot=snapshot))
         staying = self.victims.staying(victims)
         if not staying:
             self._binds.put_nowait(job)
@@ -268,16 +279,24 @@ class ApiSink:
         if decision.subject is decisions.Subject.GROUP:
             return  # the PodGroup controller owns the group's status (from last_result)
         subject = (decision.subject.value, decision.key)
-        if self._reasons.get(subject) == decision.reason:
-            return
-        self._reasons[subject] = decision.reason
         if decision.subject is decisions.Subject.RESERVATION:
-            self._reservations.put_nowait(_Job(decision, 0.0))
+            if self._reasons.get(subject) != decision.reason:
+                self._reasons[subject] = decision.reason
+                self._reservations.put_nowait(_Job(decision, 0.0))
             return
         pod = snapshot.pods.get(decision.key) if snapshot is not None else None
         if pod is not None and pod.reserve:
             return  # an in-memory reserve pod: its Reservation hears about it
-        self._writes.put_nowait(_Job(decision, 0.0))
+        ref = _pod_ref(decision.key, uid="", snapshot=snapshot)
+        if self._reasons.get(subject) == decision.reason:
+            # Still waiting for the same reason: the condition stands; the recorder counts
+            # the repeat into the pod's one FailedScheduling Event (at most once a while).
+            self._event(
+                ref, type=events.WARNING, reason="FailedScheduling", message=decision.reason
+            )
+            return
+        self._reasons[subject] = decision.reason
+        self._writes.put_nowait(_Job(decision, 0.0, ref))
 
     # Backoffs (the snapshot source asks) ---------------------------------------------------
     def holding(self, now: float) -> collections.abc.Set[str]:
@@ -348,11 +367,11 @@ class ApiSink:
     async def _do(self, job: _Job) -> None:
         decision = job.decision
         if isinstance(decision, decisions.BindPod):
-            outcome = await self._bind(decision, created=job.created)
+            outcome = await self._bind(decision, created=job.created, ref=job.ref)
             if self.on_bound is not None:
                 self.on_bound(outcome)
         elif isinstance(decision, decisions.EvictPod):
-            await self._evict(decision)
+            await self._evict(decision, ref=job.ref)
         elif isinstance(decision, decisions.AnnotatePod):
             await self._patch(
                 pod_edits.path(decision.key),
@@ -378,10 +397,12 @@ class ApiSink:
             if decision.subject is decisions.Subject.RESERVATION:
                 await self._reservation_unschedulable(decision)
             else:
-                await self._pod_condition(decision)
+                await self._pod_condition(decision, ref=job.ref)
 
     # Binding -------------------------------------------------------------------------------
-    async def _bind(self, decision: decisions.BindPod, *, created: float) -> BindOutcome:
+    async def _bind(
+        self, decision: decisions.BindPod, *, created: float, ref: events.ObjectRef | None = None
+    ) -> BindOutcome:
         key = decision.key
         loop = asyncio.get_running_loop()
         body = pod_edits.binding(key, uid=decision.uid, node=decision.node)
@@ -405,19 +426,25 @@ class ApiSink:
                 return self._failed(decision, failure="timeout", detail=str(exc))
             except errors.APIError as exc:
                 seconds = loop.time() - started
-                return self._refused(decision, exc, seconds=seconds, created=created)
+                return self._refused(decision, exc, seconds=seconds, created=created, ref=ref)
             self._observe(loop.time() - started, failure=None)
-            return self._succeeded(decision, created=created)
+            return self._succeeded(decision, created=created, ref=ref)
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
 
     def _refused(
-        self, decision: decisions.BindPod, exc: errors.APIError, *, seconds: float, created: float
+        self,
+        decision: decisions.BindPod,
+        exc: errors.APIError,
+        *,
+        seconds: float,
+        created: float,
+        ref: events.ObjectRef | None,
     ) -> BindOutcome:
         key = decision.key
         message = str(exc.body.get("message") or exc)
         if isinstance(exc, errors.Conflict) and f'assigned to node "{decision.node}"' in message:
             self._observe(seconds, failure=None)
-            return self._succeeded(decision, created=created)
+            return self._succeeded(decision, created=created, ref=ref)
         if isinstance(exc, errors.NotFound) or (
             isinstance(exc, errors.Conflict)
             and ("Precondition failed" in message or "being deleted" in message)
@@ -436,13 +463,15 @@ class ApiSink:
         self._observe(seconds, failure=failure)
         return self._failed(decision, failure=failure, detail=str(exc))
 
-    def _succeeded(self, decision: decisions.BindPod, *, created: float) -> BindOutcome:
+    def _succeeded(
+        self, decision: decisions.BindPod, *, created: float, ref: events.ObjectRef | None = None
+    ) -> BindOutcome:
         self.bound += 1
         self._backoffs.pop(decision.key, None)
         if self._observer is not None and created > 0:
             self._observer.observe_e2e(max(0.0, self._clock.now() - created))
         self._event(
-            events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            ref or events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
             type=events.NORMAL,
             reason="Scheduled",
             message=f"Successfully assigned {decision.key} to {decision.node}",
@@ -468,7 +497,9 @@ class ApiSink:
             self._observer.observe_binding(seconds, failure=failure)
 
     # Other writes --------------------------------------------------------------------------
-    async def _evict(self, decision: decisions.EvictPod) -> None:
+    async def _evict(
+        self, decision: decisions.EvictPod, *, ref: events.ObjectRef | None = None
+    ) -> None:
         body = pod_edits.eviction(decision.key, uid=decision.uid)
         path = pod_edits.path(decision.key) + "/eviction"
         try:
@@ -479,7 +510,7 @@ class ApiSink:
             self._log_failure("evict", f"evicting pod {decision.key} failed: {exc}")
             return
         self._event(
-            events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            ref or events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
             type=events.WARNING,
             reason="Preempted",
             message=f"Evicted from {decision.node}: {decision.reason}",
@@ -491,7 +522,9 @@ class ApiSink:
             return  # superseded while queued
         await self._statuses.unschedulable(decision)
 
-    async def _pod_condition(self, decision: decisions.Unschedulable) -> None:
+    async def _pod_condition(
+        self, decision: decisions.Unschedulable, *, ref: events.ObjectRef | None
+    ) -> None:
         if self._reasons.get((decisions.Subject.POD.value, decision.key)) != decision.reason:
             return  # a newer reason superseded this one while it was queued
         namespace, _, name = decision.key.partition("/")
@@ -510,7 +543,7 @@ class ApiSink:
             content_type=rest.STRATEGIC_MERGE_PATCH,
         )
         self._event(
-            events.ObjectRef("Pod", name, namespace),
+            ref or events.ObjectRef("Pod", name, namespace),
             type=events.WARNING,
             reason="FailedScheduling",
             message=decision.reason,

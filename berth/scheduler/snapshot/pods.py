@@ -92,6 +92,8 @@ class PodInfo:
     reservation: ids.ReservationKey | None  # a reservation the pod asks for by name
     scheduling_gates: tuple[str, ...]
     invalid: str | None = None  # why the pod can never be scheduled as written
+    # The version parsed (Events name it); not part of what scheduling compares.
+    resource_version: str = dataclasses.field(default="", compare=False, hash=False, repr=False)
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -318,6 +320,7 @@ def pod_info(
     node_name = spec.get("nodeName")
     return PodInfo(
         uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
         namespace=namespace,
         name=name,
         key=ids.PodKey(ids.key_of(namespace, name=name)),
