@@ -13,9 +13,7 @@ real ``kubectl``):
 
 from __future__ import annotations
 
-import asyncio
 import json
-import pathlib
 import re
 import time
 import typing
@@ -23,13 +21,12 @@ import typing
 import pytest
 
 from berth.emulator import testing
-from berth.operator import main, scheduling, settings
 from berth.util import clocks
 from tests.kube import conftest
+from tests.operator import running
+from tests.operator.running import kubectl
 
 pytestmark = pytest.mark.slow
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 HUGE = """
 apiVersion: v1
@@ -39,12 +36,6 @@ spec:
   schedulerName: berth-scheduler
   containers: [{name: c, image: busybox, resources: {requests: {cpu: "64"}}}]
 """
-
-
-async def kubectl(emulator: testing.RunningEmulator, *args: str, input: str | None = None) -> str:
-    # In a thread: the operator runs on this loop and must keep going meanwhile.
-    done = await asyncio.to_thread(emulator.kubectl, *args, input=input)
-    return done.stdout
 
 
 def events_of(emulator: testing.RunningEmulator, uid: str) -> list[dict[str, typing.Any]]:
@@ -67,20 +58,8 @@ async def test_a_waiting_pod_has_one_event_counting_ten_minutes_of_repeats(
     emulator: testing.RunningEmulator,
 ) -> None:
     emulator.start_kubelets(["2x cpu=4,memory=8Gi"], speedup=30)
-    await kubectl(emulator, "apply", "-f", str(ROOT / "crds"))
     clock = clocks.VirtualClock(time.time() - 3600)
-    config = settings.Settings(
-        kubeconfig=emulator.kubeconfig,
-        namespace="default",
-        http_host="127.0.0.1",
-        http_port=0,
-        leader_election={"identity": "waiting-events"},
-    )
-    stop = asyncio.Event()
-    operator = asyncio.create_task(
-        main.run(config, stop=stop, leader_components=scheduling.leader_components, clock=clock)
-    )
-    try:
+    async with running.operator_on(emulator, clock=clock):
         await kubectl(emulator, "apply", "-f", "-", input=HUGE)
         pod = json.loads(await kubectl(emulator, "get", "pod", "huge-0", "-o", "json"))
         uid = pod["metadata"]["uid"]
@@ -109,6 +88,3 @@ async def test_a_waiting_pod_has_one_event_counting_ten_minutes_of_repeats(
         described = await kubectl(emulator, "describe", "pod", "huge-0")
         (row,) = event_rows(described)
         assert re.search(rf"\(x{failed['count']} over \S+\)\s+berth-scheduler", row), described
-    finally:
-        stop.set()
-        await asyncio.wait_for(operator, 30)

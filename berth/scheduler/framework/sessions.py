@@ -321,6 +321,7 @@ def close_session(session: Session) -> decisions.CycleResult:
         else:
             subject, key_out = decisions.Subject.POD, key
         recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
+    in_line = _waiting_in_line(session)
     errors, plugin_seconds = framework.end_session()
     return decisions.CycleResult(
         session_id=session.id,
@@ -332,4 +333,18 @@ def close_session(session: Session) -> decisions.CycleResult:
         attempt_seconds=tuple(session.attempt_seconds),
         errors=errors,
         queues=types.MappingProxyType(dict(sorted(session.queue_statuses.items()))),
+        waiting=types.MappingProxyType(in_line),
     )
+
+
+def _waiting_in_line(session: Session) -> dict[str, tuple[str, ...]]:
+    """Per queue, the jobs that stayed pending (they have a reason), in job order."""
+    names = sorted({job.queue for job in session.jobs.values()})
+    out: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        line = tuple(
+            str(job.key) for job in session.ordered_jobs(name) if job.key in session.group_reasons
+        )
+        if line:
+            out[name] = line
+    return out
