@@ -290,6 +290,7 @@ async def _up(cluster: LocalCluster, *, http_port: int, log_level: str) -> main.
             f"  export KUBECONFIG={cluster.kubeconfig}   # the kubeconfig written for kubectl\n"
             f"  kubectl apply -f examples/01-queues/ -f examples/02-gang/\n"
             f"  kubectl get berth,pods -o wide\n"
+            f"  dashboard: http://127.0.0.1:{port}/dashboard\n"
             f"Press Ctrl+C to stop."
         )
 
