@@ -33,7 +33,10 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
 - ``Unschedulable``: for a pod, its ``PodScheduled`` condition (``Unschedulable`` with the
   reason) and a ``FailedScheduling`` Event; for a Reservation, its ``Scheduled`` condition and
   the Event (:mod:`berth.kube.reservation_statuses` again) — written only when the reason
-  changed, since every cycle repeats the reasons of everything still waiting. Group reasons
+  changed, since every cycle repeats the reasons of everything still waiting. A pod's
+  unchanged reason is still told to the recorder, which counts it into the pod's one
+  ``FailedScheduling`` Event (at most once per its repeat window); "not tried this cycle"
+  is no news and changes nothing. Group reasons
   are kept in :attr:`ApiSink.last_result` for the PodGroup controller, which owns the
   PodGroup's status.
 
@@ -287,6 +290,8 @@ class ApiSink:
         pod = snapshot.pods.get(decision.key) if snapshot is not None else None
         if pod is not None and pod.reserve:
             return  # an in-memory reserve pod: its Reservation hears about it
+        if decision.reason == decisions.NOT_TRIED and subject in self._reasons:
+            return  # no news: the reason last written still says why it waits
         ref = _pod_ref(decision.key, uid="", snapshot=snapshot)
         if self._reasons.get(subject) == decision.reason:
             # Still waiting for the same reason: the condition stands; the recorder counts

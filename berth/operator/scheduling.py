@@ -52,7 +52,7 @@ __all__ = ["Parts", "leader_components", "load_profile", "with_registry"]
 
 logger = logging.getLogger(__name__)
 
-_NOT_TRIED = "not tried this cycle"
+_NOT_TRIED = cycle_decisions.NOT_TRIED
 
 
 @dataclasses.dataclass(frozen=True)

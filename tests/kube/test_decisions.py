@@ -401,3 +401,19 @@ async def test_an_availability_landing_after_the_owner_never_revives_the_reserva
     conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
     assert (status["phase"], status["nodeName"]) == ("Succeeded", "n1")
     assert conditions == {"Scheduled": ("True", "Scheduled"), "Ready": ("False", "Succeeded")}
+
+
+async def test_a_pod_not_tried_this_cycle_keeps_its_reason(harness: Harness) -> None:
+    harness.add_pod("p")
+    harness.start()
+    why = "0/2 nodes fit: 2 Insufficient cpu"
+    harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=why))
+    await harness.settle()
+    harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=d.NOT_TRIED))
+    await harness.settle()
+    stored = harness.stored("pods", "p")
+    assert stored is not None
+    (condition,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert condition["message"] == why
+    (event,) = harness.stored_events()
+    assert (event["message"], event["count"]) == (why, 1)

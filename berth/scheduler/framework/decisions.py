@@ -25,12 +25,17 @@ __all__ = [
     "DecisionRecorder",
     "EndReservation",
     "EvictPod",
+    "NOT_TRIED",
     "NominatePod",
     "QueueStatusSummary",
     "SetReservationAvailable",
     "Subject",
     "Unschedulable",
 ]
+
+
+NOT_TRIED = "not tried this cycle"
+"""The reason of a pending pod no action looked at this cycle: no news about why it waits."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

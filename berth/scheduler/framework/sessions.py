@@ -299,7 +299,7 @@ def close_session(session: Session) -> decisions.CycleResult:
         framework.handle.detach()
     for pod in session.snapshot.pending:
         if pod.key not in session.placed and pod.key not in session.pod_reasons:
-            session.pod_reasons[pod.key] = "not tried this cycle"
+            session.pod_reasons[pod.key] = decisions.NOT_TRIED
     recorder = session.recorder
     for key in sorted(session.group_reasons):
         job = session.jobs.get(typing.cast("ids.PodGroupKey", key))
