@@ -56,7 +56,14 @@ from berth.api.pods import (
     Toleration,
     TolerationOperator,
 )
-from berth.api.queues import Queue, QueueSpec, QueueState, QueueStatus
+from berth.api.queues import (
+    Queue,
+    QueueCondition,
+    QueueSpec,
+    QueueState,
+    QueueStatus,
+    QueueSummary,
+)
 from berth.api.podgroups import PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus
 from berth.api.reservations import (
     CurrentOwner,
@@ -120,9 +127,11 @@ __all__ = [
     "QuantityField",
     "QuantityFormat",
     "Queue",
+    "QueueCondition",
     "QueueSpec",
     "QueueState",
     "QueueStatus",
+    "QueueSummary",
     "RESERVATION_ALLOCATED_ANNOTATION",
     "RESERVATION_LABEL",
     "Reservation",

@@ -149,12 +149,23 @@ DEFINITIONS: tuple[Definition, ...] = (
         short_names=("bq",),
         scope="Cluster",
         columns=(
+            PrinterColumn("State", "string", ".status.state", "Open, Closed or Invalid."),
             PrinterColumn("Parent", "string", ".spec.parent", "The parent queue."),
-            PrinterColumn("Weight", "integer", ".spec.weight", "Share above guarantees."),
-            PrinterColumn("Guaranteed", "string", ".spec.guaranteed", "Guaranteed resources."),
-            PrinterColumn("Allocated", "string", ".status.allocated", "Resources in use."),
-            PrinterColumn("Pending", "integer", ".status.pending", "PodGroups waiting."),
-            PrinterColumn("Running", "integer", ".status.running", "PodGroups running."),
+            PrinterColumn(
+                "Guaranteed", "string", ".status.summary.guaranteed", "Guaranteed resources."
+            ),
+            PrinterColumn("Allocated", "string", ".status.summary.allocated", "Resources in use."),
+            PrinterColumn(
+                "FairShare", "string", ".status.summary.fairShare", "What it is entitled to now."
+            ),
+            PrinterColumn("Pending", "integer", ".status.pendingPods", "Pods waiting."),
+            PrinterColumn("Running", "integer", ".status.runningPods", "Pods placed."),
+            PrinterColumn("Reason", "string", ".status.stateReason", "Why Closed or Invalid."),
+            PrinterColumn("Weight", "integer", ".spec.weight", "Share above guarantees.", 1),
+            PrinterColumn("Priority", "integer", ".spec.priority", "Served first if higher.", 1),
+            PrinterColumn("Limit", "string", ".status.summary.limit", "Hard cap.", 1),
+            PrinterColumn("PendingGroups", "integer", ".status.pending", "PodGroups waiting.", 1),
+            PrinterColumn("RunningGroups", "integer", ".status.running", "PodGroups running.", 1),
             _AGE,
         ),
     ),
@@ -174,6 +185,19 @@ DEFINITIONS: tuple[Definition, ...] = (
                 "string",
                 f'.status.conditions[?(@.type=="{podgroups.CONDITION_SCHEDULED}")].reason',
                 "Why the group waits (or that it was scheduled).",
+            ),
+            PrinterColumn(
+                "Position", "integer", ".status.queuePosition", "Place among its queue's waiting."
+            ),
+            PrinterColumn(
+                "Waiting", "integer", ".status.queuePending", "Groups waiting in its queue.", 1
+            ),
+            PrinterColumn(
+                "Message",
+                "string",
+                f'.status.conditions[?(@.type=="{podgroups.CONDITION_SCHEDULED}")].message',
+                "The scheduler's full explanation.",
+                1,
             ),
             _AGE,
         ),

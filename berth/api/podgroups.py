@@ -82,6 +82,11 @@ class PodGroupStatus(meta.ApiModel):
     """Number of the group's pods that succeeded."""
     failed: int = pydantic.Field(default=0, ge=0)
     """Number of the group's pods that failed."""
+    queue_position: int | None = pydantic.Field(default=None, ge=1)
+    """While the group waits: its place among its queue's waiting groups, in the order the
+    scheduler tries them (1 is tried first)."""
+    queue_pending: int | None = pydantic.Field(default=None, ge=0)
+    """While the group waits: how many groups wait in its queue."""
     conditions: list[meta.Condition] | None = None
     """Observations; the Scheduled condition says why the group waits."""
 

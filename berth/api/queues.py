@@ -21,9 +21,11 @@ __all__ = [
     "MAX_WEIGHT",
     "PLURAL",
     "Queue",
+    "QueueCondition",
     "QueueSpec",
     "QueueState",
     "QueueStatus",
+    "QueueSummary",
 ]
 
 KIND = "Queue"
@@ -36,6 +38,28 @@ class QueueState(enum.StrEnum):
 
     OPEN = "Open"
     CLOSED = "Closed"
+
+
+class QueueCondition(enum.StrEnum):
+    """What a queue does with work now (``kubectl get bq``'s State column)."""
+
+    OPEN = "Open"  # takes new work
+    CLOSED = "Closed"  # spec.state is Closed: nothing new is admitted
+    INVALID = "Invalid"  # its place in the tree or its quota is wrong: it takes nothing
+
+
+class QueueSummary(meta.ApiModel):
+    """The main resources of a queue as short text, for ``kubectl get bq`` (the structured
+    ResourceLists beside it are the data)."""
+
+    guaranteed: str | None = None
+    """E.g. ``8 cpu, 32Gi mem, 4 gpu``."""
+    allocated: str | None = None
+    """What runs, in the same form."""
+    fair_share: str | None = None
+    """What the queue is entitled to now, in the same form."""
+    limit: str | None = None
+    """The hard cap, in the same form."""
 
 
 class QueueSpec(meta.ApiModel):
@@ -112,6 +136,16 @@ class QueueStatus(meta.ApiModel):
     """Number of PodGroups waiting in this queue."""
     running: int = pydantic.Field(default=0, ge=0)
     """Number of PodGroups running in this queue."""
+    state: QueueCondition | None = None
+    """Open, Closed or Invalid: what the queue does with work now."""
+    state_reason: str | None = None
+    """Why the queue is Closed or Invalid."""
+    pending_pods: int = pydantic.Field(default=0, ge=0)
+    """Number of pods waiting in this queue and the queues below it."""
+    running_pods: int = pydantic.Field(default=0, ge=0)
+    """Number of pods placed (and not finished) in this queue and the queues below it."""
+    summary: QueueSummary | None = None
+    """Guaranteed, allocated, fair share and limit of the main resources, as short text."""
     conditions: list[meta.Condition] | None = None
     """Observations of the queue's state."""
 

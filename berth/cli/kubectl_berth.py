@@ -7,6 +7,10 @@ get`` cannot show well:
 - ``queues``: the Queue hierarchy as a tree — weight, priority, state, guaranteed, limit, fair
   share, allocated, requested, pending/running PodGroups, conditions (:mod:`berth.cli.
   queue_trees`); ``-o json|yaml`` for scripts;
+- ``queue QUEUE``: the queue's state and usage and the groups waiting in it, in the order the
+  scheduler tries them, each with its position and reason (:mod:`berth.cli.queue_lines`): from
+  the operator's visibility API with ``--operator URL`` (or ``$BERTH_OPERATOR_URL``), else
+  from the PodGroups' status as the operator wrote it;
 - ``why POD | podgroup/NAME``: the scheduler's reason (the PodGroup's ``Scheduled``
   condition, the latest ``FailedScheduling`` Event) and the nodes: the cluster is listed and a
   dry-run session of the same scheduler code runs over it client-side (:mod:`berth.cli.
@@ -33,7 +37,7 @@ import rich.console
 import yaml
 
 from berth.api import keys, podgroups
-from berth.cli import explaining, kubectl_common, queue_trees, why_reports
+from berth.cli import explaining, kubectl_common, queue_lines, queue_trees, why_reports
 from berth.kube import clients, listing
 from berth.operator import errors as operator_errors
 from berth.operator import settings as operator_settings
@@ -276,6 +280,73 @@ def queues_command(
             console.print(queue_trees.tree(trees))
         # Grid cells are padded to their column's width: no trailing blanks in copied text.
         click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()), color=True)
+
+
+_QUEUE_EXAMPLES = """
+\b
+Examples:
+  # Who waits in team-a, in what order, and why
+  kubectl berth queue team-a
+
+\b
+  # The same from the operator's visibility API (every group, pods' groups of one included)
+  kubectl berth queue team-a --operator http://127.0.0.1:8080
+"""
+
+
+async def _read_line_objects(
+    *, name: str, kubeconfig: str | None, context: str | None
+) -> tuple[listing.Body | None, tuple[listing.Body, ...]]:
+    async with clients.connect_async(kubeconfig=kubeconfig, context=context) as connection:
+        queues, groups = await asyncio.gather(
+            listing.list_all(connection.api, listing.QUEUES),
+            listing.list_all(connection.api, listing.PODGROUPS),
+        )
+    found = [q for q in queues if (q.get("metadata") or {}).get("name") == name]
+    return (found[0] if found else None), groups
+
+
+@cli.command(name="queue", epilog=_QUEUE_EXAMPLES, context_settings=_CONTEXT)
+@click.argument("name", metavar="QUEUE")
+@click.option(
+    "--operator", "operator_url", envvar="BERTH_OPERATOR_URL", metavar="URL",
+    help="The operator's HTTP address (berth up prints it); default: read PodGroups' status.",
+)  # fmt: skip
+@click.option(
+    "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, metavar="N",
+    help="Show at most the first N waiting groups.",
+)  # fmt: skip
+@kubectl_common.namespace_option
+@kubectl_common.connection_options
+@kubectl_common.verbosity_option
+def queue_command(
+    name: str,
+    *,
+    operator_url: str | None,
+    limit: int,
+    namespace: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    verbosity: int,
+) -> None:
+    """Show one queue's line: the groups waiting in it, in order, with why they wait."""
+    del namespace, verbosity
+    try:
+        if operator_url:
+            line = queue_lines.from_operator(operator_url, name, limit=limit)
+        else:
+            queue, groups = asyncio.run(
+                _read_line_objects(name=name, kubeconfig=kubeconfig, context=context)
+            )
+            line = queue_lines.from_objects(queue, groups, name=name, limit=limit)
+    except queue_lines.NoSuchQueue as exc:
+        raise click.ClickException(f"(NotFound): {exc}") from None
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    console = rich.console.Console(highlight=False)
+    with console.capture() as captured:
+        console.print(queue_lines.render(line))
+    click.echo("\n".join(text.rstrip() for text in captured.get().splitlines()), color=True)
 
 
 _WHY_EXAMPLES = """

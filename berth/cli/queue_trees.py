@@ -6,7 +6,10 @@ named ``default`` exists implicitly (DESIGN.md §2); without an object it is sho
 queue whose parent does not exist, or that sits in a parent cycle, is shown as a root with
 that problem rather than left out, and an object the API models cannot read is shown with
 why. Values come from the objects as they are: the spec as written, the status as the queue
-controller last wrote it (``-`` where it has written nothing yet).
+controller last wrote it (``-`` where it has written nothing yet). Each queue reads as ``kubectl
+get bq`` does — its state (Open, Closed, Invalid with the reason), pods pending and running —
+and has a bar per main resource (cpu, memory, GPUs): what it uses against its fair share, with
+the guarantee named beside it.
 
 :func:`tree` draws them with rich; :func:`to_json` is the same data for ``-o json``
 and ``-o yaml`` (camelCase keys, children nested).
@@ -63,6 +66,10 @@ class QueueNode:
     requested: collections.abc.Mapping[str, str] | None = None
     pending: int | None = None  # PodGroups waiting (None: no status yet)
     running: int | None = None  # PodGroups running (None: no status yet)
+    pending_pods: int | None = None  # pods waiting in it and below (None: no status yet)
+    running_pods: int | None = None
+    current_state: str | None = None  # Open, Closed or Invalid, as the controller wrote it
+    state_reason: str | None = None  # why Closed or Invalid
     conditions: tuple[ConditionView, ...] = ()
     implicit: bool = False  # the default queue, with no Queue object
     problem: str | None = None  # why it is shown as a root, or could not be read
@@ -103,6 +110,10 @@ def _node(obj: collections.abc.Mapping[str, typing.Any]) -> tuple[QueueNode, str
             requested=_resources(status.requested),
             pending=status.pending,
             running=status.running,
+            pending_pods=status.pending_pods,
+            running_pods=status.running_pods,
+            current_state=status.state.value if status.state is not None else None,
+            state_reason=status.state_reason,
             conditions=tuple(
                 ConditionView(c.type, c.status.value, c.reason, c.message)
                 for c in status.conditions or ()
@@ -167,13 +178,63 @@ def _heading(node: QueueNode) -> rich.text.Text:
     if node.implicit:
         text.append("  implicit (no Queue object): weight 1 · priority 0 · Open", style="dim")
         return text
-    parts = [f"weight {node.weight}", f"priority {node.priority}", node.state]
+    state = node.current_state or node.state
+    parts = [f"weight {node.weight}", f"priority {node.priority}", state]
     if not node.reclaimable:
         parts.append("not reclaimable")
+    if node.pending_pods is not None and node.running_pods is not None:
+        parts.append(f"pods {node.pending_pods} pending, {node.running_pods} running")
     if node.pending is not None and node.running is not None:
         parts.append(f"podgroups {node.pending} pending, {node.running} running")
     text.append("  " + " · ".join(parts))
+    if node.state_reason and node.problem is None:
+        style = "red" if state == queues.QueueCondition.INVALID else "yellow"
+        text.append(f"  ({node.state_reason})", style=style)
     return text
+
+
+_BAR_WIDTH = 20
+_BAR_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+
+
+def _milli(value: collections.abc.Mapping[str, str] | None) -> resources.ResourceList:
+    try:
+        return resources.ResourceList.parse(value)
+    except Exception:  # written by the controller; an unreadable value draws no bar
+        return resources.ResourceList()
+
+
+def _quantity(name: str, milli: int) -> str:
+    return resources.ResourceList({name: milli}).to_api()[name] if milli else "0"
+
+
+def _bars(node: QueueNode) -> list[tuple[str, rich.text.Text]]:
+    """One bar per main resource the queue has anything of: allocated against fair share
+    (the full width is the larger of fair share, guarantee and allocation)."""
+    allocated, fair, guaranteed = (
+        _milli(node.allocated),
+        _milli(node.fair_share),
+        _milli(node.guaranteed),
+    )
+    out: list[tuple[str, rich.text.Text]] = []
+    for name in _BAR_RESOURCES:
+        used, share, promised = allocated.get(name, 0), fair.get(name, 0), guaranteed.get(name, 0)
+        scale = max(used, share, promised)
+        if scale <= 0:
+            continue
+        filled = round(used * _BAR_WIDTH / scale)
+        if used and not filled:
+            filled = 1  # something runs: never draw it as nothing
+        over = used > share
+        bar = rich.text.Text()
+        bar.append("█" * filled, style="red" if over else "green")
+        bar.append("░" * (_BAR_WIDTH - filled), style="dim")
+        bar.append(
+            f"  {_quantity(name, used)} of fair share {_quantity(name, share)}"
+            f" (guaranteed {_quantity(name, promised)})"
+        )
+        out.append((name, bar))
+    return out
 
 
 def _label(node: QueueNode) -> rich.console.RenderableType:
@@ -193,6 +254,8 @@ def _label(node: QueueNode) -> rich.console.RenderableType:
         ("requested", node.requested),
     ):
         grid.add_row(title, _amounts(value))
+    for name, bar in _bars(node):
+        grid.add_row(name, bar)
     if node.conditions:
         grid.add_row("conditions", "; ".join(str(c) for c in node.conditions))
     return rich.console.Group(heading, grid)
@@ -231,6 +294,10 @@ def to_json(trees: collections.abc.Sequence[QueueNode]) -> dict[str, typing.Any]
             "requested": dict(node.requested) if node.requested is not None else None,
             "pending": node.pending,
             "running": node.running,
+            "pendingPods": node.pending_pods,
+            "runningPods": node.running_pods,
+            "currentState": node.current_state,
+            "stateReason": node.state_reason,
             "conditions": [
                 {k: v for k, v in dataclasses.asdict(c).items() if v is not None}
                 for c in node.conditions

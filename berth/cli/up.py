@@ -1,10 +1,11 @@
 """``berth up`` and ``berth demo``: Berth on an embedded cluster, in one process.
 
 ``berth up`` starts the in-memory API server (:mod:`berth.emulator`) on its own thread with
-simulated nodes (``--nodes SPEC``, repeatable; kubelets run pods ``--speed`` times faster than
-real time), installs Berth's CRDs, writes a kubeconfig, prints how to point ``kubectl`` at it,
-and runs the operator (:func:`berth.operator.main.run`, the same process ``berth run`` is)
-until interrupted.
+simulated nodes (``--nodes SPEC``, repeatable; kubelets run pods ``--speedup`` times faster
+than real time, the flag ``berth emulator`` has too), installs Berth's CRDs, writes a kubeconfig
+under the state directory (:func:`state_directory`, or ``--kubeconfig``), prints its path and
+how to point ``kubectl`` at it, and runs the operator (:func:`berth.operator.main.run`, the
+same process ``berth run`` is) until interrupted.
 
 ``berth demo`` does the same, then applies ``examples/`` (queues, a gang, a reservation with
 its owner, a plain pod, in folder order), shows progress while they are placed and run,
@@ -19,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import pathlib
 import re
 import tempfile
@@ -40,7 +42,14 @@ from berth.emulator import kubelets, rest, server, tables
 from berth.operator import main, scheduling, settings
 from berth.util import logging as berth_logging
 
-__all__ = ["LocalCluster", "apply_examples", "demo_command", "start_cluster", "up_command"]
+__all__ = [
+    "LocalCluster",
+    "apply_examples",
+    "demo_command",
+    "start_cluster",
+    "state_directory",
+    "up_command",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +140,17 @@ def start_cluster(
     return LocalCluster(threaded, kubeconfig.resolve(), sum(p.count for p in pools))
 
 
+def state_directory() -> pathlib.Path:
+    """Where ``berth up`` keeps what outlives it (the kubeconfig): ``$BERTH_STATE_DIR``, else
+    ``$XDG_STATE_HOME/berth``, else ``~/.local/state/berth`` — never the working directory."""
+    explicit = os.environ.get("BERTH_STATE_DIR")
+    if explicit:
+        return pathlib.Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = pathlib.Path(xdg) if xdg else pathlib.Path.home() / ".local" / "state"
+    return base / "berth"
+
+
 def default_examples() -> pathlib.Path:
     """The repository's ``examples/`` (beside the package), else ``./examples``."""
     beside = pathlib.Path(berth.__file__).resolve().parent.parent / "examples"
@@ -212,7 +232,7 @@ def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing
         help=f"A pool of simulated nodes (repeatable). Default: {DEFAULT_NODES[0]!r}.",
     )(fn)
     fn = click.option(
-        "--speed",
+        "--speedup",
         type=click.FloatRange(min=0.001),
         default=10.0,
         show_default=True,
@@ -233,9 +253,9 @@ def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing
 @click.option(
     "--kubeconfig",
     type=click.Path(dir_okay=False, path_type=pathlib.Path),
-    default="berth-up.kubeconfig",
-    show_default=True,
-    help="Where to write the kubeconfig for kubectl.",
+    default=None,
+    help="Where to write the kubeconfig for kubectl. Default: up/kubeconfig in the state "
+    "directory ($BERTH_STATE_DIR, else $XDG_STATE_HOME/berth, else ~/.local/state/berth).",
 )
 @click.option("--port", default=0, show_default=True, help="API server port (0: any free).")
 @click.option("--log-level", default="info", show_default=True, help="The operator's log level.")
@@ -256,9 +276,9 @@ def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing
 def up_command(
     ctx: click.Context,
     pools: list[kubelets.NodePool],
-    speed: float,
+    speedup: float,
     http_port: int,
-    kubeconfig: pathlib.Path,
+    kubeconfig: pathlib.Path | None,
     port: int,
     log_level: str,
     real: bool,
@@ -267,24 +287,26 @@ def up_command(
     """Run Berth on an embedded cluster with simulated nodes until interrupted."""
     berth_logging.configure(log_level)
     if real:
-        for option in ("speed", "kubeconfig", "port"):
+        for option in ("speedup", "kubeconfig", "port"):
             if ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT:
                 raise click.UsageError(f"--{option} does not apply to --real")
-        directory = up_real.state_directory()
         raise SystemExit(
             up_real.run_real(
                 pools=pools,
                 http_port=http_port,
                 log_level=log_level,
                 mode=mode,
-                directory=directory,
+                directory=state_directory() / "real-cluster",
             )
         )
     if ctx.get_parameter_source("mode") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError(
             "--mode applies to --real (the embedded cluster runs both executors)"
         )
-    cluster = start_cluster(pools=pools, speed=speed, kubeconfig=kubeconfig, port=port)
+    if kubeconfig is None:
+        kubeconfig = state_directory() / "up" / "kubeconfig"
+    kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    cluster = start_cluster(pools=pools, speed=speedup, kubeconfig=kubeconfig, port=port)
     try:
         code = asyncio.run(_up(cluster, http_port=http_port, log_level=log_level))
     finally:
@@ -299,9 +321,10 @@ async def _up(cluster: LocalCluster, *, http_port: int, log_level: str) -> main.
         click.echo(
             f"berth up: Kubernetes API at {cluster.url} with {cluster.nodes} simulated node(s),"
             f" Berth's CRDs installed, the operator's HTTP API at http://127.0.0.1:{port}\n"
-            f"  export KUBECONFIG={cluster.kubeconfig}\n"
+            f"  export KUBECONFIG={cluster.kubeconfig}   # the kubeconfig written for kubectl\n"
             f"  kubectl apply -f examples/01-queues/ -f examples/02-gang/\n"
             f"  kubectl get berth,pods -o wide\n"
+            f"  dashboard: http://127.0.0.1:{port}/dashboard\n"
             f"Press Ctrl+C to stop."
         )
 
@@ -331,7 +354,7 @@ async def _up(cluster: LocalCluster, *, http_port: int, log_level: str) -> main.
 @click.option("--log-level", default="warning", show_default=True, help="The operator's log level.")
 def demo_command(
     pools: list[kubelets.NodePool],
-    speed: float,
+    speedup: float,
     http_port: int,
     examples: pathlib.Path | None,
     timeout: float,
@@ -348,7 +371,7 @@ def demo_command(
         scratch = pathlib.Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="berth-demo-"))
         )
-        cluster = start_cluster(pools=pools, speed=speed, kubeconfig=scratch / "kubeconfig")
+        cluster = start_cluster(pools=pools, speed=speedup, kubeconfig=scratch / "kubeconfig")
         stack.callback(cluster.stop)
         finished = asyncio.run(
             _demo(

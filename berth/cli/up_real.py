@@ -1,18 +1,18 @@
 """``berth up --real``: Berth on a real control plane built from Kubernetes' own Go modules.
 
 Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK's simulated nodes
-(:mod:`berth.realcluster`) in a state directory, installs Berth's chart into it (CRDs, the
-ServiceAccount and its RBAC), prints the administrator's kubeconfig for the real ``kubectl``, and
-runs the operator in this process as the chart's ServiceAccount until interrupted; then stops
-every component. The binaries come from ``BERTH_K8S_BIN``, ``KUBEBUILDER_ASSETS`` or the build
-cache, and are built with ``hack/build-k8s`` when a checkout has none yet.
+(:mod:`berth.realcluster`) in ``real-cluster`` under ``berth up``'s state directory, installs
+Berth's chart into it (CRDs, the ServiceAccount and its RBAC), prints the administrator's
+kubeconfig for the real ``kubectl``, and runs the operator in this process as the chart's
+ServiceAccount until interrupted; then stops every component. The binaries come from
+``BERTH_K8S_BIN``, ``KUBEBUILDER_ASSETS`` or the build cache, and are built with
+``hack/build-k8s`` when a checkout has none yet.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections.abc
-import os
 import pathlib
 import shutil
 
@@ -24,13 +24,7 @@ from berth.emulator import kubelets
 from berth.operator import main, scheduling, settings
 from berth.realcluster import binaries, controlplane, install, processes
 
-__all__ = ["run_real", "state_directory"]
-
-
-def state_directory() -> pathlib.Path:
-    """Where ``berth up --real`` keeps its cluster: ``$XDG_STATE_HOME/berth/real-cluster``."""
-    base = os.environ.get("XDG_STATE_HOME") or str(pathlib.Path.home() / ".local" / "state")
-    return pathlib.Path(base) / "berth" / "real-cluster"
+__all__ = ["run_real"]
 
 
 def _binaries() -> binaries.Binaries:

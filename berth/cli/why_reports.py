@@ -57,6 +57,13 @@ def _timestamp(event: collections.abc.Mapping[str, typing.Any]) -> datetime.date
     return None
 
 
+def _written_order(event: collections.abc.Mapping[str, typing.Any]) -> int:
+    """The Event's resourceVersion as a number (-1 when it is not one): later writes are
+    higher on the API servers Berth runs against (etcd revisions, the emulator's counter)."""
+    version = str((event.get("metadata") or {}).get("resourceVersion") or "")
+    return int(version) if version.isdigit() else -1
+
+
 _NEVER = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
@@ -67,15 +74,15 @@ def latest_failed_scheduling(
 ) -> str | None:
     """The latest ``FailedScheduling`` Event about one of ``about`` (``(kind, name)`` pairs in
     the events' namespace), as one line: when, about what, how often, and its message."""
-    found: list[tuple[datetime.datetime, str, collections.abc.Mapping[str, typing.Any]]] = []
+    found: list[tuple[datetime.datetime, int, collections.abc.Mapping[str, typing.Any]]] = []
     for event in events:
         involved = event.get("involvedObject") or {}
         subject = (str(involved.get("kind") or ""), str(involved.get("name") or ""))
         if event.get("reason") == FAILED_SCHEDULING and subject in about:
-            name = str((event.get("metadata") or {}).get("name"))
-            found.append((_timestamp(event) or _NEVER, name, event))
+            found.append((_timestamp(event) or _NEVER, _written_order(event), event))
     if not found:
         return None
+    # Timestamps have whole seconds: within one second, the Event written last is the latest.
     when, _, event = max(found, key=lambda item: (item[0], item[1]))
     involved = event.get("involvedObject") or {}
     count = event.get("count")

@@ -38,6 +38,7 @@ class ObservedObject:
     created: float  # creationTimestamp, seconds since the epoch (0.0 if unknown)
     spec: collections.abc.Mapping[str, typing.Any]
     status: collections.abc.Mapping[str, typing.Any]
+    resource_version: str = ""
 
 
 class ObservedObjects:
@@ -95,6 +96,7 @@ def observe(
         created=parse_time(metadata.get("creationTimestamp")) or 0.0,
         spec=copy.deepcopy(dict(spec)) if isinstance(spec, collections.abc.Mapping) else {},
         status=copy.deepcopy(dict(status)) if isinstance(status, collections.abc.Mapping) else {},
+        resource_version=str(metadata.get("resourceVersion") or ""),
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "counts_of",
     "desired_status",
     "phase_of",
+    "positions",
     "reason_code",
     "register",
     "transition_events",
@@ -58,6 +59,7 @@ _REASONS: tuple[tuple[str, str], ...] = (
     ("is closed", "QueueClosed"),
     ("not a leaf queue", "NotLeafQueue"),
     ("is invalid", "QueueInvalid"),
+    ("can never be met", "OverQueueLimit"),
     ("at limit", "QueueOverLimit"),
     ("fair share", "QueueOverShare"),
     ("over its share", "QueueOverShare"),
@@ -132,8 +134,11 @@ def desired_status(
     snapshot: snapshots.Snapshot,
     reason: str | None,
     now: float,
+    position: tuple[int, int] | None = None,
 ) -> dict[str, typing.Any] | None:
-    """The status ``group`` should have; None while the snapshot does not know the group."""
+    """The status ``group`` should have; None while the snapshot does not know the group.
+    ``position`` is the group's place in its queue's line and the line's length, while it
+    waits (:func:`positions`)."""
     info = snapshot.pod_groups.get(group.key)
     if info is None:
         return None
@@ -161,13 +166,28 @@ def desired_status(
         if phase is Phase.INQUEUE and reason is None:
             condition["reason"] = "Inqueue"
     _keep_transition_time(condition, current=group.status, now=now)
-    return {
+    status: dict[str, typing.Any] = {
         "phase": phase.value,
         "scheduled": counts.scheduled,
         "running": counts.running,
         "succeeded": counts.succeeded,
         "failed": counts.failed,
         "conditions": conditions.replaced(group.status, condition),
+    }
+    if position is not None and not placed and phase is not Phase.FAILED:
+        status["queuePosition"], status["queuePending"] = position
+    return status
+
+
+def positions(
+    waiting: collections.abc.Mapping[str, collections.abc.Sequence[str]],
+) -> dict[str, tuple[int, int]]:
+    """Group key -> (its place in its queue's line, the line's length), from the last
+    cycle's :attr:`~berth.scheduler.framework.decisions.CycleResult.waiting`."""
+    return {
+        key: (place, len(line))
+        for line in waiting.values()
+        for place, key in enumerate(line, start=1)
     }
 
 

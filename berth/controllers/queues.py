@@ -32,8 +32,11 @@ from berth.scheduler.snapshot import snapshots
 
 __all__ = [
     "CONDITION_VALID",
+    "PodCounts",
     "Usage",
     "desired_status",
+    "pods_by_queue",
+    "resource_text",
     "register",
     "transition_events",
     "tree_problem",
@@ -52,6 +55,43 @@ class Usage:
     requested: resources.ResourceList
     pending: int  # PodGroups with pods waiting and none placed
     running: int  # PodGroups with pods placed
+
+
+@dataclasses.dataclass(frozen=True)
+class PodCounts:
+    """Pods of a queue and the queues below it (reservations' held room counts as a pod)."""
+
+    pending: int = 0
+    running: int = 0
+
+
+# The resources ``kubectl get bq`` shows, and the short names it shows them by.
+_MAIN_RESOURCES = (("cpu", "cpu"), ("memory", "mem"), ("nvidia.com/gpu", "gpu"))
+
+
+def resource_text(amounts: collections.abc.Mapping[str, int] | None) -> str:
+    """The main resources of ``amounts`` as short text: ``8 cpu, 32Gi mem, 4 gpu`` (``0``
+    when it names none of them)."""
+    if not amounts:
+        return "0"
+    api = resources.ResourceList(amounts).to_api()
+    parts = [f"{api[name]} {short}" for name, short in _MAIN_RESOURCES if amounts.get(name)]
+    return ", ".join(parts) if parts else "0"
+
+
+def pods_by_queue(snapshot: snapshots.Snapshot) -> dict[str, PodCounts]:
+    """Every queue's :class:`PodCounts`, its own pods charged to it and to its ancestors."""
+    parents = {name: info.parent for name, info in snapshot.queues.items()}
+    pending: collections.Counter[str] = collections.Counter()
+    running: collections.Counter[str] = collections.Counter()
+    for queue, used in snapshot.queue_usage.items():
+        # Every pod requests one "pods" (1000 milli-units): the sums count the pods.
+        waiting = used.requested.get(resources.PODS, 0) // 1000
+        placed = used.allocated.get(resources.PODS, 0) // 1000
+        for name in _chain(queue, parents=parents):
+            pending[name] += waiting
+            running[name] += placed
+    return {name: PodCounts(pending[name], running[name]) for name in set(pending) | set(running)}
 
 
 def tree_problem(name: str, *, parents: collections.abc.Mapping[str, str | None]) -> str | None:
@@ -121,8 +161,10 @@ def desired_status(
     summary: decisions.QueueStatusSummary | None,
     usage: collections.abc.Mapping[str, Usage],
     now: float,
+    pods: collections.abc.Mapping[str, PodCounts] | None = None,
 ) -> dict[str, typing.Any]:
-    """The status ``queue`` should have (see the module docstring)."""
+    """The status ``queue`` should have (see the module docstring); ``pods`` is
+    :func:`pods_by_queue` of the snapshot (computed when not given)."""
     parents: dict[str, str | None] = {name: info.parent for name, info in snapshot.queues.items()}
     parent = queue.spec.get("parent")
     parents[queue.name] = str(parent) if parent else None
@@ -150,6 +192,19 @@ def desired_status(
     info = snapshot.queues.get(queue.name)
     if problem is None and info is not None and info.invalid is not None:
         problem = info.invalid
+    if problem:
+        state, why = queues.QueueCondition.INVALID, problem
+    elif queue.spec.get("state") == queues.QueueState.CLOSED:
+        state, why = queues.QueueCondition.CLOSED, "spec.state is Closed: no new work is admitted"
+    else:
+        state, why = queues.QueueCondition.OPEN, None
+    status["state"] = state.value
+    if why is not None:
+        status["stateReason"] = why
+    counts = (pods if pods is not None else pods_by_queue(snapshot)).get(queue.name, PodCounts())
+    status["pendingPods"] = counts.pending
+    status["runningPods"] = counts.running
+    status["summary"] = _summary(queue.spec, status)
     status["conditions"] = conditions.updated(
         queue.status,
         kind=CONDITION_VALID,
@@ -182,6 +237,25 @@ def transition_events(
 def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
     """Add the watching handler recording every Queue into ``objects``."""
     observed.register_watcher(registry, kind=KIND, plural=queues.PLURAL, objects=objects)
+
+
+def _summary(
+    spec: collections.abc.Mapping[str, typing.Any], status: collections.abc.Mapping[str, typing.Any]
+) -> dict[str, str]:
+    def text(raw: typing.Any) -> str:
+        try:
+            return resource_text(resources.ResourceList.parse(raw))
+        except Exception:  # the API validated it; an unreadable value shows as itself
+            return str(raw)
+
+    out = {
+        "guaranteed": text(spec.get("guaranteed")),
+        "allocated": text(status.get("allocated")),
+        "limit": text(spec.get("limit")) if spec.get("limit") else "none",
+    }
+    if "fairShare" in status:
+        out["fairShare"] = text(status.get("fairShare"))
+    return out
 
 
 def _resources(amounts: resources.ResourceList) -> dict[str, str]:

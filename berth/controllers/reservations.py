@@ -402,7 +402,9 @@ class ReservationController:
     def _tell(self, obj: observed.ObservedObject, found: tuple[tuple[str, str, str], ...]) -> None:
         if self._recorder is None:
             return
-        ref = events.ObjectRef(KIND, obj.name, obj.namespace, obj.uid, keys.API_VERSION)
+        ref = events.ObjectRef(
+            KIND, obj.name, obj.namespace, obj.uid, keys.API_VERSION, obj.resource_version
+        )
         for kind, reason, message in found:
             self._recorder.record(ref, type=kind, reason=reason, message=message)
 

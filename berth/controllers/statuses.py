@@ -144,9 +144,14 @@ class StatusWriter:
         writes: list[collections.abc.Awaitable[None]] = []
         phases: collections.Counter[str] = collections.Counter()
         group_reasons = result.group_reasons if result is not None else {}
+        places = podgroups.positions(result.waiting) if result is not None else {}
         for group in self._objects.of_kind(podgroups.KIND):
             desired = podgroups.desired_status(
-                group, snapshot=snapshot, reason=group_reasons.get(group.key), now=now
+                group,
+                snapshot=snapshot,
+                reason=group_reasons.get(group.key),
+                now=now,
+                position=places.get(group.key),
             )
             if desired is None:
                 continue
@@ -158,9 +163,15 @@ class StatusWriter:
                 )
         summaries = result.queues if result is not None else {}
         usage = queues.usage_by_queue(snapshot) if not summaries else {}
+        pods = queues.pods_by_queue(snapshot)
         for queue in self._objects.of_kind(queues.KIND):
             desired = queues.desired_status(
-                queue, snapshot=snapshot, summary=summaries.get(queue.name), usage=usage, now=now
+                queue,
+                snapshot=snapshot,
+                summary=summaries.get(queue.name),
+                usage=usage,
+                now=now,
+                pods=pods,
             )
             found = self._changed(queue, desired)
             if found is not None:
@@ -222,6 +233,8 @@ class StatusWriter:
         self.writes += 1
         self._written[(obj.kind, obj.key)] = (obj, desired)
         if self._recorder is not None:
-            ref = events.ObjectRef(obj.kind, obj.name, obj.namespace, obj.uid, keys.API_VERSION)
+            ref = events.ObjectRef(
+                obj.kind, obj.name, obj.namespace, obj.uid, keys.API_VERSION, obj.resource_version
+            )
             for kind, reason, message in explain(obj.status, desired):
                 self._recorder.record(ref, type=kind, reason=reason, message=message)

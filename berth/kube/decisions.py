@@ -38,7 +38,10 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
 - ``Unschedulable``: for a pod, its ``PodScheduled`` condition (``Unschedulable`` with the
   reason) and a ``FailedScheduling`` Event; for a Reservation, its ``Scheduled`` condition and
   the Event (:mod:`berth.kube.reservation_statuses` again) — written only when the reason
-  changed, since every cycle repeats the reasons of everything still waiting. Group reasons
+  changed, since every cycle repeats the reasons of everything still waiting. A pod's
+  unchanged reason is still told to the recorder, which counts it into the pod's one
+  ``FailedScheduling`` Event (at most once per its repeat window); "not tried this cycle"
+  is no news and changes nothing. Group reasons
   are kept in :attr:`ApiSink.last_result` for the PodGroup controller, which owns the
   PodGroup's status.
 
@@ -112,6 +115,16 @@ class _Backoff:
 class _Job:
     decision: decisions.Decision
     created: float  # the pod's creationTimestamp (BindPod), for the e2e latency
+    ref: events.ObjectRef | None = None  # the pod its Events are about, as last seen
+
+
+def _pod_ref(key: str, *, uid: str, snapshot: snapshots.Snapshot | None) -> events.ObjectRef:
+    """The ``involvedObject`` of a pod's Events: uid and resourceVersion from the snapshot."""
+    namespace, _, name = key.partition("/")
+    pod = snapshot.pods.get(key) if snapshot is not None else None
+    if pod is None:
+        return events.ObjectRef("Pod", name, namespace, uid)
+    return events.ObjectRef("Pod", name, namespace, pod.uid or uid, "v1", pod.resource_version)
 
 
 class ApiSink:
@@ -182,7 +195,8 @@ class ApiSink:
             if isinstance(decision, decisions.BindPod):
                 self._assume(decision, snapshot=snapshot, victims=evicted.get(decision.node, ()))
             elif isinstance(decision, decisions.EvictPod):
-                self._binds.put_nowait(_Job(decision, 0.0))
+                ref = _pod_ref(decision.key, uid=decision.uid, snapshot=snapshot)
+                self._binds.put_nowait(_Job(decision, 0.0, ref))
             elif isinstance(decision, decisions.Unschedulable):
                 self._unschedulable(decision, snapshot=snapshot)
             elif isinstance(
@@ -227,7 +241,7 @@ class ApiSink:
         self._reasons.pop((decisions.Subject.POD.value, key), None)
         pod = snapshot.pods.get(key) if snapshot is not None else None
         created = pod.creation_timestamp if pod is not None else 0.0
-        job = _Job(decision, created)
+        job = _Job(decision, created, _pod_ref(key, uid=decision.uid, snapshot=snapshot))
         staying = self.victims.staying(victims)
         if not staying:
             self._binds.put_nowait(job)
@@ -283,16 +297,26 @@ class ApiSink:
         if decision.subject is decisions.Subject.GROUP:
             return  # the PodGroup controller owns the group's status (from last_result)
         subject = (decision.subject.value, decision.key)
-        if self._reasons.get(subject) == decision.reason:
-            return
-        self._reasons[subject] = decision.reason
         if decision.subject is decisions.Subject.RESERVATION:
-            self._reservations.put_nowait(_Job(decision, 0.0))
+            if self._reasons.get(subject) != decision.reason:
+                self._reasons[subject] = decision.reason
+                self._reservations.put_nowait(_Job(decision, 0.0))
             return
         pod = snapshot.pods.get(decision.key) if snapshot is not None else None
         if pod is not None and pod.reserve:
             return  # an in-memory reserve pod: its Reservation hears about it
-        self._writes.put_nowait(_Job(decision, 0.0))
+        if decision.reason == decisions.NOT_TRIED and subject in self._reasons:
+            return  # no news: the reason last written still says why it waits
+        ref = _pod_ref(decision.key, uid="", snapshot=snapshot)
+        if self._reasons.get(subject) == decision.reason:
+            # Still waiting for the same reason: the condition stands; the recorder counts
+            # the repeat into the pod's one FailedScheduling Event (at most once a while).
+            self._event(
+                ref, type=events.WARNING, reason="FailedScheduling", message=decision.reason
+            )
+            return
+        self._reasons[subject] = decision.reason
+        self._writes.put_nowait(_Job(decision, 0.0, ref))
 
     # Backoffs (the snapshot source asks) ---------------------------------------------------
     def holding(self, now: float) -> collections.abc.Set[str]:
@@ -365,13 +389,13 @@ class ApiSink:
         decision = job.decision
         if isinstance(decision, decisions.BindPod):
             try:
-                outcome = await self._bind(decision, created=job.created)
+                outcome = await self._bind(decision, created=job.created, ref=job.ref)
             finally:
                 self._finished(decision.key)
             if self.on_bound is not None:
                 self.on_bound(outcome)
         elif isinstance(decision, decisions.EvictPod):
-            await self._evict(decision)
+            await self._evict(decision, ref=job.ref)
         elif isinstance(decision, decisions.AnnotatePod):
             await self._patch(
                 pod_edits.path(decision.key),
@@ -397,10 +421,12 @@ class ApiSink:
             if decision.subject is decisions.Subject.RESERVATION:
                 await self._reservation_unschedulable(decision)
             else:
-                await self._pod_condition(decision)
+                await self._pod_condition(decision, ref=job.ref)
 
     # Binding -------------------------------------------------------------------------------
-    async def _bind(self, decision: decisions.BindPod, *, created: float) -> BindOutcome:
+    async def _bind(
+        self, decision: decisions.BindPod, *, created: float, ref: events.ObjectRef | None = None
+    ) -> BindOutcome:
         key = decision.key
         loop = asyncio.get_running_loop()
         body = pod_edits.binding(key, uid=decision.uid, node=decision.node)
@@ -416,7 +442,7 @@ class ApiSink:
                 )
             except errors.TransportError as exc:
                 self._observe(loop.time() - started, failure="timeout")
-                landed = await self._landed(decision, created=created)
+                landed = await self._landed(decision, created=created, ref=ref)
                 if landed is not None:
                     return landed
                 if attempt < self._retries:
@@ -429,11 +455,11 @@ class ApiSink:
                 seconds = loop.time() - started
                 if exc.status >= 500:
                     # The answer may be lost, not the binding: read the pod before deciding.
-                    landed = await self._landed(decision, created=created)
+                    landed = await self._landed(decision, created=created, ref=ref)
                     if landed is not None:
                         self._observe(seconds, failure="error")
                         return landed
-                return self._refused(decision, exc, seconds=seconds, created=created)
+                return self._refused(decision, exc, seconds=seconds, created=created, ref=ref)
             except errors.NotLeader as exc:
                 # Never sent: another replica may lead now. No retry, no backoff: whoever
                 # leads places the pod from its own view.
@@ -441,17 +467,23 @@ class ApiSink:
                 self._log_failure("bind-fenced", f"not binding pod {key}: {exc}")
                 return BindOutcome(key, decision.node, False, "fenced")
             self._observe(loop.time() - started, failure=None)
-            return self._succeeded(decision, created=created)
+            return self._succeeded(decision, created=created, ref=ref)
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
 
     def _refused(
-        self, decision: decisions.BindPod, exc: errors.APIError, *, seconds: float, created: float
+        self,
+        decision: decisions.BindPod,
+        exc: errors.APIError,
+        *,
+        seconds: float,
+        created: float,
+        ref: events.ObjectRef | None,
     ) -> BindOutcome:
         key = decision.key
         message = str(exc.body.get("message") or exc)
         if isinstance(exc, errors.Conflict) and f'assigned to node "{decision.node}"' in message:
             self._observe(seconds, failure=None)
-            return self._succeeded(decision, created=created)
+            return self._succeeded(decision, created=created, ref=ref)
         if isinstance(exc, errors.NotFound) or (
             isinstance(exc, errors.Conflict)
             and ("Precondition failed" in message or "being deleted" in message)
@@ -469,7 +501,9 @@ class ApiSink:
         self._observe(seconds, failure=failure)
         return self._failed(decision, failure=failure, detail=str(exc))
 
-    async def _landed(self, decision: decisions.BindPod, *, created: float) -> BindOutcome | None:
+    async def _landed(
+        self, decision: decisions.BindPod, *, created: float, ref: events.ObjectRef | None
+    ) -> BindOutcome | None:
         """After an answer that may have been lost: the outcome if the pod is bound already
         (here: success; elsewhere: conflict), None if it is not, or cannot be read."""
         try:
@@ -486,7 +520,7 @@ class ApiSink:
             return None
         if node == decision.node:
             logger.info("binding of pod %s landed although its answer was lost", decision.key)
-            return self._succeeded(decision, created=created)
+            return self._succeeded(decision, created=created, ref=ref)
         return self._bound_elsewhere(decision, str(node), f"bound to {node}")
 
     def _bound_elsewhere(
@@ -509,13 +543,15 @@ class ApiSink:
         self._binding.discard(key)
         self._gone.discard(key)
 
-    def _succeeded(self, decision: decisions.BindPod, *, created: float) -> BindOutcome:
+    def _succeeded(
+        self, decision: decisions.BindPod, *, created: float, ref: events.ObjectRef | None = None
+    ) -> BindOutcome:
         self.bound += 1
         self._backoffs.pop(decision.key, None)
         if self._observer is not None and created > 0:
             self._observer.observe_e2e(max(0.0, self._clock.now() - created))
         self._event(
-            events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            ref or events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
             type=events.NORMAL,
             reason="Scheduled",
             message=f"Successfully assigned {decision.key} to {decision.node}",
@@ -551,7 +587,9 @@ class ApiSink:
             self._observer.observe_binding(seconds, failure=failure)
 
     # Other writes --------------------------------------------------------------------------
-    async def _evict(self, decision: decisions.EvictPod) -> None:
+    async def _evict(
+        self, decision: decisions.EvictPod, *, ref: events.ObjectRef | None = None
+    ) -> None:
         body = pod_edits.eviction(decision.key, uid=decision.uid)
         path = pod_edits.path(decision.key) + "/eviction"
         try:
@@ -562,7 +600,7 @@ class ApiSink:
             self._log_failure("evict", f"evicting pod {decision.key} failed: {exc}")
             return
         self._event(
-            events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            ref or events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
             type=events.WARNING,
             reason="Preempted",
             message=f"Evicted from {decision.node}: {decision.reason}",
@@ -574,7 +612,9 @@ class ApiSink:
             return  # superseded while queued
         await self._statuses.unschedulable(decision)
 
-    async def _pod_condition(self, decision: decisions.Unschedulable) -> None:
+    async def _pod_condition(
+        self, decision: decisions.Unschedulable, *, ref: events.ObjectRef | None
+    ) -> None:
         if self._reasons.get((decisions.Subject.POD.value, decision.key)) != decision.reason:
             return  # a newer reason superseded this one while it was queued
         namespace, _, name = decision.key.partition("/")
@@ -593,7 +633,7 @@ class ApiSink:
             content_type=rest.STRATEGIC_MERGE_PATCH,
         )
         self._event(
-            events.ObjectRef("Pod", name, namespace),
+            ref or events.ObjectRef("Pod", name, namespace),
             type=events.WARNING,
             reason="FailedScheduling",
             message=decision.reason,

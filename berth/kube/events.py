@@ -1,18 +1,27 @@
-"""Kubernetes Events explaining Berth's decisions, rate-limited per object.
+"""Kubernetes Events explaining Berth's decisions: one Event per object and reason, counted.
 
 :class:`EventRecorder` posts ``core/v1`` Events (``kubectl get events``, ``kubectl describe``)
 about pods (``Scheduled``, ``FailedScheduling`` with the why-pending reason, ``Preempted``),
-PodGroups and Reservations. Recording never blocks and never raises: :meth:`record` applies the
-limits and queues the Event; worker tasks post it. Events are explanations, not state, so when
-the API server is slow or the queue is full they are dropped (counted in :attr:`dropped`)
-rather than slowing down binding.
+PodGroups, Queues and Reservations, the way kube-scheduler's recorder does:
 
-Limits, per involved object: the same reason and message again within ``repeat_seconds`` is
-suppressed (every cycle repeats the reasons of everything still waiting), and a token bucket
-(``burst`` Events, then one per ``refill_seconds``) caps everything else — kube-scheduler's
-EventCorrelator does the same job with aggregation. :meth:`record` may be called from any
-thread (the Kopf controllers run on their own loop); the posting happens on the loop that runs
-:meth:`run`.
+- ``involvedObject`` is complete (``apiVersion``, ``kind``, ``namespace``, ``name``, ``uid``,
+  ``resourceVersion``): ``kubectl describe`` selects an object's Events by its uid;
+- ``source.component``/``reportingComponent`` name the scheduler, ``reportingInstance`` the
+  replica;
+- repeats are aggregated, not posted again: an object has one Event per ``(type, reason)``
+  (a *series*). The same reason again after ``repeat_seconds`` (or with a new message) counts
+  as a repeat: the series' Event is patched with the new ``count``, ``lastTimestamp`` and
+  message, so ``kubectl describe`` reads ``(x7 over 6m)``. The same reason and message again
+  sooner is not counted at all (every cycle repeats the reason of everything still waiting);
+- writes are rate-limited per object: a token bucket (``burst`` writes, then one per
+  ``refill_seconds``). A repeat held back by it stays counted and is written with the next
+  one let through.
+
+Recording never blocks and never raises: :meth:`record` updates the series and queues the
+write; worker tasks post it. Events are explanations, not state, so when the API server is slow
+or the queue is full they are dropped (counted in :attr:`dropped`) rather than slowing down
+binding. :meth:`record` may be called from any thread (the Kopf controllers run on their own
+loop); the posting happens on the loop that runs :meth:`run`.
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import socket
 import threading
+import typing
 import uuid
 
 import kubernetes_asyncio.client
@@ -48,30 +59,55 @@ class ObjectRef:
     namespace: str = ""  # empty for cluster-scoped objects
     uid: str = ""
     api_version: str = "v1"
+    resource_version: str = ""  # the version the Event speaks about
 
     @property
     def key(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
+        """What the limits and series are kept by: the uid (a recreated object of the same
+        name starts afresh), else kind, namespace and name."""
+        return self.uid or f"{self.kind}/{self.namespace}/{self.name}"
+
+    def wire(self) -> dict[str, str]:
+        """The ``involvedObject`` of an Event."""
+        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.uid:
+            out["uid"] = self.uid
+        if self.resource_version:
+            out["resourceVersion"] = self.resource_version
+        return out
 
 
 @dataclasses.dataclass
-class _Bucket:
-    tokens: float
-    updated: float
-    recent: dict[tuple[str, str], float] = dataclasses.field(default_factory=dict)
+class _Series:
+    """One object's Event for one ``(type, reason)``, as it should read in the API."""
 
-
-@dataclasses.dataclass(frozen=True)
-class _Pending:
     ref: ObjectRef
     type: str
     reason: str
     message: str
-    when: float
+    first: float
+    last: float
+    name: str  # the Event object's name
+    count: int = 1
+    posted: bool = False  # the Event object exists in the API
+    written: tuple[int, str] | None = None  # (count, message) the API has
+    busy: bool = False  # queued or being written by a worker
+
+    def state(self) -> tuple[int, str]:
+        return (self.count, self.message)
+
+
+@dataclasses.dataclass
+class _Object:
+    tokens: float
+    updated: float
+    series: dict[tuple[str, str], _Series] = dataclasses.field(default_factory=dict)
 
 
 class EventRecorder:
-    """Posts Events through ``api``; see the module docstring."""
+    """Posts and aggregates Events through ``api``; see the module docstring."""
 
     def __init__(
         self,
@@ -82,7 +118,7 @@ class EventRecorder:
         instance: str = "",
         burst: int = 10,
         refill_seconds: float = 10.0,
-        repeat_seconds: float = 300.0,
+        repeat_seconds: float = 60.0,
         queue_size: int = 10_000,
         workers: int = 4,
         max_objects: int = 50_000,
@@ -90,69 +126,98 @@ class EventRecorder:
         self._api = api
         self._clock = clock
         self._component = component
-        self._instance = instance
+        self._instance = instance or socket.gethostname()
         self._burst = burst
         self._refill = refill_seconds
         self._repeat = repeat_seconds
         self._workers = workers
         self._max_objects = max_objects
         self._lock = threading.Lock()
-        self._buckets: collections.OrderedDict[str, _Bucket] = collections.OrderedDict()
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=queue_size)
+        self._objects: collections.OrderedDict[str, _Object] = collections.OrderedDict()
+        self._queue: asyncio.Queue[_Series] = asyncio.Queue(maxsize=queue_size)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = -1  # the thread running that loop
         self.posted = 0
-        """Events the API server accepted."""
+        """Event objects the API server created."""
+        self.updated = 0
+        """Repeats written into an existing Event (its count and lastTimestamp)."""
         self.dropped = 0
-        """Events not posted: queue full, or the API server refused them."""
+        """Writes not done: queue full, or the API server refused them."""
         self.suppressed = 0
-        """Events held back by the per-object limits."""
+        """Records not written now: a repeat too soon to count, or held by the rate limit."""
         self._failing = False
 
     def record(self, ref: ObjectRef, *, type: str, reason: str, message: str) -> bool:
-        """Queue an Event about ``ref`` unless a limit holds it back; True if queued."""
+        """Count an Event about ``ref`` and queue its write unless a limit holds it back;
+        True if a write was queued."""
         now = self._clock.now()
+        message = message[:_MAX_MESSAGE]
         with self._lock:
-            if not self._admit(ref, reason=reason, message=message, now=now):
+            series = self._count(ref, type=type, reason=reason, message=message, now=now)
+            if series is None or not self._admit(ref.key, now=now):
                 self.suppressed += 1
                 return False
-        pending = _Pending(ref, type, reason, message[:_MAX_MESSAGE], now)
+            series.busy = True
         loop = self._loop
         if loop is None:
+            with self._lock:
+                series.busy = False
             self.dropped += 1
             return False
         if threading.get_ident() == self._loop_thread:
-            return self._enqueue(pending)
-        loop.call_soon_threadsafe(self._enqueue, pending)
+            return self._enqueue(series)
+        loop.call_soon_threadsafe(self._enqueue, series)
         return True
 
-    def _admit(self, ref: ObjectRef, *, reason: str, message: str, now: float) -> bool:
-        bucket = self._buckets.get(ref.key)
-        if bucket is None:
-            bucket = _Bucket(tokens=float(self._burst), updated=now)
-            self._buckets[ref.key] = bucket
-            while len(self._buckets) > self._max_objects:
-                self._buckets.popitem(last=False)  # the least recently seen object
+    def series(self, ref: ObjectRef) -> list[tuple[str, str, int]]:
+        """``(reason, message, count)`` of every series about ``ref`` (tests, debugging)."""
+        with self._lock:
+            held = self._objects.get(ref.key)
+            return [(s.reason, s.message, s.count) for s in (held.series if held else {}).values()]
+
+    def _count(
+        self, ref: ObjectRef, *, type: str, reason: str, message: str, now: float
+    ) -> _Series | None:
+        """The series to write after counting this record, or None (nothing new to write)."""
+        held = self._objects.get(ref.key)
+        if held is None:
+            held = _Object(tokens=float(self._burst), updated=now)
+            self._objects[ref.key] = held
+            while len(self._objects) > self._max_objects:
+                self._objects.popitem(last=False)  # the least recently seen object
         else:
-            self._buckets.move_to_end(ref.key)
-        last = bucket.recent.get((reason, message))
-        if last is not None and now - last < self._repeat:
+            self._objects.move_to_end(ref.key)
+        series = held.series.get((type, reason))
+        if series is None:
+            name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
+            series = _Series(ref, type, reason, message, first=now, last=now, name=name)
+            held.series[(type, reason)] = series
+        elif message != series.message or now - series.last >= self._repeat:
+            series.count += 1
+            series.last = now
+            series.message = message
+            series.ref = ref
+        elif series.written == series.state() or series.busy:
+            return None  # the same again, too soon to count
+        if series.busy:
+            return None  # the worker writing it picks up the change
+        return series
+
+    def _admit(self, key: str, *, now: float) -> bool:
+        held = self._objects[key]
+        held.tokens = min(float(self._burst), held.tokens + (now - held.updated) / self._refill)
+        held.updated = now
+        if held.tokens < 1:
             return False
-        bucket.tokens = min(
-            float(self._burst), bucket.tokens + (now - bucket.updated) / self._refill
-        )
-        bucket.updated = now
-        if bucket.tokens < 1:
-            return False
-        bucket.tokens -= 1
-        bucket.recent = {k: t for k, t in bucket.recent.items() if now - t < self._repeat}
-        bucket.recent[(reason, message)] = now
+        held.tokens -= 1
         return True
 
-    def _enqueue(self, pending: _Pending) -> bool:
+    def _enqueue(self, series: _Series) -> bool:
         try:
-            self._queue.put_nowait(pending)
+            self._queue.put_nowait(series)
         except asyncio.QueueFull:
+            with self._lock:
+                series.busy = False
             self.dropped += 1
             return False
         return True
@@ -175,9 +240,9 @@ class EventRecorder:
 
     async def _work(self) -> None:
         while True:
-            pending = await self._queue.get()
+            series = await self._queue.get()
             try:
-                await self._post(pending)
+                await self._write(series)
             finally:
                 self._queue.task_done()
 
@@ -185,46 +250,104 @@ class EventRecorder:
         """Wait until every queued Event has been posted or dropped (tests, demos)."""
         await self._queue.join()
 
-    async def _post(self, pending: _Pending) -> None:
-        ref = pending.ref
+    async def _write(self, series: _Series) -> None:
+        """Bring ``series``' Event up to date: post it, or patch its count; again if it was
+        counted meanwhile."""
+        while True:
+            with self._lock:
+                state = series.state()
+                if series.written == state:
+                    series.busy = False
+                    return
+                ref, posted, last = series.ref, series.posted, series.last
+            done = (
+                await self._patch(series, ref=ref, state=state, last=last)
+                if posted
+                else await self._post(series, ref=ref, state=state, last=last)
+            )
+            if not done:
+                with self._lock:
+                    series.busy = False
+                return
+            with self._lock:
+                series.written = state
+
+    async def _post(
+        self, series: _Series, *, ref: ObjectRef, state: tuple[int, str], last: float
+    ) -> bool:
         namespace = ref.namespace or _CLUSTER_EVENTS_NAMESPACE
-        stamp = conditions.timestamp(pending.when)
+        count, message = state
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": ref.api_version,
-                "kind": ref.kind,
-                "name": ref.name,
-                **({"namespace": ref.namespace} if ref.namespace else {}),
-                **({"uid": ref.uid} if ref.uid else {}),
-            },
-            "reason": pending.reason,
-            "message": pending.message,
-            "type": pending.type,
+            "metadata": {"name": series.name, "namespace": namespace},
+            "involvedObject": ref.wire(),
+            "reason": series.reason,
+            "message": message,
+            "type": series.type,
             "source": {"component": self._component},
             "reportingComponent": self._component,
             "reportingInstance": self._instance,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
+            "firstTimestamp": conditions.timestamp(series.first),
+            "lastTimestamp": conditions.timestamp(last),
+            "count": count,
         }
+        path = f"/api/v1/namespaces/{namespace}/events"
+        if not await self._send("POST", path, body, content_type="application/json"):
+            return False
+        series.posted = True
+        self.posted += 1
+        return True
+
+    async def _patch(
+        self, series: _Series, *, ref: ObjectRef, state: tuple[int, str], last: float
+    ) -> bool:
+        namespace = ref.namespace or _CLUSTER_EVENTS_NAMESPACE
+        count, message = state
+        body = {
+            "count": count,
+            "message": message,
+            "lastTimestamp": conditions.timestamp(last),
+            "involvedObject": ref.wire(),
+        }
+        path = f"/api/v1/namespaces/{namespace}/events/{series.name}"
+        try:
+            sent = await self._send("PATCH", path, body, content_type=rest.MERGE_PATCH)
+        except errors.NotFound:
+            # Deleted (the API server's Event TTL, or somebody): a new object carries on.
+            series.name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
+            return await self._post(series, ref=ref, state=state, last=last)
+        if sent:
+            self.updated += 1
+        return sent
+
+    async def _send(
+        self, method: str, path: str, body: dict[str, typing.Any], *, content_type: str
+    ) -> bool:
         try:
             await rest.request(
                 self._api,
-                method="POST",
-                path=f"/api/v1/namespaces/{namespace}/events",
+                method=method,
+                path=path,
                 body=body,
+                content_type=content_type,
                 timeout=10.0,
             )
+        except errors.NotFound:
+            if method == "PATCH":
+                raise
+            self._refused(f"{method} {path}: not found")
+            return False
         except errors.KubeError as exc:
-            self.dropped += 1
-            if not self._failing:
-                logger.warning("cannot post Events (dropping them until it works): %s", exc)
-            self._failing = True
-            return
+            self._refused(str(exc))
+            return False
         if self._failing:
             logger.info("posting Events works again")
         self._failing = False
-        self.posted += 1
+        return True
+
+    def _refused(self, why: str) -> None:
+        self.dropped += 1
+        if not self._failing:
+            logger.warning("cannot post Events (dropping them until it works): %s", why)
+        self._failing = True

@@ -69,12 +69,12 @@ class ReservationStatuses:
                     status, "Ready", "True", "Available", "holding capacity for its owners", now=now
                 )
 
-        if not await self._update(decision.namespace, decision.name, change):
+        written = await self._update(decision.namespace, decision.name, change)
+        if written is None:
             return False
         held = ", ".join(f"{k}={v}" for k, v in decision.allocatable.to_api().items())
         self._event(
-            decision.namespace,
-            decision.name,
+            written,
             type=events.NORMAL,
             reason="Scheduled",
             message=f"Reserved {held} on {decision.node}",
@@ -110,11 +110,11 @@ class ReservationStatuses:
                     now=now,
                 )
 
-        if not await self._update(decision.namespace, decision.name, change):
+        written = await self._update(decision.namespace, decision.name, change)
+        if written is None:
             return False
         self._event(
-            decision.namespace,
-            decision.name,
+            written,
             type=events.NORMAL,
             reason="Allocated",
             message=f"Pod {decision.owner} placed into the reservation",
@@ -129,11 +129,11 @@ class ReservationStatuses:
             status["phase"] = decision.phase
             _set_condition(status, "Ready", "False", decision.reason, decision.message, now=now)
 
-        if not await self._update(decision.namespace, decision.name, change):
+        written = await self._update(decision.namespace, decision.name, change)
+        if written is None:
             return False
         self._event(
-            decision.namespace,
-            decision.name,
+            written,
             type=events.WARNING if decision.phase == "Failed" else events.NORMAL,
             reason=decision.reason,
             message=decision.message,
@@ -148,11 +148,11 @@ class ReservationStatuses:
         def change(status: dict[str, typing.Any]) -> None:
             _set_condition(status, "Scheduled", "False", "Unschedulable", decision.reason, now=now)
 
-        if not await self._update(namespace, name, change):
+        written = await self._update(namespace, name, change)
+        if written is None:
             return False
         self._event(
-            namespace,
-            name,
+            written,
             type=events.WARNING,
             reason="FailedScheduling",
             message=decision.reason,
@@ -166,26 +166,27 @@ class ReservationStatuses:
         change: collections.abc.Callable[[dict[str, typing.Any]], None],
         *,
         attempts: int = 3,
-    ) -> bool:
-        """Read the Reservation, ``change`` its status, write it back at the version read."""
+    ) -> collections.abc.Mapping[str, typing.Any] | None:
+        """Read the Reservation, ``change`` its status, write it back at the version read; the
+        Reservation as written (None: gone, or it could not be written)."""
         path = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/reservations/{name}"
         for _ in range(attempts):
             try:
                 current = await rest.request(self._api, method="GET", path=path, timeout=30.0)
             except errors.NotFound:
-                return False
+                return None
             except errors.KubeError as exc:
                 self._log_failure("reservation", f"reading reservation {namespace}/{name}: {exc}")
-                return False
+                return None
             before = current.get("status")
             status = copy.deepcopy(before) if isinstance(before, dict) else {}
             change(status)
             if status == before:
-                return True
+                return current
             version = (current.get("metadata") or {}).get("resourceVersion")
             body = {"metadata": {"resourceVersion": version}, "status": status}
             try:
-                await rest.request(
+                answer = await rest.request(
                     self._api,
                     method="PATCH",
                     path=path + "/status",
@@ -196,17 +197,32 @@ class ReservationStatuses:
             except errors.Conflict:
                 continue  # written in between: read it again
             except errors.NotFound:
-                return False
+                return None
             except errors.KubeError as exc:
                 self._log_failure("reservation", f"writing reservation {namespace}/{name}: {exc}")
-                return False
-            return True
+                return None
+            return answer
         self._log_failure("reservation", f"reservation {namespace}/{name} kept changing; skipped")
-        return False
+        return None
 
-    def _event(self, namespace: str, name: str, *, type: str, reason: str, message: str) -> None:
+    def _event(
+        self,
+        reservation: collections.abc.Mapping[str, typing.Any],
+        *,
+        type: str,
+        reason: str,
+        message: str,
+    ) -> None:
         if self._recorder is not None:
-            ref = events.ObjectRef("Reservation", name, namespace, "", keys.API_VERSION)
+            meta = reservation.get("metadata") or {}
+            ref = events.ObjectRef(
+                "Reservation",
+                str(meta.get("name") or ""),
+                str(meta.get("namespace") or ""),
+                str(meta.get("uid") or ""),
+                keys.API_VERSION,
+                str(meta.get("resourceVersion") or ""),
+            )
             self._recorder.record(ref, type=type, reason=reason, message=message)
 
     def _log_failure(self, kind: str, message: str) -> None:

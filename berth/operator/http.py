@@ -9,6 +9,10 @@ Routes (DESIGN.md §5):
   OpenMetrics when the scraper asks for it);
 - ``GET /apis/v1/__services__``: every route this server answers, grouped by method;
 - ``GET /apis/v1/nodes/{name}``: the scheduler's view of one node;
+- the visibility API (:mod:`berth.operator.visibility`): ``GET /apis/v1/queues``,
+  ``GET /apis/v1/queues/{name}/waiting?limit=N&continue=T`` (the line, a page at a time),
+  ``GET /apis/v1/namespaces/{namespace}/podgroups/{name}/position``, ``GET /apis/v1/overview``;
+- ``GET /dashboard``: one read-only HTML page drawing ``/apis/v1/overview`` (no build step);
 - ``/apis/v1/plugins/<Plugin>/...``: the routes plugins offer as ``APIServiceProvider``;
 - ``POST /debug/flags/s`` (body: N) and ``POST /debug/flags/v`` (body: a log level), only when
   the debug API is enabled: they change the process's behaviour.
@@ -37,8 +41,8 @@ import typing
 import aiohttp.web
 
 from berth.kube import reviews
+from berth.operator import dashboards, probing, visibility
 from berth.operator import metrics as berth_metrics
-from berth.operator import probing
 from berth.scheduler.framework import handles, interfaces
 from berth.util import logging as berth_logging
 
@@ -80,12 +84,15 @@ class Providers:
         """The runtime's score-table switch (set when the scheduler is built)."""
         self.services: handles.ServiceRegistry | None = None
         """The plugins' routes (the scheduler handle's service registry)."""
+        self.visibility: visibility.Visibility | None = None
+        """The queues, their lines and the dashboard's data (set when the scheduler runs)."""
 
     def clear(self) -> None:
         """Forget everything the leader lent (it stopped)."""
         self.node_lookup = None
         self.score_table = None
         self.services = None
+        self.visibility = None
 
     def plugin_routes(self) -> list[tuple[str, interfaces.Route]]:
         """``(plugin, route)`` pairs currently served; none while nothing is lent."""
@@ -179,6 +186,13 @@ def build_app(
     app.router.add_get("/metrics", handlers.metrics)
     app.router.add_get(SERVICES_PATH, handlers.services)
     app.router.add_get("/apis/v1/nodes/{name}", handlers.node)
+    app.router.add_get("/apis/v1/queues", handlers.queues)
+    app.router.add_get("/apis/v1/queues/{name}/waiting", handlers.waiting)
+    app.router.add_get(
+        "/apis/v1/namespaces/{namespace}/podgroups/{name}/position", handlers.position
+    )
+    app.router.add_get("/apis/v1/overview", handlers.overview)
+    app.router.add_get("/dashboard", handlers.dashboard)
     app.router.add_route("*", PLUGINS_PREFIX + "/{plugin}/{tail:.*}", handlers.plugin)
     app.router.add_route("*", PLUGINS_PREFIX + "/{plugin}", handlers.plugin)
     if debug_api:
@@ -243,6 +257,39 @@ class _Handlers:
         if found is None:
             return _error(404, f"node {name!r} is not in the scheduler's cache")
         return aiohttp.web.json_response(found)
+
+    async def queues(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        return self._visible(lambda seen: seen.queues())
+
+    async def waiting(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        name = request.match_info["name"]
+        limit, token = request.query.get("limit"), request.query.get("continue")
+        return self._visible(lambda seen: seen.waiting(name, limit=limit, token=token))
+
+    async def position(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        return self._visible(lambda seen: seen.position(namespace, name))
+
+    async def overview(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        return self._visible(lambda seen: seen.overview())
+
+    async def dashboard(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        return aiohttp.web.Response(text=dashboards.page(), content_type="text/html")
+
+    def _visible(
+        self, answer: collections.abc.Callable[[visibility.Visibility], dict[str, typing.Any]]
+    ) -> aiohttp.web.Response:
+        seen = self._providers.visibility
+        if seen is None:
+            return _unavailable("the scheduler's queues")
+        try:
+            return aiohttp.web.json_response(answer(seen))
+        except visibility.NotFound as exc:
+            return _error(404, str(exc))
+        except visibility.BadRequest as exc:
+            return _error(400, str(exc))
+        except visibility.NotReady as exc:
+            return _error(503, str(exc))
 
     async def plugin(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
         plugin = request.match_info["plugin"]

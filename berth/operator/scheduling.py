@@ -39,7 +39,7 @@ from berth.api import keys
 from berth.controllers import observed, reservations, statuses
 from berth.controllers import registry as kopf_registry
 from berth.kube import admission, credentials, decisions, events, informers, snapshots
-from berth.operator import components, embedding, main
+from berth.operator import components, embedding, main, visibility
 from berth.operator import metrics as berth_metrics
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions as cycle_decisions
@@ -52,7 +52,7 @@ __all__ = ["Parts", "leader_components", "load_profile", "with_registry"]
 
 logger = logging.getLogger(__name__)
 
-_NOT_TRIED = "not tried this cycle"
+_NOT_TRIED = cycle_decisions.NOT_TRIED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +180,7 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         on_podgroup_phases=context.metrics.set_podgroup_phases,
     )
     context.providers.node_lookup = source.node
+    context.providers.visibility = visibility.Visibility(_Board(source, sink), clock=context.clock)
 
     def set_top_n(top_n: int) -> None:
         scheduler.debug_top_n = top_n
@@ -218,6 +219,9 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
 
         def on_result(result: cycle_decisions.CycleResult) -> None:
             feed.cycle(result, snapshot=parts.source.last)
+            seen = context.providers.visibility
+            if seen is not None:
+                seen.observe()
             parts.writer.kick()
             reserving.kick()
 

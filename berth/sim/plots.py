@@ -4,10 +4,19 @@ Two panels over virtual time, drawn from the JSON report alone (so a saved repor
 plotted again):
 
 - *Cluster utilization*: bound requests over capacity, per resource, in percent;
-- *Queues*: each queue's dominant share of the cluster (DRF: its largest fraction of any
-  resource, over the resources pods ask for) as a solid line; in the same colour, dashed, its
-  weighted entitlement (the report's ``fairShareSeries``), and dotted, the fair share the
-  scheduler's queue plugin computed after each cycle, when it published one.
+- *Queues*: one colour per queue, every line a dominant share of the cluster (DRF: the
+  largest fraction of any resource, over the resources pods ask for):
+
+  - solid, **allocated**: what the queue's bound pods hold;
+  - dashed, **fair share (weights)**: its entitlement when every queue wants everything —
+    guarantee plus its weighted part of the rest (``fairShareSeries``);
+  - dotted, **fair share now**: what the scheduler's queue plugin computed after each cycle,
+    which also follows demand (a queue that wants less gets less);
+  - dash-dot, **guaranteed**: its guarantee (``guaranteedSeries``), drawn when it has one;
+
+  and marks: a tick at the bottom for every job **arrival**, an ``x`` on the allocated line
+  for every **eviction** (reclaim, preemption), and a vertical line labelled with the new
+  weight (or guarantee) where a queue **changed**.
 
 Matplotlib is used through its object API: a bare ``Figure`` renders PNG with the Agg canvas,
 so there is no pyplot, no global backend switch and no display needed. Used by ``berth sim``.
@@ -26,7 +35,7 @@ import matplotlib.figure
 from berth.api import quantities
 from berth.sim import reports
 
-__all__ = ["plot"]
+__all__ = ["figure", "plot"]
 
 Report = collections.abc.Mapping[str, typing.Any]
 _Samples = list[tuple[float, dict[str, int]]]
@@ -35,11 +44,16 @@ _STYLES = ("-", "--", "-.", ":")
 
 def plot(report: Report, *, path: pathlib.Path | str) -> None:
     """Draw ``report`` into the PNG file at ``path``."""
+    figure(report).savefig(pathlib.Path(path), format="png", metadata={"Software": None})
+
+
+def figure(report: Report) -> matplotlib.figure.Figure:
+    """The plot of ``report`` (see the module docstring), not yet saved."""
     capacity = _milli(report["cluster"]["capacity"])
     end = float(report["end"])
     scale, unit = _time_unit(end)
-    figure = matplotlib.figure.Figure(figsize=(12, 8), dpi=100, layout="constrained")
-    top, bottom = figure.subplots(2, 1, sharex=True)
+    drawing = matplotlib.figure.Figure(figsize=(12, 8), dpi=100, layout="constrained")
+    top, bottom = drawing.subplots(2, 1, sharex=True)
 
     cluster = _series(report["cluster"]["allocated"])
     used = {name for _, value in cluster for name, amount in value.items() if amount > 0}
@@ -68,6 +82,7 @@ def plot(report: Report, *, path: pathlib.Path | str) -> None:
         colour = colours(index % 10)
         allocated = _series(data["allocated"])
         xs, ys = _steps(allocated, end=end, value=functools.partial(_dominant, basis))
+        xs_held, ys_held = xs, ys
         bottom.step(
             [x / scale for x in xs],
             ys,
@@ -76,12 +91,15 @@ def plot(report: Report, *, path: pathlib.Path | str) -> None:
             linewidth=1.8,
             label=f"{queue} allocated",
         )
-        # The entitlement the weights, guarantees and limits give (what "fair" means when
-        # every queue wants more), and, thinner, the share the scheduler aimed at after each
-        # cycle when its queue plugin published one (it follows demand).
         lines = (
             (data["fairShareSeries"], "--", 1.3, "fair share (weights)"),
-            (data.get("schedulerFairShare") or [], ":", 1.1, "scheduler's share"),
+            (data.get("schedulerFairShare") or [], ":", 1.1, "fair share now (scheduler)"),
+            (
+                data.get("guaranteedSeries") or [] if data.get("guaranteed") else [],
+                "-.",
+                1.0,
+                "guaranteed",
+            ),
         )
         for samples, style, width, what in lines:
             fair = _series(samples)
@@ -97,7 +115,28 @@ def plot(report: Report, *, path: pathlib.Path | str) -> None:
                 linewidth=width,
                 label=f"{queue} {what}",
             )
-    bottom.set_title("Queues: allocation against weighted fair share")
+        _mark_jobs(bottom, report, queue=queue, colour=colour, scale=scale, held=(xs_held, ys_held))
+        for change in data.get("changes") or ():
+            at = float(change["t"]) / scale
+            bottom.axvline(at, color=colour, linestyle=":", linewidth=0.9, alpha=0.8)
+            text = f"{queue}: weight {change['weight']}"
+            if change.get("guaranteed"):
+                text += ", guaranteed " + ", ".join(
+                    f"{k}={v}" for k, v in sorted(change["guaranteed"].items())
+                )
+            bottom.annotate(
+                text,
+                (at, 100),
+                xytext=(3, -3),
+                textcoords="offset points",
+                fontsize=8,
+                color=colour,
+                va="top",
+            )
+    bottom.set_title(
+        "Queues: allocated (solid) against fair share and guarantee; "
+        "| arrivals, x evictions, ⋮ changes"
+    )
     bottom.set_ylabel("dominant share of cluster (%)")
     bottom.set_xlabel(f"virtual time ({unit})")
     bottom.set_ylim(0, 105)
@@ -105,8 +144,56 @@ def plot(report: Report, *, path: pathlib.Path | str) -> None:
     bottom.grid(True, alpha=0.3)
     if report["queues"]:
         bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
-    figure.suptitle(f"berth sim: {report['scenario']}", fontsize=14)
-    figure.savefig(pathlib.Path(path), format="png", metadata={"Software": None})
+    drawing.suptitle(f"berth sim: {report['scenario']}", fontsize=14)
+    return drawing
+
+
+def _mark_jobs(
+    axes: typing.Any,
+    report: Report,
+    *,
+    queue: str,
+    colour: typing.Any,
+    scale: float,
+    held: tuple[list[float], list[float]],
+) -> None:
+    """Ticks at the bottom for the queue's job arrivals; an x on its allocated line for each
+    eviction (at the share it held just before)."""
+    jobs = [j for j in report["workloads"] if j.get("queue") == queue]
+    arrivals = [float(j["submitted"]) / scale for j in jobs]
+    if arrivals:
+        axes.plot(
+            arrivals,
+            [1.0] * len(arrivals),
+            linestyle="none",
+            marker="|",
+            markersize=9,
+            color=colour,
+            alpha=0.6,
+            label=f"{queue} arrivals",
+        )
+    evicted = [float(t) for j in jobs for t in j.get("evictedAt") or ()]
+    if evicted:
+        xs, ys = held
+        axes.plot(
+            [t / scale for t in evicted],
+            [_at(xs, ys, t) for t in evicted],
+            linestyle="none",
+            marker="x",
+            markersize=7,
+            color=colour,
+            label=f"{queue} evictions",
+        )
+
+
+def _at(xs: list[float], ys: list[float], t: float) -> float:
+    """The step function's value just before ``t``."""
+    value = ys[0] if ys else 0.0
+    for x, y in zip(xs, ys, strict=True):
+        if x >= t:
+            break
+        value = y
+    return value
 
 
 def _milli(resources: collections.abc.Mapping[str, str]) -> dict[str, int]:

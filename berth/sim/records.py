@@ -60,6 +60,7 @@ class JobRecord:
     started: int | None = None  # when min_member pods were first bound
     finished: int | None = None  # when every pod of the last attempt had succeeded
     evictions: int = 0
+    evicted_at: list[int] = dataclasses.field(default_factory=list)  # when each eviction was
     restarts: int = 0
     reason: str | None = None  # the scheduler's last "why pending", while it waits
 
@@ -175,6 +176,7 @@ class Recorder:
         job = self.jobs[pod.job]
         if evicted:
             job.evictions += 1
+            job.evicted_at.append(at)
         if pod.done:
             return
         if pod.node is None:

@@ -5,9 +5,10 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
     apiVersion, kind: Report, scenario, seed, end
     cluster:      nodes, capacity, allocated [{t, resources}]
     workloads:    [{namespace, name, workload, queue, minMember, submitted, started, finished,
-                    wait, pods {pod: node|null}, evictions, restarts, reason}]
+                    wait, pods {pod: node|null}, evictions, evictedAt [t], restarts, reason}]
     queues:       {name: {weight, guaranteed, limit, fairShare, fairShareSeries [{t, resources}],
-                          schedulerFairShare [{t, resources}] | null, allocated [{t, resources}]}}
+                          schedulerFairShare [{t, resources}] | null, allocated [{t, resources}],
+                          guaranteedSeries [{t, resources}], changes [{t, weight, guaranteed}]}}
     reservations: [{namespace, name, phase, nodeName, owners, currentOwners}]
     summary:      utilization {resource: fraction}, wait {queue: {p50, p90, jobs, started,
                   pendingAtEnd}}, jainIndex, contendedSeconds, partialGangs, jobs, evictions,
@@ -23,6 +24,8 @@ How the summary is computed (the README of ``examples/sim`` repeats it):
   (:mod:`berth.sim.fairness`); ``fairShareSeries`` when queues change during the run.
   ``schedulerFairShare`` is the fair share the scheduler's queue plugin (Proportion) computed
   after each cycle, which also follows demand; ``null`` when no plugin published one.
+  ``guaranteedSeries`` is the queue's guarantee over time; ``changes`` lists the moments after
+  the start when its weight or guarantee changed (a timed ``apply``), with the new values.
 - ``jainIndex``: at every moment when at least two queues have demand (running or pending
   pods), each such queue's allocation is divided by its demand-capped weighted fair share (the
   work-conserving max-min split), both as dominant shares of the cluster (the largest fraction
@@ -137,6 +140,7 @@ def _workload(job: records.JobRecord, *, end: int) -> dict[str, typing.Any]:
         "wait": events.seconds(_wait(job, end=end)),
         "pods": dict(sorted(job.pods.items())),
         "evictions": job.evictions,
+        "evictedAt": [events.seconds(t) for t in job.evicted_at],
         "restarts": job.restarts,
         "reason": job.reason,
     }
@@ -161,8 +165,34 @@ def _queues(
             if name in recorder.published
             else None,
             "allocated": _samples(recorder.allocated[name]),
+            **_shape_history(recorder, name),
         }
     return out
+
+
+def _shape_history(recorder: records.Recorder, name: str) -> dict[str, typing.Any]:
+    """The queue's guarantee over time, and when its weight or guarantee changed."""
+    guaranteed = records.Series(resources.ResourceList())
+    changes: list[dict[str, typing.Any]] = []
+    before: fairness.QueueShape | None = None
+    for at, shapes in recorder.shapes:
+        shape = next((s for s in shapes if s.name == name), None)
+        if shape is None:
+            continue
+        guaranteed.set(at, shape.guaranteed)
+        if before is not None and (before.weight, before.guaranteed) != (
+            shape.weight,
+            shape.guaranteed,
+        ):
+            changes.append(
+                {
+                    "t": events.seconds(at),
+                    "weight": shape.weight,
+                    "guaranteed": shape.guaranteed.to_api(),
+                }
+            )
+        before = shape
+    return {"guaranteedSeries": _samples(guaranteed), "changes": changes}
 
 
 def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:

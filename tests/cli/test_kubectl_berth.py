@@ -417,10 +417,12 @@ def seed(emulator: testing.RunningEmulator) -> None:
         )  # fmt: skip
         for obj, status in (
             (research, {"fairShare": {"cpu": "14"}, "allocated": {"cpu": "1", "memory": "1Gi"},
-                        "children": ["team-a"], "pending": 1, "running": 0}),
+                        "children": ["team-a"], "pending": 1, "running": 0, "state": "Open",
+                        "pendingPods": 3, "runningPods": 1}),
             (team_a, {"fairShare": {"cpu": "12", "memory": "4Gi"},
                       "allocated": {"cpu": "1", "memory": "1Gi"},
                       "requested": {"cpu": "6", "memory": "3Gi"}, "pending": 1, "running": 0,
+                      "state": "Open", "pendingPods": 3, "runningPods": 1,
                       "conditions": [{"type": "Valid", "status": "True", "reason": "Valid",
                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
         ):  # fmt: skip
@@ -512,18 +514,24 @@ def test_queues_shows_the_tree_with_values(kubectl_berth_run: Kubectl) -> None:
     assert result.stdout.splitlines() == [
         "queues",
         "├── default  implicit (no Queue object): weight 1 · priority 0 · Open",
-        "└── research  weight 1 · priority 0 · Open · podgroups 1 pending, 0 running",
+        "└── research  weight 1 · priority 0 · Open · pods 3 pending, 1 running · podgroups 1 "
+        "pending, 0 running",
         "    guaranteed  cpu 4",
         "    limit       -",
         "    fair share  cpu 14",
         "    allocated   cpu 1, memory 1Gi",
         "    requested   -",
-        "    └── team-a  weight 3 · priority 10 · Open · podgroups 1 pending, 0 running",
+        "    cpu         █░░░░░░░░░░░░░░░░░░░  1 of fair share 14 (guaranteed 4)",
+        "    memory      ████████████████████  1Gi of fair share 0 (guaranteed 0)",
+        "    └── team-a  weight 3 · priority 10 · Open · pods 3 pending, 1 running · podgroups 1 "
+        "pending, 0 running",
         "        guaranteed  cpu 2, memory 4Gi",
         "        limit       cpu 12",
         "        fair share  cpu 12, memory 4Gi",
         "        allocated   cpu 1, memory 1Gi",
         "        requested   cpu 6, memory 3Gi",
+        "        cpu         ██░░░░░░░░░░░░░░░░░░  1 of fair share 12 (guaranteed 2)",
+        "        memory      █████░░░░░░░░░░░░░░░  1Gi of fair share 4Gi (guaranteed 4Gi)",
         "        conditions  Valid=True (Valid)",
     ]
 

@@ -6,6 +6,9 @@ We test these aspects:
   final tables (queues, PodGroups, reservations, pods with their nodes) and the operator's
   metrics (attempts, bindings, leader status);
 - ``berth demo --timeout`` too short for the examples exits 1 saying it timed out;
+- ``berth up`` writes its kubeconfig under the state directory (never the working directory)
+  and prints it; ``kubectl describe pod`` of a pod that cannot fit shows one FailedScheduling
+  Event with the reason;
 - ``berth up`` prints how to point kubectl at it; kubectl then sees the simulated nodes and
   Berth's CRDs, a pod applied with kubectl is bound by Berth; SIGINT stops it with exit 0;
 - ``berth bench e2e`` on a small cluster prints one JSON object with every pod bound.
@@ -64,7 +67,7 @@ def test_demo_runs_every_example_and_exits_0(tmp_path: pathlib.Path) -> None:
 @pytest.mark.slow
 def test_demo_that_cannot_finish_in_time_exits_1(tmp_path: pathlib.Path) -> None:
     done = subprocess.run(
-        [BERTH, "demo", "--timeout", "1", "--speed", "0.01"],
+        [BERTH, "demo", "--timeout", "1", "--speedup", "0.01"],
         cwd=tmp_path,
         env=environment(tmp_path),
         capture_output=True,
@@ -157,3 +160,72 @@ def test_bench_e2e_binds_every_pod(tmp_path: pathlib.Path) -> None:
     )
     assert result["pods_per_second"] > 0
     assert result["p50_ms"] <= result["p99_ms"]
+
+
+HUGE = """
+apiVersion: v1
+kind: Pod
+metadata: {name: huge-0}
+spec:
+  schedulerName: berth-scheduler
+  containers: [{name: c, image: busybox, resources: {requests: {cpu: "64"}}}]
+"""
+
+
+@pytest.mark.slow
+def test_up_keeps_its_kubeconfig_in_the_state_directory_and_describe_shows_why(
+    tmp_path: pathlib.Path,
+) -> None:
+    env = environment(tmp_path)
+    process = subprocess.Popen(
+        [BERTH, "up", "--nodes", "2x cpu=4,memory=8Gi", "--log-level", "warning"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        process.stdout.readline()
+        exported = process.stdout.readline()
+        kubeconfig = tmp_path / ".local" / "state" / "berth" / "up" / "kubeconfig"
+        assert f"export KUBECONFIG={kubeconfig}" in exported
+        assert kubeconfig.is_file()
+        assert not list(tmp_path.glob("*kubeconfig*"))  # nothing left in the working directory
+        kubectl_env = env | {"KUBECONFIG": str(kubeconfig)}
+
+        def kubectl(*args: str, input: str | None = None) -> str:
+            return subprocess.run(
+                [testing.kubectl_binary(), *args],
+                env=kubectl_env,
+                input=input,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
+            ).stdout
+
+        kubectl("apply", "-f", "-", input=HUGE)
+        deadline = time.monotonic() + 20
+        described = ""
+        while time.monotonic() < deadline and "FailedScheduling" not in described:
+            described = kubectl("describe", "pod", "huge-0")
+            time.sleep(0.2)
+        _, _, table = described.partition("\nEvents:")
+        rows = [line for line in table.splitlines()[3:] if line.strip()]
+        assert len(rows) == 1, described
+        assert re.match(
+            r"\s*Warning\s+FailedScheduling\s+\S+\s+berth-scheduler\s+0/2 nodes fit: "
+            r"2 Insufficient cpu",
+            rows[0],
+        ), described
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()

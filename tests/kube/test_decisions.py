@@ -97,12 +97,14 @@ class Harness:
         return self.emulator.call(api.storage.get, resource.key, "default", name)
 
     def events(self) -> list[tuple[str, str, str]]:
+        return [
+            (e["involvedObject"]["name"], e["reason"], e["message"]) for e in self.stored_events()
+        ]
+
+    def stored_events(self) -> list[Object]:
         api = self.emulator.api
         resource = self.emulator.call(api.resource, "v1", "events")
-        return [
-            (e["involvedObject"]["name"], e["reason"], e["message"])
-            for e in self.emulator.call(api.storage.list, resource.key)
-        ]
+        return list(self.emulator.call(api.storage.list, resource.key))
 
     def apply(self, *decided: d.Decision) -> None:
         self.sink.apply(d.CycleResult(session_id="s", decisions=decided))
@@ -314,7 +316,7 @@ async def test_annotations_and_nominations(harness: Harness) -> None:
 
 
 async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> None:
-    harness.add_pod("p")
+    pod = harness.add_pod("p")
     harness.start()
     why = d.Unschedulable(
         subject=d.Subject.POD, key="default/p", reason="0/2 nodes fit: 2 Insufficient cpu"
@@ -336,11 +338,11 @@ async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> N
         "Unschedulable",
         "queue q is closed",
     )
-    failed = [e for e in harness.events() if e[1] == "FailedScheduling"]
-    assert sorted(e[2] for e in failed) == [
-        "0/2 nodes fit: 2 Insufficient cpu",
-        "queue q is closed",
-    ]
+    # One Event for the pod's one reason code: the new message replaced the old, counted.
+    (event,) = [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"]
+    assert (event["message"], event["count"]) == ("queue q is closed", 2)
+    assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
+    assert event["involvedObject"]["resourceVersion"]
 
 
 def _reservation(name: str) -> Object:
@@ -446,3 +448,19 @@ async def test_an_availability_landing_after_the_owner_never_revives_the_reserva
     conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
     assert (status["phase"], status["nodeName"]) == ("Succeeded", "n1")
     assert conditions == {"Scheduled": ("True", "Scheduled"), "Ready": ("False", "Succeeded")}
+
+
+async def test_a_pod_not_tried_this_cycle_keeps_its_reason(harness: Harness) -> None:
+    harness.add_pod("p")
+    harness.start()
+    why = "0/2 nodes fit: 2 Insufficient cpu"
+    harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=why))
+    await harness.settle()
+    harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=d.NOT_TRIED))
+    await harness.settle()
+    stored = harness.stored("pods", "p")
+    assert stored is not None
+    (condition,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert condition["message"] == why
+    (event,) = harness.stored_events()
+    assert (event["message"], event["count"]) == (why, 1)

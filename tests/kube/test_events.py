@@ -2,10 +2,15 @@
 
 We test these aspects:
 
-- an Event lands as ``kubectl get events`` reads it: involved object, reason, message, type,
-  source and timestamps; cluster-scoped objects' Events go to ``default``;
-- the limits per object: the same reason and message again is suppressed for a while, a burst
-  is capped and then refills with time, other objects are not affected;
+- an Event lands as ``kubectl get events`` reads it: involved object (uid and resourceVersion
+  included), reason, message, type, source, reporting component and instance, timestamps;
+  cluster-scoped objects' Events go to ``default``;
+- repeats are aggregated: one Event per object and reason, whose ``count`` and
+  ``lastTimestamp`` grow when the reason repeats after the repeat window or its message
+  changes; the same again sooner is not counted; ``kubectl describe`` finds the Event by uid
+  and shows the repeats;
+- the limits per object: writes are capped by a burst that refills with time, a held-back
+  repeat is written with the next one let through, other objects are not affected;
 - recording from another thread (Kopf's) is safe and posts on the recorder's loop;
 - recording never blocks or raises: when the API server refuses, Events are dropped and
   counted;
@@ -27,7 +32,7 @@ from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import clocks
 from tests.kube import conftest
 
-POD = events.ObjectRef("Pod", "p", "default", "uid-1")
+POD = events.ObjectRef("Pod", "p", "default", "uid-1", "v1", "42")
 
 
 @pytest.fixture
@@ -65,6 +70,7 @@ async def test_an_event_lands_as_kubectl_reads_it(
         "name": "p",
         "namespace": "default",
         "uid": "uid-1",
+        "resourceVersion": "42",
     }
     assert (event["reason"], event["message"], event["type"]) == (
         "FailedScheduling",
@@ -72,7 +78,10 @@ async def test_an_event_lands_as_kubectl_reads_it(
         "Warning",
     )
     assert event["source"] == {"component": "berth-scheduler"}
-    assert event["lastTimestamp"] == "2026-01-01T00:00:00Z"
+    assert event["reportingComponent"] == "berth-scheduler"
+    assert event["reportingInstance"]  # the replica (the host name unless told)
+    assert event["lastTimestamp"] == event["firstTimestamp"] == "2026-01-01T00:00:00Z"
+    assert event["count"] == 1
     printed = emulator.kubectl("get", "events", "-o", "name").stdout
     assert printed.startswith("event/p.")
 
@@ -87,25 +96,67 @@ async def test_cluster_scoped_objects_events_go_to_default(
     assert event["metadata"]["namespace"] == "default"  # type: ignore[index]
 
 
+async def test_repeats_are_counted_into_one_event(
+    emulator: testing.RunningEmulator,
+    recorder: events.EventRecorder,
+    virtual_clock: clocks.VirtualClock,
+) -> None:
+    created = conftest.create(emulator, conftest.pod("p"), plural="pods")
+    meta = created["metadata"]
+    pod = events.ObjectRef("Pod", "p", "default", meta["uid"], "v1", meta["resourceVersion"])
+    why = "0/4 nodes are available: 4 Insufficient cpu"
+    for _ in range(3):  # every cycle says it again; within the window nothing is counted
+        recorder.record(pod, type=events.WARNING, reason="FailedScheduling", message=why)
+    await recorder.drain()
+    for _ in range(10):  # ten minutes of waiting, one cycle every 6 s
+        for _ in range(10):
+            virtual_clock.advance(6)
+            recorder.record(pod, type=events.WARNING, reason="FailedScheduling", message=why)
+        await recorder.drain()
+    (event,) = stored_events(emulator)
+    assert (event["reason"], event["message"], event["count"]) == ("FailedScheduling", why, 11)
+    assert event["involvedObject"]["uid"] == meta["uid"]
+    assert event["firstTimestamp"] == "2026-01-01T00:00:00Z"
+    assert event["lastTimestamp"] == "2026-01-01T00:10:00Z"
+    assert recorder.posted == 1
+    described = emulator.kubectl("describe", "pod", "p").stdout
+    assert "(x11 over" in described, described
+
+
+async def test_a_new_message_replaces_the_old_one_and_counts(
+    emulator: testing.RunningEmulator, recorder: events.EventRecorder
+) -> None:
+    recorder.record(POD, type=events.WARNING, reason="FailedScheduling", message="one")
+    await recorder.drain()
+    recorder.record(POD, type=events.WARNING, reason="FailedScheduling", message="two")
+    recorder.record(POD, type=events.NORMAL, reason="Scheduled", message="placed")
+    await recorder.drain()
+    found = sorted((e["reason"], e["message"], e["count"]) for e in stored_events(emulator))
+    assert found == [("FailedScheduling", "two", 2), ("Scheduled", "placed", 1)]
+
+
 async def test_limits_per_object(
-    recorder: events.EventRecorder, virtual_clock: clocks.VirtualClock
+    emulator: testing.RunningEmulator,
+    recorder: events.EventRecorder,
+    virtual_clock: clocks.VirtualClock,
 ) -> None:
     record = recorder.record
-    assert record(POD, type="Warning", reason="FailedScheduling", message="a")
-    assert not record(POD, type="Warning", reason="FailedScheduling", message="a")  # repeat
-    assert record(POD, type="Warning", reason="FailedScheduling", message="b")
-    assert record(POD, type="Warning", reason="FailedScheduling", message="c")
-    assert not record(POD, type="Warning", reason="FailedScheduling", message="d")  # burst spent
-    other = events.ObjectRef("Pod", "q", "default")
-    assert record(other, type="Warning", reason="FailedScheduling", message="a")
-    virtual_clock.advance(10)  # one token back
-    assert record(POD, type="Warning", reason="FailedScheduling", message="d")
-    assert not record(POD, type="Warning", reason="FailedScheduling", message="e")
-    virtual_clock.advance(60)  # the repeat window is over too
-    assert record(POD, type="Warning", reason="FailedScheduling", message="a")
-    assert recorder.suppressed == 3
+    assert record(POD, type="Warning", reason="A", message="a")
+    assert not record(POD, type="Warning", reason="A", message="a")  # the same, too soon
+    assert record(POD, type="Warning", reason="B", message="b")
+    assert record(POD, type="Warning", reason="C", message="c")
+    assert not record(POD, type="Warning", reason="D", message="d")  # burst (3) spent
+    other = events.ObjectRef("Pod", "q", "default", "uid-2")
+    assert record(other, type="Warning", reason="A", message="a")
     await recorder.drain()
-    assert recorder.posted == 6
+    assert recorder.posted == 4
+    virtual_clock.advance(10)  # one token back: the held-back D is written with the next one
+    assert record(POD, type="Warning", reason="D", message="d")
+    assert not record(POD, type="Warning", reason="E", message="e")
+    await recorder.drain()
+    reasons = sorted(e["reason"] for e in stored_events(emulator))
+    assert reasons == ["A", "A", "B", "C", "D"]
+    assert recorder.suppressed == 3
 
 
 async def test_recording_from_another_thread_posts_on_the_loop(

@@ -162,14 +162,26 @@ async def test_services_lists_every_route_by_method(
     assert await response.json() == {
         "GET": [
             "/apis/v1/__services__",
+            "/apis/v1/namespaces/{namespace}/podgroups/{name}/position",
             "/apis/v1/nodes/{name}",
+            "/apis/v1/overview",
             "/apis/v1/plugins/Reservation/reservations/{name}",
+            "/apis/v1/queues",
+            "/apis/v1/queues/{name}/waiting",
+            "/dashboard",
             "/healthz",
             "/metrics",
             "/readyz",
         ],
         "POST": sorted(["/apis/v1/plugins/Gang/gangs", *posts]),
     }
+
+
+async def test_visibility_is_unavailable_on_a_follower(make_client: ClientFactory) -> None:
+    client = await make_client()
+    response = await client.get("/apis/v1/queues/team-a/waiting")
+    assert response.status == 503
+    assert "only on the leader" in (await response.json())["error"]
 
 
 async def test_node_view_is_unavailable_without_a_cache(make_client: ClientFactory) -> None:

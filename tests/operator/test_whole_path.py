@@ -184,7 +184,7 @@ async def test_examples_applied_with_kubectl_are_placed_run_and_explained(
         assert "Insufficient cpu" in condition["message"]
 
         queues = await kubectl(emulator, "get", "bq")
-        assert re.search(r"^team-a\s+research\s+3\s", queues, re.M), queues
+        assert re.search(r"^team-a\s+Open\s+research\s+8 cpu, 32Gi mem\s", queues, re.M), queues
 
         listed = await kubectl(emulator, "get", "events")
         assert re.search(

@@ -47,7 +47,7 @@ def test_up_real_runs_the_examples_then_stops_everything(tmp_path: pathlib.Path)
         binaries.find()
     except binaries.BinariesMissing as missing:
         pytest.skip(f"no real control plane: {missing}")
-    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path))
+    env = dict(os.environ, BERTH_STATE_DIR=str(tmp_path / "berth"))
     env["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     state = tmp_path / "berth" / "real-cluster"
     process = subprocess.Popen(
@@ -99,7 +99,7 @@ def test_up_real_runs_the_examples_then_stops_everything(tmp_path: pathlib.Path)
 
 def test_up_real_refuses_options_of_the_embedded_cluster() -> None:
     result = subprocess.run(
-        [BERTH, "up", "--real", "--speed", "5"], capture_output=True, text=True, timeout=60
+        [BERTH, "up", "--real", "--speedup", "5"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2
-    assert "--speed does not apply to --real" in result.stderr
+    assert "--speedup does not apply to --real" in result.stderr

@@ -25,12 +25,17 @@ __all__ = [
     "DecisionRecorder",
     "EndReservation",
     "EvictPod",
+    "NOT_TRIED",
     "NominatePod",
     "QueueStatusSummary",
     "SetReservationAvailable",
     "Subject",
     "Unschedulable",
 ]
+
+
+NOT_TRIED = "not tried this cycle"
+"""The reason of a pending pod no action looked at this cycle: no news about why it waits."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -219,6 +224,11 @@ class CycleResult:
     )
     attempt_seconds: tuple[float, ...] = ()  # one entry per pod placement attempt, in order
     errors: tuple[str, ...] = ()  # one line per plugin that raised this session
+    waiting: collections.abc.Mapping[str, tuple[str, ...]] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
+    """Per queue, the groups (keys) still waiting after the session, in the order the
+    scheduler tries them: a group's place in line is its index + 1."""
     queues: collections.abc.Mapping[str, QueueStatusSummary] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )  # by queue name, when a queue plugin published them

@@ -368,7 +368,7 @@ def close_session(session: Session) -> decisions.CycleResult:
         framework.handle.detach()
     for pod in session.snapshot.pending:
         if pod.key not in session.placed and pod.key not in session.pod_reasons:
-            session.pod_reasons[pod.key] = "not tried this cycle"
+            session.pod_reasons[pod.key] = decisions.NOT_TRIED
     recorder = session.recorder
     for key in sorted(session.group_reasons):
         job = session.jobs.get(typing.cast("ids.PodGroupKey", key))
@@ -390,6 +390,7 @@ def close_session(session: Session) -> decisions.CycleResult:
         else:
             subject, key_out = decisions.Subject.POD, key
         recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
+    in_line = _waiting_in_line(session)
     errors, plugin_seconds = framework.end_session()
     return decisions.CycleResult(
         session_id=session.id,
@@ -401,4 +402,18 @@ def close_session(session: Session) -> decisions.CycleResult:
         attempt_seconds=tuple(session.attempt_seconds),
         errors=errors,
         queues=types.MappingProxyType(dict(sorted(session.queue_statuses.items()))),
+        waiting=types.MappingProxyType(in_line),
     )
+
+
+def _waiting_in_line(session: Session) -> dict[str, tuple[str, ...]]:
+    """Per queue, the jobs that stayed pending (they have a reason), in job order."""
+    names = sorted({job.queue for job in session.jobs.values()})
+    out: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        line = tuple(
+            str(job.key) for job in session.ordered_jobs(name) if job.key in session.group_reasons
+        )
+        if line:
+            out[name] = line
+    return out

@@ -12,7 +12,10 @@ pod —, then registers:
   but is entitled to none of counts as 1, reached) —, then higher ``priority``, then name;
 - **job_valid**: a job whose queue is unusable (``queue team-a is invalid: parent queue org
   does not exist``), not a leaf (``queue team is not a leaf queue``) or closed (``queue team-a
-  is closed``; a group that already runs may complete) waits with that reason;
+  is closed``; a group that already runs may complete) waits with that reason, and so does
+  one whose quorum exceeds a limit on its queue's path even with the queue empty (``queue
+  team-a limit for cpu can never be met: the pod group (minMember 4) needs 16 cpu to start,
+  the limit is 8``);
 - **allocatable**, per pod: never above a ``limit``, the queue's or an ancestor's (``queue
   team-a at limit for cpu (64/64)``); and not once the queue holds its whole entitlement of a
   resource the pod asks for while another queue below its own still has jobs to try (``queue
@@ -329,7 +332,26 @@ class _Books:
 
     def job_valid(self, job: jobs.Job) -> statuses.Status:
         group = job.group
-        return self.queue_problem(job.queue, running=group.placed + group.succeeded > 0)
+        status = self.queue_problem(job.queue, running=group.placed + group.succeeded > 0)
+        if not status.is_success() or not self.limited[job.queue]:
+            return status
+        return self._within_limits(job)
+
+    def _within_limits(self, job: jobs.Job) -> statuses.Status:
+        """Unresolvable when what the job needs to start exceeds a limit on its queue's path
+        even with the queue empty: it could wait forever, so it says so."""
+        need, path = self.quorum_need(job), self.paths[job.queue]
+        over = need > self.limit[path]
+        if not over.any():
+            return statuses.SUCCESS
+        row, col = (int(x) for x in np.argwhere(over)[0])
+        q, res = int(path[row]), self.resources[col]
+        what = "pod" if job.group.implicit else f"pod group (minMember {job.group.min_member})"
+        return _unresolvable(
+            f"queue {self.order[q]} limit for {res} can never be met: the {what} needs "
+            f"{shares.format_quantity(res, int(need[col]))} {res} to start, the limit is "
+            f"{shares.format_quantity(res, int(self.limit[q, col]))}"
+        )
 
     def allocatable(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
         name = queue.name

@@ -111,6 +111,8 @@ class PodInfo:
     """An in-memory reserve pod standing for a Reservation (never bound as a pod). Set only
     where Berth builds one (:mod:`berth.scheduler.snapshot.reservations`), never read from the
     pod: the ``reserve-pod`` annotation is a label for people, and users can write it."""
+    # The version parsed (Events name it); not part of what scheduling compares.
+    resource_version: str = dataclasses.field(default="", compare=False, hash=False, repr=False)
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -396,6 +398,7 @@ def pod_info(
     node_name = spec.get("nodeName")
     return PodInfo(
         uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
         namespace=namespace,
         name=name,
         key=ids.PodKey(ids.key_of(namespace, name=name)),

@@ -7,7 +7,8 @@ We test these aspects:
 - lending an idle guarantee and taking it back (two cycles on the same cluster);
 - weights 1:2:3 splitting spare capacity;
 - nested queues: a parent's guarantee shared by its children, each child reclaiming;
-- a limit capping a lone queue (with its reason);
+- a limit capping a lone queue (with its reason), and a gang larger than the limit told it
+  can never start;
 - priority between sibling queues;
 - a closed queue admits nothing new but lets a running group finish;
 - preemption within a queue (lowest priority, newest first), not across queues, and not by
@@ -130,7 +131,9 @@ CASES = [
         ],
         {"a0": "n1", "a1": "n1", "a2": "n1"},
         group_reasons={
-            "big": "gang needs minMember 4, only 3 could be placed; queue a at limit for cpu (3/3)",
+            # 4 pods of 1 cpu against a limit of 3: it never fits, and says so.
+            "big": "queue a limit for cpu can never be met: the pod group (minMember 4) needs "
+            "4 cpu to start, the limit is 3",
             "pod:a3": "gang needs minMember 1, only 0 could be placed; "
             "queue a at limit for cpu (3/3)",
             "pod:a4": "gang needs minMember 1, only 0 could be placed; "

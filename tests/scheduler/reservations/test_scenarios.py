@@ -112,7 +112,9 @@ def test_a_non_owner_cannot_use_the_reserved_room_even_when_the_node_is_otherwis
     world.put(b.pod("stranger", cpu="2", memory=None))
     world.cycle()
     assert world.node_of("stranger") is None
-    assert world.reason("stranger") == "0/1 nodes fit: 1 Insufficient cpu"
+    assert world.reason("stranger") == (
+        "0/1 nodes fit: 1 Insufficient cpu (node n1: 3 cpu reserved by default/r)"
+    )
     world.put(b.pod("small", cpu="1", memory=None))
     world.cycle()
     assert world.node_of("small") == "n1"  # the unreserved core is anyone's

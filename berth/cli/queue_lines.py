@@ -1,0 +1,194 @@
+"""One queue's line as ``kubectl berth queue QUEUE`` shows it: who waits, in what order, why.
+
+Two sources give the same :class:`Line`:
+
+- :func:`from_operator`: the operator's visibility API
+  (``/apis/v1/queues`` and ``/apis/v1/queues/{name}/waiting``, a page at a time), which knows
+  every waiting group, a pod's group of one included;
+- :func:`from_objects`: the Queue and PodGroups as the API server lists them — their status
+  as the operator last wrote it (``queuePosition``, ``queuePending``, the ``Scheduled``
+  condition) — when the operator cannot be reached from where kubectl runs.
+
+:func:`render` prints the queue's state and usage and the line as a table.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import json
+import typing
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import rich.console
+import rich.table
+import rich.text
+
+from berth.api import podgroups
+
+__all__ = ["Line", "NoSuchQueue", "Waiting", "from_objects", "from_operator", "render"]
+
+Body = collections.abc.Mapping[str, typing.Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Waiting:
+    """One waiting group."""
+
+    position: int
+    kind: str  # "PodGroup", or "Pod" for a pod's group of one
+    namespace: str
+    name: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    """A queue, its state and usage, and the first of those waiting in it."""
+
+    queue: str
+    state: str
+    state_reason: str | None
+    pods: str  # "3 pending, 2 running"
+    usage: str  # "allocated 2 cpu of fair share 4 cpu (guaranteed 4 cpu)"
+    total: int  # how many wait
+    waiting: tuple[Waiting, ...]
+
+
+class NoSuchQueue(LookupError):
+    """The queue does not exist."""
+
+
+def from_operator(url: str, queue: str, *, limit: int, timeout: float = 10.0) -> Line:
+    """The line from the operator at ``url`` (its first ``limit`` groups, page by page)."""
+    listed = _get(url, "/apis/v1/queues", timeout=timeout)
+    found = [q for q in listed.get("items", ()) if q.get("name") == queue]
+    if not found:
+        raise NoSuchQueue(f'queue "{queue}" not found')
+    item = found[0]
+    waiting: list[Waiting] = []
+    token: str | None = None
+    total = 0
+    while len(waiting) < limit:
+        query = {"limit": str(min(limit - len(waiting), 500))}
+        if token is not None:
+            query["continue"] = token
+        page = _get(
+            url,
+            f"/apis/v1/queues/{urllib.parse.quote(queue)}/waiting?{urllib.parse.urlencode(query)}",
+            timeout=timeout,
+        )
+        total = int(page.get("total", 0))
+        for entry in page.get("items", ()):
+            waiting.append(
+                Waiting(
+                    int(entry["position"]),
+                    str(entry.get("kind") or "PodGroup"),
+                    str(entry.get("namespace") or ""),
+                    str(entry.get("name") or ""),
+                    str(entry.get("reason") or "waiting for its turn"),
+                )
+            )
+        token = page.get("continue")
+        if token is None:
+            break
+    return Line(
+        queue=queue,
+        state=str(item.get("state") or "Open"),
+        state_reason=item.get("stateReason"),
+        pods=f"{item.get('pendingPods', 0)} pending, {item.get('runningPods', 0)} running",
+        usage=f"allocated {item.get('allocated')} of fair share {item.get('fairShare')} "
+        f"(guaranteed {item.get('guaranteed')})",
+        total=total,
+        waiting=tuple(waiting),
+    )
+
+
+def from_objects(
+    queue: Body | None, groups: collections.abc.Iterable[Body], *, name: str, limit: int
+) -> Line:
+    """The line from the listed Queue (None: it does not exist) and every PodGroup."""
+    if queue is None and name != "default":
+        raise NoSuchQueue(f'queue "{name}" not found')
+    status = (queue or {}).get("status") or {}
+    summary = status.get("summary") or {}
+    waiting: list[Waiting] = []
+    total = 0
+    for group in groups:
+        group_status = group.get("status") or {}
+        place = group_status.get("queuePosition")
+        if (group.get("spec") or {}).get("queue", "default") != name or not isinstance(place, int):
+            continue
+        total = max(total, int(group_status.get("queuePending") or 0))
+        meta = group.get("metadata") or {}
+        scheduled: Body = next(
+            (
+                c
+                for c in group_status.get("conditions") or ()
+                if c.get("type") == podgroups.CONDITION_SCHEDULED
+            ),
+            {},
+        )
+        waiting.append(
+            Waiting(
+                place,
+                "PodGroup",
+                str(meta.get("namespace") or ""),
+                str(meta.get("name") or ""),
+                str(scheduled.get("message") or "waiting for its turn"),
+            )
+        )
+    waiting.sort(key=lambda w: (w.position, w.namespace, w.name))
+    return Line(
+        queue=name,
+        state=str(status.get("state") or "Open"),
+        state_reason=status.get("stateReason"),
+        pods=f"{status.get('pendingPods', 0)} pending, {status.get('runningPods', 0)} running",
+        usage=f"allocated {summary.get('allocated', '0')} of fair share "
+        f"{summary.get('fairShare', '0')} (guaranteed {summary.get('guaranteed', '0')})",
+        total=max(total, len(waiting)),
+        waiting=tuple(waiting[:limit]),
+    )
+
+
+def render(line: Line) -> rich.console.RenderableType:
+    """The queue's heading and its line as a table."""
+    heading = rich.text.Text()
+    heading.append(f"queue {line.queue}", style="bold")
+    heading.append(f"  {line.state}")
+    if line.state_reason:
+        heading.append(f" ({line.state_reason})", style="yellow")
+    heading.append(f" · pods {line.pods} · {line.usage}")
+    if not line.waiting:
+        return rich.console.Group(heading, rich.text.Text("nothing waits in this queue"))
+    table = rich.table.Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("POSITION", "KIND", "NAME", "WHY IT WAITS"):
+        table.add_column(column)
+    for entry in line.waiting:
+        name = f"{entry.namespace}/{entry.name}" if entry.namespace else entry.name
+        table.add_row(f"{entry.position}/{line.total}", entry.kind, name, entry.reason)
+    shown = rich.text.Text(
+        f"{line.total} waiting"
+        + (f", first {len(line.waiting)} shown" if line.total > len(line.waiting) else ""),
+        style="dim",
+    )
+    return rich.console.Group(heading, table, shown)
+
+
+def _get(url: str, path: str, *, timeout: float) -> Body:
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + path, timeout=timeout) as answer:
+            body: Body = json.loads(answer.read())
+            return body
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error") or exc.reason
+        except ValueError:
+            message = exc.reason
+        if exc.code == 404:
+            raise NoSuchQueue(str(message)) from None
+        raise RuntimeError(f"the operator at {url} answered {exc.code}: {message}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise RuntimeError(f"cannot reach the operator at {url}: {exc}") from None
