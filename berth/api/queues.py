@@ -18,6 +18,7 @@ from berth.api import keys, meta, resources, rules
 
 __all__ = [
     "KIND",
+    "MAX_MIN_RUNTIME_SECONDS",
     "MAX_WEIGHT",
     "PLURAL",
     "Queue",
@@ -29,6 +30,8 @@ __all__ = [
 KIND = "Queue"
 PLURAL = "queues"
 MAX_WEIGHT = 65535
+MAX_MIN_RUNTIME_SECONDS = 7 * 24 * 3600
+"""The longest protection from fair-share reclaim a queue may ask for (a week)."""
 
 
 class QueueState(enum.StrEnum):
@@ -78,6 +81,12 @@ class QueueSpec(meta.ApiModel):
     """Whether resources this queue borrowed above its guarantee may be taken back."""
     state: QueueState = QueueState.OPEN
     """Open admits new PodGroups; Closed admits nothing new (running work continues)."""
+    reclaim_min_runtime_seconds: int | None = pydantic.Field(
+        default=None, ge=0, le=MAX_MIN_RUNTIME_SECONDS
+    )
+    """Seconds a pod of this queue must have run before fair-share reclaim may evict it
+    (0..604800); unset: the scheduler profile's ``reclaimMinRuntimeSeconds`` (60 by
+    default). Reclaim toward a guarantee does not wait for it."""
 
     @pydantic.field_validator("limit")
     @classmethod

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import enum
 import math
 
 import numpy as np
@@ -74,6 +75,7 @@ __all__ = [
     "NAME",
     "Proportion",
     "ProportionArgs",
+    "ReclaimMode",
     "new",
 ]
 
@@ -101,6 +103,25 @@ class ProportionArgs(pydantic.BaseModel):
     starvation guard holds freeing capacity for it. Five minutes by default: long enough for
     ordinary churn to place most work, short against jobs that run for hours. ``0`` or null
     turns the guard off."""
+    reclaim_to_fair_share: bool = True
+    """Whether a queue below its weighted fair share may evict work of ``reclaimable`` queues
+    above theirs (reclaim toward a guarantee is always on)."""
+    reclaim_min_runtime_seconds: int = pydantic.Field(default=60, ge=0, le=7 * 24 * 3600)
+    """Seconds a pod must have run (since ``status.startTime``) before fair-share reclaim may
+    evict it, unless its queue sets ``reclaimMinRuntimeSeconds``. A minute: a pod placed by
+    one cycle is never taken back by the next ones while shares settle, and little work is
+    lost against jobs that run for hours."""
+    reclaim_evictions_per_cycle: int = pydantic.Field(default=32, ge=1, le=100_000)
+    """Pods a cycle may evict for fair-share reclaim, counting every eviction the cycle made
+    before (reclaim toward a guarantee is not limited). Rebalancing then takes a few cycles
+    instead of one burst, and each cycle looks at the shares the last one left."""
+
+
+class ReclaimMode(enum.Enum):
+    """Why a job may take capacity back from other queues."""
+
+    GUARANTEE = "guarantee"  # its quorum fits within its queue's (or an ancestor's) guarantee
+    FAIR_SHARE = "fair-share"  # its queue stays within its weighted fair share with it
 
 
 def _unschedulable(text: str) -> statuses.Status:
@@ -186,11 +207,12 @@ def _layout(
 class _Books:
     """One session's queue accounting; built at open, dropped at close."""
 
-    def __init__(self, session: sessions.Session, *, threshold: int | None) -> None:
+    def __init__(self, session: sessions.Session, *, args: ProportionArgs) -> None:
         snapshot = session.snapshot
         table = session.nodes
         self.session = session
-        self.threshold = threshold or None
+        self.args = args
+        self.threshold = args.starvation_threshold_seconds or None
         self.resources = table.resources
         infos = tuple(snapshot.queues.values())
         layout = table.cached(
@@ -271,6 +293,9 @@ class _Books:
         self._rooms_cached = False
         self._full: list[npt.NDArray[np.bool_] | None] = [None] * len(order)
         self.evicted_from: dict[str, int] = {}  # group key -> members evicted this session
+        self.evicted_vec: dict[str, IntArray] = {}  # group key -> requests evicted this session
+        self.evictions = 0  # pods evicted by this session's statements (undone ones uncounted)
+        self._modes: dict[str, ReclaimMode | None] = {}
         self.holds: list[_Hold] = []
 
     # Shares ---------------------------------------------------------------------------------
@@ -388,18 +413,63 @@ class _Books:
             self._needs[job.key] = need
         return need
 
-    def can_reclaim(self, job: jobs.Job) -> bool:
+    def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
+        """Whether (and on which promise) ``job`` may take capacity back from other queues:
+        its quorum fits within the guarantee of its queue or an ancestor, else its queue stays
+        within its fair share with it (the ancestors are checked per victim, below the
+        level the two queues share: :meth:`reclaimable`)."""
+        key = job.key
+        if key in self._modes:
+            return self._modes[key]
+        mode: ReclaimMode | None = None
         path = self.paths.get(job.queue)
-        if path is None or not self.queue_problem(job.queue, running=True).is_success():
+        if path is not None and self.queue_problem(job.queue, running=True).is_success():
+            need = self.quorum_need(job)
+            for a in path:
+                promised = self.honored[a] > 0
+                if not (need[promised] > 0).any():
+                    continue
+                if (
+                    self.allocated[a][promised] + need[promised] <= self.honored[a][promised]
+                ).all():
+                    mode = ReclaimMode.GUARANTEE
+                    break
+            if (
+                mode is None
+                and self.args.reclaim_to_fair_share
+                and self._within_share(self.index[job.queue], need)
+            ):
+                mode = ReclaimMode.FAIR_SHARE
+        self._modes[key] = mode
+        return mode
+
+    def can_reclaim(self, job: jobs.Job) -> bool:
+        return self.reclaim_mode(job) is not None
+
+    def _within_share(self, i: int, need: IntArray) -> bool:
+        """Queue ``i`` plus ``need`` holds no more than its fair share of any resource the
+        need asks for (``pods`` aside)."""
+        cols = (need > 0) & self.not_pods
+        if not cols.any():
             return False
-        need = self.quorum_need(job)
-        for a in path:
-            promised = self.honored[a] > 0
-            if not (need[promised] > 0).any():
-                continue
-            if (self.allocated[a][promised] + need[promised] <= self.honored[a][promised]).all():
-                return True
-        return False
+        return bool((self.allocated[i][cols] + need[cols] <= self.share[i][cols]).all())
+
+    def _keeps_share(self, i: int, vec: IntArray) -> bool:
+        """Queue ``i`` less ``vec`` still holds at least its whole fair share of one of the
+        resources ``vec`` frees — its dominant share over them stays at 1 or more, so the
+        eviction takes nothing it is entitled to (a resource it is entitled to none of but
+        holds counts as above its share)."""
+        cols = (vec > 0) & self.not_pods
+        after = self.allocated[i][cols] - vec[cols]
+        share = self.share[i][cols]
+        return bool((((after >= share) & (share > 0)) | ((share <= 0) & (after > 0))).any())
+
+    def min_runtime(self, victim: pods.PodInfo) -> int:
+        """Seconds ``victim`` must have run before fair-share reclaim may take it."""
+        info = self.session.snapshot.queues.get(victim.queue) if victim.queue else None
+        if info is not None and info.min_runtime_seconds is not None:
+            return info.min_runtime_seconds
+        return self.args.reclaim_min_runtime_seconds
 
     def reclaimable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
         name = victim.queue
@@ -408,9 +478,34 @@ class _Books:
         j = self.index.get(name)
         if j is None or not self.tree.nodes[name].reclaimable:
             return False
+        mode = self.reclaim_mode(job)
+        if mode is None:
+            return False
         vec = self.session.vector(victim)
-        useful = (self.allocated[j] > self.share[j]) & (vec > 0) & (self.quorum_need(job) > 0)
-        return bool((useful & self.not_pods).any())
+        need = self.quorum_need(job)
+        if not ((vec > 0) & (need > 0) & self.not_pods).any():
+            return False  # frees nothing the job asks for
+        # Only the levels below the one both queues share move: the victim's side gives,
+        # the job's side takes; a common ancestor keeps its total.
+        mine = self.rows[job.queue]
+        if mode is ReclaimMode.GUARANTEE:
+            # Held more than its entitlement before its gang started going: the solver asks
+            # member by member, and a gang goes whole or not at all.
+            held = self.allocated[j]
+            if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
+                held = held + self.evicted_vec[victim.pod_group]
+            useful = (held > self.share[j]) & (vec > 0) & (need > 0)
+            return bool((useful & self.not_pods).any())
+        if self.evictions >= self.args.reclaim_evictions_per_cycle:
+            return False
+        started = victim.start_time if victim.start_time is not None else victim.creation_timestamp
+        if self.session.snapshot.now - started < self.min_runtime(victim):
+            return False
+        ours = [a for a in mine if a not in self.rows[name]]
+        theirs = [a for a in self.rows[name] if a not in mine]
+        return all(self._within_share(a, need) for a in ours) and all(
+            self._keeps_share(a, vec) for a in theirs
+        )
 
     # Starvation ------------------------------------------------------------------------------
     def _room(self, i: int, path: npt.NDArray[np.intp], *, used: IntArray) -> IntArray:
@@ -561,12 +656,17 @@ class _Books:
         # (short) path beat NumPy's fancy indexing here.
         pod = event.pod
         # A placed pod evicted (-1), or its eviction undone (+1).
-        if pod.node_name is not None and pod.pod_group is not None:
-            self.evicted_from[pod.pod_group] = self.evicted_from.get(pod.pod_group, 0) - sign
+        vec = self.session.vector(pod)
+        if pod.node_name is not None:
+            self.evictions -= sign
+            group = pod.pod_group
+            if group is not None:
+                self.evicted_from[group] = self.evicted_from.get(group, 0) - sign
+                gone = self.evicted_vec.get(group)
+                self.evicted_vec[group] = (-sign * vec) if gone is None else gone - sign * vec
         rows = self.rows.get(pod.queue) if pod.queue is not None else None
         if rows is None:
             return
-        vec = self.session.vector(pod)
         if sign < 0:
             vec = -vec
         placing = pod.node_name is None  # a pending pod placed or nominated, or undone
@@ -659,11 +759,11 @@ class Proportion(interfaces.SessionPlugin):
     name = NAME
 
     def __init__(self, args: ProportionArgs) -> None:
-        self._threshold = args.starvation_threshold_seconds
+        self._args = args
         self._books: _Books | None = None
 
     def on_session_open(self, session: sessions.Session) -> None:
-        books = self._books = _Books(session, threshold=self._threshold)
+        books = self._books = _Books(session, args=self._args)
         registry = session.hooks
         registry.queue_order.add_key(books.queue_key, plugin=NAME)
         registry.queue_overused.add(books.overused, plugin=NAME)

@@ -92,6 +92,7 @@ class PodInfo:
     reservation: ids.ReservationKey | None  # a reservation the pod asks for by name
     scheduling_gates: tuple[str, ...]
     invalid: str | None = None  # why the pod can never be scheduled as written
+    start_time: float | None = None  # status.startTime: when the kubelet started it
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -360,4 +361,5 @@ def pod_info(
             str(gate.get("name") or "") for gate in _list(spec.get("schedulingGates"))
         ),
         invalid=invalid,
+        start_time=wire.parse_time(status.get("startTime")),
     )

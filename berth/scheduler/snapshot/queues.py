@@ -38,6 +38,7 @@ class QueueInfo:
     creation_timestamp: float = 0.0
     implicit: bool = False  # the ``default`` queue nobody created
     invalid: str | None = None  # a malformed quota: the queue admits nothing
+    min_runtime_seconds: int | None = None  # protection from fair-share reclaim; None: profile's
 
     @property
     def open(self) -> bool:
@@ -74,6 +75,7 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
     weight = spec.get("weight", 1)
     priority = spec.get("priority", 0)
     parent = spec.get("parent")
+    min_runtime = spec.get("reclaimMinRuntimeSeconds")
     return QueueInfo(
         name=ids.QueueName(str(meta.get("name") or "")),
         uid=str(meta.get("uid") or ""),
@@ -86,6 +88,13 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         state=str(spec.get("state") or OPEN),
         creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
         invalid=invalid,
+        min_runtime_seconds=(
+            min_runtime
+            if isinstance(min_runtime, int)
+            and not isinstance(min_runtime, bool)
+            and min_runtime >= 0
+            else None
+        ),
     )
 
 

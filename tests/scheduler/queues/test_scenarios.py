@@ -180,11 +180,13 @@ CASES = [
         {"low2", "low3"},
     ),
     Case(
+        # r is not reclaimable, so fair-share reclaim stays out of it: only priority could
+        # move q's gang in, and priority does not cross queues.
         "preemption-never-crosses-queues",
         [
             b.node("n1", cpu="4"),
             queue("q"),
-            queue("r"),
+            queue("r", reclaimable=False),
             *[
                 cpu_pod(f"r{i}", queue="r", node="n1", priority=1, created=t(-100 + i))
                 for i in range(4)
