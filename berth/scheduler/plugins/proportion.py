@@ -349,12 +349,44 @@ class _Books:
         if not node.leaf:
             return _unresolvable(f"queue {name} is not a leaf queue")
         if not node.open and not running:
+            if node.closed_by != name:
+                return _unresolvable(
+                    f"queue {name} is closed: its parent queue {node.closed_by} is Closed"
+                )
             return _unresolvable(f"queue {name} is closed")
         return statuses.SUCCESS
 
     def job_valid(self, job: jobs.Job) -> statuses.Status:
         group = job.group
-        return self.queue_problem(job.queue, running=group.placed + group.succeeded > 0)
+        running = group.placed + group.succeeded > 0
+        problem = self.queue_problem(job.queue, running=running)
+        if problem.is_success() and not running and self.limited[job.queue]:
+            return self._never_fits(job)
+        return problem
+
+    def _never_fits(self, job: jobs.Job) -> statuses.Status:
+        """UNSCHEDULABLE_AND_UNRESOLVABLE when the group's quorum exceeds a limit on its
+        queue's path even with the queue empty: no amount of waiting places it."""
+        group = job.group
+        need = np.zeros(len(self.resources), dtype=np.int64)
+        if job.pending:
+            # Per resource, the smallest amount any minMember of its pods could ask: a bound
+            # below the real need, so "never" is never said of a gang that could fit.
+            asks = np.sort(np.array([self.session.vector(p) for p in job.pending]), axis=0)
+            need = np.asarray(asks[: group.min_member].sum(axis=0), dtype=np.int64)
+        if group.min_resources:
+            need = np.maximum(need, self.session.nodes.vector(group.min_resources, memo=False))
+        path = self.paths[job.queue]
+        over = (need > self.limit[path]) & self.not_pods
+        if not over.any():
+            return statuses.SUCCESS
+        row, col = (int(x) for x in np.argwhere(over)[0])
+        queue, res = self.order[int(path[row])], self.resources[col]
+        whose = "queue" if queue == job.queue else f"parent queue {queue}"
+        return _unresolvable(
+            f"can never fit: needs {shares.format_quantity(res, int(need[col]))} {res}, "
+            f"{whose} limit {shares.format_quantity(res, int(self.limit[path[row], col]))}"
+        )
 
     def allocatable(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
         name = queue.name

@@ -130,7 +130,8 @@ CASES = [
         ],
         {"a0": "n1", "a1": "n1", "a2": "n1"},
         group_reasons={
-            "big": "gang needs minMember 4, only 3 could be placed; queue a at limit for cpu (3/3)",
+            # Four one-cpu pods under a 3-cpu limit: no amount of waiting places the gang.
+            "big": "can never fit: needs 4 cpu, queue limit 3",
             "pod:a3": "gang needs minMember 1, only 0 could be placed; "
             "queue a at limit for cpu (3/3)",
             "pod:a4": "gang needs minMember 1, only 0 could be placed; "
