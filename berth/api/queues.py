@@ -18,6 +18,7 @@ from berth.api import keys, meta, resources, rules
 
 __all__ = [
     "KIND",
+    "JobOrder",
     "MAX_MIN_RUNTIME_SECONDS",
     "MAX_WEIGHT",
     "PLURAL",
@@ -39,6 +40,18 @@ class QueueState(enum.StrEnum):
 
     OPEN = "Open"
     CLOSED = "Closed"
+
+
+class JobOrder(enum.StrEnum):
+    """The order in which a queue's waiting PodGroups are tried."""
+
+    PRIORITY_FIFO = "PriorityFIFO"
+    """Highest priority first, then oldest first."""
+    FIFO = "FIFO"
+    """Oldest first, whatever the priority."""
+    NAMESPACE_FAIR = "NamespaceFair"
+    """The namespace holding least (running plus what its earlier groups ask, by dominant
+    resource) goes next; inside a namespace, priority then oldest."""
 
 
 class QueueSpec(meta.ApiModel):

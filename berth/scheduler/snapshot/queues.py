@@ -16,10 +16,23 @@ import typing
 from berth.api import errors, keys, resources
 from berth.scheduler.snapshot import ids, wire
 
-__all__ = ["CLOSED", "OPEN", "QueueInfo", "default_queue", "queue_info"]
+__all__ = [
+    "CLOSED",
+    "FIFO",
+    "NAMESPACE_FAIR",
+    "OPEN",
+    "PRIORITY_FIFO",
+    "QueueInfo",
+    "default_queue",
+    "queue_info",
+]
 
 OPEN = "Open"
 CLOSED = "Closed"
+PRIORITY_FIFO = "PriorityFIFO"
+FIFO = "FIFO"
+NAMESPACE_FAIR = "NamespaceFair"
+_JOB_ORDERS = (PRIORITY_FIFO, FIFO, NAMESPACE_FAIR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +52,7 @@ class QueueInfo:
     implicit: bool = False  # the ``default`` queue nobody created
     invalid: str | None = None  # a malformed quota: the queue admits nothing
     min_runtime_seconds: int | None = None  # protection from fair-share reclaim; None: profile's
+    job_order: str = PRIORITY_FIFO  # one of PriorityFIFO, FIFO, NamespaceFair
 
     @property
     def open(self) -> bool:
@@ -76,6 +90,7 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
     priority = spec.get("priority", 0)
     parent = spec.get("parent")
     min_runtime = spec.get("reclaimMinRuntimeSeconds")
+    job_order = spec.get("jobOrder")
     return QueueInfo(
         name=ids.QueueName(str(meta.get("name") or "")),
         uid=str(meta.get("uid") or ""),
@@ -95,6 +110,7 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
             and min_runtime >= 0
             else None
         ),
+        job_order=job_order if job_order in _JOB_ORDERS else PRIORITY_FIFO,
     )
 
 
