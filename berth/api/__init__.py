@@ -56,7 +56,7 @@ from berth.api.pods import (
     Toleration,
     TolerationOperator,
 )
-from berth.api.queues import Queue, QueueSpec, QueueState, QueueStatus
+from berth.api.queues import JobOrder, Queue, QueueSpec, QueueState, QueueStatus
 from berth.api.podgroups import PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus
 from berth.api.reservations import (
     CurrentOwner,
@@ -90,6 +90,7 @@ __all__ = [
     "GROUP",
     "INTEROP_POD_GROUP_ANNOTATION",
     "INTEROP_POD_GROUP_LABEL",
+    "JobOrder",
     "LabelSelector",
     "LabelSelectorOperator",
     "LabelSelectorRequirement",

@@ -17,8 +17,8 @@ import pydantic
 from berth.api import keys, meta, resources, rules
 
 __all__ = [
-    "KIND",
     "JobOrder",
+    "KIND",
     "MAX_MIN_RUNTIME_SECONDS",
     "MAX_WEIGHT",
     "PLURAL",
