@@ -57,7 +57,13 @@ from berth.api.pods import (
     TolerationOperator,
 )
 from berth.api.queues import JobOrder, Queue, QueueSpec, QueueState, QueueStatus
-from berth.api.podgroups import PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus
+from berth.api.podgroups import (
+    PodGroup,
+    PodGroupPhase,
+    PodGroupSpec,
+    PodGroupStatus,
+    ScheduleTimeoutPolicy,
+)
 from berth.api.reservations import (
     CurrentOwner,
     LabelSelector,
@@ -135,6 +141,7 @@ __all__ = [
     "ResourceListField",
     "ResourceRequirements",
     "SIM_DURATION_ANNOTATION",
+    "ScheduleTimeoutPolicy",
     "TaintEffect",
     "TimestampField",
     "Toleration",

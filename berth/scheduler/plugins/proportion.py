@@ -636,6 +636,8 @@ class _Books:
             return False
         if self._hopeless(job):
             return False
+        if not self.session.hooks.job_valid(job).is_success():
+            return False  # e.g. a group backing off after its schedule timeout holds nothing
         i = self.index[job.queue]
         room = self._rooms[i]
         if room is None:

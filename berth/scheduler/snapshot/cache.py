@@ -175,16 +175,18 @@ class ClusterCache:
                 del self._charged[charged]
             self._refresh_reserve_pod(charged)
 
-    def assume_pod(self, key: str, /, *, node: str) -> None:
-        """Count the pod as placed on ``node`` while its binding is in flight."""
+    def assume_pod(self, key: str, /, *, node: str, started: float | None = None) -> None:
+        """Count the pod as placed on ``node`` while its binding is in flight (``started``:
+        when it counts as started until the API says, if the caller knows)."""
         pod_key = ids.PodKey(key)
         info = self._pods.get(pod_key)
         if info is None:
             raise KeyError(f"cannot assume unknown pod {key!r}")
         self._assumed[pod_key] = ids.NodeName(node)
-        # Until the API says when it started, it counts as started when the cycle that bound
-        # it looked (fair-share reclaim spares pods that have not run their minimum yet).
-        started = info.start_time if info.start_time is not None else self._now
+        # Until the API says when it started, it counts as started when the caller bound it
+        # (fair-share reclaim spares pods that have not run their minimum yet).
+        if info.start_time is not None:
+            started = info.start_time
         self._store_pod(
             dataclasses.replace(info, node_name=ids.NodeName(node), start_time=started),
             from_api=False,
