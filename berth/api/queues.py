@@ -100,6 +100,13 @@ class QueueSpec(meta.ApiModel):
     """Seconds a pod of this queue must have run before fair-share reclaim may evict it
     (0..604800); unset: the scheduler profile's ``reclaimMinRuntimeSeconds`` (60 by
     default). Reclaim toward a guarantee does not wait for it."""
+    job_order: JobOrder = JobOrder.PRIORITY_FIFO
+    """Order in which the queue's waiting PodGroups are tried: PriorityFIFO, FIFO or
+    NamespaceFair (fair between the namespaces submitting to it). Leaf queues only."""
+    preempt_across_queues: bool = False
+    """Whether this queue's groups may preempt lower-priority work of other queues that hold
+    more than their fair share (never taking such a queue below its guarantee). Off: priority
+    only orders work and preempts inside the queue."""
 
     @pydantic.field_validator("limit")
     @classmethod

@@ -46,6 +46,8 @@ def test_queue_defaults() -> None:
         "priority": 0,
         "reclaimable": True,
         "state": "Open",
+        "jobOrder": "PriorityFIFO",
+        "preemptAcrossQueues": False,
     }
 
 

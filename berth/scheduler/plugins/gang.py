@@ -49,13 +49,13 @@ __all__ = [
     "TIMEOUT_PREFIX",
     "Gang",
     "GangArgs",
+    "TimeoutState",
     "min_resources_status",
     "new",
     "quorum_since",
     "quorum_status",
     "ready_status",
     "timeout_state",
-    "TimeoutState",
 ]
 
 NAME = names.GANG

@@ -595,6 +595,35 @@ class _Books:
             self._keeps_share(a, vec) for a in theirs
         )
 
+    def preemptable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
+        """Preemption inside a queue is the Priority plugin's business; across queues (the
+        job's queue sets ``preemptAcrossQueues``) the victim's queue must hold more than its
+        fair share of a resource the pod frees and keep its guarantee without it (it and
+        its ancestors below the level the two queues share)."""
+        name = victim.queue
+        if name is None or name == job.queue:
+            return True
+        info = self.session.snapshot.queues.get(job.queue)
+        j = self.index.get(name)
+        if info is None or not info.preempt_across_queues or j is None:
+            return False
+        vec = self.session.vector(victim)
+        cols = (vec > 0) & self.not_pods
+        mine = self.rows.get(job.queue, ())
+        held = self.allocated[j]
+        if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
+            held = held + self.evicted_vec[victim.pod_group]  # as before its gang started going
+        if not (held[cols] > self.share[j][cols]).any():
+            return False
+        for a in self.rows[name]:
+            if a in mine:
+                continue
+            honored = self.honored[a]
+            kept = self.allocated[a] - vec >= honored
+            if not kept[(vec > 0) & (honored > 0)].all():
+                return False
+        return True
+
     # Starvation ------------------------------------------------------------------------------
     def _room(self, i: int, path: npt.NDArray[np.intp], *, used: IntArray) -> IntArray:
         """What queue ``i`` may still take: its share and every limit on its path, less
@@ -863,6 +892,7 @@ class Proportion(interfaces.SessionPlugin):
         registry.allocatable.add(books.allocatable, plugin=NAME)
         registry.can_reclaim.add(books.can_reclaim, plugin=NAME)
         registry.reclaimable.add(books.reclaimable, plugin=NAME)
+        registry.preemptable.add(books.preemptable, plugin=NAME)
         registry.job_starving.add(books.starving, plugin=NAME)
         registry.nominations.add(books.nominations, plugin=NAME)
         session.add_event_handler(

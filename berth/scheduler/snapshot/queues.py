@@ -53,6 +53,7 @@ class QueueInfo:
     invalid: str | None = None  # a malformed quota: the queue admits nothing
     min_runtime_seconds: int | None = None  # protection from fair-share reclaim; None: profile's
     job_order: str = PRIORITY_FIFO  # one of PriorityFIFO, FIFO, NamespaceFair
+    preempt_across_queues: bool = False  # its jobs may preempt other queues above their share
 
     @property
     def open(self) -> bool:
@@ -111,6 +112,7 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
             else None
         ),
         job_order=job_order if job_order in _JOB_ORDERS else PRIORITY_FIFO,
+        preempt_across_queues=spec.get("preemptAcrossQueues") is True,
     )
 
 
