@@ -57,6 +57,7 @@ from berth.api.pods import (
     TolerationOperator,
 )
 from berth.api.queues import (
+    JobOrder,
     Queue,
     QueueCondition,
     QueueSpec,
@@ -64,7 +65,13 @@ from berth.api.queues import (
     QueueStatus,
     QueueSummary,
 )
-from berth.api.podgroups import PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus
+from berth.api.podgroups import (
+    PodGroup,
+    PodGroupPhase,
+    PodGroupSpec,
+    PodGroupStatus,
+    ScheduleTimeoutPolicy,
+)
 from berth.api.reservations import (
     CurrentOwner,
     LabelSelector,
@@ -97,6 +104,7 @@ __all__ = [
     "GROUP",
     "INTEROP_POD_GROUP_ANNOTATION",
     "INTEROP_POD_GROUP_LABEL",
+    "JobOrder",
     "LabelSelector",
     "LabelSelectorOperator",
     "LabelSelectorRequirement",
@@ -143,6 +151,7 @@ __all__ = [
     "ResourceListField",
     "ResourceRequirements",
     "SIM_DURATION_ANNOTATION",
+    "ScheduleTimeoutPolicy",
     "TaintEffect",
     "TimestampField",
     "Toleration",

@@ -23,6 +23,7 @@ __all__ = [
     "PodGroupPhase",
     "PodGroupSpec",
     "PodGroupStatus",
+    "ScheduleTimeoutPolicy",
 ]
 
 KIND = "PodGroup"
@@ -40,6 +41,16 @@ class PodGroupPhase(enum.StrEnum):
     RUNNING = "Running"
     FINISHED = "Finished"
     FAILED = "Failed"
+
+
+class ScheduleTimeoutPolicy(enum.StrEnum):
+    """What happens when a group's ``scheduleTimeoutSeconds`` passes without it being placed."""
+
+    REQUEUE = "Requeue"
+    """Release what it holds, back off (the timeout, doubling each time, at most an hour),
+    then try again from the back of its queue."""
+    FAIL = "Fail"
+    """Mark the group Failed."""
 
 
 class PodGroupSpec(meta.ApiModel):
@@ -65,8 +76,11 @@ class PodGroupSpec(meta.ApiModel):
     priority_class_name: str | None = None
     """PriorityClass giving the group its priority among the queue's groups."""
     schedule_timeout_seconds: int | None = pydantic.Field(default=None, ge=1)
-    """Seconds the group may wait for minMember pods to fit before it is marked Failed; unset
-    waits for ever."""
+    """Seconds the group may wait for minMember pods to fit at a time; then
+    ``onScheduleTimeout`` applies. Unset waits for ever."""
+    on_schedule_timeout: ScheduleTimeoutPolicy = ScheduleTimeoutPolicy.REQUEUE
+    """Requeue (release, back off exponentially, retry from the back of the queue) or Fail
+    (mark the group Failed) when ``scheduleTimeoutSeconds`` passes."""
 
 
 class PodGroupStatus(meta.ApiModel):

@@ -17,7 +17,9 @@ import pydantic
 from berth.api import keys, meta, resources, rules
 
 __all__ = [
+    "JobOrder",
     "KIND",
+    "MAX_MIN_RUNTIME_SECONDS",
     "MAX_WEIGHT",
     "PLURAL",
     "Queue",
@@ -31,6 +33,8 @@ __all__ = [
 KIND = "Queue"
 PLURAL = "queues"
 MAX_WEIGHT = 65535
+MAX_MIN_RUNTIME_SECONDS = 7 * 24 * 3600
+"""The longest protection from fair-share reclaim a queue may ask for (a week)."""
 
 
 class QueueState(enum.StrEnum):
@@ -60,6 +64,18 @@ class QueueSummary(meta.ApiModel):
     """What the queue is entitled to now, in the same form."""
     limit: str | None = None
     """The hard cap, in the same form."""
+
+
+class JobOrder(enum.StrEnum):
+    """The order in which a queue's waiting PodGroups are tried."""
+
+    PRIORITY_FIFO = "PriorityFIFO"
+    """Highest priority first, then oldest first."""
+    FIFO = "FIFO"
+    """Oldest first, whatever the priority."""
+    NAMESPACE_FAIR = "NamespaceFair"
+    """The namespace holding least (running plus what its earlier groups ask, by dominant
+    resource) goes next; inside a namespace, priority then oldest."""
 
 
 class QueueSpec(meta.ApiModel):
@@ -102,6 +118,19 @@ class QueueSpec(meta.ApiModel):
     """Whether resources this queue borrowed above its guarantee may be taken back."""
     state: QueueState = QueueState.OPEN
     """Open admits new PodGroups; Closed admits nothing new (running work continues)."""
+    reclaim_min_runtime_seconds: int | None = pydantic.Field(
+        default=None, ge=0, le=MAX_MIN_RUNTIME_SECONDS
+    )
+    """Seconds a pod of this queue must have run before fair-share reclaim may evict it
+    (0..604800); unset: the scheduler profile's ``reclaimMinRuntimeSeconds`` (60 by
+    default). Reclaim toward a guarantee does not wait for it."""
+    job_order: JobOrder = JobOrder.PRIORITY_FIFO
+    """Order in which the queue's waiting PodGroups are tried: PriorityFIFO, FIFO or
+    NamespaceFair (fair between the namespaces submitting to it). Leaf queues only."""
+    preempt_across_queues: bool = False
+    """Whether this queue's groups may preempt lower-priority work of other queues that hold
+    more than their fair share (never taking such a queue below its guarantee). Off: priority
+    only orders work and preempts inside the queue."""
 
     @pydantic.field_validator("limit")
     @classmethod

@@ -7,7 +7,9 @@ the group; :mod:`berth.controllers.statuses` writes it when it differs from the 
 Phase, for ``minMember`` m (first rule that holds):
 
 - ``Failed``: the Gang plugin reported the schedule timeout (``scheduleTimeoutSeconds``)
-  expired, or every member finished and fewer than m succeeded;
+  expired and the group asks for it (``onScheduleTimeout: Fail``; a requeued group stays
+  ``Inqueue`` with the ``Timeout`` reason while it backs off), or every member finished and
+  fewer than m succeeded;
 - ``Finished``: every member finished and at least m succeeded;
 - ``Running``: at least m members run or succeeded;
 - ``Scheduled``: at least m members are bound to nodes (not all running yet);
@@ -104,10 +106,12 @@ def counts_of(min_member: int, members: collections.abc.Iterable[pods.PodInfo]) 
     return Counts(min_member, created, scheduled, running, succeeded, failed, total)
 
 
-def phase_of(counts: Counts, *, reason: str | None) -> podgroups.PodGroupPhase:
+def phase_of(
+    counts: Counts, *, reason: str | None, fail_on_timeout: bool
+) -> podgroups.PodGroupPhase:
     """The phase for these counts and the scheduler's reason (see the module docstring)."""
     m = counts.min_member
-    if reason is not None and reason.startswith(gang.TIMEOUT_PREFIX):
+    if fail_on_timeout and reason is not None and reason.startswith(gang.TIMEOUT_PREFIX):
         return Phase.FAILED
     if counts.finished and counts.members >= m:
         return Phase.FINISHED if counts.succeeded >= m else Phase.FAILED
@@ -143,7 +147,7 @@ def desired_status(
     if info is None:
         return None
     counts = counts_of(info.min_member, snapshot.members(group.key))
-    phase = phase_of(counts, reason=reason)
+    phase = phase_of(counts, reason=reason, fail_on_timeout=info.fail_on_timeout)
     placed = phase in (Phase.SCHEDULED, Phase.RUNNING, Phase.FINISHED)
     if placed:
         condition = _condition(

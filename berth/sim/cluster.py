@@ -295,7 +295,7 @@ class InMemoryCluster:
             # reaches the cache with its next change (nothing the scheduler reads differs),
             # which spares parsing every pod a second time.
             del self._dirty[key]
-            self._cache.assume_pod(decision.key, node=decision.node)
+            self._cache.assume_pod(decision.key, node=decision.node, started=self._clock.now())
         self._outbox.append(Bound(key=decision.key, uid=decision.uid, node=decision.node))
 
     def _evict(self, decision: decisions.EvictPod) -> None:

@@ -81,6 +81,7 @@ class PodRecord:
     queue: str | None
     requests: resources.ResourceList
     node: str | None = None
+    bound_at: int | None = None  # when it was bound (ms of virtual time)
     done: bool = False
 
 
@@ -96,6 +97,9 @@ class Recorder:
         self.pending: dict[str, Series] = {}  # queue -> requests of pods waiting to be bound
         self.shapes: list[tuple[int, tuple[fairness.QueueShape, ...]]] = []
         self.published: dict[str, Series] = {}  # queue -> fair share the scheduler computed
+        self.evicted: collections.Counter[str] = collections.Counter()  # queue -> pods evicted
+        # queue -> resource -> milli-units x milliseconds of running the evictions threw away
+        self.work_lost: dict[str, dict[str, int]] = {}
         self.cluster = Series(resources.ResourceList())  # every bound pod, queued or not
         self.partial_gangs = 0
         self.cycles = 0
@@ -150,6 +154,7 @@ class Recorder:
         """The scheduler bound the pod to ``node``."""
         pod = self.pods[key]
         pod.node = node
+        pod.bound_at = at
         job = self.jobs[pod.job]
         job.pods[key.partition("/")[2]] = node
         job.bound += 1
@@ -170,15 +175,23 @@ class Recorder:
         if job.succeeded >= len(job.pods) and job.bound >= len(job.pods):
             job.finished = at
 
-    def pod_removed(self, key: str, *, at: int, evicted: bool) -> None:
-        """The pod is gone before finishing: evicted by the scheduler, or deleted."""
+    def pod_removed(self, key: str, *, at: int, evicted: bool, lost: bool = False) -> None:
+        """The pod is gone before finishing: evicted by the scheduler, or deleted (``lost``:
+        because another member of its gang was evicted, so its work is lost too)."""
         pod = self.pods.pop(key)
         job = self.jobs[pod.job]
         if evicted:
             job.evictions += 1
             job.evicted_at.append(at)
+            if pod.queue is not None:
+                self.evicted[pod.queue] += 1
         if pod.done:
             return
+        if (evicted or lost) and pod.queue is not None and pod.bound_at is not None:
+            ran = at - pod.bound_at
+            lost_here = self.work_lost.setdefault(pod.queue, {})
+            for name, amount in pod.requests.items():
+                lost_here[name] = lost_here.get(name, 0) + amount * ran
         if pod.node is None:
             self._add_pending(pod.queue, pod.requests * -1, at=at)
         else:

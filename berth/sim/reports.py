@@ -8,11 +8,12 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
                     wait, pods {pod: node|null}, evictions, evictedAt [t], restarts, reason}]
     queues:       {name: {weight, guaranteed, limit, fairShare, fairShareSeries [{t, resources}],
                           schedulerFairShare [{t, resources}] | null, allocated [{t, resources}],
-                          guaranteedSeries [{t, resources}], changes [{t, weight, guaranteed}]}}
+                          guaranteedSeries [{t, resources}], changes [{t, weight, guaranteed}],
+                          evictions, workLost {resource: unit-seconds}}}
     reservations: [{namespace, name, phase, nodeName, owners, currentOwners}]
     summary:      utilization {resource: fraction}, wait {queue: {p50, p90, jobs, started,
                   pendingAtEnd}}, jainIndex, contendedSeconds, partialGangs, jobs, evictions,
-                  cycles, decisions
+                  workLost {resource: unit-seconds}, cycles, decisions
 
 How the summary is computed (the README of ``examples/sim`` repeats it):
 
@@ -32,6 +33,9 @@ How the summary is computed (the README of ``examples/sim`` repeats it):
   of any resource pods ask for); Jain's index of those ratios is averaged over time. 1.0
   means every queue got its fair share throughout; ``null`` means no two queues ever competed
   (``contendedSeconds`` is 0).
+- ``evictions`` (per queue and in total): pods the scheduler evicted; ``workLost``: what
+  they, and the members of their gangs taken down with them, had run since they were bound,
+  thrown away (no checkpoints), in resource-seconds (cpu: core-seconds; memory: byte-seconds).
 - ``partialGangs``: moments (after a cycle's decisions were applied) at which a gang had some
   but fewer than ``minMember`` pods bound. It must be 0.
 """
@@ -166,6 +170,8 @@ def _queues(
             else None,
             "allocated": _samples(recorder.allocated[name]),
             **_shape_history(recorder, name),
+            "evictions": recorder.evicted[name],
+            "workLost": _unit_seconds(recorder.work_lost.get(name, {})),
         }
     return out
 
@@ -193,6 +199,15 @@ def _shape_history(recorder: records.Recorder, name: str) -> dict[str, typing.An
             )
         before = shape
     return {"guaranteedSeries": _samples(guaranteed), "changes": changes}
+
+
+def _unit_seconds(lost: collections.abc.Mapping[str, int]) -> dict[str, float]:
+    """Milli-units times milliseconds as resource-seconds, rounded to the millisecond."""
+    return {
+        name: round(amount / 1_000_000, 3)
+        for name, amount in sorted(lost.items())
+        if amount and name != resources.PODS
+    }
 
 
 def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
@@ -224,6 +239,12 @@ def _summary(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:
             "finished": sum(1 for j in jobs if j.finished is not None),
         },
         "evictions": sum(j.evictions for j in jobs),
+        "workLost": _unit_seconds(
+            {
+                name: sum(lost.get(name, 0) for lost in recorder.work_lost.values())
+                for name in {n for lost in recorder.work_lost.values() for n in lost}
+            }
+        ),
         "cycles": recorder.cycles,
         "decisions": recorder.decisions,
     }

@@ -429,7 +429,7 @@ class Simulation:
                         self.cluster.delete("Pod", namespace=namespace, name=other)
                         self._waiting.discard(other_key)
                         self._pods.pop(other_key)
-                        self.recorder.pod_removed(other_key, at=self.now, evicted=False)
+                        self.recorder.pod_removed(other_key, at=self.now, evicted=False, lost=True)
                 self.recorder.job_restarted(job.key)
                 recreate = sorted(job.templates)
             else:

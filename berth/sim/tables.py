@@ -132,11 +132,13 @@ def _queues(report: Report) -> rich.table.Table:
     table = rich.table.Table(
         title="Queues",
         title_justify="left",
-        caption="fair, avg, peak: dominant share of the cluster; pending: jobs waiting at the end",
+        caption="fair, avg, peak: dominant share of the cluster; pending: jobs waiting at the "
+        "end; evicted: pods; lost: run time evictions threw away, as a share of the cluster's",
         caption_justify="left",
     )
     table.add_column("queue", no_wrap=True)
-    for column in ("weight", "fair", "avg", "peak", "jobs", "pending", "p50 wait", "p90 wait"):
+    columns = ("weight", "fair", "avg", "peak", "jobs", "pending", "p50 wait", "p90 wait")
+    for column in (*columns, "evicted", "lost"):
         table.add_column(column, justify="right", no_wrap=True)
     waits = report["summary"]["wait"]
     for name, queue in report["queues"].items():
@@ -152,8 +154,21 @@ def _queues(report: Report) -> rich.table.Table:
             str(wait.get("pendingAtEnd", 0)),
             format_seconds(wait.get("p50")),
             format_seconds(wait.get("p90")),
+            str(queue.get("evictions", 0)),
+            _lost(queue.get("workLost") or {}, basis=basis, end=end),
         )
     return table
+
+
+def _lost(lost: collections.abc.Mapping[str, float], *, basis: dict[str, int], end: float) -> str:
+    """Work lost (resource-seconds) as the dominant share of the cluster's resource-time."""
+    if end <= 0:
+        return "-"
+    share = max(
+        (seconds * 1000 / (basis[name] * end) for name, seconds in lost.items() if name in basis),
+        default=0.0,
+    )
+    return _percent(share) if share else "-"
 
 
 def _workloads(report: Report) -> rich.table.Table:

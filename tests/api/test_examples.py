@@ -78,7 +78,11 @@ def test_defaults_show_up_in_the_round_trip() -> None:
     # The gang's PodGroup names no priorityClassName etc.: nothing but declared defaults appear.
     where, group = next((w, d) for w, d in DOCUMENTS if d["kind"] == "PodGroup")
     (model,) = manifests.load_documents([group], source=where)
-    assert model.to_api()["spec"] == {"minMember": 4, "queue": "team-a"}
+    assert model.to_api()["spec"] == {
+        "minMember": 4,
+        "queue": "team-a",
+        "onScheduleTimeout": "Requeue",
+    }
     where, queue = next((w, d) for w, d in DOCUMENTS if d["kind"] == "Queue")
     (model,) = manifests.load_documents([queue], source=where)
     spec = model.to_api()["spec"]

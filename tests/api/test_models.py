@@ -46,6 +46,8 @@ def test_queue_defaults() -> None:
         "priority": 0,
         "reclaimable": True,
         "state": "Open",
+        "jobOrder": "PriorityFIFO",
+        "preemptAcrossQueues": False,
     }
 
 
@@ -103,7 +105,7 @@ def test_attributes_are_snake_case_and_wire_is_camel_case(bases: dict[str, Doc])
 
 def test_models_can_be_built_by_attribute_name() -> None:
     spec = podgroups.PodGroupSpec(min_member=3, queue="team-a")
-    assert spec.to_api() == {"minMember": 3, "queue": "team-a"}
+    assert spec.to_api() == {"minMember": 3, "queue": "team-a", "onScheduleTimeout": "Requeue"}
 
 
 def test_models_are_immutable() -> None:

@@ -40,18 +40,19 @@ def counts(
 
 
 @pytest.mark.parametrize(
-    ("given", "reason", "phase"),
+    ("given", "reason", "fail_on_timeout", "phase"),
     [
-        (counts(4, created=2), None, P.PENDING),
-        (counts(4, created=4), None, P.INQUEUE),
-        (counts(4, created=4), "0/3 nodes fit: 3 Insufficient cpu", P.INQUEUE),
-        (counts(4, created=4, scheduled=4), None, P.SCHEDULED),
-        (counts(4, created=4, scheduled=4, running=4), None, P.RUNNING),
-        (counts(4, created=4, scheduled=4, running=2, succeeded=2), None, P.RUNNING),
-        (counts(4, created=4, scheduled=4, succeeded=4), None, P.FINISHED),
-        (counts(4, created=1, scheduled=4, succeeded=1, failed=3), None, P.FAILED),
-        (counts(4, created=4), "schedule timeout of 60s exceeded (waiting 61s): x", P.FAILED),
-        (counts(1), None, P.PENDING),
+        (counts(4, created=2), None, True, P.PENDING),
+        (counts(4, created=4), None, True, P.INQUEUE),
+        (counts(4, created=4), "0/3 nodes fit: 3 Insufficient cpu", True, P.INQUEUE),
+        (counts(4, created=4, scheduled=4), None, True, P.SCHEDULED),
+        (counts(4, created=4, scheduled=4, running=4), None, True, P.RUNNING),
+        (counts(4, created=4, scheduled=4, running=2, succeeded=2), None, True, P.RUNNING),
+        (counts(4, created=4, scheduled=4, succeeded=4), None, True, P.FINISHED),
+        (counts(4, created=1, scheduled=4, succeeded=1, failed=3), None, True, P.FAILED),
+        (counts(4, created=4), "schedule timeout of 60s exceeded (waiting 61s): x", True, P.FAILED),
+        (counts(4, created=4), "schedule timeout of 60s exceeded (attempt 1): x", False, P.INQUEUE),
+        (counts(1), None, True, P.PENDING),
     ],
     ids=[
         "too-few-pods",
@@ -62,12 +63,15 @@ def counts(
         "running-and-done",
         "finished",
         "members-failed",
-        "timed-out",
+        "timed-out-fail",
+        "timed-out-requeue",
         "no-members",
     ],
 )
-def test_phase(given: podgroups.Counts, reason: str | None, phase: podgroups.Phase) -> None:
-    assert podgroups.phase_of(given, reason=reason) is phase
+def test_phase(
+    given: podgroups.Counts, reason: str | None, fail_on_timeout: bool, phase: podgroups.Phase
+) -> None:
+    assert podgroups.phase_of(given, reason=reason, fail_on_timeout=fail_on_timeout) is phase
 
 
 @pytest.mark.parametrize(

@@ -6,15 +6,18 @@ in queue order and job by job in job order:
 1. the job must be valid (``job_valid``), and none of its pending pods may have
    ``preemptionPolicy: Never`` (Kubernetes' admission copies it from the PriorityClass);
 2. the candidates are the running pods of *the same queue*, of other groups, whose priority is
-   below the job's; victims go lowest priority first, then newest, and gangs stay whole
+   below the job's — and, when the job's queue sets ``preemptAcrossQueues``, those of other
+   queues too (the ``preemptable`` hook then decides: with the in-tree profile, only from a
+   queue above its fair share, never below its guarantee); victims go lowest priority
+   first, then newest, and gangs stay whole
    (:func:`~berth.scheduler.actions.solvers.victim_units`);
 3. a victim is taken only while the ``preemptable`` hook accepts it (the Priority plugin:
    lower priority than the job), and nothing is evicted unless the job's quorum then fits
    (:func:`~berth.scheduler.actions.solvers.solve`); the statement then commits the
    evictions and the job's bindings together.
 
-Staying inside the queue keeps preemption from moving capacity between queues: that is
-reclaim's business, under the queues' guarantees.
+Staying inside the queue (unless the queue opts in) keeps preemption from moving capacity
+between queues: that is reclaim's business, under the queues' guarantees and shares.
 """
 
 from __future__ import annotations
@@ -70,10 +73,15 @@ class Preempt:
                     for pod in solvers.running_pods(session):
                         if pod.queue is not None:
                             by_queue[pod.queue].append(pod)
+                info = session.snapshot.queues.get(job.queue)
+                across = info is not None and info.preempt_across_queues
+                pool = (
+                    [p for name in sorted(by_queue) for p in by_queue[name]]
+                    if across
+                    else by_queue.get(job.queue, ())
+                )
                 candidates = [
-                    pod
-                    for pod in by_queue.get(job.queue, ())
-                    if pod.priority < job.priority and pod.pod_group != job.key
+                    pod for pod in pool if pod.priority < job.priority and pod.pod_group != job.key
                 ]
                 if not candidates or not hooks.job_valid(job).is_success():
                     continue
@@ -85,7 +93,8 @@ class Preempt:
                     evicted=evicted,
                     rank=_rank,
                     allowed=functools.partial(hooks.preemptable, job),
-                    reason=f"preempted by pod group {job.key} (priority {job.priority})",
+                    reason=f"preempted by pod group {job.key} (priority {job.priority})"
+                    + (f" of queue {job.queue}" if across else ""),
                 ):
                     evicted = solvers.evicted_keys(session)
         return len(evicted) - before

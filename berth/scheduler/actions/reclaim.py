@@ -1,18 +1,24 @@
-"""reclaim: a queue below its guarantee takes capacity back from queues above their share.
+"""reclaim: a queue below its guarantee or its fair share takes capacity back from others.
 
 Runs after allocate and backfill (KAI's and Volcano's ``reclaim``). For every job still below
 quorum, queue by queue in queue order and job by job in job order:
 
 1. the job must be valid (``job_valid``) and allowed to reclaim at all (``can_reclaim``: with
-   the in-tree profile, it fits within its queue's — or an ancestor's — guarantee);
-2. the candidates are the running pods of *other* queues; victims go lowest queue priority
-   first, then lowest pod priority, then newest, and gangs stay whole
+   the in-tree profile, its quorum fits within its queue's — or an ancestor's — guarantee, or
+   its queue stays within its weighted fair share with it);
+2. the candidates are the running pods of *other* queues; victims go cheapest first: lowest
+   queue priority, then lowest pod priority, then least work lost (the pod that started
+   last, then the newest), and gangs stay whole
    (:func:`~berth.scheduler.actions.solvers.victim_units`);
 3. a victim is taken only while the ``reclaimable`` hook accepts it (with the in-tree profile:
-   its queue is ``reclaimable`` and holds more than its entitlement of a resource the job
-   needs), and nothing is evicted unless the job's quorum then fits
-   (:func:`~berth.scheduler.actions.solvers.solve`); the statement then commits the
+   its queue is ``reclaimable`` and stays at or above its share — or guarantee — without it;
+   docs/fair-share.md has the rules), and nothing is evicted unless the job's quorum then
+   fits (:func:`~berth.scheduler.actions.solvers.solve`); the statement then commits the
    evictions and the job's bindings together.
+
+A search that fails for a job is not repeated for the next jobs of the same queue asking for
+the same pods (the same shapes and quorum): they would fail the same way, and a queue with a
+long backlog would otherwise cost one search per job per cycle.
 
 Without any ``reclaimable`` or ``can_reclaim`` callback (no queue plugin enabled) there is no
 policy saying who owes whom, and the action does nothing.
@@ -28,6 +34,7 @@ from berth.scheduler.actions import solvers
 from berth.scheduler.framework import sessions
 
 if typing.TYPE_CHECKING:
+    from berth.scheduler.framework import jobs
     from berth.scheduler.snapshot import pods
 
 __all__ = ["NAME", "Reclaim", "new"]
@@ -61,14 +68,17 @@ class Reclaim:
         def rank(pod: pods.PodInfo) -> solvers.Rank:
             info = queues.get(pod.queue) if pod.queue is not None else None
             priority = info.priority if info is not None else 0
-            return (priority, pod.priority, -pod.creation_timestamp, pod.key)
+            started = pod.start_time if pod.start_time is not None else pod.creation_timestamp
+            return (priority, pod.priority, -started, -pod.creation_timestamp, pod.key)
 
+        failed: set[tuple[typing.Hashable, ...]] = set()
         for queue in session.ordered_queues():
             for job in session.ordered_jobs(queue.name):
                 # The cheap questions first: most jobs may not reclaim at all.
                 if not solvers.needs_room(job) or not hooks.can_reclaim(job):
                     continue
-                if not hooks.job_valid(job).is_success():
+                shape = _shape(job)
+                if shape in failed or not hooks.job_valid(job).is_success():
                     continue
                 if running is None:
                     running = solvers.running_pods(session)
@@ -86,7 +96,19 @@ class Reclaim:
                     reason=f"reclaimed by queue {job.queue} for pod group {job.key}",
                 ):
                     evicted = solvers.evicted_keys(session)
+                else:
+                    failed.add(shape)
         return len(evicted) - before
+
+
+def _shape(job: jobs.Job) -> tuple[typing.Hashable, ...]:
+    """What a victim search for ``job`` depends on besides the cluster: its queue, quorum and
+    the shapes of its pending pods."""
+    return (
+        job.queue,
+        job.group.min_member - job.occupied(),
+        tuple(sorted((repr(p.signature), tuple(sorted(p.requests.items()))) for p in job.pending)),
+    )
 
 
 def new() -> Reclaim:

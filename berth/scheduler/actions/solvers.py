@@ -5,8 +5,8 @@ victim filter (the session's ``reclaimable`` or ``preemptable`` hook); it groups
 *units* and runs :func:`solve` inside one statement, which it commits only on success:
 
 1. Units are tried in the caller's order (least valuable first). A unit is evicted only if the
-   filter accepts every pod in it *now* (the filters read per-queue usage, which the evictions
-   already made keep lowering).
+   filter accepts every pod in it, each asked once the pods before it are gone (the filters
+   read per-queue usage, which the evictions already made keep lowering).
 2. After each eviction, once the free capacity could hold the job's quorum at all, the job is
    placed tentatively (checkpoint; pods in task order through ``allocatable`` and the scheduling
    attempt); if ``job_ready`` agrees the search stops, otherwise the placement is rolled back
@@ -228,11 +228,21 @@ def solve(
         if len(chosen) >= MAX_UNITS or tries >= MAX_PLACEMENT_TRIES:
             break
         fresh = [pod for pod in unit.pods if pod.key not in gone]
-        if not fresh or not all(allowed(pod) for pod in fresh):
+        if not fresh:
             continue
+        # Each member is asked as the ones before it are gone: the filters read usage, and
+        # a gang's members together may take a queue further than any one of them alone.
+        before = stmt.checkpoint()
+        accepted = True
         for pod in fresh:
+            if not allowed(pod):
+                accepted = False
+                break
             stmt.evict(pod, reason=reason)
-            gone.add(pod.key)
+        if not accepted:
+            stmt.rollback(before)
+            continue
+        gone.update(pod.key for pod in fresh)
         chosen.append(unit)
         if not could_fit(session, need):
             continue

@@ -88,19 +88,34 @@ class Ordering(typing.Generic[T]):
         self._entries: list[tuple[str, collections.abc.Callable[[T, T], int]]] = []
         self._keys: list[tuple[str, collections.abc.Callable[[T], Comparable]]] = []
         self._all_keys = True
+        self._leading = (0, 0)  # leading entries, leading keys
 
     def add(self, fn: collections.abc.Callable[[T, T], int], *, plugin: str) -> None:
         """Register a comparator."""
         self._entries.append((plugin, fn))
         self._all_keys = False
 
-    def add_key(self, fn: collections.abc.Callable[[T], Comparable], *, plugin: str) -> None:
-        """Register a key function: smaller keys go first."""
+    def add_key(
+        self,
+        fn: collections.abc.Callable[[T], Comparable],
+        *,
+        plugin: str,
+        leading: bool = False,
+    ) -> None:
+        """Register a key function: smaller keys go first. ``leading`` puts it before every
+        callback registered without it (a policy that overrides the usual order where it
+        has an opinion, such as a queue's own job order)."""
 
         def compare(a: T, b: T) -> int:
             ka, kb = fn(a), fn(b)
             return -1 if ka < kb else (1 if kb < ka else 0)
 
+        if leading:
+            entries, keys = self._leading
+            self._entries.insert(entries, (plugin, compare))
+            self._keys.insert(keys, (plugin, fn))
+            self._leading = (entries + 1, keys + 1)
+            return
         self._entries.append((plugin, compare))
         self._keys.append((plugin, fn))
 

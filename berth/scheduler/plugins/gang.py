@@ -11,17 +11,29 @@ cannot reach quorum holds nothing):
 - ``job_ready``: ``minMember`` pods are placed (already running or done, plus those this
   session placed, minus those it evicts).
 - ``job_pipelined``: the same, counting pods nominated to nodes that are freeing up.
-- Timeout (``scheduleTimeoutSeconds``, else the ``defaultScheduleTimeoutSeconds`` argument):
-  a group still not placed when the session closes, whose quorum of pods has existed longer
-  than that, gets its reason prefixed with ``schedule timeout of 60s exceeded`` — the mark
-  the PodGroup controller turns into the ``Failed`` phase, as scheduler-plugins marks a gang
-  whose Permit wait expired. The clock starts when the ``minMember``-th pod was created (or
-  the group, if later): before that the group is waiting for pods, not for room.
+- Timeout (``scheduleTimeoutSeconds``, else the ``defaultScheduleTimeoutSeconds`` argument).
+  The clock starts when the ``minMember``-th pod was created (or the group, if later):
+  before that the group is waiting for pods, not for room. What happens when it passes is
+  the group's ``onScheduleTimeout``:
+
+  - ``Requeue`` (the default): the group's attempts alternate with back-offs — it is tried
+    for the timeout, then left alone for a back-off (the timeout, doubling after each
+    attempt, at most ``maxTimeoutBackoffSeconds``), then tried again, and so on
+    (:func:`timeout_state`; derived from the clock alone, so no state is kept between
+    cycles). While backing off ``job_valid`` refuses it (``schedule timeout of 60s
+    exceeded (attempt 1): backing off 60s, retrying in 42s at the back of its queue``), so
+    it holds nothing — no placement, no starvation-guard hold, no nomination — and when it
+    is tried again, its place in the queue is as if it had arrived then (a job-order key:
+    after the groups of its priority that were waiting already).
+  - ``Fail``: a group still not placed when the session closes gets its reason prefixed with
+    ``schedule timeout of 60s exceeded`` — the mark the PodGroup controller turns into the
+    ``Failed`` phase, as scheduler-plugins marks a gang whose Permit wait expired.
 """
 
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 
 import numpy as np
 import pydantic
@@ -37,11 +49,13 @@ __all__ = [
     "TIMEOUT_PREFIX",
     "Gang",
     "GangArgs",
+    "TimeoutState",
     "min_resources_status",
     "new",
     "quorum_since",
     "quorum_status",
     "ready_status",
+    "timeout_state",
 ]
 
 NAME = names.GANG
@@ -62,6 +76,36 @@ class GangArgs(pydantic.BaseModel):
     default_schedule_timeout_seconds: int | None = pydantic.Field(default=None, ge=1)
     """Seconds a group without its own ``scheduleTimeoutSeconds`` may wait for room once its
     pods exist. Unset (the default) waits for ever, as the PodGroup API documents."""
+    max_timeout_backoff_seconds: int = pydantic.Field(default=3600, ge=1)
+    """The longest back-off of a group requeued after its timeout (the back-off starts at the
+    timeout and doubles after each attempt). An hour: a gang that cannot fit is still
+    retried every so often without crowding out the work that can."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeoutState:
+    """Where a group with a timeout is in its attempts (``Requeue``)."""
+
+    attempt: int  # 1 for the first attempt
+    started: float  # when the current attempt (or the back-off after it) started
+    backoff_until: float | None  # set while backing off: when the next attempt starts
+    backoff: float  # the length of the current (or last) back-off, seconds
+
+
+def timeout_state(*, since: float, now: float, timeout: float, max_backoff: float) -> TimeoutState:
+    """The attempts of a group whose quorum exists since ``since`` (module docstring): tried
+    for ``timeout``, then backing off ``timeout`` doubling up to ``max_backoff``, and again."""
+    start, attempt, backoff = since, 1, min(float(timeout), max_backoff)
+    for _ in range(100_000):  # bounded: each turn covers at least ``timeout`` seconds
+        tried_until = start + timeout
+        if now <= tried_until:
+            return TimeoutState(attempt, start, None, backoff)
+        if now < tried_until + backoff:
+            return TimeoutState(attempt, tried_until, tried_until + backoff, backoff)
+        start = tried_until + backoff
+        attempt += 1
+        backoff = min(backoff * 2, max_backoff)
+    return TimeoutState(attempt, start, None, backoff)
 
 
 def quorum_status(group: podgroups.PodGroupInfo, /) -> statuses.Status:
@@ -144,20 +188,62 @@ class Gang(interfaces.SessionPlugin):
 
     def __init__(self, args: GangArgs) -> None:
         self._default_timeout = args.default_schedule_timeout_seconds
+        self._max_backoff = args.max_timeout_backoff_seconds
+
+    def _state(self, session: sessions.Session, job: jobs.Job) -> TimeoutState | None:
+        """The timed attempts of a ``Requeue`` group below quorum; None without a timeout."""
+        group = job.group
+        timeout = group.schedule_timeout_seconds or self._default_timeout
+        if timeout is None or group.fail_on_timeout or job.occupied() >= group.min_member:
+            return None
+        since = quorum_since(group, members=session.snapshot.members(job.key))
+        if since is None:
+            return None
+        return timeout_state(
+            since=since, now=session.snapshot.now, timeout=timeout, max_backoff=self._max_backoff
+        )
 
     def on_session_open(self, session: sessions.Session) -> None:
         snapshot = session.snapshot
+        timed = self._default_timeout is not None or any(
+            g.schedule_timeout_seconds for g in snapshot.pod_groups.values()
+        )
+        states: dict[str, TimeoutState | None] = {}
+
+        def state(job: jobs.Job) -> TimeoutState | None:
+            if job.key not in states:
+                states[job.key] = self._state(session, job)
+            return states[job.key]
 
         def valid(job: jobs.Job) -> statuses.Status:
             status = quorum_status(job.group)
             if not status.is_success():
                 return status
+            current = state(job) if timed else None
+            if current is not None and current.backoff_until is not None:
+                timeout = job.group.schedule_timeout_seconds or self._default_timeout
+                left = max(int(current.backoff_until - snapshot.now), 1)
+                return statuses.new(
+                    statuses.Code.UNSCHEDULABLE,
+                    f"{TIMEOUT_PREFIX} {timeout}s exceeded (attempt {current.attempt}): "
+                    f"backing off {int(current.backoff)}s, retrying in {left}s at the back of "
+                    "its queue",
+                )
             held = _held(snapshot.members(job.key))
             return min_resources_status(job.group, nodes=session.nodes, held=held)
+
+        def queued_at(job: jobs.Job) -> float:
+            # A requeued group's place is as if it arrived when its current attempt began.
+            current = state(job)
+            if current is not None and current.attempt > 1:
+                return current.started
+            return job.creation_timestamp
 
         session.add_job_valid_fn(valid, plugin=NAME)
         session.add_job_ready_fn(ready_status, plugin=NAME)
         session.add_job_pipelined_fn(lambda job: ready_status(job, pipelined=True), plugin=NAME)
+        if timed:
+            session.hooks.job_order.add_key(queued_at, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         now = session.snapshot.now
@@ -166,6 +252,8 @@ class Gang(interfaces.SessionPlugin):
             timeout = job.group.schedule_timeout_seconds or self._default_timeout
             if timeout is None or job.occupied() >= job.group.min_member:
                 continue
+            if not job.group.fail_on_timeout:
+                continue  # Requeue: job_valid said so while it backs off
             since = quorum_since(job.group, members=session.snapshot.members(key))
             if since is None or now - since <= timeout:
                 continue

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import enum
 import math
 
 import numpy as np
@@ -77,6 +78,7 @@ __all__ = [
     "NAME",
     "Proportion",
     "ProportionArgs",
+    "ReclaimMode",
     "new",
 ]
 
@@ -104,6 +106,25 @@ class ProportionArgs(pydantic.BaseModel):
     starvation guard holds freeing capacity for it. Five minutes by default: long enough for
     ordinary churn to place most work, short against jobs that run for hours. ``0`` or null
     turns the guard off."""
+    reclaim_to_fair_share: bool = True
+    """Whether a queue below its weighted fair share may evict work of ``reclaimable`` queues
+    above theirs (reclaim toward a guarantee is always on)."""
+    reclaim_min_runtime_seconds: int = pydantic.Field(default=60, ge=0, le=7 * 24 * 3600)
+    """Seconds a pod must have run (since ``status.startTime``) before fair-share reclaim may
+    evict it, unless its queue sets ``reclaimMinRuntimeSeconds``. A minute: a pod placed by
+    one cycle is never taken back by the next ones while shares settle, and little work is
+    lost against jobs that run for hours."""
+    reclaim_evictions_per_cycle: int = pydantic.Field(default=32, ge=1, le=100_000)
+    """Pods a cycle may evict for fair-share reclaim, counting every eviction the cycle made
+    before (reclaim toward a guarantee is not limited). Rebalancing then takes a few cycles
+    instead of one burst, and each cycle looks at the shares the last one left."""
+
+
+class ReclaimMode(enum.Enum):
+    """Why a job may take capacity back from other queues."""
+
+    GUARANTEE = "guarantee"  # its quorum fits within its queue's (or an ancestor's) guarantee
+    FAIR_SHARE = "fair-share"  # its queue stays within its weighted fair share with it
 
 
 def _unschedulable(text: str) -> statuses.Status:
@@ -189,11 +210,12 @@ def _layout(
 class _Books:
     """One session's queue accounting; built at open, dropped at close."""
 
-    def __init__(self, session: sessions.Session, *, threshold: int | None) -> None:
+    def __init__(self, session: sessions.Session, *, args: ProportionArgs) -> None:
         snapshot = session.snapshot
         table = session.nodes
         self.session = session
-        self.threshold = threshold or None
+        self.args = args
+        self.threshold = args.starvation_threshold_seconds or None
         self.resources = table.resources
         infos = tuple(snapshot.queues.values())
         layout = table.cached(
@@ -274,6 +296,10 @@ class _Books:
         self._rooms_cached = False
         self._full: list[npt.NDArray[np.bool_] | None] = [None] * len(order)
         self.evicted_from: dict[str, int] = {}  # group key -> members evicted this session
+        self.evicted_vec: dict[str, IntArray] = {}  # group key -> requests evicted this session
+        self.evictions = 0  # pods evicted by this session's statements (undone ones uncounted)
+        self._modes: dict[str, ReclaimMode | None] = {}
+        self._fair: dict[str, float] | None = None
         self.holds: list[_Hold] = []
 
     # Shares ---------------------------------------------------------------------------------
@@ -327,30 +353,43 @@ class _Books:
         if not node.leaf:
             return _unresolvable(f"queue {name} is not a leaf queue")
         if not node.open and not running:
+            if node.closed_by != name:
+                return _unresolvable(
+                    f"queue {name} is closed: its parent queue {node.closed_by} is Closed"
+                )
             return _unresolvable(f"queue {name} is closed")
         return statuses.SUCCESS
 
     def job_valid(self, job: jobs.Job) -> statuses.Status:
         group = job.group
-        status = self.queue_problem(job.queue, running=group.placed + group.succeeded > 0)
-        if not status.is_success() or not self.limited[job.queue]:
-            return status
-        return self._within_limits(job)
+        running = group.placed + group.succeeded > 0
+        problem = self.queue_problem(job.queue, running=running)
+        if problem.is_success() and not running and self.limited[job.queue]:
+            return self._never_fits(job)
+        return problem
 
-    def _within_limits(self, job: jobs.Job) -> statuses.Status:
-        """Unresolvable when what the job needs to start exceeds a limit on its queue's path
-        even with the queue empty: it could wait forever, so it says so."""
-        need, path = self.quorum_need(job), self.paths[job.queue]
-        over = need > self.limit[path]
+    def _never_fits(self, job: jobs.Job) -> statuses.Status:
+        """UNSCHEDULABLE_AND_UNRESOLVABLE when the group's quorum exceeds a limit on its
+        queue's path even with the queue empty: no amount of waiting places it."""
+        group = job.group
+        need = np.zeros(len(self.resources), dtype=np.int64)
+        if job.pending:
+            # Per resource, the smallest amount any minMember of its pods could ask: a bound
+            # below the real need, so "never" is never said of a gang that could fit.
+            asks = np.sort(np.array([self.session.vector(p) for p in job.pending]), axis=0)
+            need = np.asarray(asks[: group.min_member].sum(axis=0), dtype=np.int64)
+        if group.min_resources:
+            need = np.maximum(need, self.session.nodes.vector(group.min_resources, memo=False))
+        path = self.paths[job.queue]
+        over = (need > self.limit[path]) & self.not_pods
         if not over.any():
             return statuses.SUCCESS
         row, col = (int(x) for x in np.argwhere(over)[0])
-        q, res = int(path[row]), self.resources[col]
-        what = "pod" if job.group.implicit else f"pod group (minMember {job.group.min_member})"
+        queue, res = self.order[int(path[row])], self.resources[col]
+        whose = "queue" if queue == job.queue else f"parent queue {queue}"
         return _unresolvable(
-            f"queue {self.order[q]} limit for {res} can never be met: the {what} needs "
-            f"{shares.format_quantity(res, int(need[col]))} {res} to start, the limit is "
-            f"{shares.format_quantity(res, int(self.limit[q, col]))}"
+            f"can never fit: needs {shares.format_quantity(res, int(need[col]))} {res}, "
+            f"{whose} limit {shares.format_quantity(res, int(self.limit[path[row], col]))}"
         )
 
     def allocatable(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
@@ -396,6 +435,61 @@ class _Books:
             )
         return statuses.SUCCESS
 
+    # Job order -------------------------------------------------------------------------------
+    def ordered_queues(self) -> bool:
+        """Whether some usable queue orders its jobs other than priority then FIFO."""
+        infos = self.session.snapshot.queues
+        return any(
+            infos[name].job_order != queues.PRIORITY_FIFO for name in self.order if name in infos
+        )
+
+    def job_order_key(self, job: jobs.Job) -> tuple[float]:
+        """The queue's own job order, ahead of the profile's (priority, then age): the same
+        constant for PriorityFIFO queues (no opinion), the group's creation time for FIFO,
+        and a virtual finish time for NamespaceFair (:meth:`_fair_keys`)."""
+        info = self.session.snapshot.queues.get(job.queue)
+        policy = info.job_order if info is not None else queues.PRIORITY_FIFO
+        if policy == queues.FIFO:
+            return (job.creation_timestamp,)
+        if policy == queues.NAMESPACE_FAIR:
+            if self._fair is None:
+                self._fair = self._fair_keys()
+            return (self._fair.get(job.key, 0.0),)
+        return (0.0,)
+
+    def _fair_keys(self) -> dict[str, float]:
+        """For the jobs of NamespaceFair queues: the namespace's dominant share of the cluster
+        held by its running pods in the queue, plus the quorum needs of its jobs up to and
+        including this one (in priority, then age order) — the namespace that would hold
+        least after placing the job goes first, so namespaces take turns by what they use,
+        not by how many groups they submit."""
+        session = self.session
+        infos = session.snapshot.queues
+        fair = {n for n in self.order if n in infos and infos[n].job_order == queues.NAMESPACE_FAIR}
+        held: dict[tuple[str, str], float] = {}
+        scale = np.where(self.capacity > 0, self.capacity, 1).astype(np.float64)
+        counted = self.not_pods & (self.capacity > 0)
+
+        def dominant(vec: IntArray) -> float:
+            return float((vec[counted] / scale[counted]).max(initial=0.0))
+
+        for pod in session.snapshot.pods.values():
+            if pod.queue in fair and pod.node_name is not None and not pod.terminal:
+                where = (str(pod.queue), pod.namespace)
+                held[where] = held.get(where, 0.0) + dominant(session.vector(pod))
+        out: dict[str, float] = {}
+        by_namespace: dict[tuple[str, str], list[jobs.Job]] = {}
+        for job in session.jobs.values():
+            if job.queue in fair:
+                by_namespace.setdefault((str(job.queue), job.group.namespace), []).append(job)
+        for where, waiting in by_namespace.items():
+            waiting.sort(key=lambda j: (-j.priority, j.creation_timestamp, j.uid, j.key))
+            total = held.get(where, 0.0)
+            for job in waiting:
+                total += dominant(self.quorum_need(job))
+                out[job.key] = total
+        return out
+
     # Reclaim ---------------------------------------------------------------------------------
     def quorum_need(self, job: jobs.Job) -> IntArray:
         """What the job's pods up to quorum ask for (its highest-priority, oldest pods)."""
@@ -410,18 +504,63 @@ class _Books:
             self._needs[job.key] = need
         return need
 
-    def can_reclaim(self, job: jobs.Job) -> bool:
+    def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
+        """Whether (and on which promise) ``job`` may take capacity back from other queues:
+        its quorum fits within the guarantee of its queue or an ancestor, else its queue stays
+        within its fair share with it (the ancestors are checked per victim, below the
+        level the two queues share: :meth:`reclaimable`)."""
+        key = job.key
+        if key in self._modes:
+            return self._modes[key]
+        mode: ReclaimMode | None = None
         path = self.paths.get(job.queue)
-        if path is None or not self.queue_problem(job.queue, running=True).is_success():
+        if path is not None and self.queue_problem(job.queue, running=True).is_success():
+            need = self.quorum_need(job)
+            for a in path:
+                promised = self.honored[a] > 0
+                if not (need[promised] > 0).any():
+                    continue
+                if (
+                    self.allocated[a][promised] + need[promised] <= self.honored[a][promised]
+                ).all():
+                    mode = ReclaimMode.GUARANTEE
+                    break
+            if (
+                mode is None
+                and self.args.reclaim_to_fair_share
+                and self._within_share(self.index[job.queue], need)
+            ):
+                mode = ReclaimMode.FAIR_SHARE
+        self._modes[key] = mode
+        return mode
+
+    def can_reclaim(self, job: jobs.Job) -> bool:
+        return self.reclaim_mode(job) is not None
+
+    def _within_share(self, i: int, need: IntArray) -> bool:
+        """Queue ``i`` plus ``need`` holds no more than its fair share of any resource the
+        need asks for (``pods`` aside)."""
+        cols = (need > 0) & self.not_pods
+        if not cols.any():
             return False
-        need = self.quorum_need(job)
-        for a in path:
-            promised = self.honored[a] > 0
-            if not (need[promised] > 0).any():
-                continue
-            if (self.allocated[a][promised] + need[promised] <= self.honored[a][promised]).all():
-                return True
-        return False
+        return bool((self.allocated[i][cols] + need[cols] <= self.share[i][cols]).all())
+
+    def _keeps_share(self, i: int, vec: IntArray) -> bool:
+        """Queue ``i`` less ``vec`` still holds at least its whole fair share of one of the
+        resources ``vec`` frees — its dominant share over them stays at 1 or more, so the
+        eviction takes nothing it is entitled to (a resource it is entitled to none of but
+        holds counts as above its share)."""
+        cols = (vec > 0) & self.not_pods
+        after = self.allocated[i][cols] - vec[cols]
+        share = self.share[i][cols]
+        return bool((((after >= share) & (share > 0)) | ((share <= 0) & (after > 0))).any())
+
+    def min_runtime(self, victim: pods.PodInfo) -> int:
+        """Seconds ``victim`` must have run before fair-share reclaim may take it."""
+        info = self.session.snapshot.queues.get(victim.queue) if victim.queue else None
+        if info is not None and info.min_runtime_seconds is not None:
+            return info.min_runtime_seconds
+        return self.args.reclaim_min_runtime_seconds
 
     def reclaimable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
         name = victim.queue
@@ -430,9 +569,63 @@ class _Books:
         j = self.index.get(name)
         if j is None or not self.tree.nodes[name].reclaimable:
             return False
+        mode = self.reclaim_mode(job)
+        if mode is None:
+            return False
         vec = self.session.vector(victim)
-        useful = (self.allocated[j] > self.share[j]) & (vec > 0) & (self.quorum_need(job) > 0)
-        return bool((useful & self.not_pods).any())
+        need = self.quorum_need(job)
+        if not ((vec > 0) & (need > 0) & self.not_pods).any():
+            return False  # frees nothing the job asks for
+        # Only the levels below the one both queues share move: the victim's side gives,
+        # the job's side takes; a common ancestor keeps its total.
+        mine = self.rows[job.queue]
+        if mode is ReclaimMode.GUARANTEE:
+            # Held more than its entitlement before its gang started going: the solver asks
+            # member by member, and a gang goes whole or not at all.
+            held = self.allocated[j]
+            if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
+                held = held + self.evicted_vec[victim.pod_group]
+            useful = (held > self.share[j]) & (vec > 0) & (need > 0)
+            return bool((useful & self.not_pods).any())
+        if self.evictions >= self.args.reclaim_evictions_per_cycle:
+            return False
+        started = victim.start_time if victim.start_time is not None else victim.creation_timestamp
+        if self.session.snapshot.now - started < self.min_runtime(victim):
+            return False
+        ours = [a for a in mine if a not in self.rows[name]]
+        theirs = [a for a in self.rows[name] if a not in mine]
+        return all(self._within_share(a, need) for a in ours) and all(
+            self._keeps_share(a, vec) for a in theirs
+        )
+
+    def preemptable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
+        """Preemption inside a queue is the Priority plugin's business; across queues (the
+        job's queue sets ``preemptAcrossQueues``) the victim's queue must hold more than its
+        fair share of a resource the pod frees and keep its guarantee without it (it and
+        its ancestors below the level the two queues share)."""
+        name = victim.queue
+        if name is None or name == job.queue:
+            return True
+        info = self.session.snapshot.queues.get(job.queue)
+        j = self.index.get(name)
+        if info is None or not info.preempt_across_queues or j is None:
+            return False
+        vec = self.session.vector(victim)
+        cols = (vec > 0) & self.not_pods
+        mine = self.rows.get(job.queue, ())
+        held = self.allocated[j]
+        if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
+            held = held + self.evicted_vec[victim.pod_group]  # as before its gang started going
+        if not (held[cols] > self.share[j][cols]).any():
+            return False
+        for a in self.rows[name]:
+            if a in mine:
+                continue
+            honored = self.honored[a]
+            kept = self.allocated[a] - vec >= honored
+            if not kept[(vec > 0) & (honored > 0)].all():
+                return False
+        return True
 
     # Starvation ------------------------------------------------------------------------------
     def _room(self, i: int, path: npt.NDArray[np.intp], *, used: IntArray) -> IntArray:
@@ -475,6 +668,8 @@ class _Books:
             return False
         if self._hopeless(job):
             return False
+        if not self.session.hooks.job_valid(job).is_success():
+            return False  # e.g. a group backing off after its schedule timeout holds nothing
         i = self.index[job.queue]
         room = self._rooms[i]
         if room is None:
@@ -583,12 +778,17 @@ class _Books:
         # (short) path beat NumPy's fancy indexing here.
         pod = event.pod
         # A placed pod evicted (-1), or its eviction undone (+1).
-        if pod.node_name is not None and pod.pod_group is not None:
-            self.evicted_from[pod.pod_group] = self.evicted_from.get(pod.pod_group, 0) - sign
+        vec = self.session.vector(pod)
+        if pod.node_name is not None:
+            self.evictions -= sign
+            group = pod.pod_group
+            if group is not None:
+                self.evicted_from[group] = self.evicted_from.get(group, 0) - sign
+                gone = self.evicted_vec.get(group)
+                self.evicted_vec[group] = (-sign * vec) if gone is None else gone - sign * vec
         rows = self.rows.get(pod.queue) if pod.queue is not None else None
         if rows is None:
             return
-        vec = self.session.vector(pod)
         if sign < 0:
             vec = -vec
         placing = pod.node_name is None  # a pending pod placed or nominated, or undone
@@ -681,18 +881,21 @@ class Proportion(interfaces.SessionPlugin):
     name = NAME
 
     def __init__(self, args: ProportionArgs) -> None:
-        self._threshold = args.starvation_threshold_seconds
+        self._args = args
         self._books: _Books | None = None
 
     def on_session_open(self, session: sessions.Session) -> None:
-        books = self._books = _Books(session, threshold=self._threshold)
+        books = self._books = _Books(session, args=self._args)
         registry = session.hooks
         registry.queue_order.add_key(books.queue_key, plugin=NAME)
+        if books.ordered_queues():
+            registry.job_order.add_key(books.job_order_key, plugin=NAME, leading=True)
         registry.queue_overused.add(books.overused, plugin=NAME)
         session.add_job_valid_fn(books.job_valid, plugin=NAME)
         registry.allocatable.add(books.allocatable, plugin=NAME)
         registry.can_reclaim.add(books.can_reclaim, plugin=NAME)
         registry.reclaimable.add(books.reclaimable, plugin=NAME)
+        registry.preemptable.add(books.preemptable, plugin=NAME)
         registry.job_starving.add(books.starving, plugin=NAME)
         registry.nominations.add(books.nominations, plugin=NAME)
         session.add_event_handler(

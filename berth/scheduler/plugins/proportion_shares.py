@@ -11,7 +11,7 @@ quota is malformed, its ``limit`` is below its ``guaranteed`` for a resource, it
 not exist, it is part of a cycle, or an ancestor is unusable. Nothing else is affected: the
 usable queues form the tree. A parent's effective guarantee is the larger of its own and the
 sum of its children's (a parent promising its children more than it holds would break their
-promise), capped by its limit.
+promise), capped by its limit. A Closed queue closes its whole subtree.
 
 **Shares** (:func:`fair_shares`). Each queue's *cap* is what it could use: a leaf's demand
 (what it runs plus what it waits for), a parent's the sum of its children's, both capped by
@@ -87,7 +87,12 @@ class QueueNode:
     weight: int
     priority: int
     reclaimable: bool
-    open: bool
+    closed_by: str | None  # the nearest queue, itself or an ancestor, that is Closed
+
+    @property
+    def open(self) -> bool:
+        """Whether the queue admits new work: it and every ancestor are Open."""
+        return self.closed_by is None
 
     @property
     def leaf(self) -> bool:
@@ -196,10 +201,11 @@ def build_tree(
         children.setdefault(by_name[name].parent, []).append(name)
     nodes: dict[str, QueueNode] = {}
 
-    def build(name: str) -> QueueNode:
+    def build(name: str, *, closed_above: str | None) -> QueueNode:
         info = by_name[name]
+        closed_by = closed_above if closed_above is not None else (None if info.open else name)
         kids = tuple(children.get(name, ()))
-        built = [build(kid) for kid in kids]
+        built = [build(kid, closed_above=closed_by) for kid in kids]
         limit = np.full(len(resource_names), UNLIMITED, dtype=np.int64)
         if info.limit is not None:
             for res, value in info.limit.items():
@@ -218,14 +224,14 @@ def build_tree(
             weight=info.weight,
             priority=info.priority,
             reclaimable=info.reclaimable,
-            open=info.open,
+            closed_by=closed_by,
         )
         nodes[name] = node
         return node
 
     roots = tuple(children.get(None, ()))
     for root in roots:
-        build(root)
+        build(root, closed_above=None)
     return QueueTree(
         resources=resource_names,
         nodes={name: nodes[name] for name in sorted(nodes)},

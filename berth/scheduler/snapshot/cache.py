@@ -180,14 +180,22 @@ class ClusterCache:
                 del self._charged[charged]
             self._refresh_reserve_pod(charged)
 
-    def assume_pod(self, key: str, /, *, node: str) -> None:
-        """Count the pod as placed on ``node`` while its binding is in flight."""
+    def assume_pod(self, key: str, /, *, node: str, started: float | None = None) -> None:
+        """Count the pod as placed on ``node`` while its binding is in flight (``started``:
+        when it counts as started until the API says, if the caller knows)."""
         pod_key = ids.PodKey(key)
         info = self._pods.get(pod_key)
         if info is None:
             raise KeyError(f"cannot assume unknown pod {key!r}")
         self._assumed[pod_key] = ids.NodeName(node)
-        self._store_pod(dataclasses.replace(info, node_name=ids.NodeName(node)), from_api=False)
+        # Until the API says when it started, it counts as started when the caller bound it
+        # (fair-share reclaim spares pods that have not run their minimum yet).
+        if info.start_time is not None:
+            started = info.start_time
+        self._store_pod(
+            dataclasses.replace(info, node_name=ids.NodeName(node), start_time=started),
+            from_api=False,
+        )
 
     def forget_pod(self, key: str, /) -> bool:
         """Undo :meth:`assume_pod` (the binding failed); False when it was not assumed."""
@@ -196,7 +204,10 @@ class ClusterCache:
             return False
         info = self._pods.get(pod_key)
         if info is not None:
-            self._store_pod(dataclasses.replace(info, node_name=None), from_api=False)
+            # A pod whose binding failed never started (the API gives no startTime to one).
+            self._store_pod(
+                dataclasses.replace(info, node_name=None, start_time=None), from_api=False
+            )
         return True
 
     def _is_ours(self, obj: wire.Raw, /) -> bool:

@@ -39,6 +39,7 @@ class PodGroupInfo:
     implicit: bool = False  # a pod's group of one, not a PodGroup object
     invalid: str | None = None  # why the group can never be scheduled as written
     members: tuple[ids.PodKey, ...] = ()  # every known member, any phase, sorted
+    fail_on_timeout: bool = False  # onScheduleTimeout: Fail (else Requeue)
     pending: int = 0  # waiting for a node, ungated, not being deleted
     gated: int = 0  # waiting, but held by scheduling gates
     placed: int = 0  # on a node (bound or assumed) and not finished
@@ -108,6 +109,7 @@ def pod_group_info(
         creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
         phase=str(status.get("phase") or "Pending"),
         invalid=invalid,
+        fail_on_timeout=spec.get("onScheduleTimeout") == "Fail",
     )
 
 

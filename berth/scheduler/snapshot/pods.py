@@ -113,6 +113,7 @@ class PodInfo:
     pod: the ``reserve-pod`` annotation is a label for people, and users can write it."""
     # The version parsed (Events name it); not part of what scheduling compares.
     resource_version: str = dataclasses.field(default="", compare=False, hash=False, repr=False)
+    start_time: float | None = None  # status.startTime: when the kubelet started it
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -452,4 +453,5 @@ def pod_info(
             for c in _list(spec.get(field))
             if c.get("image")
         ),
+        start_time=wire.parse_time(status.get("startTime")),
     )

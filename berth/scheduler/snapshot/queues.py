@@ -16,10 +16,23 @@ import typing
 from berth.api import errors, keys, resources
 from berth.scheduler.snapshot import ids, wire
 
-__all__ = ["CLOSED", "OPEN", "QueueInfo", "default_queue", "queue_info"]
+__all__ = [
+    "CLOSED",
+    "FIFO",
+    "NAMESPACE_FAIR",
+    "OPEN",
+    "PRIORITY_FIFO",
+    "QueueInfo",
+    "default_queue",
+    "queue_info",
+]
 
 OPEN = "Open"
 CLOSED = "Closed"
+PRIORITY_FIFO = "PriorityFIFO"
+FIFO = "FIFO"
+NAMESPACE_FAIR = "NamespaceFair"
+_JOB_ORDERS = (PRIORITY_FIFO, FIFO, NAMESPACE_FAIR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +51,9 @@ class QueueInfo:
     creation_timestamp: float = 0.0
     implicit: bool = False  # the ``default`` queue nobody created
     invalid: str | None = None  # a malformed quota: the queue admits nothing
+    min_runtime_seconds: int | None = None  # protection from fair-share reclaim; None: profile's
+    job_order: str = PRIORITY_FIFO  # one of PriorityFIFO, FIFO, NamespaceFair
+    preempt_across_queues: bool = False  # its jobs may preempt other queues above their share
 
     @property
     def open(self) -> bool:
@@ -74,6 +90,8 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
     weight = spec.get("weight", 1)
     priority = spec.get("priority", 0)
     parent = spec.get("parent")
+    min_runtime = spec.get("reclaimMinRuntimeSeconds")
+    job_order = spec.get("jobOrder")
     return QueueInfo(
         name=ids.QueueName(str(meta.get("name") or "")),
         uid=str(meta.get("uid") or ""),
@@ -86,6 +104,15 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         state=str(spec.get("state") or OPEN),
         creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
         invalid=invalid,
+        min_runtime_seconds=(
+            min_runtime
+            if isinstance(min_runtime, int)
+            and not isinstance(min_runtime, bool)
+            and min_runtime >= 0
+            else None
+        ),
+        job_order=job_order if job_order in _JOB_ORDERS else PRIORITY_FIFO,
+        preempt_across_queues=spec.get("preemptAcrossQueues") is True,
     )
 
 

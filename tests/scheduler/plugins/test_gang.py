@@ -8,8 +8,9 @@ We test these aspects:
 - in cycles: a gang fits across several nodes and is placed whole; one that does not fit
   holds nothing and says why; minMember below the group's size places what fits when quorum
   fits; two gangs compete and the loser leaves its room to a later one;
-- timeouts: a group whose quorum has waited past scheduleTimeoutSeconds (or the default arg)
-  gets the timeout reason; a younger one does not; the clock starts at quorum.
+- timeouts with ``onScheduleTimeout: Fail``: a group whose quorum has waited past
+  scheduleTimeoutSeconds (or the default arg) gets the timeout reason; a younger one does
+  not; the clock starts at quorum (Requeue: tests/scheduler/queues/test_gang_timeouts.py).
 """
 
 from __future__ import annotations
@@ -223,10 +224,14 @@ def test_min_resources_blocks_a_group_in_a_cycle() -> None:
     ],
     ids=["own-timeout-passed", "young", "default-timeout", "no-timeout"],
 )
-def test_timeout(timeout: int | None, default: int | None, age: int, timed_out: bool) -> None:
+def test_timeout_with_fail(
+    timeout: int | None, default: int | None, age: int, timed_out: bool
+) -> None:
     created = b.EPOCH - age
+    group = b.pod_group("stuck", min_member=9, timeout=timeout, created=created)
+    group["spec"]["onScheduleTimeout"] = "Fail"
     objs = [
-        b.pod_group("stuck", min_member=9, timeout=timeout, created=created),
+        group,
         *[b.pod(f"s{i}", group="stuck", gpu=1, created=created) for i in range(9)],
     ]
     gang_args = {} if default is None else {"defaultScheduleTimeoutSeconds": default}

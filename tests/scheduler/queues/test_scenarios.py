@@ -131,9 +131,8 @@ CASES = [
         ],
         {"a0": "n1", "a1": "n1", "a2": "n1"},
         group_reasons={
-            # 4 pods of 1 cpu against a limit of 3: it never fits, and says so.
-            "big": "queue a limit for cpu can never be met: the pod group (minMember 4) needs "
-            "4 cpu to start, the limit is 3",
+            # Four one-cpu pods under a 3-cpu limit: no amount of waiting places the gang.
+            "big": "can never fit: needs 4 cpu, queue limit 3",
             "pod:a3": "gang needs minMember 1, only 0 could be placed; "
             "queue a at limit for cpu (3/3)",
             "pod:a4": "gang needs minMember 1, only 0 could be placed; "
@@ -183,11 +182,13 @@ CASES = [
         {"low2", "low3"},
     ),
     Case(
+        # r is not reclaimable, so fair-share reclaim stays out of it: only priority could
+        # move q's gang in, and priority does not cross queues.
         "preemption-never-crosses-queues",
         [
             b.node("n1", cpu="4"),
             queue("q"),
-            queue("r"),
+            queue("r", reclaimable=False),
             *[
                 cpu_pod(f"r{i}", queue="r", node="n1", priority=1, created=t(-100 + i))
                 for i in range(4)
