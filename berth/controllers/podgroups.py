@@ -61,7 +61,7 @@ _REASONS: tuple[tuple[str, str], ...] = (
     ("is closed", "QueueClosed"),
     ("not a leaf queue", "NotLeafQueue"),
     ("is invalid", "QueueInvalid"),
-    ("can never be met", "OverQueueLimit"),
+    ("can never fit", "OverQueueLimit"),
     ("at limit", "QueueOverLimit"),
     ("fair share", "QueueOverShare"),
     ("over its share", "QueueOverShare"),

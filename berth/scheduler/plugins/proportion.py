@@ -13,9 +13,8 @@ pod —, then registers:
 - **job_valid**: a job whose queue is unusable (``queue team-a is invalid: parent queue org
   does not exist``), not a leaf (``queue team is not a leaf queue``) or closed (``queue team-a
   is closed``; a group that already runs may complete) waits with that reason, and so does
-  one whose quorum exceeds a limit on its queue's path even with the queue empty (``queue
-  team-a limit for cpu can never be met: the pod group (minMember 4) needs 16 cpu to start,
-  the limit is 8``);
+  one whose quorum exceeds a limit on its queue's path even with the queue empty (``can never
+  fit: needs 16 cpu, queue limit 8``);
 - **allocatable**, per pod: never above a ``limit``, the queue's or an ancestor's (``queue
   team-a at limit for cpu (64/64)``); and not once the queue holds its whole entitlement of a
   resource the pod asks for while another queue below its own still has jobs to try (``queue
