@@ -38,7 +38,15 @@ import time
 from berth.api import keys
 from berth.controllers import observed, reservations, statuses
 from berth.controllers import registry as kopf_registry
-from berth.kube import admission, credentials, decisions, events, informers, snapshots
+from berth.kube import (
+    admission,
+    credentials,
+    decisions,
+    events,
+    informers,
+    owner_groups,
+    snapshots,
+)
 from berth.operator import components, embedding, main
 from berth.operator import metrics as berth_metrics
 from berth.scheduler import loop
@@ -69,6 +77,7 @@ class Parts:
     writer: statuses.StatusWriter
     trigger: asyncio.Event  # set by the informers: wakes the scheduling loop
     admission: admission.Admission  # around source and sink: the loop's source and sink
+    grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -125,6 +134,7 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
     cache = cluster_cache.ClusterCache(
         scheduler_names=names,
         plain_pods_queue=keys.DEFAULT_QUEUE if config.admit_plain_pods else None,
+        group_by_owner=config.group_by_owner,
     )
     trigger = asyncio.Event()
     watched = informers.ClusterInformers(
@@ -185,8 +195,23 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         scheduler.debug_top_n = top_n
 
     context.providers.score_table = set_top_n
+    grouper = (
+        owner_groups.OwnerGrouper(context.api, clock=context.clock, recorder=recorder)
+        if config.group_by_owner
+        else None
+    )
     return Parts(
-        scheduler, cache, watched, source, sink, recorder, objects, writer, trigger, admitting
+        scheduler,
+        cache,
+        watched,
+        source,
+        sink,
+        recorder,
+        objects,
+        writer,
+        trigger,
+        admitting,
+        grouper,
     )
 
 
@@ -220,6 +245,8 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
             feed.cycle(result, snapshot=parts.source.last)
             parts.writer.kick()
             reserving.kick()
+            if parts.grouper is not None and parts.source.last is not None:
+                parts.grouper.offer(parts.source.last)
 
         await loop.run(
             parts.scheduler,
@@ -255,6 +282,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
     ) -> components.TaskComponent:
         return components.TaskComponent(name, run, stop_timeout=timeout, on_exit=context.fail)
 
+    grouping = [] if parts.grouper is None else [task("owner grouper", parts.grouper.run)]
     return [
         task("events", parts.recorder.run),
         task("informers", run_informers),
@@ -263,6 +291,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         task("scheduling loop", run_loop),
         task("status writer", run_writer),
         task("reservation controller", run_reservations),
+        *grouping,
         embedding.KopfComponent(
             registry=lambda: kopf_registry.build(objects=parts.objects, login=login),
             settings=kopf_registry.operator_settings,

@@ -262,6 +262,12 @@ class Settings(pydantic_settings.BaseSettings):
     are placed as kube-scheduler would, which is what a user who did not ask for batch
     scheduling expects."""
 
+    group_by_owner: bool = True
+    """Whether Berth's pods with owners and no group get a group derived from their owners
+    (a Job's parallelism, a JobSet's replicated Jobs, a PyTorchJob's replicas...; see
+    docs/workloads.md) before they are scheduled. On by default: a workload's pods start
+    together, as their owner's spec says they run, without anyone writing a PodGroup."""
+
     eviction_wait: Seconds = 30.0
     """Measured in seconds. How long a preemptor's binding waits for the victims evicted from
     its node in the same cycle to be gone (deleted, or Succeeded/Failed) before it is given up

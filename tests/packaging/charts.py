@@ -119,6 +119,7 @@ EVERY_OPTION: Values = {
         "bindTimeout": "2m",
     },
     "admitPlainPods": True,
+    "groupByOwner": False,
     "evictionWait": "45s",
     "reservationRetention": "1h30m",
     "logLevel": "debug",

@@ -254,12 +254,13 @@ def test_berth_run_flags_follow_the_values(
 
 
 @pytest.mark.parametrize(
-    ("option_set", "admit", "extra"),
+    ("option_set", "admit", "grouping", "extra"),
     [
-        ("defaults", "false", []),
+        ("defaults", "false", "true", []),
         (
             "every-option",
             "true",
+            "false",
             [
                 {"name": "BERTH_ADMISSION__WEBHOOK", "value": "true"},
                 {"name": "BERTH_ADMISSION__WEBHOOK_PORT", "value": "8443"},
@@ -271,13 +272,14 @@ def test_berth_run_flags_follow_the_values(
     ids=["defaults", "every-option"],
 )
 def test_environment_names_the_pod_and_the_plain_pod_policy(
-    cluster: testing.RunningEmulator, option_set: str, admit: str, extra: list[Obj]
+    cluster: testing.RunningEmulator, option_set: str, admit: str, grouping: str, extra: list[Obj]
 ) -> None:
     env = container(cluster, option_set)["env"]
     assert env == [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "BERTH_ADMIT_PLAIN_PODS", "value": admit},
+        {"name": "BERTH_GROUP_BY_OWNER", "value": grouping},
         *extra,
     ]
 
@@ -397,7 +399,7 @@ def test_role_is_bound_in_the_release_namespace(cluster: testing.RunningEmulator
 def test_every_cluster_role_rule_carries_a_comment() -> None:
     lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
     rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) == 11
+    assert len(rule_starts) == 20
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), lines[index]
 

@@ -73,9 +73,36 @@ EXAMPLES = charts.REPO / "examples"
 SPEEDUP = 30.0  # simulated pods run 30x faster than their sim.berth.io/duration
 WAIT = 15.0  # seconds any one step may take before the run is declared stuck
 
-UNEXERCISED: dict[tuple[str, str, str], str] = {}
-"""Grants no run here can use, as (apiGroup, resource, verb) -> the reason. Empty: every grant
-the chart makes is exercised above. A grant joins only with the reason it cannot be."""
+_WALK = "the owner walk reads this kind as it reads the Job of the run; its CRD is not installed"
+UNEXERCISED: dict[tuple[str, str, str], str] = {
+    **{
+        (group, resource, "get"): _WALK
+        for group, resource in (
+            ("batch", "cronjobs"),
+            ("apps", "statefulsets"),
+            ("apps", "replicasets"),
+            ("apps", "deployments"),
+            ("jobset.x-k8s.io", "jobsets"),
+            ("kubeflow.org", "pytorchjobs"),
+            ("kubeflow.org", "tfjobs"),
+            ("kubeflow.org", "xgboostjobs"),
+            ("kubeflow.org", "paddlejobs"),
+            ("kubeflow.org", "mpijobs"),
+            ("trainer.kubeflow.org", "trainjobs"),
+            ("ray.io", "rayclusters"),
+            ("ray.io", "rayjobs"),
+            ("ray.io", "rayservices"),
+            ("sparkoperator.k8s.io", "sparkapplications"),
+            ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        )
+    },
+    ("scheduling.berth.io", "podgroups", "get"): "read only when a derived PodGroup exists "
+    "already (a pod of its workload grouped in an earlier batch): timing-dependent",
+    ("scheduling.berth.io", "podgroups", "patch"): "a derived PodGroup is patched only when its "
+    "workload is resized",
+}
+"""Grants no run here can use, as (apiGroup, resource, verb) -> the reason. A grant joins only
+with the reason it cannot be."""
 
 
 class SteppingClock:
@@ -207,6 +234,19 @@ kind: PodGroup
 metadata: {name: gated}
 spec: {minMember: 2}
 """
+BATCH_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    spec:
+      schedulerName: berth-scheduler
+      restartPolicy: Never
+      containers: [{name: main, image: busybox:1.37}]
+"""
 BERTHS = "schedulerName: berth-scheduler"
 SPARE = "nodeSelector: {pool: spare}"
 QUEUED = "labels: {scheduling.berth.io/queue: default}"
@@ -231,6 +271,17 @@ async def drive(
             user.create(pod(name, cpu="1", extra=labels, spec=GATE))
         finishing += ["gated-0", "gated-1"]
     await edit_while_pinned(user, name="gated-by-hand")
+    # A Job's pods (no Job controller here: created as it would): Berth reads the Job, writes
+    # the PodGroup it derives and labels the pods with it.
+    user.create(BATCH_JOB)
+    job_uid = user.objects("batch/v1", "jobs")["batch"]["metadata"]["uid"]
+    owner = (
+        "ownerReferences: [{apiVersion: batch/v1, kind: Job, name: batch, "
+        f"uid: {job_uid}, controller: true}}]"
+    )
+    for name in ("batch-0", "batch-1"):
+        user.create(pod(name, cpu="500m", extra=owner, spec=BERTHS, duration="1s"))
+    finishing += ["batch-0", "batch-1"]
     await user.until("the examples ran", succeeded(user, *finishing))
     await user.until(
         "the unclaimed reservation expired",

@@ -75,11 +75,15 @@ class ClusterCache:
         *,
         scheduler_names: collections.abc.Iterable[str] = (keys.DEFAULT_SCHEDULER_NAME,),
         plain_pods_queue: str | None = None,
+        group_by_owner: bool = False,
     ) -> None:
         """``plain_pods_queue``: when set, Berth's pods with neither a group nor a queue join
-        that queue as groups of one instead of bypassing queues and gangs."""
+        that queue as groups of one instead of bypassing queues and gangs. ``group_by_owner``:
+        pods with owners and no group wait until Berth derived their group from the owners
+        (:func:`~berth.scheduler.snapshot.pods.awaits_owner_group`)."""
         ordered_names = tuple(scheduler_names)
         self._plain_pods_queue = plain_pods_queue
+        self._group_by_owner = group_by_owner
         self._scheduler_names = frozenset(ordered_names)
         self._reserve_scheduler_names = ordered_names  # the first schedules reservations
         self._nodes: dict[str, nodes.NodeInfo] = {}
@@ -142,9 +146,12 @@ class ClusterCache:
     def add_pod(self, raw: typing.Any, /) -> None:
         """Add or update a pod."""
         obj = wire.as_raw(raw)
-        if self._plain_pods_queue is not None and self._is_ours(obj):
+        awaiting = self._group_by_owner and pods.awaits_owner_group(obj)
+        if self._plain_pods_queue is not None and self._is_ours(obj) and not awaiting:
             obj = wire.as_raw(pods.with_queue_if_plain(obj, queue=self._plain_pods_queue))
-        info = pods.pod_info(obj, priority_classes=self._class_values)
+        info = pods.pod_info(
+            obj, priority_classes=self._class_values, group_by_owner=self._group_by_owner
+        )
         old = self._pods.get(info.key)
         if old is not None and info.uid and old.uid and old.uid != info.uid:
             # A new pod under an old name (deleted and recreated before the deletion was

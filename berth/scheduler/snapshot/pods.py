@@ -29,6 +29,7 @@ __all__ = [
     "OwnerReference",
     "PodInfo",
     "Signature",
+    "awaits_owner_group",
     "implicit_group_key",
     "pod_info",
     "pod_requests",
@@ -56,6 +57,7 @@ class OwnerReference:
     name: str
     uid: str = ""
     controller: bool = False
+    api_version: str = ""
 
 
 Signature = tuple[typing.Hashable, ...]
@@ -92,6 +94,10 @@ class PodInfo:
     reservation: ids.ReservationKey | None  # a reservation the pod asks for by name
     scheduling_gates: tuple[str, ...]
     invalid: str | None = None  # why the pod can never be scheduled as written
+    # Grouping by owner is on, the pod has owners and no group yet: it waits for Berth to derive
+    # its group from them (berth.kube.owner_groups). ``group_error`` says why that failed.
+    awaiting_group: bool = False
+    group_error: str | None = None
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -112,7 +118,7 @@ class PodInfo:
     @property
     def plain(self) -> bool:
         """Neither a group nor a queue: default placement, no batch logic."""
-        return self.pod_group is None and self.queue is None
+        return self.pod_group is None and self.queue is None and not self.awaiting_group
 
     @property
     def reserve(self) -> bool:
@@ -225,6 +231,22 @@ def with_queue_if_plain(raw: typing.Any, /, *, queue: str) -> typing.Any:
     return {**obj, "metadata": {**meta, "labels": {**labels, QUEUE_LABEL: queue}}}
 
 
+def awaits_owner_group(raw: typing.Any, /) -> bool:
+    """Whether a pod waits for Berth to derive its group from its owners: it has owners, names
+    no group, was not grouped yet (:data:`~berth.api.keys.GROUPED_BY_ANNOTATION`) and did not
+    opt out (:data:`~berth.api.keys.GROUP_BY_OWNER_LABEL` ``disabled``)."""
+    meta = wire.sub(wire.as_raw(raw), "metadata")
+    if not _list(meta.get("ownerReferences")):
+        return False
+    labels = wire.sub(meta, "labels")
+    annotations = wire.sub(meta, "annotations")
+    if labels.get(keys.GROUP_BY_OWNER_LABEL) == "disabled" or annotations.get(
+        keys.GROUPED_BY_ANNOTATION
+    ):
+        return False
+    return _group_name({str(k): str(v) for k, v in labels.items()}, annotations) is None
+
+
 def implicit_group_key(namespace: str, /, *, name: str) -> ids.PodGroupKey:
     """The key of the group of one a pod with a queue but no group forms.
 
@@ -283,12 +305,14 @@ def pod_info(
     priority_classes: collections.abc.Mapping[str, int] | None = None,
     default_priority: int = 0,
     group_queue: str | None = None,
+    group_by_owner: bool = False,
 ) -> PodInfo:
     """Parse a pod (the API's dict) into a :class:`PodInfo`.
 
     ``priority_classes`` (name -> value) and ``default_priority`` (the global default class)
     resolve a pod without ``spec.priority``; ``group_queue`` is its group's queue, used when
-    the pod has no queue label.
+    the pod has no queue label. ``group_by_owner``: a pod that :func:`awaits_owner_group` is
+    marked ``awaiting_group``.
     """
     obj = wire.as_raw(raw)
     meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
@@ -348,6 +372,7 @@ def pod_info(
                 name=str(ref.get("name") or ""),
                 uid=str(ref.get("uid") or ""),
                 controller=bool(ref.get("controller")),
+                api_version=str(ref.get("apiVersion") or ""),
             )
             for ref in _list(meta.get("ownerReferences"))
         ),
@@ -360,4 +385,6 @@ def pod_info(
             str(gate.get("name") or "") for gate in _list(spec.get("schedulingGates"))
         ),
         invalid=invalid,
+        awaiting_group=group_by_owner and awaits_owner_group(obj),
+        group_error=annotations.get(keys.GROUP_ERROR_ANNOTATION) or None,
     )
