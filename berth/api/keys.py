@@ -24,6 +24,8 @@ __all__ = [
     "GROUP_ERROR_ANNOTATION",
     "INTEROP_POD_GROUP_ANNOTATION",
     "INTEROP_POD_GROUP_LABEL",
+    "INVALID_ANNOTATION",
+    "MIRROR_OF_ANNOTATION",
     "NAMESPACE_QUEUE_LABEL",
     "POD_GROUP_LABEL",
     "QUEUE_LABEL",
@@ -72,6 +74,12 @@ GROUP_ERROR_ANNOTATION = f"{GROUP}/group-error"
 (the pod waits until it is fixed)."""
 DERIVED_FROM_ANNOTATION = f"{GROUP}/derived-from"
 """Annotation on a PodGroup Berth derived from a workload: how its size was computed."""
+MIRROR_OF_ANNOTATION = f"{GROUP}/mirror-of"
+"""Annotation on a PodGroup Berth keeps in step with another scheduler's PodGroup of the same
+name (scheduler-plugins, Volcano): which one."""
+INVALID_ANNOTATION = f"{GROUP}/invalid"
+"""Annotation on such a mirror when the PodGroup it follows cannot be honoured: what is wrong
+(the group is then never placed, and says so)."""
 NAMESPACE_QUEUE_LABEL = f"{GROUP}/default-queue"
 """Label on a Namespace: the queue its pods join when they name none."""
 SIM_DURATION_ANNOTATION = "sim.berth.io/duration"

@@ -44,6 +44,7 @@ from berth.kube import (
     decisions,
     events,
     informers,
+    interop_groups,
     owner_groups,
     snapshots,
 )
@@ -55,6 +56,7 @@ from berth.scheduler.framework import profiles, registries
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots as snapshot_types
+from berth.workloads import interop
 
 __all__ = ["Parts", "leader_components", "load_profile", "with_registry"]
 
@@ -78,6 +80,7 @@ class Parts:
     trigger: asyncio.Event  # set by the informers: wakes the scheduling loop
     admission: admission.Admission  # around source and sink: the loop's source and sink
     grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
+    interop: interop_groups.InteropGroups | None = None  # None: no other PodGroup API honoured
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -212,7 +215,25 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         trigger,
         admitting,
         grouper,
+        _interop(context, recorder=recorder),
     )
+
+
+def _interop(
+    context: main.Context, *, recorder: events.EventRecorder
+) -> interop_groups.InteropGroups | None:
+    config = context.settings
+    flavors = [
+        flavor
+        for flavor, enabled in (
+            (interop.SCHEDULER_PLUGINS, config.interop_scheduler_plugins),
+            (interop.VOLCANO, config.interop_volcano),
+        )
+        if enabled
+    ]
+    if not flavors:
+        return None
+    return interop_groups.InteropGroups(context.api, flavors=flavors, recorder=recorder)
 
 
 def _components(context: main.Context, parts: Parts) -> list[components.Component]:
@@ -245,8 +266,11 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
             feed.cycle(result, snapshot=parts.source.last)
             parts.writer.kick()
             reserving.kick()
-            if parts.grouper is not None and parts.source.last is not None:
-                parts.grouper.offer(parts.source.last)
+            last = parts.source.last
+            if parts.grouper is not None and last is not None:
+                parts.grouper.offer(last)
+            if parts.interop is not None and last is not None:
+                parts.interop.offer(last, reasons=result.group_reasons)
 
         await loop.run(
             parts.scheduler,
@@ -283,6 +307,8 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         return components.TaskComponent(name, run, stop_timeout=timeout, on_exit=context.fail)
 
     grouping = [] if parts.grouper is None else [task("owner grouper", parts.grouper.run)]
+    if parts.interop is not None:
+        grouping.append(task("interop podgroups", parts.interop.run))
     return [
         task("events", parts.recorder.run),
         task("informers", run_informers),

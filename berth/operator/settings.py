@@ -268,6 +268,17 @@ class Settings(pydantic_settings.BaseSettings):
     docs/workloads.md) before they are scheduled. On by default: a workload's pods start
     together, as their owner's spec says they run, without anyone writing a PodGroup."""
 
+    interop_scheduler_plugins: bool = True
+    """Whether Berth honours scheduler-plugins PodGroups (``scheduling.x-k8s.io/v1alpha1``,
+    pods labelled ``scheduling.x-k8s.io/pod-group``) where the API server serves them: the gang
+    objects the Kubeflow, MPI and Spark operators and KubeRay write when told to use a gang
+    scheduler. On by default: without the CRD it costs one discovery request a minute."""
+
+    interop_volcano: bool = True
+    """Whether Berth honours Volcano PodGroups (``scheduling.volcano.sh/v1beta1``, pods
+    annotated ``scheduling.k8s.io/group-name``) where the API server serves them. On by
+    default, for the same reason."""
+
     eviction_wait: Seconds = 30.0
     """Measured in seconds. How long a preemptor's binding waits for the victims evicted from
     its node in the same cycle to be gone (deleted, or Succeeded/Failed) before it is given up

@@ -120,6 +120,10 @@ EVERY_OPTION: Values = {
     },
     "admitPlainPods": True,
     "groupByOwner": False,
+    "interop": {
+        "schedulerPlugins": {"enabled": False, "installCRD": True},
+        "volcano": {"enabled": False, "installCRD": True},
+    },
     "evictionWait": "45s",
     "reservationRetention": "1h30m",
     "logLevel": "debug",

@@ -280,6 +280,8 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "BERTH_ADMIT_PLAIN_PODS", "value": admit},
         {"name": "BERTH_GROUP_BY_OWNER", "value": grouping},
+        {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS", "value": grouping},
+        {"name": "BERTH_INTEROP_VOLCANO", "value": grouping},
         *extra,
     ]
 
@@ -399,7 +401,7 @@ def test_role_is_bound_in_the_release_namespace(cluster: testing.RunningEmulator
 def test_every_cluster_role_rule_carries_a_comment() -> None:
     lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
     rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) == 20
+    assert len(rule_starts) == 23
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), lines[index]
 
@@ -452,3 +454,15 @@ def test_the_first_job_applies_as_shown(
         "pod/hello-0 created",
         "pod/hello-1 created",
     ]
+
+
+def test_interop_crds_are_installed_when_asked_and_kept(
+    cluster: testing.RunningEmulator,
+) -> None:
+    # The every-option release asks for both minimal CRDs (the defaults ask for none).
+    names = cluster.kubectl("get", "crds", "-o", "name").stdout.split()
+    for crd in ("podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh"):
+        assert f"customresourcedefinition.apiextensions.k8s.io/{crd}" in names
+        found = json.loads(cluster.kubectl("get", "crd", crd, "-o", "json").stdout)
+        assert found["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert "scheduling.x-k8s.io/v1alpha1" in cluster.kubectl("api-versions").stdout

@@ -96,6 +96,18 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
             ("leaderworkerset.x-k8s.io", "leaderworkersets"),
         )
     },
+    **{
+        (group, resource, verb): "the run installs no scheduler-plugins or Volcano CRD: Berth "
+        "honours those PodGroups only where they are served (tests/workloads cover them)"
+        for group, resource, verb in (
+            ("scheduling.x-k8s.io", "podgroups", "list"),
+            ("scheduling.x-k8s.io", "podgroups", "watch"),
+            ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+            ("scheduling.volcano.sh", "podgroups", "list"),
+            ("scheduling.volcano.sh", "podgroups", "watch"),
+            ("scheduling.volcano.sh", "podgroups", "patch"),
+        )
+    },
     ("scheduling.berth.io", "podgroups", "get"): "read only when a derived PodGroup exists "
     "already (a pod of its workload grouped in an earlier batch): timing-dependent",
     ("scheduling.berth.io", "podgroups", "patch"): "a derived PodGroup is patched only when its "

@@ -213,6 +213,20 @@ def _group_name(labels: collections.abc.Mapping[str, str], annotations: wire.Raw
     return str(name) if name else None
 
 
+def _group_claims(labels: collections.abc.Mapping[str, str], annotations: wire.Raw) -> str | None:
+    """Why the pod cannot be placed when its keys name two different groups, else None."""
+    claims = {
+        f"label {GROUP_LABEL}": labels.get(GROUP_LABEL),
+        f"label {GROUP_LABEL_INTEROP}": labels.get(GROUP_LABEL_INTEROP),
+        f"annotation {GROUP_ANNOTATION_INTEROP}": annotations.get(GROUP_ANNOTATION_INTEROP),
+    }
+    named = {key: str(name) for key, name in claims.items() if name}
+    if len(set(named.values())) < 2:
+        return None
+    listed = ", ".join(f"{key}={name}" for key, name in named.items())
+    return f"two PodGroups claim the pod ({listed}): remove all but one"
+
+
 def with_queue_if_plain(raw: typing.Any, /, *, queue: str) -> typing.Any:
     """``raw`` with the queue label set to ``queue`` when the pod has neither a group nor a
     queue; otherwise ``raw`` itself (not copied).
@@ -320,7 +334,7 @@ def pod_info(
     name = str(meta.get("name") or "")
     labels = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
     annotations = {str(k): str(v) for k, v in wire.sub(meta, "annotations").items()}
-    invalid: str | None = None
+    invalid: str | None = _group_claims(labels, annotations)
     try:
         requests = pod_requests(spec)
     except errors.QuantityError as exc:
