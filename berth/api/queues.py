@@ -3,8 +3,9 @@
 Queues form a tree through ``spec.parent``; only leaf queues take work. A queue's
 ``guaranteed`` resources are lent out while it is idle and reclaimed when it needs them, its
 ``limit`` is a hard cap, and its ``weight`` is its share of what is left above the guarantees.
-A queue named ``default`` exists implicitly. DESIGN.md §2 is the contract; the Proportion
-plugin and the queue controller are the readers.
+Its ``namespaceSelector`` says which namespaces may use it. A queue named ``default`` exists
+implicitly. DESIGN.md §2 is the contract; the Proportion and QueueAccess plugins and the queue
+controller are the readers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import typing
 
 import pydantic
 
-from berth.api import keys, meta, resources, rules
+from berth.api import keys, meta, reservations, resources, rules
 
 __all__ = [
     "KIND",
@@ -78,6 +79,10 @@ class QueueSpec(meta.ApiModel):
     """Whether resources this queue borrowed above its guarantee may be taken back."""
     state: QueueState = QueueState.OPEN
     """Open admits new PodGroups; Closed admits nothing new (running work continues)."""
+    namespace_selector: reservations.LabelSelector | None = None
+    """Namespaces (by their labels) whose pods and PodGroups may use this queue; unset, every
+    namespace may. A pod naming a queue its namespace may not use is refused at admission, and
+    one already there waits, saying so."""
 
     @pydantic.field_validator("limit")
     @classmethod

@@ -8,7 +8,7 @@ logged once with what to do about it, marks the informer unhealthy, and is retri
 exponential backoff: a transient fault never crashes the process. A relist also removes the
 objects that disappeared while the watch was down.
 
-:class:`ClusterInformers` runs the six informers Berth needs and feeds a
+:class:`ClusterInformers` runs the seven informers Berth needs and feeds a
 :class:`~berth.scheduler.snapshot.cache.ClusterCache`:
 
 - pods: one watch of every pod, filtered here: Berth's own pods (its scheduler name) in any
@@ -16,7 +16,8 @@ objects that disappeared while the watch was down.
   bound and not finished (they use node capacity). One stream rather than two selector-filtered
   ones, so that a pod being bound is never seen deleted from one stream and added to another
   in the wrong order;
-- nodes, PriorityClasses, and Berth's Queues, PodGroups and Reservations.
+- nodes, PriorityClasses, Namespaces (their labels: default queues, queues' namespace
+  selectors), and Berth's Queues, PodGroups and Reservations.
 
 Malformed objects (not parseable by the cache) are logged and skipped. ``synced`` is set, and
 the ``caches-synced`` readiness condition becomes true, once every informer has listed once;
@@ -83,6 +84,7 @@ def pod_resource() -> Resource:
 
 
 _NODES = Resource("nodes", "/api/v1/nodes", namespaced=False)
+_NAMESPACES = Resource("namespaces", "/api/v1/namespaces", namespaced=False)
 _CLASSES = Resource(
     "priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses", namespaced=False
 )
@@ -317,6 +319,7 @@ class ClusterInformers:
                 _CLASSES, *self._feeding(cache.add_priority_class, cache.remove_priority_class)
             ),
             informer(_QUEUES, *self._feeding(cache.add_queue, cache.remove_queue)),
+            informer(_NAMESPACES, *self._feeding(cache.add_namespace, cache.remove_namespace)),
             informer(_GROUPS, *self._feeding(cache.add_pod_group, cache.remove_pod_group)),
             informer(
                 _RESERVATIONS, *self._feeding(cache.add_reservation, cache.remove_reservation)

@@ -199,7 +199,12 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
 
     context.providers.score_table = set_top_n
     grouper = (
-        owner_groups.OwnerGrouper(context.api, clock=context.clock, recorder=recorder)
+        owner_groups.OwnerGrouper(
+            context.api,
+            clock=context.clock,
+            recorder=recorder,
+            namespace_queue=cache.namespace_queue,
+        )
         if config.group_by_owner
         else None
     )

@@ -163,6 +163,11 @@ class AdmissionSettings(pydantic.BaseModel):
     """Serve the mutating admission webhook (every replica, in admission mode). On by default;
     turn it off when pods carry the gate ``scheduling.berth.io/admission`` in their templates."""
 
+    queue_access: bool = False
+    """Serve the webhook in scheduler mode too, only to refuse pods naming a queue their
+    namespace may not use (in admission mode the webhook always checks). Off by default: the
+    chart turns it on with ``queueAccess.webhook``; without it, such pods wait, saying why."""
+
     webhook_host: str = "0.0.0.0"
     """Address the webhook listens on. Every interface by default: the API server calls the
     pod's IP through the chart's Service."""

@@ -201,6 +201,8 @@ CUSTOM_AFFINITY: Values = {
             }
         }
     },
+    # Scheduler mode with the queue-access webhook (admission mode always checks).
+    "queueAccess": {"webhook": True},
 }
 OPTION_SETS: dict[str, Values] = {
     "defaults": {},

@@ -17,6 +17,7 @@ __all__ = [
     "NODE_UNSCHEDULABLE",
     "PRIORITY",
     "PROPORTION",
+    "QUEUE_ACCESS",
     "RESERVATION",
     "TAINT_TOLERATION",
 ]
@@ -37,6 +38,7 @@ BALANCED_ALLOCATION = "BalancedAllocation"
 PRIORITY = "Priority"
 GANG = "Gang"
 PROPORTION = "Proportion"
+QUEUE_ACCESS = "QueueAccess"
 RESERVATION = "Reservation"
 
 # Binding

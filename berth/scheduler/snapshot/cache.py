@@ -99,6 +99,10 @@ class ClusterCache:
         # Per-queue sums and group counts, moved by each change (a cycle never re-sums pods).
         self._usage = usage.QueueTotals()
         self._groups: dict[str, podgroups.PodGroupInfo] = {}
+        self._group_spec_queue: dict[str, ids.QueueName] = {}  # as written, before defaulting
+        # Namespace -> labels, and -> the default queue its label names.
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self._namespace_queues: dict[str, str] = {}
         self._group_members: dict[str, set[str]] = {}
         self._queues: dict[str, queues.QueueInfo] = {}
         self._reservations: dict[str, reservations.ReservationInfo] = {}
@@ -212,6 +216,8 @@ class ClusterCache:
             priority_classes=self._class_values,
             default_priority=self._default_priority,
             group_queue=group.queue if group is not None else None,
+            namespace_queue=self._namespace_queues.get(info.namespace),
+            join_namespace_queue=info.scheduler_name in self._scheduler_names,
         )
 
     def _store_pod(self, info: pods.PodInfo, /, *, from_api: bool) -> None:
@@ -358,17 +364,30 @@ class ClusterCache:
         info = podgroups.pod_group_info(
             raw, priority_classes=self._class_values, default_priority=self._default_priority
         )
+        self._group_spec_queue[info.key] = info.queue
+        self._store_group(self._group_in_namespace(info))
+
+    update_pod_group = add_pod_group
+
+    def _group_in_namespace(self, info: podgroups.PodGroupInfo) -> podgroups.PodGroupInfo:
+        """``info`` in its namespace's default queue when it names ``default`` (or none)."""
+        queue = self._group_spec_queue.get(info.key, info.queue)
+        own = self._namespace_queues.get(info.namespace)
+        if own and queue == keys.DEFAULT_QUEUE:
+            queue = ids.QueueName(own)
+        return info if queue == info.queue else dataclasses.replace(info, queue=queue)
+
+    def _store_group(self, info: podgroups.PodGroupInfo) -> None:
         old = self._groups.get(info.key)
         self._groups[info.key] = info
         self._dirty_groups.add(info.key)
         if old is None or old.queue != info.queue:
             self._resolve_members(info.key)
 
-    update_pod_group = add_pod_group
-
     def remove_pod_group(self, group: typing.Any, /) -> None:
         """Remove a PodGroup (by key or object); its pods stay, without a group object."""
         key = ids.PodGroupKey(_key_of(group))
+        self._group_spec_queue.pop(key, None)
         if self._groups.pop(key, None) is not None:
             self._dirty_groups.add(key)
             self._resolve_members(key)
@@ -480,6 +499,46 @@ class ClusterCache:
             return
         self._store_pod(wanted, from_api=False)
 
+    # Namespaces ---------------------------------------------------------------------------
+    def add_namespace(self, raw: typing.Any, /) -> None:
+        """Add or update a Namespace: its labels (queues' namespaceSelectors) and the default
+        queue its label ``scheduling.berth.io/default-queue`` names."""
+        obj = wire.as_raw(raw)
+        name = _name_of(obj)
+        labels = {str(k): str(v) for k, v in wire.sub(wire.sub(obj, "metadata"), "labels").items()}
+        queue = labels.get(keys.NAMESPACE_QUEUE_LABEL) or None
+        before = self._namespace_queues.get(name)
+        self._namespaces[name] = labels
+        if queue:
+            self._namespace_queues[name] = queue
+        else:
+            self._namespace_queues.pop(name, None)
+        if queue != before:
+            self._namespace_changed(name)
+
+    update_namespace = add_namespace
+
+    def remove_namespace(self, namespace: typing.Any, /) -> None:
+        """Remove a Namespace (by name or object)."""
+        name = _name_of(namespace)
+        self._namespaces.pop(name, None)
+        if self._namespace_queues.pop(name, None) is not None:
+            self._namespace_changed(name)
+
+    def namespace_queue(self, namespace: str, /) -> str:
+        """The queue a pod of ``namespace`` naming none joins: the Namespace's, else
+        ``default``."""
+        return self._namespace_queues.get(namespace, keys.DEFAULT_QUEUE)
+
+    def _namespace_changed(self, name: str) -> None:
+        for key in sorted(k for k, g in self._groups.items() if g.namespace == name):
+            self._store_group(self._group_in_namespace(self._groups[key]))
+        for key in sorted(k for k, p in self._pods.items() if p.namespace == name):
+            info = self._pods[key]
+            resolved = self._resolved(info)
+            if resolved is not info:
+                self._store_pod(resolved, from_api=False)
+
     # PriorityClasses ----------------------------------------------------------------------
     def add_priority_class(self, raw: typing.Any, /) -> None:
         """Add or update a PriorityClass (``scheduling.k8s.io/v1``)."""
@@ -552,6 +611,7 @@ class ClusterCache:
             reservations=types.MappingProxyType(dict(sorted(self._reservations.items()))),
             priority_classes=types.MappingProxyType(dict(sorted(self._class_values.items()))),
             queue_usage=self._usage.views(),
+            namespaces=types.MappingProxyType(dict(sorted(self._namespaces.items()))),
         )
 
     def _master_table(self) -> nodetable.NodeTable:
@@ -564,7 +624,7 @@ class ClusterCache:
     def _refresh_group(self, key: str) -> None:
         members = [self._pods[k] for k in sorted(self._group_members.get(key, ()))]
         static = self._groups.get(key)
-        if static is None and members and members[0].labels.get(pods.QUEUE_LABEL):
+        if static is None and members and members[0].queue:
             implicit = key == pods.implicit_group_key(members[0].namespace, name=members[0].name)
             static = podgroups.implicit_group(members[0]) if implicit else None
         if static is None:

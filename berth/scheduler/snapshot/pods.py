@@ -292,20 +292,48 @@ def resolve(
     priority_classes: collections.abc.Mapping[str, int],
     default_priority: int = 0,
     group_queue: str | None = None,
+    namespace_queue: str | None = None,
+    join_namespace_queue: bool = False,
 ) -> PodInfo:
-    """``info`` with its priority and queue resolved again (after a PriorityClass or its
-    group changed); the same object when nothing changed."""
+    """``info`` with its priority and queue resolved again (after a PriorityClass, its group or
+    its namespace changed); the same object when nothing changed.
+
+    The queue: the pod's queue label, else its group's (``group_queue``). ``namespace_queue``
+    is the default queue its Namespace names (label ``scheduling.berth.io/default-queue``):
+    there, a queue label ``default`` means that queue, and with ``join_namespace_queue`` (one of
+    Berth's pods) a pod with neither group nor queue joins it as a group of one — no pod of such
+    a namespace bypasses its quota for want of a label.
+    """
     priority = _priority(
         info.spec_priority,
         class_name=info.priority_class_name,
         priority_classes=priority_classes,
         default_priority=default_priority,
     )
-    label_queue = info.labels.get(QUEUE_LABEL)
+    label_queue = info.labels.get(QUEUE_LABEL) or None
+    if namespace_queue and label_queue == keys.DEFAULT_QUEUE:
+        label_queue = namespace_queue
+    group = info.pod_group
+    if (
+        group is not None
+        and group == implicit_group_key(info.namespace, name=info.name)
+        and not info.labels.get(QUEUE_LABEL)
+    ):
+        group = None  # it joined its namespace's queue, which it no longer names
+    if (
+        group is None
+        and label_queue is None
+        and namespace_queue
+        and join_namespace_queue
+        and not info.awaiting_group
+        and not info.reserve
+    ):
+        label_queue = namespace_queue
+        group = implicit_group_key(info.namespace, name=info.name)
     queue = ids.QueueName(label_queue) if label_queue else _queue_or_none(group_queue)
-    if priority == info.priority and queue == info.queue:
+    if priority == info.priority and queue == info.queue and group == info.pod_group:
         return info
-    return dataclasses.replace(info, priority=priority, queue=queue)
+    return dataclasses.replace(info, priority=priority, queue=queue, pod_group=group)
 
 
 def _queue_or_none(name: str | None) -> ids.QueueName | None:

@@ -14,12 +14,61 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, resources
-from berth.scheduler.snapshot import ids, wire
+from berth.scheduler.snapshot import ids, selectors, wire
 
-__all__ = ["CLOSED", "OPEN", "QueueInfo", "default_queue", "queue_info"]
+__all__ = [
+    "CLOSED",
+    "OPEN",
+    "NamespaceSelector",
+    "QueueInfo",
+    "default_queue",
+    "namespace_selector",
+    "queue_info",
+]
 
 OPEN = "Open"
 CLOSED = "Closed"
+
+
+_LABEL_OPERATORS = frozenset(
+    {selectors.IN, selectors.NOT_IN, selectors.EXISTS, selectors.DOES_NOT_EXIST}
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class NamespaceSelector:
+    """Which namespaces may use a queue (a label selector over their Namespace's labels)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[selectors.Requirement, ...] = ()
+
+    def admits(self, labels: collections.abc.Mapping[str, str], /) -> bool:
+        """Whether a namespace with ``labels`` may use the queue."""
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            req.operator in _LABEL_OPERATORS
+            and selectors.requirement_matches(req, value=labels.get(req.key))
+            for req in self.match_expressions
+        )
+
+    def __str__(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.match_labels]
+        for req in self.match_expressions:
+            values = f" ({', '.join(req.values)})" if req.values else ""
+            parts.append(f"{req.key} {req.operator}{values}")
+        return ", ".join(parts) or "everything"
+
+
+def namespace_selector(raw: typing.Any, /) -> NamespaceSelector | None:
+    """A queue's ``spec.namespaceSelector``; ``None`` when absent (every namespace)."""
+    if not isinstance(raw, collections.abc.Mapping):
+        return None
+    labels = raw.get("matchLabels")
+    pairs = (
+        tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+        if isinstance(labels, collections.abc.Mapping)
+        else ()
+    )
+    return NamespaceSelector(pairs, selectors.parse_requirements(raw.get("matchExpressions")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +87,7 @@ class QueueInfo:
     creation_timestamp: float = 0.0
     implicit: bool = False  # the ``default`` queue nobody created
     invalid: str | None = None  # a malformed quota: the queue admits nothing
+    namespaces: NamespaceSelector | None = None  # who may use it; None: every namespace
 
     @property
     def open(self) -> bool:
@@ -86,6 +136,7 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         state=str(spec.get("state") or OPEN),
         creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
         invalid=invalid,
+        namespaces=namespace_selector(spec.get("namespaceSelector")),
     )
 
 
