@@ -169,7 +169,9 @@ class Admission:
         held = _GATE in gates and node is None and not finished
         if held:
             self._gated.add(key)
-            if not pod_edits.belongs(obj):
+            if not pod_edits.belongs(obj) and not pods.awaits_owner_group(obj):
+                # (A pod Berth may still group by its owners is judged by the snapshot: with
+                # grouping on it waits for its group, with grouping off it is plain there.)
                 self._bad.add(key)
         else:
             self._gated.discard(key)

@@ -271,7 +271,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
             feed.cycle(result, snapshot=parts.source.last)
             parts.writer.kick()
             reserving.kick()
-            last = parts.source.last
+            last = timed.last
             if parts.grouper is not None and last is not None:
                 parts.grouper.offer(last)
             if parts.interop is not None and last is not None:
@@ -345,15 +345,20 @@ async def _wait_or_stop(event: asyncio.Event, *, stop: asyncio.Event) -> bool:
 
 
 class _TimedSource:
-    """The snapshot source, noting when each cycle began (for the session histogram)."""
+    """The snapshot source, noting when each cycle began (for the session histogram) and what
+    it returned (for the owner grouper and the interop status writer)."""
 
     def __init__(self, source: loop.SnapshotSource, feed: _MetricsFeed) -> None:
         self._source = source
         self._feed = feed
 
+    last: snapshot_types.Snapshot | None = None
+    """The snapshot the loop last scheduled from (admission mode's view: gated pods pending)."""
+
     def snapshot(self) -> snapshot_types.Snapshot:
         self._feed.started = time.perf_counter()
-        return self._source.snapshot()
+        self.last = self._source.snapshot()
+        return self.last
 
 
 class _MetricsFeed:
