@@ -17,9 +17,16 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_QUEUE",
     "DEFAULT_SCHEDULER_NAME",
+    "DERIVED_FROM_ANNOTATION",
     "GROUP",
+    "GROUPED_BY_ANNOTATION",
+    "GROUP_BY_OWNER_LABEL",
+    "GROUP_ERROR_ANNOTATION",
     "INTEROP_POD_GROUP_ANNOTATION",
     "INTEROP_POD_GROUP_LABEL",
+    "INVALID_ANNOTATION",
+    "MIRROR_OF_ANNOTATION",
+    "NAMESPACE_QUEUE_LABEL",
     "POD_GROUP_LABEL",
     "QUEUE_LABEL",
     "RESERVATION_ALLOCATED_ANNOTATION",
@@ -56,6 +63,25 @@ ADMITTED_NODE_ANNOTATION = f"{GROUP}/admitted-node"
 """Annotation Berth writes on a pod it admitted: the node it pinned the pod to."""
 ADMITTED_AT_ANNOTATION = f"{GROUP}/admitted-at"
 """Annotation Berth writes on a pod it admitted: when (RFC 3339), for the bind timeout."""
+GROUP_BY_OWNER_LABEL = f"{GROUP}/group-by-owner"
+"""Label on a workload (a Job, a JobSet...): ``disabled`` makes each of its pods a group of one
+instead of the gang Berth would derive from the workload's spec."""
+GROUPED_BY_ANNOTATION = f"{GROUP}/grouped-by"
+"""Annotation Berth writes on a pod it grouped by its owners: ``Kind/name`` of the workload the
+group was derived from, or ``Pod/<name>`` when the pod is a group of one."""
+GROUP_ERROR_ANNOTATION = f"{GROUP}/group-error"
+"""Annotation Berth writes on a pod whose group it cannot derive from its owners: what is wrong
+(the pod waits until it is fixed)."""
+DERIVED_FROM_ANNOTATION = f"{GROUP}/derived-from"
+"""Annotation on a PodGroup Berth derived from a workload: how its size was computed."""
+MIRROR_OF_ANNOTATION = f"{GROUP}/mirror-of"
+"""Annotation on a PodGroup Berth keeps in step with another scheduler's PodGroup of the same
+name (scheduler-plugins, Volcano): which one."""
+INVALID_ANNOTATION = f"{GROUP}/invalid"
+"""Annotation on such a mirror when the PodGroup it follows cannot be honoured: what is wrong
+(the group is then never placed, and says so)."""
+NAMESPACE_QUEUE_LABEL = f"{GROUP}/default-queue"
+"""Label on a Namespace: the queue its pods join when they name none."""
 SIM_DURATION_ANNOTATION = "sim.berth.io/duration"
 """Annotation: how long a simulated pod runs before it succeeds (a Go-style duration)."""
 

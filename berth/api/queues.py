@@ -3,8 +3,9 @@
 Queues form a tree through ``spec.parent``; only leaf queues take work. A queue's
 ``guaranteed`` resources are lent out while it is idle and reclaimed when it needs them, its
 ``limit`` is a hard cap, and its ``weight`` is its share of what is left above the guarantees.
-A queue named ``default`` exists implicitly. DESIGN.md §2 is the contract; the Proportion
-plugin and the queue controller are the readers.
+Its ``namespaceSelector`` says which namespaces may use it. A queue named ``default`` exists
+implicitly. DESIGN.md §2 is the contract; the Proportion and QueueAccess plugins and the queue
+controller are the readers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import typing
 
 import pydantic
 
-from berth.api import keys, meta, resources, rules
+from berth.api import keys, meta, reservations, resources, rules
 
 __all__ = [
     "JobOrder",
@@ -131,6 +132,10 @@ class QueueSpec(meta.ApiModel):
     """Whether this queue's groups may preempt lower-priority work of other queues that hold
     more than their fair share (never taking such a queue below its guarantee). Off: priority
     only orders work and preempts inside the queue."""
+    namespace_selector: reservations.LabelSelector | None = None
+    """Namespaces (by their labels) whose pods and PodGroups may use this queue; unset, every
+    namespace may. A pod naming a queue its namespace may not use is refused at admission, and
+    one already there waits, saying so."""
 
     @pydantic.field_validator("limit")
     @classmethod

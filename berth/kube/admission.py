@@ -174,7 +174,9 @@ class Admission:
             self._gate_removed(key, obj)
         if held:
             self._gated.add(key)
-            if not pod_edits.belongs(obj):
+            if not pod_edits.belongs(obj) and not pods.awaits_owner_group(obj):
+                # (A pod Berth may still group by its owners is judged by the snapshot: with
+                # grouping on it waits for its group, with grouping off it is plain there.)
                 self._bad.add(key)
         else:
             self._gated.discard(key)

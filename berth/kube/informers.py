@@ -8,7 +8,7 @@ logged once with what to do about it, marks the informer unhealthy, and is retri
 exponential backoff: a transient fault never crashes the process. A relist also removes the
 objects that disappeared while the watch was down.
 
-:class:`ClusterInformers` runs the six informers Berth needs and feeds a
+:class:`ClusterInformers` runs the seven informers Berth needs and feeds a
 :class:`~berth.scheduler.snapshot.cache.ClusterCache`:
 
 - pods: one watch of every pod, filtered here: Berth's own pods (its scheduler name) in any
@@ -16,7 +16,8 @@ objects that disappeared while the watch was down.
   bound and not finished (they use node capacity). One stream rather than two selector-filtered
   ones, so that a pod being bound is never seen deleted from one stream and added to another
   in the wrong order;
-- nodes, PriorityClasses, and Berth's Queues, PodGroups and Reservations.
+- nodes, PriorityClasses, Namespaces (their labels: default queues, queues' namespace
+  selectors), and Berth's Queues, PodGroups and Reservations.
 
 Malformed objects (not parseable by the cache) are logged and skipped. ``synced`` is set, and
 the ``caches-synced`` readiness condition becomes true, once every informer has listed once;

@@ -142,8 +142,9 @@ class _Process:
                 on_serving(server.port)
             kubeconfig = str(self._config.kubeconfig) if self._config.kubeconfig else None
             async with (
-                webhooks.serving(self._config),  # admission mode: every replica answers
                 clients.connect_async(kubeconfig=kubeconfig) as connection,
+                # Admission mode (or the queue-access check): every replica answers.
+                webhooks.serving(self._config, api=connection.api),
             ):
                 logger.info("connected to %s (%s)", connection.server, connection.origin)
                 self._reviewer = reviews.Reviewer(connection.api)

@@ -38,7 +38,16 @@ import time
 from berth.api import keys
 from berth.controllers import observed, reservations, statuses
 from berth.controllers import registry as kopf_registry
-from berth.kube import admission, credentials, decisions, events, informers, snapshots
+from berth.kube import (
+    admission,
+    credentials,
+    decisions,
+    events,
+    informers,
+    interop_groups,
+    owner_groups,
+    snapshots,
+)
 from berth.operator import components, embedding, main, visibility
 from berth.operator import metrics as berth_metrics
 from berth.scheduler import loop
@@ -47,6 +56,7 @@ from berth.scheduler.framework import profiles, registries
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots as snapshot_types
+from berth.workloads import interop
 
 __all__ = ["Parts", "leader_components", "load_profile", "with_registry"]
 
@@ -69,6 +79,8 @@ class Parts:
     writer: statuses.StatusWriter
     trigger: asyncio.Event  # set by the informers: wakes the scheduling loop
     admission: admission.Admission  # around source and sink: the loop's source and sink
+    grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
+    interop: interop_groups.InteropGroups | None = None  # None: no other PodGroup API honoured
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -125,6 +137,7 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
     cache = cluster_cache.ClusterCache(
         scheduler_names=names,
         plain_pods_queue=keys.DEFAULT_QUEUE if config.admit_plain_pods else None,
+        group_by_owner=config.group_by_owner,
     )
     trigger = asyncio.Event()
     watched = informers.ClusterInformers(
@@ -186,9 +199,47 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         scheduler.debug_top_n = top_n
 
     context.providers.score_table = set_top_n
-    return Parts(
-        scheduler, cache, watched, source, sink, recorder, objects, writer, trigger, admitting
+    grouper = (
+        owner_groups.OwnerGrouper(
+            context.api,
+            clock=context.clock,
+            recorder=recorder,
+            namespace_queue=cache.namespace_queue,
+        )
+        if config.group_by_owner
+        else None
     )
+    return Parts(
+        scheduler,
+        cache,
+        watched,
+        source,
+        sink,
+        recorder,
+        objects,
+        writer,
+        trigger,
+        admitting,
+        grouper,
+        _interop(context, recorder=recorder),
+    )
+
+
+def _interop(
+    context: main.Context, *, recorder: events.EventRecorder
+) -> interop_groups.InteropGroups | None:
+    config = context.settings
+    flavors = [
+        flavor
+        for flavor, enabled in (
+            (interop.SCHEDULER_PLUGINS, config.interop_scheduler_plugins),
+            (interop.VOLCANO, config.interop_volcano),
+        )
+        if enabled
+    ]
+    if not flavors:
+        return None
+    return interop_groups.InteropGroups(context.api, flavors=flavors, recorder=recorder)
 
 
 def _components(context: main.Context, parts: Parts) -> list[components.Component]:
@@ -224,6 +275,11 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
                 seen.observe()
             parts.writer.kick()
             reserving.kick()
+            last = timed.last
+            if parts.grouper is not None and last is not None:
+                parts.grouper.offer(last)
+            if parts.interop is not None and last is not None:
+                parts.interop.offer(last, reasons=result.group_reasons)
 
         await loop.run(
             parts.scheduler,
@@ -259,6 +315,9 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
     ) -> components.TaskComponent:
         return components.TaskComponent(name, run, stop_timeout=timeout, on_exit=context.fail)
 
+    grouping = [] if parts.grouper is None else [task("owner grouper", parts.grouper.run)]
+    if parts.interop is not None:
+        grouping.append(task("interop podgroups", parts.interop.run))
     return [
         task("events", parts.recorder.run),
         task("informers", run_informers),
@@ -267,6 +326,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         task("scheduling loop", run_loop),
         task("status writer", run_writer),
         task("reservation controller", run_reservations),
+        *grouping,
         embedding.KopfComponent(
             registry=lambda: kopf_registry.build(objects=parts.objects, login=login),
             settings=kopf_registry.operator_settings,
@@ -289,15 +349,20 @@ async def _wait_or_stop(event: asyncio.Event, *, stop: asyncio.Event) -> bool:
 
 
 class _TimedSource:
-    """The snapshot source, noting when each cycle began (for the session histogram)."""
+    """The snapshot source, noting when each cycle began (for the session histogram) and what
+    it returned (for the owner grouper and the interop status writer)."""
 
     def __init__(self, source: loop.SnapshotSource, feed: _MetricsFeed) -> None:
         self._source = source
         self._feed = feed
 
+    last: snapshot_types.Snapshot | None = None
+    """The snapshot the loop last scheduled from (admission mode's view: gated pods pending)."""
+
     def snapshot(self) -> snapshot_types.Snapshot:
         self._feed.started = time.perf_counter()
-        return self._source.snapshot()
+        self.last = self._source.snapshot()
+        return self.last
 
 
 class _MetricsFeed:

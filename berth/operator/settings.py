@@ -163,6 +163,11 @@ class AdmissionSettings(pydantic.BaseModel):
     """Serve the mutating admission webhook (every replica, in admission mode). On by default;
     turn it off when pods carry the gate ``scheduling.berth.io/admission`` in their templates."""
 
+    queue_access: bool = False
+    """Serve the webhook in scheduler mode too, only to refuse pods naming a queue their
+    namespace may not use (in admission mode the webhook always checks). Off by default: the
+    chart turns it on with ``queueAccess.webhook``; without it, such pods wait, saying why."""
+
     webhook_host: str = "0.0.0.0"
     """Address the webhook listens on. Every interface by default: the API server calls the
     pod's IP through the chart's Service."""
@@ -267,6 +272,23 @@ class Settings(pydantic_settings.BaseSettings):
     ``manageJobsWithoutQueueName`` does. Off by default: such pods bypass queues and gangs and
     are placed as kube-scheduler would, which is what a user who did not ask for batch
     scheduling expects."""
+
+    group_by_owner: bool = True
+    """Whether Berth's pods with owners and no group get a group derived from their owners
+    (a Job's parallelism, a JobSet's replicated Jobs, a PyTorchJob's replicas...; see
+    docs/workloads.md) before they are scheduled. On by default: a workload's pods start
+    together, as their owner's spec says they run, without anyone writing a PodGroup."""
+
+    interop_scheduler_plugins: bool = True
+    """Whether Berth honours scheduler-plugins PodGroups (``scheduling.x-k8s.io/v1alpha1``,
+    pods labelled ``scheduling.x-k8s.io/pod-group``) where the API server serves them: the gang
+    objects the Kubeflow, MPI and Spark operators and KubeRay write when told to use a gang
+    scheduler. On by default: without the CRD it costs one discovery request a minute."""
+
+    interop_volcano: bool = True
+    """Whether Berth honours Volcano PodGroups (``scheduling.volcano.sh/v1beta1``, pods
+    annotated ``scheduling.k8s.io/group-name``) where the API server serves them. On by
+    default, for the same reason."""
 
     eviction_wait: Seconds = 30.0
     """Measured in seconds. How long a preemptor's binding waits for the victims evicted from

@@ -14,13 +14,19 @@ as usual), pods labelled ``scheduling.berth.io/admission: disabled`` outside opt
 namespaces (in one, admission is required and the label is ignored), pods already bound
 (``spec.nodeName``), pods that name a scheduler other than the default one (Berth's own binds
 them directly; another scheduler's are not Berth's to hold), and pods that already carry the
-gate (written in the template: the patch would duplicate it). The webhook never refuses a pod:
-a request it cannot read is a 400 (the API server then applies the configuration's
-``failurePolicy``), anything else is allowed.
+gate (written in the template: the patch would duplicate it). The webhook refuses a pod only
+for its queue (below): a request it cannot read is a 400 (the API server then applies the
+configuration's ``failurePolicy``), anything else is allowed.
+
+A pod naming a queue its namespace may not use (the Queue's ``namespaceSelector``) is refused
+with a message saying so (:class:`~berth.kube.queue_access.QueueAccessLookup`, which reads the
+Namespace and the Queue, cached for seconds); in scheduler mode the chart can register
+:data:`QUEUE_ACCESS_PATH`, which only checks that.
 
 Every replica serves it (the Service targets them all), over TLS from the certificate and key
-the chart's Secret mounts (:class:`~berth.operator.settings.AdmissionSettings`). It is pure
-request handling: no API calls, no state, so followers answer as well as the leader.
+the chart's Secret mounts (:class:`~berth.operator.settings.AdmissionSettings`). Apart from that
+look-up it is pure request handling, with no state, so followers answer as well as the
+leader.
 """
 
 from __future__ import annotations
@@ -38,12 +44,13 @@ import pydantic.alias_generators
 from aiohttp import web
 
 from berth.api import keys
-from berth.kube import pod_edits
+from berth.kube import clients, pod_edits, queue_access
 from berth.operator import settings
 
 __all__ = [
     "OPTED_IN_PATH",
     "PATH",
+    "QUEUE_ACCESS_PATH",
     "AdmissionReview",
     "WebhookServer",
     "build_app",
@@ -58,6 +65,8 @@ PATH = "/admission/pods"
 """Pods selected by their labels (a group or a queue)."""
 OPTED_IN_PATH = "/admission/pods/opted-in"
 """Pods of namespaces labelled ``scheduling.berth.io/admission: enabled``."""
+QUEUE_ACCESS_PATH = "/admission/pods/queue-access"
+"""Scheduler mode: pods are only checked for queue access, never gated."""
 
 _REVIEW_VERSION = "admission.k8s.io/v1"
 _DEFAULT_SCHEDULERS = frozenset({"", "default-scheduler"})
@@ -145,12 +154,20 @@ def mutation(
     return ops
 
 
-def respond(review: AdmissionReview, /, *, opted_in: bool) -> dict[str, typing.Any]:
-    """The AdmissionReview answering ``review``: always allowed, maybe with a patch."""
+def respond(
+    review: AdmissionReview, /, *, opted_in: bool, refusal: str | None = None, gate: bool = True
+) -> dict[str, typing.Any]:
+    """The AdmissionReview answering ``review``: refused (403) with ``refusal`` when given,
+    else allowed, with the gating patch unless ``gate`` is off (the queue-access check of
+    scheduler mode)."""
     request = review.request
-    response: dict[str, typing.Any] = {"uid": request.uid, "allowed": True}
+    if refusal is not None:
+        status = {"code": 403, "reason": "Forbidden", "message": refusal}
+        response = {"uid": request.uid, "allowed": False, "status": status}
+        return {"apiVersion": _REVIEW_VERSION, "kind": "AdmissionReview", "response": response}
+    response = {"uid": request.uid, "allowed": True}
     is_pod = request.kind.group == "" and request.kind.kind == "Pod"
-    if is_pod and request.operation == "CREATE" and request.object is not None:
+    if gate and is_pod and request.operation == "CREATE" and request.object is not None:
         ops = mutation(request.object, opted_in=opted_in)
         if ops:
             response["patchType"] = "JSONPatch"
@@ -162,8 +179,23 @@ def _bad_request(message: str) -> web.Response:
     return web.Response(status=400, text=message + "\n", content_type="text/plain")
 
 
+async def _refusal(
+    review: AdmissionReview, lookup: queue_access.QueueAccessLookup | None
+) -> str | None:
+    request = review.request
+    pod = request.object
+    is_pod = request.kind.group == "" and request.kind.kind == "Pod"
+    if lookup is None or not is_pod or request.operation != "CREATE" or pod is None:
+        return None
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    namespace = request.namespace or str(meta.get("namespace") or "default")
+    return await lookup.refusal(namespace=namespace, labels=labels or {})
+
+
 def _handler(
-    *, opted_in: bool
+    *, opted_in: bool, lookup: queue_access.QueueAccessLookup | None = None, gate: bool = True
 ) -> collections.abc.Callable[[web.Request], collections.abc.Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         if request.content_type != "application/json":
@@ -178,7 +210,10 @@ def _handler(
             )
             logger.warning("malformed AdmissionReview from %s: %s", request.remote, problems)
             return _bad_request(f"malformed AdmissionReview: {problems}")
-        answer = respond(review, opted_in=opted_in)
+        refusal = await _refusal(review, lookup)
+        if refusal is not None:
+            logger.info("refusing pod in %s: %s", review.request.namespace, refusal)
+        answer = respond(review, opted_in=opted_in, refusal=refusal, gate=gate)
         if "patch" in answer["response"]:
             logger.debug(
                 "gating pod %s/%s",
@@ -191,11 +226,13 @@ def _handler(
     return handle
 
 
-def build_app() -> web.Application:
-    """The webhook's aiohttp application (both paths, plus ``/healthz``)."""
+def build_app(lookup: queue_access.QueueAccessLookup | None = None) -> web.Application:
+    """The webhook's aiohttp application (the three paths, plus ``/healthz``); with
+    ``lookup``, pods naming a queue their namespace may not use are refused."""
     app = web.Application(client_max_size=_MAX_BODY)
-    app.router.add_post(PATH, _handler(opted_in=False))
-    app.router.add_post(OPTED_IN_PATH, _handler(opted_in=True))
+    app.router.add_post(PATH, _handler(opted_in=False, lookup=lookup))
+    app.router.add_post(OPTED_IN_PATH, _handler(opted_in=True, lookup=lookup))
+    app.router.add_post(QUEUE_ACCESS_PATH, _handler(opted_in=False, lookup=lookup, gate=False))
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -214,7 +251,9 @@ class WebhookServer:
         port: int,
         cert_file: str,
         key_file: str,
+        lookup: queue_access.QueueAccessLookup | None = None,
     ) -> None:
+        self._lookup = lookup
         self._host = host
         self._requested_port = port
         self._cert_file = cert_file
@@ -226,7 +265,7 @@ class WebhookServer:
         """Listen; raises ``OSError``/``ssl.SSLError`` when the certificate cannot be loaded."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self._cert_file, self._key_file)
-        runner = web.AppRunner(build_app(), access_log=None, shutdown_timeout=1.0)
+        runner = web.AppRunner(build_app(self._lookup), access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, self._host, self._requested_port, ssl_context=context)
         try:
@@ -248,14 +287,16 @@ class WebhookServer:
 
 @contextlib.asynccontextmanager
 async def serving(
-    config: settings.Settings,
+    config: settings.Settings, *, api: clients.AsyncApiClient | None = None
 ) -> collections.abc.AsyncIterator[WebhookServer | None]:
-    """Serve the webhook for the process's lifetime when admission mode asks for it.
+    """Serve the webhook for the process's lifetime when admission mode (or, in scheduler mode,
+    the queue-access check) asks for it; with ``api``, queue access is checked.
 
-    Yields the server, or ``None`` in scheduler mode or with the webhook turned off.
+    Yields the server, or ``None`` when neither asks or the webhook is turned off.
     """
     options = config.admission
-    if config.mode != settings.Mode.ADMISSION or not options.webhook:
+    wanted = config.mode == settings.Mode.ADMISSION or options.queue_access
+    if not wanted or not options.webhook:
         yield None
         return
     server = WebhookServer(
@@ -263,6 +304,7 @@ async def serving(
         port=options.webhook_port,
         cert_file=str(options.cert_file),
         key_file=str(options.key_file),
+        lookup=queue_access.QueueAccessLookup(api) if api is not None else None,
     )
     await server.start()
     try:

@@ -119,6 +119,11 @@ EVERY_OPTION: Values = {
         "bindTimeout": "2m",
     },
     "admitPlainPods": True,
+    "groupByOwner": False,
+    "interop": {
+        "schedulerPlugins": {"enabled": False, "installCRD": True},
+        "volcano": {"enabled": False, "installCRD": True},
+    },
     "evictionWait": "45s",
     "reservationRetention": "1h30m",
     "logLevel": "debug",
@@ -211,6 +216,8 @@ CUSTOM_AFFINITY: Values = {
             }
         }
     },
+    # Scheduler mode with the queue-access webhook (admission mode always checks).
+    "queueAccess": {"webhook": True},
 }
 OPTION_SETS: dict[str, Values] = {
     "defaults": {},

@@ -185,8 +185,10 @@ def test_containers_run_hardened(cluster: testing.RunningEmulator, option_set: s
     }
     # The read-only root filesystem leaves /tmp as the only writable path.
     mounts = {m["mountPath"]: m for m in container(cluster, option_set)["volumeMounts"]}
-    # Admission mode (every-option) adds the webhook's certificate, read-only.
-    admission = {"/var/run/berth/admission"} if option_set == "every-option" else set()
+    # Admission mode (every-option) and the queue-access webhook (custom-affinity) add the
+    # webhook's certificate, read-only.
+    webhook = option_set in ("every-option", "custom-affinity")
+    admission = {"/var/run/berth/admission"} if webhook else set()
     assert set(mounts) == {"/etc/berth", "/tmp"} | admission
     assert all(mounts[path]["readOnly"] is True for path in {"/etc/berth"} | admission)
 
@@ -257,12 +259,13 @@ def test_berth_run_flags_follow_the_values(
 
 
 @pytest.mark.parametrize(
-    ("option_set", "admit", "extra"),
+    ("option_set", "admit", "grouping", "extra"),
     [
-        ("defaults", "false", []),
+        ("defaults", "false", "true", []),
         (
             "every-option",
             "true",
+            "false",
             [
                 {"name": "BERTH_ADMISSION__WEBHOOK", "value": "true"},
                 {"name": "BERTH_ADMISSION__WEBHOOK_PORT", "value": "8443"},
@@ -274,7 +277,7 @@ def test_berth_run_flags_follow_the_values(
     ids=["defaults", "every-option"],
 )
 def test_environment_names_the_pod_and_the_plain_pod_policy(
-    cluster: testing.RunningEmulator, option_set: str, admit: str, extra: list[Obj]
+    cluster: testing.RunningEmulator, option_set: str, admit: str, grouping: str, extra: list[Obj]
 ) -> None:
     env = container(cluster, option_set)["env"]
     assert env == [
@@ -282,6 +285,9 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "BERTH_ADMIT_PLAIN_PODS", "value": admit},
         {"name": "BERTH_HTTP_AUTHORIZATION", "value": "true"},
+        {"name": "BERTH_GROUP_BY_OWNER", "value": grouping},
+        {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS", "value": grouping},
+        {"name": "BERTH_INTEROP_VOLCANO", "value": grouping},
         *extra,
     ]
 
@@ -401,7 +407,7 @@ def test_role_is_bound_in_the_release_namespace(cluster: testing.RunningEmulator
 def test_every_cluster_role_rule_carries_a_comment() -> None:
     lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
     rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) == 13
+    assert len(rule_starts) == 26
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), lines[index]
 
@@ -454,3 +460,33 @@ def test_the_first_job_applies_as_shown(
         "pod/hello-0 created",
         "pod/hello-1 created",
     ]
+
+
+def test_interop_crds_are_installed_when_asked_and_kept(
+    cluster: testing.RunningEmulator,
+) -> None:
+    # The every-option release asks for both minimal CRDs (the defaults ask for none).
+    names = cluster.kubectl("get", "crds", "-o", "name").stdout.split()
+    for crd in ("podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh"):
+        assert f"customresourcedefinition.apiextensions.k8s.io/{crd}" in names
+        found = json.loads(cluster.kubectl("get", "crd", crd, "-o", "json").stdout)
+        assert found["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert "scheduling.x-k8s.io/v1alpha1" in cluster.kubectl("api-versions").stdout
+
+
+def test_scheduler_mode_queue_access_webhook_only_checks_pods_naming_a_queue(
+    cluster: testing.RunningEmulator,
+) -> None:
+    release, namespace, fullname = RELEASES["custom-affinity"]
+    found = get(cluster, CLUSTER_SCOPED, release=release, namespace=None)
+    config = found[("MutatingWebhookConfiguration", f"{fullname}-admission")]
+    (hook,) = config["webhooks"]
+    assert hook["clientConfig"]["service"]["path"] == "/admission/pods/queue-access"
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": "scheduling.berth.io/queue", "operator": "Exists"}]
+    }
+    env = {e["name"]: e.get("value") for e in container(cluster, "custom-affinity")["env"]}
+    assert env["BERTH_ADMISSION__QUEUE_ACCESS"] == "true"
+    assert "BERTH_ADMISSION__BIND_TIMEOUT" not in env
+    services = get(cluster, "services", release=release, namespace=namespace)
+    assert ("Service", f"{fullname}-admission") in services

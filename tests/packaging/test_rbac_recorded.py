@@ -73,7 +73,45 @@ EXAMPLES = charts.REPO / "examples"
 SPEEDUP = 30.0  # simulated pods run 30x faster than their sim.berth.io/duration
 WAIT = 15.0  # seconds any one step may take before the run is declared stuck
 
+_WALK = "the owner walk reads this kind as it reads the Job of the run; its CRD is not installed"
 UNEXERCISED: dict[tuple[str, str, str], str] = {
+    **{
+        (group, resource, "get"): _WALK
+        for group, resource in (
+            ("batch", "cronjobs"),
+            ("apps", "statefulsets"),
+            ("apps", "replicasets"),
+            ("apps", "deployments"),
+            ("jobset.x-k8s.io", "jobsets"),
+            ("kubeflow.org", "pytorchjobs"),
+            ("kubeflow.org", "tfjobs"),
+            ("kubeflow.org", "xgboostjobs"),
+            ("kubeflow.org", "paddlejobs"),
+            ("kubeflow.org", "mpijobs"),
+            ("trainer.kubeflow.org", "trainjobs"),
+            ("ray.io", "rayclusters"),
+            ("ray.io", "rayjobs"),
+            ("ray.io", "rayservices"),
+            ("sparkoperator.k8s.io", "sparkapplications"),
+            ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        )
+    },
+    **{
+        (group, resource, verb): "the run installs no scheduler-plugins or Volcano CRD: Berth "
+        "honours those PodGroups only where they are served (tests/workloads cover them)"
+        for group, resource, verb in (
+            ("scheduling.x-k8s.io", "podgroups", "list"),
+            ("scheduling.x-k8s.io", "podgroups", "watch"),
+            ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+            ("scheduling.volcano.sh", "podgroups", "list"),
+            ("scheduling.volcano.sh", "podgroups", "watch"),
+            ("scheduling.volcano.sh", "podgroups", "patch"),
+        )
+    },
+    ("scheduling.berth.io", "podgroups", "get"): "read only when a derived PodGroup exists "
+    "already (a pod of its workload grouped in an earlier batch): timing-dependent",
+    ("scheduling.berth.io", "podgroups", "patch"): "a derived PodGroup is patched only when its "
+    "workload is resized",
     ("authentication.k8s.io", "tokenreviews", "create"): (
         "only when a client calls the HTTP API; the emulator has no TokenReview (the calls are "
         "tested against a stand-in API server in tests/operator/test_http_auth.py)"
@@ -215,6 +253,19 @@ kind: PodGroup
 metadata: {name: gated}
 spec: {minMember: 2}
 """
+BATCH_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    spec:
+      schedulerName: berth-scheduler
+      restartPolicy: Never
+      containers: [{name: main, image: busybox:1.37}]
+"""
 BERTHS = "schedulerName: berth-scheduler"
 SPARE = "nodeSelector: {pool: spare}"
 QUEUED = "labels: {scheduling.berth.io/queue: default}"
@@ -239,6 +290,17 @@ async def drive(
             user.create(pod(name, cpu="1", extra=labels, spec=GATE))
         finishing += ["gated-0", "gated-1"]
     await edit_while_pinned(user, name="gated-by-hand")
+    # A Job's pods (no Job controller here: created as it would): Berth reads the Job, writes
+    # the PodGroup it derives and labels the pods with it.
+    user.create(BATCH_JOB)
+    job_uid = user.objects("batch/v1", "jobs")["batch"]["metadata"]["uid"]
+    owner = (
+        "ownerReferences: [{apiVersion: batch/v1, kind: Job, name: batch, "
+        f"uid: {job_uid}, controller: true}}]"
+    )
+    for name in ("batch-0", "batch-1"):
+        user.create(pod(name, cpu="500m", extra=owner, spec=BERTHS, duration="1s"))
+    finishing += ["batch-0", "batch-1"]
     await user.until("the examples ran", succeeded(user, *finishing))
     await user.until(
         "the unclaimed reservation expired",

@@ -316,6 +316,12 @@ class Session:
                 self.pod_reasons[pod.key] = derived + reason
 
 
+def _awaiting_reason(pod: pods.PodInfo) -> str:
+    if pod.group_error:
+        return f"cannot derive its group from its owners: {pod.group_error}"
+    return "waiting for Berth to derive its group from its owners"
+
+
 def open_session(
     snapshot: snapshots.Snapshot,
     *,
@@ -330,7 +336,9 @@ def open_session(
     framework.handle.attach(snapshot, recorder=session.recorder, placements=session.placements)
     members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
     for pod in snapshot.pending:
-        if pod.pod_group is None:
+        if pod.awaiting_group:
+            session.reject_pod(pod, reason=_awaiting_reason(pod))
+        elif pod.pod_group is None:
             # Neither group nor queue (a queue alone makes an implicit group of one).
             session.plain.append(pod)
         elif pod.pod_group in snapshot.pod_groups:

@@ -4,7 +4,9 @@ What the session asks of it (the allocate action commits a job's statement only 
 ``job_ready`` agrees, and rolls back everything the job took otherwise, so a group that
 cannot reach quorum holds nothing):
 
-- ``job_valid``: is the group worth trying? Not until ``minMember`` of its pods exist
+- ``job_valid``: is the group worth trying? Never when it is invalid as written (a malformed
+  ``minResources``, another scheduler's PodGroup Berth cannot honour); not until ``minMember`` of
+  its pods exist
   (``waiting for pods: 3/8 created, minMember 8``), and not when the cluster's free capacity
   (on schedulable nodes, plus what the group already holds) cannot cover ``minResources``
   (scheduler-plugins' coscheduling PreFilter check).
@@ -216,6 +218,10 @@ class Gang(interfaces.SessionPlugin):
             return states[job.key]
 
         def valid(job: jobs.Job) -> statuses.Status:
+            if job.group.invalid is not None:
+                # Never worth trying, whichever action asks (allocate says so first; backfill,
+                # reclaim and preempt must not place it either).
+                return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, job.group.invalid)
             status = quorum_status(job.group)
             if not status.is_success():
                 return status

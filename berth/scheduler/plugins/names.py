@@ -21,6 +21,7 @@ __all__ = [
     "POD_TOPOLOGY_SPREAD",
     "PRIORITY",
     "PROPORTION",
+    "QUEUE_ACCESS",
     "RESERVATION",
     "TAINT_TOLERATION",
 ]
@@ -47,6 +48,7 @@ IMAGE_LOCALITY = "ImageLocality"
 PRIORITY = "Priority"
 GANG = "Gang"
 PROPORTION = "Proportion"
+QUEUE_ACCESS = "QueueAccess"
 RESERVATION = "Reservation"
 
 # Binding

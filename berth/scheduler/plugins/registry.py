@@ -27,6 +27,7 @@ from berth.scheduler.plugins import (
     pod_topology_spread,
     priority,
     proportion,
+    queue_access,
     reservation,
     taint_toleration,
 )
@@ -69,6 +70,7 @@ def in_tree_registry() -> registries.Registry:
             names.PRIORITY: registries.PluginFactory(new=priority.new),
             names.GANG: registries.PluginFactory(new=gang.new, args=gang.GangArgs),
             # Batch: queues
+            names.QUEUE_ACCESS: registries.PluginFactory(new=queue_access.new),
             names.PROPORTION: registries.PluginFactory(
                 new=proportion.new, args=proportion.ProportionArgs
             ),
@@ -84,8 +86,9 @@ DEFAULT_PROFILE_YAML = """\
 schedulerName: berth-scheduler
 actions: [allocate, backfill, reclaim, preempt]
 plugins:
-  # Ordering, gangs and queues
+  # Ordering, who may use a queue, gangs and queues
   - name: Priority
+  - name: QueueAccess
   - name: Gang
   - name: Proportion
   # Reservations: before the node filters (a pod naming one is told first where it must go) and

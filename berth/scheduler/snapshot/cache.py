@@ -75,11 +75,15 @@ class ClusterCache:
         *,
         scheduler_names: collections.abc.Iterable[str] = (keys.DEFAULT_SCHEDULER_NAME,),
         plain_pods_queue: str | None = None,
+        group_by_owner: bool = False,
     ) -> None:
         """``plain_pods_queue``: when set, Berth's pods with neither a group nor a queue join
-        that queue as groups of one instead of bypassing queues and gangs."""
+        that queue as groups of one instead of bypassing queues and gangs. ``group_by_owner``:
+        pods with owners and no group wait until Berth derived their group from the owners
+        (:func:`~berth.scheduler.snapshot.pods.awaits_owner_group`)."""
         ordered_names = tuple(scheduler_names)
         self._plain_pods_queue = plain_pods_queue
+        self._group_by_owner = group_by_owner
         self._scheduler_names = frozenset(ordered_names)
         self._reserve_scheduler_names = ordered_names  # the first schedules reservations
         self._nodes: dict[str, nodes.NodeInfo] = {}
@@ -89,7 +93,6 @@ class ClusterCache:
         # Pods whose constraints reach other pods (pod affinity, host ports): few, so a session
         # finds them without walking every pod.
         self._constraining: dict[str, pods.PodInfo] = {}
-        self._namespaces: dict[str, collections.abc.Mapping[str, str]] = {}
         # What each placed pod added to its node, so removal subtracts exactly that.
         self._counted: dict[str, tuple[str, resources.ResourceList]] = {}
         self._node_requested: dict[str, dict[str, int]] = {}
@@ -99,6 +102,10 @@ class ClusterCache:
         # Per-queue sums and group counts, moved by each change (a cycle never re-sums pods).
         self._usage = usage.QueueTotals()
         self._groups: dict[str, podgroups.PodGroupInfo] = {}
+        self._group_spec_queue: dict[str, ids.QueueName] = {}  # as written, before defaulting
+        # Namespace -> labels, and -> the default queue its label names.
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self._namespace_queues: dict[str, str] = {}
         self._group_members: dict[str, set[str]] = {}
         self._queues: dict[str, queues.QueueInfo] = {}
         self._reservations: dict[str, reservations.ReservationInfo] = {}
@@ -146,9 +153,12 @@ class ClusterCache:
     def add_pod(self, raw: typing.Any, /) -> None:
         """Add or update a pod."""
         obj = wire.as_raw(raw)
-        if self._plain_pods_queue is not None and self._is_ours(obj):
+        awaiting = self._group_by_owner and pods.awaits_owner_group(obj)
+        if self._plain_pods_queue is not None and self._is_ours(obj) and not awaiting:
             obj = wire.as_raw(pods.with_queue_if_plain(obj, queue=self._plain_pods_queue))
-        info = pods.pod_info(obj, priority_classes=self._class_values)
+        info = pods.pod_info(
+            obj, priority_classes=self._class_values, group_by_owner=self._group_by_owner
+        )
         old = self._pods.get(info.key)
         if old is not None and info.uid and old.uid and old.uid != info.uid:
             # A new pod under an old name (deleted and recreated before the deletion was
@@ -221,6 +231,8 @@ class ClusterCache:
             priority_classes=self._class_values,
             default_priority=self._default_priority,
             group_queue=group.queue if group is not None else None,
+            namespace_queue=self._namespace_queues.get(info.namespace),
+            join_namespace_queue=info.scheduler_name in self._scheduler_names,
         )
 
     def _store_pod(self, info: pods.PodInfo, /, *, from_api: bool) -> None:
@@ -371,17 +383,30 @@ class ClusterCache:
         info = podgroups.pod_group_info(
             raw, priority_classes=self._class_values, default_priority=self._default_priority
         )
+        self._group_spec_queue[info.key] = info.queue
+        self._store_group(self._group_in_namespace(info))
+
+    update_pod_group = add_pod_group
+
+    def _group_in_namespace(self, info: podgroups.PodGroupInfo) -> podgroups.PodGroupInfo:
+        """``info`` in its namespace's default queue when it names ``default`` (or none)."""
+        queue = self._group_spec_queue.get(info.key, info.queue)
+        own = self._namespace_queues.get(info.namespace)
+        if own and queue == keys.DEFAULT_QUEUE:
+            queue = ids.QueueName(own)
+        return info if queue == info.queue else dataclasses.replace(info, queue=queue)
+
+    def _store_group(self, info: podgroups.PodGroupInfo) -> None:
         old = self._groups.get(info.key)
         self._groups[info.key] = info
         self._dirty_groups.add(info.key)
         if old is None or old.queue != info.queue:
             self._resolve_members(info.key)
 
-    update_pod_group = add_pod_group
-
     def remove_pod_group(self, group: typing.Any, /) -> None:
         """Remove a PodGroup (by key or object); its pods stay, without a group object."""
         key = ids.PodGroupKey(_key_of(group))
+        self._group_spec_queue.pop(key, None)
         if self._groups.pop(key, None) is not None:
             self._dirty_groups.add(key)
             self._resolve_members(key)
@@ -493,22 +518,48 @@ class ClusterCache:
             return
         self._store_pod(wanted, from_api=False)
 
-    # PriorityClasses ----------------------------------------------------------------------
     # Namespaces ---------------------------------------------------------------------------
     def add_namespace(self, raw: typing.Any, /) -> None:
-        """Add or update a Namespace (its labels, for pod affinity's namespaceSelector)."""
+        """Add or update a Namespace: its labels (queues' namespaceSelectors, pod affinity's
+        namespaceSelector) and the default queue its label ``scheduling.berth.io/default-queue``
+        names."""
         obj = wire.as_raw(raw)
-        meta = wire.sub(obj, "metadata")
-        name = str(meta.get("name") or "")
-        if name:
-            self._namespaces[name] = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
+        name = _name_of(obj)
+        labels = {str(k): str(v) for k, v in wire.sub(wire.sub(obj, "metadata"), "labels").items()}
+        queue = labels.get(keys.NAMESPACE_QUEUE_LABEL) or None
+        before = self._namespace_queues.get(name)
+        self._namespaces[name] = labels
+        if queue:
+            self._namespace_queues[name] = queue
+        else:
+            self._namespace_queues.pop(name, None)
+        if queue != before:
+            self._namespace_changed(name)
 
     update_namespace = add_namespace
 
     def remove_namespace(self, namespace: typing.Any, /) -> None:
         """Remove a Namespace (by name or object)."""
-        self._namespaces.pop(_name_of(namespace), None)
+        name = _name_of(namespace)
+        self._namespaces.pop(name, None)
+        if self._namespace_queues.pop(name, None) is not None:
+            self._namespace_changed(name)
 
+    def namespace_queue(self, namespace: str, /) -> str:
+        """The queue a pod of ``namespace`` naming none joins: the Namespace's, else
+        ``default``."""
+        return self._namespace_queues.get(namespace, keys.DEFAULT_QUEUE)
+
+    def _namespace_changed(self, name: str) -> None:
+        for key in sorted(k for k, g in self._groups.items() if g.namespace == name):
+            self._store_group(self._group_in_namespace(self._groups[key]))
+        for key in sorted(k for k, p in self._pods.items() if p.namespace == name):
+            info = self._pods[key]
+            resolved = self._resolved(info)
+            if resolved is not info:
+                self._store_pod(resolved, from_api=False)
+
+    # PriorityClasses ----------------------------------------------------------------------
     def add_priority_class(self, raw: typing.Any, /) -> None:
         """Add or update a PriorityClass (``scheduling.k8s.io/v1``)."""
         obj = wire.as_raw(raw)
@@ -582,6 +633,7 @@ class ClusterCache:
             reservations=types.MappingProxyType(dict(sorted(self._reservations.items()))),
             priority_classes=types.MappingProxyType(dict(sorted(self._class_values.items()))),
             queue_usage=self._usage.views(),
+            namespaces=types.MappingProxyType(dict(sorted(self._namespaces.items()))),
         )
 
     def _master_table(self) -> nodetable.NodeTable:
@@ -594,7 +646,7 @@ class ClusterCache:
     def _refresh_group(self, key: str) -> None:
         members = [self._pods[k] for k in sorted(self._group_members.get(key, ()))]
         static = self._groups.get(key)
-        if static is None and members and members[0].labels.get(pods.QUEUE_LABEL):
+        if static is None and members and members[0].queue:
             implicit = key == pods.implicit_group_key(members[0].namespace, name=members[0].name)
             static = podgroups.implicit_group(members[0]) if implicit else None
         if static is None:

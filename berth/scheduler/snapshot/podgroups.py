@@ -91,6 +91,11 @@ def pod_group_info(
     min_member = spec.get("minMember", 1)
     if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
         invalid, min_member = invalid or f"invalid minMember {min_member!r}", 1
+    marked = wire.sub(meta, "annotations").get(keys.INVALID_ANNOTATION)
+    if marked:
+        # A mirror of another scheduler's PodGroup that cannot be honoured (berth.workloads.
+        # interop): the text says what is wrong with the original.
+        invalid = str(marked)
     timeout = spec.get("scheduleTimeoutSeconds")
     class_name = str(spec.get("priorityClassName") or "")
     return PodGroupInfo(

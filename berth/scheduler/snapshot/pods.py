@@ -32,6 +32,7 @@ __all__ = [
     "OwnerReference",
     "PodInfo",
     "Signature",
+    "awaits_owner_group",
     "implicit_group_key",
     "nonzero_requests",
     "pod_info",
@@ -61,6 +62,7 @@ class OwnerReference:
     name: str
     uid: str = ""
     controller: bool = False
+    api_version: str = ""
 
 
 Signature = tuple[typing.Hashable, ...]
@@ -114,6 +116,10 @@ class PodInfo:
     # The version parsed (Events name it); not part of what scheduling compares.
     resource_version: str = dataclasses.field(default="", compare=False, hash=False, repr=False)
     start_time: float | None = None  # status.startTime: when the kubelet started it
+    # Grouping by owner is on, the pod has owners and no group yet: it waits for Berth to derive
+    # its group from them (berth.kube.owner_groups). ``group_error`` says why that failed.
+    awaiting_group: bool = False
+    group_error: str | None = None
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -144,7 +150,7 @@ class PodInfo:
     @property
     def plain(self) -> bool:
         """Neither a group nor a queue: default placement, no batch logic."""
-        return self.pod_group is None and self.queue is None
+        return self.pod_group is None and self.queue is None and not self.awaiting_group
 
     @property
     def gated(self) -> bool:
@@ -283,6 +289,20 @@ def _group_name(labels: collections.abc.Mapping[str, str], annotations: wire.Raw
     return str(name) if name else None
 
 
+def _group_claims(labels: collections.abc.Mapping[str, str], annotations: wire.Raw) -> str | None:
+    """Why the pod cannot be placed when its keys name two different groups, else None."""
+    claims = {
+        f"label {GROUP_LABEL}": labels.get(GROUP_LABEL),
+        f"label {GROUP_LABEL_INTEROP}": labels.get(GROUP_LABEL_INTEROP),
+        f"annotation {GROUP_ANNOTATION_INTEROP}": annotations.get(GROUP_ANNOTATION_INTEROP),
+    }
+    named = {key: str(name) for key, name in claims.items() if name}
+    if len(set(named.values())) < 2:
+        return None
+    listed = ", ".join(f"{key}={name}" for key, name in named.items())
+    return f"two PodGroups claim the pod ({listed}): remove all but one"
+
+
 def with_queue_if_plain(raw: typing.Any, /, *, queue: str) -> typing.Any:
     """``raw`` with the queue label set to ``queue`` when the pod has neither a group nor a
     queue; otherwise ``raw`` itself (not copied).
@@ -299,6 +319,22 @@ def with_queue_if_plain(raw: typing.Any, /, *, queue: str) -> typing.Any:
     ):
         return raw
     return {**obj, "metadata": {**meta, "labels": {**labels, QUEUE_LABEL: queue}}}
+
+
+def awaits_owner_group(raw: typing.Any, /) -> bool:
+    """Whether a pod waits for Berth to derive its group from its owners: it has owners, names
+    no group, was not grouped yet (:data:`~berth.api.keys.GROUPED_BY_ANNOTATION`) and did not
+    opt out (:data:`~berth.api.keys.GROUP_BY_OWNER_LABEL` ``disabled``)."""
+    meta = wire.sub(wire.as_raw(raw), "metadata")
+    if not _list(meta.get("ownerReferences")):
+        return False
+    labels = wire.sub(meta, "labels")
+    annotations = wire.sub(meta, "annotations")
+    if labels.get(keys.GROUP_BY_OWNER_LABEL) == "disabled" or annotations.get(
+        keys.GROUPED_BY_ANNOTATION
+    ):
+        return False
+    return _group_name({str(k): str(v) for k, v in labels.items()}, annotations) is None
 
 
 def implicit_group_key(namespace: str, /, *, name: str) -> ids.PodGroupKey:
@@ -332,20 +368,48 @@ def resolve(
     priority_classes: collections.abc.Mapping[str, int],
     default_priority: int = 0,
     group_queue: str | None = None,
+    namespace_queue: str | None = None,
+    join_namespace_queue: bool = False,
 ) -> PodInfo:
-    """``info`` with its priority and queue resolved again (after a PriorityClass or its
-    group changed); the same object when nothing changed."""
+    """``info`` with its priority and queue resolved again (after a PriorityClass, its group or
+    its namespace changed); the same object when nothing changed.
+
+    The queue: the pod's queue label, else its group's (``group_queue``). ``namespace_queue``
+    is the default queue its Namespace names (label ``scheduling.berth.io/default-queue``):
+    there, a queue label ``default`` means that queue, and with ``join_namespace_queue`` (one of
+    Berth's pods) a pod with neither group nor queue joins it as a group of one — no pod of such
+    a namespace bypasses its quota for want of a label.
+    """
     priority = _priority(
         info.spec_priority,
         class_name=info.priority_class_name,
         priority_classes=priority_classes,
         default_priority=default_priority,
     )
-    label_queue = info.labels.get(QUEUE_LABEL)
+    label_queue = info.labels.get(QUEUE_LABEL) or None
+    if namespace_queue and label_queue == keys.DEFAULT_QUEUE:
+        label_queue = namespace_queue
+    group = info.pod_group
+    if (
+        group is not None
+        and group == implicit_group_key(info.namespace, name=info.name)
+        and not info.labels.get(QUEUE_LABEL)
+    ):
+        group = None  # it joined its namespace's queue, which it no longer names
+    if (
+        group is None
+        and label_queue is None
+        and namespace_queue
+        and join_namespace_queue
+        and not info.awaiting_group
+        and not info.reserve
+    ):
+        label_queue = namespace_queue
+        group = implicit_group_key(info.namespace, name=info.name)
     queue = ids.QueueName(label_queue) if label_queue else _queue_or_none(group_queue)
-    if priority == info.priority and queue == info.queue:
+    if priority == info.priority and queue == info.queue and group == info.pod_group:
         return info
-    return dataclasses.replace(info, priority=priority, queue=queue)
+    return dataclasses.replace(info, priority=priority, queue=queue, pod_group=group)
 
 
 def _queue_or_none(name: str | None) -> ids.QueueName | None:
@@ -359,12 +423,14 @@ def pod_info(
     priority_classes: collections.abc.Mapping[str, int] | None = None,
     default_priority: int = 0,
     group_queue: str | None = None,
+    group_by_owner: bool = False,
 ) -> PodInfo:
     """Parse a pod (the API's dict) into a :class:`PodInfo`.
 
     ``priority_classes`` (name -> value) and ``default_priority`` (the global default class)
     resolve a pod without ``spec.priority``; ``group_queue`` is its group's queue, used when
-    the pod has no queue label.
+    the pod has no queue label. ``group_by_owner``: a pod that :func:`awaits_owner_group` is
+    marked ``awaiting_group``.
     """
     obj = wire.as_raw(raw)
     meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
@@ -372,7 +438,7 @@ def pod_info(
     name = str(meta.get("name") or "")
     labels = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
     annotations = {str(k): str(v) for k, v in wire.sub(meta, "annotations").items()}
-    invalid: str | None = None
+    invalid: str | None = _group_claims(labels, annotations)
     nonzero: resources.ResourceList | None = None
     try:
         requests = pod_requests(spec)
@@ -430,6 +496,7 @@ def pod_info(
                 name=str(ref.get("name") or ""),
                 uid=str(ref.get("uid") or ""),
                 controller=bool(ref.get("controller")),
+                api_version=str(ref.get("apiVersion") or ""),
             )
             for ref in _list(meta.get("ownerReferences"))
         ),
@@ -454,4 +521,6 @@ def pod_info(
             if c.get("image")
         ),
         start_time=wire.parse_time(status.get("startTime")),
+        awaiting_group=group_by_owner and awaits_owner_group(obj),
+        group_error=annotations.get(keys.GROUP_ERROR_ANNOTATION) or None,
     )

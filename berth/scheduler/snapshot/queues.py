@@ -14,7 +14,7 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, resources
-from berth.scheduler.snapshot import ids, wire
+from berth.scheduler.snapshot import ids, selectors, wire
 
 __all__ = [
     "CLOSED",
@@ -22,8 +22,10 @@ __all__ = [
     "NAMESPACE_FAIR",
     "OPEN",
     "PRIORITY_FIFO",
+    "NamespaceSelector",
     "QueueInfo",
     "default_queue",
+    "namespace_selector",
     "queue_info",
 ]
 
@@ -33,6 +35,47 @@ PRIORITY_FIFO = "PriorityFIFO"
 FIFO = "FIFO"
 NAMESPACE_FAIR = "NamespaceFair"
 _JOB_ORDERS = (PRIORITY_FIFO, FIFO, NAMESPACE_FAIR)
+
+
+_LABEL_OPERATORS = frozenset(
+    {selectors.IN, selectors.NOT_IN, selectors.EXISTS, selectors.DOES_NOT_EXIST}
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class NamespaceSelector:
+    """Which namespaces may use a queue (a label selector over their Namespace's labels)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[selectors.Requirement, ...] = ()
+
+    def admits(self, labels: collections.abc.Mapping[str, str], /) -> bool:
+        """Whether a namespace with ``labels`` may use the queue."""
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            req.operator in _LABEL_OPERATORS
+            and selectors.requirement_matches(req, value=labels.get(req.key))
+            for req in self.match_expressions
+        )
+
+    def __str__(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.match_labels]
+        for req in self.match_expressions:
+            values = f" ({', '.join(req.values)})" if req.values else ""
+            parts.append(f"{req.key} {req.operator}{values}")
+        return ", ".join(parts) or "everything"
+
+
+def namespace_selector(raw: typing.Any, /) -> NamespaceSelector | None:
+    """A queue's ``spec.namespaceSelector``; ``None`` when absent (every namespace)."""
+    if not isinstance(raw, collections.abc.Mapping):
+        return None
+    labels = raw.get("matchLabels")
+    pairs = (
+        tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+        if isinstance(labels, collections.abc.Mapping)
+        else ()
+    )
+    return NamespaceSelector(pairs, selectors.parse_requirements(raw.get("matchExpressions")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +97,7 @@ class QueueInfo:
     min_runtime_seconds: int | None = None  # protection from fair-share reclaim; None: profile's
     job_order: str = PRIORITY_FIFO  # one of PriorityFIFO, FIFO, NamespaceFair
     preempt_across_queues: bool = False  # its jobs may preempt other queues above their share
+    namespaces: NamespaceSelector | None = None  # who may use it; None: every namespace
 
     @property
     def open(self) -> bool:
@@ -113,6 +157,7 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         ),
         job_order=job_order if job_order in _JOB_ORDERS else PRIORITY_FIFO,
         preempt_across_queues=spec.get("preemptAcrossQueues") is True,
+        namespaces=namespace_selector(spec.get("namespaceSelector")),
     )
 
 

@@ -61,6 +61,10 @@ class Snapshot:
     # Per queue (by name; absent: nothing runs or waits there), summed by the cache as pods
     # change, so that queue plugins need not walk every pod each cycle.
     queue_usage: collections.abc.Mapping[str, _QueueUsage]
+    # Namespace -> its labels (what queues' namespaceSelectors match), for namespaces known.
+    namespaces: collections.abc.Mapping[str, collections.abc.Mapping[str, str]] = dataclasses.field(
+        default_factory=dict
+    )
 
     def usage_of(self, queue: str, /) -> _QueueUsage:
         """What ``queue``'s own pods hold and wait for (not its subtree's)."""

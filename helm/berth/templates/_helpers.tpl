@@ -73,3 +73,11 @@ app.kubernetes.io/part-of: berth
 {{- fail "leaderElection.enabled=false with replicaCount > 1 would let every replica bind pods: set replicaCount=1 or enable leader election" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* "true" when replicas serve the webhook: admission mode, or the queue-access check of
+scheduler mode (queueAccess.webhook); always with admission.webhook.enabled. */}}
+{{- define "berth.webhookServed" -}}
+{{- if and .Values.admission.webhook.enabled (or (eq .Values.mode "admission") .Values.queueAccess.webhook) -}}
+true
+{{- end -}}
+{{- end -}}

@@ -42,6 +42,7 @@ EXPECTED = {
     names.PRIORITY: (interfaces.QueueSortPlugin, interfaces.SessionPlugin),
     names.GANG: (interfaces.SessionPlugin,),
     names.PROPORTION: (interfaces.SessionPlugin,),
+    names.QUEUE_ACCESS: (interfaces.SessionPlugin,),
     names.DEFAULT_BINDER: (interfaces.BindPlugin,),
 }
 
@@ -87,6 +88,7 @@ def test_the_default_profile_resolves() -> None:
     assert resolved.actions == ("allocate", "backfill", "reclaim", "preempt")
     assert [p.name for p in resolved.plugins] == [
         "Priority",
+        "QueueAccess",
         "Gang",
         "Proportion",
         "Reservation",

@@ -1,0 +1,290 @@
+"""Other schedulers' PodGroups honoured as they are: scheduler-plugins and Volcano.
+
+For each enabled flavour (:data:`berth.workloads.interop.FLAVORS`) :class:`InteropGroups` waits
+for its CRD (it watches CustomResourceDefinitions, as Kopf does: a cluster without Volcano costs
+nothing more and logs no warning) and, once it is served, lists and watches those PodGroups (an
+:class:`~berth.kube.informers.Informer`). For each one it keeps a Berth PodGroup of the same
+name in step (:func:`berth.workloads.interop.mirror`: created, updated when the original
+changes, owned by it so it goes with it), which is what the pods' own keys
+(``scheduling.x-k8s.io/pod-group``, ``scheduling.k8s.io/group-name``) find. After each cycle
+(:meth:`InteropGroups.offer`) it writes Berth's verdict back into each original's status
+(:func:`berth.workloads.interop.foreign_status`) when that changed.
+
+A Berth PodGroup of the same name that is not a mirror (somebody wrote it) is left alone: the
+pods join it, and a Warning Event ``PodGroupConflict`` on the original says so. API failures are
+logged and retried at the next change or cycle; nothing here raises into the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import logging
+import typing
+
+import kubernetes_asyncio.client
+
+from berth.api import keys
+from berth.kube import errors, events, informers, rest
+from berth.scheduler.snapshot import podgroups, snapshots
+from berth.workloads import interop
+
+__all__ = ["InteropGroups"]
+
+logger = logging.getLogger(__name__)
+
+Raw = dict[str, typing.Any]
+_OWNED = ("phase", "running", "succeeded", "failed", "conditions")
+_CRDS = informers.Resource(
+    "customresourcedefinitions",
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+    namespaced=False,
+)
+
+
+class InteropGroups:
+    """Mirrors and status write-backs of other schedulers' PodGroups (module docstring)."""
+
+    def __init__(
+        self,
+        api: kubernetes_asyncio.client.ApiClient,
+        *,
+        flavors: collections.abc.Sequence[interop.Flavor] = interop.FLAVORS,
+        recorder: events.EventRecorder | None = None,
+    ) -> None:
+        self._api = api
+        self._flavors = tuple(flavors)
+        self._recorder = recorder
+        self._available = {f.name: asyncio.Event() for f in self._flavors}
+        # (flavor name, key) -> the original as last seen; the keys whose mirror needs a sync.
+        self._originals: dict[tuple[str, str], Raw] = {}
+        self._dirty: set[tuple[str, str]] = set()
+        self._snapshot: snapshots.Snapshot | None = None
+        self._reasons: collections.abc.Mapping[str, str] = {}
+        self._conflicts: set[tuple[str, str]] = set()
+        self._wake = asyncio.Event()
+        self.served: set[str] = set()
+        """The flavours whose PodGroup API the server serves (and Berth watches)."""
+
+    # Inputs -------------------------------------------------------------------------------
+    def offer(
+        self, snapshot: snapshots.Snapshot, *, reasons: collections.abc.Mapping[str, str]
+    ) -> None:
+        """The cycle's snapshot and why-pending reasons by group key: statuses to write."""
+        self._snapshot, self._reasons = snapshot, reasons
+        if self._originals:
+            self._wake.set()
+
+    def _changed(self, flavor: interop.Flavor) -> informers.ChangeCallback:
+        def change(_: str, obj: Raw) -> None:
+            key = informers.object_key(obj, namespaced=True)
+            if key is not None:
+                self._originals[(flavor.name, key)] = obj
+                self._dirty.add((flavor.name, key))
+                self._wake.set()
+
+        return change
+
+    def _removed(self, flavor: interop.Flavor) -> informers.RemoveCallback:
+        def remove(key: str) -> None:
+            self._originals.pop((flavor.name, key), None)
+            self._dirty.discard((flavor.name, key))
+            self._conflicts.discard((flavor.name, key))
+
+        return remove
+
+    # Running ------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Watch every flavour the server serves and write mirrors and statuses until
+        ``stop``."""
+        crds = informers.Informer(
+            self._api,
+            resource=_CRDS,
+            on_change=self._crd_seen,
+            on_remove=lambda _: None,
+        )
+        await asyncio.gather(
+            self._write_loop(stop), crds.run(stop), *(self._watch(f, stop) for f in self._flavors)
+        )
+
+    def _crd_seen(self, _: str, crd: Raw) -> None:
+        name = str((crd.get("metadata") or {}).get("name") or "")
+        spec = crd.get("spec") or {}
+        for flavor in self._flavors:
+            if name != f"podgroups.{flavor.group}":
+                continue
+            versions = spec.get("versions") if isinstance(spec, dict) else None
+            if any(
+                isinstance(v, dict) and v.get("name") == flavor.version and v.get("served")
+                for v in versions or ()
+            ):
+                self._available[flavor.name].set()
+
+    async def _watch(self, flavor: interop.Flavor, stop: asyncio.Event) -> None:
+        available = asyncio.ensure_future(self._available[flavor.name].wait())
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({available, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            available.cancel()
+            stopping.cancel()
+        if stop.is_set():
+            return
+        logger.info("%s PodGroups are served: honouring them", flavor.name)
+        self.served.add(flavor.name)
+        resource = informers.Resource(f"{flavor.name} podgroups", flavor.path, namespaced=True)
+        watcher = informers.Informer(
+            self._api,
+            resource=resource,
+            on_change=self._changed(flavor),
+            on_remove=self._removed(flavor),
+        )
+        await watcher.run(stop)
+
+    async def _write_loop(self, stop: asyncio.Event) -> None:
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                woken = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({woken, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                if stop.is_set():
+                    return
+                self._wake.clear()
+                await self.write_once()
+        finally:
+            stopping.cancel()
+
+    async def write_once(self) -> None:
+        """Sync the mirrors of the originals that changed, then write statuses that changed."""
+        flavors = {f.name: f for f in self._flavors}
+        dirty, self._dirty = self._dirty, set()
+        for name, key in sorted(dirty):
+            obj = self._originals.get((name, key))
+            if obj is None:
+                continue
+            try:
+                await self._sync_mirror(flavors[name], key, obj)
+            except errors.KubeError as exc:
+                logger.warning("cannot keep the PodGroup mirroring %s %s: %s", name, key, exc)
+                self._dirty.add((name, key))  # retried at the next wake
+        snapshot = self._snapshot
+        if snapshot is None:
+            return
+        for (name, key), obj in sorted(self._originals.items()):
+            if (name, key) in self._conflicts:
+                continue
+            desired = self._status(flavors[name], key, snapshot)
+            if desired is None:
+                continue
+            current = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+            assert isinstance(current, dict)
+            if all(current.get(k) == desired.get(k) for k in _OWNED if k in desired):
+                continue
+            try:
+                await self._write_status(flavors[name], obj, desired)
+            except errors.NotFound:
+                continue  # deleted meanwhile
+            except errors.KubeError as exc:
+                logger.warning("cannot write the status of %s PodGroup %s: %s", name, key, exc)
+
+    def _status(self, flavor: interop.Flavor, key: str, snapshot: snapshots.Snapshot) -> Raw | None:
+        info = snapshot.pod_groups.get(key)
+        if info is None:
+            return None
+        members = snapshot.members(key)
+        running = sum(1 for p in members if p.phase == "Running" and p.node_name is not None)
+        placed = info.placed + info.succeeded >= info.min_member
+        reason = None if placed else (self._reasons.get(key) or info.invalid)
+        return interop.foreign_status(
+            flavor,
+            phase=_berth_phase(info, members=len(members), running=running),
+            running=running,
+            succeeded=info.succeeded,
+            failed=info.failed,
+            reason=reason,
+            invalid=info.invalid is not None,
+        )
+
+    async def _sync_mirror(self, flavor: interop.Flavor, key: str, obj: Raw) -> None:
+        wanted = interop.mirror(flavor, obj)
+        namespace, name = wanted["metadata"]["namespace"], wanted["metadata"]["name"]
+        collection = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/podgroups"
+        body = {**wanted, "metadata": {**wanted["metadata"]}}
+        body["metadata"]["annotations"] = {
+            k: v for k, v in wanted["metadata"]["annotations"].items() if v is not None
+        }
+        try:
+            await rest.request(self._api, method="POST", path=collection, body=body)
+            logger.info("PodGroup %s mirrors %s PodGroup %s", key, flavor.name, key)
+            return
+        except errors.Conflict:
+            pass
+        current = await rest.request(self._api, method="GET", path=f"{collection}/{name}")
+        annotations = (current.get("metadata") or {}).get("annotations") or {}
+        if keys.MIRROR_OF_ANNOTATION not in annotations:
+            if (flavor.name, key) not in self._conflicts:
+                self._conflicts.add((flavor.name, key))
+                self._event(
+                    flavor,
+                    obj,
+                    reason="PodGroupConflict",
+                    message=f"a Berth PodGroup {key} exists already: pods with the "
+                    f"{flavor.pod_key}={name} join that one, whose spec Berth follows",
+                )
+            return
+        spec = dict(current.get("spec") or {})
+        patch_spec = {**{k: None for k in spec if k not in wanted["spec"]}, **wanted["spec"]}
+        if spec != wanted["spec"] or any(
+            annotations.get(k) != v for k, v in wanted["metadata"]["annotations"].items()
+        ):
+            await rest.request(
+                self._api,
+                method="PATCH",
+                path=f"{collection}/{name}",
+                body={
+                    "metadata": {"annotations": wanted["metadata"]["annotations"]},
+                    "spec": patch_spec,
+                },
+                content_type=rest.MERGE_PATCH,
+            )
+
+    async def _write_status(self, flavor: interop.Flavor, obj: Raw, desired: Raw) -> None:
+        meta = obj.get("metadata") or {}
+        path = flavor.object_path(namespace=str(meta.get("namespace")), name=str(meta.get("name")))
+        if flavor.status_subresource:
+            path += "/status"
+        await rest.request(
+            self._api,
+            method="PATCH",
+            path=path,
+            body={"status": desired},
+            content_type=rest.MERGE_PATCH,
+        )
+
+    def _event(self, flavor: interop.Flavor, obj: Raw, *, reason: str, message: str) -> None:
+        logger.warning("%s PodGroup: %s", flavor.name, message)
+        if self._recorder is None:
+            return
+        meta = obj.get("metadata") or {}
+        ref = events.ObjectRef(
+            "PodGroup",
+            str(meta.get("name") or ""),
+            namespace=str(meta.get("namespace") or ""),
+            uid=str(meta.get("uid") or ""),
+            api_version=flavor.api_version,
+        )
+        self._recorder.record(ref, type="Warning", reason=reason, message=message)
+
+
+def _berth_phase(info: podgroups.PodGroupInfo, *, members: int, running: int) -> str:
+    """The group's phase from its counts (the snapshot's ``phase`` is the status the writer
+    wrote before this cycle: possibly behind)."""
+    minimum = info.min_member
+    if members >= minimum and info.succeeded + info.failed == members:
+        return "Finished" if info.succeeded >= minimum else "Failed"
+    if running + info.succeeded >= minimum:
+        return "Running"
+    if info.placed + info.succeeded >= minimum:
+        return "Scheduled"
+    return "Failed" if info.phase == "Failed" else "Pending"

@@ -1,0 +1,192 @@
+"""Other schedulers' PodGroups -> Berth PodGroups, and Berth's verdict -> their status. Pure.
+
+Workloads written for a gang scheduler already carry their gang: the Kubeflow training
+operator, the MPI and Spark operators and KubeRay create a scheduler-plugins PodGroup
+(``scheduling.x-k8s.io/v1alpha1``; pods labelled ``scheduling.x-k8s.io/pod-group``) or a Volcano
+PodGroup (``scheduling.volcano.sh/v1beta1``; pods annotated ``scheduling.k8s.io/group-name``).
+Berth honours such a group as it is: :mod:`berth.kube.interop_groups` keeps a Berth PodGroup of
+the same name in step with it (:func:`mirror`) — so the pods' own keys find it, ``kubectl get
+bpg`` shows it with its reason, and it goes with the original (ownerReference) — and writes
+Berth's verdict back into the original's status (:func:`foreign_status`), where its operator
+looks.
+
+- scheduler-plugins: ``minMember``, ``minResources``, ``scheduleTimeoutSeconds`` carry over;
+  status ``phase`` (Pending, Scheduling, Running, Finished, Failed) and the ``running``,
+  ``succeeded``, ``failed`` counts are written back.
+- Volcano: ``minMember``, ``minResources``, ``queue``, ``priorityClassName`` carry over;
+  ``minTaskMember`` (a minimum per task) is honoured as its sum when that is above ``minMember``
+  (Berth counts a gang's pods, not its roles: never fewer than Volcano would start). Status
+  ``phase`` is written back, ``Inqueue`` while the group waits — the training operator creates
+  a job's pods only once its Volcano PodGroup left ``Pending`` — and an ``Unschedulable``
+  condition says why, with the counts.
+- A group that cannot be honoured (``minMember`` below 1, a quantity that does not parse) gets
+  a mirror marked invalid: it is never placed and its reason says what is wrong.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+from berth.api import errors as api_errors
+from berth.api import keys, quantities
+
+__all__ = ["FLAVORS", "SCHEDULER_PLUGINS", "VOLCANO", "Flavor", "foreign_status", "mirror"]
+
+Raw = collections.abc.Mapping[str, typing.Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Flavor:
+    """One other scheduler's PodGroup API."""
+
+    name: str  # "scheduler-plugins", "volcano": the setting and chart value that enable it
+    group: str
+    version: str
+    status_subresource: bool  # Volcano's CRD has none: its status is written on the object
+    pod_key: str  # how its pods join a group, for messages
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def path(self) -> str:
+        """The cluster-wide collection of its PodGroups."""
+        return f"/apis/{self.api_version}/podgroups"
+
+    def object_path(self, *, namespace: str, name: str) -> str:
+        return f"/apis/{self.api_version}/namespaces/{namespace}/podgroups/{name}"
+
+
+SCHEDULER_PLUGINS = Flavor(
+    "scheduler-plugins",
+    "scheduling.x-k8s.io",
+    "v1alpha1",
+    status_subresource=True,
+    pod_key=f"label {keys.INTEROP_POD_GROUP_LABEL}",
+)
+VOLCANO = Flavor(
+    "volcano",
+    "scheduling.volcano.sh",
+    "v1beta1",
+    status_subresource=False,
+    pod_key=f"annotation {keys.INTEROP_POD_GROUP_ANNOTATION}",
+)
+FLAVORS = (SCHEDULER_PLUGINS, VOLCANO)
+
+
+def _problems(spec: Raw) -> tuple[int, list[str]]:
+    problems: list[str] = []
+    min_member = spec.get("minMember")
+    if min_member is None:
+        min_member = 1 if "minTaskMember" in spec else None
+    if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
+        problems.append(f"minMember is {min_member!r}: a gang needs at least 1 pod")
+        min_member = 1
+    resources = spec.get("minResources")
+    if resources is not None:
+        if not isinstance(resources, collections.abc.Mapping):
+            problems.append(f"minResources is {resources!r}, not a map of quantities")
+        else:
+            for name, value in sorted(resources.items()):
+                try:
+                    if quantities.parse_milli(value) < 0:
+                        problems.append(f"minResources {name} is negative ({value})")
+                except api_errors.QuantityError as exc:
+                    problems.append(f"minResources {name}: {exc}")
+    return min_member, problems
+
+
+def mirror(flavor: Flavor, obj: Raw, /) -> dict[str, typing.Any]:
+    """The Berth PodGroup that stands for ``obj`` (a PodGroup of ``flavor``)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), collections.abc.Mapping) else {}
+    assert isinstance(spec, collections.abc.Mapping)
+    min_member, problems = _problems(spec)
+    out: dict[str, typing.Any] = {"minMember": min_member}
+    if not any(p.startswith("minResources") for p in problems) and spec.get("minResources"):
+        out["minResources"] = dict(spec["minResources"])
+    if flavor is SCHEDULER_PLUGINS:
+        timeout = spec.get("scheduleTimeoutSeconds")
+        if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout >= 1:
+            out["scheduleTimeoutSeconds"] = timeout
+    else:
+        tasks = spec.get("minTaskMember")
+        if isinstance(tasks, collections.abc.Mapping):
+            counts = [v for v in tasks.values() if isinstance(v, int) and v > 0]
+            out["minMember"] = max(min_member, sum(counts))
+        out["queue"] = str(spec.get("queue") or keys.DEFAULT_QUEUE)
+        if spec.get("priorityClassName"):
+            out["priorityClassName"] = str(spec["priorityClassName"])
+    name = str(meta.get("name") or "")
+    annotations: dict[str, str | None] = {
+        keys.MIRROR_OF_ANNOTATION: f"{flavor.api_version} PodGroup {name}",
+        keys.INVALID_ANNOTATION: (
+            f"{flavor.name} PodGroup {name}: {'; '.join(problems)}" if problems else None
+        ),
+    }
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": str(meta.get("namespace") or "default"),
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": flavor.api_version,
+                    "kind": "PodGroup",
+                    "name": name,
+                    "uid": str(meta.get("uid") or ""),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": out,
+    }
+
+
+_SP_PHASES = {
+    "Pending": "Pending",
+    "Inqueue": "Pending",
+    "Scheduled": "Scheduling",
+    "Running": "Running",
+    "Finished": "Finished",
+    "Failed": "Failed",
+}
+_VOLCANO_PHASES = {
+    "Pending": "Inqueue",
+    "Inqueue": "Inqueue",
+    "Scheduled": "Running",
+    "Running": "Running",
+    "Finished": "Completed",
+    "Failed": "Pending",
+}
+
+
+def foreign_status(
+    flavor: Flavor,
+    /,
+    *,
+    phase: str,
+    running: int,
+    succeeded: int,
+    failed: int,
+    reason: str | None,
+    invalid: bool = False,
+) -> dict[str, typing.Any]:
+    """The status (the fields Berth owns) of a ``flavor`` PodGroup whose Berth mirror is in
+    ``phase`` with these counts; ``reason``: why it waits (None once placed)."""
+    status: dict[str, typing.Any] = {"running": running, "succeeded": succeeded, "failed": failed}
+    if flavor is SCHEDULER_PLUGINS:
+        status["phase"] = "Pending" if invalid else _SP_PHASES.get(phase, "Unknown")
+        return status
+    status["phase"] = "Pending" if invalid else _VOLCANO_PHASES.get(phase, "Unknown")
+    if reason is not None:
+        condition = {"type": "Unschedulable", "status": "True", "reason": "Unschedulable"}
+        status["conditions"] = [{**condition, "message": reason}]
+    else:
+        status["conditions"] = [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}]
+    return status

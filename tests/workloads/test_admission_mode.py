@@ -1,0 +1,206 @@
+"""Workloads in admission mode: the operator gates, Berth decides, kube-scheduler binds.
+
+The real operator (``berth run --mode admission``'s leader parts) runs against the emulator with
+the tests' stand-in for kube-scheduler (:mod:`tests.admission.stack`); pods carry Berth's gate in
+their templates (what the webhook would add) and name no scheduler. We test these aspects:
+
+- a Job with parallelism 4, room for 3: Berth derives the group from the Job, no pod is ungated
+  or bound and the group says why; with room, all four are admitted and bound together;
+- a scheduler-plugins PodGroup with pods labelled as the training operator labels them: admitted
+  as a gang, its own status written back;
+- a pod naming a queue that does not admit its namespace stays gated, and its group says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import contextlib
+import typing
+
+import pytest
+
+from berth.api import keys
+from berth.emulator import testing
+from berth.operator import main, scheduling, settings
+from tests.admission import stack
+from tests.workloads import cluster
+
+pytestmark = pytest.mark.timeout(90)
+
+Obj = dict[str, typing.Any]
+SP_CRD = cluster.ROOT / "helm" / "berth" / "files" / "scheduler-plugins-podgroups.yaml"
+
+
+def gated_pod(name: str, *, cpu: str = "1", labels: dict[str, str] | None = None) -> Obj:
+    body = stack.pod(name, cpu=cpu, labels=labels)
+    return {"apiVersion": "v1", "kind": "Pod", **body}
+
+
+def bound(emulator: testing.RunningEmulator, *names: str) -> bool:
+    pods = {p["metadata"]["name"]: p for p in stack.all_pods(emulator)}
+    return all(bool((pods.get(n) or {}).get("spec", {}).get("nodeName")) for n in names)
+
+
+def group_condition(emulator: testing.RunningEmulator, name: str) -> Obj | None:
+    found = emulator.call(emulator.api.storage.get, (keys.GROUP, "podgroups"), "default", name)
+    for condition in ((found or {}).get("status") or {}).get("conditions") or []:
+        return typing.cast(Obj, condition)
+    return None
+
+
+@contextlib.asynccontextmanager
+async def operator(emulator: testing.RunningEmulator) -> collections.abc.AsyncIterator[None]:
+    config = settings.Settings(
+        kubeconfig=emulator.kubeconfig,
+        mode=settings.Mode.ADMISSION,
+        admission={"webhook": False, "bind_timeout": 10.0},
+        http_host="127.0.0.1",
+        http_port=0,
+        log_level="warning",
+        leader_election={"enabled": False},
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        main.run(config, stop=stop, leader_components=scheduling.leader_components)
+    )
+    try:
+        async with stack.stand_in(emulator):
+            yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_job_gang_in_admission_mode(emulator: testing.RunningEmulator) -> None:
+    stack.install_crds(emulator)
+    emulator.kubectl("apply", "-f", str(SP_CRD))
+    emulator.start_kubelets(["1x cpu=4,memory=16Gi"], speedup=100, start_delay=0)
+    async with operator(emulator):
+        # kube-scheduler places a pod that is not Berth's: room for three one-CPU pods is left.
+        blocker = gated_pod("blocker")
+        blocker["spec"].pop("schedulingGates")
+        stack.create(emulator, "v1", "pods", blocker)
+        await stack.eventually(lambda: bound(emulator, "blocker"), what="the blocker bound")
+        job = stack.create(
+            emulator,
+            "batch/v1",
+            "jobs",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "train"},
+                "spec": {"parallelism": 4, "completions": 4, "template": {"spec": {}}},
+            },
+        )
+        owner = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "train",
+            "uid": job["metadata"]["uid"],
+            "controller": True,
+        }
+        names = [f"train-{i}" for i in range(4)]
+        for name in names:
+            body = gated_pod(name)
+            body["metadata"]["ownerReferences"] = [owner]
+            stack.create(emulator, "v1", "pods", body)
+
+        def derived() -> str | None:
+            pod = stack.get_pod(emulator, "train-0") or {}
+            return typing.cast(
+                str | None, pod["metadata"].get("labels", {}).get(keys.POD_GROUP_LABEL)
+            )
+
+        await stack.eventually(lambda: derived() is not None, what="the group derived")
+        group = derived()
+        assert group is not None
+
+        def waits() -> bool:
+            condition = group_condition(emulator, group) or {}
+            return condition.get("reason") == "NotEnoughResources"
+
+        await stack.eventually(waits, what="the group to say why it waits")
+        assert "only 3 could be placed" in str((group_condition(emulator, group) or {})["message"])
+        for name in names:
+            pod = stack.get_pod(emulator, name)
+            assert pod is not None and stack.gates(pod) == [keys.ADMISSION_GATE]
+            assert not pod["spec"].get("nodeName")
+
+        emulator.call(
+            emulator.api.delete,
+            emulator.api.resource("v1", "pods"),
+            namespace="default",
+            name="blocker",
+        )
+        await stack.eventually(lambda: bound(emulator, *names), what="all four admitted and bound")
+
+        # A scheduler-plugins PodGroup, honoured in admission mode too.
+        stack.create(
+            emulator,
+            "scheduling.x-k8s.io/v1alpha1",
+            "podgroups",
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "pair"},
+                "spec": {"minMember": 2},
+            },
+        )
+        emulator.call(
+            emulator.api.delete,
+            emulator.api.resource("batch/v1", "jobs"),
+            namespace="default",
+            name="train",
+        )
+        await stack.eventually(
+            lambda: not stack.get_pod(emulator, "train-0"), what="the Job's pods gone"
+        )
+        for name in ("pair-0", "pair-1"):
+            labels = {keys.INTEROP_POD_GROUP_LABEL: "pair"}
+            stack.create(emulator, "v1", "pods", gated_pod(name, cpu="500m", labels=labels))
+        await stack.eventually(lambda: bound(emulator, "pair-0", "pair-1"), what="the pair bound")
+
+        def written() -> bool:
+            found = emulator.call(
+                emulator.api.storage.get, ("scheduling.x-k8s.io", "podgroups"), "default", "pair"
+            )
+            status = (found or {}).get("status") or {}
+            return status.get("phase") in ("Scheduling", "Running")
+
+        await stack.eventually(written, what="the scheduler-plugins status written back")
+
+
+async def test_forbidden_queue_stays_gated_in_admission_mode(
+    emulator: testing.RunningEmulator,
+) -> None:
+    stack.install_crds(emulator)
+    emulator.start_kubelets(["1x cpu=4,memory=16Gi"], speedup=100, start_delay=0)
+    stack.create(
+        emulator,
+        keys.API_VERSION,
+        "queues",
+        {
+            "apiVersion": keys.API_VERSION,
+            "kind": "Queue",
+            "metadata": {"name": "team-a"},
+            "spec": {"namespaceSelector": {"matchLabels": {"team": "a"}}},
+        },
+    )
+    async with operator(emulator):
+        stack.create(
+            emulator, "v1", "pods", gated_pod("sneaky", labels={keys.QUEUE_LABEL: "team-a"})
+        )
+        await asyncio.sleep(0)  # let the informers see it
+
+        def explained() -> bool:
+            for event in emulator.call(
+                emulator.api.list, emulator.api.resource("v1", "events"), namespace="default"
+            ).items:
+                if "does not admit namespace default" in str(event.get("message")):
+                    return True
+            return False
+
+        await stack.eventually(explained, what="an Event saying the queue does not admit it")
+        pod = stack.get_pod(emulator, "sneaky")
+        assert pod is not None and stack.gates(pod) == [keys.ADMISSION_GATE]

@@ -1,0 +1,146 @@
+"""Other schedulers' PodGroups as Berth PodGroups, and Berth's verdict in their status (pure).
+
+We test these aspects:
+
+- a scheduler-plugins PodGroup's minMember, minResources and scheduleTimeoutSeconds, and a
+  Volcano PodGroup's minMember, minResources, queue and priorityClassName carry over to the
+  Berth PodGroup standing for it, which the original owns (garbage collection) and names;
+- Volcano's minTaskMember is honoured as its sum when that is larger than minMember;
+- a group that cannot be honoured (minMember 0 or missing, a malformed or negative quantity)
+  is marked invalid with what is wrong, and its status stays Pending;
+- the status written back follows the group: each flavour's phase names, the counts, and for
+  Volcano Inqueue while waiting (its operators create pods only then) with the reason in an
+  Unschedulable condition.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from berth.api import keys
+from berth.workloads import interop
+
+Obj = dict[str, typing.Any]
+
+
+def group(api_version: str, spec: Obj) -> Obj:
+    meta = {"name": "g", "namespace": "team", "uid": "u-1"}
+    return {"apiVersion": api_version, "kind": "PodGroup", "metadata": meta, "spec": spec}
+
+
+def test_scheduler_plugins_group_carries_over() -> None:
+    spec = {"minMember": 3, "minResources": {"cpu": "3"}, "scheduleTimeoutSeconds": 60}
+    mirror = interop.mirror(interop.SCHEDULER_PLUGINS, group("scheduling.x-k8s.io/v1alpha1", spec))
+    assert mirror["metadata"]["name"] == "g" and mirror["metadata"]["namespace"] == "team"
+    assert mirror["spec"] == spec
+    owner = mirror["metadata"]["ownerReferences"][0]
+    assert (owner["apiVersion"], owner["kind"], owner["uid"]) == (
+        "scheduling.x-k8s.io/v1alpha1",
+        "PodGroup",
+        "u-1",
+    )
+    annotations = mirror["metadata"]["annotations"]
+    assert annotations[keys.MIRROR_OF_ANNOTATION] == "scheduling.x-k8s.io/v1alpha1 PodGroup g"
+    assert annotations[keys.INVALID_ANNOTATION] is None
+
+
+def test_volcano_group_carries_over_with_its_queue_and_priority() -> None:
+    spec = {
+        "minMember": 2,
+        "queue": "team-a",
+        "priorityClassName": "high",
+        "minResources": {"cpu": "2"},
+    }
+    mirror = interop.mirror(interop.VOLCANO, group("scheduling.volcano.sh/v1beta1", spec))
+    assert mirror["spec"] == spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "min_member"),
+    [
+        ({"minMember": 2, "minTaskMember": {"ps": 1, "worker": 4}}, 5),
+        ({"minMember": 6, "minTaskMember": {"ps": 1, "worker": 4}}, 6),
+        ({"minTaskMember": {"worker": 3}}, 3),
+    ],
+    ids=["sum-above-min", "min-above-sum", "tasks-only"],
+)
+def test_volcano_min_task_member_is_honoured_as_its_sum(spec: Obj, min_member: int) -> None:
+    mirror = interop.mirror(interop.VOLCANO, group("scheduling.volcano.sh/v1beta1", spec))
+    assert mirror["spec"]["minMember"] == min_member
+    assert mirror["spec"]["queue"] == keys.DEFAULT_QUEUE
+
+
+@pytest.mark.parametrize(
+    ("flavor", "spec", "problem"),
+    [
+        (
+            interop.SCHEDULER_PLUGINS,
+            {"minMember": 0},
+            "minMember is 0: a gang needs at least 1 pod",
+        ),
+        (interop.SCHEDULER_PLUGINS, {}, "minMember is None: a gang needs at least 1 pod"),
+        (interop.VOLCANO, {"minMember": "two"}, "minMember is 'two'"),
+        (
+            interop.SCHEDULER_PLUGINS,
+            {"minMember": 2, "minResources": {"cpu": "lots"}},
+            "minResources cpu",
+        ),
+        (
+            interop.VOLCANO,
+            {"minMember": 2, "minResources": {"cpu": "-1"}},
+            "minResources cpu is negative",
+        ),
+    ],
+    ids=["min-member-0", "min-member-missing", "min-member-text", "bad-quantity", "negative"],
+)
+def test_a_group_that_cannot_be_honoured_is_marked_invalid(
+    flavor: interop.Flavor, spec: Obj, problem: str
+) -> None:
+    mirror = interop.mirror(flavor, group(flavor.api_version, spec))
+    marked = mirror["metadata"]["annotations"][keys.INVALID_ANNOTATION]
+    assert marked.startswith(f"{flavor.name} PodGroup g: ") and problem in marked
+    assert mirror["spec"]["minMember"] >= 1  # a valid Berth object, never placed
+    assert "minResources" not in mirror["spec"] or "minResources" not in problem
+
+
+@pytest.mark.parametrize(
+    ("phase", "sp", "volcano"),
+    [
+        ("Pending", "Pending", "Inqueue"),
+        ("Inqueue", "Pending", "Inqueue"),
+        ("Scheduled", "Scheduling", "Running"),
+        ("Running", "Running", "Running"),
+        ("Finished", "Finished", "Completed"),
+        ("Failed", "Failed", "Pending"),
+    ],
+)
+def test_status_phase_in_each_flavours_words(phase: str, sp: str, volcano: str) -> None:
+    counts = {"running": 2, "succeeded": 1, "failed": 0}
+    reason = None if phase in ("Scheduled", "Running", "Finished") else "gang needs minMember 3"
+    written = interop.foreign_status(
+        interop.SCHEDULER_PLUGINS, phase=phase, reason=reason, **counts
+    )
+    assert written == {"phase": sp, **counts}
+    written = interop.foreign_status(interop.VOLCANO, phase=phase, reason=reason, **counts)
+    assert written["phase"] == volcano
+    (condition,) = written["conditions"]
+    if reason is None:
+        assert condition["type"] == "Scheduled"
+    else:
+        assert condition == {
+            "type": "Unschedulable",
+            "status": "True",
+            "reason": "Unschedulable",
+            "message": reason,
+        }
+
+
+def test_invalid_group_stays_pending() -> None:
+    counts = {"running": 0, "succeeded": 0, "failed": 0}
+    for flavor in interop.FLAVORS:
+        written = interop.foreign_status(
+            flavor, phase="Pending", reason="bad", invalid=True, **counts
+        )
+        assert written["phase"] == "Pending"

@@ -1,0 +1,189 @@
+"""scheduler-plugins and Volcano PodGroups through ``berth up`` and the real kubectl.
+
+The chart's minimal CRDs (``helm/berth/files/``) are applied to the running cluster — after
+Berth started, as an operator installing them later would. We test these aspects:
+
+- a scheduler-plugins PodGroup and pods labelled ``scheduling.x-k8s.io/pod-group`` (as the
+  Kubeflow training operator labels them): no pod starts while the gang is short, all start
+  once it is whole, and its own status says Pending, then Running with the counts; the Berth
+  PodGroup standing for it goes when it is deleted;
+- a Volcano PodGroup and pods annotated ``scheduling.k8s.io/group-name``: its status says
+  Inqueue before the pods exist (its operators wait for that) and Running once they run;
+- bad input: a scheduler-plugins PodGroup with minMember 0 leaves its pods waiting with a reason
+  naming minMember; a pod two PodGroups claim waits and says which two.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import json
+import typing
+
+import pytest
+
+from tests.workloads import cluster
+
+pytestmark = pytest.mark.slow
+
+Obj = dict[str, typing.Any]
+FILES = cluster.ROOT / "helm" / "berth" / "files"
+SP = "podgroups.scheduling.x-k8s.io"
+VOLCANO = "podgroups.scheduling.volcano.sh"
+BPG = "podgroups.scheduling.berth.io"
+
+
+def pod(
+    name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {
+            "schedulerName": "berth-scheduler",
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
+            ],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def kubectl(tmp_path_factory: pytest.TempPathFactory) -> collections.abc.Iterator[cluster.Kubectl]:
+    with cluster.berth_up(tmp_path_factory.mktemp("up"), nodes="2x cpu=4,memory=16Gi") as kubectl:
+        for path in sorted(FILES.glob("*podgroups.yaml")):
+            kubectl("apply", "-f", str(path))
+        yield kubectl
+
+
+def namespace(kubectl: cluster.Kubectl, name: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def bound(kubectl: cluster.Kubectl, ns: str) -> list[str]:
+    pods = kubectl.items("pods", namespace=ns)
+    return sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName"))
+
+
+def status(kubectl: cluster.Kubectl, resource: str, name: str, ns: str) -> Obj:
+    found: Obj = kubectl.get(resource, name, namespace=ns).get("status") or {}
+    return found
+
+
+def pod_reason(kubectl: cluster.Kubectl, name: str, ns: str) -> str:
+    for condition in kubectl.get("pod", name, namespace=ns)["status"].get("conditions") or []:
+        if condition["type"] == "PodScheduled" and condition["status"] == "False":
+            return str(condition.get("message") or "")
+    return ""
+
+
+def test_scheduler_plugins_podgroup_is_a_gang_with_its_status_written_back(
+    kubectl: cluster.Kubectl,
+) -> None:
+    namespace(kubectl, "sp")
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "mnist"},
+        "spec": {"minMember": 3, "scheduleTimeoutSeconds": 600},
+    }
+    kubectl.apply(group, namespace="sp")
+    labels = {"scheduling.x-k8s.io/pod-group": "mnist", "training.kubeflow.org/job-name": "mnist"}
+    kubectl.apply(*(pod(f"mnist-worker-{i}", labels=labels) for i in (0, 1)), namespace="sp")
+    mirror = cluster.eventually(
+        lambda: kubectl.items(BPG, namespace="sp"), what="the Berth PodGroup standing for it"
+    )[0]
+    assert mirror["spec"]["minMember"] == 3
+    assert mirror["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
+    cluster.eventually(
+        lambda: status(kubectl, SP, "mnist", "sp").get("phase") == "Pending",
+        what="its status to say Pending",
+    )
+    cluster.eventually(
+        lambda: "waiting for pods: 2/3 created" in pod_reason(kubectl, "mnist-worker-0", "sp"),
+        what="the pods to say they wait for the third",
+    )
+    assert bound(kubectl, "sp") == []
+    kubectl.apply(pod("mnist-worker-2", labels=labels), namespace="sp")
+    cluster.eventually(lambda: len(bound(kubectl, "sp")) == 3, what="the gang to start")
+    cluster.eventually(
+        lambda: status(kubectl, SP, "mnist", "sp").get("running") == 3,
+        what="its status to count 3 running",
+    )
+    assert status(kubectl, SP, "mnist", "sp")["phase"] == "Running"
+    table = kubectl("get", SP, "-n", "sp")
+    assert "Running" in table
+    kubectl("delete", SP, "mnist", "-n", "sp")
+    cluster.eventually(lambda: not kubectl.items(BPG, namespace="sp"), what="the mirror to go")
+
+
+def test_volcano_podgroup_is_inqueue_then_running(kubectl: cluster.Kubectl) -> None:
+    namespace(kubectl, "vc")
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "tf"},
+        "spec": {"minMember": 2, "queue": "default"},
+    }
+    kubectl.apply(group, namespace="vc")
+    # The training operator creates the pods once the group left Pending.
+    cluster.eventually(
+        lambda: status(kubectl, VOLCANO, "tf", "vc").get("phase") == "Inqueue",
+        what="the Volcano group to be Inqueue",
+    )
+    annotations = {"scheduling.k8s.io/group-name": "tf", "volcano.sh/task-spec": "worker"}
+    kubectl.apply(*(pod(f"tf-worker-{i}", annotations=annotations) for i in (0, 1)), namespace="vc")
+    cluster.eventually(lambda: len(bound(kubectl, "vc")) == 2, what="the gang to start")
+    cluster.eventually(
+        lambda: status(kubectl, VOLCANO, "tf", "vc").get("running") == 2,
+        what="its status to count 2 running",
+    )
+    written = status(kubectl, VOLCANO, "tf", "vc")
+    assert written["phase"] == "Running"
+    assert written["conditions"][0]["type"] == "Scheduled"
+
+
+def test_scheduler_plugins_podgroup_with_min_member_0_holds_its_pods(
+    kubectl: cluster.Kubectl,
+) -> None:
+    namespace(kubectl, "zero")
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "empty"},
+        "spec": {"minMember": 0},
+    }
+    kubectl.apply(group, namespace="zero")
+    kubectl.apply(pod("p", labels={"scheduling.x-k8s.io/pod-group": "empty"}), namespace="zero")
+    message = cluster.eventually(
+        lambda: pod_reason(kubectl, "p", "zero"), what="the pod to say why it waits"
+    )
+    assert (
+        "scheduler-plugins PodGroup empty: minMember is 0: a gang needs at least 1 pod" in message
+    )
+    assert bound(kubectl, "zero") == []
+    assert status(kubectl, SP, "empty", "zero").get("phase") in (None, "Pending")
+
+
+def test_pod_two_podgroups_claim_waits_and_names_them(kubectl: cluster.Kubectl) -> None:
+    namespace(kubectl, "two")
+    labels = {"scheduling.berth.io/pod-group": "a", "scheduling.x-k8s.io/pod-group": "b"}
+    kubectl.apply(
+        {
+            "apiVersion": "scheduling.berth.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "a"},
+        },
+        pod("p", labels=labels),
+        namespace="two",
+    )
+    message = cluster.eventually(
+        lambda: pod_reason(kubectl, "p", "two"), what="the pod to say why it waits"
+    )
+    assert "two PodGroups claim the pod" in message
+    assert (
+        "scheduling.berth.io/pod-group=a" in message
+        and "scheduling.x-k8s.io/pod-group=b" in message
+    )
+    assert bound(kubectl, "two") == []
