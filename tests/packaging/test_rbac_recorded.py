@@ -112,6 +112,8 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
     "already (a pod of its workload grouped in an earlier batch): timing-dependent",
     ("scheduling.berth.io", "podgroups", "patch"): "a derived PodGroup is patched only when its "
     "workload is resized",
+    ("", "events", "patch"): "an Event is patched when its reason repeats after the repeat "
+    "interval; whether a recorded run lasts that long is timing (the realcluster tier sees it)",
     ("authentication.k8s.io", "tokenreviews", "create"): (
         "only when a client calls the HTTP API; the emulator has no TokenReview (the calls are "
         "tested against a stand-in API server in tests/operator/test_http_auth.py)"
