@@ -577,6 +577,12 @@ class _Books:
         # Only the levels below the one both queues share move: the victim's side gives,
         # the job's side takes; a common ancestor keeps its total.
         mine = self.rows[job.queue]
+        # A queue that is not reclaimable protects its whole subtree from the outside (a
+        # child saying otherwise does not open it); inside it, siblings still rebalance.
+        if not all(
+            self.tree.nodes[self.order[a]].reclaimable for a in self.rows[name] if a not in mine
+        ):
+            return False
         if mode is ReclaimMode.GUARANTEE:
             # Held more than its entitlement before its gang started going: the solver asks
             # member by member, and a gang goes whole or not at all.
