@@ -21,7 +21,15 @@ __all__ = ["Event", "Job"]
 class Job:
     """One group's scheduling state in a session (mutated only by statements)."""
 
-    __slots__ = ("allocated", "committed", "evicted", "group", "pending", "pipelined")
+    __slots__ = (
+        "allocated",
+        "committed",
+        "evicted",
+        "group",
+        "pending",
+        "pipelined",
+        "queued_at",
+    )
 
     def __init__(self, group: podgroups.PodGroupInfo, *, pending: list[pods.PodInfo]) -> None:
         self.group = group
@@ -36,6 +44,9 @@ class Job:
         """Pods this session nominated to a node that is still freeing up."""
         self.evicted: set[ids.PodKey] = set()
         """Placed pods of this job that the session evicts."""
+        self.queued_at = group.creation_timestamp
+        """When the job joined its queue as far as order goes: its creation, unless a plugin
+        sent it to the back (the Gang plugin, for a group retried after its timeout)."""
 
     @property
     def key(self) -> ids.PodGroupKey:

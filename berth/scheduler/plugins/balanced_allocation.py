@@ -9,9 +9,8 @@ and refreshed only for the rows placements changed.
 
 Args: ``resources`` (names; cpu and memory by default).
 
-The pod counts with kube-scheduler's non-zero defaults (``PodInfo.score_requests``: 100m cpu
-and 200Mi memory for each container requesting none), so best-effort pods spread too; the
-nodes' load is what their pods request.
+Like Kubernetes' balance, it counts what pods really request (no non-zero defaults for
+best-effort containers, unlike LeastAllocated and MostAllocated).
 """
 
 from __future__ import annotations
@@ -113,7 +112,7 @@ class BalancedAllocation(interfaces.ScorePlugin):
         nodes: nodetable.NodeTable,
         feasible: filtering.BoolArray,
     ) -> interfaces.ScoreArray:
-        return scores(nodes.vector(pod.score_requests), nodes=nodes, names_=self._names).copy()
+        return scores(nodes.vector(pod.requests), nodes=nodes, names_=self._names).copy()
 
     def score_extensions(self) -> None:
         return None

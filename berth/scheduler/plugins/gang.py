@@ -239,16 +239,18 @@ class Gang(interfaces.SessionPlugin):
             return min_resources_status(job.group, nodes=session.nodes, held=held)
 
         def queued_at(job: jobs.Job) -> float:
-            # A requeued group's place is as if it arrived when its current attempt began.
-            current = state(job)
-            if current is not None and current.attempt > 1:
-                return current.started
-            return job.creation_timestamp
+            return job.queued_at
 
         session.add_job_valid_fn(valid, plugin=NAME)
         session.add_job_ready_fn(ready_status, plugin=NAME)
         session.add_job_pipelined_fn(lambda job: ready_status(job, pipelined=True), plugin=NAME)
         if timed:
+            # A requeued group's place is as if it arrived when its current attempt began
+            # (every queue order reads ``queued_at``; this key is priority-then-FIFO's).
+            for job in session.jobs.values():
+                current = state(job)
+                if current is not None and current.attempt > 1:
+                    job.queued_at = current.started
             session.hooks.job_order.add_key(queued_at, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:

@@ -444,12 +444,13 @@ class _Books:
 
     def job_order_key(self, job: jobs.Job) -> tuple[float]:
         """The queue's own job order, ahead of the profile's (priority, then age): the same
-        constant for PriorityFIFO queues (no opinion), the group's creation time for FIFO,
+        constant for PriorityFIFO queues (no opinion), when the group joined the queue for FIFO
+        (its creation, or when it was requeued after a timeout),
         and a virtual finish time for NamespaceFair (:meth:`_fair_keys`)."""
         info = self.session.snapshot.queues.get(job.queue)
         policy = info.job_order if info is not None else queues.PRIORITY_FIFO
         if policy == queues.FIFO:
-            return (job.creation_timestamp,)
+            return (job.queued_at,)
         if policy == queues.NAMESPACE_FAIR:
             if self._fair is None:
                 self._fair = self._fair_keys()
@@ -482,7 +483,7 @@ class _Books:
             if job.queue in fair:
                 by_namespace.setdefault((str(job.queue), job.group.namespace), []).append(job)
         for where, waiting in by_namespace.items():
-            waiting.sort(key=lambda j: (-j.priority, j.creation_timestamp, j.uid, j.key))
+            waiting.sort(key=lambda j: (-j.priority, j.queued_at, j.uid, j.key))
             total = held.get(where, 0.0)
             for job in waiting:
                 total += dominant(self.quorum_need(job))
@@ -578,6 +579,12 @@ class _Books:
         # Only the levels below the one both queues share move: the victim's side gives,
         # the job's side takes; a common ancestor keeps its total.
         mine = self.rows[job.queue]
+        # A queue that is not reclaimable protects its whole subtree from the outside (a
+        # child saying otherwise does not open it); inside it, siblings still rebalance.
+        if not all(
+            self.tree.nodes[self.order[a]].reclaimable for a in self.rows[name] if a not in mine
+        ):
+            return False
         if mode is ReclaimMode.GUARANTEE:
             # Held more than its entitlement before its gang started going: the solver asks
             # member by member, and a gang goes whole or not at all.

@@ -183,3 +183,26 @@ def test_reclaim_to_fair_share_can_be_turned_off() -> None:
     run.put(*pods("qb", 20, queue_name="qb", at=120))
     assert not set().union(*(o.evicted for o in settle(run, cycles=3)))
     assert held(run, "qb") == 0
+
+
+def test_a_parent_that_is_not_reclaimable_protects_its_subtree() -> None:
+    # org is not reclaimable; its child qa says it is. qc, outside org, cannot take qa's
+    # cores back; qb, inside org, can.
+    def scene(taker: str, parent: str | None) -> runs.Run:
+        run = runs.Run(
+            *NODES[:5],
+            queue("org", reclaimable=False),
+            queue("qa", parent="org", weight=3),
+            queue(taker, parent=parent, weight=1),
+            *pods("qa", 60, queue_name="qa", at=-10),
+        )
+        run.cycle()
+        run.clock.advance(120)
+        run.put(*pods(taker, 20, queue_name=taker, at=120))
+        return run
+
+    outside = scene("qc", None)
+    assert not set().union(*(o.evicted for o in settle(outside, cycles=3)))
+    inside = scene("qb", "org")
+    settle(inside, cycles=3)
+    assert (held(inside, "qa"), held(inside, "qb")) == (30, 10)

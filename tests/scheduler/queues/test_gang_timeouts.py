@@ -20,6 +20,7 @@ from berth.scheduler.framework import decisions, profiles
 from berth.scheduler.plugins import gang as gang_plugin
 from tests.scheduler import builders as b
 from tests.scheduler.queues import runs
+from tests.scheduler.queues.runs import queue
 
 NODES = [b.node(f"n{i}", cpu="8", memory="64Gi", gpu=2) for i in range(4)]  # 8 GPUs
 WAITING = (
@@ -73,19 +74,24 @@ def test_the_attempts_follow_the_clock() -> None:
     assert seen == [False, False, False, True, False, False, False, True]
 
 
-def test_a_requeued_group_goes_to_the_back_of_its_queue() -> None:
+@pytest.mark.parametrize("order", ["PriorityFIFO", "FIFO"])
+def test_a_requeued_group_goes_to_the_back_of_its_queue(order: str) -> None:
     # "old" (3 GPUs, created long ago) is on its second attempt since 120 s; "young" (created
-    # 60 s ago) asks the same. Only one fits: the younger, which was waiting first this time.
+    # 60 s ago) asks the same. Only one fits: the younger, which was waiting first this time,
+    # whether the queue orders by priority then age or by age alone.
     def gpu_gang(name: str, created: float, count: int) -> list[runs.Obj]:
-        group = b.pod_group(name, min_member=count, timeout=60, created=created)
+        group = b.pod_group(name, min_member=count, queue="q", timeout=60, created=created)
         return [
             group,
             *[b.pod(f"{name}{i}", group=name, gpu=1, created=created) for i in range(count)],
         ]
 
     busy = [b.pod(f"busy{i}", gpu=1, node=f"n{i // 2}", created=runs.t(-500)) for i in range(5)]
+    q = queue("q")
+    q["spec"]["jobOrder"] = order
     run = runs.Run(
         *NODES,
+        q,
         *busy,
         *gpu_gang("old", runs.t(-150), 3),
         *gpu_gang("young", runs.t(-60), 3),
