@@ -464,8 +464,8 @@ class ControlPlane:
             "--for=condition=Ready",
             "nodes",
             "--selector=type=kwok",
-            f"--timeout={max(60, len(manifests) // 20)}s",
-            timeout=max(90.0, len(manifests) / 10),
+            f"--timeout={max(120, len(manifests) // 4)}s",
+            timeout=max(150.0, len(manifests) / 4 + 30),
         )
 
 

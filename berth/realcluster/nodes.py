@@ -24,7 +24,7 @@ import yaml
 from berth.api import keys
 from berth.emulator import addresses, kubelets
 
-__all__ = ["MANAGED_ANNOTATION", "STAGES", "node_manifests", "stages_config"]
+__all__ = ["CONFIGURATION", "MANAGED_ANNOTATION", "STAGES", "node_manifests", "stages_config"]
 
 MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
 MANAGED_VALUE = "fake"
@@ -232,6 +232,15 @@ STAGES: list[Object] = [
 """KWOK's stages for Berth's simulated nodes (what :mod:`berth.emulator.kubelets` does)."""
 
 
+CONFIGURATION: Object = {
+    "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+    "kind": "KwokConfiguration",
+    # KWOK plays 4 stages at a time by default: thousands of nodes would take minutes to
+    # become Ready. It has no client rate limit of its own.
+    "options": {"nodePlayStageParallelism": 32, "podPlayStageParallelism": 32},
+}
+
+
 def stages_config() -> str:
-    """KWOK's ``--config`` file: the stages as YAML documents."""
-    return yaml.safe_dump_all(STAGES, sort_keys=False)
+    """KWOK's ``--config`` file: its configuration and the stages, as YAML documents."""
+    return yaml.safe_dump_all([CONFIGURATION, *STAGES], sort_keys=False)
