@@ -187,3 +187,15 @@ def test_pod_two_podgroups_claim_waits_and_names_them(kubectl: cluster.Kubectl) 
         and "scheduling.x-k8s.io/pod-group=b" in message
     )
     assert bound(kubectl, "two") == []
+
+
+def test_the_scheduler_plugins_example_runs_as_its_readme_says(kubectl: cluster.Kubectl) -> None:
+    namespace(kubectl, "example")
+    example = cluster.ROOT / "examples" / "workloads" / "scheduler-plugins" / "podgroup.yaml"
+    kubectl("apply", "-n", "example", "-f", str(example))
+    cluster.eventually(lambda: len(bound(kubectl, "example")) == 3, what="the three pods to run")
+    cluster.eventually(
+        lambda: status(kubectl, SP, "mnist", "example").get("running") == 3,
+        what="its status to count 3 running",
+    )
+    assert kubectl.get(BPG, "mnist", namespace="example")["spec"]["minMember"] == 3
