@@ -284,6 +284,7 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "BERTH_GROUP_BY_OWNER", "value": grouping},
         {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS", "value": grouping},
         {"name": "BERTH_INTEROP_VOLCANO", "value": grouping},
+        {"name": "BERTH_INTEROP_WORKLOAD_API", "value": grouping},
         *extra,
     ]
 
@@ -403,7 +404,7 @@ def test_role_is_bound_in_the_release_namespace(cluster: testing.RunningEmulator
 def test_every_cluster_role_rule_carries_a_comment() -> None:
     lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
     rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) == 26
+    assert len(rule_starts) == 27
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), lines[index]
 
