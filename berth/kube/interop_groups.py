@@ -172,7 +172,7 @@ class InteropGroups:
         if snapshot is None:
             return
         for (name, key), obj in sorted(self._originals.items()):
-            if (name, key) in self._conflicts:
+            if (name, key) in self._conflicts or not flavors[name].writes_status:
                 continue
             desired = self._status(flavors[name], key, snapshot)
             if desired is None:

@@ -234,6 +234,7 @@ def _interop(
         for flavor, enabled in (
             (interop.SCHEDULER_PLUGINS, config.interop_scheduler_plugins),
             (interop.VOLCANO, config.interop_volcano),
+            (interop.KUBERNETES, config.interop_workload_api),
         )
         if enabled
     ]

@@ -290,6 +290,11 @@ class Settings(pydantic_settings.BaseSettings):
     annotated ``scheduling.k8s.io/group-name``) where the API server serves them. On by
     default, for the same reason."""
 
+    interop_workload_api: bool = True
+    """Whether Berth honours Kubernetes' own PodGroups (``scheduling.k8s.io/v1alpha2``, 1.36;
+    pods with ``spec.schedulingGroup``) where the API server serves them. On by default, for
+    the same reason."""
+
     eviction_wait: Seconds = 30.0
     """Measured in seconds. How long a preemptor's binding waits for the victims evicted from
     its node in the same cycle to be gone (deleted, or Succeeded/Failed) before it is given up

@@ -1,6 +1,8 @@
 """Other schedulers' PodGroups -> Berth PodGroups, and Berth's verdict -> their status. Pure.
 
-Workloads written for a gang scheduler already carry their gang: the Kubeflow training
+Workloads written for a gang scheduler already carry their gang (and on Kubernetes 1.36, the
+API server's own ``scheduling.k8s.io/v1alpha2`` PodGroup, :data:`KUBERNETES`, whose minCount
+Berth honours without writing its status): the Kubeflow training
 operator, the MPI and Spark operators and KubeRay create a scheduler-plugins PodGroup
 (``scheduling.x-k8s.io/v1alpha1``; pods labelled ``scheduling.x-k8s.io/pod-group``) or a Volcano
 PodGroup (``scheduling.volcano.sh/v1beta1``; pods annotated ``scheduling.k8s.io/group-name``).
@@ -32,7 +34,15 @@ import typing
 from berth.api import errors as api_errors
 from berth.api import keys, quantities
 
-__all__ = ["FLAVORS", "SCHEDULER_PLUGINS", "VOLCANO", "Flavor", "foreign_status", "mirror"]
+__all__ = [
+    "FLAVORS",
+    "KUBERNETES",
+    "SCHEDULER_PLUGINS",
+    "VOLCANO",
+    "Flavor",
+    "foreign_status",
+    "mirror",
+]
 
 Raw = collections.abc.Mapping[str, typing.Any]
 
@@ -46,6 +56,7 @@ class Flavor:
     version: str
     status_subresource: bool  # Volcano's CRD has none: its status is written on the object
     pod_key: str  # how its pods join a group, for messages
+    writes_status: bool = True  # False: Berth leaves the original's status to its owners
 
     @property
     def api_version(self) -> str:
@@ -74,7 +85,18 @@ VOLCANO = Flavor(
     status_subresource=False,
     pod_key=f"annotation {keys.INTEROP_POD_GROUP_ANNOTATION}",
 )
-FLAVORS = (SCHEDULER_PLUGINS, VOLCANO)
+KUBERNETES = Flavor(
+    "kubernetes",
+    "scheduling.k8s.io",
+    "v1alpha2",
+    status_subresource=True,
+    pod_key="spec.schedulingGroup.podGroupName",
+    writes_status=False,
+)
+"""Kubernetes 1.36's own PodGroup (KEP 5832): ``spec.schedulingPolicy.gang.minCount`` (or
+``basic``: no gang); pods join with ``spec.schedulingGroup.podGroupName``. 1.35's
+``v1alpha1`` Workload and ``spec.workloadRef`` are a different API and are not read."""
+FLAVORS = (SCHEDULER_PLUGINS, VOLCANO, KUBERNETES)
 
 
 def _problems(spec: Raw) -> tuple[int, list[str]]:
@@ -99,11 +121,25 @@ def _problems(spec: Raw) -> tuple[int, list[str]]:
     return min_member, problems
 
 
+def _kubernetes_spec(spec: Raw) -> Raw:
+    """A ``scheduling.k8s.io/v1alpha2`` PodGroup's policy as ``minMember``."""
+    policy = spec.get("schedulingPolicy")
+    policy = policy if isinstance(policy, collections.abc.Mapping) else {}
+    gang = policy.get("gang")
+    if isinstance(gang, collections.abc.Mapping):
+        return {"minMember": gang.get("minCount")}
+    if "basic" in policy:
+        return {"minMember": 1}
+    return {"minMember": None}
+
+
 def mirror(flavor: Flavor, obj: Raw, /) -> dict[str, typing.Any]:
     """The Berth PodGroup that stands for ``obj`` (a PodGroup of ``flavor``)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") if isinstance(obj.get("spec"), collections.abc.Mapping) else {}
     assert isinstance(spec, collections.abc.Mapping)
+    if flavor is KUBERNETES:
+        spec = _kubernetes_spec(spec)
     min_member, problems = _problems(spec)
     out: dict[str, typing.Any] = {"minMember": min_member}
     if not any(p.startswith("minResources") for p in problems) and spec.get("minResources"):
@@ -112,7 +148,7 @@ def mirror(flavor: Flavor, obj: Raw, /) -> dict[str, typing.Any]:
         timeout = spec.get("scheduleTimeoutSeconds")
         if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout >= 1:
             out["scheduleTimeoutSeconds"] = timeout
-    else:
+    elif flavor is VOLCANO:
         tasks = spec.get("minTaskMember")
         if isinstance(tasks, collections.abc.Mapping):
             counts = [v for v in tasks.values() if isinstance(v, int) and v > 0]

@@ -123,6 +123,7 @@ EVERY_OPTION: Values = {
     "interop": {
         "schedulerPlugins": {"enabled": False, "installCRD": True},
         "volcano": {"enabled": False, "installCRD": True},
+        "workloadAPI": {"enabled": False},
     },
     "evictionWait": "45s",
     "reservationRetention": "1h30m",

@@ -97,8 +97,8 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
         )
     },
     **{
-        (group, resource, verb): "the run installs no scheduler-plugins or Volcano CRD: Berth "
-        "honours those PodGroups only where they are served (tests/workloads cover them)"
+        (group, resource, verb): "the run serves no scheduler-plugins, Volcano or Kubernetes "
+        "PodGroups: Berth honours them only where they are served (tests/workloads cover them)"
         for group, resource, verb in (
             ("scheduling.x-k8s.io", "podgroups", "list"),
             ("scheduling.x-k8s.io", "podgroups", "watch"),
@@ -106,6 +106,8 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
             ("scheduling.volcano.sh", "podgroups", "list"),
             ("scheduling.volcano.sh", "podgroups", "watch"),
             ("scheduling.volcano.sh", "podgroups", "patch"),
+            ("scheduling.k8s.io", "podgroups", "list"),
+            ("scheduling.k8s.io", "podgroups", "watch"),
         )
     },
     ("scheduling.berth.io", "podgroups", "get"): "read only when a derived PodGroup exists "

@@ -549,3 +549,11 @@ def test_group_derived_from_the_owner(kubectl: cluster.Kubectl, name: str) -> No
     cluster.eventually(lambda: ns.bound() == everyone, what="every pod to start")
     kubectl("delete", top, "-n", name)
     cluster.eventually(lambda: not ns.groups(), what="the groups to go with their owner")
+
+
+@pytest.mark.parametrize("folder", ["job", "jobset", "pytorchjob", "raycluster"])
+def test_the_examples_apply_with_the_minimal_crds(kubectl: cluster.Kubectl, folder: str) -> None:
+    ns = Namespace(kubectl, f"example-{folder}")
+    path = cluster.ROOT / "examples" / "workloads" / folder
+    out = kubectl("apply", "-n", ns.name, "-f", str(path))
+    assert "created" in out

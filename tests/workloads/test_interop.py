@@ -144,3 +144,23 @@ def test_invalid_group_stays_pending() -> None:
             flavor, phase="Pending", reason="bad", invalid=True, **counts
         )
         assert written["phase"] == "Pending"
+
+
+@pytest.mark.parametrize(
+    ("spec", "min_member", "problem"),
+    [
+        ({"schedulingPolicy": {"gang": {"minCount": 4}}}, 4, None),
+        ({"schedulingPolicy": {"basic": {}}}, 1, None),
+        ({"schedulingPolicy": {"gang": {"minCount": 0}}}, 1, "minMember is 0"),
+        ({}, 1, "minMember is None"),
+    ],
+    ids=["gang", "basic", "gang-of-0", "no-policy"],
+)
+def test_kubernetes_podgroup_policy_becomes_min_member(
+    spec: Obj, min_member: int, problem: str | None
+) -> None:
+    mirror = interop.mirror(interop.KUBERNETES, group("scheduling.k8s.io/v1alpha2", spec))
+    assert mirror["spec"] == {"minMember": min_member}
+    marked = mirror["metadata"]["annotations"][keys.INVALID_ANNOTATION]
+    assert (marked is None) if problem is None else (problem in marked)
+    assert not interop.KUBERNETES.writes_status

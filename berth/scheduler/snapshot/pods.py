@@ -282,16 +282,28 @@ def _list(raw: typing.Any) -> list[wire.Raw]:
 # Keys and resolution ---------------------------------------------------------------------
 
 
-def _group_name(labels: collections.abc.Mapping[str, str], annotations: wire.Raw) -> str | None:
-    name = labels.get(GROUP_LABEL) or labels.get(GROUP_LABEL_INTEROP)
+def _scheduling_group(spec: wire.Raw | None) -> str | None:
+    """Kubernetes 1.36's ``spec.schedulingGroup.podGroupName`` (``scheduling.k8s.io/v1alpha2``
+    PodGroups); 1.35's ``spec.workloadRef`` is another API and is not read."""
+    name = wire.sub(spec, "schedulingGroup").get("podGroupName")
+    return str(name) if isinstance(name, str) and name else None
+
+
+def _group_name(
+    labels: collections.abc.Mapping[str, str], annotations: wire.Raw, spec: wire.Raw | None = None
+) -> str | None:
+    name = _scheduling_group(spec) or labels.get(GROUP_LABEL) or labels.get(GROUP_LABEL_INTEROP)
     if not name:
         name = annotations.get(GROUP_ANNOTATION_INTEROP)
     return str(name) if name else None
 
 
-def _group_claims(labels: collections.abc.Mapping[str, str], annotations: wire.Raw) -> str | None:
+def _group_claims(
+    labels: collections.abc.Mapping[str, str], annotations: wire.Raw, spec: wire.Raw
+) -> str | None:
     """Why the pod cannot be placed when its keys name two different groups, else None."""
     claims = {
+        "spec.schedulingGroup.podGroupName": _scheduling_group(spec),
         f"label {GROUP_LABEL}": labels.get(GROUP_LABEL),
         f"label {GROUP_LABEL_INTEROP}": labels.get(GROUP_LABEL_INTEROP),
         f"annotation {GROUP_ANNOTATION_INTEROP}": annotations.get(GROUP_ANNOTATION_INTEROP),
@@ -315,7 +327,9 @@ def with_queue_if_plain(raw: typing.Any, /, *, queue: str) -> typing.Any:
     meta = wire.sub(obj, "metadata")
     labels = wire.sub(meta, "labels")
     if labels.get(QUEUE_LABEL) or _group_name(
-        {str(k): str(v) for k, v in labels.items()}, wire.sub(meta, "annotations")
+        {str(k): str(v) for k, v in labels.items()},
+        wire.sub(meta, "annotations"),
+        wire.sub(obj, "spec"),
     ):
         return raw
     return {**obj, "metadata": {**meta, "labels": {**labels, QUEUE_LABEL: queue}}}
@@ -325,7 +339,8 @@ def awaits_owner_group(raw: typing.Any, /) -> bool:
     """Whether a pod waits for Berth to derive its group from its owners: it has owners, names
     no group, was not grouped yet (:data:`~berth.api.keys.GROUPED_BY_ANNOTATION`) and did not
     opt out (:data:`~berth.api.keys.GROUP_BY_OWNER_LABEL` ``disabled``)."""
-    meta = wire.sub(wire.as_raw(raw), "metadata")
+    obj = wire.as_raw(raw)
+    meta = wire.sub(obj, "metadata")
     if not _list(meta.get("ownerReferences")):
         return False
     labels = wire.sub(meta, "labels")
@@ -334,7 +349,8 @@ def awaits_owner_group(raw: typing.Any, /) -> bool:
         keys.GROUPED_BY_ANNOTATION
     ):
         return False
-    return _group_name({str(k): str(v) for k, v in labels.items()}, annotations) is None
+    plain_labels = {str(k): str(v) for k, v in labels.items()}
+    return _group_name(plain_labels, annotations, wire.sub(obj, "spec")) is None
 
 
 def implicit_group_key(namespace: str, /, *, name: str) -> ids.PodGroupKey:
@@ -438,7 +454,7 @@ def pod_info(
     name = str(meta.get("name") or "")
     labels = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
     annotations = {str(k): str(v) for k, v in wire.sub(meta, "annotations").items()}
-    invalid: str | None = _group_claims(labels, annotations)
+    invalid: str | None = _group_claims(labels, annotations, spec)
     nonzero: resources.ResourceList | None = None
     try:
         requests = pod_requests(spec)
@@ -453,7 +469,7 @@ def pod_info(
     constraints = podconstraints.parse(spec, namespace=namespace, labels=labels)
     if constraints.problems and invalid is None:
         invalid = "; ".join(constraints.problems)
-    group_name = _group_name(labels, annotations)
+    group_name = _group_name(labels, annotations, spec)
     label_queue = labels.get(QUEUE_LABEL)
     if group_name:
         group: ids.PodGroupKey | None = ids.PodGroupKey(ids.key_of(namespace, name=group_name))
