@@ -1,16 +1,23 @@
-"""Workloads users submit, on the real control plane: a batch/v1 Job.
+"""Workloads users submit, on the real control plane: batch/v1 Jobs.
 
 We test these aspects:
 - the real Job controller creates the pods of a Job whose template names Berth's scheduler;
-  Berth binds them, KWOK runs them to completion, and the Job completes.
+  Berth binds them, KWOK runs them to completion, and the Job completes;
+- a Job of parallelism 4 (also Indexed, also in admission mode) is one gang: with room for 3
+  none of its pods starts and the PodGroup Berth derived (minMember 4, owned by the Job) says
+  it waits; with room for the fourth all four run; deleting the Job lets the real garbage
+  collector delete the group.
 """
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 
 from berth.api import keys
-from berth.realcluster import install
+from berth.emulator import kubelets
+from berth.realcluster import install, nodes, processes
 from tests.realcluster import cluster, pods
 
 pytestmark = pytest.mark.realcluster
@@ -48,3 +55,66 @@ def test_a_job_created_by_the_user_is_scheduled_by_berth(real: cluster.RealClust
         if r.resource == "pods/binding" and r.succeeded and r.namespace == namespace
     }
     assert binders == {p["metadata"]["name"]: install.USER for p in created}
+
+
+def _room(real: cluster.RealCluster, name: str, count: int) -> None:
+    """``count`` more nodes of 4 cpu labelled ``job-room=NAME`` (each holds one 3-cpu pod)."""
+    existing = len(real.json("get", "nodes", "-l", f"job-room={name}")["items"])
+    pool = kubelets.parse_pool(f"{existing + count}x cpu=4,memory=16Gi label=job-room={name}"
+                               f" name={name}")  # fmt: skip
+    real.create(*nodes.node_manifests([pool])[existing:])
+    real.kubectl("wait", "--for=condition=Ready", "nodes", "-l", f"job-room={name}",
+                 f"--timeout={cluster.WAIT}")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mode", "indexed"),
+    [("scheduler", False), ("scheduler", True), ("admission", False)],
+    ids=["scheduler", "scheduler-indexed", "admission"],
+)
+def test_a_job_starts_as_one_gang_when_all_of_it_fits(
+    real: cluster.RealCluster, mode: str, indexed: bool
+) -> None:
+    real.berth(mode=mode)
+    namespace = real.namespace()
+    room = f"room-{namespace}"
+    _room(real, room, 3)
+    pod = pods.pod("unused", cpu="3", queue="default",
+                   scheduler=keys.DEFAULT_SCHEDULER_NAME if mode == "scheduler" else None,
+                   extra_spec={"nodeSelector": {"job-room": room}})  # fmt: skip
+    spec: dict[str, object] = {
+        "parallelism": 4,
+        "completions": 4,
+        "backoffLimit": 0,
+        "template": {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]},
+    }
+    if indexed:
+        spec["completionMode"] = "Indexed"
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"}, "spec": spec}
+    real.create(job, namespace=namespace)
+
+    def group() -> dict[str, typing.Any]:
+        groups = real.json("get", "podgroups", "-n", namespace)["items"]
+        return groups[0] if groups else {}
+
+    def waiting() -> bool:
+        conditions = (group().get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Scheduled" and c["status"] == "False" for c in conditions)
+
+    processes.wait_until("the Job's PodGroup waiting", waiting, timeout=90, interval=0.5)
+    derived = group()
+    assert derived["spec"]["minMember"] == 4
+    assert derived["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    created = real.pods(namespace)
+    assert len(created) == 4 and not [p for p in created if p["spec"].get("nodeName")]
+
+    _room(real, room, 1)
+    for member in real.pods(namespace):
+        real.wait(f"pod/{member['metadata']['name']}", jsonpath="{.status.phase}",
+                  value="Running", namespace=namespace)  # fmt: skip
+    real.kubectl("delete", "job", "train", "-n", namespace, "--cascade=background")
+    name = derived["metadata"]["name"]  # type: ignore[index]
+    real.kubectl(
+        "wait", "--for=delete", f"podgroup/{name}", "-n", namespace, f"--timeout={cluster.WAIT}"
+    )  # fmt: skip  (the real garbage collector)
+    real.kubectl("delete", "nodes", "-l", f"job-room={room}", "--wait=false")
