@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from berth.api import keys
+from berth.realcluster import processes
 from tests.api import conftest as api_examples
 from tests.api import test_cel_rules
 from tests.realcluster import cluster, pods
@@ -92,18 +93,20 @@ def test_a_gang_that_fits_runs_and_one_that_cannot_says_why(real: cluster.RealCl
     real.create(*pods.gang("huge", 8, queue=queue, cpu="7"), namespace=namespace)
     for i in range(3):
         real.wait(f"pod/fits-{i}", jsonpath="{.status.phase}", value="Running", namespace=namespace)
-    real.wait(
-        "podgroup/huge",
-        jsonpath='{.status.conditions[?(@.type=="Scheduled")].status}',
-        value="False",
-        namespace=namespace,
+
+    def scheduled() -> dict[str, str]:
+        group = real.json("get", "podgroup", "huge", "-n", namespace)
+        conditions = (group.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Scheduled"), {})
+
+    # First it waits for its pods to be seen, then for room that never comes.
+    processes.wait_until(
+        "huge's reason", lambda: "Insufficient cpu" in scheduled().get("message", ""), timeout=60
     )
-    group = real.json("get", "podgroup", "huge", "-n", namespace)
-    (scheduled,) = [c for c in group["status"]["conditions"] if c["type"] == "Scheduled"]
-    assert "Insufficient cpu" in scheduled["message"]
+    assert scheduled()["status"] == "False"
     # The REASON printer column shows the condition's reason (NotEnoughResources).
     table = real.kubectl("get", "bpg", "huge", "-n", namespace, "--no-headers").stdout
-    assert scheduled["reason"] in table.split()
+    assert scheduled()["reason"] in table.split()
     assert not [p for p in real.pods(namespace) if p["metadata"]["name"].startswith("huge-")
                 and p["spec"].get("nodeName")]  # fmt: skip
     why = real.kubectl("berth", "why", "podgroup/huge", "-n", namespace)

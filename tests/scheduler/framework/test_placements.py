@@ -10,6 +10,7 @@ We test these aspects:
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import typing
 
 import numpy as np
@@ -81,6 +82,7 @@ def test_counts_follow_changes_asked_before_or_after() -> None:
 
 def test_reserve_pods_never_count() -> None:
     placed, _ = _setup()
-    reserve = _info("r", annotations={pods.RESERVE_POD_ANNOTATION: "true"}, labels={"app": "web"})
+    # Reserve pods are known from memory (PodInfo.reserve), never from a user-writable annotation.
+    reserve = dataclasses.replace(_info("r", labels={"app": "web"}), reserve=True)
     placed.add(reserve, "n1")
     assert placed.counts("web", predicate=_web).tolist() == [1, 1]
