@@ -126,6 +126,22 @@ class EventRecorder:
         loop.call_soon_threadsafe(self._enqueue, pending)
         return True
 
+    def _expire(self, now: float) -> None:
+        """Forget objects idle long enough that a fresh bucket would decide the same (tokens
+        refilled, no repeat within the window): the map holds only recently active objects,
+        not every pod the scheduler ever placed."""
+        idle = max(self._repeat, self._burst * self._refill)
+        while self._buckets:
+            key, oldest = next(iter(self._buckets.items()))
+            if now - oldest.updated < idle:
+                return
+            del self._buckets[key]
+
+    @property
+    def tracked(self) -> int:
+        """Objects whose recent Events are remembered (bounded; tests, the soak)."""
+        return len(self._buckets)
+
     def _admit(self, ref: ObjectRef, *, reason: str, message: str, now: float) -> bool:
         bucket = self._buckets.get(ref.key)
         if bucket is None:
@@ -135,6 +151,7 @@ class EventRecorder:
                 self._buckets.popitem(last=False)  # the least recently seen object
         else:
             self._buckets.move_to_end(ref.key)
+        self._expire(now)
         last = bucket.recent.get((reason, message))
         if last is not None and now - last < self._repeat:
             return False
