@@ -103,6 +103,7 @@ class _Series:
 class _Object:
     tokens: float
     updated: float
+    seen: float = 0.0  # when an Event about it was last recorded
     series: dict[tuple[str, str], _Series] = dataclasses.field(default_factory=dict)
 
 
@@ -179,6 +180,7 @@ class EventRecorder:
         self, ref: ObjectRef, *, type: str, reason: str, message: str, now: float
     ) -> _Series | None:
         """The series to write after counting this record, or None (nothing new to write)."""
+        self._expire(now)
         held = self._objects.get(ref.key)
         if held is None:
             held = _Object(tokens=float(self._burst), updated=now)
@@ -187,6 +189,7 @@ class EventRecorder:
                 self._objects.popitem(last=False)  # the least recently seen object
         else:
             self._objects.move_to_end(ref.key)
+        held.seen = now
         series = held.series.get((type, reason))
         if series is None:
             name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
@@ -202,6 +205,22 @@ class EventRecorder:
         if series.busy:
             return None  # the worker writing it picks up the change
         return series
+
+    def _expire(self, now: float) -> None:
+        """Forget objects idle long enough that a fresh start would decide the same (tokens
+        refilled, no repeat within the window): the map holds only recently active objects,
+        not every pod the scheduler ever placed. A later Event about one starts a new series."""
+        idle = max(self._repeat, self._burst * self._refill)
+        while self._objects:
+            key, oldest = next(iter(self._objects.items()))
+            if now - oldest.seen < idle or any(s.busy for s in oldest.series.values()):
+                return
+            del self._objects[key]
+
+    @property
+    def tracked(self) -> int:
+        """Objects whose recent Events are remembered (bounded; tests, the soak)."""
+        return len(self._objects)
 
     def _admit(self, key: str, *, now: float) -> bool:
         held = self._objects[key]

@@ -18,10 +18,12 @@ can do is find out that it is stale. Followers take over only ``leaseDurationSec
 last change *they* saw, later than the renewal was sent, and ``renew_deadline < lease_duration``
 leaves the gap for a checked request to reach the API server.
 
-:func:`install` hooks the check into the client's aiohttp session (a trace config: request
-start, and connection acquired — reused or created — which is the last await before the request
-goes out). Reads (GET, HEAD, OPTIONS; watches) are never fenced. The Lease calls themselves run
-inside :func:`unfenced`: a candidate must write the Lease to become leader. Requests that were
+:func:`install` hooks the check into the client's aiohttp session: at request start, when
+the connection is acquired (reused or created), and when the body task is about to write
+headers and body (aiohttp writes them from a task of its own, a loop iteration later on
+Python 3.11: a pause can land in between). Reads (GET, HEAD, OPTIONS; watches) are never
+fenced. The Lease calls themselves run inside :func:`unfenced`: a candidate must write the
+Lease to become leader. Requests that were
 already written before a pause reached the server before the follower could take over.
 """
 
@@ -36,6 +38,7 @@ import types
 import typing
 
 import aiohttp
+import aiohttp.helpers
 
 from berth.kube import errors
 
@@ -143,6 +146,38 @@ class _Hooks:
             self._fence.check(context.berth_what)
 
 
+def _fenced_request_class(
+    base: type[aiohttp.ClientRequest], fence: Fence
+) -> type[aiohttp.ClientRequest]:
+    """``base`` checking the fence once more when its body is about to be written.
+
+    aiohttp buffers a request's headers and writes them with the body from a task of its own
+    (on Python < 3.12 that task runs one loop iteration after the connection was taken): a
+    pause landing in between would send a request checked before the pause. Checked here, a
+    refused request writes nothing; its connection is closed and the caller sees
+    :class:`~berth.kube.errors.NotLeader` (:func:`berth.kube.rest.request` unwraps it).
+    """
+
+    class FencedRequest(base):  # type: ignore[valid-type,misc]
+        async def write_bytes(
+            self,
+            writer: typing.Any,
+            conn: typing.Any,
+            content_length: int | None = None,
+        ) -> None:
+            if self.method.upper() not in _READS and not _UNFENCED.get():
+                try:
+                    fence.check(f"{self.method} {self.url.path}")
+                except errors.NotLeader as exc:
+                    refused = aiohttp.ClientConnectionError(str(exc))
+                    aiohttp.helpers.set_exception(conn.protocol, refused, exc)
+                    conn.close()
+                    return
+            await super().write_bytes(writer, conn, content_length)
+
+    return FencedRequest
+
+
 def install(api: typing.Any, fence: Fence) -> None:
     """Fence every mutating request ``api`` (a ``kubernetes_asyncio`` ApiClient) sends."""
     hooks = _Hooks(fence)
@@ -153,3 +188,6 @@ def install(api: typing.Any, fence: Fence) -> None:
     trace.freeze()
     session: aiohttp.ClientSession = api.rest_client.pool_manager
     session.trace_configs.append(trace)
+    # The session is built by the client library; its request class is the one seam left
+    # between "connection taken" and "bytes written".
+    session._request_class = _fenced_request_class(session._request_class, fence)

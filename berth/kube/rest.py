@@ -74,6 +74,9 @@ async def request(
             status = response.status
             raw = await response.read()
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        refused = _not_leader(exc)
+        if refused is not None:
+            raise refused from None  # fenced before a byte was written (berth.kube.fencing)
         raise errors.TransportError(f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
     decoded = decode(raw)
     if not 200 <= status <= 299:
@@ -81,6 +84,17 @@ async def request(
     if decoded is None:
         raise errors.APIError(f"{what}: {status} answer is not a JSON object", status=status)
     return decoded
+
+
+def _not_leader(exc: BaseException) -> errors.NotLeader | None:
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain: the client's error, then its cause
+        if seen is None:
+            return None
+        if isinstance(seen, errors.NotLeader):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def decode(raw: bytes | None) -> Body | None:

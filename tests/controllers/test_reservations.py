@@ -45,6 +45,7 @@ from berth.operator import main, scheduling
 from berth.operator import settings as operator_settings
 from berth.scheduler.snapshot import cache as cache_module
 from berth.scheduler.snapshot import snapshots, wire
+from berth.util import clocks
 from tests.scheduler import builders as b
 from tests.scheduler.reservations import world as w
 
@@ -150,6 +151,43 @@ def test_a_ttl_past_the_longest_duration_makes_only_that_reservation_invalid() -
     assert "invalid ttl" in valid["message"] and "out of range" in valid["message"]
     assert "99999999999h" in valid["message"]
     assert "expiresAt" not in planned.status
+
+
+async def test_one_reservation_that_breaks_planning_does_not_stop_the_others(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A bug one object triggers (as "year out of range" once did for every pass) is that
+    # object's: the pass goes on, and the error is logged once per window, not per pass.
+    objects = observed.ObservedObjects()
+    for name in ("bad", "good"):
+        objects.put(observed_of(w.reservation(name, created=b.EPOCH)))
+    real_plan = reservations.plan
+
+    def plan(obj: observed.ObservedObject, **kwargs: typing.Any) -> reservations.Plan:
+        if obj.name == "bad":
+            raise ValueError("year 11409971 is out of range")
+        return real_plan(obj, **kwargs)
+
+    monkeypatch.setattr(reservations, "plan", plan)
+    controller = reservations.ReservationController(
+        object(),  # type: ignore[arg-type]
+        objects=objects,
+        board=CacheBoard(),
+        clock=clocks.VirtualClock(b.EPOCH),
+        retention=RETENTION,
+    )
+    written: list[str] = []
+
+    async def write(obj: observed.ObservedObject, **_: typing.Any) -> bool:
+        written.append(obj.name)
+        return False
+
+    monkeypatch.setattr(controller, "_write", write)
+    with caplog.at_level(logging.ERROR, logger="berth.controllers.reservations"):
+        for _ in range(5):
+            await controller.run_once()
+    assert written == ["good"] * 5
+    assert len([r for r in caplog.records if "default/bad" in r.getMessage()]) == 1
 
 
 @pytest.mark.parametrize(

@@ -159,6 +159,29 @@ async def test_limits_per_object(
     assert recorder.suppressed == 3
 
 
+def test_objects_idle_past_the_windows_are_forgotten(virtual_clock: clocks.VirtualClock) -> None:
+    # Every pod ever placed gets a Scheduled Event: the per-object limits must not keep them all.
+    # (Not running: each record is admitted, then dropped; the limits are what is looked at.)
+    recording = events.EventRecorder(
+        object(),  # type: ignore[arg-type]
+        clock=virtual_clock,
+        burst=3,
+        refill_seconds=10,
+        repeat_seconds=60,
+    )
+    for i in range(100):
+        pod = events.ObjectRef("Pod", f"p{i}", "default")
+        recording.record(pod, type="Normal", reason="Scheduled", message="m")
+    assert recording.tracked == 100
+    virtual_clock.advance(30)
+    recording.record(POD, type="Normal", reason="Scheduled", message="m")
+    assert recording.tracked == 101  # within the windows: still remembered
+    virtual_clock.advance(45)  # the first hundred idle past the repeat window
+    recording.record(POD, type="Normal", reason="Scheduled", message="n")
+    assert recording.tracked == 1
+    assert recording.suppressed == 0
+
+
 async def test_recording_from_another_thread_posts_on_the_loop(
     emulator: testing.RunningEmulator, recorder: events.EventRecorder
 ) -> None:

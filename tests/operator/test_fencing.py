@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+import aiohttp
 import looptime
 import pytest
 
@@ -118,6 +119,30 @@ async def test_a_write_queued_for_a_connection_is_checked_when_it_gets_one(
         await slow_read
         with pytest.raises(errors.NotLeader):
             await queued
+    assert api_server.emulator.count("POST", "/api/v1/namespaces/{namespace}/configmaps") == 0
+
+
+async def test_a_pause_between_taking_the_connection_and_writing_is_caught(
+    api_server: conftest.ApiServer, connection: clients.AsyncConnection
+) -> None:
+    # aiohttp writes a request's headers and body from a task of its own, a loop iteration
+    # after the connection was taken: a pause can land in between. Here the clock jumps
+    # right after the connection check passed.
+    clock = HandClock()
+    fence = fencing.Fence(renew_deadline=3.0, now=clock)
+    fencing.install(connection.api, fence)
+    fence.renewed(clock())
+
+    async def pause(*_: object) -> None:
+        clock.advance(5.0)
+
+    late = aiohttp.TraceConfig()
+    late.on_connection_reuseconn.append(pause)
+    late.on_connection_create_end.append(pause)
+    late.freeze()
+    connection.api.rest_client.pool_manager.trace_configs.append(late)
+    with pytest.raises(errors.NotLeader, match="past the renew deadline"):
+        await write(connection.api, "paused-mid-send")
     assert api_server.emulator.count("POST", "/api/v1/namespaces/{namespace}/configmaps") == 0
 
 

@@ -79,6 +79,19 @@ def _move(
         del sums[queue]
 
 
+SUM_BOUND = 2**62
+"""A queue's sums are exact here (Python ints) but handed on saturated at half of int64: the
+accounting plugins add them up in int64 arrays, and enough of the largest pods in one queue
+(each within :data:`berth.api.quantities.MAX_MILLI`) would otherwise overflow them — for every
+queue's session, not just that one."""
+
+
+def _saturated(sums: dict[str, int] | None) -> resources.ResourceList:
+    if not sums:
+        return resources.ResourceList()
+    return resources.ResourceList({k: min(v, SUM_BOUND) for k, v in sums.items()})
+
+
 class QueueTotals:
     """Per-queue sums and group counts, moved by each pod's and group's change."""
 
@@ -156,8 +169,8 @@ class QueueTotals:
                     continue
                 counts = counts or {}
                 self._views[queue] = QueueUsage(
-                    allocated=resources.ResourceList(allocated),
-                    requested=resources.ResourceList(requested),
+                    allocated=_saturated(allocated),
+                    requested=_saturated(requested),
                     running_groups=counts.get(GroupState.RUNNING, 0),
                     pending_groups=counts.get(GroupState.PENDING, 0),
                 )

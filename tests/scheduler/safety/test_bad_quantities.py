@@ -86,3 +86,23 @@ def test_an_overflowing_node_queue_or_group_affects_only_itself() -> None:
     assert "in-bad" not in placed
     assert "fine" in placed
     assert sum(1 for name in placed if name.startswith("l")) == 8
+
+
+def test_enough_of_the_largest_pods_in_one_queue_leave_the_other_queues_alone() -> None:
+    # Each within the bound, together past int64: the queue's sums saturate instead of
+    # overflowing the accounting for every queue's session.
+    run = runs.Run(
+        *limited_cluster(),
+        queue("evil"),
+        *[
+            cpu_pod(f"e{i}", queue="evil", memory=quantities.MAX_TEXT, created=runs.t(-300 + i))
+            for i in range(80)
+        ],
+    )
+    outcome = run.cycle()
+    assert outcome.result.errors == ()
+    assert sum(1 for name in outcome.bound if name.startswith("l")) == 8
+    assert not [name for name in outcome.bound if name.startswith("e")]
+    assert "Insufficient memory" in outcome.pod_reasons.get("e0", "") + str(
+        outcome.group_reasons.get("pod:e0", "")
+    )
