@@ -306,15 +306,18 @@ def _fill_column(amount: int, *, demand: IntArray, pace: FloatArray) -> IntArray
     finish[active] = demand[active] / pace[active]
     order = active[np.argsort(finish[active], kind="stable")]
     capped = 0.0  # demand of claimants already at their cap
-    rate = float(np.sum(pace[order]))  # growth of the others per unit t
+    # Growth per unit t of the claimants not yet capped, summed from the end: subtracting each
+    # pace from a running total can round to zero next to amounts of 10**15 milli-units.
+    rates = np.cumsum(pace[order][::-1])[::-1]
     t = 0.0
-    for i in order:
+    for position, i in enumerate(order):
+        rate = float(rates[position])
         at_cap = capped + rate * float(finish[i])
         if at_cap >= amount:
-            t = (amount - capped) / rate
+            # Never before the last claimant capped: rounding can put the crossing there.
+            t = max(t, (amount - capped) / rate)
             break
         capped += float(demand[i])
-        rate -= float(pace[i])
         t = float(finish[i])
     exact = np.minimum(pace * t, demand)
     got = np.minimum(np.floor(exact).astype(np.int64), demand)
@@ -326,6 +329,11 @@ def _fill_column(amount: int, *, demand: IntArray, pace: FloatArray) -> IntArray
         room = np.flatnonzero(got < demand)
         if room.size == 0:
             break
+        if short >= room.size:  # more left than one each: spread it evenly first
+            extra = np.minimum(demand[room] - got[room], short // room.size)
+            got[room] += extra
+            short -= int(extra.sum())
+            continue
         rest = exact[room] - got[room]
         chosen = room[np.argsort(-rest, kind="stable")][:short]
         got[chosen] += 1

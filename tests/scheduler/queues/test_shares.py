@@ -281,6 +281,24 @@ def test_drf_fill_respects_caps_and_budget_and_hands_out_what_is_asked(
     assert (total == np.minimum(asked, budget)).all()
 
 
+@hypothesis.example(
+    fill=(
+        np.array([0, 0, 437050046578687], dtype=np.int64),
+        [np.array(c, dtype=np.int64) for c in ([0, 1, 1], [0, 0, 0], [0, 0, 0])]
+        + [np.array([0, 0, 437050046578687], dtype=np.int64)],
+        [1, 1, 1, 31],
+    )
+)
+@hypothesis.given(fills())
+@hypothesis.settings(max_examples=50, deadline=None)
+def test_drf_fill_survives_paces_far_apart(
+    fill: tuple[shares.IntArray, list[shares.IntArray], list[int]],
+) -> None:
+    # Found by hypothesis: a pace of 1 next to one of 10**16 vanished when subtracted from
+    # their sum, and the fill divided by zero (then, mended naively, looped for ever).
+    test_drf_fill_respects_caps_and_budget_and_hands_out_what_is_asked.hypothesis.inner_test(fill)
+
+
 @hypothesis.given(
     st.lists(st.integers(1, 20), min_size=2, max_size=5),
     st.integers(10**3, 10**9),
