@@ -459,13 +459,21 @@ class ControlPlane:
         self.progress(f"creating {len(manifests)} node(s)")
         self.apply(manifests, create=True)
         self.progress("waiting for the nodes to be Ready")
-        self.kubectl(
-            "wait",
-            "--for=condition=Ready",
-            "nodes",
-            "--selector=type=kwok",
-            f"--timeout={max(120, len(manifests) // 4)}s",
-            timeout=max(150.0, len(manifests) / 4 + 30),
+        # One list a round: `kubectl wait` on thousands of nodes waits on them one by one.
+        ready = '{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}'
+
+        def all_ready() -> bool:
+            listed = self.kubectl(
+                "get", "nodes", "--selector=type=kwok", "-o", f"jsonpath={ready}", check=False
+            )
+            return listed.stdout.split().count("True") >= len(manifests)
+
+        processes.wait_until(
+            "the nodes to be Ready",
+            all_ready,
+            timeout=max(120.0, len(manifests) / 4),
+            watch=list(self.processes.values()),
+            interval=1.0,
         )
 
 
