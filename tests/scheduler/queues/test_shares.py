@@ -21,7 +21,8 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from berth.scheduler.plugins import proportion_shares as shares
+from berth.scheduler.plugins.proportion import shares
+from berth.scheduler.plugins.proportion import tree as trees
 from berth.scheduler.snapshot import queues
 from tests.scheduler import builders as b
 
@@ -38,8 +39,8 @@ def q(name: str, **fields: object) -> queues.QueueInfo:
     return queues.queue_info(b.queue(name, **fields))  # type: ignore[arg-type]
 
 
-def tree(*infos: queues.QueueInfo) -> shares.QueueTree:
-    return shares.build_tree(infos, resource_names=RES)
+def tree(*infos: queues.QueueInfo) -> trees.QueueTree:
+    return trees.build_tree(infos, resource_names=RES)
 
 
 # The tree ------------------------------------------------------------------------------------

@@ -1,0 +1,265 @@
+"""One session's queue accounting: the tree's layout as arrays, usage and demand per queue,
+the fair shares, the ratios queue order follows, and the allocate/deallocate handlers that
+keep usage current while statements place, pipeline and evict (ancestors count their
+subtree)."""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.api import resources
+from berth.scheduler.framework import jobs, sessions
+from berth.scheduler.plugins import names
+from berth.scheduler.plugins.proportion import args as arguments
+from berth.scheduler.plugins.proportion import shares as fair_shares
+from berth.scheduler.plugins.proportion import tree as trees
+from berth.scheduler.snapshot import queues
+
+__all__ = ["NAME", "Accounting", "IntArray", "build_layout"]
+
+NAME = names.PROPORTION
+IntArray = trees.IntArray
+_INF = math.inf
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Layout:
+    """What depends only on the queues and the resource columns: the tree, and each usable
+    queue's row, path and quota as arrays (read-only). The same from cycle to cycle until a
+    queue or a node changes, so it is memoised on the node table's static part (keyed by the
+    queues themselves), not rebuilt every session — and not kept by the plugin (R8)."""
+
+    tree: trees.QueueTree
+    order: list[str]  # usable queues by name: the rows below
+    index: dict[str, int]
+    paths: dict[str, npt.NDArray[np.intp]]  # queue and its ancestors, as rows
+    rows: dict[str, tuple[int, ...]]  # the same as plain ints, for per-event loops
+    limit: IntArray  # [queues, resources]
+    guaranteed: IntArray
+    limited: dict[str, bool]  # a limit somewhere on its path
+    not_pods: npt.NDArray[np.bool_]  # [resources]
+
+
+def build_layout(
+    infos: collections.abc.Iterable[queues.QueueInfo], *, resource_names: tuple[str, ...]
+) -> _Layout:
+    tree = trees.build_tree(infos, resource_names=resource_names)
+    order = list(tree.nodes)
+    index = {name: i for i, name in enumerate(order)}
+    paths = {name: np.array([index[a] for a in tree.path(name)], dtype=np.intp) for name in order}
+    shape = (len(order), len(resource_names))  # one row per usable queue, one per resource
+    limit = np.array([tree.nodes[n].limit for n in order], dtype=np.int64).reshape(shape)
+    guaranteed = np.array([tree.nodes[n].guaranteed for n in order], dtype=np.int64).reshape(shape)
+    not_pods = np.array([r != resources.PODS for r in resource_names], dtype=np.bool_)
+    for array in (limit, guaranteed, not_pods, *paths.values()):
+        array.setflags(write=False)
+    return _Layout(
+        tree=tree,
+        order=order,
+        index=index,
+        paths=paths,
+        rows={name: tuple(int(i) for i in path) for name, path in paths.items()},
+        limit=limit,
+        guaranteed=guaranteed,
+        limited={name: bool((limit[paths[name]] < trees.UNLIMITED).any()) for name in order},
+        not_pods=not_pods,
+    )
+
+
+class Accounting:
+    """One session's queue accounting; built at open, dropped at close. The rule families
+    (:mod:`.admission`, :mod:`.ordering`, :mod:`.reclaim`, :mod:`.starvation`,
+    :mod:`.publishing`) extend it and read its books."""
+
+    def __init__(self, session: sessions.Session, *, args: arguments.ProportionArgs) -> None:
+        snapshot = session.snapshot
+        table = session.nodes
+        self.session = session
+        self.args = args
+        self.threshold = args.starvation_threshold_seconds or None
+        self.resources = table.resources
+        infos = tuple(snapshot.queues.values())
+        layout = table.cached(
+            (NAME, "layout", infos),
+            compute=lambda: build_layout(infos, resource_names=table.resources),
+        )
+        self.tree = layout.tree
+        order = self.order = layout.order
+        self.index = layout.index
+        self.paths = layout.paths
+        self.rows = layout.rows
+        self.limit = layout.limit
+        self.guaranteed = layout.guaranteed
+        self.limited = layout.limited
+        self.not_pods = layout.not_pods
+        width = len(table.resources)
+        shape = (len(order), width)  # one row per usable queue, one column per resource
+        # Usage: placed pods count until they finish; pending pods are demand. The cache
+        # keeps both summed per queue, so opening costs the queues, not the pods.
+        self.used_at_open = {
+            name: table.vector(used.allocated, memo=False)
+            for name, used in snapshot.queue_usage.items()
+            if used.allocated
+        }
+        self.waiting_at_open = {
+            name: table.vector(used.requested, memo=False)
+            for name, used in snapshot.queue_usage.items()
+            if used.requested
+        }
+        self.allocated = np.zeros(shape, dtype=np.int64)
+        self.pending = np.zeros_like(self.allocated)
+        self.pipelined = np.zeros_like(self.allocated)
+        for name, path in self.paths.items():
+            if name in self.used_at_open:
+                self.allocated[path] += self.used_at_open[name]
+            if name in self.waiting_at_open:
+                self.pending[path] += self.waiting_at_open[name]
+        # Cordoned nodes offer nothing new, but what runs there still counts.
+        cordoned = table.unschedulable
+        if cordoned.any():
+            capacity = table.allocatable[~cordoned].sum(axis=0) + table.requested[cordoned].sum(0)
+        else:
+            capacity = table.allocatable.sum(axis=0)
+        self.capacity = np.asarray(capacity, dtype=np.int64).reshape(width)
+        demand = {
+            name: self.allocated[self.index[name]] + self.pending[self.index[name]]
+            for name in order
+            if self.tree.nodes[name].leaf
+        }
+        fair = fair_shares.fair_shares(self.tree, capacity=self.capacity, demand=demand)
+        self.share = np.array([fair[n] for n in order], dtype=np.int64).reshape(shape)
+        # The guarantee the tree honours: all of it, unless the guarantees of higher-priority
+        # siblings took the level's budget first (then the share is all that is left of it).
+        self.honored = np.minimum(self.guaranteed, self.share)
+        # What each queue asks for (runs or waits for): the resources its ratio looks at.
+        asked = (self.allocated + self.pending) > 0
+        self.inv_share = np.divide(
+            1.0,
+            self.share,
+            out=np.zeros(self.share.shape, dtype=np.float64),
+            where=asked & (self.share > 0),
+        )
+        self.unshared = asked & (self.share <= 0)  # asked for, entitled to none of it
+        self._ratios: list[float | None] = [None] * len(order)
+        # Leaf queues that take work this session, with their jobs, for "others wait".
+        by_queue: dict[str, list[jobs.Job]] = {}
+        for key in sorted(session.jobs):
+            job = session.jobs[key]
+            node = self.tree.nodes.get(job.queue)
+            if node is not None and node.leaf and node.open:
+                by_queue.setdefault(job.queue, []).append(job)
+        self.workers = [(self.index[q], by_queue[q]) for q in sorted(by_queue)]
+        self._cursor = [0] * len(self.workers)
+        self._needs: dict[str, IntArray] = {}
+        self._rooms: list[IntArray | None] = [None] * len(order)
+        self._rooms_cached = False
+        self._full: list[npt.NDArray[np.bool_] | None] = [None] * len(order)
+        self.evicted_from: dict[str, int] = {}  # group key -> members evicted this session
+        self.evicted_vec: dict[str, IntArray] = {}  # group key -> requests evicted this session
+        self.evictions = 0  # pods evicted by this session's statements (undone ones uncounted)
+
+    # Shares ---------------------------------------------------------------------------------
+    def ratio(self, i: int) -> float:
+        """How far the queue is through its entitlement: the largest ``allocated / share``
+        over the resources it asks for (1.0: at it; a resource it asks for but is entitled
+        to none of counts as 1.0 while it holds none of it, as infinity once it does)."""
+        cached = self._ratios[i]
+        if cached is not None:
+            return cached
+        held = self.allocated[i]
+        value = float((held * self.inv_share[i]).max(initial=0.0))
+        unshared = self.unshared[i]
+        if unshared.any():
+            value = max(value, _INF if (held[unshared] > 0).any() else 1.0)
+        self._ratios[i] = value
+        return value
+
+    def others_wait(self, i: int) -> bool:
+        """Whether a queue other than ``i``, below its entitlement, has a job still to try."""
+        reasons = self.session.group_reasons
+        for slot, (j, waiting) in enumerate(self.workers):
+            if j == i or self.ratio(j) >= 1.0:
+                continue
+            k = self._cursor[slot]
+            while k < len(waiting) and (waiting[k].committed or waiting[k].key in reasons):
+                k += 1  # placed, or tried and failed this session: it no longer waits
+            self._cursor[slot] = k
+            if k < len(waiting):
+                return True
+        return False
+
+    def queue_key(self, queue: queues.QueueInfo) -> tuple[float, int]:
+        i = self.index.get(queue.name)
+        return (_INF if i is None else self.ratio(i), -queue.priority)
+
+    def overused(self, queue: queues.QueueInfo) -> bool:
+        i = self.index.get(queue.name)
+        return i is not None and self.ratio(i) >= 1.0 and self.others_wait(i)
+
+    # Reclaim ---------------------------------------------------------------------------------
+    def quorum_need(self, job: jobs.Job) -> IntArray:
+        """What the job's pods up to quorum ask for (its highest-priority, oldest pods)."""
+        need = self._needs.get(job.key)
+        if need is None:
+            group = job.group
+            count = max(group.min_member - group.placed - group.succeeded, 1)
+            ordered = sorted(job.pending, key=lambda p: (-p.priority, p.creation_timestamp, p.key))
+            need = np.zeros(len(self.resources), dtype=np.int64)
+            for pod in ordered[:count]:
+                need += self.session.vector(pod)
+            self._needs[job.key] = need
+        return need
+
+    def _room(self, i: int, path: npt.NDArray[np.intp], *, used: IntArray) -> IntArray:
+        """What queue ``i`` may still take: its share and every limit on its path, less
+        ``used`` (usage by queue, as rows like ``allocated``)."""
+        room: IntArray = np.minimum(
+            self.share[i] - used[i], (self.limit[path] - used[path]).min(axis=0)
+        )
+        return room
+
+    # Events ----------------------------------------------------------------------------------
+    def on_allocate(self, event: jobs.Event) -> None:
+        self._move(event, sign=1)
+
+    def on_deallocate(self, event: jobs.Event) -> None:
+        self._move(event, sign=-1)
+
+    def _move(self, event: jobs.Event, *, sign: int) -> None:
+        # Called once per placement, pipelining, eviction and undo: plain loops over the
+        # (short) path beat NumPy's fancy indexing here.
+        pod = event.pod
+        # A placed pod evicted (-1), or its eviction undone (+1).
+        vec = self.session.vector(pod)
+        if pod.node_name is not None:
+            self.evictions -= sign
+            group = pod.pod_group
+            if group is not None:
+                self.evicted_from[group] = self.evicted_from.get(group, 0) - sign
+                gone = self.evicted_vec.get(group)
+                self.evicted_vec[group] = (-sign * vec) if gone is None else gone - sign * vec
+        rows = self.rows.get(pod.queue) if pod.queue is not None else None
+        if rows is None:
+            return
+        if sign < 0:
+            vec = -vec
+        placing = pod.node_name is None  # a pending pod placed or nominated, or undone
+        nominated = placing and event.job is not None and pod.key in event.job.pipelined
+        allocated, pending, ratios, full = self.allocated, self.pending, self._ratios, self._full
+        for i in rows:
+            allocated[i] += vec
+            if placing:
+                pending[i] -= vec
+                if nominated:
+                    self.pipelined[i] += vec
+            ratios[i] = None
+            full[i] = None
+        if self._rooms_cached:
+            # A change anywhere on a path changes the room of every queue below it.
+            self._rooms = [None] * len(self._rooms)
+            self._rooms_cached = False

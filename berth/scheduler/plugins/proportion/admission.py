@@ -1,0 +1,122 @@
+"""Whether a queue takes a job or a pod: the queue's own problems (missing, invalid, not a
+leaf, closed), a quorum that can never fit under a limit, and the limit and fair-share checks
+per pod (the ``job_valid`` and ``allocatable`` hooks). Each reason text is built here."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from berth.scheduler.framework import jobs, statuses
+from berth.scheduler.plugins.proportion import accounting
+from berth.scheduler.plugins.proportion import tree as trees
+from berth.scheduler.snapshot import pods, queues
+
+__all__ = ["Admission"]
+
+IntArray = accounting.IntArray
+
+
+def _unschedulable(text: str) -> statuses.Status:
+    return statuses.new(statuses.Code.UNSCHEDULABLE, text)
+
+
+def _unresolvable(text: str) -> statuses.Status:
+    return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, text)
+
+
+class Admission(accounting.Accounting):
+    """The admission rules over the books."""
+
+    def queue_problem(self, name: str, *, running: bool) -> statuses.Status:
+        """Why a job of queue ``name`` may not be placed, or SUCCESS (``running``: the group
+        already has members placed, which a closed queue lets finish)."""
+        if name not in self.session.snapshot.queues:
+            return _unresolvable(f"queue {name} does not exist")
+        problem = self.tree.problems.get(name)
+        if problem is not None:
+            return _unresolvable(f"queue {name} is invalid: {problem}")
+        node = self.tree.nodes[name]
+        if not node.leaf:
+            return _unresolvable(f"queue {name} is not a leaf queue")
+        if not node.open and not running:
+            if node.closed_by != name:
+                return _unresolvable(
+                    f"queue {name} is closed: its parent queue {node.closed_by} is Closed"
+                )
+            return _unresolvable(f"queue {name} is closed")
+        return statuses.SUCCESS
+
+    def job_valid(self, job: jobs.Job) -> statuses.Status:
+        group = job.group
+        running = group.placed + group.succeeded > 0
+        problem = self.queue_problem(job.queue, running=running)
+        if problem.is_success() and not running and self.limited[job.queue]:
+            return self._never_fits(job)
+        return problem
+
+    def _never_fits(self, job: jobs.Job) -> statuses.Status:
+        """UNSCHEDULABLE_AND_UNRESOLVABLE when the group's quorum exceeds a limit on its
+        queue's path even with the queue empty: no amount of waiting places it."""
+        group = job.group
+        need = np.zeros(len(self.resources), dtype=np.int64)
+        if job.pending:
+            # Per resource, the smallest amount any minMember of its pods could ask: a bound
+            # below the real need, so "never" is never said of a gang that could fit.
+            asks = np.sort(np.array([self.session.vector(p) for p in job.pending]), axis=0)
+            need = np.asarray(asks[: group.min_member].sum(axis=0), dtype=np.int64)
+        if group.min_resources:
+            need = np.maximum(need, self.session.nodes.vector(group.min_resources, memo=False))
+        path = self.paths[job.queue]
+        over = (need > self.limit[path]) & self.not_pods
+        if not over.any():
+            return statuses.SUCCESS
+        row, col = (int(x) for x in np.argwhere(over)[0])
+        queue, res = self.order[int(path[row])], self.resources[col]
+        whose = "queue" if queue == job.queue else f"parent queue {queue}"
+        return _unresolvable(
+            f"can never fit: needs {trees.format_quantity(res, int(need[col]))} {res}, "
+            f"{whose} limit {trees.format_quantity(res, int(self.limit[path[row], col]))}"
+        )
+
+    def allocatable(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
+        name = queue.name
+        i = self.index.get(name)
+        if i is None or not self.tree.nodes[name].leaf:
+            return self.queue_problem(name, running=True)
+        vec = self.session.vector(pod)
+        status = self._admit(name, i, vec)
+        if not status.is_success():
+            # What a reservation of this queue holds for the pod is counted here already: the
+            # pod may come in on that room (the Reservation plugin then places it only there).
+            credit = self.session.hooks.reserved_credit(pod)
+            if credit:
+                rest = np.clip(vec - self.session.nodes.vector(credit), 0, None)
+                status = self._admit(name, i, rest)
+        return status
+
+    def _admit(self, name: str, i: int, vec: IntArray) -> statuses.Status:
+        """The limit and fair-share checks of :meth:`allocatable` for the request ``vec``."""
+        if self.limited[name]:
+            path = self.paths[name]
+            over = self.allocated[path] + vec > self.limit[path]
+            if over.any():
+                row, col = (int(x) for x in np.argwhere(over)[0])
+                q, res = int(path[row]), self.resources[col]
+                return _unschedulable(
+                    f"queue {self.order[q]} at limit for {res} "
+                    f"({trees.format_quantity(res, int(self.allocated[q, col]))}/"
+                    f"{trees.format_quantity(res, int(self.limit[q, col]))})"
+                )
+        at_share = self._full[i]
+        if at_share is None:  # the resources the queue holds its whole share of, cached
+            at_share = self._full[i] = self.allocated[i] >= self.share[i]
+        full = at_share & (vec > 0) if at_share.any() else at_share
+        if full.any() and self.others_wait(i):
+            col = int(np.flatnonzero(full)[0])
+            res = self.resources[col]
+            return _unschedulable(
+                f"queue {name} at its fair share for {res} "
+                f"({trees.format_quantity(res, int(self.allocated[i, col]))}/"
+                f"{trees.format_quantity(res, int(self.share[i, col]))}) while other queues wait"
+            )
+        return statuses.SUCCESS

@@ -1,0 +1,37 @@
+"""Proportion's arguments, as a profile writes them."""
+
+from __future__ import annotations
+
+import pydantic
+import pydantic.alias_generators
+
+__all__ = ["ProportionArgs"]
+
+
+class ProportionArgs(pydantic.BaseModel):
+    """Arguments of Proportion."""
+
+    model_config = pydantic.ConfigDict(
+        alias_generator=pydantic.alias_generators.to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+    starvation_threshold_seconds: int | None = pydantic.Field(default=300, ge=0)
+    """Seconds a job may wait for room (counted from its group's creation) before the
+    starvation guard holds freeing capacity for it. Five minutes by default: long enough for
+    ordinary churn to place most work, short against jobs that run for hours. ``0`` or null
+    turns the guard off."""
+    reclaim_to_fair_share: bool = True
+    """Whether a queue below its weighted fair share may evict work of ``reclaimable`` queues
+    above theirs (reclaim toward a guarantee is always on)."""
+    reclaim_min_runtime_seconds: int = pydantic.Field(default=60, ge=0, le=7 * 24 * 3600)
+    """Seconds a pod must have run (since ``status.startTime``) before fair-share reclaim may
+    evict it, unless its queue sets ``reclaimMinRuntimeSeconds``. A minute: a pod placed by
+    one cycle is never taken back by the next ones while shares settle, and little work is
+    lost against jobs that run for hours."""
+    reclaim_evictions_per_cycle: int = pydantic.Field(default=32, ge=1, le=100_000)
+    """Pods a cycle may evict for fair-share reclaim, counting every eviction the cycle made
+    before (reclaim toward a guarantee is not limited). Rebalancing then takes a few cycles
+    instead of one burst, and each cycle looks at the shares the last one left."""

@@ -1,0 +1,75 @@
+"""The Proportion plugin: builds a session's books at open, registers the rules as hooks,
+publishes the queue statuses at close and drops the books (R8)."""
+
+from __future__ import annotations
+
+from berth.scheduler.framework import handles, interfaces, sessions
+from berth.scheduler.plugins.proportion import (
+    accounting,
+    ordering,
+    publishing,
+    reclaim,
+    starvation,
+)
+from berth.scheduler.plugins.proportion import args as arguments
+
+__all__ = ["Books", "Proportion", "new"]
+
+NAME = accounting.NAME
+
+
+class Books(
+    reclaim.ReclaimRules, starvation.StarvationGuard, ordering.JobOrder, publishing.Publishing
+):
+    """One session's books with every rule family (the modules of this package)."""
+
+    def __init__(self, session: sessions.Session, *, args: arguments.ProportionArgs) -> None:
+        super().__init__(session, args=args)
+        self._modes = {}
+        self._fair = None
+        self.holds = []
+        self._hopeless_jobs = {}
+        self._smallest_pods = {}
+
+
+class Proportion(interfaces.SessionPlugin):
+    """Session plugin (queue order, validity, allocatable, reclaim filters, starvation guard,
+    queue statuses)."""
+
+    name = NAME
+
+    def __init__(self, args: arguments.ProportionArgs) -> None:
+        self._args = args
+        self._books: Books | None = None
+
+    def on_session_open(self, session: sessions.Session) -> None:
+        books = self._books = Books(session, args=self._args)
+        registry = session.hooks
+        registry.queue_order.add_key(books.queue_key, plugin=NAME)
+        if books.ordered_queues():
+            registry.job_order.add_key(books.job_order_key, plugin=NAME, leading=True)
+        registry.queue_overused.add(books.overused, plugin=NAME)
+        session.add_job_valid_fn(books.job_valid, plugin=NAME)
+        registry.allocatable.add(books.allocatable, plugin=NAME)
+        registry.can_reclaim.add(books.can_reclaim, plugin=NAME)
+        registry.reclaimable.add(books.reclaimable, plugin=NAME)
+        registry.preemptable.add(books.preemptable, plugin=NAME)
+        registry.job_starving.add(books.starving, plugin=NAME)
+        registry.nominations.add(books.nominations, plugin=NAME)
+        session.add_event_handler(
+            plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate
+        )
+        if books.threshold is not None:
+            books.take_holds()
+            if books.holds:
+                session.add_predicate_fn(books.hold_filter, plugin=NAME)
+
+    def on_session_close(self, session: sessions.Session) -> None:
+        books, self._books = self._books, None
+        if books is not None and books.session is session:
+            session.queue_statuses.update(books.publish())
+
+
+def new(args: arguments.ProportionArgs, handle: handles.ExtendedHandle) -> Proportion:
+    """Build the plugin."""
+    return Proportion(args)

@@ -1,0 +1,157 @@
+"""The rules of reclaim and of preemption across queues: which promise lets a job take
+capacity back (a guarantee, or its fair share), and which victims it may take
+(``can_reclaim``, ``reclaimable`` and ``preemptable`` hooks; docs/fair-share.md)."""
+
+from __future__ import annotations
+
+import enum
+
+from berth.scheduler.framework import jobs
+from berth.scheduler.plugins.proportion import accounting, admission
+from berth.scheduler.snapshot import pods
+
+__all__ = ["ReclaimMode", "ReclaimRules"]
+
+IntArray = accounting.IntArray
+
+
+class ReclaimMode(enum.Enum):
+    """Why a job may take capacity back from other queues."""
+
+    GUARANTEE = "guarantee"  # its quorum fits within its queue's (or an ancestor's) guarantee
+    FAIR_SHARE = "fair-share"  # its queue stays within its weighted fair share with it
+
+
+class ReclaimRules(admission.Admission):
+    """The reclaim and cross-queue preemption rules over the books."""
+
+    _modes: dict[str, ReclaimMode | None]
+
+    def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
+        """Whether (and on which promise) ``job`` may take capacity back from other queues:
+        its quorum fits within the guarantee of its queue or an ancestor, else its queue stays
+        within its fair share with it (the ancestors are checked per victim, below the
+        level the two queues share: :meth:`reclaimable`)."""
+        key = job.key
+        if key in self._modes:
+            return self._modes[key]
+        mode: ReclaimMode | None = None
+        path = self.paths.get(job.queue)
+        if path is not None and self.queue_problem(job.queue, running=True).is_success():
+            need = self.quorum_need(job)
+            for a in path:
+                promised = self.honored[a] > 0
+                if not (need[promised] > 0).any():
+                    continue
+                if (
+                    self.allocated[a][promised] + need[promised] <= self.honored[a][promised]
+                ).all():
+                    mode = ReclaimMode.GUARANTEE
+                    break
+            if (
+                mode is None
+                and self.args.reclaim_to_fair_share
+                and self._within_share(self.index[job.queue], need)
+            ):
+                mode = ReclaimMode.FAIR_SHARE
+        self._modes[key] = mode
+        return mode
+
+    def can_reclaim(self, job: jobs.Job) -> bool:
+        return self.reclaim_mode(job) is not None
+
+    def _within_share(self, i: int, need: IntArray) -> bool:
+        """Queue ``i`` plus ``need`` holds no more than its fair share of any resource the
+        need asks for (``pods`` aside)."""
+        cols = (need > 0) & self.not_pods
+        if not cols.any():
+            return False
+        return bool((self.allocated[i][cols] + need[cols] <= self.share[i][cols]).all())
+
+    def _keeps_share(self, i: int, vec: IntArray) -> bool:
+        """Queue ``i`` less ``vec`` still holds at least its whole fair share of one of the
+        resources ``vec`` frees — its dominant share over them stays at 1 or more, so the
+        eviction takes nothing it is entitled to (a resource it is entitled to none of but
+        holds counts as above its share)."""
+        cols = (vec > 0) & self.not_pods
+        after = self.allocated[i][cols] - vec[cols]
+        share = self.share[i][cols]
+        return bool((((after >= share) & (share > 0)) | ((share <= 0) & (after > 0))).any())
+
+    def min_runtime(self, victim: pods.PodInfo) -> int:
+        """Seconds ``victim`` must have run before fair-share reclaim may take it."""
+        info = self.session.snapshot.queues.get(victim.queue) if victim.queue else None
+        if info is not None and info.min_runtime_seconds is not None:
+            return info.min_runtime_seconds
+        return self.args.reclaim_min_runtime_seconds
+
+    def reclaimable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
+        name = victim.queue
+        if name is None or name == job.queue:
+            return False
+        j = self.index.get(name)
+        if j is None or not self.tree.nodes[name].reclaimable:
+            return False
+        mode = self.reclaim_mode(job)
+        if mode is None:
+            return False
+        vec = self.session.vector(victim)
+        need = self.quorum_need(job)
+        if not ((vec > 0) & (need > 0) & self.not_pods).any():
+            return False  # frees nothing the job asks for
+        # Only the levels below the one both queues share move: the victim's side gives,
+        # the job's side takes; a common ancestor keeps its total.
+        mine = self.rows[job.queue]
+        # A queue that is not reclaimable protects its whole subtree from the outside (a
+        # child saying otherwise does not open it); inside it, siblings still rebalance.
+        if not all(
+            self.tree.nodes[self.order[a]].reclaimable for a in self.rows[name] if a not in mine
+        ):
+            return False
+        if mode is ReclaimMode.GUARANTEE:
+            # Held more than its entitlement before its gang started going: the solver asks
+            # member by member, and a gang goes whole or not at all.
+            held = self.allocated[j]
+            if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
+                held = held + self.evicted_vec[victim.pod_group]
+            useful = (held > self.share[j]) & (vec > 0) & (need > 0)
+            return bool((useful & self.not_pods).any())
+        if self.evictions >= self.args.reclaim_evictions_per_cycle:
+            return False
+        started = victim.start_time if victim.start_time is not None else victim.creation_timestamp
+        if self.session.snapshot.now - started < self.min_runtime(victim):
+            return False
+        ours = [a for a in mine if a not in self.rows[name]]
+        theirs = [a for a in self.rows[name] if a not in mine]
+        return all(self._within_share(a, need) for a in ours) and all(
+            self._keeps_share(a, vec) for a in theirs
+        )
+
+    def preemptable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
+        """Preemption inside a queue is the Priority plugin's business; across queues (the
+        job's queue sets ``preemptAcrossQueues``) the victim's queue must hold more than its
+        fair share of a resource the pod frees and keep its guarantee without it (it and
+        its ancestors below the level the two queues share)."""
+        name = victim.queue
+        if name is None or name == job.queue:
+            return True
+        info = self.session.snapshot.queues.get(job.queue)
+        j = self.index.get(name)
+        if info is None or not info.preempt_across_queues or j is None:
+            return False
+        vec = self.session.vector(victim)
+        cols = (vec > 0) & self.not_pods
+        mine = self.rows.get(job.queue, ())
+        held = self.allocated[j]
+        if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
+            held = held + self.evicted_vec[victim.pod_group]  # as before its gang started going
+        if not (held[cols] > self.share[j][cols]).any():
+            return False
+        for a in self.rows[name]:
+            if a in mine:
+                continue
+            honored = self.honored[a]
+            kept = self.allocated[a] - vec >= honored
+            if not kept[(vec > 0) & (honored > 0)].all():
+                return False
+        return True

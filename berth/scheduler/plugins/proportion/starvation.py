@@ -1,0 +1,187 @@
+"""The starvation guard: a job below quorum whose group waited ``starvationThresholdSeconds``
+while its queue has room left in its share gets nodes nominated, and what is free there is
+held for it (the ``job_starving`` and ``nominations`` hooks and a node predicate)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.scheduler.framework import filtering, hooks, jobs, statuses
+from berth.scheduler.plugins.proportion import accounting, admission
+from berth.scheduler.snapshot import nodetable, pods
+
+__all__ = ["MAX_HOLDERS", "StarvationGuard"]
+
+IntArray = accounting.IntArray
+MAX_HOLDERS = 8
+"""Starving jobs that hold capacity at once (each costs one simulated placement per pod)."""
+_FITS_NOW_SCALE = 1_000_000
+
+
+@dataclasses.dataclass(eq=False)
+class _Hold:
+    """Room held for one starving job: amounts per row, and the node each pod waits on."""
+
+    job: jobs.Job
+    amounts: IntArray  # [rows, resources]: free now, kept for the job
+    rows: npt.NDArray[np.bool_]
+    targets: dict[str, str]  # pod key -> node it waits on
+
+
+def _fits_now_scorer(free: IntArray) -> hooks.NodeScorer:
+    """A node order preferring the nodes where more of the pod fits in ``free`` today
+    (scaled to dominate the Score plugins' 0..100 per plugin), so room is held where it
+    frees soonest."""
+
+    def score(
+        pod: pods.PodInfo, nodes: nodetable.NodeTable, feasible: filtering.BoolArray
+    ) -> IntArray:
+        vec = nodes.vector(pod.requests)
+        asked = vec > 0
+        if not asked.any():
+            return np.zeros(len(nodes), dtype=np.int64)
+        part = np.minimum(free[:, asked] / vec[asked], 1.0).min(axis=1)
+        return np.asarray(part * _FITS_NOW_SCALE, dtype=np.int64)
+
+    return score
+
+
+class StarvationGuard(admission.Admission):
+    """The starvation guard over the books."""
+
+    holds: list[_Hold]
+    _hopeless_jobs: dict[str, bool]
+    _smallest_pods: dict[str, IntArray]
+
+    def _hopeless(self, job: jobs.Job) -> bool:
+        """The job's quorum exceeds its queue's share or a limit even with the queue empty:
+        holding room for it would only waste the room."""
+        found = self._hopeless_jobs.get(job.key)
+        if found is None:
+            need = self.quorum_need(job)
+            path, i = self.paths[job.queue], self.index[job.queue]
+            found = bool((need > self.share[i]).any() or (need > self.limit[path]).any())
+            self._hopeless_jobs[job.key] = found
+        return found
+
+    def _smallest(self, job: jobs.Job) -> IntArray:
+        """The job's smallest pending pod (by summed milli-units), cached for the session."""
+        found = self._smallest_pods.get(job.key)
+        if found is None:
+            vectors = [self.session.vector(p) for p in job.pending]
+            found = self._smallest_pods[job.key] = min(vectors, key=lambda v: int(v.sum()))
+        return found
+
+    def starving(self, job: jobs.Job) -> bool:
+        """Waited past the threshold, below quorum, and its queue has room left in its share
+        (and limits) for what the job asks: the guard holds only room the queue is entitled
+        to, so it never overrides the weighted split, while the room the queue's own smaller
+        work gives back as it finishes accumulates for the starving job."""
+        if self.threshold is None or job.occupied() >= job.group.min_member:
+            return False
+        if self.session.snapshot.now - job.creation_timestamp < self.threshold:
+            return False
+        if not job.pending or not self.queue_problem(job.queue, running=True).is_success():
+            return False
+        if self._hopeless(job):
+            return False
+        if not self.session.hooks.job_valid(job).is_success():
+            return False  # e.g. a group backing off after its schedule timeout holds nothing
+        i = self.index[job.queue]
+        room = self._rooms[i]
+        if room is None:
+            room = self._rooms[i] = self._room(i, self.paths[job.queue], used=self.allocated)
+            self._rooms_cached = True
+        asked = self._smallest(job) > 0
+        return bool((room[asked] > 0).all())
+
+    def take_holds(self) -> None:
+        """Nominate nodes for each starving job's pods and hold what is free there, within
+        the room left in its queue's share (module docstring)."""
+        session = self.session
+        candidates = [
+            job
+            for job in session.jobs.values()
+            if job.group.created >= job.group.min_member and self.starving(job)
+        ]
+        # The queue furthest below its share first, as allocate would serve them.
+        candidates.sort(
+            key=lambda j: (
+                self.ratio(self.index[j.queue]),
+                -j.priority,
+                j.creation_timestamp,
+                j.uid,
+                j.key,
+            )
+        )
+        if not candidates:
+            return
+        table = session.nodes
+        free = np.clip(table.free(), 0, None)  # free now and not held yet
+        # The nodes as if emptied of what runs there: a pod's target is where it fits once
+        # that frees, besides the pods already targeted (each counted whole).
+        emptied = table.copy()
+        emptied.requested[:] = 0  # a private copy nothing has read yet
+        scorer = hooks.NodeScores()
+        scorer.add(_fits_now_scorer(free), plugin=accounting.NAME)
+        planned = self.allocated.copy()  # usage if every hold so far became placements
+        for job in candidates[:MAX_HOLDERS]:
+            path, i = self.paths[job.queue], self.index[job.queue]
+            room = np.maximum(self._room(i, path, used=planned), 0)
+            wanted = job.group.min_member - job.occupied()
+            held = np.zeros_like(table.requested)
+            targets: dict[str, str] = {}
+            failed: set[tuple[object, object]] = set()
+            for pod in sorted(
+                job.pending, key=lambda p: (-p.priority, p.creation_timestamp, p.key)
+            ):
+                shape = (pod.signature, pod.requests)
+                if len(targets) >= wanted or shape in failed:
+                    continue
+                attempt = session.framework.find_node(pod, nodes=emptied, node_scores=scorer)
+                if attempt.row is None:
+                    failed.add(shape)
+                    continue
+                row = attempt.row
+                vec = emptied.vector(pod.requests)
+                emptied.assume(row, vec)
+                take = np.minimum(np.minimum(vec, free[row]), room)
+                held[row] += take
+                free[row] -= take
+                room = room - take
+                targets[pod.key] = table.names[row]
+            if targets:
+                planned[path] += held.sum(axis=0)
+                self.holds.append(
+                    _Hold(job=job, amounts=held, rows=np.asarray(held.any(axis=1)), targets=targets)
+                )
+
+    def nominations(self, job: jobs.Job) -> dict[str, str]:
+        """The nodes the guard nominated for a starving job's pods (pod key -> node)."""
+        for hold in self.holds:
+            if hold.job is job:
+                return dict(hold.targets)
+        return {}
+
+    def hold_filter(self, pod: pods.PodInfo, nodes: nodetable.NodeTable) -> filtering.NodeFilter:
+        """Keep ``pod`` off capacity held for a starving job other than its own."""
+        own = self.session.job_of(pod)
+        # A holder that placed or nominated its pods holds them through the table instead.
+        active = [
+            h
+            for h in self.holds
+            if h.job is not own and not h.job.committed and not h.job.pipelined
+        ]
+        if not active:
+            return filtering.passing(len(nodes))
+        held = active[0].amounts if len(active) == 1 else np.sum([h.amounts for h in active], 0)
+        rows = np.logical_or.reduce([h.rows for h in active])
+        fits = ((nodes.free() - held) >= nodes.vector(pod.requests)).all(axis=1)
+        return filtering.NodeFilter(
+            passed=fits | ~rows,
+            code=statuses.Code.UNSCHEDULABLE,
+            reason=f"room held for starving pod group {active[0].job.key}",
+        )
