@@ -31,6 +31,7 @@ from berth.scheduler.actions import solvers
 from berth.scheduler.framework import sessions
 
 if typing.TYPE_CHECKING:
+    from berth.scheduler.framework import jobs
     from berth.scheduler.snapshot import pods
 
 __all__ = ["NAME", "NEVER", "Preempt", "new"]
@@ -93,8 +94,7 @@ class Preempt:
                     evicted=evicted,
                     rank=_rank,
                     allowed=functools.partial(hooks.preemptable, job),
-                    reason=f"preempted by pod group {job.key} (priority {job.priority})"
-                    + (f" of queue {job.queue}" if across else ""),
+                    reason=_reason(job, across=across),
                 ):
                     evicted = solvers.evicted_keys(session)
         return len(evicted) - before
@@ -103,3 +103,10 @@ class Preempt:
 def new() -> Preempt:
     """Build the action."""
     return Preempt()
+
+
+def _reason(job: jobs.Job, *, across: bool) -> str:
+    """What a victim is told: the job that took the room, its priority, and its queue when
+    the job's queue preempts across queues."""
+    taker = f"preempted by pod group {job.key} (priority {job.priority})"
+    return f"{taker} of queue {job.queue}" if across else taker

@@ -93,12 +93,17 @@ class Reclaim:
                     evicted=evicted,
                     rank=rank,
                     allowed=functools.partial(hooks.reclaimable, job),
-                    reason=f"reclaimed by queue {job.queue} for pod group {job.key}",
+                    reason=hooks.reclaim_reason(job) or _reason(job),
                 ):
                     evicted = solvers.evicted_keys(session)
                 else:
                     failed.add(shape)
         return len(evicted) - before
+
+
+def _reason(job: jobs.Job) -> str:
+    """What a victim is told when no plugin says on which promise its queue was reclaimed."""
+    return f"reclaimed by queue {job.queue} for pod group {job.key}"
 
 
 def _shape(job: jobs.Job) -> tuple[typing.Hashable, ...]:

@@ -117,6 +117,11 @@ class SessionHooks:
         its guarantee)? All must agree; asked before any victim is looked at."""
         self.reclaimable: hooks.AllTrue[[jobs.Job, pods.PodInfo]] = hooks.AllTrue(report=report)
         """May the reclaiming job evict this victim pod (of another queue)? All must agree."""
+        self.reclaim_reason: hooks.FirstWins[[jobs.Job], str | None] = hooks.FirstWins(
+            report=report
+        )
+        """Why the job's reclaim evicts (the text its victims carry: who took the room and on
+        which promise). The first registered callback answers; ``None``: the action's own."""
         self.preemptable: hooks.AllTrue[[jobs.Job, pods.PodInfo]] = hooks.AllTrue(report=report)
         """May the preempting job evict this victim pod (same queue)? All must agree."""
         self.reserved_credit: hooks.FirstWins[[pods.PodInfo], resources.ResourceList | None] = (

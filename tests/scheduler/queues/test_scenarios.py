@@ -286,7 +286,7 @@ def test_evictions_name_who_took_the_room() -> None:
     case = CASES[0]
     outcome = runs.Run(*case.objects).cycle()
     reasons = {d.name: d.reason for d in outcome.result.of_kind(decisions.EvictPod)}
-    assert reasons["b7"] == "reclaimed by queue a for pod group default/train"
+    assert reasons["b7"] == "reclaimed by queue a for pod group default/train: within its guarantee"
     preempted = runs.Run(*CASES[6].objects).cycle()
     reasons = {d.name: d.reason for d in preempted.result.of_kind(decisions.EvictPod)}
     assert reasons["low3"] == "preempted by pod group default/hi (priority 100)"

@@ -26,6 +26,7 @@ class Books(
     def __init__(self, session: sessions.Session, *, args: arguments.ProportionArgs) -> None:
         super().__init__(session, args=args)
         self._modes = {}
+        self._guarantors = {}
         self._fair = None
         self.holds = []
         self._hopeless_jobs = {}
@@ -53,6 +54,7 @@ class Proportion(interfaces.SessionPlugin):
         registry.allocatable.add(books.allocatable, plugin=NAME)
         registry.can_reclaim.add(books.can_reclaim, plugin=NAME)
         registry.reclaimable.add(books.reclaimable, plugin=NAME)
+        registry.reclaim_reason.add(books.eviction_reason, plugin=NAME)
         registry.preemptable.add(books.preemptable, plugin=NAME)
         registry.job_starving.add(books.starving, plugin=NAME)
         registry.nominations.add(books.nominations, plugin=NAME)

@@ -10,7 +10,7 @@ from berth.scheduler.framework import jobs
 from berth.scheduler.plugins.proportion import accounting, admission
 from berth.scheduler.snapshot import pods
 
-__all__ = ["ReclaimMode", "ReclaimRules"]
+__all__ = ["ReclaimMode", "ReclaimRules", "reclaimed_reason"]
 
 IntArray = accounting.IntArray
 
@@ -22,10 +22,26 @@ class ReclaimMode(enum.Enum):
     FAIR_SHARE = "fair-share"  # its queue stays within its weighted fair share with it
 
 
+def reclaimed_reason(*, queue: str, group: str, mode: ReclaimMode, guarantor: str | None) -> str:
+    """What a pod evicted by reclaim is told: who took the room, and on which promise
+    (``guarantor``: the queue whose guarantee covered the job, for
+    :attr:`ReclaimMode.GUARANTEE`)."""
+    taker = f"reclaimed by queue {queue} for pod group {group}"
+    if mode is ReclaimMode.GUARANTEE:
+        whose = (
+            "its guarantee"
+            if guarantor in (None, queue)
+            else f"the guarantee of parent queue {guarantor}"
+        )
+        return f"{taker}: within {whose}"
+    return f"{taker}: toward its fair share"
+
+
 class ReclaimRules(admission.Admission):
     """The reclaim and cross-queue preemption rules over the books."""
 
     _modes: dict[str, ReclaimMode | None]
+    _guarantors: dict[str, str]  # job key -> the queue whose guarantee lets it reclaim
 
     def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
         """Whether (and on which promise) ``job`` may take capacity back from other queues:
@@ -47,6 +63,7 @@ class ReclaimRules(admission.Admission):
                     self.allocated[a][promised] + need[promised] <= self.honored[a][promised]
                 ).all():
                     mode = ReclaimMode.GUARANTEE
+                    self._guarantors[key] = self.order[int(a)]
                     break
             if (
                 mode is None
@@ -59,6 +76,15 @@ class ReclaimRules(admission.Admission):
 
     def can_reclaim(self, job: jobs.Job) -> bool:
         return self.reclaim_mode(job) is not None
+
+    def eviction_reason(self, job: jobs.Job) -> str | None:
+        """The reason the victims of ``job``'s reclaim carry (None: it may not reclaim)."""
+        mode = self.reclaim_mode(job)
+        if mode is None:
+            return None
+        return reclaimed_reason(
+            queue=job.queue, group=job.key, mode=mode, guarantor=self._guarantors.get(job.key)
+        )
 
     def _within_share(self, i: int, need: IntArray) -> bool:
         """Queue ``i`` plus ``need`` holds no more than its fair share of any resource the
