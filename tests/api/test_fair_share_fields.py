@@ -93,7 +93,11 @@ def test_the_crds_carry_the_bounds_and_enums() -> None:
 def test_a_profile_with_out_of_range_arguments_is_refused() -> None:
     base = registry.default_profile()
     bad = {
-        "Proportion": {"reclaimEvictionsPerCycle": 0, "reclaimMinRuntimeSeconds": -1},
+        "Proportion": {
+            "reclaimEvictionsPerCycle": 0,
+            "reclaimMinRuntimeSeconds": -1,
+            "usageHalfLifeSeconds": 0,
+        },
         "Gang": {"maxTimeoutBackoffSeconds": 0},
     }
     profile = profiles.parse(
@@ -113,6 +117,7 @@ def test_a_profile_with_out_of_range_arguments_is_refused() -> None:
     for argument in (
         "reclaimEvictionsPerCycle",
         "reclaimMinRuntimeSeconds",
+        "usageHalfLifeSeconds",
         "maxTimeoutBackoffSeconds",
     ):
         assert f"args.{argument}" in message, message

@@ -7,6 +7,9 @@ We test these aspects (one test per scenario, asserting the README's "Today" lin
 - fair-share-reclaim (issue 16, "Must show" 1): weights 1:2:3, team-1 an hour early; each
   team's mean allocation from 10 minutes after the others arrive to the end is within ±5 % of
   its weighted share, only team-1 gives much back, and the evictions and work lost show;
+- decayed-fair-share: equal weights, team-a alone for an hour, usage decayed with a 15-minute
+  half-life: team-a gets well under half once team-b arrives, and exactly half again once
+  its history has decayed;
 - reclaim: prod gets its guarantee the minute it arrives, only research is evicted and its
   evicted gangs restart whole;
 - starvation-guard: the big gang starts within the hour, long before the stream ends;
@@ -27,7 +30,14 @@ from berth.api import quantities
 from berth.sim import runner, scenarios
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sim"
-NAMES = ("fair-share", "fair-share-reclaim", "reclaim", "starvation-guard", "reservation")
+NAMES = (
+    "fair-share",
+    "fair-share-reclaim",
+    "decayed-fair-share",
+    "reclaim",
+    "starvation-guard",
+    "reservation",
+)
 GPU = "nvidia.com/gpu"
 
 Report = dict[str, typing.Any]
@@ -107,6 +117,33 @@ def test_fair_share_reclaim_reaches_the_weighted_split_within_ten_minutes() -> N
     assert summary["workLost"]["cpu"] == pytest.approx(
         sum(q["workLost"].get("cpu", 0.0) for q in queues.values())
     )
+
+
+def test_decayed_fair_share_holds_the_early_user_under_half_until_its_history_decays() -> None:
+    result = report("decayed-fair-share")
+    team_a, team_b = result["queues"]["team-a"], result["queues"]["team-b"]
+    arrival, end = 3600.0, result["end"]
+    assert allocated_at(team_a, arrival - 1)["cpu"] == "40"
+    # Its hour alone weighs against team-a: well under half while the history is fresh ...
+    early = time_average(team_a["allocated"], "cpu", start=arrival + 600, end=arrival + 1500)
+    assert early < 20 * 0.8, early
+    for t in (arrival + 600, arrival + 1200):
+        share = quantities.parse_milli(share_at(team_a, t)["cpu"]) / 1000
+        assert share < 20 * 0.9, (t, share)
+    # ... and the weights' split again, 20/20, once it has decayed.
+    for t in (end - 1800, end - 600, end - 1):
+        assert (allocated_at(team_a, t)["cpu"], allocated_at(team_b, t)["cpu"]) == ("20", "20")
+    assert quantities.parse_milli(share_at(team_a, end - 1)["cpu"]) >= 19_500
+
+
+def share_at(queue: Report, t: float) -> dict[str, str]:
+    """The fair share the scheduler computed for the queue, in force at time ``t``."""
+    current: dict[str, str] = {}
+    for sample in queue["schedulerFairShare"]:
+        if sample["t"] > t:
+            break
+        current = sample["resources"]
+    return current
 
 
 def test_reclaim_gives_prod_its_guarantee_at_once() -> None:

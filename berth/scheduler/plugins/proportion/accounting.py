@@ -76,7 +76,13 @@ class Accounting:
     (:mod:`.admission`, :mod:`.ordering`, :mod:`.reclaim`, :mod:`.starvation`,
     :mod:`.publishing`) extend it and read its books."""
 
-    def __init__(self, session: sessions.Session, *, args: arguments.ProportionArgs) -> None:
+    def __init__(
+        self,
+        session: sessions.Session,
+        *,
+        args: arguments.ProportionArgs,
+        usage: collections.abc.Mapping[str, float] | None = None,
+    ) -> None:
         snapshot = session.snapshot
         table = session.nodes
         self.session = session
@@ -131,7 +137,9 @@ class Accounting:
             for name in order
             if self.tree.nodes[name].leaf
         }
-        fair = fair_shares.fair_shares(self.tree, capacity=self.capacity, demand=demand)
+        fair = fair_shares.fair_shares(
+            self.tree, capacity=self.capacity, demand=demand, usage=usage
+        )
         self.share = np.array([fair[n] for n in order], dtype=np.int64).reshape(shape)
         # The guarantee the tree honours: all of it, unless the guarantees of higher-priority
         # siblings took the level's budget first (then the share is all that is left of it).
@@ -178,6 +186,16 @@ class Accounting:
             value = max(value, _INF if (held[unshared] > 0).any() else 1.0)
         self._ratios[i] = value
         return value
+
+    def holdings(self) -> dict[str, float]:
+        """Every usable queue's dominant share of the capacity its placed pods hold now (the
+        usage history's rate until the next cycle; ``pods`` aside)."""
+        counted = self.not_pods & (self.capacity > 0)
+        if not counted.any():
+            return {}
+        held = (self.allocated - self.pipelined)[:, counted] / self.capacity[counted]
+        dominant = held.max(axis=1, initial=0.0)
+        return {name: float(dominant[i]) for i, name in enumerate(self.order) if dominant[i] > 0}
 
     def others_wait(self, i: int) -> bool:
         """Whether a queue other than ``i``, below its entitlement, has a job still to try."""

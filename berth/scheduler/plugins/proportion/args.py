@@ -35,3 +35,8 @@ class ProportionArgs(pydantic.BaseModel):
     """Pods a cycle may evict for fair-share reclaim, counting every eviction the cycle made
     before (reclaim toward a guarantee is not limited). Rebalancing then takes a few cycles
     instead of one burst, and each cycle looks at the shares the last one left."""
+    usage_half_life_seconds: int | None = pydantic.Field(default=None, ge=1)
+    """Turns on usage-decayed fair share (:mod:`~berth.scheduler.plugins.proportion.decay`):
+    the half-life, in seconds, of the usage that tilts the weights siblings split by, so a
+    queue that used more recently gets less now. Null (the default) splits by the weights
+    alone; 0 or below is refused (a history that forgets everything at once is no history)."""

@@ -3,9 +3,12 @@ publishes the queue statuses at close and drops the books (R8)."""
 
 from __future__ import annotations
 
+import collections.abc
+
 from berth.scheduler.framework import handles, interfaces, sessions
 from berth.scheduler.plugins.proportion import (
     accounting,
+    decay,
     ordering,
     publishing,
     reclaim,
@@ -23,8 +26,14 @@ class Books(
 ):
     """One session's books with every rule family (the modules of this package)."""
 
-    def __init__(self, session: sessions.Session, *, args: arguments.ProportionArgs) -> None:
-        super().__init__(session, args=args)
+    def __init__(
+        self,
+        session: sessions.Session,
+        *,
+        args: arguments.ProportionArgs,
+        usage: collections.abc.Mapping[str, float] | None = None,
+    ) -> None:
+        super().__init__(session, args=args, usage=usage)
         self._modes = {}
         self._guarantors = {}
         self._fair = None
@@ -42,9 +51,15 @@ class Proportion(interfaces.SessionPlugin):
     def __init__(self, args: arguments.ProportionArgs) -> None:
         self._args = args
         self._books: Books | None = None
+        # The one thing kept from cycle to cycle: the decayed usage (usageHalfLifeSeconds).
+        half_life = args.usage_half_life_seconds
+        self._history = decay.UsageHistory(half_life=float(half_life)) if half_life else None
 
     def on_session_open(self, session: sessions.Session) -> None:
-        books = self._books = Books(session, args=self._args)
+        usage = None
+        if self._history is not None:
+            usage = self._history.advance(session.snapshot.now)
+        books = self._books = Books(session, args=self._args, usage=usage)
         registry = session.hooks
         registry.queue_order.add_key(books.queue_key, plugin=NAME)
         if books.ordered_queues():
@@ -70,6 +85,8 @@ class Proportion(interfaces.SessionPlugin):
         books, self._books = self._books, None
         if books is not None and books.session is session:
             session.queue_statuses.update(books.publish())
+            if self._history is not None:
+                self._history.hold(books.holdings())
 
 
 def new(args: arguments.ProportionArgs, handle: handles.ExtendedHandle) -> Proportion:

@@ -15,6 +15,9 @@ on its own.
    (:func:`drf_fill`);
 3. each queue's result is the budget its children split in turn.
 
+With a usage history (Proportion ``usageHalfLifeSeconds``), step 2's weights are first
+tilted by each sibling's decayed usage (:mod:`.decay`).
+
 A share is therefore *demand-aware*: an idle queue's guarantee is lent to the others (it is
 not in anybody's share while idle) and comes back as soon as the queue asks for it, which is
 what the reclaim action acts on.
@@ -37,6 +40,7 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 
+from berth.scheduler.plugins.proportion import decay
 from berth.scheduler.plugins.proportion import tree as trees
 
 __all__ = [
@@ -64,7 +68,7 @@ def drf_fill(
     budget: IntArray,
     *,
     caps: collections.abc.Sequence[IntArray],
-    weights: collections.abc.Sequence[int],
+    weights: collections.abc.Sequence[float],
     scale: IntArray,
     profiles: collections.abc.Sequence[IntArray] | None = None,
 ) -> list[IntArray]:
@@ -166,6 +170,7 @@ class Claim:
     weight: int
     priority: int
     profile: IntArray | None = None  # the shape it asks in (see drf_fill); cap when None
+    usage: float = 0.0  # its decayed usage (decay.UsageHistory), when the history is on
 
 
 def _profile(claim: Claim) -> IntArray:
@@ -179,6 +184,11 @@ def split_level(
     by priority, then the rest by priority tier and weight (module docstring)."""
     left = np.maximum(budget, 0).astype(np.int64)
     got = [np.zeros_like(left) for _ in claims]
+    weights: list[float] = [c.weight for c in claims]
+    if any(c.usage > 0 for c in claims):
+        weights = decay.tilt(
+            weights, [c.usage for c in claims], active=[bool((c.cap > 0).any()) for c in claims]
+        )
     by_priority = sorted(range(len(claims)), key=lambda i: (-claims[i].priority, i))
     for i in by_priority:
         take = np.minimum(np.minimum(claims[i].guaranteed, claims[i].cap), left)
@@ -189,7 +199,7 @@ def split_level(
         extra = drf_fill(
             left,
             caps=[claims[i].cap - got[i] for i in tier],
-            weights=[claims[i].weight for i in tier],
+            weights=[weights[i] for i in tier],
             scale=scale,
             profiles=[_profile(claims[i]) for i in tier],
         )
@@ -205,12 +215,14 @@ def fair_shares(
     capacity: IntArray,
     demand: collections.abc.Mapping[str, IntArray],
     scale: IntArray | None = None,
+    usage: collections.abc.Mapping[str, float] | None = None,
 ) -> dict[str, IntArray]:
     """Every usable queue's entitlement (module docstring), by name.
 
     ``demand`` is by leaf queue (what it runs plus what it waits for; absent means nothing);
     ``capacity`` is what the root splits; ``scale`` turns amounts into shares (``capacity``
-    when not given).
+    when not given). ``usage`` (by queue, any level) is the decayed usage that tilts each
+    level's weights (:mod:`.decay`); none: the weights alone.
     """
     scale = capacity if scale is None else scale
     zero = np.zeros(len(tree.resources), dtype=np.int64)
@@ -242,6 +254,7 @@ def fair_shares(
                 weight=tree.nodes[n].weight,
                 priority=tree.nodes[n].priority,
                 profile=wants[n],
+                usage=usage.get(n, 0.0) if usage else 0.0,
             )
             for n in names
         ]
