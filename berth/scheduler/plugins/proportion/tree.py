@@ -8,6 +8,19 @@ a cycle, or an ancestor is unusable. Nothing else is affected: the usable queues
 A parent's effective guarantee is the larger of its own and the sum of its children's (a
 parent promising its children more than it holds would break their promise), capped by its
 limit. A Closed queue closes its whole subtree.
+
+A child whose policies contradict an ancestor's is unusable too (:func:`conflict`), with a
+reason naming both fields; the ancestor and the other queues are not affected:
+
+- a ``limit`` or a ``guaranteed`` amount above the nearest ancestor's ``limit`` of that
+  resource (a promise or a cap the ancestor can never let it reach);
+- a ``jobOrder`` or ``preemptAcrossQueues`` other than the one the nearest ancestor setting
+  it to something other than the default says (an ancestor's setting is meant for its
+  subtree, and only leaves take work). The API server fills in the defaults, so an
+  ancestor's default value cannot be told from a choice and binds nobody.
+
+``reclaimable`` cannot contradict: a queue that is not reclaimable protects its whole
+subtree whatever the children say (their ``true`` may be the default the API server filled).
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ from berth.scheduler.snapshot import queues
 
 __all__ = [
     "UNLIMITED",
+    "conflict",
     "IntArray",
     "QueueNode",
     "QueueTree",
@@ -112,6 +126,57 @@ def _own_problem(info: queues.QueueInfo, *, known: collections.abc.Container[str
     return None
 
 
+def _ancestors(
+    info: queues.QueueInfo, *, by_name: collections.abc.Mapping[str, queues.QueueInfo]
+) -> list[queues.QueueInfo]:
+    """The existing ancestors of ``info``, nearest first (stopping at a cycle)."""
+    out: list[queues.QueueInfo] = []
+    seen = {info.name}
+    parent = by_name.get(info.parent) if info.parent is not None else None
+    while parent is not None and parent.name not in seen:
+        out.append(parent)
+        seen.add(parent.name)
+        parent = by_name.get(parent.parent) if parent.parent is not None else None
+    return out
+
+
+def _above_limit(
+    info: queues.QueueInfo, ancestors: collections.abc.Sequence[queues.QueueInfo]
+) -> str | None:
+    for field, amounts in (("limit", info.limit or {}), ("guaranteed", info.guaranteed)):
+        for res in sorted(amounts):
+            cap = next((a for a in ancestors if a.limit is not None and res in a.limit), None)
+            if cap is not None and cap.limit is not None and amounts[res] > cap.limit[res]:
+                return (
+                    f"spec.{field}.{res} {format_quantity(res, amounts[res])} is above parent "
+                    f"queue {cap.name}'s spec.limit.{res} {format_quantity(res, cap.limit[res])}"
+                )
+    return None
+
+
+def conflict(
+    info: queues.QueueInfo, *, by_name: collections.abc.Mapping[str, queues.QueueInfo]
+) -> str | None:
+    """Why ``info``'s policies contradict an ancestor's (module docstring), or None."""
+    ancestors = _ancestors(info, by_name=by_name)
+    if not ancestors:
+        return None
+    found = _above_limit(info, ancestors)
+    if found is not None:
+        return found
+    for field, value, default in (
+        ("jobOrder", lambda q: q.job_order, queues.PRIORITY_FIFO),
+        ("preemptAcrossQueues", lambda q: str(q.preempt_across_queues).lower(), "false"),
+    ):
+        setter = next((a for a in ancestors if value(a) != default), None)
+        if setter is not None and value(info) != value(setter):
+            return (
+                f"spec.{field} is {value(info)} but parent queue {setter.name} sets "
+                f"spec.{field} {value(setter)} for its subtree"
+            )
+    return None
+
+
 def _cycles(infos: collections.abc.Mapping[str, queues.QueueInfo]) -> dict[str, str]:
     """Every queue on a parent cycle -> the cycle, written from its smallest name."""
     out: dict[str, str] = {}
@@ -149,8 +214,14 @@ def build_tree(
         problem = _own_problem(info, known=by_name)
         if problem is not None:
             problems[name] = problem
-    for name, text in _cycles(by_name).items():
+    cycles = _cycles(by_name)
+    for name, text in cycles.items():
         problems.setdefault(name, text)
+    for name, info in by_name.items():
+        if name not in problems:
+            found = conflict(info, by_name=by_name)
+            if found is not None:
+                problems[name] = found
     # An unusable ancestor makes the whole subtree wait (the walk stops at cycles: they are
     # already marked, so every walk below ends at a marked queue or the root).
     for name in by_name:
