@@ -5,6 +5,8 @@ We test these aspects:
   half-life the historical user's share and allocation are below half when both compete,
   grow back as its history decays, and are exactly half once it has; with decay off the
   split is exactly half from the start;
+- a new leader (a fresh plugin) rebuilds the history from what runs: the same share as the
+  replica that kept it, when what ran is still running;
 - the usage history's arithmetic: a constant holding over an interval, each second decayed
   by its age, and pure decay when nothing is held;
 - the tilt: unchanged weights when the usage follows them, less for the heavier user, and
@@ -21,7 +23,8 @@ import typing
 import pydantic
 import pytest
 
-from berth.scheduler.plugins import proportion
+from berth.scheduler import loop
+from berth.scheduler.plugins import proportion, registry
 from berth.scheduler.plugins.proportion import decay
 from tests.scheduler import builders as b
 from tests.scheduler.queues import runs
@@ -113,3 +116,19 @@ def test_the_tilt_leaves_weighted_usage_alone_and_never_reaches_zero() -> None:
 def test_a_half_life_of_zero_or_below_is_refused(half_life: int) -> None:
     with pytest.raises(pydantic.ValidationError, match="usageHalfLifeSeconds"):
         proportion.ProportionArgs.model_validate({"usageHalfLifeSeconds": half_life})
+
+
+def test_a_new_leader_rebuilds_the_history_from_what_runs() -> None:
+    args = {"usageHalfLifeSeconds": 600}
+    kept = history_run(args)
+    failed_over = history_run(args)
+    # A new replica takes over as qb arrives: its plugin has no history of its own.
+    profile = runs.profile_with({"Proportion": {"starvationThresholdSeconds": 0, **args}})
+    failed_over.scheduler = loop.Scheduler(
+        profile, registry=registry.in_tree_registry(), clock=failed_over.clock
+    )
+    share_kept, _ = cpu(kept.cycle(), "qa")
+    share_rebuilt, _ = cpu(failed_over.cycle(), "qa")
+    # qa's pods ran the whole hour: what runs tells the new leader as much as it had.
+    assert share_rebuilt < HALF
+    assert abs(share_rebuilt - share_kept) <= 50, (share_rebuilt, share_kept)

@@ -19,6 +19,15 @@ weight (1: it used exactly its weighted part). Its weight for the split becomes
 and shrinking towards zero (never reaching it: the split stays work-conserving) for one that
 used far more than its part. As the others use their larger shares, the ratios return to 1
 and the split to the weights: the history decays. Guarantees are promises and are not tilted.
+
+**A new leader** (:func:`rebuilt`). The history lives in the memory of the replica that
+schedules; a replica's first cycle rebuilds it from what runs: every placed pod's requests
+since its ``status.startTime``, decayed as above, summed per queue and its ancestors. What
+finished before is forgotten (it would weigh the less, the longer ago it ran), and nothing
+is written to the API server for it (publishing the usage would cost a status write per
+queue per cycle). For a queue whose dominant resource does not change this is the same
+integral; otherwise it can only be smaller (the largest of the per-resource integrals stands
+in for the integral of the largest).
 """
 
 from __future__ import annotations
@@ -27,7 +36,44 @@ import collections.abc
 import dataclasses
 import math
 
-__all__ = ["UsageHistory", "tilt"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["UsageHistory", "decayed_seconds", "rebuilt", "tilt"]
+
+
+def decayed_seconds(seconds: float, *, half_life: float) -> float:
+    """The integral over the last ``seconds`` of ``2 ** (-age / half_life)``: how much holding
+    the whole cluster that long weighs now."""
+    if seconds <= 0:
+        return 0.0
+    return half_life / math.log(2.0) * (1.0 - math.pow(2.0, -seconds / half_life))
+
+
+def rebuilt(
+    running: collections.abc.Iterable[tuple[collections.abc.Sequence[str], float, npt.ArrayLike]],
+    *,
+    capacity: npt.ArrayLike,
+    now: float,
+    half_life: float,
+) -> dict[str, float]:
+    """Usage rebuilt from what runs (module docstring): ``running`` holds, per placed pod, the
+    queues it counts in (its own and its ancestors), when it started and its requests over
+    ``capacity``'s columns (columns that must not count are 0 in ``capacity``)."""
+    scale = np.asarray(capacity, dtype=np.float64)
+    counted = scale > 0
+    if not counted.any():
+        return {}
+    sums: dict[str, npt.NDArray[np.float64]] = {}
+    for queues, started, requests in running:
+        weight = decayed_seconds(now - started, half_life=half_life)
+        if weight <= 0:
+            continue
+        part = np.asarray(requests, dtype=np.float64)[counted] / scale[counted] * weight
+        for name in queues:
+            found = sums.get(name)
+            sums[name] = part if found is None else found + part
+    return {name: float(v.max()) for name, v in sorted(sums.items()) if v.max() > 0}
 
 
 @dataclasses.dataclass
@@ -44,9 +90,8 @@ class UsageHistory:
         last cycle; return it (queue -> cluster-seconds)."""
         if self.as_of is not None and now > self.as_of:
             keep = math.pow(2.0, -(now - self.as_of) / self.half_life)
-            # The integral of a constant holding h over the interval, each second decayed
-            # by its age at ``now``: h * halfLife / ln 2 * (1 - keep).
-            gained = self.half_life / math.log(2.0) * (1.0 - keep)
+            # A constant holding h over the interval, each second decayed by its age at now.
+            gained = decayed_seconds(now - self.as_of, half_life=self.half_life)
             for name in set(self.usage) | set(self.holding):
                 value = self.usage.get(name, 0.0) * keep + self.holding.get(name, 0.0) * gained
                 if value > 0.0:
@@ -56,6 +101,11 @@ class UsageHistory:
         if self.as_of is None or now > self.as_of:
             self.as_of = now
         return dict(self.usage)
+
+    def seed(self, usage: collections.abc.Mapping[str, float], *, now: float) -> None:
+        """Start the history at ``now`` from ``usage`` (a new leader's first cycle)."""
+        self.usage = {name: value for name, value in usage.items() if value > 0.0}
+        self.as_of = now
 
     def hold(self, holding: collections.abc.Mapping[str, float]) -> None:
         """What each queue holds as a cycle closes (dominant shares): it counts until the

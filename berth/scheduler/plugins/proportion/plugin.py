@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import collections.abc
 
+import numpy as np
+
+from berth.api import resources
 from berth.scheduler.framework import handles, interfaces, sessions
 from berth.scheduler.plugins.proportion import (
     accounting,
@@ -58,6 +61,8 @@ class Proportion(interfaces.SessionPlugin):
     def on_session_open(self, session: sessions.Session) -> None:
         usage = None
         if self._history is not None:
+            if self._history.as_of is None:  # this replica's first cycle: rebuild from what runs
+                self._history.seed(_running_usage(session, self._history), now=session.snapshot.now)
             usage = self._history.advance(session.snapshot.now)
         books = self._books = Books(session, args=self._args, usage=usage)
         registry = session.hooks
@@ -87,6 +92,34 @@ class Proportion(interfaces.SessionPlugin):
             session.queue_statuses.update(books.publish())
             if self._history is not None:
                 self._history.hold(books.holdings())
+
+
+def _running_usage(session: sessions.Session, history: decay.UsageHistory) -> dict[str, float]:
+    """The usage history rebuilt from the snapshot's placed pods (:func:`decay.rebuilt`)."""
+    snapshot = session.snapshot
+    infos = snapshot.queues
+    table = session.nodes
+
+    def path(name: str) -> list[str]:
+        out: list[str] = []
+        current: str | None = name
+        while current is not None and current in infos and current not in out:
+            out.append(current)
+            current = infos[current].parent
+        return out
+
+    capacity = table.allocatable.sum(axis=0).astype(np.float64)
+    capacity[[r == resources.PODS for r in table.resources]] = 0.0
+    running = (
+        (
+            path(pod.queue),
+            pod.start_time if pod.start_time is not None else pod.creation_timestamp,
+            session.vector(pod),
+        )
+        for pod in snapshot.pods.values()
+        if pod.queue is not None and pod.node_name is not None and not pod.terminal
+    )
+    return decay.rebuilt(running, capacity=capacity, now=snapshot.now, half_life=history.half_life)
 
 
 def new(args: arguments.ProportionArgs, handle: handles.ExtendedHandle) -> Proportion:
