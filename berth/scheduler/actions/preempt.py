@@ -6,8 +6,9 @@ in queue order and job by job in job order:
 1. the job must be valid (``job_valid``), and none of its pending pods may have
    ``preemptionPolicy: Never`` (Kubernetes' admission copies it from the PriorityClass);
 2. the candidates are the running pods of *the same queue*, of other groups, whose priority is
-   below the job's — and, when the job's queue sets ``preemptAcrossQueues``, those of other
-   queues too (the ``preemptable`` hook then decides: with the in-tree profile, only from a
+   below the job's — and, when the ``preempts_across_queues`` hook says so (the in-tree
+   profile: the job's queue sets ``preemptAcrossQueues``), those of other queues too (the
+   ``preemptable`` hook then decides: with the in-tree profile, only from a
    queue above its fair share, never below its guarantee); victims go lowest priority
    first, then newest, and gangs stay whole
    (:func:`~berth.scheduler.actions.solvers.victim_units`);
@@ -74,8 +75,7 @@ class Preempt:
                     for pod in solvers.running_pods(session):
                         if pod.queue is not None:
                             by_queue[pod.queue].append(pod)
-                info = session.snapshot.queues.get(job.queue)
-                across = info is not None and info.preempt_across_queues
+                across = hooks.preempts_across_queues(job) is True
                 pool = (
                     [p for name in sorted(by_queue) for p in by_queue[name]]
                     if across

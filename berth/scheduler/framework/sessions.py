@@ -124,6 +124,11 @@ class SessionHooks:
         which promise). The first registered callback answers; ``None``: the action's own."""
         self.preemptable: hooks.AllTrue[[jobs.Job, pods.PodInfo]] = hooks.AllTrue(report=report)
         """May the preempting job evict this victim pod (same queue)? All must agree."""
+        self.preempts_across_queues: hooks.FirstWins[[jobs.Job], bool] = hooks.FirstWins(
+            report=report
+        )
+        """May the job's preemption look at other queues' pods too (its queue's policy)? The
+        first registered callback answers; ``None`` (nothing registered): its own queue only."""
         self.reserved_credit: hooks.FirstWins[[pods.PodInfo], resources.ResourceList | None] = (
             hooks.FirstWins(report=report)
         )

@@ -76,6 +76,7 @@ class Proportion(interfaces.SessionPlugin):
         registry.reclaimable.add(books.reclaimable, plugin=NAME)
         registry.reclaim_reason.add(books.eviction_reason, plugin=NAME)
         registry.preemptable.add(books.preemptable, plugin=NAME)
+        registry.preempts_across_queues.add(books.preempts_across_queues, plugin=NAME)
         registry.job_starving.add(books.starving, plugin=NAME)
         registry.nominations.add(books.nominations, plugin=NAME)
         session.add_event_handler(

@@ -153,6 +153,11 @@ class ReclaimRules(admission.Admission):
             self._keeps_share(a, vec) for a in theirs
         )
 
+    def preempts_across_queues(self, job: jobs.Job) -> bool:
+        """The job's queue lets its jobs preempt other queues' work (``preemptAcrossQueues``)."""
+        info = self.session.snapshot.queues.get(job.queue)
+        return info is not None and info.preempt_across_queues
+
     def preemptable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
         """Preemption inside a queue is the Priority plugin's business; across queues (the
         job's queue sets ``preemptAcrossQueues``) the victim's queue must hold more than its
