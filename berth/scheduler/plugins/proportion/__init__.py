@@ -2,10 +2,10 @@
 resource, the rules of reclaim, and the starvation guard (KAI's and Volcano's ``proportion``).
 
 At session open it builds the queue tree (:mod:`.tree`) and every queue's entitlement
-(:mod:`.shares`) from what each queue runs (placed pods, by
-their queue) and waits for (pending pods) — totals the cache keeps per queue
-(``Snapshot.queue_usage``), so opening costs the queues and the pending jobs, not every running
-pod — (:mod:`.accounting`), then registers:
+(:mod:`.shares`, tilted by recent usage when ``usageHalfLifeSeconds`` is set) from what
+each queue runs (placed pods, by their queue) and waits for (pending pods) — totals the
+cache keeps per queue (``Snapshot.queue_usage``), so opening costs the queues and the
+pending jobs, not every running pod — (:mod:`.accounting`), then registers:
 
 - **queue order**: the queue furthest through its entitlement last — its *ratio* is the
   largest ``allocated / entitlement`` over the resources it asks for (a resource it asks for
@@ -37,6 +37,8 @@ pod — (:mod:`.accounting`), then registers:
   work finishes until the job fits whole; the backfill action pipelines the pods onto their
   nodes. The guard holds only room the queue is entitled to — it never overrides the
   weighted split — and capacity the job cannot use, or does not need, stays open;
+- **preempts_across_queues** and **reclaim_reason**: whether a job's queue preempts other
+  queues' work, and what the victims of its reclaim are told (on which promise);
 - **allocate/deallocate handlers** keeping every queue's usage current while statements
   place, pipeline and evict (ancestors count their subtree).
 
@@ -44,12 +46,13 @@ At session close it publishes every queue's ``allocated``, ``requested``, ``fair
 pending/running PodGroup counts, children and problem into ``session.queue_statuses`` (the
 cycle result's ``queues``), and drops what it built (R8).
 
-The package: :mod:`.args` (the profile's arguments), :mod:`.tree` (the queue tree),
-:mod:`.shares` (weighted DRF), :mod:`.accounting` (a session's books and usage events),
+The package: :mod:`.args` (the profile's arguments), :mod:`.tree` (the queue tree and the
+policies a child may not contradict), :mod:`.shares` (weighted DRF), :mod:`.decay`
+(usage-decayed fair share), :mod:`.accounting` (a session's books and usage events),
 :mod:`.admission` (job_valid, allocatable), :mod:`.ordering` (jobOrder), :mod:`.reclaim`,
 :mod:`.starvation`, :mod:`.publishing` (queue statuses) and :mod:`.plugin` (the plugin,
-which puts them together). This module is its façade: the registry and tests import the
-plugin through it.
+which puts them together and keeps the usage history between cycles). This module is its
+façade: the registry and tests import the plugin through it.
 """
 
 # isort: skip_file
