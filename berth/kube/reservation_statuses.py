@@ -146,7 +146,9 @@ class ReservationStatuses:
         now = self._clock.now()
 
         def change(status: dict[str, typing.Any]) -> None:
-            _set_condition(status, "Scheduled", "False", "Unschedulable", decision.reason, now=now)
+            _set_condition(
+                status, "Scheduled", "False", "Unschedulable", decision.reason.message, now=now
+            )
 
         written = await self._update(namespace, name, change)
         if written is None:
@@ -155,7 +157,7 @@ class ReservationStatuses:
             written,
             type=events.WARNING,
             reason="FailedScheduling",
-            message=decision.reason,
+            message=decision.reason.message,
         )
         return True
 

@@ -39,7 +39,7 @@ import datetime
 import typing
 
 from berth.api import keys, resources
-from berth.scheduler.framework import decisions
+from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache, snapshots
 from berth.util import clocks
 
@@ -118,7 +118,7 @@ class Waiting:
 
     subject: decisions.Subject
     key: str
-    reason: str
+    reason: reasons.Reason
 
 
 Applied = Bound | Evicted | ReservationPlaced | Waiting
@@ -143,7 +143,7 @@ class InMemoryCluster:
         self._by_kind: dict[str, set[ObjectKey]] = {kind: set() for kind in KINDS}
         self._group_pods: dict[ObjectKey, set[ObjectKey]] = {}
         self._outbox: list[Applied] = []
-        self._reasons: dict[tuple[decisions.Subject, str], str] = {}  # last reason told
+        self._reasons: dict[tuple[decisions.Subject, str], reasons.Reason] = {}  # last told
         self._uids = 0
         self._version = 0
 
@@ -405,7 +405,7 @@ class InMemoryCluster:
                     "type": condition,
                     "status": "False",
                     "reason": "Unschedulable",
-                    "message": decision.reason,
+                    "message": decision.reason.message,
                     "lastTransitionTime": self._timestamp(),
                 },
             ]

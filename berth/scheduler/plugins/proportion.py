@@ -65,6 +65,7 @@ from berth.scheduler.framework import (
     hooks,
     interfaces,
     jobs,
+    reasons,
     sessions,
     statuses,
 )
@@ -126,12 +127,18 @@ class ReclaimMode(enum.Enum):
     FAIR_SHARE = "fair-share"  # its queue stays within its weighted fair share with it
 
 
-def _unschedulable(text: str) -> statuses.Status:
-    return statuses.new(statuses.Code.UNSCHEDULABLE, text)
+def _unschedulable(
+    code: reasons.ReasonCode, text: str, **details: reasons.Detail
+) -> statuses.Status:
+    return statuses.new(statuses.Code.UNSCHEDULABLE, text, reason_code=code, details=details)
 
 
-def _unresolvable(text: str) -> statuses.Status:
-    return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, text)
+def _unresolvable(
+    code: reasons.ReasonCode, text: str, **details: reasons.Detail
+) -> statuses.Status:
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, text, reason_code=code, details=details
+    )
 
 
 @dataclasses.dataclass(eq=False)
@@ -319,12 +326,12 @@ class _Books:
 
     def others_wait(self, i: int) -> bool:
         """Whether a queue other than ``i``, below its entitlement, has a job still to try."""
-        reasons = self.session.group_reasons
+        tried = self.session.group_why
         for slot, (j, waiting) in enumerate(self.workers):
             if j == i or self.ratio(j) >= 1.0:
                 continue
             k = self._cursor[slot]
-            while k < len(waiting) and (waiting[k].committed or waiting[k].key in reasons):
+            while k < len(waiting) and (waiting[k].committed or waiting[k].key in tried):
                 k += 1  # placed, or tried and failed this session: it no longer waits
             self._cursor[slot] = k
             if k < len(waiting):
@@ -344,19 +351,30 @@ class _Books:
         """Why a job of queue ``name`` may not be placed, or SUCCESS (``running``: the group
         already has members placed, which a closed queue lets finish)."""
         if name not in self.session.snapshot.queues:
-            return _unresolvable(f"queue {name} does not exist")
+            return _unresolvable(
+                reasons.ReasonCode.QUEUE_NOT_FOUND, f"queue {name} does not exist", queue=name
+            )
         problem = self.tree.problems.get(name)
         if problem is not None:
-            return _unresolvable(f"queue {name} is invalid: {problem}")
+            return _unresolvable(
+                reasons.ReasonCode.QUEUE_INVALID, f"queue {name} is invalid: {problem}", queue=name
+            )
         node = self.tree.nodes[name]
         if not node.leaf:
-            return _unresolvable(f"queue {name} is not a leaf queue")
+            return _unresolvable(
+                reasons.ReasonCode.NOT_LEAF_QUEUE, f"queue {name} is not a leaf queue", queue=name
+            )
         if not node.open and not running:
             if node.closed_by != name:
                 return _unresolvable(
-                    f"queue {name} is closed: its parent queue {node.closed_by} is Closed"
+                    reasons.ReasonCode.QUEUE_CLOSED,
+                    f"queue {name} is closed: its parent queue {node.closed_by} is Closed",
+                    queue=name,
+                    closedBy=node.closed_by or name,
                 )
-            return _unresolvable(f"queue {name} is closed")
+            return _unresolvable(
+                reasons.ReasonCode.QUEUE_CLOSED, f"queue {name} is closed", queue=name
+            )
         return statuses.SUCCESS
 
     def job_valid(self, job: jobs.Job) -> statuses.Status:
@@ -387,8 +405,11 @@ class _Books:
         queue, res = self.order[int(path[row])], self.resources[col]
         whose = "queue" if queue == job.queue else f"parent queue {queue}"
         return _unresolvable(
+            reasons.ReasonCode.NEVER_FITS,
             f"can never fit: needs {shares.format_quantity(res, int(need[col]))} {res}, "
-            f"{whose} limit {shares.format_quantity(res, int(self.limit[path[row], col]))}"
+            f"{whose} limit {shares.format_quantity(res, int(self.limit[path[row], col]))}",
+            queue=queue,
+            resource=res,
         )
 
     def allocatable(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
@@ -416,9 +437,12 @@ class _Books:
                 row, col = (int(x) for x in np.argwhere(over)[0])
                 q, res = int(path[row]), self.resources[col]
                 return _unschedulable(
+                    reasons.ReasonCode.QUEUE_AT_LIMIT,
                     f"queue {self.order[q]} at limit for {res} "
                     f"({shares.format_quantity(res, int(self.allocated[q, col]))}/"
-                    f"{shares.format_quantity(res, int(self.limit[q, col]))})"
+                    f"{shares.format_quantity(res, int(self.limit[q, col]))})",
+                    queue=self.order[q],
+                    resource=res,
                 )
         at_share = self._full[i]
         if at_share is None:  # the resources the queue holds its whole share of, cached
@@ -428,9 +452,12 @@ class _Books:
             col = int(np.flatnonzero(full)[0])
             res = self.resources[col]
             return _unschedulable(
+                reasons.ReasonCode.QUEUE_OVER_SHARE,
                 f"queue {name} at its fair share for {res} "
                 f"({shares.format_quantity(res, int(self.allocated[i, col]))}/"
-                f"{shares.format_quantity(res, int(self.share[i, col]))}) while other queues wait"
+                f"{shares.format_quantity(res, int(self.share[i, col]))}) while other queues wait",
+                queue=name,
+                resource=res,
             )
         return statuses.SUCCESS
 
