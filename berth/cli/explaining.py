@@ -356,7 +356,7 @@ def dry_run(
         members=tuple(outcomes),
         attempts=tuple(recorder.attempts),
         group_reasons={
-            g: result.group_reasons[g] for g in sorted(groups) if g in result.group_reasons
+            g: result.group_why[g].message for g in sorted(groups) if g in result.group_why
         },
         errors=result.errors,
         skipped=tuple(skipped),

@@ -72,12 +72,6 @@ class ReasonCode(enum.Enum):
     NOT_TRIED = "NotTried"
     """No action looked at the pod this cycle: no news about why it waits."""
 
-    PREEMPTED = "Preempted"
-    """Evicted for a higher-priority pod group of the same queue."""
-
-    RECLAIMED = "Reclaimed"
-    """Evicted so that another queue gets back its guarantee or fair share."""
-
     ADMISSION_REJECTED = "AdmissionRejected"
     """Admission mode: the pod's admission was rejected after its gate went (it did not bind
     in time); it waits gated again."""
