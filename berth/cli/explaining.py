@@ -113,7 +113,8 @@ class Member:
     phase: str  # in the cluster
     placed_on: str | None = None  # where the session bound it
     nominated_to: str | None = None  # where the session nominated it (room freeing up)
-    reason: str | None = None  # why the session left it pending
+    reason: str | None = None  # why the session left it pending (the message)
+    follows_group: bool = False  # its reason is its group's (it did not fail on its own)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,9 +185,9 @@ class _Recorder:
         verdicts = node_verdicts(nodes.names, results)
         self.attempts.append(Attempt(pod.key, self.action, verdicts, summary))
 
-    def score_table(self, text: str) -> None:
+    def score_table(self, pod: str, text: str) -> None:
         last = self.attempts[-1] if self.attempts and self.action is not None else None
-        if last is not None and last.score_table is None and text.startswith(f"{last.pod}: "):
+        if last is not None and last.score_table is None and pod == last.pod:
             self.attempts[-1] = dataclasses.replace(last, score_table=text)
 
 
@@ -334,6 +335,7 @@ def dry_run(
     groups = {group_key} if group_key is not None else set()
     for key in sorted(members):
         info = snapshot.pods[key]
+        why = result.pod_why.get(key)
         if info.pod_group is not None:
             groups.add(info.pod_group)
         outcomes.append(
@@ -344,7 +346,8 @@ def dry_run(
                 phase=phases.get(key, "Pending"),
                 placed_on=recorder.placed.get(key),
                 nominated_to=recorder.nominated.get(key),
-                reason=result.pod_reasons.get(key),
+                reason=why.message if why is not None else None,
+                follows_group=why is not None and why.details.get("group") == info.pod_group,
             )
         )
     return DryRun(
@@ -353,7 +356,7 @@ def dry_run(
         members=tuple(outcomes),
         attempts=tuple(recorder.attempts),
         group_reasons={
-            g: result.group_reasons[g] for g in sorted(groups) if g in result.group_reasons
+            g: result.group_why[g].message for g in sorted(groups) if g in result.group_why
         },
         errors=result.errors,
         skipped=tuple(skipped),

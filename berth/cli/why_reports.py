@@ -111,7 +111,7 @@ def _outcome(member: explaining.Member, *, run: explaining.DryRun) -> str:
     prefix = "pending"
     if member.bound_to is not None:
         prefix = f"bound to {member.bound_to}; offered again now, it would stay pending"
-    if member.group is not None and member.reason.startswith(f"pod group {member.group}: "):
+    if member.follows_group:
         # Its own attempt went fine (or was not made): the group's reason above holds it.
         attempt = next(iter(run.attempts_of(member.key)), None)
         if attempt is None:

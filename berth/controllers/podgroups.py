@@ -36,7 +36,8 @@ import kopf
 from berth.api import podgroups
 from berth.controllers import observed
 from berth.kube import conditions
-from berth.scheduler.plugins import gang
+from berth.scheduler.framework import reasons
+from berth.scheduler.snapshot import podgroups as pgsnap
 from berth.scheduler.snapshot import pods, snapshots
 
 __all__ = [
@@ -45,7 +46,6 @@ __all__ = [
     "desired_status",
     "phase_of",
     "positions",
-    "reason_code",
     "register",
     "transition_events",
 ]
@@ -53,21 +53,9 @@ __all__ = [
 KIND = podgroups.KIND
 Phase = podgroups.PodGroupPhase
 
-# (substring, CamelCase reason), first match wins: the most specific explanation first.
-_REASONS: tuple[tuple[str, str], ...] = (
-    (gang.TIMEOUT_PREFIX, "Timeout"),
-    ("waiting for pods", "NotEnoughPods"),
-    ("does not exist", "QueueNotFound"),
-    ("is closed", "QueueClosed"),
-    ("not a leaf queue", "NotLeafQueue"),
-    ("is invalid", "QueueInvalid"),
-    ("can never fit", "OverQueueLimit"),
-    ("at limit", "QueueOverLimit"),
-    ("fair share", "QueueOverShare"),
-    ("over its share", "QueueOverShare"),
-    ("minResources", "NotEnoughResources"),
-    ("Insufficient", "NotEnoughResources"),
-)
+INQUEUE = "Inqueue"
+"""The condition reason of a group with enough pods that no cycle has explained yet (not a
+scheduler's :class:`~berth.scheduler.framework.reasons.ReasonCode`: nothing keeps it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,11 +95,12 @@ def counts_of(min_member: int, members: collections.abc.Iterable[pods.PodInfo]) 
 
 
 def phase_of(
-    counts: Counts, *, reason: str | None, fail_on_timeout: bool
+    counts: Counts, *, reason: reasons.Reason | None, fail_on_timeout: bool
 ) -> podgroups.PodGroupPhase:
     """The phase for these counts and the scheduler's reason (see the module docstring)."""
     m = counts.min_member
-    if fail_on_timeout and reason is not None and reason.startswith(gang.TIMEOUT_PREFIX):
+    timed_out = reason is not None and reason.code is reasons.ReasonCode.GANG_TIMED_OUT
+    if fail_on_timeout and timed_out:
         return Phase.FAILED
     if counts.finished and counts.members >= m:
         return Phase.FINISHED if counts.succeeded >= m else Phase.FAILED
@@ -124,19 +113,11 @@ def phase_of(
     return Phase.PENDING
 
 
-def reason_code(text: str) -> str:
-    """The CamelCase condition reason for a why-pending text."""
-    for needle, code in _REASONS:
-        if needle in text:
-            return code
-    return "Unschedulable"
-
-
 def desired_status(
     group: observed.ObservedObject,
     *,
     snapshot: snapshots.Snapshot,
-    reason: str | None,
+    reason: reasons.Reason | None,
     now: float,
     position: tuple[int, int] | None = None,
 ) -> dict[str, typing.Any] | None:
@@ -156,19 +137,10 @@ def desired_status(
             message=f"{counts.scheduled} pod(s) placed, minMember {counts.min_member}",
         )
     else:
-        why = reason
-        if why is None and info.invalid is not None:
-            why = info.invalid
-        if why is None:
-            why = (
-                f"waiting for pods: {counts.created}/{counts.min_member} created, "
-                f"minMember {counts.min_member}"
-                if phase is Phase.PENDING
-                else "waiting for the scheduler to place the group"
-            )
-        condition = _condition(status="False", reason=reason_code(why), message=why)
-        if phase is Phase.INQUEUE and reason is None:
-            condition["reason"] = "Inqueue"
+        why = reason or _own_reason(info, counts, phase=phase)
+        condition = _condition(status="False", reason=why.code.value, message=why.message)
+        if phase is Phase.INQUEUE and reason is None and info.invalid is None:
+            condition["reason"] = INQUEUE
     _keep_transition_time(condition, current=group.status, now=now)
     status: dict[str, typing.Any] = {
         "phase": phase.value,
@@ -211,7 +183,7 @@ def transition_events(
         message = str(after.get("message") or "")
         if after.get("status") == "True":
             out.append(("Normal", "Scheduled", message))
-        elif after.get("reason") not in ("Inqueue", "NotEnoughPods"):
+        elif after.get("reason") not in (INQUEUE, reasons.ReasonCode.NOT_ENOUGH_PODS.value):
             out.append(("Warning", "FailedScheduling", message))
     old_phase, new_phase = old.get("phase"), new.get("phase")
     if new_phase != old_phase:
@@ -229,6 +201,23 @@ def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjec
 
 
 # Conditions ---------------------------------------------------------------------------------
+def _own_reason(
+    info: pgsnap.PodGroupInfo, counts: Counts, *, phase: podgroups.PodGroupPhase
+) -> reasons.Reason:
+    """Why the group waits when the last cycle said nothing about it."""
+    if info.invalid is not None:
+        return reasons.new(reasons.ReasonCode.INVALID, info.invalid)
+    if phase is Phase.PENDING:
+        return reasons.new(
+            reasons.ReasonCode.NOT_ENOUGH_PODS,
+            f"waiting for pods: {counts.created}/{counts.min_member} created, "
+            f"minMember {counts.min_member}",
+        )
+    return reasons.new(
+        reasons.ReasonCode.UNSCHEDULABLE, "waiting for the scheduler to place the group"
+    )
+
+
 def _condition(*, status: str, reason: str, message: str) -> dict[str, typing.Any]:
     return {
         "type": podgroups.CONDITION_SCHEDULED,

@@ -143,13 +143,13 @@ class StatusWriter:
         now = self._clock.now()
         writes: list[collections.abc.Awaitable[None]] = []
         phases: collections.Counter[str] = collections.Counter()
-        group_reasons = result.group_reasons if result is not None else {}
+        group_why = result.group_why if result is not None else {}
         places = podgroups.positions(result.waiting) if result is not None else {}
         for group in self._objects.of_kind(podgroups.KIND):
             desired = podgroups.desired_status(
                 group,
                 snapshot=snapshot,
-                reason=group_reasons.get(group.key),
+                reason=group_why.get(group.key),
                 now=now,
                 position=places.get(group.key),
             )

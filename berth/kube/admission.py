@@ -69,7 +69,7 @@ import kubernetes_asyncio.client
 
 from berth.api import keys
 from berth.kube import allocations, conditions, errors, events, pod_edits, rest, victim_waits
-from berth.scheduler.framework import decisions
+from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.util import aiotasks, clocks
@@ -139,8 +139,8 @@ class Admission:
         self._bad: set[str] = set()  # gated pods with neither group nor queue, to release
         self._releasing: set[str] = set()  # bad input being ungated
         self._view: set[str] = set()  # pods the last snapshot offered through the gate
-        self._reasons: dict[str, str] = {}  # pod key -> the NotAdmitted message last sent
-        self._notes: dict[str, str] = {}  # group key -> why its last admission was rejected
+        self._reasons: dict[str, reasons.Reason] = {}  # pod key -> the NotAdmitted reason last sent
+        self._notes: dict[str, reasons.Reason] = {}  # group -> why its last admission failed
         self._recreating: dict[str, asyncio.Event] = {}  # pod key -> set when the old one is gone
         self._jobs: asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]]
         self._jobs = asyncio.Queue()
@@ -318,12 +318,12 @@ class Admission:
                 passed.append(decision)
         for group_key in sorted(admits):
             self._notes.pop(group_key, None)
-        reasons = dict(result.group_reasons)
+        why = dict(result.group_why)
         for group_key, note in sorted(self._notes.items()):
-            reasons[group_key] = f"{reasons[group_key]}; {note}" if group_key in reasons else note
+            why[group_key] = _noted(why[group_key], note) if group_key in why else note
         self._sink.apply(
             dataclasses.replace(
-                result, decisions=tuple(passed), group_reasons=types.MappingProxyType(reasons)
+                result, decisions=tuple(passed), group_why=types.MappingProxyType(why)
             )
         )
         evicted = victim_waits.victims_by_node(result)
@@ -367,7 +367,7 @@ class Admission:
             return
         self._reasons[decision.key] = decision.reason
         self._pod_event(
-            decision.key, type=events.NORMAL, reason="NotAdmitted", message=decision.reason
+            decision.key, type=events.NORMAL, reason="NotAdmitted", message=decision.reason.message
         )
 
     def check_timeouts(self) -> None:
@@ -389,7 +389,9 @@ class Admission:
         logger.warning("%s", message)
         self._pod_event(key, type=events.WARNING, reason="AdmissionRejected", message=message)
         if group is not None:
-            self._notes[group] = f"{message}; the pod waits gated again"
+            self._notes[group] = reasons.new(
+                reasons.ReasonCode.ADMISSION_REJECTED, f"{message}; the pod waits gated again"
+            )
             namespace, _, name = group.partition("/")
             if not name.startswith("pod:") and self._recorder is not None:
                 self._recorder.record(
@@ -724,3 +726,9 @@ class Admission:
             logger.warning("%s", message)
         else:
             logger.debug("%s", message)
+
+
+def _noted(why: reasons.Reason, note: reasons.Reason) -> reasons.Reason:
+    """The scheduler's reason for a group with the last admission rejection appended; the
+    scheduler's code stands (it says why the group waits now)."""
+    return dataclasses.replace(why, message=f"{why.message}; {note.message}")

@@ -69,7 +69,7 @@ from berth.kube import (
     rest,
     victim_waits,
 )
-from berth.scheduler.framework import decisions
+from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots
 from berth.util import clocks
@@ -175,7 +175,7 @@ class ApiSink:
             api, clock=clock, recorder=recorder
         )
         # (subject kind, key) -> the reason last written to its Scheduled condition
-        self._reasons: dict[tuple[str, str], str] = {}
+        self._reasons: dict[tuple[str, str], reasons.Reason] = {}
         self._nominated: dict[str, str] = {}  # pod key -> the node last nominated
         self._failing: set[str] = set()  # kinds of failure already logged
         self.last_result: decisions.CycleResult | None = None
@@ -305,14 +305,14 @@ class ApiSink:
         pod = snapshot.pods.get(decision.key) if snapshot is not None else None
         if pod is not None and pod.reserve:
             return  # an in-memory reserve pod: its Reservation hears about it
-        if decision.reason == decisions.NOT_TRIED and subject in self._reasons:
+        if decision.reason.code is reasons.ReasonCode.NOT_TRIED and subject in self._reasons:
             return  # no news: the reason last written still says why it waits
         ref = _pod_ref(decision.key, uid="", snapshot=snapshot)
         if self._reasons.get(subject) == decision.reason:
             # Still waiting for the same reason: the condition stands; the recorder counts
             # the repeat into the pod's one FailedScheduling Event (at most once a while).
             self._event(
-                ref, type=events.WARNING, reason="FailedScheduling", message=decision.reason
+                ref, type=events.WARNING, reason="FailedScheduling", message=decision.reason.message
             )
             return
         self._reasons[subject] = decision.reason
@@ -622,7 +622,7 @@ class ApiSink:
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",
-            "message": decision.reason,
+            "message": decision.reason.message,
             "lastProbeTime": None,
             "lastTransitionTime": conditions.timestamp(self._clock.now()),
         }
@@ -636,7 +636,7 @@ class ApiSink:
             ref or events.ObjectRef("Pod", name, namespace),
             type=events.WARNING,
             reason="FailedScheduling",
-            message=decision.reason,
+            message=decision.reason.message,
         )
 
     async def _patch(

@@ -3,9 +3,11 @@
 :class:`ReservationStatuses` turns the Reservation decisions of a cycle
 (``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation`` and a Reservation's
 ``Unschedulable``) into status changes: phase, node, allocatable; owners and allocated;
-``Scheduled``/``Ready`` conditions. Each write reads the Reservation, changes its status and
-writes it back at the version read (a 409 reads again, a few times); an Event says what
-happened. An availability write never revives a reservation that has ended already.
+``Scheduled``/``Ready`` conditions. What the status becomes is
+:func:`berth.kube.status_owners.reservation_status` (the one owner ``berth sim`` uses too);
+each write reads the Reservation, computes its status and writes it back at the version read
+(a 409 reads again, a few times); an Event says what happened. An availability write never
+revives a reservation that has ended already.
 
 The binder (:class:`~berth.kube.decisions.ApiSink`) owns the queueing (one worker, so that a
 cycle's changes to one Reservation land in order) and the bookkeeping of which reason was last
@@ -15,22 +17,19 @@ written; this module only writes. Failures are logged once per kind, never raise
 from __future__ import annotations
 
 import collections.abc
-import copy
 import logging
 import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys, resources
-from berth.kube import conditions, errors, events, rest
+from berth.api import keys
+from berth.kube import errors, events, rest, status_owners
 from berth.scheduler.framework import decisions
 from berth.util import clocks
 
 __all__ = ["ReservationStatuses"]
 
 logger = logging.getLogger(__name__)
-
-_ENDED_PHASES = frozenset({"Succeeded", "Expired", "Failed"})
 
 
 class ReservationStatuses:
@@ -54,22 +53,7 @@ class ReservationStatuses:
 
     async def available(self, decision: decisions.SetReservationAvailable) -> bool:
         """The reservation holds ``decision.allocatable`` on ``decision.node``."""
-        now = self._clock.now()
-
-        def change(status: dict[str, typing.Any]) -> None:
-            status.update(nodeName=decision.node, allocatable=decision.allocatable.to_api())
-            _set_condition(
-                status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}", now=now
-            )
-            # An owner placed in the same cycle may have ended it already (its write can land
-            # first): never turn a Succeeded reservation back into an Available one.
-            if status.get("phase") not in _ENDED_PHASES:
-                status["phase"] = "Available"
-                _set_condition(
-                    status, "Ready", "True", "Available", "holding capacity for its owners", now=now
-                )
-
-        written = await self._update(decision.namespace, decision.name, change)
+        written = await self._apply(decision)
         if written is None:
             return False
         held = ", ".join(f"{k}={v}" for k, v in decision.allocatable.to_api().items())
@@ -83,34 +67,7 @@ class ReservationStatuses:
 
     async def allocated(self, decision: decisions.AllocateReservation) -> bool:
         """An owner was placed into the reservation (which may end it: allocate-once)."""
-        now = self._clock.now()
-
-        def change(status: dict[str, typing.Any]) -> None:
-            owners = [
-                o
-                for o in status.get("currentOwners") or []
-                if isinstance(o, dict) and o.get("uid") != decision.owner_uid
-            ]
-            owners.append(
-                {"namespace": decision.namespace, "name": decision.owner, "uid": decision.owner_uid}
-            )
-            try:
-                allocated = resources.ResourceList.parse(status.get("allocated"))
-            except Exception:
-                allocated = resources.ResourceList()  # unreadable: start again from this owner
-            status.update(currentOwners=owners, allocated=(allocated + decision.requests).to_api())
-            if decision.succeeded:
-                status["phase"] = "Succeeded"
-                _set_condition(
-                    status,
-                    "Ready",
-                    "False",
-                    "Succeeded",
-                    f"used by its owner {decision.owner}",
-                    now=now,
-                )
-
-        written = await self._update(decision.namespace, decision.name, change)
+        written = await self._apply(decision)
         if written is None:
             return False
         self._event(
@@ -123,13 +80,7 @@ class ReservationStatuses:
 
     async def ended(self, decision: decisions.EndReservation) -> bool:
         """The reservation ended (``decision.phase``) and holds nothing any more."""
-        now = self._clock.now()
-
-        def change(status: dict[str, typing.Any]) -> None:
-            status["phase"] = decision.phase
-            _set_condition(status, "Ready", "False", decision.reason, decision.message, now=now)
-
-        written = await self._update(decision.namespace, decision.name, change)
+        written = await self._apply(decision)
         if written is None:
             return False
         self._event(
@@ -142,28 +93,35 @@ class ReservationStatuses:
 
     async def unschedulable(self, decision: decisions.Unschedulable) -> bool:
         """The reservation could not be placed: its ``Scheduled`` condition says why."""
-        namespace, _, name = decision.key.partition("/")
-        now = self._clock.now()
-
-        def change(status: dict[str, typing.Any]) -> None:
-            _set_condition(status, "Scheduled", "False", "Unschedulable", decision.reason, now=now)
-
-        written = await self._update(namespace, name, change)
+        written = await self._apply(decision)
         if written is None:
             return False
         self._event(
             written,
             type=events.WARNING,
             reason="FailedScheduling",
-            message=decision.reason,
+            message=decision.reason.message,
         )
         return True
+
+    async def _apply(
+        self, fact: status_owners.ReservationFact
+    ) -> collections.abc.Mapping[str, typing.Any] | None:
+        """Write the status :func:`~berth.kube.status_owners.reservation_status` gives."""
+        if isinstance(fact, decisions.Unschedulable):
+            namespace, _, name = fact.key.partition("/")
+        else:
+            namespace, name = fact.namespace, fact.name
+        now = self._clock.now()
+        return await self._update(
+            namespace, name, lambda status: status_owners.reservation_status(status, fact, now=now)
+        )
 
     async def _update(
         self,
         namespace: str,
         name: str,
-        change: collections.abc.Callable[[dict[str, typing.Any]], None],
+        change: collections.abc.Callable[[dict[str, typing.Any]], dict[str, typing.Any]],
         *,
         attempts: int = 3,
     ) -> collections.abc.Mapping[str, typing.Any] | None:
@@ -179,8 +137,7 @@ class ReservationStatuses:
                 self._log_failure("reservation", f"reading reservation {namespace}/{name}: {exc}")
                 return None
             before = current.get("status")
-            status = copy.deepcopy(before) if isinstance(before, dict) else {}
-            change(status)
+            status = change(before if isinstance(before, dict) else {})
             if status == before:
                 return current
             version = (current.get("metadata") or {}).get("resourceVersion")
@@ -233,12 +190,3 @@ class ReservationStatuses:
             logger.warning("%s", message)
         else:
             logger.debug("%s", message)
-
-
-def _set_condition(
-    status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
-) -> None:
-    """Set one condition in ``status``; the transition time moves only when ``value`` does."""
-    status["conditions"] = conditions.updated(
-        status, kind=kind, value=value, reason=reason, message=message, now=now
-    )

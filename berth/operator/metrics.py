@@ -181,7 +181,13 @@ class Metrics:
             "Reservations by phase.",
             ("phase",),
         )
+        self._waiting = _StateGauge(
+            f"{PREFIX}_waiting_podgroups",
+            "PodGroups the last cycle left pending, by reason code (the condition's reason).",
+            ("reason",),
+        )
         for collector in (
+            self._waiting,
             self._pending,
             self._allocated,
             self._guaranteed,
@@ -247,6 +253,10 @@ class Metrics:
 
     def set_podgroup_phases(self, counts: collections.abc.Mapping[str, int]) -> None:
         self._podgroups.replace({(phase,): n for phase, n in counts.items()})
+
+    def set_waiting_reasons(self, counts: collections.abc.Mapping[str, int]) -> None:
+        """Pending PodGroups by reason code, replaced after each cycle."""
+        self._waiting.replace({(code,): n for code, n in counts.items()})
 
     def set_reservation_phases(self, counts: collections.abc.Mapping[str, int]) -> None:
         self._reservations.replace({(phase,): n for phase, n in counts.items()})

@@ -52,7 +52,7 @@ from berth.operator import components, embedding, main, visibility
 from berth.operator import metrics as berth_metrics
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions as cycle_decisions
-from berth.scheduler.framework import profiles, registries
+from berth.scheduler.framework import profiles, reasons, registries
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots as snapshot_types
@@ -61,8 +61,6 @@ from berth.workloads import interop
 __all__ = ["Parts", "leader_components", "load_profile", "with_registry"]
 
 logger = logging.getLogger(__name__)
-
-_NOT_TRIED = cycle_decisions.NOT_TRIED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -387,8 +385,8 @@ class _MetricsFeed:
         bound = result.bindings()
         outcomes = [berth_metrics.AttemptResult.SCHEDULED] * len(bound) + [
             berth_metrics.AttemptResult.UNSCHEDULABLE
-            for reason in result.pod_reasons.values()
-            if reason != _NOT_TRIED
+            for why in result.pod_why.values()
+            if why.code is not reasons.ReasonCode.NOT_TRIED
         ]
         outcomes += [berth_metrics.AttemptResult.ERROR] * len(result.errors)
         durations = list(result.attempt_seconds)
@@ -396,6 +394,9 @@ class _MetricsFeed:
             metrics.record_attempt(
                 outcome, algorithm_seconds=durations[i] if i < len(durations) else None
             )
+        metrics.set_waiting_reasons(
+            collections.Counter(why.code.value for why in result.group_why.values())
+        )
         victims = len(result.of_kind(cycle_decisions.EvictPod))
         if victims:
             metrics.count_preemption_victims(victims)

@@ -205,7 +205,7 @@ class Visibility:
             "queue": group.queue,
             "waiting": len(line),
             "position": line.index(key) + 1 if key in line else None,
-            "reason": result.group_reasons.get(key) if result is not None else None,
+            "reason": _message(result, key),
             "queueShare": {
                 "allocated": _text(summary.allocated if summary else None),
                 "fairShare": _text(summary.fair_share if summary else None),
@@ -257,7 +257,7 @@ class Visibility:
             "minMember": group.min_member if group is not None else None,
             "priority": group.priority if group is not None else None,
             "created": group.creation_timestamp if group is not None else None,
-            "reason": result.group_reasons.get(key) if result is not None else None,
+            "reason": _message(result, key),
         }
 
 
@@ -338,3 +338,9 @@ def _number(text: str | None, *, default: int, what: str, low: int, high: int | 
         bound = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise BadRequest(f"{what} must be {bound}, got {value}")
     return value
+
+
+def _message(result: decisions.CycleResult | None, group: str) -> str | None:
+    """Why the last cycle left ``group`` pending, as users read it (None: it did not)."""
+    why = result.group_why.get(group) if result is not None else None
+    return why.message if why is not None else None

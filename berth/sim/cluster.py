@@ -38,8 +38,9 @@ import dataclasses
 import datetime
 import typing
 
-from berth.api import keys, resources
-from berth.scheduler.framework import decisions
+from berth.api import keys
+from berth.kube import status_owners
+from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache, snapshots
 from berth.util import clocks
 
@@ -118,7 +119,7 @@ class Waiting:
 
     subject: decisions.Subject
     key: str
-    reason: str
+    reason: reasons.Reason
 
 
 Applied = Bound | Evicted | ReservationPlaced | Waiting
@@ -143,7 +144,7 @@ class InMemoryCluster:
         self._by_kind: dict[str, set[ObjectKey]] = {kind: set() for kind in KINDS}
         self._group_pods: dict[ObjectKey, set[ObjectKey]] = {}
         self._outbox: list[Applied] = []
-        self._reasons: dict[tuple[decisions.Subject, str], str] = {}  # last reason told
+        self._reasons: dict[tuple[decisions.Subject, str], reasons.Reason] = {}  # last told
         self._uids = 0
         self._version = 0
 
@@ -315,67 +316,25 @@ class InMemoryCluster:
         self._update(obj, metadata={**obj["metadata"], "annotations": annotations})
 
     def _reservation_available(self, decision: decisions.SetReservationAvailable) -> None:
-        obj = self.get("Reservation", namespace=decision.namespace, name=decision.name)
-        if obj is None:
-            return
-        status = {
-            **(obj.get("status") or {}),
-            "phase": "Available",
-            "nodeName": decision.node,
-            "allocatable": decision.allocatable.to_api(),
-        }
-        self._reasons.pop((decisions.Subject.RESERVATION, decision.key), None)
-        self._condition(status, "Scheduled", "True", "Scheduled", f"placed on {decision.node}")
-        self._condition(status, "Ready", "True", "Available", "holding capacity for its owners")
-        self._update(obj, status=status)
-        self._outbox.append(ReservationPlaced(key=decision.key, node=decision.node))
+        if self._reservation(decision, decision.namespace, decision.name):
+            self._reasons.pop((decisions.Subject.RESERVATION, decision.key), None)
+            self._outbox.append(ReservationPlaced(key=decision.key, node=decision.node))
 
     def _reservation_allocated(self, decision: decisions.AllocateReservation) -> None:
-        obj = self.get("Reservation", namespace=decision.namespace, name=decision.name)
-        if obj is None:
-            return
-        status = dict(obj.get("status") or {})
-        owners = [
-            o for o in status.get("currentOwners") or [] if o.get("uid") != decision.owner_uid
-        ]
-        owners.append(
-            {"namespace": decision.namespace, "name": decision.owner, "uid": decision.owner_uid}
-        )
-        allocated = resources.ResourceList.parse(status.get("allocated")) + decision.requests
-        status.update(currentOwners=owners, allocated=allocated.to_api())
-        if decision.succeeded:
-            status["phase"] = "Succeeded"
-            self._condition(
-                status, "Ready", "False", "Succeeded", f"used by its owner {decision.owner}"
-            )
-        self._update(obj, status=status)
+        self._reservation(decision, decision.namespace, decision.name)
 
     def _reservation_ended(self, decision: decisions.EndReservation) -> None:
-        obj = self.get("Reservation", namespace=decision.namespace, name=decision.name)
-        if obj is None:
-            return
-        status = {**(obj.get("status") or {}), "phase": decision.phase}
-        self._condition(status, "Ready", "False", decision.reason, decision.message)
-        self._update(obj, status=status)
+        self._reservation(decision, decision.namespace, decision.name)
 
-    def _condition(
-        self, status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str
-    ) -> None:
-        """Set one condition in ``status`` (a fresh list; the transition time only on change)."""
-        conditions = list(status.get("conditions") or [])
-        old = next((c for c in conditions if c.get("type") == kind), None)
-        since = old.get("lastTransitionTime") if old and old.get("status") == value else None
-        conditions = [c for c in conditions if c.get("type") != kind]
-        conditions.append(
-            {
-                "type": kind,
-                "status": value,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": since or self._timestamp(),
-            }
-        )
-        status["conditions"] = conditions
+    def _reservation(self, fact: status_owners.ReservationFact, namespace: str, name: str) -> bool:
+        """Give the Reservation the status the live operator would write (False: gone)."""
+        obj = self.get("Reservation", namespace=namespace, name=name)
+        if obj is None:
+            return False
+        current = obj.get("status") or {}
+        status = status_owners.reservation_status(current, fact, now=self._clock.now())
+        self._update(obj, status=status)
+        return True
 
     def _nominate(self, decision: decisions.NominatePod) -> None:
         obj = self._pod(decision.namespace, decision.name, decision.uid)
@@ -388,12 +347,17 @@ class InMemoryCluster:
         if self._reasons.get(subject) == decision.reason:
             return  # every cycle repeats the reasons of everything still waiting
         self._reasons[subject] = decision.reason
+        namespace, _, name = decision.key.partition("/")
+        if decision.subject is decisions.Subject.RESERVATION:
+            self._reservation(decision, namespace, name)
+            self._outbox.append(
+                Waiting(subject=decision.subject, key=decision.key, reason=decision.reason)
+            )
+            return
         kind, condition = {
             decisions.Subject.POD: ("Pod", "PodScheduled"),
             decisions.Subject.GROUP: ("PodGroup", "Scheduled"),
-            decisions.Subject.RESERVATION: ("Reservation", "Scheduled"),
         }[decision.subject]
-        namespace, _, name = decision.key.partition("/")
         obj = self.get(kind, namespace=namespace, name=name)
         if obj is not None:
             # Written in place: the scheduler never reads these conditions back, so the cache
@@ -404,8 +368,9 @@ class InMemoryCluster:
                 {
                     "type": condition,
                     "status": "False",
-                    "reason": "Unschedulable",
-                    "message": decision.reason,
+                    # A pod's is Kubernetes' "Unschedulable"; a group's is the reason's code.
+                    "reason": "Unschedulable" if kind == "Pod" else decision.reason.code.value,
+                    "message": decision.reason.message,
                     "lastTransitionTime": self._timestamp(),
                 },
             ]

@@ -82,9 +82,12 @@ class Delete:
 
 @dataclasses.dataclass(frozen=True)
 class Wakeup:
-    """Nothing changes, but the scheduler should look again (``reason`` says why)."""
+    """Nothing changes, but the scheduler should look again (``reason`` says why, for a
+    reader). ``periodic`` marks the scheduler's own period, as opposed to a deadline (a
+    timeout, a TTL) the scheduler decides by."""
 
     reason: str
+    periodic: bool = False
 
 
 Event = Arrival | Completion | Apply | Delete | Wakeup

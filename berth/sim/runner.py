@@ -158,7 +158,9 @@ class Simulation:
                 elif not self._wakeup_pending:
                     # Within the scheduling period: the change waits for the next cycle.
                     self._wakeup_pending = True
-                    self._push(self._next_cycle, events.Wakeup(reason="schedule period"))
+                    self._push(
+                        self._next_cycle, events.Wakeup(reason="schedule period", periodic=True)
+                    )
             if progress is not None:
                 progress(self.now, self.horizon)
             next_time = self.queue.next_time()
@@ -240,7 +242,7 @@ class Simulation:
             return True
         if isinstance(event, events.Delete):
             return self._delete(event)
-        if event.reason == "schedule period":
+        if event.periodic:
             self._wakeup_pending = False
         else:
             self._deadline = True  # a timeout or a TTL: the scheduler decides by time
@@ -404,7 +406,7 @@ class Simulation:
             or applied.key not in self._pods
             or self._pods[applied.key].job == applied.key
         ):
-            self.recorder.job_reason(applied.key, applied.reason)
+            self.recorder.job_reason(applied.key, applied.reason.message)
         return False
 
     def _requeue(self, evicted: list[cluster.Evicted]) -> None:

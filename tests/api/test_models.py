@@ -1,4 +1,4 @@
-"""The models of DESIGN.md §2: defaults, wire names, rules, and how bad input is refused.
+"""The models of docs/architecture.md: defaults, wire names, rules, and how bad input is refused.
 
 We test these aspects:
 - defaults of every kind (and that the wire shows them);

@@ -3,7 +3,8 @@
 We test these aspects:
 
 - the phase for member counts and the scheduler's reason (table), the timeout included;
-- the CamelCase reason the ``Reason`` column shows, for each kind of why-pending text (table);
+- the CamelCase reason the ``Reason`` column shows is the scheduler's reason code, whatever
+  the message says (table);
 - the desired status: counts, phase, the ``Scheduled`` condition (True once placed; False with
   the scheduler's reason, or "waiting for pods" before quorum), other conditions kept, and the
   transition time kept while the condition does not change; nothing for a group the snapshot
@@ -18,11 +19,17 @@ import pytest
 
 from berth.controllers import observed, podgroups
 from berth.kube import conditions
+from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import snapshots
 from tests.scheduler import builders as b
 
 NOW = b.EPOCH + 100
 P = podgroups.Phase
+C = reasons.ReasonCode
+
+
+def why(code: reasons.ReasonCode, message: str) -> reasons.Reason:
+    return reasons.new(code, message)
 
 
 def counts(
@@ -44,14 +51,36 @@ def counts(
     [
         (counts(4, created=2), None, True, P.PENDING),
         (counts(4, created=4), None, True, P.INQUEUE),
-        (counts(4, created=4), "0/3 nodes fit: 3 Insufficient cpu", True, P.INQUEUE),
+        (
+            counts(4, created=4),
+            why(C.NOT_ENOUGH_RESOURCES, "0/3 nodes fit: 3 Insufficient cpu"),
+            True,
+            P.INQUEUE,
+        ),
         (counts(4, created=4, scheduled=4), None, True, P.SCHEDULED),
         (counts(4, created=4, scheduled=4, running=4), None, True, P.RUNNING),
         (counts(4, created=4, scheduled=4, running=2, succeeded=2), None, True, P.RUNNING),
         (counts(4, created=4, scheduled=4, succeeded=4), None, True, P.FINISHED),
         (counts(4, created=1, scheduled=4, succeeded=1, failed=3), None, True, P.FAILED),
-        (counts(4, created=4), "schedule timeout of 60s exceeded (waiting 61s): x", True, P.FAILED),
-        (counts(4, created=4), "schedule timeout of 60s exceeded (attempt 1): x", False, P.INQUEUE),
+        (
+            counts(4, created=4),
+            why(C.GANG_TIMED_OUT, "schedule timeout of 60s exceeded (waiting 61s): x"),
+            True,
+            P.FAILED,
+        ),
+        (
+            counts(4, created=4),
+            why(C.GANG_TIMED_OUT, "schedule timeout of 60s exceeded (attempt 1): x"),
+            False,
+            P.INQUEUE,
+        ),
+        # The code decides, not the words: a message that reads like a timeout is not one.
+        (
+            counts(4, created=4),
+            why(C.UNSCHEDULABLE, "schedule timeout of 60s exceeded (waiting 61s): x"),
+            True,
+            P.INQUEUE,
+        ),
         (counts(1), None, True, P.PENDING),
     ],
     ids=[
@@ -65,47 +94,55 @@ def counts(
         "members-failed",
         "timed-out-fail",
         "timed-out-requeue",
+        "timeout-words-only",
         "no-members",
     ],
 )
 def test_phase(
-    given: podgroups.Counts, reason: str | None, fail_on_timeout: bool, phase: podgroups.Phase
+    given: podgroups.Counts,
+    reason: reasons.Reason | None,
+    fail_on_timeout: bool,
+    phase: podgroups.Phase,
 ) -> None:
     assert podgroups.phase_of(given, reason=reason, fail_on_timeout=fail_on_timeout) is phase
 
 
 @pytest.mark.parametrize(
-    ("text", "code"),
+    ("code", "text"),
     [
-        ("schedule timeout of 60s exceeded (waiting 61s): 0/3 nodes fit", "Timeout"),
-        ("waiting for pods: 3/8 created, minMember 8", "NotEnoughPods"),
-        ("queue team-z does not exist", "QueueNotFound"),
-        ("queue team-a is closed", "QueueClosed"),
-        ("queue research is not a leaf queue", "NotLeafQueue"),
-        ("queue team-a at limit for cpu (needs 2, 1 left)", "QueueOverLimit"),
-        ("queue team-b is over its share", "QueueOverShare"),
-        ("not enough free resources in the cluster for minResources: cpu", "NotEnoughResources"),
-        (
-            "gang needs minMember 4, only 2 could be placed; 0/3 nodes fit: 3 Insufficient cpu",
-            "NotEnoughResources",
-        ),
-        ("node(s) didn't match Pod's node affinity/selector", "Unschedulable"),
+        (C.GANG_TIMED_OUT, "schedule timeout of 60s exceeded (waiting 61s): 0/3 nodes fit"),
+        (C.QUEUE_NOT_FOUND, "queue team-z does not exist"),
+        (C.QUEUE_CLOSED, "queue team-a is closed"),
+        (C.NOT_LEAF_QUEUE, "queue research is not a leaf queue"),
+        (C.QUEUE_AT_LIMIT, "queue team-a at limit for cpu (needs 2, 1 left)"),
+        (C.QUEUE_OVER_SHARE, "queue team-b is over its share"),
+        (C.NOT_ENOUGH_RESOURCES, "not enough free resources for minResources: cpu"),
+        # Nothing reads the words: an invalid queue whose problem names a missing parent is
+        # QueueInvalid (a substring match once made it QueueNotFound).
+        (C.QUEUE_INVALID, "queue a is invalid: parent queue b does not exist"),
+        (C.UNSCHEDULABLE, "queue team-z does not exist"),
     ],
     ids=[
         "timeout",
-        "pods",
         "no-queue",
         "closed",
         "not-leaf",
         "limit",
         "share",
         "min-resources",
-        "insufficient",
-        "other",
+        "invalid-naming-another-problem",
+        "words-of-another-code",
     ],
 )
-def test_reason_code(text: str, code: str) -> None:
-    assert podgroups.reason_code(text) == code
+def test_condition_reason_is_the_reason_code(code: reasons.ReasonCode, text: str) -> None:
+    objects = b.gang("g", 2, cpu="100")
+    snap = snapshot_of(*objects)
+    status = podgroups.desired_status(
+        observe(objects[0]), snapshot=snap, reason=why(code, text), now=NOW
+    )
+    assert status is not None
+    (condition,) = status["conditions"]
+    assert (condition["reason"], condition["message"]) == (code.value, text)
 
 
 def observe(
@@ -136,12 +173,13 @@ def test_waiting_for_pods_before_quorum() -> None:
 def test_unschedulable_group_carries_the_schedulers_reason() -> None:
     objects = b.gang("g", 2, cpu="100")
     snap = snapshot_of(*objects)
-    why = "gang needs minMember 2, only 0 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
-    status = podgroups.desired_status(observe(objects[0]), snapshot=snap, reason=why, now=NOW)
+    text = "gang needs minMember 2, only 0 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
+    reason = why(C.NOT_ENOUGH_RESOURCES, text)
+    status = podgroups.desired_status(observe(objects[0]), snapshot=snap, reason=reason, now=NOW)
     assert status is not None
     assert status["phase"] == "Inqueue"
     (condition,) = status["conditions"]
-    assert (condition["reason"], condition["message"]) == ("NotEnoughResources", why)
+    assert (condition["reason"], condition["message"]) == ("NotEnoughResources", text)
 
 
 def test_placed_group_counts_members_and_keeps_other_conditions() -> None:
@@ -171,7 +209,10 @@ def test_transition_time_is_kept_while_the_condition_holds() -> None:
     )
     assert later == first
     changed = podgroups.desired_status(
-        observe(group, status=first), snapshot=snap, reason="queue q is closed", now=NOW + 60
+        observe(group, status=first),
+        snapshot=snap,
+        reason=why(C.QUEUE_CLOSED, "queue q is closed"),
+        now=NOW + 60,
     )
     assert changed is not None
     assert changed["conditions"][0]["lastTransitionTime"] == conditions.timestamp(NOW + 60)

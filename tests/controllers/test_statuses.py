@@ -24,6 +24,7 @@ from berth.controllers import observed, statuses
 from berth.emulator import testing
 from berth.kube import clients, events
 from berth.scheduler.framework import decisions
+from berth.scheduler.framework import reasons as why
 from berth.scheduler.snapshot import snapshots, wire
 from berth.util import clocks
 from tests.kube import conftest
@@ -91,7 +92,7 @@ class Writer:
         assert seen is not None
         self.objects.put(seen)
 
-    def cycle(self, *, reasons: dict[str, str] | None = None) -> None:
+    def cycle(self, *, reasons: dict[str, why.Reason] | None = None) -> None:
         """The scheduler's last snapshot and result, from what the API server holds."""
         cache = b.cache_of(b.node("n1", cpu="8"))
         api = self.emulator.api
@@ -103,7 +104,7 @@ class Writer:
         for obj in self.emulator.call(api.storage.list, pods.key):
             cache.add_pod(obj)
         self.board.snap = cache.snapshot(clocks.SystemClock().now())
-        self.board.res = decisions.CycleResult(session_id="s", group_reasons=reasons or {})
+        self.board.res = decisions.CycleResult(session_id="s", group_why=reasons or {})
 
     def patches(self) -> int:
         return self.emulator.count(
@@ -135,26 +136,29 @@ async def test_writes_what_differs_and_explains(writer: Writer) -> None:
         conftest.create(emulator, b.pod(f"g-{i}", group="g", cpu="100", memory=None), plural="pods")
     writer.observe("Queue", "queues", "team", namespace="")
     writer.observe("PodGroup", "podgroups", "g")
-    why = "gang needs minMember 2, only 0 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
-    writer.cycle(reasons={"default/g": why})
+    text = "gang needs minMember 2, only 0 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
+    reason = why.new(why.ReasonCode.NOT_ENOUGH_RESOURCES, text)
+    writer.cycle(reasons={"default/g": reason})
     assert await writer.writer.write_once() == 2
     group = writer.stored("podgroups", "g")["status"]
     assert group["phase"] == "Inqueue"
-    assert group["conditions"][0]["message"] == why
+    assert group["conditions"][0]["message"] == text
     queue = writer.stored("queues", "team", namespace="")["status"]
     assert queue["pending"] == 1
     await writer.recorder.drain()
     assert writer.recorder.posted == 1  # FailedScheduling on the group; the queue is valid
 
     # Kopf has not observed the write yet: the same write is not repeated.
-    writer.cycle(reasons={"default/g": why})
+    writer.cycle(reasons={"default/g": reason})
     assert await writer.writer.write_once() == 0
     # Observed and unchanged: nothing to write.
     writer.observe("Queue", "queues", "team", namespace="")
     writer.observe("PodGroup", "podgroups", "g")
     assert await writer.writer.write_once() == 0
     # A new reason is written.
-    writer.cycle(reasons={"default/g": "queue team is closed"})
+    writer.cycle(
+        reasons={"default/g": why.new(why.ReasonCode.QUEUE_CLOSED, "queue team is closed")}
+    )
     assert await writer.writer.write_once() == 1
     assert writer.stored("podgroups", "g")["status"]["conditions"][0]["reason"] == "QueueClosed"
     assert writer.patches() == 3

@@ -28,12 +28,18 @@ from berth.api import resources
 from berth.emulator import faults, testing
 from berth.kube import clients, decisions, events
 from berth.scheduler.framework import decisions as d
+from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import clocks
 from tests.kube import conftest
 
 Object = dict[str, typing.Any]
 BINDING = "/api/v1/namespaces/{namespace}/pods/{name}/binding"
+
+
+def waiting(message: str) -> reasons.Reason:
+    """A why-pending reason as the scheduler hands it on (the sink renders the message)."""
+    return reasons.new(reasons.ReasonCode.UNSCHEDULABLE, message)
 
 
 class Observer:
@@ -319,13 +325,13 @@ async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> N
     pod = harness.add_pod("p")
     harness.start()
     why = d.Unschedulable(
-        subject=d.Subject.POD, key="default/p", reason="0/2 nodes fit: 2 Insufficient cpu"
+        subject=d.Subject.POD, key="default/p", reason=waiting("0/2 nodes fit: 2 Insufficient cpu")
     )
     harness.apply(why)
     harness.apply(why)
     await harness.settle()
     harness.apply(
-        d.Unschedulable(subject=d.Subject.POD, key="default/p", reason="queue q is closed")
+        d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=waiting("queue q is closed"))
     )
     await harness.settle()
     status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
@@ -377,7 +383,7 @@ async def test_reservation_lifecycle_decisions(harness: Harness) -> None:
         d.Unschedulable(
             subject=d.Subject.RESERVATION,
             key="default/late",
-            reason="0/2 nodes fit: 2 Insufficient cpu",
+            reason=waiting("0/2 nodes fit: 2 Insufficient cpu"),
         ),
     )
     await harness.settle()
@@ -454,7 +460,7 @@ async def test_a_pod_not_tried_this_cycle_keeps_its_reason(harness: Harness) -> 
     harness.add_pod("p")
     harness.start()
     why = "0/2 nodes fit: 2 Insufficient cpu"
-    harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=why))
+    harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=waiting(why)))
     await harness.settle()
     harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=d.NOT_TRIED))
     await harness.settle()

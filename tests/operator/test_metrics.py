@@ -7,7 +7,8 @@ We test these aspects:
 - two ``Metrics`` objects do not collide (two operators in one test process);
 - recorded values appear with the right labels; queue resources are in base units with a
   ``unit`` label; state gauges are replaced as a whole (a vanished queue disappears);
-- a negative victim count is refused.
+- a negative victim count is refused;
+- the PodGroups a cycle left pending are counted by their reason code.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import prometheus_client.parser
 import pytest
 
 from berth.api import resources
-from berth.operator import metrics
+from berth.operator import metrics, scheduling
+from tests.scheduler import builders as b
+from tests.scheduler.queues import runs
 
 
 def samples(m: metrics.Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -182,3 +185,25 @@ def test_unit_of_resources(resource: str, unit: str) -> None:
 def test_negative_victim_count_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot be negative"):
         metrics.Metrics().count_preemption_victims(-1)
+
+
+def test_waiting_podgroups_are_counted_by_reason_code() -> None:
+    run = runs.Run(
+        b.node("n1", cpu="4"),
+        runs.queue("open"),
+        runs.queue("shut", state="Closed"),
+        *runs.gang("big", 8, queue="open"),  # eight one-cpu pods on a four-cpu node
+        *runs.gang("new", 1, queue="shut"),
+        *runs.gang("lost", 1, queue="gone"),
+    )
+    result = run.cycle().result
+    m = metrics.Metrics()
+    scheduling._MetricsFeed(m).cycle(result, snapshot=None)
+    got = {
+        labels: v for (name, labels), v in samples(m).items() if name == "berth_waiting_podgroups"
+    }
+    assert got == {
+        (("reason", "NotEnoughResources"),): 1,
+        (("reason", "QueueClosed"),): 1,
+        (("reason", "QueueNotFound"),): 1,
+    }

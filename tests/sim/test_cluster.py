@@ -18,11 +18,16 @@ import numpy as np
 import pytest
 
 from berth.api import keys, resources
-from berth.scheduler.framework import decisions
+from berth.scheduler.framework import decisions, reasons
 from berth.sim import cluster
 from berth.util import clocks
 
 START = 1_767_225_600.0
+
+
+def waiting(message: str) -> reasons.Reason:
+    """A why-pending reason as the scheduler hands it on (the sink renders the message)."""
+    return reasons.new(reasons.ReasonCode.UNSCHEDULABLE, message)
 
 
 @pytest.fixture
@@ -146,8 +151,12 @@ def test_annotations_nominations_and_reasons(sim: cluster.InMemoryCluster) -> No
         sim,
         decisions.AnnotatePod(namespace="a", name="p1", uid=uid, annotations={"x": "y"}),
         decisions.NominatePod(namespace="a", name="p1", uid=uid, node="n2"),
-        decisions.Unschedulable(subject=decisions.Subject.POD, key="a/p1", reason="0/2 nodes fit"),
-        decisions.Unschedulable(subject=decisions.Subject.GROUP, key="a/g", reason="waiting"),
+        decisions.Unschedulable(
+            subject=decisions.Subject.POD, key="a/p1", reason=waiting("0/2 nodes fit")
+        ),
+        decisions.Unschedulable(
+            subject=decisions.Subject.GROUP, key="a/g", reason=waiting("waiting")
+        ),
     )
     stored = sim.get("Pod", namespace="a", name="p1")
     assert stored is not None
@@ -184,9 +193,10 @@ def test_a_reservation_becomes_available(sim: cluster.InMemoryCluster) -> None:
     assert stored is not None
     conditions = stored["status"].pop("conditions")
     assert stored["status"] == {"phase": "Available", "nodeName": "n1", "allocatable": {"cpu": "2"}}
+    # Sorted by type, as the live operator writes them (one status owner for both).
     assert [(c["type"], c["status"]) for c in conditions] == [
-        ("Scheduled", "True"),
         ("Ready", "True"),
+        ("Scheduled", "True"),
     ]
 
 

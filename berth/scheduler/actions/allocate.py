@@ -27,7 +27,7 @@ import collections
 import logging
 import typing
 
-from berth.scheduler.framework import jobs, sessions, statements, statuses
+from berth.scheduler.framework import jobs, reasons, sessions, statements, statuses
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import pods, queues
@@ -69,11 +69,11 @@ class Allocate:
         for pod in session.ordered_plain():
             admitted = framework.run_pre_enqueue(pod)
             if not admitted.is_success():
-                session.reject_pod(pod, reason=admitted.message())
+                session.reject_pod(pod, reason=admitted.reason())
                 continue
             attempt = session.place(pod)
             if attempt.row is None:
-                session.reject_pod(pod, reason=attempt.status.message())
+                session.reject_pod(pod, reason=attempt.status.reason())
                 continue
             with session.statement() as stmt:
                 status = stmt.allocate(pod, attempt.row, state=attempt.state)
@@ -81,7 +81,7 @@ class Allocate:
                     stmt.commit()
                 else:
                     # WAIT has nothing to wait for without a job: the pod stays pending.
-                    session.reject_pod(pod, reason=status.message())
+                    session.reject_pod(pod, reason=status.reason())
 
     # Jobs -------------------------------------------------------------------------------------
     def _place_jobs(self, session: sessions.Session, candidates: list[jobs.Job]) -> None:
@@ -89,7 +89,7 @@ class Allocate:
         grouped: dict[str, list[jobs.Job]] = {}
         for job in candidates:
             if job.queue not in known:
-                session.reject_job(job, reason=f"queue {job.queue} does not exist")
+                session.reject_job(job, reason=queue_missing(job.queue))
             else:
                 grouped.setdefault(job.queue, []).append(job)
         by_queue: dict[str, collections.deque[jobs.Job]] = {}
@@ -103,7 +103,7 @@ class Allocate:
             waiting = by_queue[queue.name]
             if session.hooks.queue_overused(queue):
                 for job in waiting:
-                    session.reject_job(job, reason=f"queue {queue.name} is over its share")
+                    session.reject_job(job, reason=over_share(queue.name))
                 del by_queue[queue.name]
                 continue
             job = waiting.popleft()
@@ -115,11 +115,11 @@ class Allocate:
         self, session: sessions.Session, job: jobs.Job, *, queue: queues.QueueInfo
     ) -> None:
         if job.group.invalid is not None:
-            session.reject_job(job, reason=job.group.invalid)
+            session.reject_job(job, reason=invalid_group(job.group.invalid))
             return
         valid = session.hooks.job_valid(job)
         if not valid.is_success():
-            session.reject_job(job, reason=valid.message())
+            session.reject_job(job, reason=valid.reason())
             return
         framework = session.framework
         tasks: list[pods.PodInfo] = []
@@ -128,8 +128,8 @@ class Allocate:
             if admitted.is_success():
                 tasks.append(pod)
             else:
-                session.reject_pod(pod, reason=admitted.message())
-        first_failure: str | None = None
+                session.reject_pod(pod, reason=admitted.reason())
+        first_failure: reasons.Reason | None = None
         with session.statement() as stmt:
             for index, pod in enumerate(tasks):
                 reason = self._try(session, stmt, pod, queue=queue)
@@ -143,10 +143,10 @@ class Allocate:
             ready = session.hooks.job_ready(job)
             if not ready.is_success():
                 stmt.discard()
-                text = ready.message()
+                why = ready.reason()
                 if first_failure is not None:
-                    text = f"{text}; {first_failure}"
-                session.reject_job(job, reason=text)
+                    why = why.followed_by(first_failure)
+                session.reject_job(job, reason=why)
                 return
             if len(stmt) == 0:
                 stmt.discard()
@@ -155,7 +155,7 @@ class Allocate:
                 return
             stmt.commit()
             if stmt.failure is not None:
-                session.reject_job(job, reason=stmt.failure.message())
+                session.reject_job(job, reason=stmt.failure.reason())
 
     @staticmethod
     def _try(
@@ -164,18 +164,37 @@ class Allocate:
         pod: pods.PodInfo,
         *,
         queue: queues.QueueInfo,
-    ) -> str | None:
+    ) -> reasons.Reason | None:
         """Place ``pod`` in ``stmt``; ``None`` on success, else why not."""
         admit = session.hooks.allocatable(queue, pod)
         if not admit.is_success():
-            return admit.message()
+            return admit.reason()
         attempt = session.place(pod)
         if attempt.row is None:
-            return attempt.status.message()
+            return attempt.status.reason()
         status: statuses.Status = stmt.allocate(pod, attempt.row, state=attempt.state)
         if status.is_success() or status.is_wait():
             return None
-        return status.message()
+        return status.reason()
+
+
+def queue_missing(queue: str) -> reasons.Reason:
+    """Why a job of a queue that does not exist waits."""
+    return reasons.new(
+        reasons.ReasonCode.QUEUE_NOT_FOUND, f"queue {queue} does not exist", queue=queue
+    )
+
+
+def over_share(queue: str) -> reasons.Reason:
+    """Why the jobs of a queue a plugin calls overused wait this round."""
+    return reasons.new(
+        reasons.ReasonCode.QUEUE_OVER_SHARE, f"queue {queue} is over its share", queue=queue
+    )
+
+
+def invalid_group(problem: str) -> reasons.Reason:
+    """Why a PodGroup whose spec cannot be used waits (``problem`` says what is wrong)."""
+    return reasons.new(reasons.ReasonCode.INVALID, problem)
 
 
 def _reserves(job: jobs.Job) -> bool:

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from berth.scheduler.actions import solvers
-from berth.scheduler.framework import jobs, sessions
+from berth.scheduler.framework import jobs, reasons, sessions
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import pods, queues
@@ -128,8 +128,9 @@ class Backfill:
             needed=job.group.min_member,
             nodes=nodes,
         )
-        why = session.group_reasons.get(job.key)
-        session.reject_job(job, reason=f"{reason}; {why}" if why else reason)
+        starving = reasons.new(reasons.ReasonCode.UNSCHEDULABLE, reason)
+        why = session.group_why.get(job.key)
+        session.reject_job(job, reason=starving.followed_by(why) if why else starving)
         return count
 
     def _fill(self, session: sessions.Session, job: jobs.Job, *, queue: queues.QueueInfo) -> int:

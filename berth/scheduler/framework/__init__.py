@@ -11,6 +11,8 @@ In-tree code imports the modules (``from berth.scheduler.framework import status
 # isort: skip_file
 from __future__ import annotations
 
+from berth.scheduler.framework.reasons import Reason, ReasonCode
+from berth.scheduler.framework.reasons import new as new_reason
 from berth.scheduler.framework.statuses import SKIP, SUCCESS, Code, Status
 from berth.scheduler.framework.statuses import new as new_status
 from berth.scheduler.framework.errors import (
@@ -162,6 +164,8 @@ __all__ = [
     "QueueInfo",
     "QueueSortPlugin",
     "QueueStatusSummary",
+    "Reason",
+    "ReasonCode",
     "Reasons",
     "Registry",
     "RegistryError",
@@ -192,6 +196,7 @@ __all__ = [
     "Unschedulable",
     "close_session",
     "load_profile",
+    "new_reason",
     "new_status",
     "open_session",
     "plugin_factory_proxy",

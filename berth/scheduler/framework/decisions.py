@@ -15,6 +15,7 @@ import types
 import typing
 
 from berth.api import resources
+from berth.scheduler.framework import reasons
 
 __all__ = [
     "AllocateReservation",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-NOT_TRIED = "not tried this cycle"
+NOT_TRIED = reasons.new(reasons.ReasonCode.NOT_TRIED, "not tried this cycle")
 """The reason of a pending pod no action looked at this cycle: no news about why it waits."""
 
 
@@ -133,7 +134,7 @@ class Unschedulable:
 
     subject: Subject
     key: str  # "namespace/name" of the pod, PodGroup or Reservation
-    reason: str
+    reason: reasons.Reason
 
 
 Decision = (
@@ -203,17 +204,18 @@ class DecisionRecorder:
 class CycleResult:
     """What one session decided, for the sink, metrics and the operator's debug API.
 
-    ``pod_reasons`` and ``group_reasons`` hold the "why pending" text of every pod and group
-    that stayed pending (also present as :class:`Unschedulable` decisions, which is how the
-    sink sees them). Timings are in seconds, keyed by action name and by plugin name.
+    ``pod_why`` and ``group_why`` hold the "why pending" :class:`~reasons.Reason` of every
+    pod and group that stayed pending (also present as :class:`Unschedulable` decisions, which
+    is how the sink sees them); ``pod_reasons`` and ``group_reasons`` are their messages, for
+    rendering. Timings are in seconds, keyed by action name and by plugin name.
     """
 
     session_id: str
     decisions: tuple[Decision, ...] = ()
-    pod_reasons: collections.abc.Mapping[str, str] = dataclasses.field(
+    pod_why: collections.abc.Mapping[str, reasons.Reason] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )
-    group_reasons: collections.abc.Mapping[str, str] = dataclasses.field(
+    group_why: collections.abc.Mapping[str, reasons.Reason] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )
     action_seconds: collections.abc.Mapping[str, float] = dataclasses.field(
@@ -232,6 +234,16 @@ class CycleResult:
     queues: collections.abc.Mapping[str, QueueStatusSummary] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )  # by queue name, when a queue plugin published them
+
+    @property
+    def pod_reasons(self) -> dict[str, str]:
+        """Pod key -> the message of its reason (what users read)."""
+        return {key: why.message for key, why in self.pod_why.items()}
+
+    @property
+    def group_reasons(self) -> dict[str, str]:
+        """Group key -> the message of its reason (what users read)."""
+        return {key: why.message for key, why in self.group_why.items()}
 
     def of_kind(self, kind: type[_DecisionT]) -> list[_DecisionT]:
         """The decisions of one type, in order: ``result.of_kind(decisions.BindPod)``."""

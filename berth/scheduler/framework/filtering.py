@@ -22,6 +22,7 @@ import functools
 import numpy as np
 import numpy.typing as npt
 
+from berth.scheduler.framework import reasons as reasons_
 from berth.scheduler.framework import statuses
 
 __all__ = [
@@ -46,11 +47,14 @@ class NodeFilter:
 
     ``explain`` is called at most once, and only when the reasons are needed; it returns the
     failing rows per reason. Without it, every failing row is given ``reason``.
+    ``reason_code`` is what kind of obstacle failing rows are (``NotEnoughResources`` for a
+    capacity filter), which :func:`unplaceable` hands on to the pod's reason.
     """
 
     passed: BoolArray
     code: statuses.Code = statuses.Code.UNSCHEDULABLE  # what failing rows mean for the pod
     reason: str = "node(s) didn't pass the filter"  # used when explain is None
+    reason_code: reasons_.ReasonCode = reasons_.ReasonCode.UNSCHEDULABLE
     explain: collections.abc.Callable[[], Reasons] | None = None
 
     @functools.cached_property
@@ -85,9 +89,12 @@ def unplaceable(
     failing row a plugin's reasons do not cover is counted as ``rejected by <plugin>``, so the
     counts always account for every node. The code is ``UNSCHEDULABLE`` when some node was
     rejected by a filter whose code is ``UNSCHEDULABLE`` (evicting might help there), else
-    ``UNSCHEDULABLE_AND_UNRESOLVABLE``.
+    ``UNSCHEDULABLE_AND_UNRESOLVABLE``. The reason code is ``NotEnoughResources`` when some
+    node was counted under a capacity filter, else ``Unschedulable``.
     """
     resolvable = statuses.Code.UNSCHEDULABLE
+    short = reasons_.ReasonCode.NOT_ENOUGH_RESOURCES
+    reason_code = reasons_.ReasonCode.UNSCHEDULABLE
     if rows == 0:
         return statuses.new(resolvable, "0/0 nodes fit: no nodes in the cluster")
     remaining = np.ones(rows, dtype=np.bool_)
@@ -106,6 +113,8 @@ def unplaceable(
             if count:
                 counts[reason] += count
                 covered |= hit
+                if node_filter.reason_code is short:
+                    reason_code = short
         uncovered = int(np.count_nonzero(failed & ~covered))
         if uncovered:
             counts[f"rejected by {plugin}"] += uncovered
@@ -113,4 +122,7 @@ def unplaceable(
     fitting = int(np.count_nonzero(remaining))
     parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda i: (-i[1], i[0]))]
     head = f"{fitting}/{rows} nodes fit"
-    return statuses.new(code, f"{head}: {', '.join(parts)}" if parts else head)
+    text = f"{head}: {', '.join(parts)}" if parts else head
+    if reason_code is short:
+        return statuses.new(code, text, reason_code=reason_code)
+    return statuses.new(code, text)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import dataclasses
 import functools
 import logging
 import time
@@ -41,6 +42,7 @@ from berth.scheduler.framework import (
     hooks,
     interfaces,
     profiles,
+    reasons,
     registries,
     statuses,
 )
@@ -115,7 +117,7 @@ def format_score_table(
     return "\n".join(lines)
 
 
-def _log_score_table(text: str) -> None:
+def _log_score_table(pod: str, text: str) -> None:
     score_logger.info("%s", text)
 
 
@@ -173,8 +175,9 @@ class Framework:
 
         self.debug_top_n = 0
         """When above 0, each scored attempt emits its top-N score table (set at run time)."""
-        self.score_table_sink: collections.abc.Callable[[str], None] = _log_score_table
-        """Where score tables go (the ``berth.scheduler.scores`` log by default)."""
+        self.score_table_sink: collections.abc.Callable[[str, str], None] = _log_score_table
+        """Where score tables go, with the key of the pod scored (the
+        ``berth.scheduler.scores`` log by default)."""
         self.filter_sink: (
             collections.abc.Callable[
                 [pods.PodInfo, nodetable.NodeTable, tuple[tuple[str, filtering.NodeFilter], ...]],
@@ -304,7 +307,11 @@ class Framework:
         state = cyclestate.CycleState()
         seconds = self._seconds
         if pod.invalid is not None:
-            status = statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, pod.invalid)
+            status = statuses.new(
+                statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                pod.invalid,
+                reason_code=reasons.ReasonCode.INVALID,
+            )
             return Attempt(pod, row=None, state=state, status=status)
         if pod.uses:
             refused = self.refusal(pod)
@@ -418,17 +425,17 @@ class Framework:
         *,
         status: statuses.Status,
     ) -> statuses.Status:
-        reasons = list(status.reasons)
+        texts = list(status.reasons)
         for plugin in self._post_filter:
             try:
                 extra = plugin.post_filter(state, pod, nodes, reason=status.message())
             except Exception as exc:
                 extra = self._error(plugin.name, exc)
             if not extra.is_success():
-                reasons.extend(extra.reasons)
-        if len(reasons) == len(status.reasons):
+                texts.extend(extra.reasons)
+        if len(texts) == len(status.reasons):
             return status
-        return statuses.Status(code=status.code, reasons=tuple(reasons), plugin=status.plugin)
+        return dataclasses.replace(status, reasons=tuple(texts))
 
     def _best_row(
         self,
@@ -498,7 +505,7 @@ class Framework:
                 feasible=mask,
                 top=self.debug_top_n,
             )
-            self.score_table_sink(text)
+            self.score_table_sink(pod.key, text)
         return row
 
     # Reserve, Permit, binding cycle ------------------------------------------------------------

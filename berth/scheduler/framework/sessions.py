@@ -27,6 +27,7 @@ from berth.scheduler.framework import (
     hooks,
     jobs,
     placements,
+    reasons,
     runtime,
     statements,
     statuses,
@@ -151,13 +152,17 @@ class SessionHooks:
         why = self._why_blocked(job.queue)
         if why is None:
             return statuses.SUCCESS
-        return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
+        return statuses.new(
+            statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why, reason_code=reasons.ReasonCode.ERROR
+        )
 
     def _pod_not_blocked(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
         why = self._why_blocked(queue.name)
         if why is None:
             return statuses.SUCCESS
-        return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
+        return statuses.new(
+            statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why, reason_code=reasons.ReasonCode.ERROR
+        )
 
     def _check_failed(self, plugin: str, exc: BaseException, args: tuple[object, ...]) -> None:
         queue = args[0] if args else None
@@ -201,8 +206,11 @@ class Session:
         """Pending pods with neither group nor queue, by key (default placement)."""
         self.placed: dict[ids.PodKey, str] = {}
         """Pods bound by a committed statement this session -> node."""
-        self.pod_reasons: dict[str, str] = {}
-        self.group_reasons: dict[str, str] = {}
+        self.pod_why: dict[str, reasons.Reason] = {}
+        """Why each pod left pending waits, by pod key (the last reason given wins)."""
+        self.group_why: dict[str, reasons.Reason] = {}
+        """Why each job left pending waits, by group key."""
+        self._following: set[str] = set()  # pods whose reason is their group's (reject_job)
         self.action_seconds: dict[str, float] = {}
         self.queue_statuses: dict[str, decisions.QueueStatusSummary] = {}
         """What a queue plugin publishes at session close, by queue name (into the result)."""
@@ -309,27 +317,75 @@ class Session:
             vec = self._vectors[pod.key] = self.nodes.vector(pod.requests)
         return vec
 
-    def reject_pod(self, pod: pods.PodInfo, *, reason: str) -> None:
-        """``pod`` stays pending this cycle because of ``reason`` (the last one given wins)."""
-        self.pod_reasons[pod.key] = reason
+    @property
+    def pod_reasons(self) -> dict[str, str]:
+        """Pod key -> the message of its reason (for rendering; decide on :attr:`pod_why`)."""
+        return {key: why.message for key, why in self.pod_why.items()}
 
-    def reject_job(self, job: jobs.Job, *, reason: str) -> None:
+    @property
+    def group_reasons(self) -> dict[str, str]:
+        """Group key -> the message of its reason (for rendering; decide on
+        :attr:`group_why`)."""
+        return {key: why.message for key, why in self.group_why.items()}
+
+    def reject_pod(self, pod: pods.PodInfo, *, reason: reasons.Reason) -> None:
+        """``pod`` stays pending this cycle because of ``reason`` (the last one given wins)."""
+        self.pod_why[pod.key] = reason
+        self._following.discard(pod.key)
+
+    def reject_job(self, job: jobs.Job, *, reason: reasons.Reason) -> None:
         """``job`` stays pending because of ``reason``; its pods without a reason of their own
-        get (or keep following) ``pod group <key>: <reason>``."""
-        self.group_reasons[job.key] = reason
-        derived = f"pod group {job.key}: "
+        get (or keep following) the group's, worded ``pod group <key>: <message>``."""
+        self.group_why[job.key] = reason
+        derived = reasons.Reason(
+            code=reason.code,
+            message=f"pod group {job.key}: {reason.message}",
+            plugin=reason.plugin,
+            details={**reason.details, "group": str(job.key)},
+        )
         for pod in job.pending:
             if pod.key in self.placed:
                 continue
-            current = self.pod_reasons.get(pod.key)
-            if current is None or current.startswith(derived):
-                self.pod_reasons[pod.key] = derived + reason
+            if pod.key not in self.pod_why or pod.key in self._following:
+                self.pod_why[pod.key] = derived
+                self._following.add(pod.key)
+
+    def accept(self, pod: pods.PodInfo, *, job: jobs.Job | None) -> None:
+        """``pod`` was placed (and ``job`` has a committed member): forget why they waited."""
+        self.pod_why.pop(pod.key, None)
+        self._following.discard(pod.key)
+        if job is not None:
+            self.group_why.pop(job.key, None)
+
+    def follows_group(self, pod_key: str) -> bool:
+        """Whether the pod's reason is its group's (given by :meth:`reject_job`)."""
+        return pod_key in self._following
 
 
-def _awaiting_reason(pod: pods.PodInfo) -> str:
+def _awaiting_reason(pod: pods.PodInfo) -> reasons.Reason:
     if pod.group_error:
-        return f"cannot derive its group from its owners: {pod.group_error}"
-    return "waiting for Berth to derive its group from its owners"
+        return reasons.new(
+            reasons.ReasonCode.INVALID,
+            f"cannot derive its group from its owners: {pod.group_error}",
+        )
+    return reasons.new(
+        reasons.ReasonCode.GROUP_PENDING, "waiting for Berth to derive its group from its owners"
+    )
+
+
+def _group_missing(group: ids.PodGroupKey) -> reasons.Reason:
+    return reasons.new(
+        reasons.ReasonCode.GROUP_PENDING,
+        f"waiting for PodGroup {group} to exist",
+        group=str(group),
+    )
+
+
+def _gated(pod: pods.PodInfo) -> reasons.Reason:
+    gates = ", ".join(pod.scheduling_gates)
+    return reasons.new(
+        reasons.ReasonCode.SCHEDULING_GATED, f"waiting for scheduling gates to be removed: {gates}"
+    )
 
 
 def open_session(
@@ -354,15 +410,14 @@ def open_session(
         elif pod.pod_group in snapshot.pod_groups:
             members.setdefault(pod.pod_group, []).append(pod)
         else:
-            session.reject_pod(pod, reason=f"waiting for PodGroup {pod.pod_group} to exist")
+            session.reject_pod(pod, reason=_group_missing(pod.pod_group))
     for key in sorted(members):
         job = jobs.Job(snapshot.pod_groups[key], pending=members[key])
         session.jobs[key] = job
         for pod in job.pending:
             session._job_of[pod.key] = job
     for pod in snapshot.gated:
-        gates = ", ".join(pod.scheduling_gates)
-        session.reject_pod(pod, reason=f"waiting for scheduling gates to be removed: {gates}")
+        session.reject_pod(pod, reason=_gated(pod))
     logger.debug(
         "session %s opened: %d nodes, %d jobs, %d plain pods",
         session.id,
@@ -385,26 +440,27 @@ def close_session(session: Session) -> decisions.CycleResult:
         session.closed = True
         framework.handle.detach()
     for pod in session.snapshot.pending:
-        if pod.key not in session.placed and pod.key not in session.pod_reasons:
-            session.pod_reasons[pod.key] = decisions.NOT_TRIED
+        if pod.key not in session.placed and pod.key not in session.pod_why:
+            session.pod_why[pod.key] = decisions.NOT_TRIED
     recorder = session.recorder
-    for key in sorted(session.group_reasons):
+    for key in sorted(session.group_why):
         job = session.jobs.get(typing.cast("ids.PodGroupKey", key))
         if job is not None and job.group.implicit and any(p.reserve for p in job.pending):
             continue  # a reserve pod's group of one: its Reservation gets the pod's reason
         recorder.record(
             decisions.Unschedulable(
-                subject=decisions.Subject.GROUP, key=key, reason=session.group_reasons[key]
+                subject=decisions.Subject.GROUP, key=key, reason=session.group_why[key]
             )
         )
-    for key in sorted(session.pod_reasons):
-        reason = session.pod_reasons[key]
+    for key in sorted(session.pod_why):
+        reason = session.pod_why[key]
         waiting = session.snapshot.pods.get(key)
         if waiting is not None and waiting.reserve and waiting.reservation is not None:
             # An in-memory reserve pod is no pod in the API: the reason is its Reservation's
             # (without the name of the group of one it forms).
             subject, key_out = decisions.Subject.RESERVATION, str(waiting.reservation)
-            reason = reason.removeprefix(f"pod group {waiting.pod_group}: ")
+            if session.follows_group(key) and waiting.pod_group in session.group_why:
+                reason = session.group_why[waiting.pod_group]
         else:
             subject, key_out = decisions.Subject.POD, key
         recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
@@ -413,8 +469,8 @@ def close_session(session: Session) -> decisions.CycleResult:
     return decisions.CycleResult(
         session_id=session.id,
         decisions=recorder.decisions(),
-        pod_reasons=types.MappingProxyType(dict(sorted(session.pod_reasons.items()))),
-        group_reasons=types.MappingProxyType(dict(sorted(session.group_reasons.items()))),
+        pod_why=types.MappingProxyType(dict(sorted(session.pod_why.items()))),
+        group_why=types.MappingProxyType(dict(sorted(session.group_why.items()))),
         action_seconds=types.MappingProxyType(dict(session.action_seconds)),
         plugin_seconds=types.MappingProxyType(plugin_seconds),
         attempt_seconds=tuple(session.attempt_seconds),
@@ -430,7 +486,7 @@ def _waiting_in_line(session: Session) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for name in names:
         line = tuple(
-            str(job.key) for job in session.ordered_jobs(name) if job.key in session.group_reasons
+            str(job.key) for job in session.ordered_jobs(name) if job.key in session.group_why
         )
         if line:
             out[name] = line

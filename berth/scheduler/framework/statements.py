@@ -216,7 +216,7 @@ class Statement:
                 if not status.is_success():
                     self.discard()
                     self.failure = status
-                    session.reject_pod(op.pod, reason=status.message())
+                    session.reject_pod(op.pod, reason=status.reason())
                     return []
         for op in placed:
             assert op.state is not None
@@ -245,10 +245,9 @@ class Statement:
                 )
             elif op.kind == _ALLOCATE:
                 session.placed[op.pod.key] = op.node
-                session.pod_reasons.pop(op.pod.key, None)
+                session.accept(op.pod, job=op.job)
                 if op.job is not None:
                     op.job.committed.add(op.pod.key)
-                    session.group_reasons.pop(op.job.key, None)
         session.recorder.extend(out)
         self._operations = []
         self.finished = True

@@ -8,8 +8,11 @@ success (use :data:`SUCCESS`) and never raise for an expected outcome. The runti
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
+
+from berth.scheduler.framework import reasons as reasons_
 
 __all__ = ["SKIP", "SUCCESS", "Code", "Status", "new"]
 
@@ -50,11 +53,20 @@ _REJECTED = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Status:
-    """An extension point's answer: a code, human-readable reasons, and who said it."""
+    """An extension point's answer: a code, human-readable reasons, and who said it.
+
+    ``reason_code`` says what kind of obstacle a rejection is (None: plain ``Unschedulable``,
+    or ``Error`` for ``ERROR``) and ``details`` carries its typed facts; :meth:`reason` is the
+    record sessions and conditions carry (see :mod:`berth.scheduler.framework.reasons`).
+    """
 
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""  # set by the runtime (with_plugin) when a plugin rejects
+    reason_code: reasons_.ReasonCode | None = None
+    details: collections.abc.Mapping[str, reasons_.Detail] = dataclasses.field(
+        default_factory=dict, hash=False
+    )
 
     def is_success(self) -> bool:
         """True for ``SUCCESS`` only (``SKIP`` is not success: callers treat it explicitly)."""
@@ -86,6 +98,17 @@ class Status:
         """The reasons joined for a user: ``"a; b"`` (the code's name when there are none)."""
         return "; ".join(self.reasons) if self.reasons else self.code.value
 
+    def reason(self) -> reasons_.Reason:
+        """Why the pod waits, as the record sessions carry: :meth:`message` with the code."""
+        code = self.reason_code
+        if code is None:
+            code = (
+                reasons_.ReasonCode.ERROR if self.is_error() else reasons_.ReasonCode.UNSCHEDULABLE
+            )
+        return reasons_.Reason(
+            code=code, message=self.message(), plugin=self.plugin, details=self.details
+        )
+
     @classmethod
     def from_exception(cls, exc: BaseException, *, plugin: str = "") -> Status:
         """An ``ERROR`` status describing ``exc`` (how the runtime reports a plugin's bug).
@@ -98,9 +121,22 @@ class Status:
         return cls(code=Code.ERROR, reasons=(text,), plugin=plugin)
 
 
-def new(code: Code, *reasons: str, plugin: str = "") -> Status:
-    """A status with ``code`` and ``reasons``: ``statuses.new(Code.UNSCHEDULABLE, "why")``."""
-    return Status(code=code, reasons=reasons, plugin=plugin)
+def new(
+    code: Code,
+    *reasons: str,
+    plugin: str = "",
+    reason_code: reasons_.ReasonCode | None = None,
+    details: collections.abc.Mapping[str, reasons_.Detail] | None = None,
+) -> Status:
+    """A status with ``code`` and ``reasons``: ``statuses.new(Code.UNSCHEDULABLE, "why")``;
+    ``reason_code`` and ``details`` make :meth:`Status.reason` a typed reason."""
+    return Status(
+        code=code,
+        reasons=reasons,
+        plugin=plugin,
+        reason_code=reason_code,
+        details=dict(details) if details else {},
+    )
 
 
 SUCCESS = Status()

@@ -27,9 +27,13 @@ cannot reach quorum holds nothing):
     it holds nothing — no placement, no starvation-guard hold, no nomination — and when it
     is tried again, its place in the queue is as if it had arrived then (a job-order key:
     after the groups of its priority that were waiting already).
-  - ``Fail``: a group still not placed when the session closes gets its reason prefixed with
-    ``schedule timeout of 60s exceeded`` — the mark the PodGroup controller turns into the
-    ``Failed`` phase, as scheduler-plugins marks a gang whose Permit wait expired.
+  - ``Fail``: a group still not placed when the session closes gets the ``Timeout`` reason
+    code (its message starts ``schedule timeout of 60s exceeded``) — the mark the PodGroup
+    status turns into the ``Failed`` phase, as scheduler-plugins marks a gang whose Permit
+    wait expired.
+
+Every reason it gives is built by one function here (:func:`quorum_status`,
+:func:`min_resources_status`, :func:`ready_status`, :func:`timed_out`, :func:`backing_off`).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import pydantic
 import pydantic.alias_generators
 
 from berth.api import quantities, resources
-from berth.scheduler.framework import handles, interfaces, jobs, sessions, statuses
+from berth.scheduler.framework import handles, interfaces, jobs, reasons, sessions, statuses
 from berth.scheduler.plugins import names
 from berth.scheduler.snapshot import nodetable, podgroups, pods
 
@@ -52,11 +56,13 @@ __all__ = [
     "Gang",
     "GangArgs",
     "TimeoutState",
+    "backing_off",
     "min_resources_status",
     "new",
     "quorum_since",
     "quorum_status",
     "ready_status",
+    "timed_out",
     "timeout_state",
 ]
 
@@ -118,6 +124,8 @@ def quorum_status(group: podgroups.PodGroupInfo, /) -> statuses.Status:
         statuses.Code.PENDING,
         f"waiting for pods: {group.created}/{group.min_member} created, "
         f"minMember {group.min_member}",
+        reason_code=reasons.ReasonCode.NOT_ENOUGH_PODS,
+        details={"created": group.created, "minMember": group.min_member},
     )
 
 
@@ -150,6 +158,7 @@ def min_resources_status(
     return statuses.new(
         statuses.Code.UNSCHEDULABLE,
         "not enough free resources in the cluster for minResources: " + ", ".join(short),
+        reason_code=reasons.ReasonCode.NOT_ENOUGH_RESOURCES,
     )
 
 
@@ -161,6 +170,33 @@ def ready_status(job: jobs.Job, /, *, pipelined: bool = False) -> statuses.Statu
         return statuses.SUCCESS
     return statuses.new(
         statuses.Code.UNSCHEDULABLE, f"gang needs minMember {need}, only {have} could be placed"
+    )
+
+
+def timed_out(timeout: float, *, waited: float, why: reasons.Reason | None) -> reasons.Reason:
+    """A ``Fail`` group's reason once its timeout passed: ``Timeout``, ``why`` it was not
+    placed kept in the message and as the ``cause`` detail."""
+    cause = why.message if why is not None else "not placed"
+    return reasons.Reason(
+        code=reasons.ReasonCode.GANG_TIMED_OUT,
+        message=f"{TIMEOUT_PREFIX} {timeout}s exceeded (waiting {int(waited)}s): {cause}",
+        plugin=NAME,
+        details={
+            **(why.details if why is not None else {}),
+            "timeoutSeconds": timeout,
+            "cause": why.code.value if why is not None else reasons.ReasonCode.UNSCHEDULABLE.value,
+        },
+    )
+
+
+def backing_off(timeout: float, state: TimeoutState, *, left: int) -> statuses.Status:
+    """A ``Requeue`` group's status between attempts: ``Timeout``, retried in ``left`` s."""
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE,
+        f"{TIMEOUT_PREFIX} {timeout}s exceeded (attempt {state.attempt}): "
+        f"backing off {int(state.backoff)}s, retrying in {left}s at the back of its queue",
+        reason_code=reasons.ReasonCode.GANG_TIMED_OUT,
+        details={"timeoutSeconds": timeout, "attempt": state.attempt},
     )
 
 
@@ -221,20 +257,20 @@ class Gang(interfaces.SessionPlugin):
             if job.group.invalid is not None:
                 # Never worth trying, whichever action asks (allocate says so first; backfill,
                 # reclaim and preempt must not place it either).
-                return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, job.group.invalid)
+                return statuses.new(
+                    statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                    job.group.invalid,
+                    reason_code=reasons.ReasonCode.INVALID,
+                )
             status = quorum_status(job.group)
             if not status.is_success():
                 return status
             current = state(job) if timed else None
             if current is not None and current.backoff_until is not None:
                 timeout = job.group.schedule_timeout_seconds or self._default_timeout
+                assert timeout is not None  # a state exists only with a timeout (_state)
                 left = max(int(current.backoff_until - snapshot.now), 1)
-                return statuses.new(
-                    statuses.Code.UNSCHEDULABLE,
-                    f"{TIMEOUT_PREFIX} {timeout}s exceeded (attempt {current.attempt}): "
-                    f"backing off {int(current.backoff)}s, retrying in {left}s at the back of "
-                    "its queue",
-                )
+                return backing_off(timeout, current, left=left)
             held = _held(snapshot.members(job.key))
             return min_resources_status(job.group, nodes=session.nodes, held=held)
 
@@ -265,11 +301,8 @@ class Gang(interfaces.SessionPlugin):
             since = quorum_since(job.group, members=session.snapshot.members(key))
             if since is None or now - since <= timeout:
                 continue
-            why = session.group_reasons.get(key, "not placed")
-            session.reject_job(
-                job,
-                reason=f"{TIMEOUT_PREFIX} {timeout}s exceeded (waiting {int(now - since)}s): {why}",
-            )
+            why = session.group_why.get(key)
+            session.reject_job(job, reason=timed_out(timeout, waited=now - since, why=why))
 
 
 def new(args: GangArgs, handle: handles.ExtendedHandle) -> Gang:

@@ -29,7 +29,14 @@ import pydantic
 import pydantic.alias_generators
 
 from berth.api import quantities, resources
-from berth.scheduler.framework import cyclestate, filtering, handles, interfaces, statuses
+from berth.scheduler.framework import (
+    cyclestate,
+    filtering,
+    handles,
+    interfaces,
+    reasons,
+    statuses,
+)
 from berth.scheduler.plugins import names
 from berth.scheduler.snapshot import nodetable, podconstraints, pods, reservations
 
@@ -114,7 +121,11 @@ class NodeResourcesFit(
         self, state: cyclestate.CycleState, pod: pods.PodInfo, nodes: nodetable.NodeTable
     ) -> statuses.Status:
         if pod.invalid is not None:
-            return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, pod.invalid)
+            return statuses.new(
+                statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                pod.invalid,
+                reason_code=reasons.ReasonCode.INVALID,
+            )
         return statuses.SUCCESS
 
     def filter(
@@ -127,10 +138,13 @@ class NodeResourcesFit(
                 passed=np.zeros(rows, dtype=np.bool_),
                 code=statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                 explain=lambda: {insufficient(n): np.ones(rows, dtype=np.bool_) for n in missing},
+                reason_code=reasons.ReasonCode.NOT_ENOUGH_RESOURCES,
             )
         passed = fit_mask(vec, nodes=nodes).copy()
         return filtering.NodeFilter(
-            passed=passed, explain=lambda: _explain(vec, nodes, held=self._held(pod, nodes))
+            passed=passed,
+            explain=lambda: _explain(vec, nodes, held=self._held(pod, nodes)),
+            reason_code=reasons.ReasonCode.NOT_ENOUGH_RESOURCES,
         )
 
     def _held(

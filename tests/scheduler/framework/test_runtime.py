@@ -173,7 +173,7 @@ def test_debug_score_table_exact_text() -> None:
         toys.Fit(), toys.MostFreeCpu(), toys.LastRow(), toys.Binder(), weights={"MostFreeCpu": 2}
     )
     tables: list[str] = []
-    framework.score_table_sink = tables.append
+    framework.score_table_sink = lambda pod, text: tables.append(text)
     snapshot = toys.snapshot_of(
         *three_nodes(),
         b.pod("u1", node="n1", cpu="1"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.scheduler.framework import decisions, errors, handles, interfaces, sessions
+from berth.scheduler.framework import decisions, errors, handles, interfaces, reasons, sessions
 from berth.util import clocks
 from tests.scheduler import builders as b
 from tests.scheduler.framework import toys
@@ -98,11 +98,12 @@ def test_session_plugins_open_and_close_in_order_despite_failures() -> None:
 
 def test_close_session_records_reasons_as_sorted_decisions() -> None:
     session = sessions.open_session(toys.snapshot_of(*objects()), framework=toys.framework_of())
-    session.reject_job(session.jobs["default/train"], reason="gang needs minMember 2")
+    gang = reasons.new(reasons.ReasonCode.UNSCHEDULABLE, "gang needs minMember 2")
+    session.reject_job(session.jobs["default/train"], reason=gang)
     result = sessions.close_session(session)
     unschedulable = result.of_kind(decisions.Unschedulable)
     assert unschedulable[0] == decisions.Unschedulable(
-        subject=decisions.Subject.GROUP, key="default/train", reason="gang needs minMember 2"
+        subject=decisions.Subject.GROUP, key="default/train", reason=gang
     )
     assert [(d.subject.value, d.key) for d in unschedulable[1:]] == [
         ("Pod", "default/gated"),
@@ -125,9 +126,14 @@ def test_close_session_records_reasons_as_sorted_decisions() -> None:
 def test_pod_reasons_derived_from_the_group_follow_its_latest_reason() -> None:
     session = sessions.open_session(toys.snapshot_of(*objects()), framework=toys.framework_of())
     job = session.jobs["default/train"]
-    session.reject_pod(job.pending[1], reason="0/1 nodes fit: 1 Insufficient cpu")
-    session.reject_job(job, reason="first")
-    session.reject_job(job, reason="schedule timeout of 60s exceeded: first")
+    code = reasons.ReasonCode
+    session.reject_pod(
+        job.pending[1], reason=reasons.new(code.UNSCHEDULABLE, "0/1 nodes fit: 1 Insufficient cpu")
+    )
+    session.reject_job(job, reason=reasons.new(code.UNSCHEDULABLE, "first"))
+    session.reject_job(
+        job, reason=reasons.new(code.GANG_TIMED_OUT, "schedule timeout of 60s exceeded: first")
+    )
     assert session.pod_reasons["default/train-0"] == (
         "pod group default/train: schedule timeout of 60s exceeded: first"
     )

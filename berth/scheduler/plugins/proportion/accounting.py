@@ -199,12 +199,12 @@ class Accounting:
 
     def others_wait(self, i: int) -> bool:
         """Whether a queue other than ``i``, below its entitlement, has a job still to try."""
-        reasons = self.session.group_reasons
+        tried = self.session.group_why
         for slot, (j, waiting) in enumerate(self.workers):
             if j == i or self.ratio(j) >= 1.0:
                 continue
             k = self._cursor[slot]
-            while k < len(waiting) and (waiting[k].committed or waiting[k].key in reasons):
+            while k < len(waiting) and (waiting[k].committed or waiting[k].key in tried):
                 k += 1  # placed, or tried and failed this session: it no longer waits
             self._cursor[slot] = k
             if k < len(waiting):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.framework import jobs, statuses
+from berth.scheduler.framework import jobs, reasons, statuses
 from berth.scheduler.plugins.proportion import accounting
 from berth.scheduler.plugins.proportion import tree as trees
 from berth.scheduler.snapshot import pods, queues
@@ -16,12 +16,18 @@ __all__ = ["Admission"]
 IntArray = accounting.IntArray
 
 
-def _unschedulable(text: str) -> statuses.Status:
-    return statuses.new(statuses.Code.UNSCHEDULABLE, text)
+def _unschedulable(
+    code: reasons.ReasonCode, text: str, **details: reasons.Detail
+) -> statuses.Status:
+    return statuses.new(statuses.Code.UNSCHEDULABLE, text, reason_code=code, details=details)
 
 
-def _unresolvable(text: str) -> statuses.Status:
-    return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, text)
+def _unresolvable(
+    code: reasons.ReasonCode, text: str, **details: reasons.Detail
+) -> statuses.Status:
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, text, reason_code=code, details=details
+    )
 
 
 class Admission(accounting.Accounting):
@@ -31,19 +37,30 @@ class Admission(accounting.Accounting):
         """Why a job of queue ``name`` may not be placed, or SUCCESS (``running``: the group
         already has members placed, which a closed queue lets finish)."""
         if name not in self.session.snapshot.queues:
-            return _unresolvable(f"queue {name} does not exist")
+            return _unresolvable(
+                reasons.ReasonCode.QUEUE_NOT_FOUND, f"queue {name} does not exist", queue=name
+            )
         problem = self.tree.problems.get(name)
         if problem is not None:
-            return _unresolvable(f"queue {name} is invalid: {problem}")
+            return _unresolvable(
+                reasons.ReasonCode.QUEUE_INVALID, f"queue {name} is invalid: {problem}", queue=name
+            )
         node = self.tree.nodes[name]
         if not node.leaf:
-            return _unresolvable(f"queue {name} is not a leaf queue")
+            return _unresolvable(
+                reasons.ReasonCode.NOT_LEAF_QUEUE, f"queue {name} is not a leaf queue", queue=name
+            )
         if not node.open and not running:
             if node.closed_by != name:
                 return _unresolvable(
-                    f"queue {name} is closed: its parent queue {node.closed_by} is Closed"
+                    reasons.ReasonCode.QUEUE_CLOSED,
+                    f"queue {name} is closed: its parent queue {node.closed_by} is Closed",
+                    queue=name,
+                    closedBy=node.closed_by or name,
                 )
-            return _unresolvable(f"queue {name} is closed")
+            return _unresolvable(
+                reasons.ReasonCode.QUEUE_CLOSED, f"queue {name} is closed", queue=name
+            )
         return statuses.SUCCESS
 
     def job_valid(self, job: jobs.Job) -> statuses.Status:
@@ -74,8 +91,11 @@ class Admission(accounting.Accounting):
         queue, res = self.order[int(path[row])], self.resources[col]
         whose = "queue" if queue == job.queue else f"parent queue {queue}"
         return _unresolvable(
+            reasons.ReasonCode.NEVER_FITS,
             f"can never fit: needs {trees.format_quantity(res, int(need[col]))} {res}, "
-            f"{whose} limit {trees.format_quantity(res, int(self.limit[path[row], col]))}"
+            f"{whose} limit {trees.format_quantity(res, int(self.limit[path[row], col]))}",
+            queue=queue,
+            resource=res,
         )
 
     def allocatable(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
@@ -103,9 +123,12 @@ class Admission(accounting.Accounting):
                 row, col = (int(x) for x in np.argwhere(over)[0])
                 q, res = int(path[row]), self.resources[col]
                 return _unschedulable(
+                    reasons.ReasonCode.QUEUE_AT_LIMIT,
                     f"queue {self.order[q]} at limit for {res} "
                     f"({trees.format_quantity(res, int(self.allocated[q, col]))}/"
-                    f"{trees.format_quantity(res, int(self.limit[q, col]))})"
+                    f"{trees.format_quantity(res, int(self.limit[q, col]))})",
+                    queue=self.order[q],
+                    resource=res,
                 )
         at_share = self._full[i]
         if at_share is None:  # the resources the queue holds its whole share of, cached
@@ -115,8 +138,11 @@ class Admission(accounting.Accounting):
             col = int(np.flatnonzero(full)[0])
             res = self.resources[col]
             return _unschedulable(
+                reasons.ReasonCode.QUEUE_OVER_SHARE,
                 f"queue {name} at its fair share for {res} "
                 f"({trees.format_quantity(res, int(self.allocated[i, col]))}/"
-                f"{trees.format_quantity(res, int(self.share[i, col]))}) while other queues wait"
+                f"{trees.format_quantity(res, int(self.share[i, col]))}) while other queues wait",
+                queue=name,
+                resource=res,
             )
         return statuses.SUCCESS

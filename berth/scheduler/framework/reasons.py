@@ -1,0 +1,129 @@
+"""Why a pod, a group or a Reservation waits, as data: a closed set of codes and a record.
+
+A plugin that rejects says *what kind* of obstacle it met with a :class:`ReasonCode` and
+explains it for a human in the message. The record travels unchanged from the plugin's
+:class:`~berth.scheduler.framework.statuses.Status` through the session and its
+:class:`~berth.scheduler.framework.decisions.CycleResult` to the PodGroup's ``Scheduled``
+condition (whose ``reason`` is the code's value), Events, metrics labels and the CLI. Layers
+decide on the code; only rendering reads the message, and nothing parses it back
+(``tests/scheduler/framework/test_no_reason_parsing.py`` guards that). See "Reasons" in
+docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import types
+
+__all__ = ["Detail", "Reason", "ReasonCode", "new"]
+
+
+class ReasonCode(enum.Enum):
+    """What kind of obstacle keeps work pending; the value is the CamelCase condition reason
+    users see in the ``Reason`` column of ``kubectl get bpg``."""
+
+    UNSCHEDULABLE = "Unschedulable"
+    """No node fits for a reason other than free capacity (labels, taints, affinity...)."""
+
+    NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+    """Nodes exist that could hold the work, but not enough capacity is free on them now
+    (``Insufficient cpu``, a gang's ``minResources``)."""
+
+    NOT_ENOUGH_PODS = "NotEnoughPods"
+    """A gang has fewer than ``minMember`` pods yet."""
+
+    GANG_TIMED_OUT = "Timeout"
+    """A gang's ``scheduleTimeoutSeconds`` passed without placing it (failed or backing off)."""
+
+    QUEUE_NOT_FOUND = "QueueNotFound"
+    """The work names a queue that does not exist."""
+
+    QUEUE_CLOSED = "QueueClosed"
+    """The queue (or a parent) is ``Closed``: new work waits, running work may finish."""
+
+    NOT_LEAF_QUEUE = "NotLeafQueue"
+    """The work names a queue that has child queues; only leaves hold work."""
+
+    QUEUE_INVALID = "QueueInvalid"
+    """The queue's spec cannot be used (a cycle, a missing parent, ``limit`` below
+    ``guaranteed``)."""
+
+    NEVER_FITS = "OverQueueLimit"
+    """The gang's quorum exceeds a limit on its queue's path even with the queue empty."""
+
+    QUEUE_AT_LIMIT = "QueueOverLimit"
+    """Placing the work now would take its queue (or a parent) over its ``limit``."""
+
+    QUEUE_OVER_SHARE = "QueueOverShare"
+    """The queue holds its fair share while other queues wait."""
+
+    INVALID = "Invalid"
+    """The object itself cannot be scheduled as written (a bad quantity, a bad template)."""
+
+    GROUP_PENDING = "GroupPending"
+    """A pod waits for its PodGroup: the group does not exist yet, or Berth has not derived
+    it from the pod's owners."""
+
+    SCHEDULING_GATED = "SchedulingGated"
+    """The pod still carries ``schedulingGates``."""
+
+    NOT_TRIED = "NotTried"
+    """No action looked at the pod this cycle: no news about why it waits."""
+
+    ADMISSION_REJECTED = "AdmissionRejected"
+    """Admission mode: the pod's admission was rejected after its gate went (it did not bind
+    in time); it waits gated again."""
+
+    ERROR = "Error"
+    """A plugin failed (a bug): the work is not placed this cycle."""
+
+
+Detail = str | int | float | bool
+"""One value of :attr:`Reason.details` (JSON scalars, so a reason serialises as it is)."""
+
+_NO_DETAILS: collections.abc.Mapping[str, Detail] = types.MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Reason:
+    """Why something waits: ``code`` for machines, ``message`` for humans, who said it, and
+    typed ``details`` (e.g. ``{"queue": "team-a", "resource": "cpu"}``)."""
+
+    code: ReasonCode
+    message: str
+    plugin: str = ""
+    details: collections.abc.Mapping[str, Detail] = dataclasses.field(
+        default_factory=lambda: _NO_DETAILS, hash=False
+    )
+
+    def followed_by(self, cause: Reason) -> Reason:
+        """``"<self>; <cause>"``, coded as ``cause``: the more specific obstacle explains why
+        this one could not be overcome (``gang needs minMember 3, only 1 could be placed;
+        0/4 nodes fit: 4 Insufficient cpu`` is ``NotEnoughResources``)."""
+        return Reason(
+            code=cause.code,
+            message=f"{self.message}; {cause.message}",
+            plugin=cause.plugin or self.plugin,
+            details={**self.details, **cause.details},
+        )
+
+    def as_json(self) -> dict[str, object]:
+        """The record as JSON for the operator's debug API and ``kubectl berth why``."""
+        out: dict[str, object] = {"code": self.code.value, "message": self.message}
+        if self.plugin:
+            out["plugin"] = self.plugin
+        if self.details:
+            out["details"] = dict(self.details)
+        return out
+
+
+def new(code: ReasonCode, message: str, *, plugin: str = "", **details: Detail) -> Reason:
+    """A reason: ``reasons.new(ReasonCode.QUEUE_CLOSED, "queue a is closed", queue="a")``."""
+    return Reason(
+        code=code,
+        message=message,
+        plugin=plugin,
+        details=types.MappingProxyType(details) if details else _NO_DETAILS,
+    )
