@@ -11,6 +11,8 @@ ownerReferences and labels their controllers give them. We test these aspects:
   RayCluster, RayJob, SparkApplication, LeaderWorkerSet): the group has the minMember its owner's
   spec says, no pod starts while the gang is short of a pod, all start once it is whole, and the
   group is deleted with its owner;
+- a JobSet whose replicated Jobs start in stages (``dependsOn``): a gang per stage, each
+  whole or not at all, all deleted with the JobSet;
 - a pod whose owner does not exist waits, and says so.
 """
 
@@ -224,6 +226,37 @@ def _jobset(ns: Namespace) -> tuple[str, list[Obj], list[int]]:
         job = ns.create(owned(job_object(f"js-{rjob}-{index}", parallelism=parallelism), js))
         pods += job_pods(job, parallelism, cpu="100m")
     return "jobset.jobset.x-k8s.io/js", pods, [5]
+
+
+def _jobset_stages(ns: Namespace) -> tuple[str, list[Obj], list[int]]:
+    """A JobSet whose workers start once its initializer is ready: two stages, two gangs."""
+    rjobs = [
+        {"name": "init", "template": {"spec": {"parallelism": 2, "template": TEMPLATE}}},
+        {
+            "name": "node",
+            "replicas": 2,
+            "dependsOn": [{"name": "init", "status": "Ready"}],
+            "template": {"spec": {"parallelism": 2, "template": TEMPLATE}},
+        },
+    ]
+    js = ns.create(
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": meta("staged"),
+            "spec": {"replicatedJobs": rjobs},
+        }
+    )
+    pods: list[Obj] = []
+    for rjob, index in (("init", 0), ("node", 0), ("node", 1)):
+        labels = {"jobset.sigs.k8s.io/replicatedjob-name": rjob}
+        made_job = job_object(f"staged-{rjob}-{index}", parallelism=2)
+        made_job["metadata"]["labels"] = labels
+        job = ns.create(owned(made_job, js))
+        for made in job_pods(job, 2, cpu="100m"):
+            made["metadata"]["labels"].update(labels)
+            pods.append(made)
+    return "jobset.jobset.x-k8s.io/staged", pods, [2, 4]
 
 
 def _trainjob(ns: Namespace) -> tuple[str, list[Obj], list[int]]:
@@ -477,6 +510,7 @@ def _lws(ns: Namespace) -> tuple[str, list[Obj], list[int]]:
 
 SCENARIOS = {
     "jobset": Scenario(_jobset, "JobSet"),
+    "jobset-stages": Scenario(_jobset_stages, "JobSet"),
     "trainjob": Scenario(_trainjob, "JobSet"),
     "pytorchjob": Scenario(_kubeflow("PyTorchJob", {"Master": 1, "Worker": 2}), "PyTorchJob"),
     "tfjob": Scenario(_kubeflow("TFJob", {"PS": 1, "Worker": 2}), "TFJob"),
