@@ -57,6 +57,7 @@ class Flavor:
     status_subresource: bool  # Volcano's CRD has none: its status is written on the object
     pod_key: str  # how its pods join a group, for messages
     writes_status: bool = True  # False: Berth leaves the original's status to its owners
+    scheduler_name: str | None = None  # its pods' schedulerName, which Berth can claim
 
     @property
     def api_version(self) -> str:
@@ -77,6 +78,7 @@ SCHEDULER_PLUGINS = Flavor(
     "v1alpha1",
     status_subresource=True,
     pod_key=f"label {keys.INTEROP_POD_GROUP_LABEL}",
+    scheduler_name="scheduler-plugins-scheduler",  # its chart's second-scheduler profile
 )
 VOLCANO = Flavor(
     "volcano",
@@ -84,6 +86,7 @@ VOLCANO = Flavor(
     "v1beta1",
     status_subresource=False,
     pod_key=f"annotation {keys.INTEROP_POD_GROUP_ANNOTATION}",
+    scheduler_name="volcano",
 )
 KUBERNETES = Flavor(
     "kubernetes",

@@ -8,7 +8,10 @@ their templates (what the webhook would add) and name no scheduler. We test thes
   or bound and the group says why; with room, all four are admitted and bound together;
 - a scheduler-plugins PodGroup with pods labelled as the training operator labels them: admitted
   as a gang, its own status written back;
-- a pod naming a queue that does not admit its namespace stays gated, and its group says why.
+- a pod naming a queue that does not admit its namespace stays gated, and its group says why;
+- with ``interop_volcano_pods``, pods whose ``schedulerName`` is ``volcano`` (no gate: the
+  webhook leaves other schedulers' pods alone) are Berth's own: their Volcano PodGroup is a
+  gang, Berth binds them itself, and the Volcano status is written back.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ pytestmark = pytest.mark.timeout(90)
 
 Obj = dict[str, typing.Any]
 SP_CRD = cluster.ROOT / "helm" / "berth" / "files" / "scheduler-plugins-podgroups.yaml"
+VOLCANO_CRD = cluster.ROOT / "helm" / "berth" / "files" / "volcano-podgroups.yaml"
 
 
 def gated_pod(name: str, *, cpu: str = "1", labels: dict[str, str] | None = None) -> Obj:
@@ -50,8 +54,11 @@ def group_condition(emulator: testing.RunningEmulator, name: str) -> Obj | None:
 
 
 @contextlib.asynccontextmanager
-async def operator(emulator: testing.RunningEmulator) -> collections.abc.AsyncIterator[None]:
+async def operator(
+    emulator: testing.RunningEmulator, **extra: typing.Any
+) -> collections.abc.AsyncIterator[None]:
     config = settings.Settings(
+        **extra,
         kubeconfig=emulator.kubeconfig,
         mode=settings.Mode.ADMISSION,
         admission={"webhook": False, "bind_timeout": 10.0},
@@ -204,3 +211,50 @@ async def test_forbidden_queue_stays_gated_in_admission_mode(
         await stack.eventually(explained, what="an Event saying the queue does not admit it")
         pod = stack.get_pod(emulator, "sneaky")
         assert pod is not None and stack.gates(pod) == [keys.ADMISSION_GATE]
+
+
+async def test_volcano_pods_are_claimed_in_admission_mode(
+    emulator: testing.RunningEmulator,
+) -> None:
+    stack.install_crds(emulator)
+    emulator.kubectl("apply", "-f", str(VOLCANO_CRD))
+    emulator.start_kubelets(["1x cpu=4,memory=16Gi"], speedup=100, start_delay=0)
+    async with operator(emulator, interop_volcano_pods=True):
+        stack.create(
+            emulator,
+            "scheduling.volcano.sh/v1beta1",
+            "podgroups",
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "vc"},
+                "spec": {"minMember": 2},
+            },
+        )
+
+        def volcano_pod(name: str) -> Obj:
+            body = gated_pod(name, cpu="500m")
+            body["spec"].pop("schedulingGates")
+            body["spec"]["schedulerName"] = "volcano"
+            body["metadata"]["annotations"] = {keys.INTEROP_POD_GROUP_ANNOTATION: "vc"}
+            return body
+
+        stack.create(emulator, "v1", "pods", volcano_pod("vc-0"))
+
+        def says_it_waits() -> bool:
+            pod = stack.get_pod(emulator, "vc-0") or {}
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            return any("waiting for pods: 1/2" in str(c.get("message")) for c in conditions)
+
+        await stack.eventually(says_it_waits, what="the lone pod to say it waits for the gang")
+        assert not bound(emulator, "vc-0")
+        stack.create(emulator, "v1", "pods", volcano_pod("vc-1"))
+        await stack.eventually(lambda: bound(emulator, "vc-0", "vc-1"), what="the gang bound")
+
+        def written() -> bool:
+            found = emulator.call(
+                emulator.api.storage.get, ("scheduling.volcano.sh", "podgroups"), "default", "vc"
+            )
+            return ((found or {}).get("status") or {}).get("phase") == "Running"
+
+        await stack.eventually(written, what="the Volcano status written back")

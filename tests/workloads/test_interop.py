@@ -10,7 +10,9 @@ We test these aspects:
   is marked invalid with what is wrong, and its status stays Pending;
 - the status written back follows the group: each flavour's phase names, the counts, and for
   Volcano Inqueue while waiting (its operators create pods only then) with the reason in an
-  Unschedulable condition.
+  Unschedulable condition;
+- the other schedulers' names whose pods Berth claims: only those asked for, each only with its
+  interop on, never Berth's own name twice.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import typing
 import pytest
 
 from berth.api import keys
+from berth.operator import settings
 from berth.workloads import interop
 
 Obj = dict[str, typing.Any]
@@ -164,3 +167,23 @@ def test_kubernetes_podgroup_policy_becomes_min_member(
     marked = mirror["metadata"]["annotations"][keys.INVALID_ANNOTATION]
     assert (marked is None) if problem is None else (problem in marked)
     assert not interop.KUBERNETES.writes_status
+
+
+@pytest.mark.parametrize(
+    ("values", "claimed"),
+    [
+        ({}, ()),
+        ({"interop_volcano_pods": True}, ("volcano",)),
+        ({"interop_volcano_pods": True, "interop_volcano": False}, ()),
+        ({"interop_scheduler_plugins_pods": True}, ("scheduler-plugins-scheduler",)),
+        (
+            {"interop_scheduler_plugins_pods": True, "interop_volcano_pods": True},
+            ("scheduler-plugins-scheduler", "volcano"),
+        ),
+        ({"interop_volcano_pods": True, "scheduler_name": "volcano"}, ()),
+    ],
+    ids=["default", "volcano", "volcano-interop-off", "scheduler-plugins", "both", "own-name"],
+)
+def test_claimed_scheduler_names(values: Obj, claimed: tuple[str, ...]) -> None:
+    config = settings.Settings(**values, leader_election={"enabled": False})
+    assert config.claimed_scheduler_names == claimed

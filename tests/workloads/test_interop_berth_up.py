@@ -9,6 +9,9 @@ Berth started, as an operator installing them later would. We test these aspects
   PodGroup standing for it goes when it is deleted;
 - a Volcano PodGroup and pods annotated ``scheduling.k8s.io/group-name``: its status says
   Inqueue before the pods exist (its operators wait for that) and Running once they run;
+- with ``interop.volcano.claimPods`` / ``interop.schedulerPlugins.claimPods`` on, pods whose
+  ``schedulerName`` is ``volcano`` or ``scheduler-plugins-scheduler`` are Berth's: a gang with
+  their PodGroup, each left alone while the setting is off;
 - bad input: a scheduler-plugins PodGroup with minMember 0 leaves its pods waiting with a reason
   naming minMember; a pod two PodGroups claim waits and says which two.
 """
@@ -33,14 +36,18 @@ BPG = "podgroups.scheduling.berth.io"
 
 
 def pod(
-    name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    scheduler: str = "berth-scheduler",
 ) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
         "spec": {
-            "schedulerName": "berth-scheduler",
+            "schedulerName": scheduler,
             "containers": [
                 {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
             ],
@@ -262,3 +269,67 @@ def test_kubernetes_podgroup_and_scheduling_group_pods_are_a_gang(kubectl: clust
     second["spec"]["schedulingGroup"] = {"podGroupName": "workers"}
     kubectl.apply(second, namespace="k8s")
     cluster.eventually(lambda: len(bound(kubectl, "k8s")) == 2, what="the gang to start")
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "flavor", "setting"),
+    [
+        ("volcano", "volcano", "BERTH_INTEROP_VOLCANO_PODS"),
+        (
+            "scheduler-plugins-scheduler",
+            "scheduler-plugins",
+            "BERTH_INTEROP_SCHEDULER_PLUGINS_PODS",
+        ),
+    ],
+    ids=["volcano", "scheduler-plugins"],
+)
+def test_other_schedulers_pods_are_claimed_when_asked(
+    tmp_path_factory: pytest.TempPathFactory, scheduler: str, flavor: str, setting: str
+) -> None:
+    if flavor == "volcano":
+        group: Obj = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pair"},
+            "spec": {"minMember": 2, "queue": "default"},
+        }
+        keys: Obj = {"annotations": {"scheduling.k8s.io/group-name": "pair"}}
+    else:
+        group = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pair"},
+            "spec": {"minMember": 2},
+        }
+        keys = {"labels": {"scheduling.x-k8s.io/pod-group": "pair"}}
+    with cluster.berth_up(
+        tmp_path_factory.mktemp("claim"), nodes="1x cpu=4,memory=16Gi", settings={setting: "true"}
+    ) as kubectl:
+        for path in sorted(FILES.glob("*podgroups.yaml")):
+            kubectl("apply", "-f", str(path))
+        namespace(kubectl, "moved")
+        kubectl.apply(group, namespace="moved")
+        kubectl.apply(pod("pair-0", scheduler=scheduler, **keys), namespace="moved")
+        cluster.eventually(
+            lambda: "waiting for pods: 1/2 created" in pod_reason(kubectl, "pair-0", "moved"),
+            what="the lone pod to say it waits for its gang",
+        )
+        assert bound(kubectl, "moved") == []
+        kubectl.apply(pod("pair-1", scheduler=scheduler, **keys), namespace="moved")
+        # A plain pod of that scheduler is Berth's as well (placed alone).
+        kubectl.apply(pod("alone", scheduler=scheduler), namespace="moved")
+        cluster.eventually(
+            lambda: bound(kubectl, "moved") == ["alone", "pair-0", "pair-1"],
+            what="the gang and the plain pod to start",
+        )
+
+
+def test_other_schedulers_pods_are_left_alone_by_default(kubectl: cluster.Kubectl) -> None:
+    namespace(kubectl, "theirs")
+    kubectl.apply(pod("vc", scheduler="volcano"), namespace="theirs")
+    kubectl.apply(pod("sp", scheduler="scheduler-plugins-scheduler"), namespace="theirs")
+    # A pod of Berth's created after them is placed: Berth has seen both and left them.
+    kubectl.apply(pod("ours"), namespace="theirs")
+    cluster.eventually(lambda: bound(kubectl, "theirs") == ["ours"], what="Berth's pod placed")
+    for name in ("vc", "sp"):
+        assert pod_reason(kubectl, name, "theirs") == ""
