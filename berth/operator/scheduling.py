@@ -236,6 +236,7 @@ def _interop(
             (interop.SCHEDULER_PLUGINS, config.interop_scheduler_plugins),
             (interop.VOLCANO, config.interop_volcano),
             (interop.KUBERNETES, config.interop_workload_api),
+            (interop.WORKLOADS, config.interop_workload_api),
         )
         if enabled
     ]

@@ -303,9 +303,10 @@ class Settings(pydantic_settings.BaseSettings):
     pod. Off by default: where Volcano still runs, both would bind those pods."""
 
     interop_workload_api: bool = True
-    """Whether Berth honours Kubernetes' own PodGroups (``scheduling.k8s.io/v1alpha2``, 1.36;
-    pods with ``spec.schedulingGroup``) where the API server serves them. On by default, for
-    the same reason."""
+    """Whether Berth honours Kubernetes' own gangs where the API server serves them (found by
+    discovery): 1.36's PodGroups (``scheduling.k8s.io/v1alpha2``, pods with
+    ``spec.schedulingGroup``) and 1.35's Workloads (``scheduling.k8s.io/v1alpha1``, pods with
+    ``spec.workloadRef``). On by default, for the same reason."""
 
     eviction_wait: Seconds = 30.0
     """Measured in seconds. How long a preemptor's binding waits for the victims evicted from

@@ -9,6 +9,8 @@ Berth started, as an operator installing them later would. We test these aspects
   PodGroup standing for it goes when it is deleted;
 - a Volcano PodGroup and pods annotated ``scheduling.k8s.io/group-name``: its status says
   Inqueue before the pods exist (its operators wait for that) and Running once they run;
+- a 1.35 Workload (``scheduling.k8s.io/v1alpha1``, served as a CRD here) and pods with
+  ``spec.workloadRef``: each pod group a gang, each replica key its own, deleted with it;
 - with ``interop.volcano.claimPods`` / ``interop.schedulerPlugins.claimPods`` on, pods whose
   ``schedulerName`` is ``volcano`` or ``scheduler-plugins-scheduler`` are Berth's: a gang with
   their PodGroup, each left alone while the setting is off;
@@ -269,6 +271,86 @@ def test_kubernetes_podgroup_and_scheduling_group_pods_are_a_gang(kubectl: clust
     second["spec"]["schedulingGroup"] = {"podGroupName": "workers"}
     kubectl.apply(second, namespace="k8s")
     cluster.eventually(lambda: len(bound(kubectl, "k8s")) == 2, what="the gang to start")
+
+
+WORKLOADS_CRD = {
+    # What a 1.35 API server serves natively (with the GenericWorkload gate on).
+    **KUBERNETES_CRD,
+    "metadata": {
+        "name": "workloads.scheduling.k8s.io",
+        "annotations": {
+            "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/4671"
+        },
+    },
+    "spec": {
+        **KUBERNETES_CRD["spec"],
+        "names": {
+            "kind": "Workload",
+            "plural": "workloads",
+            "singular": "workload",
+            "listKind": "WorkloadList",
+        },
+        "versions": [{**KUBERNETES_CRD["spec"]["versions"][0], "name": "v1alpha1"}],
+    },
+}
+
+
+def test_workload_pod_groups_and_replicas_are_gangs(kubectl: cluster.Kubectl) -> None:
+    kubectl("apply", "-f", "-", input=json.dumps(WORKLOADS_CRD))
+    namespace(kubectl, "wl")
+    workload = {
+        "apiVersion": "scheduling.k8s.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "train"},
+        "spec": {
+            "controllerRef": {"apiGroup": "batch", "kind": "Job", "name": "train"},
+            "podGroups": [
+                {"name": "workers", "policy": {"gang": {"minCount": 2}}},
+                {"name": "shards", "policy": {"gang": {"minCount": 2}}},
+            ],
+        },
+    }
+    kubectl.apply(workload, namespace="wl")
+
+    def member(name: str, group: str, key: str | None = None) -> Obj:
+        made = pod(name)
+        ref = {"name": "train", "podGroup": group}
+        if key is not None:
+            ref["podGroupReplicaKey"] = key
+        made["spec"]["workloadRef"] = ref
+        return made
+
+    kubectl.apply(member("w-0", "workers"), namespace="wl")
+    cluster.eventually(
+        lambda: "waiting for pods: 1/2 created" in pod_reason(kubectl, "w-0", "wl"),
+        what="the pod to wait for the second of its pod group",
+    )
+    mirrors = {g["metadata"]["name"]: g for g in kubectl.items(BPG, namespace="wl")}
+    assert mirrors["train-workers"]["spec"]["minMember"] == 2
+    assert mirrors["train-workers"]["metadata"]["ownerReferences"][0]["kind"] == "Workload"
+    kubectl.apply(member("w-1", "workers"), namespace="wl")
+    cluster.eventually(lambda: bound(kubectl, "wl") == ["w-0", "w-1"], what="the gang to start")
+    # Replica keys: each key its own gang of the pod group's minCount.
+    kubectl.apply(
+        member("s0-a", "shards", "0"),
+        member("s0-b", "shards", "0"),
+        member("s1-a", "shards", "1"),
+        namespace="wl",
+    )
+    cluster.eventually(
+        lambda: bound(kubectl, "wl") == ["s0-a", "s0-b", "w-0", "w-1"],
+        what="replica 0 to start",
+    )
+    cluster.eventually(
+        lambda: "waiting for pods: 1/2 created" in pod_reason(kubectl, "s1-a", "wl"),
+        what="replica 1 to wait for its second pod",
+    )
+    kubectl.apply(member("s1-b", "shards", "1"), namespace="wl")
+    cluster.eventually(lambda: len(bound(kubectl, "wl")) == 6, what="replica 1 to start")
+    names = {g["metadata"]["name"] for g in kubectl.items(BPG, namespace="wl")}
+    assert names == {"train-workers", "train-shards", "train-shards-0", "train-shards-1"}
+    kubectl("delete", "workloads.scheduling.k8s.io", "train", "-n", "wl")
+    cluster.eventually(lambda: not kubectl.items(BPG, namespace="wl"), what="the mirrors to go")
 
 
 @pytest.mark.parametrize(
