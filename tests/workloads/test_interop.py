@@ -15,7 +15,9 @@ We test these aspects:
   (gang minCount, or basic: one), and one per replica key its pods name, each named as the
   pods' ``spec.workloadRef`` resolves, owned by the Workload; a gang of 0 is marked invalid;
 - the other schedulers' names whose pods Berth claims: only those asked for, each only with its
-  interop on, never Berth's own name twice.
+  interop on, never Berth's own name twice; a claimed pod is pending as one of Berth's own (the
+  profile's checks apply to it), another scheduler's is not Berth's;
+- a pod whose ``spec.workloadRef`` and a group label name different groups is never placed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pytest
 
 from berth.api import keys, workload_refs
 from berth.operator import settings
+from berth.scheduler.snapshot import cache, pods
 from berth.workloads import interop
 
 Obj = dict[str, typing.Any]
@@ -256,3 +259,37 @@ def test_workload_ref_names_odd_replica_keys_safely() -> None:
     assert odd.startswith("train-workers-r") and " " not in odd and "/" not in odd
     assert odd != workload_refs.group_name("train", "workers", replica_key="Rack A/8")
     assert workload_refs.from_pod_spec({"workloadRef": {"name": "train"}}) is None
+
+
+def _pod(name: str, **spec: typing.Any) -> Obj:
+    containers = [{"name": "main", "image": "busybox"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}"},
+        "spec": {"containers": containers, **spec},
+    }
+
+
+def test_claimed_pods_are_berths_own() -> None:
+    claimed = cache.ClusterCache(scheduler_names=("berth-scheduler", "volcano"))
+    for made in (
+        _pod("claimed", schedulerName="volcano"),
+        _pod("theirs", schedulerName="scheduler-plugins-scheduler"),
+    ):
+        claimed.add_pod(made)
+    pending = {p.name: p for p in claimed.snapshot(0.0).pending}
+    assert set(pending) == {"claimed"}
+    assert pending["claimed"].scheduler_name == "berth-scheduler"
+
+
+def test_workload_ref_and_a_label_naming_another_group_are_refused() -> None:
+    made = _pod("p", workloadRef={"name": "train", "podGroup": "workers"})
+    made["metadata"]["labels"] = {keys.POD_GROUP_LABEL: "other"}
+    info = pods.pod_info(made)
+    assert info.invalid == (
+        "two PodGroups claim the pod (spec.workloadRef=train-workers, "
+        f"label {keys.POD_GROUP_LABEL}=other): remove all but one"
+    )
+    agreeing = _pod("q", workloadRef={"name": "train", "podGroup": "workers"})
+    assert pods.pod_info(agreeing).pod_group == "team/train-workers"
