@@ -1,14 +1,19 @@
-"""Other schedulers' PodGroups honoured as they are: scheduler-plugins and Volcano.
+"""Other schedulers' gangs honoured as they are: scheduler-plugins, Volcano, Kubernetes' own.
 
 For each enabled flavour (:data:`berth.workloads.interop.FLAVORS`) :class:`InteropGroups` waits
-for its CRD (it watches CustomResourceDefinitions, as Kopf does: a cluster without Volcano costs
-nothing more and logs no warning) and, once it is served, lists and watches those PodGroups (an
-:class:`~berth.kube.informers.Informer`). For each one it keeps a Berth PodGroup of the same
-name in step (:func:`berth.workloads.interop.mirror`: created, updated when the original
-changes, owned by it so it goes with it), which is what the pods' own keys
-(``scheduling.x-k8s.io/pod-group``, ``scheduling.k8s.io/group-name``) find. After each cycle
+until its API is served — it watches CustomResourceDefinitions, as Kopf does (a CRD appearing is
+seen at once), and asks discovery at start and every ``discovery_interval`` (Kubernetes'
+Workload API is built into the API server, with no CRD): a cluster without Volcano costs a
+request a minute and logs no warning. Once served, it lists and watches those objects (an
+:class:`~berth.kube.informers.Informer`). For each one it keeps Berth PodGroups in step
+(:func:`berth.workloads.interop.mirrors`: the PodGroup of the same name, or one per pod group
+of a 1.35 Workload and per replica key its waiting pods name; created, updated when the
+original changes, owned by it so they go with it), which is what the pods' own keys
+(``scheduling.x-k8s.io/pod-group``, ``scheduling.k8s.io/group-name``,
+``spec.schedulingGroup``, ``spec.workloadRef``) find. After each cycle
 (:meth:`InteropGroups.offer`) it writes Berth's verdict back into each original's status
-(:func:`berth.workloads.interop.foreign_status`) when that changed.
+(:func:`berth.workloads.interop.foreign_status`) when that changed and the flavour's status is
+Berth's to write.
 
 A Berth PodGroup of the same name that is not a mirror (somebody wrote it) is left alone: the
 pods join it, and a Warning Event ``PodGroupConflict`` on the original says so. API failures are
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import contextlib
 import logging
 import typing
 
@@ -51,8 +57,12 @@ class InteropGroups:
         *,
         flavors: collections.abc.Sequence[interop.Flavor] = interop.FLAVORS,
         recorder: events.EventRecorder | None = None,
+        discovery_interval: float = 60.0,
     ) -> None:
+        """``discovery_interval``: how often (seconds) to ask discovery whether a flavour's API
+        is served, until it is (a CRD appearing is seen at once)."""
         self._api = api
+        self._discovery_interval = discovery_interval
         self._flavors = tuple(flavors)
         self._recorder = recorder
         self._available = {f.name: asyncio.Event() for f in self._flavors}
@@ -62,6 +72,8 @@ class InteropGroups:
         self._snapshot: snapshots.Snapshot | None = None
         self._reasons: collections.abc.Mapping[str, str] = {}
         self._conflicts: set[tuple[str, str]] = set()
+        # Workload key -> (pod group, replica key) its pods name: one mirror each.
+        self._replica_keys: dict[str, set[tuple[str, str]]] = {}
         self._wake = asyncio.Event()
         self.served: set[str] = set()
         """The flavours whose PodGroup API the server serves (and Berth watches)."""
@@ -72,8 +84,23 @@ class InteropGroups:
     ) -> None:
         """The cycle's snapshot and why-pending reasons by group key: statuses to write."""
         self._snapshot, self._reasons = snapshot, reasons
+        if interop.WORKLOADS.name in self.served:
+            self._note_replica_keys(snapshot)
         if self._originals:
             self._wake.set()
+
+    def _note_replica_keys(self, snapshot: snapshots.Snapshot) -> None:
+        """The replicas of Workloads' pod groups that waiting pods name and no PodGroup stands
+        for yet: their mirrors are made from the Workload at the next write."""
+        for pod in (*snapshot.pending, *snapshot.gated):
+            ref = pod.workload_ref
+            if ref is None or ref.replica_key is None or pod.pod_group in snapshot.pod_groups:
+                continue
+            key = f"{pod.namespace}/{ref.workload}"
+            seen = self._replica_keys.setdefault(key, set())
+            if (ref.pod_group, ref.replica_key) not in seen:
+                seen.add((ref.pod_group, ref.replica_key))
+                self._dirty.add((interop.WORKLOADS.name, key))
 
     def _changed(self, flavor: interop.Flavor) -> informers.ChangeCallback:
         def change(_: str, obj: Raw) -> None:
@@ -90,6 +117,8 @@ class InteropGroups:
             self._originals.pop((flavor.name, key), None)
             self._dirty.discard((flavor.name, key))
             self._conflicts.discard((flavor.name, key))
+            if flavor is interop.WORKLOADS:
+                self._replica_keys.pop(key, None)
 
         return remove
 
@@ -104,14 +133,42 @@ class InteropGroups:
             on_remove=lambda _: None,
         )
         await asyncio.gather(
-            self._write_loop(stop), crds.run(stop), *(self._watch(f, stop) for f in self._flavors)
+            self._write_loop(stop),
+            crds.run(stop),
+            *(self._watch(f, stop) for f in self._flavors),
+            *(self._discover(f, stop) for f in self._flavors),
         )
+
+    async def served_by(self, flavor: interop.Flavor) -> bool:
+        """Whether discovery lists ``flavor``'s resource in its group and version (a failed
+        request answers no: asked again later)."""
+        path = f"/apis/{flavor.api_version}"
+        try:
+            found = await rest.request(self._api, method="GET", path=path)
+        except errors.NotFound:
+            return False
+        except errors.KubeError as exc:
+            logger.debug("cannot ask discovery about %s: %s", path, exc)
+            return False
+        listed = found.get("resources") if isinstance(found, dict) else None
+        return any(isinstance(r, dict) and r.get("name") == flavor.plural for r in listed or ())
+
+    async def _discover(self, flavor: interop.Flavor, stop: asyncio.Event) -> None:
+        """Ask discovery whether ``flavor``'s API is served, now and every interval until it
+        is: Kubernetes' Workload API is built into the API server (no CRD to watch)."""
+        available = self._available[flavor.name]
+        while not stop.is_set() and not available.is_set():
+            if await self.served_by(flavor):
+                available.set()
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._discovery_interval)
 
     def _crd_seen(self, _: str, crd: Raw) -> None:
         name = str((crd.get("metadata") or {}).get("name") or "")
         spec = crd.get("spec") or {}
         for flavor in self._flavors:
-            if name != f"podgroups.{flavor.group}":
+            if name != f"{flavor.plural}.{flavor.group}":
                 continue
             versions = spec.get("versions") if isinstance(spec, dict) else None
             if any(
@@ -130,9 +187,11 @@ class InteropGroups:
             stopping.cancel()
         if stop.is_set():
             return
-        logger.info("%s PodGroups are served: honouring them", flavor.name)
+        logger.info("%s %s are served: honouring them", flavor.name, flavor.plural)
         self.served.add(flavor.name)
-        resource = informers.Resource(f"{flavor.name} podgroups", flavor.path, namespaced=True)
+        resource = informers.Resource(
+            f"{flavor.name} {flavor.plural}", flavor.path, namespaced=True
+        )
         watcher = informers.Informer(
             self._api,
             resource=resource,
@@ -207,7 +266,11 @@ class InteropGroups:
         )
 
     async def _sync_mirror(self, flavor: interop.Flavor, key: str, obj: Raw) -> None:
-        wanted = interop.mirror(flavor, obj)
+        replicas = self._replica_keys.get(key, ()) if flavor is interop.WORKLOADS else ()
+        for wanted in interop.mirrors(flavor, obj, replica_keys=replicas):
+            await self._sync_one(flavor, key, obj, wanted)
+
+    async def _sync_one(self, flavor: interop.Flavor, key: str, obj: Raw, wanted: Raw) -> None:
         namespace, name = wanted["metadata"]["namespace"], wanted["metadata"]["name"]
         collection = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/podgroups"
         body = {**wanted, "metadata": {**wanted["metadata"]}}
@@ -216,20 +279,28 @@ class InteropGroups:
         }
         try:
             await rest.request(self._api, method="POST", path=collection, body=body)
-            logger.info("PodGroup %s mirrors %s PodGroup %s", key, flavor.name, key)
+            logger.info(
+                "PodGroup %s/%s mirrors %s",
+                namespace,
+                name,
+                wanted["metadata"]["annotations"][keys.MIRROR_OF_ANNOTATION],
+            )
             return
         except errors.Conflict:
             pass
         current = await rest.request(self._api, method="GET", path=f"{collection}/{name}")
         annotations = (current.get("metadata") or {}).get("annotations") or {}
         if keys.MIRROR_OF_ANNOTATION not in annotations:
-            if (flavor.name, key) not in self._conflicts:
-                self._conflicts.add((flavor.name, key))
+            # Keyed by the mirror's name: the original's for a PodGroup, whose status then is
+            # not written; each of a Workload's pod groups on its own.
+            conflict = (flavor.name, f"{namespace}/{name}")
+            if conflict not in self._conflicts:
+                self._conflicts.add(conflict)
                 self._event(
                     flavor,
                     obj,
                     reason="PodGroupConflict",
-                    message=f"a Berth PodGroup {key} exists already: pods with the "
+                    message=f"a Berth PodGroup {namespace}/{name} exists already: pods with the "
                     f"{flavor.pod_key}={name} join that one, whose spec Berth follows",
                 )
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import typing
 
-from berth.api import keys
+from berth.api import keys, workload_refs
 from berth.scheduler.snapshot import wire
 
 __all__ = [
@@ -46,13 +46,19 @@ def path(key: str) -> str:
 
 
 def belongs(pod: wire.Raw) -> bool:
-    """The pod names a group or a queue, by any key Berth reads (labels or the interop
-    annotation): it is Berth's to admit."""
+    """The pod names a group or a queue, by any key Berth reads (labels, the interop
+    annotation, Kubernetes' ``spec.schedulingGroup`` or ``spec.workloadRef``): it is Berth's
+    to admit."""
     metadata = wire.sub(pod, "metadata")
     labels = wire.sub(metadata, "labels")
     if any(labels.get(k) for k in _GROUP_KEYS):
         return True
-    return bool(wire.sub(metadata, "annotations").get(keys.INTEROP_POD_GROUP_ANNOTATION))
+    if wire.sub(metadata, "annotations").get(keys.INTEROP_POD_GROUP_ANNOTATION):
+        return True
+    spec = wire.sub(pod, "spec")
+    return bool(wire.sub(spec, "schedulingGroup").get("podGroupName")) or (
+        workload_refs.from_pod_spec(spec) is not None
+    )
 
 
 def gate_names(pod: wire.Raw) -> tuple[str, ...]:

@@ -131,7 +131,8 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
     scheduler = loop.Scheduler(
         profile, registry=registry, clock=context.clock, handle=context.handle
     )
-    names = {profile.scheduler_name}
+    # The profile's name first: it schedules Reservations' placeholder pods.
+    names = (profile.scheduler_name, *config.claimed_scheduler_names)
     cache = cluster_cache.ClusterCache(
         scheduler_names=names,
         plain_pods_queue=keys.DEFAULT_QUEUE if config.admit_plain_pods else None,
@@ -233,6 +234,7 @@ def _interop(
             (interop.SCHEDULER_PLUGINS, config.interop_scheduler_plugins),
             (interop.VOLCANO, config.interop_volcano),
             (interop.KUBERNETES, config.interop_workload_api),
+            (interop.WORKLOADS, config.interop_workload_api),
         )
         if enabled
     ]

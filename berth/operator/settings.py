@@ -36,6 +36,7 @@ from berth.api import durations
 from berth.api import errors as api_errors
 from berth.operator import errors
 from berth.util import logging as berth_logging
+from berth.workloads import interop
 
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
@@ -290,10 +291,22 @@ class Settings(pydantic_settings.BaseSettings):
     annotated ``scheduling.k8s.io/group-name``) where the API server serves them. On by
     default, for the same reason."""
 
+    interop_scheduler_plugins_pods: bool = False
+    """Whether Berth also schedules the pods whose ``spec.schedulerName`` is
+    ``scheduler-plugins-scheduler`` (scheduler-plugins' second scheduler), as its own, when
+    :attr:`interop_scheduler_plugins` is on: a cluster moving from scheduler-plugins keeps its
+    manifests. Off by default: where scheduler-plugins still runs, both would bind those pods."""
+
+    interop_volcano_pods: bool = False
+    """Whether Berth also schedules the pods whose ``spec.schedulerName`` is ``volcano``, as its
+    own, when :attr:`interop_volcano` is on: a cluster moving from Volcano need not edit every
+    pod. Off by default: where Volcano still runs, both would bind those pods."""
+
     interop_workload_api: bool = True
-    """Whether Berth honours Kubernetes' own PodGroups (``scheduling.k8s.io/v1alpha2``, 1.36;
-    pods with ``spec.schedulingGroup``) where the API server serves them. On by default, for
-    the same reason."""
+    """Whether Berth honours Kubernetes' own gangs where the API server serves them (found by
+    discovery): 1.36's PodGroups (``scheduling.k8s.io/v1alpha2``, pods with
+    ``spec.schedulingGroup``) and 1.35's Workloads (``scheduling.k8s.io/v1alpha1``, pods with
+    ``spec.workloadRef``). On by default, for the same reason."""
 
     eviction_wait: Seconds = 30.0
     """Measured in seconds. How long a preemptor's binding waits for the victims evicted from
@@ -310,6 +323,24 @@ class Settings(pydantic_settings.BaseSettings):
 
     leader_election: LeaderElectionSettings = pydantic.Field(default_factory=LeaderElectionSettings)
     """Leader election; see :class:`LeaderElectionSettings` for each field and its default."""
+
+    @property
+    def claimed_scheduler_names(self) -> tuple[str, ...]:
+        """The other schedulers' names whose pods Berth schedules as its own (besides
+        :attr:`scheduler_name`): what :attr:`interop_volcano_pods` and
+        :attr:`interop_scheduler_plugins_pods` turn on, each with its interop."""
+        claimed = (
+            (
+                interop.SCHEDULER_PLUGINS,
+                self.interop_scheduler_plugins and self.interop_scheduler_plugins_pods,
+            ),
+            (interop.VOLCANO, self.interop_volcano and self.interop_volcano_pods),
+        )
+        return tuple(
+            flavor.scheduler_name
+            for flavor, on in claimed
+            if on and flavor.scheduler_name and flavor.scheduler_name != self.scheduler_name
+        )
 
     def profile_document(self) -> dict[str, typing.Any]:
         """The scheduler profile part of the config file, for the profile loader.

@@ -33,7 +33,8 @@ class Gang:
     priority_class_name: str | None = None
     """A PriorityClass the workload's own spec names."""
     replica: str | None = None
-    """The replica this pod's gang is (a LeaderWorkerSet group index): one gang per replica."""
+    """The part of the workload this pod's gang is, when a workload makes several gangs (a
+    LeaderWorkerSet's group index, a JobSet's later stage): part of the group's name."""
 
     def __post_init__(self) -> None:
         if self.min_member < 1:

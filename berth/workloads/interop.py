@@ -21,6 +21,10 @@ looks.
   ``phase`` is written back, ``Inqueue`` while the group waits — the training operator creates
   a job's pods only once its Volcano PodGroup left ``Pending`` — and an ``Unschedulable``
   condition says why, with the counts.
+- Kubernetes' own gangs, whose status Berth leaves alone: 1.36's PodGroup
+  (:data:`KUBERNETES`: ``schedulingPolicy.gang.minCount``) and 1.35's Workload
+  (:data:`WORKLOADS`: one Berth PodGroup per ``spec.podGroups[]`` and per replica key its pods
+  name, :func:`mirrors`).
 - A group that cannot be honoured (``minMember`` below 1, a quantity that does not parse) gets
   a mirror marked invalid: it is never placed and its reason says what is wrong.
 """
@@ -32,16 +36,18 @@ import dataclasses
 import typing
 
 from berth.api import errors as api_errors
-from berth.api import keys, quantities
+from berth.api import keys, quantities, workload_refs
 
 __all__ = [
     "FLAVORS",
     "KUBERNETES",
     "SCHEDULER_PLUGINS",
     "VOLCANO",
+    "WORKLOADS",
     "Flavor",
     "foreign_status",
     "mirror",
+    "mirrors",
 ]
 
 Raw = collections.abc.Mapping[str, typing.Any]
@@ -57,6 +63,9 @@ class Flavor:
     status_subresource: bool  # Volcano's CRD has none: its status is written on the object
     pod_key: str  # how its pods join a group, for messages
     writes_status: bool = True  # False: Berth leaves the original's status to its owners
+    scheduler_name: str | None = None  # its pods' schedulerName, which Berth can claim
+    kind: str = "PodGroup"  # the kind holding the gangs
+    plural: str = "podgroups"
 
     @property
     def api_version(self) -> str:
@@ -64,11 +73,11 @@ class Flavor:
 
     @property
     def path(self) -> str:
-        """The cluster-wide collection of its PodGroups."""
-        return f"/apis/{self.api_version}/podgroups"
+        """The cluster-wide collection of its objects."""
+        return f"/apis/{self.api_version}/{self.plural}"
 
     def object_path(self, *, namespace: str, name: str) -> str:
-        return f"/apis/{self.api_version}/namespaces/{namespace}/podgroups/{name}"
+        return f"/apis/{self.api_version}/namespaces/{namespace}/{self.plural}/{name}"
 
 
 SCHEDULER_PLUGINS = Flavor(
@@ -77,6 +86,7 @@ SCHEDULER_PLUGINS = Flavor(
     "v1alpha1",
     status_subresource=True,
     pod_key=f"label {keys.INTEROP_POD_GROUP_LABEL}",
+    scheduler_name="scheduler-plugins-scheduler",  # its chart's second-scheduler profile
 )
 VOLCANO = Flavor(
     "volcano",
@@ -84,6 +94,7 @@ VOLCANO = Flavor(
     "v1beta1",
     status_subresource=False,
     pod_key=f"annotation {keys.INTEROP_POD_GROUP_ANNOTATION}",
+    scheduler_name="volcano",
 )
 KUBERNETES = Flavor(
     "kubernetes",
@@ -94,18 +105,32 @@ KUBERNETES = Flavor(
     writes_status=False,
 )
 """Kubernetes 1.36's own PodGroup (KEP 5832): ``spec.schedulingPolicy.gang.minCount`` (or
-``basic``: no gang); pods join with ``spec.schedulingGroup.podGroupName``. 1.35's
-``v1alpha1`` Workload and ``spec.workloadRef`` are a different API and are not read."""
-FLAVORS = (SCHEDULER_PLUGINS, VOLCANO, KUBERNETES)
+``basic``: no gang); pods join with ``spec.schedulingGroup.podGroupName``."""
+WORKLOADS = Flavor(
+    "kubernetes-workloads",
+    "scheduling.k8s.io",
+    "v1alpha1",
+    status_subresource=False,
+    pod_key="spec.workloadRef",
+    writes_status=False,
+    kind="Workload",
+    plural="workloads",
+)
+"""Kubernetes 1.35's Workload (KEP 4671): one gang per ``spec.podGroups[]`` (``policy.gang.
+minCount``, or ``basic``: no gang), and per ``podGroupReplicaKey`` its pods name; pods join
+with ``spec.workloadRef`` (:mod:`berth.api.workload_refs` names the Berth PodGroups)."""
+FLAVORS = (SCHEDULER_PLUGINS, VOLCANO, KUBERNETES, WORKLOADS)
 
 
-def _problems(spec: Raw) -> tuple[int, list[str]]:
+def _problems(spec: Raw, *, field: str = "minMember") -> tuple[int, list[str]]:
+    """``spec``'s minMember (1 when unusable) and what is wrong with it; ``field`` is what the
+    original calls minMember, for the messages."""
     problems: list[str] = []
     min_member = spec.get("minMember")
     if min_member is None:
         min_member = 1 if "minTaskMember" in spec else None
     if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
-        problems.append(f"minMember is {min_member!r}: a gang needs at least 1 pod")
+        problems.append(f"{field} is {min_member!r}: a gang needs at least 1 pod")
         min_member = 1
     resources = spec.get("minResources")
     if resources is not None:
@@ -133,14 +158,51 @@ def _kubernetes_spec(spec: Raw) -> Raw:
     return {"minMember": None}
 
 
-def mirror(flavor: Flavor, obj: Raw, /) -> dict[str, typing.Any]:
-    """The Berth PodGroup that stands for ``obj`` (a PodGroup of ``flavor``)."""
+def mirrors(
+    flavor: Flavor, obj: Raw, /, *, replica_keys: collections.abc.Iterable[tuple[str, str]] = ()
+) -> list[dict[str, typing.Any]]:
+    """The Berth PodGroups that stand for ``obj``: one for a PodGroup; for a
+    :data:`WORKLOADS` Workload one per pod group, and one per (pod group, replica key) in
+    ``replica_keys`` (the keys its pods name)."""
+    if flavor is not WORKLOADS:
+        return [mirror(flavor, obj)]
+    meta = obj.get("metadata") or {}
+    workload = str(meta.get("name") or "")
+    spec = obj.get("spec") if isinstance(obj.get("spec"), collections.abc.Mapping) else {}
+    assert isinstance(spec, collections.abc.Mapping)
+    groups = spec.get("podGroups")
+    by_name = {
+        str(g.get("name")): g
+        for g in (groups if isinstance(groups, list) else ())
+        if isinstance(g, collections.abc.Mapping) and g.get("name")
+    }
+    wanted: list[tuple[str, str | None]] = [(name, None) for name in by_name]
+    wanted += sorted((g, key) for g, key in set(replica_keys) if g in by_name)
+    out = []
+    for pod_group, key in wanted:
+        name = workload_refs.group_name(workload, pod_group, replica_key=key)
+        policy = by_name[pod_group].get("policy")
+        renamed = {**obj, "metadata": {**meta, "name": name}, "spec": {"schedulingPolicy": policy}}
+        what = f"Workload {workload} pod group {pod_group}" + (
+            f" replica {key}" if key is not None else ""
+        )
+        made = mirror(flavor, renamed, what=what, owner=workload)
+        out.append(made)
+    return out
+
+
+def mirror(
+    flavor: Flavor, obj: Raw, /, *, what: str | None = None, owner: str | None = None
+) -> dict[str, typing.Any]:
+    """The Berth PodGroup that stands for ``obj`` (a PodGroup of ``flavor``; ``what`` names it
+    in messages and ``owner`` is the name of the object it belongs to, when not ``obj``)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") if isinstance(obj.get("spec"), collections.abc.Mapping) else {}
     assert isinstance(spec, collections.abc.Mapping)
-    if flavor is KUBERNETES:
+    if flavor in (KUBERNETES, WORKLOADS):
         spec = _kubernetes_spec(spec)
-    min_member, problems = _problems(spec)
+    fields = {KUBERNETES: "schedulingPolicy.gang.minCount", WORKLOADS: "policy.gang.minCount"}
+    min_member, problems = _problems(spec, field=fields.get(flavor, "minMember"))
     out: dict[str, typing.Any] = {"minMember": min_member}
     if not any(p.startswith("minResources") for p in problems) and spec.get("minResources"):
         out["minResources"] = dict(spec["minResources"])
@@ -158,9 +220,11 @@ def mirror(flavor: Flavor, obj: Raw, /) -> dict[str, typing.Any]:
             out["priorityClassName"] = str(spec["priorityClassName"])
     name = str(meta.get("name") or "")
     annotations: dict[str, str | None] = {
-        keys.MIRROR_OF_ANNOTATION: f"{flavor.api_version} PodGroup {name}",
+        keys.MIRROR_OF_ANNOTATION: f"{flavor.api_version} {what or f'PodGroup {name}'}",
         keys.INVALID_ANNOTATION: (
-            f"{flavor.name} PodGroup {name}: {'; '.join(problems)}" if problems else None
+            f"{what or f'{flavor.name} PodGroup {name}'}: {'; '.join(problems)}"
+            if problems
+            else None
         ),
     }
     return {
@@ -173,8 +237,8 @@ def mirror(flavor: Flavor, obj: Raw, /) -> dict[str, typing.Any]:
             "ownerReferences": [
                 {
                     "apiVersion": flavor.api_version,
-                    "kind": "PodGroup",
-                    "name": name,
+                    "kind": flavor.kind,
+                    "name": owner or name,
                     "uid": str(meta.get("uid") or ""),
                     "controller": True,
                 }

@@ -66,6 +66,16 @@ def _pod(
             False,
             [{"op": "add", "path": "/spec/schedulingGates", "value": [GATE]}],
         ),
+        (
+            _pod(schedulingGroup={"podGroupName": "g"}),
+            False,
+            [{"op": "add", "path": "/spec/schedulingGates", "value": [GATE]}],
+        ),
+        (
+            _pod(workloadRef={"name": "w", "podGroup": "g"}),
+            False,
+            [{"op": "add", "path": "/spec/schedulingGates", "value": [GATE]}],
+        ),
         (_pod({"app": "web"}), False, []),
         (_pod(), False, []),
         (
@@ -103,6 +113,8 @@ def _pod(
         "queue-label-appends-to-gates",
         "interop-group-label",
         "volcano-group-annotation",
+        "kubernetes-scheduling-group",
+        "kubernetes-workload-ref",
         "plain-pod-never",
         "no-labels-never",
         "opted-in-plain-pod-joins-default-queue",

@@ -121,8 +121,8 @@ EVERY_OPTION: Values = {
     "admitPlainPods": True,
     "groupByOwner": False,
     "interop": {
-        "schedulerPlugins": {"enabled": False, "installCRD": True},
-        "volcano": {"enabled": False, "installCRD": True},
+        "schedulerPlugins": {"enabled": False, "installCRD": True, "claimPods": True},
+        "volcano": {"enabled": False, "installCRD": True, "claimPods": True},
         "workloadAPI": {"enabled": False},
     },
     "evictionWait": "45s",

@@ -288,6 +288,9 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "BERTH_GROUP_BY_OWNER", "value": grouping},
         {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS", "value": grouping},
         {"name": "BERTH_INTEROP_VOLCANO", "value": grouping},
+        # claimPods: off by default, on in every-option (as admitPlainPods).
+        {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS_PODS", "value": admit},
+        {"name": "BERTH_INTEROP_VOLCANO_PODS", "value": admit},
         {"name": "BERTH_INTEROP_WORKLOAD_API", "value": grouping},
         *extra,
     ]

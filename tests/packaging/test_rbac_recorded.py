@@ -98,7 +98,8 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
     },
     **{
         (group, resource, verb): "the run serves no scheduler-plugins, Volcano or Kubernetes "
-        "PodGroups: Berth honours them only where they are served (tests/workloads cover them)"
+        "PodGroups or Workloads: Berth honours them only where they are served "
+        "(tests/workloads cover them)"
         for group, resource, verb in (
             ("scheduling.x-k8s.io", "podgroups", "list"),
             ("scheduling.x-k8s.io", "podgroups", "watch"),
@@ -108,6 +109,8 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
             ("scheduling.volcano.sh", "podgroups", "patch"),
             ("scheduling.k8s.io", "podgroups", "list"),
             ("scheduling.k8s.io", "podgroups", "watch"),
+            ("scheduling.k8s.io", "workloads", "list"),
+            ("scheduling.k8s.io", "workloads", "watch"),
         )
     },
     ("scheduling.berth.io", "podgroups", "get"): "read only when a derived PodGroup exists "

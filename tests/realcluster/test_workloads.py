@@ -6,7 +6,10 @@ We test these aspects:
 - a Job of parallelism 4 (also Indexed, also in admission mode) is one gang: with room for 3
   none of its pods starts and the PodGroup Berth derived (minMember 4, owned by the Job) says
   it waits; with room for the fourth all four run; deleting the Job lets the real garbage
-  collector delete the group.
+  collector delete the group;
+- in admission mode, a scheduler-plugins or Volcano PodGroup's pods, keyed only by that
+  scheduler's label or annotation and naming no scheduler, are gated by the chart's webhook:
+  one alone waits (kube-scheduler does not start it), both run once the gang is whole.
 """
 
 from __future__ import annotations
@@ -118,3 +121,47 @@ def test_a_job_starts_as_one_gang_when_all_of_it_fits(
         "wait", "--for=delete", f"podgroup/{name}", "-n", namespace, f"--timeout={cluster.WAIT}"
     )  # fmt: skip  (the real garbage collector)
     real.kubectl("delete", "nodes", "-l", f"job-room={room}", "--wait=false")
+
+
+@pytest.mark.parametrize("flavor", ["scheduler-plugins", "volcano"])
+def test_other_schedulers_gang_is_gated_in_admission_mode(
+    real: cluster.RealCluster, flavor: str
+) -> None:
+    """The chart's webhook gates pods keyed only by the other scheduler's label or annotation
+    (a matchConditions expression for Volcano's), so kube-scheduler does not start one alone."""
+    real.berth(mode="admission")
+    namespace = real.namespace()
+    crd = install.CHART / "files" / f"{flavor}-podgroups.yaml"
+    real.kubectl("apply", "-f", str(crd))
+    group = "scheduling.x-k8s.io" if flavor == "scheduler-plugins" else "scheduling.volcano.sh"
+    version = "v1alpha1" if flavor == "scheduler-plugins" else "v1beta1"
+    real.kubectl("wait", "--for=condition=Established", f"crd/podgroups.{group}",
+                 f"--timeout={cluster.WAIT}")  # fmt: skip
+    original = {"apiVersion": f"{group}/{version}", "kind": "PodGroup",
+                "metadata": {"name": "pair"}, "spec": {"minMember": 2}}  # fmt: skip
+    real.create(original, namespace=namespace)
+
+    def member(name: str) -> dict[str, typing.Any]:
+        made = pods.pod(name, cpu="100m", scheduler=None)
+        if flavor == "scheduler-plugins":
+            made["metadata"]["labels"][keys.INTEROP_POD_GROUP_LABEL] = "pair"
+        else:
+            made["metadata"]["annotations"] = {keys.INTEROP_POD_GROUP_ANNOTATION: "pair"}
+        return made
+
+    real.create(member("pair-0"), namespace=namespace)
+
+    def mirror_waits() -> bool:
+        found = real.json("get", "podgroups.scheduling.berth.io", "-n", namespace)["items"]
+        conditions = [c for g in found for c in (g.get("status") or {}).get("conditions") or []]
+        return any(c["type"] == "Scheduled" and c["status"] == "False" for c in conditions)
+
+    processes.wait_until("the gang to wait for its second pod", mirror_waits, timeout=90,
+                         interval=0.5)  # fmt: skip
+    (alone,) = real.pods(namespace)
+    assert not alone["spec"].get("nodeName")
+    assert keys.ADMISSION_GATE in [g["name"] for g in alone["spec"].get("schedulingGates") or []]
+    real.create(member("pair-1"), namespace=namespace)
+    for name in ("pair-0", "pair-1"):
+        real.wait(f"pod/{name}", jsonpath="{.status.phase}", value="Running",
+                  namespace=namespace)  # fmt: skip

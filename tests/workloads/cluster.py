@@ -76,10 +76,16 @@ def eventually(
 
 @contextlib.contextmanager
 def berth_up(
-    tmp: pathlib.Path, *, nodes: str, extra: tuple[str, ...] = ()
+    tmp: pathlib.Path,
+    *,
+    nodes: str,
+    extra: tuple[str, ...] = (),
+    settings: dict[str, str] | None = None,
 ) -> typing.Iterator[Kubectl]:
-    """``berth up --nodes NODES`` until the block ends; yields kubectl pointed at it."""
+    """``berth up --nodes NODES`` until the block ends; yields kubectl pointed at it.
+    ``settings``: the operator's ``BERTH_*`` environment (none is inherited)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_")}
+    env |= settings or {}
     env.pop("KUBECONFIG", None)
     env |= {"HOME": str(tmp), "KUBECACHEDIR": str(tmp / "cache")}
     kubeconfig = tmp / "up.kubeconfig"

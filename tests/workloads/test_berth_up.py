@@ -11,7 +11,11 @@ ownerReferences and labels their controllers give them. We test these aspects:
   RayCluster, RayJob, SparkApplication, LeaderWorkerSet): the group has the minMember its owner's
   spec says, no pod starts while the gang is short of a pod, all start once it is whole, and the
   group is deleted with its owner;
-- a pod whose owner does not exist waits, and says so.
+- a JobSet whose replicated Jobs start in stages (``dependsOn``): a gang per stage, each
+  whole or not at all, all deleted with the JobSet;
+- labels on the owner: ``group-by-owner: disabled`` makes each pod a group of one,
+  ``pod-group`` puts the pods in the PodGroup it names, ``queue`` sets the derived group's queue;
+- a pod whose owner does not exist, or is of a version Berth does not read, waits and says so.
 """
 
 from __future__ import annotations
@@ -185,6 +189,26 @@ def test_pod_of_a_deleted_owner_waits_and_says_so(tmp_path: pathlib.Path) -> Non
 
         message = cluster.eventually(reason, what="the pod to say its owner is gone")
         assert "its owner batch/v1 Job gone (uid 0000-gone) does not exist" in message
+        # An owner of a known kind in a version Berth does not read: the pod waits, saying so.
+        future = {
+            "apiVersion": "kubeflow.org/v2",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "next", "uid": "0000-next"},
+        }
+        ns.create(pod("ahead", future))
+
+        def version_reason() -> str:
+            found = kubectl.get("pod", "ahead", namespace="team")
+            conditions = found["status"].get("conditions") or []
+            return " ".join(str(c.get("message", "")) for c in conditions)
+
+        cluster.eventually(
+            lambda: (
+                "its owner kubeflow.org/v2 PyTorchJob next is of a version Berth cannot read "
+                "(it reads PyTorchJob as kubeflow.org/v1)" in version_reason()
+            ),
+            what="the pod to say its owner's version is unknown",
+        )
         assert not ns.bound()
 
 
@@ -224,6 +248,37 @@ def _jobset(ns: Namespace) -> tuple[str, list[Obj], list[int]]:
         job = ns.create(owned(job_object(f"js-{rjob}-{index}", parallelism=parallelism), js))
         pods += job_pods(job, parallelism, cpu="100m")
     return "jobset.jobset.x-k8s.io/js", pods, [5]
+
+
+def _jobset_stages(ns: Namespace) -> tuple[str, list[Obj], list[int]]:
+    """A JobSet whose workers start once its initializer is ready: two stages, two gangs."""
+    rjobs = [
+        {"name": "init", "template": {"spec": {"parallelism": 2, "template": TEMPLATE}}},
+        {
+            "name": "node",
+            "replicas": 2,
+            "dependsOn": [{"name": "init", "status": "Ready"}],
+            "template": {"spec": {"parallelism": 2, "template": TEMPLATE}},
+        },
+    ]
+    js = ns.create(
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": meta("staged"),
+            "spec": {"replicatedJobs": rjobs},
+        }
+    )
+    pods: list[Obj] = []
+    for rjob, index in (("init", 0), ("node", 0), ("node", 1)):
+        labels = {"jobset.sigs.k8s.io/replicatedjob-name": rjob}
+        made_job = job_object(f"staged-{rjob}-{index}", parallelism=2)
+        made_job["metadata"]["labels"] = labels
+        job = ns.create(owned(made_job, js))
+        for made in job_pods(job, 2, cpu="100m"):
+            made["metadata"]["labels"].update(labels)
+            pods.append(made)
+    return "jobset.jobset.x-k8s.io/staged", pods, [2, 4]
 
 
 def _trainjob(ns: Namespace) -> tuple[str, list[Obj], list[int]]:
@@ -477,6 +532,7 @@ def _lws(ns: Namespace) -> tuple[str, list[Obj], list[int]]:
 
 SCENARIOS = {
     "jobset": Scenario(_jobset, "JobSet"),
+    "jobset-stages": Scenario(_jobset_stages, "JobSet"),
     "trainjob": Scenario(_trainjob, "JobSet"),
     "pytorchjob": Scenario(_kubeflow("PyTorchJob", {"Master": 1, "Worker": 2}), "PyTorchJob"),
     "tfjob": Scenario(_kubeflow("TFJob", {"PS": 1, "Worker": 2}), "TFJob"),
@@ -549,6 +605,53 @@ def test_group_derived_from_the_owner(kubectl: cluster.Kubectl, name: str) -> No
     cluster.eventually(lambda: ns.bound() == everyone, what="every pod to start")
     kubectl("delete", top, "-n", name)
     cluster.eventually(lambda: not ns.groups(), what="the groups to go with their owner")
+
+
+def labelled_job(ns: Namespace, name: str, labels: dict[str, str], count: int) -> list[Obj]:
+    """A Job labelled ``labels`` (as its owner would label it) and its ``count`` pods."""
+    body = job_object(name, parallelism=count)
+    body["metadata"]["labels"] = labels
+    return job_pods(ns.create(body), count, cpu="100m")
+
+
+def test_labels_on_the_owner_opt_out_or_override(kubectl: cluster.Kubectl) -> None:
+    ns = Namespace(kubectl, "labelled")
+    queue = {
+        "apiVersion": "scheduling.berth.io/v1alpha1",
+        "kind": "Queue",
+        "metadata": {"name": "owners-queue"},
+        "spec": {},
+    }
+    kubectl.apply(queue)
+    mine = {
+        "apiVersion": "scheduling.berth.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "mine"},
+        "spec": {"minMember": 2},
+    }
+    ns.create(mine)
+    # Opted out: each pod a group of one, no PodGroup derived: one pod of three starts alone.
+    solo = labelled_job(ns, "solo", {"scheduling.berth.io/group-by-owner": "disabled"}, 3)
+    # Named: the pods join the PodGroup the owner names (its minMember, 2, not parallelism 3).
+    named = labelled_job(ns, "named", {"scheduling.berth.io/pod-group": "mine"}, 2)
+    # Queue: the derived group goes to the queue the owner names.
+    queued = labelled_job(ns, "queued", {"scheduling.berth.io/queue": "owners-queue"}, 2)
+    kubectl.apply(*solo[:1], *named, *queued, namespace=ns.name)
+    everyone = sorted(p["metadata"]["name"] for p in (*solo[:1], *named, *queued))
+    cluster.eventually(lambda: ns.bound() == everyone, what="every pod to start")
+    groups = {g["metadata"]["name"]: g for g in ns.groups()}
+    derived = [g for n, g in groups.items() if n != "mine"]
+    assert len(derived) == 1, sorted(groups)  # the queued Job's, none for the others
+    assert derived[0]["spec"]["queue"] == "owners-queue"
+    assert derived[0]["spec"]["minMember"] == 2
+    assert derived[0]["metadata"]["ownerReferences"][0]["name"] == "queued"
+    pods = {p["metadata"]["name"]: p for p in ns.pods()}
+    label = "scheduling.berth.io/pod-group"
+    assert {pods[n]["metadata"]["labels"].get(label) for n in ("named-0", "named-1")} == {"mine"}
+    assert label not in pods["solo-0"]["metadata"]["labels"]
+    assert pods["solo-0"]["metadata"]["annotations"]["scheduling.berth.io/grouped-by"] == (
+        "Pod/solo-0"
+    )
 
 
 @pytest.mark.parametrize("folder", ["job", "jobset", "pytorchjob", "raycluster"])

@@ -10,7 +10,14 @@ We test these aspects:
   is marked invalid with what is wrong, and its status stays Pending;
 - the status written back follows the group: each flavour's phase names, the counts, and for
   Volcano Inqueue while waiting (its operators create pods only then) with the reason in an
-  Unschedulable condition.
+  Unschedulable condition;
+- a 1.35 Workload (``scheduling.k8s.io/v1alpha1``) stands as one Berth PodGroup per pod group
+  (gang minCount, or basic: one), and one per replica key its pods name, each named as the
+  pods' ``spec.workloadRef`` resolves, owned by the Workload; a gang of 0 is marked invalid;
+- the other schedulers' names whose pods Berth claims: only those asked for, each only with its
+  interop on, never Berth's own name twice; a claimed pod is pending as one of Berth's own (the
+  profile's checks apply to it), another scheduler's is not Berth's;
+- a pod whose ``spec.workloadRef`` and a group label name different groups is never placed.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ import typing
 
 import pytest
 
-from berth.api import keys
+from berth.api import keys, workload_refs
+from berth.operator import settings
+from berth.scheduler.snapshot import cache, pods
 from berth.workloads import interop
 
 Obj = dict[str, typing.Any]
@@ -151,8 +160,8 @@ def test_invalid_group_stays_pending() -> None:
     [
         ({"schedulingPolicy": {"gang": {"minCount": 4}}}, 4, None),
         ({"schedulingPolicy": {"basic": {}}}, 1, None),
-        ({"schedulingPolicy": {"gang": {"minCount": 0}}}, 1, "minMember is 0"),
-        ({}, 1, "minMember is None"),
+        ({"schedulingPolicy": {"gang": {"minCount": 0}}}, 1, "schedulingPolicy.gang.minCount is 0"),
+        ({}, 1, "schedulingPolicy.gang.minCount is None"),
     ],
     ids=["gang", "basic", "gang-of-0", "no-policy"],
 )
@@ -164,3 +173,123 @@ def test_kubernetes_podgroup_policy_becomes_min_member(
     marked = mirror["metadata"]["annotations"][keys.INVALID_ANNOTATION]
     assert (marked is None) if problem is None else (problem in marked)
     assert not interop.KUBERNETES.writes_status
+
+
+@pytest.mark.parametrize(
+    ("values", "claimed"),
+    [
+        ({}, ()),
+        ({"interop_volcano_pods": True}, ("volcano",)),
+        ({"interop_volcano_pods": True, "interop_volcano": False}, ()),
+        ({"interop_scheduler_plugins_pods": True}, ("scheduler-plugins-scheduler",)),
+        (
+            {"interop_scheduler_plugins_pods": True, "interop_volcano_pods": True},
+            ("scheduler-plugins-scheduler", "volcano"),
+        ),
+        ({"interop_volcano_pods": True, "scheduler_name": "volcano"}, ()),
+    ],
+    ids=["default", "volcano", "volcano-interop-off", "scheduler-plugins", "both", "own-name"],
+)
+def test_claimed_scheduler_names(values: Obj, claimed: tuple[str, ...]) -> None:
+    config = settings.Settings(**values, leader_election={"enabled": False})
+    assert config.claimed_scheduler_names == claimed
+
+
+WORKLOAD = {
+    "apiVersion": "scheduling.k8s.io/v1alpha1",
+    "kind": "Workload",
+    "metadata": {"name": "train", "namespace": "team", "uid": "u-w"},
+    "spec": {
+        "controllerRef": {"apiGroup": "batch", "kind": "Job", "name": "train"},
+        "podGroups": [
+            {"name": "workers", "policy": {"gang": {"minCount": 4}}},
+            {"name": "driver", "policy": {"basic": {}}},
+            {"name": "broken", "policy": {"gang": {"minCount": 0}}},
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("replica_keys", "expected"),
+    [
+        ((), {"train-workers": 4, "train-driver": 1, "train-broken": 1}),
+        (
+            [("workers", "0"), ("workers", "1"), ("nowhere", "0")],
+            {
+                "train-workers": 4,
+                "train-driver": 1,
+                "train-broken": 1,
+                "train-workers-0": 4,
+                "train-workers-1": 4,
+            },
+        ),
+    ],
+    ids=["pod-groups", "replica-keys"],
+)
+def test_workload_pod_groups_are_mirrored_as_the_pods_name_them(
+    replica_keys: list[tuple[str, str]], expected: dict[str, int]
+) -> None:
+    made = interop.mirrors(interop.WORKLOADS, WORKLOAD, replica_keys=replica_keys)
+    assert {m["metadata"]["name"]: m["spec"]["minMember"] for m in made} == expected
+    for mirror in made:
+        (owner,) = mirror["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Workload", "train", "u-w")
+        assert owner["apiVersion"] == "scheduling.k8s.io/v1alpha1"
+    # The pods' spec.workloadRef resolves to the same names.
+    for name in expected:
+        _, group, *key = name.split("-")
+        ref = {"name": "train", "podGroup": group}
+        if key:
+            ref["podGroupReplicaKey"] = key[0]
+        found = workload_refs.from_pod_spec({"workloadRef": ref})
+        assert found is not None and found.group_name == name
+    invalid = {
+        m["metadata"]["name"]: m["metadata"]["annotations"][keys.INVALID_ANNOTATION] for m in made
+    }
+    assert invalid["train-broken"] == (
+        "Workload train pod group broken: policy.gang.minCount is 0: a gang needs at least 1 pod"
+    )
+    assert invalid["train-workers"] is None and invalid["train-driver"] is None
+    assert not interop.WORKLOADS.writes_status
+
+
+def test_workload_ref_names_odd_replica_keys_safely() -> None:
+    odd = workload_refs.group_name("train", "workers", replica_key="Rack A/7")
+    assert odd.startswith("train-workers-r") and " " not in odd and "/" not in odd
+    assert odd != workload_refs.group_name("train", "workers", replica_key="Rack A/8")
+    assert workload_refs.from_pod_spec({"workloadRef": {"name": "train"}}) is None
+
+
+def _pod(name: str, **spec: typing.Any) -> Obj:
+    containers = [{"name": "main", "image": "busybox"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}"},
+        "spec": {"containers": containers, **spec},
+    }
+
+
+def test_claimed_pods_are_berths_own() -> None:
+    claimed = cache.ClusterCache(scheduler_names=("berth-scheduler", "volcano"))
+    for made in (
+        _pod("claimed", schedulerName="volcano"),
+        _pod("theirs", schedulerName="scheduler-plugins-scheduler"),
+    ):
+        claimed.add_pod(made)
+    pending = {p.name: p for p in claimed.snapshot(0.0).pending}
+    assert set(pending) == {"claimed"}
+    assert pending["claimed"].scheduler_name == "berth-scheduler"
+
+
+def test_workload_ref_and_a_label_naming_another_group_are_refused() -> None:
+    made = _pod("p", workloadRef={"name": "train", "podGroup": "workers"})
+    made["metadata"]["labels"] = {keys.POD_GROUP_LABEL: "other"}
+    info = pods.pod_info(made)
+    assert info.invalid == (
+        "two PodGroups claim the pod (spec.workloadRef=train-workers, "
+        f"label {keys.POD_GROUP_LABEL}=other): remove all but one"
+    )
+    agreeing = _pod("q", workloadRef={"name": "train", "podGroup": "workers"})
+    assert pods.pod_info(agreeing).pod_group == "team/train-workers"

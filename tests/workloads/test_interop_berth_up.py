@@ -9,6 +9,11 @@ Berth started, as an operator installing them later would. We test these aspects
   PodGroup standing for it goes when it is deleted;
 - a Volcano PodGroup and pods annotated ``scheduling.k8s.io/group-name``: its status says
   Inqueue before the pods exist (its operators wait for that) and Running once they run;
+- a 1.35 Workload (``scheduling.k8s.io/v1alpha1``, served as a CRD here) and pods with
+  ``spec.workloadRef``: each pod group a gang, each replica key its own, deleted with it;
+- with ``interop.volcano.claimPods`` / ``interop.schedulerPlugins.claimPods`` on, pods whose
+  ``schedulerName`` is ``volcano`` or ``scheduler-plugins-scheduler`` are Berth's: a gang with
+  their PodGroup, each left alone while the setting is off;
 - bad input: a scheduler-plugins PodGroup with minMember 0 leaves its pods waiting with a reason
   naming minMember; a pod two PodGroups claim waits and says which two.
 """
@@ -33,14 +38,18 @@ BPG = "podgroups.scheduling.berth.io"
 
 
 def pod(
-    name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    scheduler: str = "berth-scheduler",
 ) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
         "spec": {
-            "schedulerName": "berth-scheduler",
+            "schedulerName": scheduler,
             "containers": [
                 {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
             ],
@@ -262,3 +271,147 @@ def test_kubernetes_podgroup_and_scheduling_group_pods_are_a_gang(kubectl: clust
     second["spec"]["schedulingGroup"] = {"podGroupName": "workers"}
     kubectl.apply(second, namespace="k8s")
     cluster.eventually(lambda: len(bound(kubectl, "k8s")) == 2, what="the gang to start")
+
+
+WORKLOADS_CRD = {
+    # What a 1.35 API server serves natively (with the GenericWorkload gate on).
+    **KUBERNETES_CRD,
+    "metadata": {
+        "name": "workloads.scheduling.k8s.io",
+        "annotations": {
+            "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/4671"
+        },
+    },
+    "spec": {
+        **KUBERNETES_CRD["spec"],
+        "names": {
+            "kind": "Workload",
+            "plural": "workloads",
+            "singular": "workload",
+            "listKind": "WorkloadList",
+        },
+        "versions": [{**KUBERNETES_CRD["spec"]["versions"][0], "name": "v1alpha1"}],
+    },
+}
+
+
+def test_workload_pod_groups_and_replicas_are_gangs(kubectl: cluster.Kubectl) -> None:
+    kubectl("apply", "-f", "-", input=json.dumps(WORKLOADS_CRD))
+    namespace(kubectl, "wl")
+    workload = {
+        "apiVersion": "scheduling.k8s.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "train"},
+        "spec": {
+            "controllerRef": {"apiGroup": "batch", "kind": "Job", "name": "train"},
+            "podGroups": [
+                {"name": "workers", "policy": {"gang": {"minCount": 2}}},
+                {"name": "shards", "policy": {"gang": {"minCount": 2}}},
+            ],
+        },
+    }
+    kubectl.apply(workload, namespace="wl")
+
+    def member(name: str, group: str, key: str | None = None) -> Obj:
+        made = pod(name)
+        ref = {"name": "train", "podGroup": group}
+        if key is not None:
+            ref["podGroupReplicaKey"] = key
+        made["spec"]["workloadRef"] = ref
+        return made
+
+    kubectl.apply(member("w-0", "workers"), namespace="wl")
+    cluster.eventually(
+        lambda: "waiting for pods: 1/2 created" in pod_reason(kubectl, "w-0", "wl"),
+        what="the pod to wait for the second of its pod group",
+    )
+    mirrors = {g["metadata"]["name"]: g for g in kubectl.items(BPG, namespace="wl")}
+    assert mirrors["train-workers"]["spec"]["minMember"] == 2
+    assert mirrors["train-workers"]["metadata"]["ownerReferences"][0]["kind"] == "Workload"
+    kubectl.apply(member("w-1", "workers"), namespace="wl")
+    cluster.eventually(lambda: bound(kubectl, "wl") == ["w-0", "w-1"], what="the gang to start")
+    # Replica keys: each key its own gang of the pod group's minCount.
+    kubectl.apply(
+        member("s0-a", "shards", "0"),
+        member("s0-b", "shards", "0"),
+        member("s1-a", "shards", "1"),
+        namespace="wl",
+    )
+    cluster.eventually(
+        lambda: bound(kubectl, "wl") == ["s0-a", "s0-b", "w-0", "w-1"],
+        what="replica 0 to start",
+    )
+    cluster.eventually(
+        lambda: "waiting for pods: 1/2 created" in pod_reason(kubectl, "s1-a", "wl"),
+        what="replica 1 to wait for its second pod",
+    )
+    kubectl.apply(member("s1-b", "shards", "1"), namespace="wl")
+    cluster.eventually(lambda: len(bound(kubectl, "wl")) == 6, what="replica 1 to start")
+    names = {g["metadata"]["name"] for g in kubectl.items(BPG, namespace="wl")}
+    assert names == {"train-workers", "train-shards", "train-shards-0", "train-shards-1"}
+    kubectl("delete", "workloads.scheduling.k8s.io", "train", "-n", "wl")
+    cluster.eventually(lambda: not kubectl.items(BPG, namespace="wl"), what="the mirrors to go")
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "flavor", "setting"),
+    [
+        ("volcano", "volcano", "BERTH_INTEROP_VOLCANO_PODS"),
+        (
+            "scheduler-plugins-scheduler",
+            "scheduler-plugins",
+            "BERTH_INTEROP_SCHEDULER_PLUGINS_PODS",
+        ),
+    ],
+    ids=["volcano", "scheduler-plugins"],
+)
+def test_other_schedulers_pods_are_claimed_when_asked(
+    tmp_path_factory: pytest.TempPathFactory, scheduler: str, flavor: str, setting: str
+) -> None:
+    if flavor == "volcano":
+        group: Obj = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pair"},
+            "spec": {"minMember": 2, "queue": "default"},
+        }
+        keys: Obj = {"annotations": {"scheduling.k8s.io/group-name": "pair"}}
+    else:
+        group = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pair"},
+            "spec": {"minMember": 2},
+        }
+        keys = {"labels": {"scheduling.x-k8s.io/pod-group": "pair"}}
+    with cluster.berth_up(
+        tmp_path_factory.mktemp("claim"), nodes="1x cpu=4,memory=16Gi", settings={setting: "true"}
+    ) as kubectl:
+        for path in sorted(FILES.glob("*podgroups.yaml")):
+            kubectl("apply", "-f", str(path))
+        namespace(kubectl, "moved")
+        kubectl.apply(group, namespace="moved")
+        kubectl.apply(pod("pair-0", scheduler=scheduler, **keys), namespace="moved")
+        cluster.eventually(
+            lambda: "waiting for pods: 1/2 created" in pod_reason(kubectl, "pair-0", "moved"),
+            what="the lone pod to say it waits for its gang",
+        )
+        assert bound(kubectl, "moved") == []
+        kubectl.apply(pod("pair-1", scheduler=scheduler, **keys), namespace="moved")
+        # A plain pod of that scheduler is Berth's as well (placed alone).
+        kubectl.apply(pod("alone", scheduler=scheduler), namespace="moved")
+        cluster.eventually(
+            lambda: bound(kubectl, "moved") == ["alone", "pair-0", "pair-1"],
+            what="the gang and the plain pod to start",
+        )
+
+
+def test_other_schedulers_pods_are_left_alone_by_default(kubectl: cluster.Kubectl) -> None:
+    namespace(kubectl, "theirs")
+    kubectl.apply(pod("vc", scheduler="volcano"), namespace="theirs")
+    kubectl.apply(pod("sp", scheduler="scheduler-plugins-scheduler"), namespace="theirs")
+    # A pod of Berth's created after them is placed: Berth has seen both and left them.
+    kubectl.apply(pod("ours"), namespace="theirs")
+    cluster.eventually(lambda: bound(kubectl, "theirs") == ["ours"], what="Berth's pod placed")
+    for name in ("vc", "sp"):
+        assert pod_reason(kubectl, name, "theirs") == ""

@@ -39,6 +39,7 @@ def chain(
 
 
 JOB = o.job("train")
+RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET = o.jobset("js", [o.rjob("driver"), o.rjob("workers", replicas=2, parallelism=4)])
 TRAINJOB = o.obj(
     "trainer.kubeflow.org/v1alpha1", "TrainJob", "tj", {"runtimeRef": {"name": "torch"}}
@@ -137,7 +138,7 @@ GANGS: list[tuple[str, Obj, plans.Chain, int, str]] = [
     ("jobset", o.pod_of(JOBSET, "p"), chain(o.owned(JOB, JOBSET), JOBSET), 1 + 2 * 4, "JobSet"),
     (
         "jobset-depends-on",
-        o.pod_of(JOB, "p"),
+        o.pod_of(JOB, "p", labels={RJOB: "init"}),
         chain(
             JOB,
             o.jobset(
@@ -153,7 +154,7 @@ GANGS: list[tuple[str, Obj, plans.Chain, int, str]] = [
     ),
     (
         "jobset-in-order",
-        o.pod_of(JOB, "p"),
+        o.pod_of(JOB, "p", labels={RJOB: "a"}),
         chain(
             JOB,
             o.jobset(
@@ -347,6 +348,85 @@ def test_group_belongs_to_the_top_owner_with_its_uid_in_the_name() -> None:
     assert again.group == plan.group
     other = {**JOBSET, "metadata": {**JOBSET["metadata"], "uid": "another"}}
     assert plans.plan(o.pod_of(JOB, "p"), chain(o.owned(JOB, other), other)).group != plan.group
+
+
+STAGED = o.jobset(
+    "staged",
+    [
+        o.rjob("init", parallelism=2),
+        o.rjob("sidecar"),
+        o.rjob("node", replicas=4, parallelism=2, dependsOn=[{"name": "init", "status": "Ready"}]),
+        o.rjob("ps", replicas=2, dependsOn=[{"name": "init", "status": "Ready"}]),
+        o.rjob("eval", dependsOn=[{"name": "node", "status": "Complete"}]),
+    ],
+)
+IN_ORDER = o.jobset(
+    "ordered",
+    [o.rjob("a", parallelism=2), o.rjob("b", replicas=3), o.rjob("c", parallelism=5)],
+    startupPolicy={"startupPolicyOrder": "InOrder"},
+)
+
+
+@pytest.mark.parametrize(
+    ("jobset", "rjob", "min_member", "stage"),
+    [
+        (STAGED, "init", 2 + 1, None),
+        (STAGED, "sidecar", 2 + 1, None),
+        (STAGED, "node", 4 * 2 + 2, "node"),
+        (STAGED, "ps", 4 * 2 + 2, "node"),
+        (STAGED, "eval", 1, "eval"),
+        (IN_ORDER, "a", 2, None),
+        (IN_ORDER, "b", 3, "b"),
+        (IN_ORDER, "c", 5, "c"),
+    ],
+    ids=[
+        "first-stage",
+        "no-dependency-is-first-stage",
+        "later-stage",
+        "same-dependencies-same-stage",
+        "third-stage",
+        "in-order-first",
+        "in-order-second",
+        "in-order-third",
+    ],
+)
+def test_jobset_stages_are_gangs_of_their_own(
+    jobset: Obj, rjob: str, min_member: int, stage: str | None
+) -> None:
+    job = o.owned(o.job(f"{jobset['metadata']['name']}-{rjob}-0"), jobset)
+    plan = plans.plan(o.pod_of(job, "p", labels={RJOB: rjob}), chain(job, jobset))
+    assert plan.outcome is plans.Outcome.GANG, plan.problem
+    assert plan.gang is not None and plan.gang.min_member == min_member, plan.gang
+    assert plan.gang.replica == stage
+    first = plans.group_name(plans.owner_ref(jobset))
+    assert plan.owner == plans.owner_ref(jobset)  # deleted with the JobSet, every stage
+    if stage is None:
+        assert plan.group == first
+    else:
+        assert plan.group != first and plan.group is not None and f"-{stage}-" in plan.group
+        assert "starts after" in plan.gang.why
+
+
+def test_jobset_stage_needs_the_pods_replicated_job() -> None:
+    job = o.owned(o.job("staged-node-0"), STAGED)
+    unlabelled = plans.plan(o.pod_of(job, "p"), chain(job, STAGED))
+    assert unlabelled.outcome is plans.Outcome.HELD
+    assert unlabelled.problem is not None and RJOB in unlabelled.problem
+    unknown = plans.plan(o.pod_of(job, "p", labels={RJOB: "gone"}), chain(job, STAGED))
+    assert unknown.outcome is plans.Outcome.HELD
+    assert unknown.problem is not None and "'gone'" in unknown.problem
+    # One stage: the label is not needed.
+    assert plans.plan(o.pod_of(JOB, "p"), chain(o.owned(JOB, JOBSET), JOBSET)).gang is not None
+
+
+def test_jobset_depending_on_an_unknown_replicated_job_is_held() -> None:
+    bad = o.jobset("bad", [o.rjob("a"), o.rjob("b", dependsOn=[{"name": "z", "status": "Ready"}])])
+    plan = plans.plan(o.pod_of(JOB, "p", labels={RJOB: "a"}), chain(JOB, bad))
+    assert plan.outcome is plans.Outcome.HELD
+    assert plan.problem == (
+        "cannot read the spec of its owner jobset.x-k8s.io/v1alpha2 JobSet bad: "
+        "spec.replicatedJobs[1].dependsOn names 'z', not a replicated Job before it"
+    )
 
 
 def test_lws_replicas_are_separate_gangs() -> None:

@@ -78,15 +78,18 @@ class ClusterCache:
         plain_pods_queue: str | None = None,
         group_by_owner: bool = False,
     ) -> None:
-        """``plain_pods_queue``: when set, Berth's pods with neither a group nor a queue join
-        that queue as groups of one instead of bypassing queues and gangs. ``group_by_owner``:
-        pods with owners and no group wait until Berth derived their group from the owners
+        """``scheduler_names``: the profile's name first, then the other schedulers' names whose
+        pods Berth claims (setting ``interop_volcano_pods``...). ``plain_pods_queue``: when set,
+        Berth's pods with neither a group nor a queue join that queue as groups of one instead
+        of bypassing queues and gangs. ``group_by_owner``: pods with owners and no group wait
+        until Berth derived their group from the owners
         (:func:`~berth.scheduler.snapshot.pods.awaits_owner_group`)."""
         ordered_names = tuple(scheduler_names)
         self._plain_pods_queue = plain_pods_queue
         self._group_by_owner = group_by_owner
         self._scheduler_names = frozenset(ordered_names)
         self._reserve_scheduler_names = ordered_names  # the first schedules reservations
+        self._claimed_names = frozenset(ordered_names[1:])  # other schedulers' names, claimed
         self._nodes: dict[str, nodes.NodeInfo] = {}
         # Copy-on-write: a snapshot shares them, and later changes copy only what they touch.
         self._pods: cowmaps.CowMap[pods.PodInfo] = cowmaps.CowMap()
@@ -160,6 +163,10 @@ class ClusterCache:
         info = pods.pod_info(
             obj, priority_classes=self._class_values, group_by_owner=self._group_by_owner
         )
+        if info.scheduler_name in self._claimed_names:
+            # Another scheduler's pod Berth claims is Berth's own from here on: the profile's
+            # checks (fields it does not implement) apply to it as to any pod Berth binds.
+            info = dataclasses.replace(info, scheduler_name=self._reserve_scheduler_names[0])
         old = self._pods.get(info.key)
         if old is not None and info.uid and old.uid and old.uid != info.uid:
             # A new pod under an old name (deleted and recreated before the deletion was

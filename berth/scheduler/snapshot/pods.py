@@ -16,7 +16,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import errors, keys, quantities, resources
+from berth.api import errors, keys, quantities, resources, workload_refs
 from berth.scheduler.snapshot import ids, nodes, podconstraints, selectors, taints, wire
 
 __all__ = [
@@ -120,6 +120,8 @@ class PodInfo:
     # its group from them (berth.kube.owner_groups). ``group_error`` says why that failed.
     awaiting_group: bool = False
     group_error: str | None = None
+    # Kubernetes 1.35's spec.workloadRef: the interop mirrors make a replica's PodGroup from it.
+    workload_ref: workload_refs.WorkloadRef | None = None
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -284,15 +286,27 @@ def _list(raw: typing.Any) -> list[wire.Raw]:
 
 def _scheduling_group(spec: wire.Raw | None) -> str | None:
     """Kubernetes 1.36's ``spec.schedulingGroup.podGroupName`` (``scheduling.k8s.io/v1alpha2``
-    PodGroups); 1.35's ``spec.workloadRef`` is another API and is not read."""
+    PodGroups)."""
     name = wire.sub(spec, "schedulingGroup").get("podGroupName")
     return str(name) if isinstance(name, str) and name else None
+
+
+def _workload_group(spec: wire.Raw | None) -> str | None:
+    """The Berth PodGroup standing for Kubernetes 1.35's ``spec.workloadRef``
+    (``scheduling.k8s.io/v1alpha1`` Workloads; :mod:`berth.api.workload_refs`)."""
+    ref = workload_refs.from_pod_spec(spec or {})
+    return ref.group_name if ref is not None else None
 
 
 def _group_name(
     labels: collections.abc.Mapping[str, str], annotations: wire.Raw, spec: wire.Raw | None = None
 ) -> str | None:
-    name = _scheduling_group(spec) or labels.get(GROUP_LABEL) or labels.get(GROUP_LABEL_INTEROP)
+    name = (
+        _scheduling_group(spec)
+        or _workload_group(spec)
+        or labels.get(GROUP_LABEL)
+        or labels.get(GROUP_LABEL_INTEROP)
+    )
     if not name:
         name = annotations.get(GROUP_ANNOTATION_INTEROP)
     return str(name) if name else None
@@ -304,6 +318,7 @@ def _group_claims(
     """Why the pod cannot be placed when its keys name two different groups, else None."""
     claims = {
         "spec.schedulingGroup.podGroupName": _scheduling_group(spec),
+        "spec.workloadRef": _workload_group(spec),
         f"label {GROUP_LABEL}": labels.get(GROUP_LABEL),
         f"label {GROUP_LABEL_INTEROP}": labels.get(GROUP_LABEL_INTEROP),
         f"annotation {GROUP_ANNOTATION_INTEROP}": annotations.get(GROUP_ANNOTATION_INTEROP),
@@ -538,5 +553,6 @@ def pod_info(
         ),
         start_time=wire.parse_time(status.get("startTime")),
         awaiting_group=group_by_owner and awaits_owner_group(obj),
+        workload_ref=workload_refs.from_pod_spec(spec),
         group_error=annotations.get(keys.GROUP_ERROR_ANNOTATION) or None,
     )
