@@ -74,7 +74,7 @@ class ProxyFault:
 
     def kubeconfig(self, experiment: sigstop.Experiment) -> pathlib.Path | None:
         return proxied_kubeconfig(
-            experiment.kubeconfig,
+            experiment.replicas_kubeconfig,
             port=self.proxy.port,
             to=experiment.workdir / "through-proxy.kubeconfig",
         )
@@ -91,7 +91,7 @@ async def run_many(
 ) -> dict[str, typing.Any]:
     """``runs`` partitions of the leader; the summary with the proxy's counters."""
     experiment.workdir.mkdir(parents=True, exist_ok=True)
-    with proxy.ThreadedProxy(upstream(experiment.kubeconfig)) as through:
+    with proxy.ThreadedProxy(upstream(experiment.replicas_kubeconfig)) as through:
         summary = await sigstop.run_many(
             experiment, runs=runs, disruption=ProxyFault(through, fault)
         )

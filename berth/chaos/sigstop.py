@@ -80,6 +80,13 @@ class Experiment:
     tenant_namespace: str = "berth-chaos-tenant"  # the other tenant: a canary, a limited queue
     limit_cpu: int = 2  # that queue's cpu limit (its pods ask 1 cpu each; two more than fit)
     after_pods: int = 4  # created once the burst is deleted: the survivor must bind them
+    replica_kubeconfig: pathlib.Path | None = None  # the replicas' own (default: kubeconfig)
+
+    @property
+    def replicas_kubeconfig(self) -> pathlib.Path:
+        """What the replicas run with: a chart's ServiceAccount, say, while the harness itself
+        (creating namespaces, queues and pods) uses ``kubeconfig``."""
+        return self.replica_kubeconfig or self.kubeconfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +151,7 @@ class Replica:
         self.log = experiment.workdir / f"{identity}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_")}
         env |= {
-            "BERTH_KUBECONFIG": str(kubeconfig or experiment.kubeconfig),
+            "BERTH_KUBECONFIG": str(kubeconfig or experiment.replicas_kubeconfig),
             "BERTH_NAMESPACE": experiment.lease_namespace,
             "BERTH_HTTP_HOST": "127.0.0.1",
             "BERTH_HTTP_PORT": "0",

@@ -45,6 +45,13 @@ def _failover_options(function: typing.Callable[..., None]) -> typing.Callable[.
                 "the pods).",
             ),
             click.option(
+                "--replica-kubeconfig",
+                type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                default=None,
+                help="What the replicas run with (e.g. the chart's ServiceAccount, whose "
+                "requests the audit policy records); default: --kubeconfig.",
+            ),
+            click.option(
                 "--audit-log",
                 type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
                 required=True,
@@ -76,6 +83,7 @@ def _experiment(
     workdir: pathlib.Path,
     *,
     kubeconfig: pathlib.Path,
+    replica_kubeconfig: pathlib.Path | None,
     audit_log: pathlib.Path,
     pods: int,
     cpu: str,
@@ -87,6 +95,7 @@ def _experiment(
     duration, deadline, retry = timings
     return sigstop.Experiment(
         kubeconfig=kubeconfig,
+        replica_kubeconfig=replica_kubeconfig,
         audit_log=audit_log,
         workdir=workdir,
         namespace=namespace,
