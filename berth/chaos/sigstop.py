@@ -75,7 +75,7 @@ class Experiment:
     cpu: str = "1"
     hold: float = 1.0  # seconds the successor fills the nodes before the old leader resumes
     timeout: float = 60.0  # per phase
-    scheduler_name: str = "berth-scheduler"
+    scheduler_name: str = "berth-scheduler"  # the replicas', and their Lease's name
     extra_env: typing.Mapping[str, str] = dataclasses.field(default_factory=dict)
     tenant_namespace: str = "berth-chaos-tenant"  # the other tenant: a canary, a limited queue
     limit_cpu: int = 2  # that queue's cpu limit (its pods ask 1 cpu each; two more than fit)
@@ -157,6 +157,7 @@ class Replica:
             "BERTH_HTTP_PORT": "0",
             "BERTH_SHUTDOWN_TIMEOUT": "3",
             "BERTH_SCHEDULER_NAME": experiment.scheduler_name,
+            "BERTH_LEADER_ELECTION__LEASE_NAME": experiment.scheduler_name,
             "BERTH_LEADER_ELECTION__IDENTITY": identity,
             "BERTH_LEADER_ELECTION__LEASE_DURATION": str(experiment.lease_duration),
             "BERTH_LEADER_ELECTION__RENEW_DEADLINE": str(experiment.renew_deadline),
@@ -232,7 +233,7 @@ async def _until(
 async def _holder(api: _Api, experiment: Experiment) -> str | None:
     path = (
         f"/apis/coordination.k8s.io/v1/namespaces/{experiment.lease_namespace}"
-        "/leases/berth-scheduler"
+        f"/leases/{experiment.scheduler_name}"
     )
     try:
         lease = await rest.request(api, method="GET", path=path, timeout=10)

@@ -65,6 +65,13 @@ def _failover_options(function: typing.Callable[..., None]) -> typing.Callable[.
             ),
             click.option("--lease-namespace", default="default", show_default=True),
             click.option(
+                "--scheduler-name",
+                default="berth-scheduler",
+                show_default=True,
+                help="The replicas' scheduler name and Lease name: another than a running "
+                "Berth's keeps the two apart (berth up --real).",
+            ),
+            click.option(
                 "--timings",
                 type=(float, float, float),
                 default=(4.0, 3.0, 0.5),
@@ -89,6 +96,7 @@ def _experiment(
     cpu: str,
     namespace: str,
     lease_namespace: str,
+    scheduler_name: str,
     timings: tuple[float, float, float],
     hold: float,
 ) -> sigstop.Experiment:
@@ -100,6 +108,7 @@ def _experiment(
         workdir=workdir,
         namespace=namespace,
         lease_namespace=lease_namespace,
+        scheduler_name=scheduler_name,
         lease_duration=duration,
         renew_deadline=deadline,
         retry_period=retry,
