@@ -43,6 +43,7 @@ async def test_a_resumed_leader_writes_nothing_after_its_successor(tmp_path: pat
         summary = await sigstop.run_many(experiment, runs=2)
     finally:
         running.threaded.stop()
+    assert summary.incomplete == [] and len(summary.runs) == 2
     for result in summary.runs:
         assert result.new_leader_writes > 0
         assert result.late_writes == 0, result

@@ -53,6 +53,7 @@ def test_a_resumed_leader_writes_nothing_after_its_successor(
         timeout=90.0,
     )
     summary = asyncio.run(sigstop.run_many(experiment, runs=RUNS))
+    assert summary.incomplete == [] and len(summary.runs) == RUNS
     assert summary.as_dict()["violations"] == []
     for result in summary.runs:
         assert result.new_leader_writes > 0, result
