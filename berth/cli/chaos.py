@@ -3,21 +3,27 @@
 ``berth chaos sigstop`` pauses the leader past its Lease and resumes it after a successor has
 taken over (:mod:`berth.chaos.sigstop`), against any kubeconfig whose API server writes an
 audit log on this machine (``berth emulator --audit-log``, kube-apiserver's
-``--audit-log-path``). ``berth chaos fuzz`` has a hostile tenant send generated garbage
-(:mod:`berth.chaos.fuzz`). The exit status is 1 when an invariant broke.
+``--audit-log-path``). ``berth chaos partition`` cuts the leader off through the fault proxy
+instead (:mod:`berth.chaos.partition`); ``berth chaos proxy`` runs that proxy by itself,
+taking faults as commands on its standard input. ``berth chaos fuzz`` has a hostile tenant
+send generated garbage (:mod:`berth.chaos.fuzz`). The exit status is 1 when an invariant
+broke.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import pathlib
 import shutil
+import sys
 import tempfile
+import typing
 
 import click
 
-from berth.chaos import fuzz, sigstop
+from berth.chaos import fuzz, partition, proxy, sigstop
 
 __all__ = ["command"]
 
@@ -27,64 +33,173 @@ def command() -> None:
     """Fault-injection experiments; each prints one JSON object."""
 
 
-@command.command("sigstop")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
-    required=True,
-    help="The cluster to run against (Berth's CRDs installed, nodes with room for the pods).",
-)
-@click.option(
-    "--audit-log",
-    type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
-    required=True,
-    help="The API server's audit log (JSON lines, level Metadata or more).",
-)
-@click.option("--runs", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--pods", type=click.IntRange(min=4), default=200, show_default=True)
-@click.option("--cpu", default="1", show_default=True, help="Each pod's cpu request.")
-@click.option("--namespace", default="berth-chaos", show_default=True, help="For the pods.")
-@click.option("--lease-namespace", default="default", show_default=True)
-@click.option(
-    "--timings",
-    type=(float, float, float),
-    default=(4.0, 3.0, 0.5),
-    show_default=True,
-    help="Lease duration, renew deadline, retry period (seconds); 15 10 2 is the default.",
-)
-@click.option("--hold", type=float, default=1.0, show_default=True)
-def sigstop_command(
+def _failover_options(function: typing.Callable[..., None]) -> typing.Callable[..., None]:
+    """The options of the failover experiments (sigstop, partition)."""
+    for option in reversed(
+        [
+            click.option(
+                "--kubeconfig",
+                type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                required=True,
+                help="The cluster to run against (Berth's CRDs installed, nodes with room for "
+                "the pods).",
+            ),
+            click.option(
+                "--replica-kubeconfig",
+                type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                default=None,
+                help="What the replicas run with (e.g. the chart's ServiceAccount, whose "
+                "requests the audit policy records); default: --kubeconfig.",
+            ),
+            click.option(
+                "--audit-log",
+                type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                required=True,
+                help="The API server's audit log (JSON lines, level Metadata or more).",
+            ),
+            click.option("--runs", type=click.IntRange(min=1), default=1, show_default=True),
+            click.option("--pods", type=click.IntRange(min=4), default=200, show_default=True),
+            click.option("--cpu", default="1", show_default=True, help="Each pod's cpu request."),
+            click.option(
+                "--namespace", default="berth-chaos", show_default=True, help="For the pods."
+            ),
+            click.option("--lease-namespace", default="default", show_default=True),
+            click.option(
+                "--scheduler-name",
+                default="berth-scheduler",
+                show_default=True,
+                help="The replicas' scheduler name and Lease name: another than a running "
+                "Berth's keeps the two apart (berth up --real).",
+            ),
+            click.option(
+                "--timings",
+                type=(float, float, float),
+                default=(4.0, 3.0, 0.5),
+                show_default=True,
+                help="Lease duration, renew deadline, retry period (seconds); 15 10 2 is the "
+                "default.",
+            ),
+            click.option("--hold", type=float, default=1.0, show_default=True),
+        ]
+    ):
+        function = option(function)
+    return function
+
+
+def _experiment(
+    workdir: pathlib.Path,
+    *,
     kubeconfig: pathlib.Path,
+    replica_kubeconfig: pathlib.Path | None,
     audit_log: pathlib.Path,
-    runs: int,
     pods: int,
     cpu: str,
     namespace: str,
     lease_namespace: str,
+    scheduler_name: str,
     timings: tuple[float, float, float],
     hold: float,
-) -> None:
-    """SIGSTOP the leader past its Lease, SIGCONT it after a successor took over; count its
-    writes after the successor's first one and the pods that failed (both must be 0)."""
+) -> sigstop.Experiment:
     duration, deadline, retry = timings
+    return sigstop.Experiment(
+        kubeconfig=kubeconfig,
+        replica_kubeconfig=replica_kubeconfig,
+        audit_log=audit_log,
+        workdir=workdir,
+        namespace=namespace,
+        lease_namespace=lease_namespace,
+        scheduler_name=scheduler_name,
+        lease_duration=duration,
+        renew_deadline=deadline,
+        retry_period=retry,
+        pods=pods,
+        cpu=cpu,
+        hold=hold,
+        timeout=max(60.0, 4 * duration),
+    )
+
+
+@command.command("partition")
+@_failover_options
+@click.option(
+    "--fault",
+    type=click.Choice([f.value for f in proxy.Fault if f is not proxy.Fault.NONE]),
+    default=proxy.Fault.RESET.value,
+    show_default=True,
+    help="reset: connections reset; drop: a black hole; stall: bytes held, delivered late.",
+)
+def partition_command(runs: int, fault: str, **options: typing.Any) -> None:
+    """Cut the leader off from the API server (a loopback proxy's fault) past its Lease, heal
+    it after a successor took over; check the invariants (JSON)."""
     with tempfile.TemporaryDirectory(prefix="berth-chaos-") as workdir:
-        experiment = sigstop.Experiment(
-            kubeconfig=kubeconfig,
-            audit_log=audit_log,
-            workdir=pathlib.Path(workdir),
-            namespace=namespace,
-            lease_namespace=lease_namespace,
-            lease_duration=duration,
-            renew_deadline=deadline,
-            retry_period=retry,
-            pods=pods,
-            cpu=cpu,
-            hold=hold,
-            timeout=max(60.0, 4 * duration),
-        )
+        experiment = _experiment(pathlib.Path(workdir), **options)
+        summary = asyncio.run(partition.run_many(experiment, runs=runs, fault=proxy.Fault(fault)))
+    click.echo(json.dumps(summary))
+    if summary["violations"]:
+        raise SystemExit(1)
+
+
+@command.command("proxy")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+    required=True,
+    help="The cluster whose API server (on this machine) the proxy stands in front of.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    required=True,
+    help="Where to write the kubeconfig that goes through the proxy.",
+)
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=0, show_default=True)
+def proxy_command(kubeconfig: pathlib.Path, out: pathlib.Path, port: int) -> None:
+    """Run the fault proxy; read commands on stdin, one a line: `latency SECONDS`, `stall`,
+    `drop`, `reset`, `heal`, `stats`, `quit`. Each answers one JSON line."""
+    with proxy.ThreadedProxy(partition.upstream(kubeconfig), port=port) as through:
+        partition.proxied_kubeconfig(kubeconfig, port=through.port, to=out)
+        click.echo(json.dumps({"listening": through.port, "kubeconfig": str(out)}))
+        for line in sys.stdin:
+            words = line.split()
+            if not words:
+                continue
+            verb, *args = words
+            try:
+                if verb == "quit":
+                    break
+                if verb == "latency" and len(args) == 1:
+                    through.set_latency(float(args[0]))
+                elif verb == "heal" and not args:
+                    through.set_fault(proxy.Fault.NONE)
+                elif verb in ("stall", "drop", "reset") and not args:
+                    through.set_fault(proxy.Fault(verb))
+                elif verb != "stats":
+                    raise ValueError(f"unknown command {line.strip()!r}")
+            except ValueError as exc:
+                click.echo(json.dumps({"error": str(exc)}))
+                continue
+            click.echo(
+                json.dumps(
+                    {
+                        "fault": through.proxy.fault.value,
+                        "latency": through.proxy.latency,
+                        **dataclasses.asdict(through.counters),
+                    }
+                ),
+            )
+
+
+@command.command("sigstop")
+@_failover_options
+def sigstop_command(runs: int, **options: typing.Any) -> None:
+    """SIGSTOP the leader past its Lease, SIGCONT it after a successor took over; count its
+    writes after the successor's first one and the pods that failed (both must be 0), and the
+    other invariants (JSON)."""
+    with tempfile.TemporaryDirectory(prefix="berth-chaos-") as workdir:
+        experiment = _experiment(pathlib.Path(workdir), **options)
         summary = asyncio.run(sigstop.run_many(experiment, runs=runs)).as_dict()
     click.echo(json.dumps(summary))
-    if summary["late_writes"] or summary["failed_pods"]:
+    if summary["violations"]:
         raise SystemExit(1)
 
 

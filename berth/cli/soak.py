@@ -8,6 +8,12 @@ simulated nodes and succeed; finished pods are deleted. Every ``interval`` secon
 process's resident set size is sampled (``/proc/self/statm``). One JSON object is printed: the
 samples, pods created and bound, and the RSS growth after ``warmup`` seconds (the number to keep
 under 5 % over 30 minutes).
+
+The emulator's memory is its own process's, so the RSS is the operator's (and the churn's small
+client). To find what grows, ``trace_top`` > 0 runs the soak under :mod:`tracemalloc`: the
+Python heap is snapshotted when the warm-up ends and at the end, and the report adds the heap's
+size at both and the source lines whose allocations grew most in between (a growing line is a
+cache or map not pruned; RSS that grows while the heap does not is the allocator's).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import os
 import pathlib
 import tempfile
 import time
+import tracemalloc
 import typing
 
 import aiohttp
@@ -95,6 +102,7 @@ async def _measure(
     lifetime: float,
     interval: float,
     warmup: float,
+    trace_top: int = 0,
 ) -> dict[str, typing.Any]:
     built: list[scheduling.Parts] = []
     bound = [0]
@@ -118,6 +126,8 @@ async def _measure(
     stop, reaped = asyncio.Event(), asyncio.Event()
     samples: list[tuple[float, float]] = []
     created = [0]
+    warm: tracemalloc.Snapshot | None = None
+    end: tracemalloc.Snapshot | None = None
     async with aiohttp.ClientSession(base_url=url) as session:
         await e2e._install_crds(session)
         operator = asyncio.create_task(
@@ -142,9 +152,13 @@ async def _measure(
             )
             while not churning.done():
                 samples.append((round(time.monotonic() - started, 1), round(rss_mb(), 1)))
+                if trace_top and warm is None and samples[-1][0] >= warmup:
+                    warm = tracemalloc.take_snapshot()
                 await asyncio.wait({churning}, timeout=interval)
             await churning
             samples.append((round(time.monotonic() - started, 1), round(rss_mb(), 1)))
+            if trace_top:
+                end = tracemalloc.take_snapshot()
         finally:
             reaped.set()
             await reaper
@@ -163,6 +177,30 @@ async def _measure(
         "rss_mb_end": samples[-1][1] if samples else None,
         "rss_growth_pct_after_warmup": round(growth, 2) if growth is not None else None,
         "rss_mb": samples,
+        **(_traced(warm, end, top=trace_top) if trace_top else {}),
+    }
+
+
+def _traced(
+    warm: tracemalloc.Snapshot | None, end: tracemalloc.Snapshot | None, *, top: int
+) -> dict[str, typing.Any]:
+    """The Python heap at the end of the warm-up and at the end, and the lines that grew most."""
+    if warm is None or end is None:
+        return {"traced_growth": None}
+    ours = (tracemalloc.Filter(False, tracemalloc.__file__),)
+    warm, end = warm.filter_traces(ours), end.filter_traces(ours)
+    grew = [d for d in end.compare_to(warm, "lineno") if d.size_diff > 0][:top]
+    return {
+        "traced_mb_warm": round(sum(s.size for s in warm.statistics("filename")) / 2**20, 1),
+        "traced_mb_end": round(sum(s.size for s in end.statistics("filename")) / 2**20, 1),
+        "traced_growth": [
+            {
+                "where": f"{d.traceback[0].filename}:{d.traceback[0].lineno}",
+                "kib": round(d.size_diff / 1024, 1),
+                "blocks": d.count_diff,
+            }
+            for d in grew
+        ],
     }
 
 
@@ -174,8 +212,11 @@ def measure(
     lifetime: float = 5.0,
     interval: float = 10.0,
     warmup: float = 300.0,
+    trace_top: int = 0,
 ) -> dict[str, typing.Any]:
     """Run the soak (see the module docstring); the JSON-ready result."""
+    if trace_top:
+        tracemalloc.start()
     with (
         tempfile.TemporaryDirectory(prefix="berth-soak-") as directory,
         e2e._emulator_process(pathlib.Path(directory), nodes=nodes) as (url, kubeconfig),
@@ -189,8 +230,11 @@ def measure(
                 lifetime=lifetime,
                 interval=interval,
                 warmup=warmup,
+                trace_top=trace_top,
             )
         )
+    if trace_top:
+        tracemalloc.stop()
     return {"nodes": nodes, **result}
 
 
@@ -225,8 +269,22 @@ def measure(
     show_default=True,
     help="Seconds before the growth is measured from.",
 )
+@click.option(
+    "--trace-top",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Run under tracemalloc and report the N source lines whose allocations grew most "
+    "after the warm-up (slower; for finding a leak).",
+)
 def command(
-    nodes: int, seconds: float, rate: float, lifetime: float, interval: float, warmup: float
+    nodes: int,
+    seconds: float,
+    rate: float,
+    lifetime: float,
+    interval: float,
+    warmup: float,
+    trace_top: int,
 ) -> None:
     """Churn pods for a long time; the operator's RSS over time and its growth (JSON)."""
     result = measure(
@@ -236,5 +294,6 @@ def command(
         lifetime=lifetime,
         interval=interval,
         warmup=warmup,
+        trace_top=trace_top,
     )
     click.echo(json.dumps(result))

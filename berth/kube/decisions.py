@@ -30,7 +30,11 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   Without a ``presence`` (who knows which pods still hold capacity) nothing waits.
 - ``EvictPod``: the Eviction API (``POST pods/{name}/eviction``, UID precondition), and a
   ``Preempted`` Event explaining why.
-- ``AnnotatePod``, ``NominatePod``: small patches, the latter only when the node changed.
+- ``AnnotatePod``: carried by the pod's Binding when the same result binds the pod (the API
+  server copies a Binding's annotations onto the pod, in the same write as ``spec.nodeName``:
+  the reservation a pod is charged to lands atomically with its binding, and scheduler mode
+  needs no ``pods: patch`` for it); otherwise a merge patch of the pod.
+- ``NominatePod``: a small status patch, only when the node changed.
 - ``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation``: the Reservation's
   status, written by :class:`~berth.kube.reservation_statuses.ReservationStatuses` (read,
   changed and written back at the version read), queued to one worker so that a cycle's
@@ -116,6 +120,17 @@ class _Job:
     decision: decisions.Decision
     created: float  # the pod's creationTimestamp (BindPod), for the e2e latency
     ref: events.ObjectRef | None = None  # the pod its Events are about, as last seen
+    annotations: collections.abc.Mapping[str, str] | None = None  # BindPod: sent in the Binding
+
+
+def _binding_annotations(result: decisions.CycleResult) -> dict[str, dict[str, str]]:
+    """The annotations of each pod ``result`` both annotates and binds, merged in order."""
+    bound = {d.key for d in result.decisions if isinstance(d, decisions.BindPod)}
+    folded: dict[str, dict[str, str]] = {}
+    for decision in result.decisions:
+        if isinstance(decision, decisions.AnnotatePod) and decision.key in bound:
+            folded.setdefault(decision.key, {}).update(decision.annotations)
+    return folded
 
 
 def _pod_ref(key: str, *, uid: str, snapshot: snapshots.Snapshot | None) -> events.ObjectRef:
@@ -191,9 +206,17 @@ class ApiSink:
         self.last_result = result
         snapshot = self._last_snapshot() if self._last_snapshot is not None else None
         evicted = victim_waits.victims_by_node(result)
+        folded = _binding_annotations(result)
         for decision in result.decisions:
             if isinstance(decision, decisions.BindPod):
-                self._assume(decision, snapshot=snapshot, victims=evicted.get(decision.node, ()))
+                self._assume(
+                    decision,
+                    snapshot=snapshot,
+                    victims=evicted.get(decision.node, ()),
+                    annotations=folded.get(decision.key),
+                )
+            elif isinstance(decision, decisions.AnnotatePod) and decision.key in folded:
+                pass  # sent with the pod's Binding
             elif isinstance(decision, decisions.EvictPod):
                 ref = _pod_ref(decision.key, uid=decision.uid, snapshot=snapshot)
                 self._binds.put_nowait(_Job(decision, 0.0, ref))
@@ -230,6 +253,7 @@ class ApiSink:
         *,
         snapshot: snapshots.Snapshot | None,
         victims: collections.abc.Sequence[decisions.EvictPod],
+        annotations: collections.abc.Mapping[str, str] | None = None,
     ) -> None:
         key = decision.key
         self._gone.discard(key)
@@ -241,7 +265,8 @@ class ApiSink:
         self._reasons.pop((decisions.Subject.POD.value, key), None)
         pod = snapshot.pods.get(key) if snapshot is not None else None
         created = pod.creation_timestamp if pod is not None else 0.0
-        job = _Job(decision, created, _pod_ref(key, uid=decision.uid, snapshot=snapshot))
+        ref = _pod_ref(key, uid=decision.uid, snapshot=snapshot)
+        job = _Job(decision, created, ref, annotations)
         staying = self.victims.staying(victims)
         if not staying:
             self._binds.put_nowait(job)
@@ -389,7 +414,9 @@ class ApiSink:
         decision = job.decision
         if isinstance(decision, decisions.BindPod):
             try:
-                outcome = await self._bind(decision, created=job.created, ref=job.ref)
+                outcome = await self._bind(
+                    decision, created=job.created, ref=job.ref, annotations=job.annotations
+                )
             finally:
                 self._finished(decision.key)
             if self.on_bound is not None:
@@ -425,11 +452,16 @@ class ApiSink:
 
     # Binding -------------------------------------------------------------------------------
     async def _bind(
-        self, decision: decisions.BindPod, *, created: float, ref: events.ObjectRef | None = None
+        self,
+        decision: decisions.BindPod,
+        *,
+        created: float,
+        ref: events.ObjectRef | None = None,
+        annotations: collections.abc.Mapping[str, str] | None = None,
     ) -> BindOutcome:
         key = decision.key
         loop = asyncio.get_running_loop()
-        body = pod_edits.binding(key, uid=decision.uid, node=decision.node)
+        body = pod_edits.binding(key, uid=decision.uid, node=decision.node, annotations=annotations)
         path = pod_edits.path(key) + "/binding"
         for attempt in range(1 + self._retries):
             if key in self._gone:

@@ -201,12 +201,18 @@ def recreated_pod(pod: wire.Raw, *, node: str | None) -> dict[str, typing.Any]:
 # Request bodies ------------------------------------------------------------------------------
 
 
-def binding(key: str, *, uid: str, node: str) -> dict[str, typing.Any]:
-    """The Binding that puts pod ``key`` on ``node``; its UID (when known) is the precondition."""
+def binding(
+    key: str, *, uid: str, node: str, annotations: typing.Mapping[str, str] | None = None
+) -> dict[str, typing.Any]:
+    """The Binding that puts pod ``key`` on ``node``; its UID (when known) is the precondition.
+    ``annotations`` are set on the pod by the API server in the same write (it copies a
+    Binding's annotations onto the pod), so no separate patch of the pod is needed."""
     namespace, _, name = key.partition("/")
-    metadata = {"name": name, "namespace": namespace}
+    metadata: dict[str, typing.Any] = {"name": name, "namespace": namespace}
     if uid:
         metadata["uid"] = uid
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Binding",

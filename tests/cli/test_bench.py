@@ -137,3 +137,19 @@ def test_soak_reports_rss_over_time_while_pods_churn() -> None:
     assert all(mb > 10 for _, mb in samples)
     assert [at for at, _ in samples] == sorted(at for at, _ in samples)
     assert isinstance(result["rss_growth_pct_after_warmup"], float)
+
+
+def test_soak_under_tracemalloc_names_the_lines_that_grew() -> None:
+    result = soak.measure(
+        nodes=4, seconds=6, rate=10, lifetime=0.5, interval=1, warmup=2, trace_top=5
+    )
+    assert result["pods_bound"] > 0
+    assert 0 < result["traced_mb_warm"] < result["rss_mb_end"]
+    grew = result["traced_growth"]
+    assert 0 < len(grew) <= 5
+    for line in grew:
+        path, _, number = line["where"].rpartition(":")
+        # A source file, or code Python generated (a dataclass's __init__ is "<string>").
+        assert (path.endswith(".py") or path.startswith("<")) and number.isdigit()
+        assert line["kib"] > 0
+    assert [line["kib"] for line in grew] == sorted((line["kib"] for line in grew), reverse=True)

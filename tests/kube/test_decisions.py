@@ -8,8 +8,9 @@ We test these aspects:
   forgotten, no retry), the pod gone (404, or deleted while queued: nothing sent, no retry),
   a server error (forgotten, backoff held 1 s doubling), a timeout (the same binding retried,
   bound once);
-- eviction through the Eviction API with a ``Preempted`` Event; annotations; nominations
-  written once per node;
+- eviction through the Eviction API with a ``Preempted`` Event; annotations (carried by the
+  Binding when the same result binds the pod: no patch of the pod); nominations written once
+  per node;
 - a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
   reason changes;
 - Reservation decisions: ``Available`` on a node, an owner allocated (allocate-once ends it
@@ -319,6 +320,24 @@ async def test_annotations_and_nominations(harness: Harness) -> None:
     assert stored["metadata"]["annotations"]["a.io/b"] == "c"
     assert stored["status"]["nominatedNodeName"] == "n2"
     assert harness.emulator.count("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}/status") == 1
+
+
+async def test_annotations_of_a_pod_being_bound_ride_on_its_binding(harness: Harness) -> None:
+    # The reservation plugin annotates in PreBind: scheduler mode then patches no pod at all.
+    pod = harness.add_pod("p")
+    uid = pod["metadata"]["uid"]
+    harness.apply(
+        d.AnnotatePod(namespace="default", name="p", uid=uid, annotations={"a.io/b": "c"}),
+        harness.bind(pod, "n1"),
+    )
+    harness.start()
+    await harness.settle()
+    stored = harness.stored("pods", "p")
+    assert stored is not None
+    assert stored["spec"]["nodeName"] == "n1"
+    assert stored["metadata"]["annotations"]["a.io/b"] == "c"
+    assert harness.emulator.count("POST", BINDING) == 1
+    assert harness.emulator.count("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}") == 0
 
 
 async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> None:

@@ -7,7 +7,9 @@ kubelet would fail the pod ``OutOfcpu``. Counted from the emulator's audit log a
 :mod:`berth.chaos.sigstop` — the harness ``berth chaos sigstop`` runs on any cluster:
 
 - the old leader's successful writes after the new leader's first write: 0;
-- pods failed: 0, and every pod bound;
+- pods failed: 0, and every pod bound, none twice;
+- the other tenant's canary untouched and its limited queue at its limit, not over it;
+- the survivor still schedules (pods created after the run are bound);
 - the old leader exits non-zero (it lost the Lease).
 """
 
@@ -34,16 +36,19 @@ async def test_a_resumed_leader_writes_nothing_after_its_successor(tmp_path: pat
             kubeconfig=running.kubeconfig,
             audit_log=audit,
             workdir=tmp_path / "replicas",
-            pods=120,  # 6 nodes x 20 cpu: full
+            pods=117,  # with the other tenant's 3 cpus, 6 nodes x 20 cpu: full
             hold=1.0,
             timeout=60.0,
         )
         summary = await sigstop.run_many(experiment, runs=2)
     finally:
         running.threaded.stop()
+    assert summary.incomplete == [] and len(summary.runs) == 2
     for result in summary.runs:
         assert result.new_leader_writes > 0
         assert result.late_writes == 0, result
         assert result.failed_pods == 0, result
         assert result.bound == experiment.pods, result
+        assert result.violations == [], result
         assert result.old_leader_exit == 1, result
+    assert summary.as_dict()["violations"] == []

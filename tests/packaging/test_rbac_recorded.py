@@ -32,6 +32,9 @@ Every request the emulator served to that identity becomes an RBAC request
   no Lease rights;
 - no wildcards and no Secrets; the non-resource requests are discovery, which Kubernetes grants
   every authenticated user;
+- pod writes per mode: bindings, evictions and status through their subresources, and a patch of
+  the pod itself (pin and ungate; RBAC cannot narrow it to fields) in both; creating and deleting
+  pods (a rejected bare pod recreated gated) only in admission mode;
 - NOTES.txt points at ``kubectl berth queues`` and ``kubectl berth why`` as the plugin parses them.
 """
 
@@ -672,6 +675,33 @@ def test_no_wildcards_and_no_secrets(recording: Recording) -> None:
             assert "*" not in values, (role["metadata"]["name"], rule)
             assert not any(r.split("/")[0] == "secrets" for r in rule["resources"]), rule
     assert not any(call.resource.startswith("secrets") for call in recording.calls)
+
+
+POD_WRITES = {
+    "scheduler": {
+        ("pods", "patch"),
+        ("pods/binding", "create"),
+        ("pods/eviction", "create"),
+        ("pods/status", "patch"),
+    },
+}
+POD_WRITES["admission"] = POD_WRITES["scheduler"] | {("pods", "create"), ("pods", "delete")}
+
+
+@pytest.mark.slow
+def test_pod_writes_are_what_the_mode_needs(recording: Recording) -> None:
+    def pod_writes(items: collections.abc.Iterable[rbac.Call | rbac.Grant]) -> set[tuple[str, str]]:
+        return {
+            (item.resource, item.verb)
+            for item in items
+            if item.api_group == ""
+            and item.resource.split("/")[0] == "pods"
+            and item.verb not in ("get", "list", "watch")
+        }
+
+    assert pod_writes(recording.grants) == POD_WRITES[recording.mode]
+    # ... and the recorded run made each of them: none is granted for a path never taken.
+    assert pod_writes(recording.calls) == POD_WRITES[recording.mode]
 
 
 @pytest.mark.slow
