@@ -28,6 +28,7 @@ __all__ = [
     "NOT_TRIED",
     "NominatePod",
     "QueueStatusSummary",
+    "SelectClaimNode",
     "SetReservationAvailable",
     "Subject",
     "Unschedulable",
@@ -53,9 +54,20 @@ class _Addressed:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BindPod(_Addressed):
-    """Bind the pod to ``node`` (``POST pods/{name}/binding``)."""
+    """Bind the pod to ``node`` (``POST pods/{name}/binding``), once every claim in ``claims``
+    (``namespace/name`` of PersistentVolumeClaims its volumes use) is bound: kube-scheduler's
+    VolumeBinding PreBind wait, done by the sink."""
 
     uid: str
+    node: str
+    claims: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SelectClaimNode(_Addressed):
+    """Annotate the PersistentVolumeClaim with the node its delayed-binding (WaitForFirstConsumer)
+    volume is to be provisioned or bound for (``volume.kubernetes.io/selected-node``)."""
+
     node: str
 
 
@@ -144,6 +156,7 @@ Decision = (
     | AllocateReservation
     | EndReservation
     | NominatePod
+    | SelectClaimNode
     | Unschedulable
 )
 """Everything a cycle can ask for."""
