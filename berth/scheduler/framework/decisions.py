@@ -66,9 +66,11 @@ class BindPod(_Addressed):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SelectClaimNode(_Addressed):
     """Annotate the PersistentVolumeClaim with the node its delayed-binding (WaitForFirstConsumer)
-    volume is to be provisioned or bound for (``volume.kubernetes.io/selected-node``)."""
+    volume is to be provisioned or bound for (``volume.kubernetes.io/selected-node``), placing
+    the pod ``pod`` (``namespace/name``) there."""
 
     node: str
+    pod: str
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -248,7 +248,9 @@ class VolumeBinding(
             if claim is None or claim.volume_name or claim.selected_node == node:
                 continue
             namespace, _, name = key.partition("/")
-            recorder.record(decisions.SelectClaimNode(namespace=namespace, name=name, node=node))
+            recorder.record(
+                decisions.SelectClaimNode(namespace=namespace, name=name, node=node, pod=pod.key)
+            )
         return statuses.SUCCESS
 
 
