@@ -331,7 +331,10 @@ class Admission:
                 and decision.key in self._view
             ):
                 self._explain(decision)
-            elif isinstance(decision, decisions.SelectClaimNode) and decision.pod in self._view:
+            elif (
+                isinstance(decision, decisions.SelectClaimNode | decisions.BindClaimVolume)
+                and decision.pod in self._view
+            ):
                 continue  # kube-scheduler binds it, and handles its claims as it does so
             else:
                 passed.append(decision)

@@ -29,13 +29,14 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   ``FailedScheduling`` Event names the victims that stayed. Binds to other nodes never wait.
   Without a ``presence`` (who knows which pods still hold capacity) nothing waits.
 - A ``BindPod`` listing claims not bound yet (``WaitForFirstConsumer`` claims the same cycle
-  annotated with the node, ``SelectClaimNode``) waits, assumed, until the claim informer shows
+  matched to a volume or annotated with the node) waits, assumed, until the claim informer shows
   them bound (:mod:`berth.kube.claim_waits`, kube-scheduler's VolumeBinding PreBind), a
   ``WaitingForVolumes`` Event saying so; after ``claim_wait`` the pod is forgotten, sits out the
   backoff and a ``FailedScheduling`` Event names the claims. The informers wake the wait
   (:meth:`ApiSink.claim_changed`).
 - ``SelectClaimNode``: the claim's ``volume.kubernetes.io/selected-node`` annotation (a merge
-  patch).
+  patch); ``BindClaimVolume``: the PersistentVolume's ``spec.claimRef`` (a merge patch, as
+  kube-scheduler's volume binder pre-binds; kube-controller-manager completes the binding).
 - ``EvictPod``: the Eviction API (``POST pods/{name}/eviction``, UID precondition), and a
   ``Preempted`` Event explaining why.
 - ``AnnotatePod``, ``NominatePod``: small patches, the latter only when the node changed.
@@ -487,6 +488,20 @@ class ApiSink:
                 f"/api/v1/namespaces/{decision.namespace}/persistentvolumeclaims/{decision.name}",
                 {"metadata": {"annotations": {volumes.SELECTED_NODE: decision.node}}},
                 what=f"claim {decision.key} selected node",
+                content_type=rest.MERGE_PATCH,
+            )
+        elif isinstance(decision, decisions.BindClaimVolume):
+            claim_ref = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": decision.namespace,
+                "name": decision.name,
+                "uid": decision.uid,
+            }
+            await self._patch(
+                f"/api/v1/persistentvolumes/{decision.volume}",
+                {"spec": {"claimRef": claim_ref}},
+                what=f"volume {decision.volume} for claim {decision.key}",
                 content_type=rest.MERGE_PATCH,
             )
         elif isinstance(decision, decisions.NominatePod):

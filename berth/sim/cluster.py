@@ -15,11 +15,12 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
   ``allocated``, and an allocate-once reservation becomes ``Succeeded``;
 - ``EndReservation``: the Reservation becomes ``Expired`` or ``Failed``, ``Ready`` says why;
 - ``NominatePod``: ``status.nominatedNodeName`` is set;
-- ``SelectClaimNode``: the claim is annotated with the node, and the PV binder's part is played
-  at once: the claim is bound to an available PersistentVolume of its class that fits and
-  whose node affinity admits the node, else (a class with a provisioner) to a new volume
-  provisioned for that node; a ``BindPod`` whose claims are not all bound leaves the pod
-  pending (kube-scheduler's PreBind wait, which cannot end in virtual time);
+- ``BindClaimVolume``: the volume is reserved for the claim and, playing kube-controller-manager's
+  PV binder at once, both are bound;
+- ``SelectClaimNode``: the claim is annotated with the node and, when its class has a
+  provisioner, bound at once to a new volume provisioned for that node; a ``BindPod`` whose
+  claims are not all bound leaves the pod pending (kube-scheduler's PreBind wait, which cannot
+  end in virtual time);
 - ``Unschedulable``: the pod's ``PodScheduled`` / the group's or the Reservation's
   ``Scheduled`` condition says why.
 
@@ -45,7 +46,7 @@ import typing
 
 from berth.api import keys, resources
 from berth.scheduler.framework import decisions
-from berth.scheduler.snapshot import cache, selectors, snapshots, volumes
+from berth.scheduler.snapshot import cache, snapshots, volumes
 from berth.util import clocks
 
 __all__ = [
@@ -292,6 +293,8 @@ class InMemoryCluster:
                 self._nominate(decision)
             elif isinstance(decision, decisions.SelectClaimNode):
                 self._select_claim_node(decision)
+            elif isinstance(decision, decisions.BindClaimVolume):
+                self._bind_claim_volume(decision)
             else:
                 self._unschedulable(decision)
 
@@ -354,34 +357,18 @@ class InMemoryCluster:
         }
         self._update(claim, metadata={**claim["metadata"], "annotations": annotations})
         claim = self._objects[object_key(claim)]
-        node = self.get("Node", name=decision.node)
-        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-        info = volumes.claim_info(claim)
-        chosen: Object | None = None
-        for pv in self.objects("PersistentVolume"):
-            found = volumes.volume_info(pv)
-            if not (found.available or found.claim == info.key):
-                continue
-            fits = (
-                found.storage_class == info.storage_class
-                and found.capacity >= info.request
-                and info.access_modes <= found.access_modes
-            )
-            if fits and (
-                found.node_affinity is None
-                or any(
-                    selectors.matches(term, labels=labels, node_name=decision.node)
-                    for term in found.node_affinity
-                )
-            ):
-                chosen = pv
-                break
-        if chosen is None:
-            cls = self.get("StorageClass", name=info.storage_class)
-            if cls is None or not volumes.class_info(cls).provisions:
-                return  # nothing can bind it: the pod's binding keeps waiting
-            chosen = self.put(self._provisioned(claim, node=decision.node, provisioner=cls))
-        self._bind_claim(claim, volume=chosen)
+        cls = self.get("StorageClass", name=volumes.claim_info(claim).storage_class)
+        if cls is None or not volumes.class_info(cls).provisions:
+            return  # nothing provisions it: the pod's binding keeps waiting
+        provisioned = self.put(self._provisioned(claim, node=decision.node, provisioner=cls))
+        self._bind_claim(claim, volume=provisioned)
+
+    def _bind_claim_volume(self, decision: decisions.BindClaimVolume) -> None:
+        claim = self.get("PersistentVolumeClaim", namespace=decision.namespace, name=decision.name)
+        volume = self.get("PersistentVolume", name=decision.volume)
+        if claim is None or volume is None or claim["metadata"]["uid"] != decision.uid:
+            return
+        self._bind_claim(claim, volume=volume)
 
     def _provisioned(self, claim: Object, *, node: str, provisioner: Object) -> Object:
         spec = claim.get("spec") or {}

@@ -19,6 +19,7 @@ from berth.api import resources
 __all__ = [
     "AllocateReservation",
     "AnnotatePod",
+    "BindClaimVolume",
     "BindPod",
     "CycleResult",
     "Decision",
@@ -70,6 +71,18 @@ class SelectClaimNode(_Addressed):
     the pod ``pod`` (``namespace/name``) there."""
 
     node: str
+    pod: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BindClaimVolume(_Addressed):
+    """Reserve the PersistentVolume ``volume`` for the claim (its ``spec.claimRef``): the
+    pre-binding kube-scheduler's volume binder does for a delayed-binding claim it matched to
+    a static volume; kube-controller-manager's PV binder then completes the binding. For the
+    pod ``pod`` (``namespace/name``)."""
+
+    uid: str  # the claim's
+    volume: str
     pod: str
 
 
@@ -159,6 +172,7 @@ Decision = (
     | EndReservation
     | NominatePod
     | SelectClaimNode
+    | BindClaimVolume
     | Unschedulable
 )
 """Everything a cycle can ask for."""

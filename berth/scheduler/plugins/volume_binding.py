@@ -11,12 +11,16 @@ Kubernetes' ``VolumeBinding`` plugin, vectorised over the node table (the snapsh
 - Filter: a bound claim's PersistentVolume's required node affinity must match the node. An
   unbound claim of a ``WaitForFirstConsumer`` class needs, on the node, an available volume of
   its class (capacity, access modes, node affinity), or a provisioner whose
-  ``allowedTopologies`` include the node; once annotated with a selected node (by an earlier
-  placement) only that node.
-- PreBind annotates each such claim with the chosen node (``volume.kubernetes.io/selected-node``,
-  :class:`~berth.scheduler.framework.decisions.SelectClaimNode`) so that the provisioner (or
-  kube-controller-manager's PV binder, for a matching static volume) binds it there; the binder
-  then holds the pod's binding until its claims are bound (``BindPod.claims``).
+  ``allowedTopologies`` include the node; once another pod using it is placed (earlier in the
+  session too: gang members sharing a claim), or once annotated with a selected node, only
+  that node.
+- PreBind does what kube-scheduler's volume binder does for each such claim: it reserves the
+  static volume chosen on the node for it (``spec.claimRef``,
+  :class:`~berth.scheduler.framework.decisions.BindClaimVolume`), which kube-controller-manager's
+  PV binder then completes, or, to be provisioned, annotates it with the node
+  (``volume.kubernetes.io/selected-node``, :class:`~berth.scheduler.framework.decisions.
+  SelectClaimNode`); the binder then holds the pod's binding until its claims are bound
+  (``BindPod.claims``).
 
 Not done (kube-scheduler does): two unbound claims of one session matched to the same static
 volume are not told apart, and storage capacity tracking (CSIStorageCapacity) is not read.
@@ -104,6 +108,10 @@ class _Claims:
 
     def clone(self) -> _Claims:
         return self  # frozen
+
+
+def _claim_keys(pod: pods.PodInfo) -> tuple[str, ...]:
+    return pod.claim_keys
 
 
 def _terms_mask(
@@ -210,7 +218,14 @@ class VolumeBinding(
         selected = np.ones(size, dtype=np.bool_)
         storage = self._handle.snapshot().volumes
         waiting: list[tuple[volumes.ClaimInfo, volumes.ClassInfo]] = []
+        users = self._handle.placements().grouped((NAME, "claims"), extract=_claim_keys)
         for claim, cls in found.delayed:
+            # A pod already placed with this claim (bound, assumed, or earlier in this session:
+            # a gang's members sharing it) decided its node: the claim gets one volume.
+            placed = users.get(claim.key)
+            if placed is not None and placed.any():
+                selected &= placed > 0
+                continue
             if claim.selected_node is None:
                 waiting.append((claim, cls))
                 continue
@@ -242,15 +257,51 @@ class VolumeBinding(
         recorder: decisions.DecisionRecorder,
     ) -> statuses.Status:
         # From the snapshot, not the cycle state: an action may place a pod without PreFilter.
-        claims = self._handle.snapshot().volumes.claims
+        snapshot = self._handle.snapshot()
+        storage = snapshot.volumes
+        info = snapshot.node_infos.get(node)
+        labels = info.labels if info is not None else {}
+        candidates = sorted(storage.volumes.values(), key=lambda v: (v.capacity, v.name))
+        taken: set[str] = set()
         for key in pod.claim_keys:
-            claim = claims.get(key)
-            if claim is None or claim.volume_name or claim.selected_node == node:
+            claim = storage.claims.get(key)
+            if claim is None or claim.volume_name:
                 continue
             namespace, _, name = key.partition("/")
-            recorder.record(
-                decisions.SelectClaimNode(namespace=namespace, name=name, node=node, pod=pod.key)
+            volume = next(
+                (
+                    v
+                    for v in candidates
+                    if v.name not in taken
+                    and _fits(v, claim)
+                    and (
+                        v.node_affinity is None
+                        or any(
+                            selectors.matches(t, labels=labels, node_name=node)
+                            for t in v.node_affinity
+                        )
+                    )
+                ),
+                None,
             )
+            if volume is not None:
+                taken.add(volume.name)
+                if volume.claim != key:
+                    recorder.record(
+                        decisions.BindClaimVolume(
+                            namespace=namespace,
+                            name=name,
+                            uid=claim.uid,
+                            volume=volume.name,
+                            pod=pod.key,
+                        )
+                    )
+            elif claim.selected_node != node:
+                recorder.record(
+                    decisions.SelectClaimNode(
+                        namespace=namespace, name=name, node=node, pod=pod.key
+                    )
+                )
         return statuses.SUCCESS
 
 

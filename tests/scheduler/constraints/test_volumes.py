@@ -7,7 +7,7 @@ cases follow kube-scheduler's documented behaviour:
 
 - ``WaitForFirstConsumer``: a static local volume decides the node; a provisioner's
   ``allowedTopologies`` do; no volume fits anywhere; a claim already annotated with a selected
-  node keeps the pod there;
+  node keeps the pod there; gang members sharing an unbound claim land on one node;
 - a bound claim's PersistentVolume node affinity, also against the pod's own node selector;
 - an unbound ``Immediate`` claim, a missing claim, a missing StorageClass, an ephemeral volume
   whose claim is not created yet: the pod waits naming the field, the others are placed;
@@ -109,6 +109,18 @@ SCENARIOS = [
             b.pod("p", spec=s.claims("a", "b")),
         ],
         {"p": "n2"},
+    ),
+    Scenario(
+        "gang-members-sharing-an-unbound-claim-land-together",
+        [
+            *TWO,
+            LOCAL,
+            s.volume("pv-a", nodes=["n1"]),
+            s.volume("pv-b", nodes=["n2"]),
+            s.claim("shared"),
+            *b.gang("g", 2, spec=s.claims("shared")),
+        ],
+        {"g-0": "n1", "g-1": "n1"},
     ),
     # VolumeBinding: bound claims ---------------------------------------------------------------
     Scenario(
@@ -294,7 +306,7 @@ def _run(*objects: Obj) -> cluster.InMemoryCluster:
     return sim
 
 
-def test_wffc_claim_is_annotated_with_the_node_and_bound_before_the_pod() -> None:
+def test_wffc_claim_gets_the_static_volume_reserved_then_the_pod_binds() -> None:
     sim = _run(
         *TWO,
         LOCAL,
@@ -303,16 +315,33 @@ def test_wffc_claim_is_annotated_with_the_node_and_bound_before_the_pod() -> Non
         b.pod("p", spec=s.claims("data")),
     )
     claim = sim.get("PersistentVolumeClaim", name="data")
+    volume = sim.get("PersistentVolume", name="pv")
+    assert claim is not None and volume is not None
+    assert volume["spec"]["claimRef"]["name"] == "data"  # reserved, as kube-scheduler pre-binds
+    assert claim["spec"]["volumeName"] == "pv"
+    assert volumes.SELECTED_NODE not in claim["metadata"]["annotations"]  # nothing to provision
+    pod = sim.get("Pod", name="p")
+    assert pod is not None and pod["spec"]["nodeName"] == "n2"
+
+
+def test_wffc_claim_to_provision_is_annotated_with_the_node() -> None:
+    sim = _run(
+        *TWO,
+        s.storage_class("fast", provisioner=EBS),
+        s.claim("data", storage_class="fast"),
+        b.pod("p", spec=s.claims("data"), node_selector={s.HOSTNAME: "n2"}),
+    )
+    claim = sim.get("PersistentVolumeClaim", name="data")
     assert claim is not None
     assert claim["metadata"]["annotations"][volumes.SELECTED_NODE] == "n2"
-    assert claim["spec"]["volumeName"] == "pv"
+    assert claim["status"]["phase"] == "Bound"  # the in-memory provisioner's part
     pod = sim.get("Pod", name="p")
     assert pod is not None and pod["spec"]["nodeName"] == "n2"
 
 
 def test_pod_is_not_bound_while_its_claim_cannot_bind() -> None:
-    # The class has no provisioner and the only volume vanished after the cycle chose the node:
-    # the binding waits (PreBind) and the pod stays pending.
+    # The only volume vanished after the cycle chose the node, and the class has no
+    # provisioner: nothing binds the claim, so the binding waits (PreBind), the pod pending.
     clock = clocks.VirtualClock(b.EPOCH)
     sim = harness.in_memory(
         *TWO,
@@ -330,4 +359,4 @@ def test_pod_is_not_bound_while_its_claim_cannot_bind() -> None:
     pod = sim.get("Pod", name="p")
     assert pod is not None and not pod["spec"].get("nodeName")
     claim = sim.get("PersistentVolumeClaim", name="data")
-    assert claim is not None and claim["metadata"]["annotations"][volumes.SELECTED_NODE] == "n2"
+    assert claim is not None and not claim["spec"].get("volumeName")
