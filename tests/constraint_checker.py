@@ -21,7 +21,11 @@ kube-scheduler (the same function over what each scheduler bound).
 - hard topology spread: ``pods in the domain + 1 - the minimum over eligible domains`` (0 when
   fewer than ``minDomains``) is at most ``maxSkew``; eligible nodes have every constraint key,
   match the pod's node affinity (``nodeAffinityPolicy``) and, with ``nodeTaintsPolicy: Honor``,
-  have no untolerated taint.
+  have no untolerated taint;
+- volumes (the PersistentVolumeClaims, PersistentVolumes and CSINodes given as ``storage``):
+  a claim's volume (bound, or the one it was bound to since) must admit the node by its
+  required node affinity; a ``ReadWriteOncePod`` claim is used by one placed pod at most; the
+  distinct CSI volumes of a driver on a node stay within its CSINode's ``allocatable.count``.
 """
 
 from __future__ import annotations
@@ -229,10 +233,13 @@ def violations(
     running: collections.abc.Iterable[Obj],
     bindings: collections.abc.Iterable[tuple[Obj, str]],
     namespaces: collections.abc.Iterable[Obj] = (),
+    storage: collections.abc.Iterable[Obj] = (),
 ) -> list[Violation]:
     """Every required constraint the ``bindings`` (pod, node name), in order, break, given
-    the pods ``running`` (bound) before them and the Namespace objects (for a
-    ``namespaceSelector``); empty when the placement is sound."""
+    the pods ``running`` (bound) before them, the Namespace objects (for a
+    ``namespaceSelector``) and the storage objects (claims, volumes, CSINodes, as they are
+    after the bindings); empty when the placement is sound."""
+    volumes = _Storage(storage)
     by_namespace = {str(n["metadata"]["name"]): n for n in namespaces}
     by_name = {str(n["metadata"]["name"]): n for n in nodes}
     placed: list[tuple[Obj, str]] = [
@@ -257,8 +264,90 @@ def violations(
         _check_ports(pod, placed, node_name, broke)
         _check_pod_affinity(pod, node, placed, by_name, by_namespace, broke)
         _check_spread(pod, node, placed, by_name, broke)
+        _check_volumes(pod, node, placed, node_name, volumes, broke)
         placed.append((pod, node_name))
     return found
+
+
+class _Storage:
+    """Claims by ``namespace/name``, volumes by name, attach limits by node and driver."""
+
+    def __init__(self, objects: collections.abc.Iterable[Obj]) -> None:
+        self.claims: dict[str, Obj] = {}
+        self.volumes: dict[str, Obj] = {}
+        self.limits: dict[str, dict[str, int]] = {}
+        for obj in objects:
+            kind, meta = obj.get("kind"), obj.get("metadata") or {}
+            if kind == "PersistentVolumeClaim":
+                self.claims[f"{meta.get('namespace') or 'default'}/{meta['name']}"] = obj
+            elif kind == "PersistentVolume":
+                self.volumes[str(meta["name"])] = obj
+            elif kind == "CSINode":
+                drivers = (obj.get("spec") or {}).get("drivers") or []
+                self.limits[str(meta["name"])] = {
+                    str(d["name"]): int(d["allocatable"]["count"])
+                    for d in drivers
+                    if (d.get("allocatable") or {}).get("count") is not None
+                }
+
+    def claim_keys(self, pod: Obj) -> list[str]:
+        return [
+            f"{_namespace(pod)}/{v['persistentVolumeClaim']['claimName']}"
+            for v in (pod.get("spec") or {}).get("volumes") or []
+            if v.get("persistentVolumeClaim")
+        ]
+
+    def volume_of(self, claim: str) -> Obj | None:
+        """The claim's volume: by ``spec.volumeName``, else the one whose claimRef names it."""
+        found = self.claims.get(claim)
+        name = ((found or {}).get("spec") or {}).get("volumeName")
+        if name:
+            return self.volumes.get(str(name))
+        for volume in self.volumes.values():
+            ref = (volume.get("spec") or {}).get("claimRef") or {}
+            if f"{ref.get('namespace') or 'default'}/{ref.get('name')}" == claim:
+                return volume
+        return None
+
+
+def _check_volumes(
+    pod: Obj,
+    node: Obj,
+    placed: list[tuple[Obj, str]],
+    name: str,
+    storage: _Storage,
+    broke: Broke,
+) -> None:
+    mine = storage.claim_keys(pod)
+    if not mine:
+        return
+    attached: dict[str, set[str]] = {}
+    for other, where in [*placed, (pod, name)]:
+        if where != name:
+            continue
+        for claim in storage.claim_keys(other):
+            volume = storage.volume_of(claim)
+            csi = ((volume or {}).get("spec") or {}).get("csi") or {}
+            if csi.get("driver"):
+                attached.setdefault(str(csi["driver"]), set()).add(str(csi.get("volumeHandle")))
+    for claim in mine:
+        found = storage.claims.get(claim)
+        volume = storage.volume_of(claim)
+        if volume is not None:
+            required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+            as_pod = {"spec": {"affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": required}}}}  # fmt: skip
+            if required is not None and not _node_matches(as_pod, node):
+                broke("volume node affinity", f"{claim}'s volume does not admit the node")
+        modes = ((found or {}).get("spec") or {}).get("accessModes") or []
+        if "ReadWriteOncePod" in modes:
+            users = [_key(o) for o, _ in placed if claim in storage.claim_keys(o)]
+            if users:
+                broke("ReadWriteOncePod", f"{claim} already used by {', '.join(users)}")
+    for driver, handles in attached.items():
+        limit = storage.limits.get(name, {}).get(driver)
+        if limit is not None and len(handles) > limit:
+            broke("volume limits", f"{len(handles)} {driver} volumes > {limit}")
 
 
 Broke = collections.abc.Callable[..., None]

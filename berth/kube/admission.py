@@ -33,7 +33,10 @@ and is both a ``SnapshotSource`` and a ``DecisionSink``:
   sent back to wait: Kubernetes forbids adding a scheduling gate to an existing pod, so a pod
   owned by a controller is evicted (Eviction API; the controller recreates it and the webhook
   gates the new one) and a bare pod is recreated by Berth — deleted, then created again with
-  the same name and spec, its pin removed and the gate back.
+  the same name and spec, its pin removed and the gate back. The node is remembered for the
+  pod and its gang (:mod:`berth.kube.rejections`: bounded, forgotten after a while): no member
+  is pinned there again meanwhile. A gang member rejected releases its group's other pending
+  allocations with it, so the gang is admitted again whole.
 - **Restarts and mode switches.** The allocation lives in the pod (the annotations), so a new
   leader adopts ungated, unbound pods it admitted earlier (assumed on their node again, the
   timeout running from ``admitted-at``), and gated pods are simply pending. Both executors are
@@ -68,7 +71,16 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import allocations, conditions, errors, events, pod_edits, rest, victim_waits
+from berth.kube import (
+    allocations,
+    conditions,
+    errors,
+    events,
+    pod_edits,
+    rejections,
+    rest,
+    victim_waits,
+)
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import pods, snapshots, wire
@@ -155,6 +167,8 @@ class Admission:
         """Pending allocations by pod key."""
         self.rejected = 0
         """Allocations rejected so far."""
+        self.rejections = rejections.Rejections()
+        """The nodes kube-scheduler rejected pods (and their gangs) on, avoided for a while."""
 
     # Informer side -----------------------------------------------------------------------
     def observe_pod(self, obj: dict[str, typing.Any]) -> bool:
@@ -239,6 +253,8 @@ class Admission:
         allocation = self.allocations.get(key)
         if allocation is not None:
             self.allocations.drop(allocation)
+        if key not in self._recreating:  # Berth's own recreation keeps the memory
+            self.rejections.forget_pod(key)
         gone = self._recreating.get(key)
         if gone is not None:
             gone.set()
@@ -267,7 +283,8 @@ class Admission:
                 self._bad.add(key)
                 continue
             if info.scheduling_gates == (_GATE,):
-                admitted.append(dataclasses.replace(info, scheduling_gates=()))
+                offered = self.rejections.avoiding(info, now=base.now)
+                admitted.append(dataclasses.replace(offered, scheduling_gates=()))
             elif key not in {p.key for p in base.gated}:
                 still_gated.append(info)
         self._view = {p.key for p in admitted} | {p.key for p in still_gated}
@@ -314,6 +331,11 @@ class Admission:
                 and decision.key in self._view
             ):
                 self._explain(decision)
+            elif (
+                isinstance(decision, decisions.SelectClaimNode | decisions.BindClaimVolume)
+                and decision.pod in self._view
+            ):
+                continue  # kube-scheduler binds it, and handles its claims as it does so
             else:
                 passed.append(decision)
         for group_key in sorted(admits):
@@ -378,13 +400,19 @@ class Admission:
             )
 
     # Rejection -----------------------------------------------------------------------------
-    def _reject(self, allocation: allocations.Allocation, *, why: str) -> None:
-        """RejectTask: release the capacity, explain, and send the pod back to wait gated."""
+    def _reject(
+        self, allocation: allocations.Allocation, *, why: str, with_gang: bool = True
+    ) -> None:
+        """RejectTask: release the capacity, explain, and send the pod back to wait gated;
+        remember the node (``with_gang``: it was rejected there, and the gang's other pending
+        allocations are released with it)."""
         self.allocations.drop(allocation)
         self.rejected += 1
         key = allocation.key
         obj = self._objects.get(key)
         group = allocation.group or self._group_of(key)
+        if with_gang:
+            self.rejections.remember(key, group=group, node=allocation.node, now=self._clock.now())
         message = f"admission of pod {key} on {allocation.node} rejected: {why}"
         logger.warning("%s", message)
         self._pod_event(key, type=events.WARNING, reason="AdmissionRejected", message=message)
@@ -400,13 +428,19 @@ class Admission:
                     reason="AdmissionRejected",
                     message=message,
                 )
-        if obj is None:
-            return
-        if pod_edits.controlled(obj):
-            self._jobs.put_nowait(lambda: self._evict(key, obj))
-        else:
-            self._recreating[key] = asyncio.Event()
-            self._jobs.put_nowait(lambda: self._recreate(key, obj, node=allocation.node))
+        if obj is not None:
+            if pod_edits.controlled(obj):
+                self._jobs.put_nowait(lambda: self._evict(key, obj))
+            else:
+                self._recreating[key] = asyncio.Event()
+                self._jobs.put_nowait(lambda: self._recreate(key, obj, node=allocation.node))
+        if with_gang and group is not None:
+            for sibling in [a for a in self.allocations.values() if a.group == group]:
+                self._reject(
+                    sibling,
+                    why=f"released with {key}, rejected on {allocation.node}",
+                    with_gang=False,
+                )
 
     # Workers -------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:

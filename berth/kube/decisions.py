@@ -28,6 +28,15 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   the pod is forgotten, sits out the backoff, is retried by a later cycle, and a
   ``FailedScheduling`` Event names the victims that stayed. Binds to other nodes never wait.
   Without a ``presence`` (who knows which pods still hold capacity) nothing waits.
+- A ``BindPod`` listing claims not bound yet (``WaitForFirstConsumer`` claims the same cycle
+  matched to a volume or annotated with the node) waits, assumed, until the claim informer shows
+  them bound (:mod:`berth.kube.claim_waits`, kube-scheduler's VolumeBinding PreBind), a
+  ``WaitingForVolumes`` Event saying so; after ``claim_wait`` the pod is forgotten, sits out the
+  backoff and a ``FailedScheduling`` Event names the claims. The informers wake the wait
+  (:meth:`ApiSink.claim_changed`).
+- ``SelectClaimNode``: the claim's ``volume.kubernetes.io/selected-node`` annotation (a merge
+  patch); ``BindClaimVolume``: the PersistentVolume's ``spec.claimRef`` (a merge patch, as
+  kube-scheduler's volume binder pre-binds; kube-controller-manager completes the binding).
 - ``EvictPod``: the Eviction API (``POST pods/{name}/eviction``, UID precondition), and a
   ``Preempted`` Event explaining why.
 - ``AnnotatePod``: carried by the pod's Binding when the same result binds the pod (the API
@@ -65,6 +74,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.kube import (
+    claim_waits,
     conditions,
     errors,
     events,
@@ -75,7 +85,7 @@ from berth.kube import (
 )
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
-from berth.scheduler.snapshot import snapshots
+from berth.scheduler.snapshot import snapshots, volumes
 from berth.util import clocks
 
 __all__ = ["FAILURES_BEFORE_REASON", "ApiSink", "BindOutcome", "BindingObserver", "PodPresence"]
@@ -106,7 +116,7 @@ class BindOutcome(typing.NamedTuple):
     key: str
     node: str
     bound: bool
-    failure: str | None  # conflict, not_found, gone, timeout, error, victims, fenced
+    failure: str | None  # conflict, not_found, gone, timeout, error, victims, claims, fenced
 
 
 @dataclasses.dataclass
@@ -162,6 +172,7 @@ class ApiSink:
         on_bound: collections.abc.Callable[[BindOutcome], None] | None = None,
         presence: PodPresence | None = None,
         eviction_wait: float = 30.0,
+        claim_wait: float = 600.0,
     ) -> None:
         self._api = api
         self._cache = cache
@@ -179,6 +190,8 @@ class ApiSink:
         self.victims = victim_waits.VictimWaits(presence, timeout=eviction_wait)
         """Preemptors waiting for their victims; admission mode shares it (its ungating waits
         the same way), and the informers wake it through :meth:`pod_released`."""
+        self.claims = claim_waits.ClaimWaits(self._claim_bound, timeout=claim_wait)
+        """Bindings waiting for their PersistentVolumeClaims to be bound."""
         self._waiting: set[asyncio.Task[None]] = set()
         self._binds: asyncio.Queue[_Job] = asyncio.Queue()
         self._writes: asyncio.Queue[_Job] = asyncio.Queue()
@@ -269,13 +282,79 @@ class ApiSink:
         job = _Job(decision, created, ref, annotations)
         staying = self.victims.staying(victims)
         if not staying:
-            self._binds.put_nowait(job)
+            self._queue_bind(job)
             return
-        task = asyncio.get_running_loop().create_task(
+        self._hold(
             self._after_victims(job, victims=staying), name=f"binding {key} after its victims"
         )
+
+    def _hold(
+        self, wait: collections.abc.Coroutine[typing.Any, typing.Any, None], *, name: str
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(wait, name=name)
         self._waiting.add(task)
         task.add_done_callback(self._waiting.discard)
+
+    def _claim_bound(self, key: str) -> bool:
+        claim = self._cache.claim(key)
+        return claim is not None and claim.bound
+
+    def _queue_bind(self, job: _Job) -> None:
+        """Queue ``job``'s binding now, or once the claims it lists are bound."""
+        decision = job.decision
+        assert isinstance(decision, decisions.BindPod)
+        unbound = self.claims.unbound(decision.claims)
+        if not unbound:
+            self._binds.put_nowait(job)
+            return
+        self._event(
+            job.ref or events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            type=events.NORMAL,
+            reason="WaitingForVolumes",
+            message=claim_waits.waiting_message(decision.node, unbound),
+        )
+        self._hold(
+            self._after_claims(job, claims=unbound), name=f"binding {decision.key} after its claims"
+        )
+
+    async def _after_claims(self, job: _Job, *, claims: tuple[str, ...]) -> None:
+        """Queue ``job``'s binding once ``claims`` are bound; give it up after the wait."""
+        decision = job.decision
+        assert isinstance(decision, decisions.BindPod)
+        try:
+            left = await self.claims.wait(
+                decision.key, claims, abandoned=lambda: decision.key in self._gone
+            )
+        except BaseException:
+            self._cache.forget_pod(decision.key)
+            raise
+        if left == ():
+            self._binds.put_nowait(job)
+            return
+        self._finished(decision.key)
+        if left is None:
+            self._cache.forget_pod(decision.key)
+            outcome = BindOutcome(decision.key, decision.node, False, "gone")
+        else:
+            message = (
+                f"PersistentVolumeClaims {', '.join(left)} were not bound after"
+                f" {self.claims.timeout:g}s; not binding to {decision.node} now, the pod will be"
+                " tried again"
+            )
+            self._event(
+                events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+                type=events.WARNING,
+                reason="FailedScheduling",
+                message=message,
+            )
+            outcome = self._failed(decision, failure="claims", detail=message)
+        if self.on_bound is not None:
+            self.on_bound(outcome)
+
+    def claim_changed(self, key: str) -> None:
+        """A PersistentVolumeClaim changed or went (the informers): wake the bindings waiting
+        for it."""
+        self.claims.changed(key)
 
     async def _after_victims(
         self, job: _Job, *, victims: collections.abc.Sequence[decisions.EvictPod]
@@ -292,7 +371,7 @@ class ApiSink:
             raise
         outcome: BindOutcome | None = None
         if waited.clear:
-            self._binds.put_nowait(job)
+            self._queue_bind(job)
             return
         self._finished(decision.key)
         if waited.abandoned:
@@ -361,6 +440,7 @@ class ApiSink:
         """The pod stopped holding capacity (finished or gone): wake the bindings waiting on
         it as a victim, or waiting to bind it."""
         self.victims.released(key)
+        self.claims.changed(key)
 
     @property
     def in_flight(self) -> int:
@@ -428,6 +508,27 @@ class ApiSink:
                 pod_edits.path(decision.key),
                 {"metadata": {"annotations": dict(decision.annotations)}},
                 what=f"annotate pod {decision.key}",
+                content_type=rest.MERGE_PATCH,
+            )
+        elif isinstance(decision, decisions.SelectClaimNode):
+            await self._patch(
+                f"/api/v1/namespaces/{decision.namespace}/persistentvolumeclaims/{decision.name}",
+                {"metadata": {"annotations": {volumes.SELECTED_NODE: decision.node}}},
+                what=f"claim {decision.key} selected node",
+                content_type=rest.MERGE_PATCH,
+            )
+        elif isinstance(decision, decisions.BindClaimVolume):
+            claim_ref = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": decision.namespace,
+                "name": decision.name,
+                "uid": decision.uid,
+            }
+            await self._patch(
+                f"/api/v1/persistentvolumes/{decision.volume}",
+                {"spec": {"claimRef": claim_ref}},
+                what=f"volume {decision.volume} for claim {decision.key}",
                 content_type=rest.MERGE_PATCH,
             )
         elif isinstance(decision, decisions.NominatePod):

@@ -8,7 +8,7 @@ logged once with what to do about it, marks the informer unhealthy, and is retri
 exponential backoff: a transient fault never crashes the process. A relist also removes the
 objects that disappeared while the watch was down.
 
-:class:`ClusterInformers` runs the seven informers Berth needs and feeds a
+:class:`ClusterInformers` runs the eleven informers Berth needs and feeds a
 :class:`~berth.scheduler.snapshot.cache.ClusterCache`:
 
 - pods: one watch of every pod, filtered here: Berth's own pods (its scheduler name) in any
@@ -17,7 +17,9 @@ objects that disappeared while the watch was down.
   ones, so that a pod being bound is never seen deleted from one stream and added to another
   in the wrong order;
 - nodes, PriorityClasses, Namespaces (their labels: default queues, queues' namespace
-  selectors), and Berth's Queues, PodGroups and Reservations.
+  selectors), and Berth's Queues, PodGroups and Reservations;
+- PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes (the volume plugins);
+  ``on_claim_changed`` hears every claim change (the binder's wait for claims to bind).
 
 Malformed objects (not parseable by the cache) are logged and skipped. ``synced`` is set, and
 the ``caches-synced`` readiness condition becomes true, once every informer has listed once;
@@ -88,6 +90,11 @@ _NAMESPACES = Resource("namespaces", "/api/v1/namespaces", namespaced=False)
 _CLASSES = Resource(
     "priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses", namespaced=False
 )
+_CLAIMS = Resource("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", namespaced=True)
+_VOLUMES = Resource("persistentvolumes", "/api/v1/persistentvolumes", namespaced=False)
+_STORAGE = "/apis/storage.k8s.io/v1"
+_STORAGE_CLASSES = Resource("storageclasses", f"{_STORAGE}/storageclasses", namespaced=False)
+_CSI_NODES = Resource("csinodes", f"{_STORAGE}/csinodes", namespaced=False)
 _CRD_HINT = "are Berth's CRDs installed? (kubectl apply -f crds/)"
 _QUEUES = Resource("queues", f"{_BERTH}/queues", namespaced=False, hint=_CRD_HINT)
 _GROUPS = Resource("podgroups", f"{_BERTH}/podgroups", namespaced=True, hint=_CRD_HINT)
@@ -297,6 +304,9 @@ class ClusterInformers:
         self.also_ours: collections.abc.Callable[[dict[str, typing.Any]], bool] | None = None
         """Told every pod seen; True keeps a pod of another scheduler in the cache, in any
         phase (admission mode: pods held by Berth's gate or admitted by Berth)."""
+        self.on_claim_changed: collections.abc.Callable[[str], None] | None = None
+        """Told the key of every PersistentVolumeClaim that changed or went (the binder's
+        bindings waiting for claims to bind)."""
         self.on_pod_released: collections.abc.Callable[[str], None] | None = None
         """Told the key of every pod that stopped holding capacity: it finished (Succeeded or
         Failed), left the cache, or was replaced by a new pod of that name."""
@@ -319,6 +329,13 @@ class ClusterInformers:
             informer(
                 _CLASSES, *self._feeding(cache.add_priority_class, cache.remove_priority_class)
             ),
+            informer(_CLAIMS, *self._feeding(self._claim, self._claim_gone)),
+            informer(_VOLUMES, *self._feeding(cache.add_volume, cache.remove_volume)),
+            informer(
+                _STORAGE_CLASSES,
+                *self._feeding(cache.add_storage_class, cache.remove_storage_class),
+            ),
+            informer(_CSI_NODES, *self._feeding(cache.add_csi_node, cache.remove_csi_node)),
             informer(_QUEUES, *self._feeding(cache.add_queue, cache.remove_queue)),
             informer(_GROUPS, *self._feeding(cache.add_pod_group, cache.remove_pod_group)),
             informer(
@@ -420,6 +437,17 @@ class ClusterInformers:
             self.on_pod_released(key)
 
     # The rest -----------------------------------------------------------------------------
+    def _claim(self, obj: dict[str, typing.Any]) -> None:
+        self.cache.add_claim(obj)
+        key = object_key(obj, namespaced=True)
+        if key is not None and self.on_claim_changed is not None:
+            self.on_claim_changed(key)
+
+    def _claim_gone(self, key: str) -> None:
+        self.cache.remove_claim(key)
+        if self.on_claim_changed is not None:
+            self.on_claim_changed(key)
+
     def _feeding(
         self,
         add: collections.abc.Callable[[dict[str, typing.Any]], None],

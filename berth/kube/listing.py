@@ -3,8 +3,9 @@
 ``kubectl berth`` (:mod:`berth.cli.kubectl_berth`) reads the cluster once per run and never
 writes. :func:`read_cluster` lists, concurrently and in pages (:func:`berth.kube.watching.
 list_pages`), everything the scheduler's :class:`~berth.scheduler.snapshot.cache.ClusterCache`
-is fed by the operator's informers — nodes, pods, PriorityClasses, Queues, PodGroups and
-Reservations — and :func:`fill_cache` hands them to a cache with the informers' rule for which
+is fed by the operator's informers — nodes, pods, PriorityClasses, Queues, PodGroups,
+Reservations, Namespaces and the storage objects (claims, volumes, StorageClasses, CSINodes) —
+and :func:`fill_cache` hands them to a cache with the informers' rule for which
 pods it takes, so that a dry-run session sees what the operator's scheduler sees.
 
 Every call is a GET; failures arrive as :mod:`berth.kube.errors`.
@@ -24,6 +25,8 @@ from berth.kube import rest, watching
 from berth.scheduler.snapshot import cache as cluster_cache
 
 __all__ = [
+    "CLAIMS",
+    "CSI_NODES",
     "ClusterObjects",
     "EVENTS",
     "NAMESPACES",
@@ -33,6 +36,8 @@ __all__ = [
     "PRIORITY_CLASSES",
     "QUEUES",
     "RESERVATIONS",
+    "STORAGE_CLASSES",
+    "VOLUMES",
     "Collection",
     "fill_cache",
     "get",
@@ -70,6 +75,10 @@ PRIORITY_CLASSES = Collection("/apis/scheduling.k8s.io/v1", "priorityclasses", n
 QUEUES = Collection(_BERTH, "queues", namespaced=False)
 PODGROUPS = Collection(_BERTH, "podgroups", namespaced=True)
 RESERVATIONS = Collection(_BERTH, "reservations", namespaced=True)
+CLAIMS = Collection("/api/v1", "persistentvolumeclaims", namespaced=True)
+VOLUMES = Collection("/api/v1", "persistentvolumes", namespaced=False)
+STORAGE_CLASSES = Collection("/apis/storage.k8s.io/v1", "storageclasses", namespaced=False)
+CSI_NODES = Collection("/apis/storage.k8s.io/v1", "csinodes", namespaced=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +92,10 @@ class ClusterObjects:
     pod_groups: tuple[Body, ...] = ()
     reservations: tuple[Body, ...] = ()
     namespaces: tuple[Body, ...] = ()
+    claims: tuple[Body, ...] = ()
+    volumes: tuple[Body, ...] = ()
+    storage_classes: tuple[Body, ...] = ()
+    csi_nodes: tuple[Body, ...] = ()
 
 
 async def get(
@@ -124,10 +137,15 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
                 PODGROUPS,
                 RESERVATIONS,
                 NAMESPACES,
+                CLAIMS,
+                VOLUMES,
+                STORAGE_CLASSES,
+                CSI_NODES,
             )
         )
     )
-    nodes, pods, classes, queues, groups, reservations, namespaces = listed
+    nodes, pods, classes, queues, groups, reservations, namespaces = listed[:7]
+    claims, volumes, storage_classes, csi_nodes = listed[7:]
     return ClusterObjects(
         nodes=nodes,
         pods=pods,
@@ -136,6 +154,10 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
         pod_groups=groups,
         reservations=reservations,
         namespaces=namespaces,
+        claims=claims,
+        volumes=volumes,
+        storage_classes=storage_classes,
+        csi_nodes=csi_nodes,
     )
 
 
@@ -167,6 +189,10 @@ def fill_cache(
     feeds: tuple[tuple[str, tuple[Body, ...], collections.abc.Callable[[Body], None]], ...] = (
         ("priorityclass", objects.priority_classes, cache.add_priority_class),
         ("namespace", objects.namespaces, cache.add_namespace),
+        ("storageclass", objects.storage_classes, cache.add_storage_class),
+        ("persistentvolume", objects.volumes, cache.add_volume),
+        ("persistentvolumeclaim", objects.claims, cache.add_claim),
+        ("csinode", objects.csi_nodes, cache.add_csi_node),
         ("node", objects.nodes, cache.add_node),
         ("queue", objects.queues, cache.add_queue),
         ("podgroup", objects.pod_groups, cache.add_pod_group),

@@ -181,6 +181,7 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
     watched.also_ours = admitting.observe_pod
     watched.on_pod_removed = admitting.pod_removed  # passes it on to the binder
     watched.on_pod_released = sink.pod_released  # wakes preemptors waiting for their victims
+    watched.on_claim_changed = sink.claim_changed  # wakes bindings waiting for their claims
     objects = observed.ObservedObjects()
     writer = statuses.StatusWriter(
         context.api,

@@ -15,6 +15,12 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
   ``allocated``, and an allocate-once reservation becomes ``Succeeded``;
 - ``EndReservation``: the Reservation becomes ``Expired`` or ``Failed``, ``Ready`` says why;
 - ``NominatePod``: ``status.nominatedNodeName`` is set;
+- ``BindClaimVolume``: the volume is reserved for the claim and, playing kube-controller-manager's
+  PV binder at once, both are bound;
+- ``SelectClaimNode``: the claim is annotated with the node and, when its class has a
+  provisioner, bound at once to a new volume provisioned for that node; a ``BindPod`` whose
+  claims are not all bound leaves the pod pending (kube-scheduler's PreBind wait, which cannot
+  end in virtual time);
 - ``Unschedulable``: the pod's ``PodScheduled`` / the group's or the Reservation's
   ``Scheduled`` condition says why.
 
@@ -38,10 +44,10 @@ import dataclasses
 import datetime
 import typing
 
-from berth.api import keys
+from berth.api import keys, resources
 from berth.kube import status_owners
 from berth.scheduler.framework import decisions, reasons
-from berth.scheduler.snapshot import cache, snapshots
+from berth.scheduler.snapshot import cache, snapshots, volumes
 from berth.util import clocks
 
 __all__ = [
@@ -55,20 +61,39 @@ __all__ = [
     "object_key",
 ]
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "Reservation", "PriorityClass", "Namespace")
+KINDS = (
+    "Node",
+    "Pod",
+    "PodGroup",
+    "Queue",
+    "Reservation",
+    "PriorityClass",
+    "Namespace",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+)
 """The kinds the in-memory cluster stores."""
 # The order changes reach the cache: what pods refer to before the pods (deletions the other
 # way round).
 _FLUSH_ORDER = {
     "Namespace": 0,
     "PriorityClass": 0,
+    "StorageClass": 0,
+    "PersistentVolume": 0,
+    "PersistentVolumeClaim": 0,
+    "CSINode": 0,
     "Queue": 1,
     "Node": 2,
     "PodGroup": 3,
     "Reservation": 4,
     "Pod": 5,
 }
-_CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass", "Namespace"})
+_CLUSTER_SCOPED = frozenset(
+    {"Node", "Queue", "PriorityClass", "Namespace", "PersistentVolume", "StorageClass", "CSINode"}
+)
+_HOSTNAME = "kubernetes.io/hostname"
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 
 Object = dict[str, typing.Any]
@@ -267,6 +292,10 @@ class InMemoryCluster:
                 self._reservation_ended(decision)
             elif isinstance(decision, decisions.NominatePod):
                 self._nominate(decision)
+            elif isinstance(decision, decisions.SelectClaimNode):
+                self._select_claim_node(decision)
+            elif isinstance(decision, decisions.BindClaimVolume):
+                self._bind_claim_volume(decision)
             else:
                 self._unschedulable(decision)
 
@@ -284,6 +313,8 @@ class InMemoryCluster:
         obj = self._pod(decision.namespace, decision.name, decision.uid)
         if obj is None or obj["spec"].get("nodeName"):
             return  # deleted or already bound: the API server would refuse the binding
+        if not all(self._claim_bound(key) for key in decision.claims):
+            return  # the binder waits for the claims (PreBind); it stays pending meanwhile
         status = {**obj["status"], "phase": "Running", "startTime": self._timestamp()}
         status.pop("nominatedNodeName", None)
         status.pop("conditions", None)
@@ -306,6 +337,79 @@ class InMemoryCluster:
         self.delete("Pod", namespace=decision.namespace, name=decision.name)
         self._outbox.append(
             Evicted(key=decision.key, uid=decision.uid, node=decision.node, reason=decision.reason)
+        )
+
+    def _claim_bound(self, key: str) -> bool:
+        namespace, _, name = key.partition("/")
+        claim = self.get("PersistentVolumeClaim", namespace=namespace, name=name)
+        return (
+            claim is not None
+            and bool((claim.get("spec") or {}).get("volumeName"))
+            and (claim.get("status") or {}).get("phase") == "Bound"
+        )
+
+    def _select_claim_node(self, decision: decisions.SelectClaimNode) -> None:
+        claim = self.get("PersistentVolumeClaim", namespace=decision.namespace, name=decision.name)
+        if claim is None:
+            return
+        annotations = {
+            **(claim["metadata"].get("annotations") or {}),
+            volumes.SELECTED_NODE: decision.node,
+        }
+        self._update(claim, metadata={**claim["metadata"], "annotations": annotations})
+        claim = self._objects[object_key(claim)]
+        cls = self.get("StorageClass", name=volumes.claim_info(claim).storage_class)
+        if cls is None or not volumes.class_info(cls).provisions:
+            return  # nothing provisions it: the pod's binding keeps waiting
+        provisioned = self.put(self._provisioned(claim, node=decision.node, provisioner=cls))
+        self._bind_claim(claim, volume=provisioned)
+
+    def _bind_claim_volume(self, decision: decisions.BindClaimVolume) -> None:
+        claim = self.get("PersistentVolumeClaim", namespace=decision.namespace, name=decision.name)
+        volume = self.get("PersistentVolume", name=decision.volume)
+        if claim is None or volume is None or claim["metadata"]["uid"] != decision.uid:
+            return
+        self._bind_claim(claim, volume=volume)
+
+    def _provisioned(self, claim: Object, *, node: str, provisioner: Object) -> Object:
+        spec = claim.get("spec") or {}
+        size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+        name = f"pvc-{claim['metadata']['uid']}"
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "storageClassName": spec.get("storageClassName"),
+                "capacity": {"storage": size},
+                "accessModes": list(spec.get("accessModes") or []),
+                "csi": {"driver": provisioner.get("provisioner"), "volumeHandle": name},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": _HOSTNAME, "operator": "In", "values": [node]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+            },
+        }
+
+    def _bind_claim(self, claim: Object, *, volume: Object) -> None:
+        meta = claim["metadata"]
+        ref = {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}
+        self._update(
+            volume,
+            spec={**(volume.get("spec") or {}), "claimRef": ref},
+            status={**(volume.get("status") or {}), "phase": "Bound"},
+        )
+        self._update(
+            claim,
+            spec={**(claim.get("spec") or {}), "volumeName": volume["metadata"]["name"]},
+            status={**(claim.get("status") or {}), "phase": "Bound"},
         )
 
     def _annotate(self, decision: decisions.AnnotatePod) -> None:
@@ -467,6 +571,14 @@ class InMemoryCluster:
             target.add_reservation(obj)
         elif kind == "Namespace":
             target.add_namespace(obj)
+        elif kind == "PersistentVolumeClaim":
+            target.add_claim(obj)
+        elif kind == "PersistentVolume":
+            target.add_volume(obj)
+        elif kind == "StorageClass":
+            target.add_storage_class(obj)
+        elif kind == "CSINode":
+            target.add_csi_node(obj)
         else:
             target.add_priority_class(obj)
 
@@ -485,6 +597,14 @@ class InMemoryCluster:
             target.remove_reservation(f"{namespace}/{name}")
         elif kind == "Namespace":
             target.remove_namespace(name)
+        elif kind == "PersistentVolumeClaim":
+            target.remove_claim(f"{namespace}/{name}")
+        elif kind == "PersistentVolume":
+            target.remove_volume(name)
+        elif kind == "StorageClass":
+            target.remove_storage_class(name)
+        elif kind == "CSINode":
+            target.remove_csi_node(name)
         else:
             target.remove_priority_class(name)
 

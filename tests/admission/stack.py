@@ -7,7 +7,9 @@
   that does not fit where it must go is reported ``PodScheduled=False/Unschedulable`` as
   kube-scheduler reports it; a binding the API server refuses is reported ``SchedulerError``
   and not retried (kube-scheduler would back off for seconds, longer than the tests' bind
-  timeout). It has no queue, no scoring, no preemption: it is not kube-scheduler.
+  timeout). Tests may make it refuse nodes (``refuses``: a taint only it sees) and leave pods
+  alone for a while (``holding``). It has no queue, no scoring, no preemption: it is not
+  kube-scheduler.
 - :class:`BerthStack` runs Berth's leader-side pieces against the emulator as the operator
   wires them: informers -> cache -> :class:`~berth.kube.admission.Admission` (around the
   ``CacheSource`` and the ``ApiSink``) -> the scheduling loop with the default profile.
@@ -120,6 +122,11 @@ class StandInScheduler:
         self._nodes: dict[str, dict[str, int]] = {}
         self._failed: set[str] = set()  # uids whose binding was refused: never retried
         self.paused = False
+        self.refuses: set[str] = set()
+        """Nodes it will not bind to (a taint or cordon only it sees): it reports the pod
+        Unschedulable instead."""
+        self.holding: set[str] = set()
+        """Pods (names) it leaves alone for now."""
         self.bound: dict[str, str] = {}  # pod name -> node, in binding order
 
     def knows(self, name: str) -> bool:
@@ -209,10 +216,12 @@ class StandInScheduler:
                 or spec.get("schedulerName", "default-scheduler") != "default-scheduler"
                 or meta.get("deletionTimestamp")
                 or meta.get("uid") in self._failed
+                or name in self.holding
             ):
                 continue
             pinned = _pinned_node(obj)
             candidates = [pinned] if pinned is not None else sorted(self._nodes)
+            candidates = [n for n in candidates if n not in self.refuses]
             target = next((n for n in candidates if self._fits(obj, n)), None)
             if target is None:
                 await self._condition(

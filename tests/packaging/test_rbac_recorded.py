@@ -17,6 +17,9 @@ simulated nodes, while a user drives every path the operator has:
 - in admission mode, a gated gang is admitted (pinned, ungated) and bound by a stand-in
   kube-scheduler (:mod:`tests.admission.stack`), and a gated bare pod that it does not bind in
   time is rejected: deleted and recreated gated;
+- a pod whose claims are of ``WaitForFirstConsumer`` classes gets a static volume reserved for
+  one (its ``claimRef``) and the other, to be provisioned, annotated with the node (nothing
+  binds claims here: its binding waits, as kube-scheduler's would, until the pod is deleted);
 - a day passes on the operator's clock, so ended reservations are garbage-collected;
 - the process stops cleanly, releasing its Lease (created and renewed meanwhile).
 
@@ -277,6 +280,48 @@ spec:
       containers: [{name: main, image: busybox:1.37}]
 """
 BERTHS = "schedulerName: berth-scheduler"
+LOCAL_STORAGE = """
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: local-0}
+spec:
+  storageClassName: local
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /tmp/local-0}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  storageClassName: local
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: provisioned}
+provisioner: example.com/provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: scratch}
+spec:
+  storageClassName: provisioned
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+"""
+CLAIMED = (
+    "volumes: [{name: data, persistentVolumeClaim: {claimName: data}},"
+    " {name: scratch, persistentVolumeClaim: {claimName: scratch}}]"
+)
 SPARE = "nodeSelector: {pool: spare}"
 QUEUED = "labels: {scheduling.berth.io/queue: default}"
 GATE = "schedulingGates: [{name: scheduling.berth.io/admission}]"
@@ -318,6 +363,23 @@ async def drive(
     )
     await user.until("the pod that fits nowhere is explained", explained(user, name="fits-nowhere"))
     user.delete_pod("fits-nowhere")
+
+    user.create(LOCAL_STORAGE)
+    user.create(pod("claimant", cpu="100m", spec=f"{BERTHS}\n  {CLAIMED}"))
+    await user.until(
+        "the claims got a volume and the node Berth picked",
+        lambda: (
+            bool(user.objects("v1", "persistentvolumes")["local-0"]["spec"].get("claimRef"))
+            and "volume.kubernetes.io/selected-node"
+            in (
+                user.objects("v1", "persistentvolumeclaims")["scratch"]["metadata"].get(
+                    "annotations"
+                )
+                or {}
+            )
+        ),
+    )
+    user.delete_pod("claimant")
 
     # A low-priority pod fills the spare node; an urgent one needs that node.
     user.create(pod("filler", cpu="3", extra=QUEUED, spec=f"{BERTHS}\n  {SPARE}", duration="1h"))

@@ -4,8 +4,10 @@ We test these aspects (kube-scheduler's bindings are counted in the API server's
 - a gang waits gated, all of it, while its queue has no room, and once room is made all its pods
   are ungated and bound by kube-scheduler on exactly the nodes Berth pinned them to;
 - a plain pod (no group, no queue) is never gated and kube-scheduler places it alone;
-- a pod kube-scheduler rejects where Berth pinned it (its volume claim does not exist) goes
-  through the reject path: an AdmissionRejected Event, recreated without its pin, never bound;
+- a pod kube-scheduler rejects where Berth pinned it (a taint set while kube-scheduler was
+  paused) goes through the reject path: an AdmissionRejected Event, recreated without its pin;
+  Berth remembers the node and does not pin it there again once the taint is gone (the pod
+  waits gated, a NotAdmitted Event saying why), so it is never bound;
 - restarting Berth in scheduler mode loses no pod: gated pods left waiting are admitted and
   kube-scheduler binds them, pods for Berth's own scheduler are bound by Berth, each pod once.
 """
@@ -13,6 +15,7 @@ We test these aspects (kube-scheduler's bindings are counted in the API server's
 from __future__ import annotations
 
 import json
+import signal
 import typing
 
 import pytest
@@ -89,35 +92,68 @@ def test_a_plain_pod_is_left_to_kube_scheduler(real: cluster.RealCluster) -> Non
     assert not [r for r in real.audited() if r.user == install.USER and r.name == "plain"]
 
 
-def test_a_pod_kube_scheduler_rejects_goes_through_the_reject_path(
+def _events(real: cluster.RealCluster, namespace: str, reason: str, name: str) -> list[Obj]:
+    listed = real.json("get", "events", "-n", namespace, "--field-selector", f"reason={reason}")
+    return [e for e in listed["items"] if e["involvedObject"]["name"] == name]
+
+
+def test_a_pod_kube_scheduler_rejects_is_sent_back_and_not_pinned_there_again(
     real: cluster.RealCluster,
 ) -> None:
-    # kube-scheduler refuses a pod whose PersistentVolumeClaim does not exist; Berth's admission
-    # decision does not look at volumes, so it pins the pod and learns of the refusal.
+    # kube-scheduler is paused while Berth pins the pod to the one node its selector allows;
+    # then that node is tainted, so kube-scheduler (resumed) refuses the pin Berth made before
+    # the taint. Once Berth rejected the pin the taint goes again: the node is fine for Berth's
+    # view, yet Berth remembers kube-scheduler refused the pod there and does not pin it again.
     real.berth(mode="admission")
     namespace = real.namespace()
-    claim = {
-        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}],
-    }
-    created = real.kubectl(
-        "create", "-n", namespace, "-o", "json", "-f", "-",
-        input=json.dumps(pods.pod("solo", queue="default", scheduler=None, extra_spec=claim)),
-    )  # fmt: skip
-    first = json.loads(created.stdout)["metadata"]["uid"]
+    node = "small-0"
+    taint = f"berth-test-{namespace}=refuse:NoSchedule"
+    kube_scheduler = real.plane.processes["kube-scheduler"]
+    on_node = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    kube_scheduler.signal(signal.SIGSTOP)
+    try:
+        created = real.kubectl(
+            "create", "-n", namespace, "-o", "json", "-f", "-",
+            input=json.dumps(
+                pods.pod("solo", queue="default", scheduler=None, extra_spec=on_node)
+            ),
+        )  # fmt: skip
+        first = json.loads(created.stdout)["metadata"]["uid"]
 
-    def rejected() -> bool:
-        listed = real.json(
-            "get", "events", "-n", namespace, "--field-selector", "reason=AdmissionRejected"
-        )["items"]
-        return any(e["involvedObject"]["name"] == "solo" for e in listed)
+        def pinned() -> bool:
+            found = real.json("get", "pod", "solo", "-n", namespace)
+            annotations = found["metadata"].get("annotations") or {}
+            return annotations.get(keys.ADMITTED_NODE_ANNOTATION) == node and not _gated(found)
 
-    _eventually("an AdmissionRejected Event for solo", rejected, timeout=90.0)
+        _eventually("solo pinned to its node and ungated", pinned)
+        real.kubectl("taint", "node", node, taint)
+    finally:
+        kube_scheduler.signal(signal.SIGCONT)
+    try:
+        _eventually(
+            "an AdmissionRejected Event for solo",
+            lambda: bool(_events(real, namespace, "AdmissionRejected", "solo")),
+            timeout=90.0,
+        )
+    finally:
+        real.kubectl("taint", "node", node, f"{taint.split('=')[0]}:NoSchedule-")
 
     def recreated() -> bool:  # a bare pod is recreated, gated, without its pin
         found = real.kubectl("get", "pod", "solo", "-n", namespace, "-o", "json", check=False)
         return found.returncode == 0 and json.loads(found.stdout)["metadata"]["uid"] != first
 
     _eventually("solo recreated", recreated)
+    # The node is untainted and free, but kube-scheduler refused the pod there: Berth explains
+    # why it waits instead of pinning it there again.
+    _eventually(
+        "solo waits, explained",
+        lambda: any(
+            "node affinity" in e["message"] for e in _events(real, namespace, "NotAdmitted", "solo")
+        ),
+    )
+    solo = real.json("get", "pod", "solo", "-n", namespace)
+    assert _gated(solo) and not solo["spec"].get("nodeName")
+    assert len(_events(real, namespace, "AdmissionRejected", "solo")) == 1
     assert _binders(real, namespace) == {}
 
 

@@ -20,6 +20,7 @@ from berth.scheduler.framework import reasons
 __all__ = [
     "AllocateReservation",
     "AnnotatePod",
+    "BindClaimVolume",
     "BindPod",
     "CycleResult",
     "Decision",
@@ -29,6 +30,7 @@ __all__ = [
     "NOT_TRIED",
     "NominatePod",
     "QueueStatusSummary",
+    "SelectClaimNode",
     "SetReservationAvailable",
     "Subject",
     "Unschedulable",
@@ -54,10 +56,35 @@ class _Addressed:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BindPod(_Addressed):
-    """Bind the pod to ``node`` (``POST pods/{name}/binding``)."""
+    """Bind the pod to ``node`` (``POST pods/{name}/binding``), once every claim in ``claims``
+    (``namespace/name`` of PersistentVolumeClaims its volumes use) is bound: kube-scheduler's
+    VolumeBinding PreBind wait, done by the sink."""
 
     uid: str
     node: str
+    claims: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SelectClaimNode(_Addressed):
+    """Annotate the PersistentVolumeClaim with the node its delayed-binding (WaitForFirstConsumer)
+    volume is to be provisioned or bound for (``volume.kubernetes.io/selected-node``), placing
+    the pod ``pod`` (``namespace/name``) there."""
+
+    node: str
+    pod: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BindClaimVolume(_Addressed):
+    """Reserve the PersistentVolume ``volume`` for the claim (its ``spec.claimRef``): the
+    pre-binding kube-scheduler's volume binder does for a delayed-binding claim it matched to
+    a static volume; kube-controller-manager's PV binder then completes the binding. For the
+    pod ``pod`` (``namespace/name``)."""
+
+    uid: str  # the claim's
+    volume: str
+    pod: str
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -145,6 +172,8 @@ Decision = (
     | AllocateReservation
     | EndReservation
     | NominatePod
+    | SelectClaimNode
+    | BindClaimVolume
     | Unschedulable
 )
 """Everything a cycle can ask for."""

@@ -1,4 +1,5 @@
-"""DefaultBinder: bind a placed pod by recording ``decisions.BindPod`` (the sink POSTs it).
+"""DefaultBinder: bind a placed pod by recording ``decisions.BindPod`` (the sink POSTs it,
+once the pod's PersistentVolumeClaims, which the decision lists, are bound).
 
 Kubernetes' ``DefaultBinder``, without the I/O: the sink applies the decision. Reserve pods
 (the in-memory pods standing for Reservations) are not pods in the API; their binder is the
@@ -39,7 +40,13 @@ class DefaultBinder(interfaces.BindPlugin):
         if pod.reserve:
             return statuses.SKIP
         recorder.record(
-            decisions.BindPod(namespace=pod.namespace, name=pod.name, uid=pod.uid, node=node)
+            decisions.BindPod(
+                namespace=pod.namespace,
+                name=pod.name,
+                uid=pod.uid,
+                node=node,
+                claims=pod.claim_keys,
+            )
         )
         return statuses.SUCCESS
 

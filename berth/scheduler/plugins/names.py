@@ -18,12 +18,15 @@ __all__ = [
     "NODE_PORTS",
     "NODE_RESOURCES_FIT",
     "NODE_UNSCHEDULABLE",
+    "NODE_VOLUME_LIMITS",
     "POD_TOPOLOGY_SPREAD",
     "PRIORITY",
     "PROPORTION",
     "QUEUE_ACCESS",
     "RESERVATION",
     "TAINT_TOLERATION",
+    "VOLUME_BINDING",
+    "VOLUME_RESTRICTIONS",
 ]
 
 # Node basics (filters)
@@ -37,6 +40,11 @@ NODE_RESOURCES_FIT = "NodeResourcesFit"
 NODE_PORTS = "NodePorts"
 POD_TOPOLOGY_SPREAD = "PodTopologySpread"
 INTER_POD_AFFINITY = "InterPodAffinity"
+
+# Volumes (filters over the snapshot's claims, volumes, classes and CSI attach limits)
+VOLUME_RESTRICTIONS = "VolumeRestrictions"
+NODE_VOLUME_LIMITS = "NodeVolumeLimits"
+VOLUME_BINDING = "VolumeBinding"
 
 # Scoring
 LEAST_ALLOCATED = "LeastAllocated"

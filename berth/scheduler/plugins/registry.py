@@ -24,12 +24,15 @@ from berth.scheduler.plugins import (
     node_ports,
     node_resources_fit,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     priority,
     proportion,
     queue_access,
     reservation,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
 )
 
 __all__ = ["DEFAULT_PROFILE_YAML", "default_profile", "in_tree_registry"]
@@ -55,6 +58,10 @@ def in_tree_registry() -> registries.Registry:
             names.INTER_POD_AFFINITY: registries.PluginFactory(
                 new=inter_pod_affinity.new, args=inter_pod_affinity.InterPodAffinityArgs
             ),
+            # Volumes
+            names.VOLUME_RESTRICTIONS: registries.PluginFactory(new=volume_restrictions.new),
+            names.NODE_VOLUME_LIMITS: registries.PluginFactory(new=node_volume_limits.new),
+            names.VOLUME_BINDING: registries.PluginFactory(new=volume_binding.new),
             # Scoring
             names.LEAST_ALLOCATED: registries.PluginFactory(
                 new=least_allocated.new, args=least_allocated.LeastAllocatedArgs
@@ -104,6 +111,10 @@ plugins:
   - name: TaintToleration
   - name: NodePorts
   - name: NodeResourcesFit
+  # Volumes: a ReadWriteOncePod claim in use, CSI attach limits, claims' nodes (as kube-scheduler)
+  - name: VolumeRestrictions
+  - name: NodeVolumeLimits
+  - name: VolumeBinding
   # Pods near or away from other pods, spread over domains (they read the session's placements,
   # so a gang's members constrain each other); weight 2 as in kube-scheduler
   - name: PodTopologySpread

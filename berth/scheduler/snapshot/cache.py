@@ -38,6 +38,7 @@ from berth.scheduler.snapshot import (
     reservations,
     snapshots,
     usage,
+    volumes,
     wire,
 )
 
@@ -110,6 +111,13 @@ class ClusterCache:
         # Namespace -> labels, and -> the default queue its label names.
         self._namespaces: dict[str, dict[str, str]] = {}
         self._namespace_queues: dict[str, str] = {}
+        # Storage (volume plugins): claims by key, volumes and classes by name, attach limits
+        # by node; frozen into one Volumes view until the next change.
+        self._claims: dict[str, volumes.ClaimInfo] = {}
+        self._volumes: dict[str, volumes.VolumeInfo] = {}
+        self._storage_classes: dict[str, volumes.ClassInfo] = {}
+        self._attach_limits: dict[str, dict[str, int]] = {}
+        self._volumes_view: volumes.Volumes | None = volumes.EMPTY
         self._group_members: dict[str, set[str]] = {}
         self._queues: dict[str, queues.QueueInfo] = {}
         self._reservations: dict[str, reservations.ReservationInfo] = {}
@@ -526,6 +534,75 @@ class ClusterCache:
             return
         self._store_pod(wanted, from_api=False)
 
+    # Storage ------------------------------------------------------------------------------
+    def add_claim(self, raw: typing.Any, /) -> None:
+        """Add or update a PersistentVolumeClaim."""
+        info = volumes.claim_info(raw)
+        self._claims[info.key] = info
+        self._volumes_view = None
+
+    update_claim = add_claim
+
+    def remove_claim(self, claim: typing.Any, /) -> None:
+        """Remove a PersistentVolumeClaim (by ``namespace/name`` key or object)."""
+        if self._claims.pop(_key_of(claim), None) is not None:
+            self._volumes_view = None
+
+    def claim(self, key: str, /) -> volumes.ClaimInfo | None:
+        """The claim ``namespace/name`` as last seen (the binder waits on it)."""
+        return self._claims.get(key)
+
+    def add_volume(self, raw: typing.Any, /) -> None:
+        """Add or update a PersistentVolume."""
+        info = volumes.volume_info(raw)
+        self._volumes[info.name] = info
+        self._volumes_view = None
+
+    update_volume = add_volume
+
+    def remove_volume(self, volume: typing.Any, /) -> None:
+        """Remove a PersistentVolume (by name or object)."""
+        if self._volumes.pop(_name_of(volume), None) is not None:
+            self._volumes_view = None
+
+    def add_storage_class(self, raw: typing.Any, /) -> None:
+        """Add or update a StorageClass."""
+        info = volumes.class_info(raw)
+        self._storage_classes[info.name] = info
+        self._volumes_view = None
+
+    update_storage_class = add_storage_class
+
+    def remove_storage_class(self, cls: typing.Any, /) -> None:
+        """Remove a StorageClass (by name or object)."""
+        if self._storage_classes.pop(_name_of(cls), None) is not None:
+            self._volumes_view = None
+
+    def add_csi_node(self, raw: typing.Any, /) -> None:
+        """Add or update a CSINode: its node's attach limit per CSI driver."""
+        node, limits = volumes.attach_limits(raw)
+        self._attach_limits[node] = limits
+        self._volumes_view = None
+
+    update_csi_node = add_csi_node
+
+    def remove_csi_node(self, csi_node: typing.Any, /) -> None:
+        """Remove a CSINode (by name or object)."""
+        if self._attach_limits.pop(_name_of(csi_node), None) is not None:
+            self._volumes_view = None
+
+    def _storage(self) -> volumes.Volumes:
+        if self._volumes_view is None:
+            self._volumes_view = volumes.Volumes(
+                claims=types.MappingProxyType(dict(self._claims)),
+                volumes=types.MappingProxyType(dict(self._volumes)),
+                classes=types.MappingProxyType(dict(self._storage_classes)),
+                attach_limits=types.MappingProxyType(
+                    {n: types.MappingProxyType(dict(d)) for n, d in self._attach_limits.items()}
+                ),
+            )
+        return self._volumes_view
+
     # Namespaces ---------------------------------------------------------------------------
     def add_namespace(self, raw: typing.Any, /) -> None:
         """Add or update a Namespace: its labels (queues' namespaceSelectors, pod affinity's
@@ -642,6 +719,7 @@ class ClusterCache:
             priority_classes=types.MappingProxyType(dict(sorted(self._class_values.items()))),
             queue_usage=self._usage.views(),
             namespaces=types.MappingProxyType(dict(sorted(self._namespaces.items()))),
+            volumes=self._storage(),
         )
 
     def _master_table(self) -> nodetable.NodeTable:

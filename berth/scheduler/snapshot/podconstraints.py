@@ -39,6 +39,7 @@ __all__ = [
     "Field",
     "HostPort",
     "LabelSelector",
+    "PodClaim",
     "PodAffinity",
     "SpreadConstraint",
     "WeightedTerm",
@@ -208,12 +209,23 @@ def ports_conflict(a: HostPort, b: HostPort, /) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class PodClaim:
+    """A PersistentVolumeClaim a pod's volume uses: ``persistentVolumeClaim.claimName``, or
+    the claim a generic ephemeral volume gets (``<pod name>-<volume name>``)."""
+
+    name: str  # in the pod's namespace
+    field: str  # where the pod names it, for reasons
+    ephemeral: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class Constraints:
     """What :func:`parse` found in one pod."""
 
     affinity: PodAffinity | None = None
     spread: tuple[SpreadConstraint, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    claims: tuple[PodClaim, ...] = ()
     uses: frozenset[Field] = frozenset()
     problems: tuple[str, ...] = ()  # each names the field; the pod can never be placed
 
@@ -544,10 +556,39 @@ def _host_ports(spec: wire.Raw, /, *, problems: _Problems) -> list[HostPort]:
     return sorted(set(out), key=lambda p: (p.port, p.protocol, p.ip))
 
 
+def _claims(volumes: list[typing.Any], /, *, pod: str, problems: _Problems) -> list[PodClaim]:
+    out: list[PodClaim] = []
+    for i, volume in enumerate(volumes):
+        if not isinstance(volume, collections.abc.Mapping):
+            continue
+        where = f"spec.volumes[{i}]"
+        source = volume.get("persistentVolumeClaim")
+        if isinstance(source, collections.abc.Mapping):
+            name = source.get("claimName")
+            field = f"{where}.persistentVolumeClaim.claimName"
+            if not isinstance(name, str) or not name:
+                problems.add(field, "must name a PersistentVolumeClaim")
+                continue
+            out.append(PodClaim(name=name, field=field))
+        elif volume.get("ephemeral") is not None:
+            name = volume.get("name")
+            if not isinstance(name, str) or not name:
+                problems.add(f"{where}.name", "an ephemeral volume needs a name")
+                continue
+            out.append(PodClaim(name=f"{pod}-{name}", field=f"{where}.ephemeral", ephemeral=True))
+    return out
+
+
 def parse(
-    spec: wire.Raw, /, *, namespace: str, labels: collections.abc.Mapping[str, str]
+    spec: wire.Raw,
+    /,
+    *,
+    namespace: str,
+    labels: collections.abc.Mapping[str, str],
+    name: str = "",
 ) -> Constraints:
-    """The constraints in a pod's ``spec`` (the pod lives in ``namespace`` with ``labels``)."""
+    """The constraints in a pod's ``spec`` (the pod ``name`` lives in ``namespace`` with
+    ``labels``)."""
     problems = _Problems()
     uses: set[Field] = set()
     affinity = _pod_affinity(
@@ -568,16 +609,19 @@ def parse(
     if spec.get("resources"):
         uses.add(Field.POD_RESOURCES)
     volumes = spec.get("volumes")
+    claims: list[PodClaim] = []
     if isinstance(volumes, list):
         for volume in volumes:
             if isinstance(volume, collections.abc.Mapping):
-                uses.update(f for name, f in _VOLUME_FIELDS.items() if volume.get(name))
+                uses.update(f for key, f in _VOLUME_FIELDS.items() if volume.get(key))
+        claims = _claims(volumes, pod=name, problems=problems)
     if affinity is None and not spread and not host_ports and not uses and not problems.found:
         return EMPTY
     return Constraints(
         affinity=affinity,
         spread=tuple(spread),
         host_ports=tuple(host_ports),
+        claims=tuple(claims),
         uses=frozenset(uses),
         problems=tuple(problems.found),
     )

@@ -107,6 +107,7 @@ class PodInfo:
     pod_affinity: podconstraints.PodAffinity | None = None
     spread: tuple[podconstraints.SpreadConstraint, ...] = ()
     host_ports: tuple[podconstraints.HostPort, ...] = ()
+    claims: tuple[podconstraints.PodClaim, ...] = ()  # PersistentVolumeClaims, in its namespace
     uses: frozenset[podconstraints.Field] = frozenset()
     images: tuple[str, ...] = ()  # container and init container images, normalised
     reserve: bool = False
@@ -141,8 +142,14 @@ class PodInfo:
 
     @property
     def constrains_others(self) -> bool:
-        """Its pod (anti-)affinity or host ports constrain where other pods may go."""
-        return self.pod_affinity is not None or bool(self.host_ports)
+        """Its pod (anti-)affinity, host ports or claims (ReadWriteOncePod, attach limits)
+        constrain where other pods may go."""
+        return self.pod_affinity is not None or bool(self.host_ports) or bool(self.claims)
+
+    @property
+    def claim_keys(self) -> tuple[str, ...]:
+        """The ``namespace/name`` keys of the claims its volumes use."""
+        return tuple(ids.key_of(self.namespace, name=c.name) for c in self.claims)
 
     @property
     def terminal(self) -> bool:
@@ -481,7 +488,7 @@ def pod_info(
         spec_priority = None
     class_name = str(spec.get("priorityClassName") or "")
     required, preferred = selectors.parse_node_affinity(spec.get("affinity"))
-    constraints = podconstraints.parse(spec, namespace=namespace, labels=labels)
+    constraints = podconstraints.parse(spec, namespace=namespace, labels=labels, name=name)
     if constraints.problems and invalid is None:
         invalid = "; ".join(constraints.problems)
     group_name = _group_name(labels, annotations, spec)
@@ -544,6 +551,7 @@ def pod_info(
         pod_affinity=constraints.affinity,
         spread=constraints.spread,
         host_ports=constraints.host_ports,
+        claims=constraints.claims,
         uses=constraints.uses,
         images=tuple(
             nodes.normalized_image(str(c["image"]))

@@ -25,6 +25,7 @@ from berth.scheduler.snapshot import (
     queues,
     reservations,
     usage,
+    volumes,
 )
 
 __all__ = ["Snapshot"]
@@ -36,6 +37,8 @@ _PodGroupInfo = podgroups.PodGroupInfo
 _QueueInfo = queues.QueueInfo
 _ReservationInfo = reservations.ReservationInfo
 _QueueUsage = usage.QueueUsage
+_Volumes = volumes.Volumes
+_NO_VOLUMES = volumes.EMPTY
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
@@ -65,6 +68,8 @@ class Snapshot:
     namespaces: collections.abc.Mapping[str, collections.abc.Mapping[str, str]] = dataclasses.field(
         default_factory=dict
     )
+    # PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSI attach limits.
+    volumes: _Volumes = _NO_VOLUMES
 
     def usage_of(self, queue: str, /) -> _QueueUsage:
         """What ``queue``'s own pods hold and wait for (not its subtree's)."""

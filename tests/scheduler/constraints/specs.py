@@ -116,3 +116,121 @@ def ports(*entries: tuple[int, str, str], host_network: bool = False) -> Obj:
     if host_network:
         out["hostNetwork"] = True
     return out
+
+
+# Volumes ----------------------------------------------------------------------------------
+
+
+def claims(*names: str) -> Obj:
+    """A pod spec mounting the PersistentVolumeClaims ``names`` (volume ``v<i>`` each)."""
+    return {
+        "volumes": [
+            {"name": f"v{i}", "persistentVolumeClaim": {"claimName": name}}
+            for i, name in enumerate(names)
+        ]
+    }
+
+
+def claim(
+    name: str,
+    *,
+    storage_class: str | None = "local",
+    volume: str | None = None,
+    size: str = "1Gi",
+    modes: collections.abc.Iterable[str] = ("ReadWriteOnce",),
+    namespace: str = "default",
+    annotations: collections.abc.Mapping[str, str] | None = None,
+) -> Obj:
+    """A PersistentVolumeClaim; bound to ``volume`` when given."""
+    spec: Obj = {"accessModes": list(modes), "resources": {"requests": {"storage": size}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    if volume is not None:
+        spec["volumeName"] = volume
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+        "spec": spec,
+        "status": {"phase": "Bound" if volume is not None else "Pending"},
+    }
+
+
+def hostname_affinity(*nodes: str) -> Obj:
+    """A PersistentVolume's ``nodeAffinity`` admitting ``nodes``."""
+    return {
+        "required": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": list(nodes)}]}
+            ]
+        }
+    }
+
+
+def volume(
+    name: str,
+    *,
+    storage_class: str = "local",
+    size: str = "10Gi",
+    nodes: collections.abc.Iterable[str] | None = None,
+    claim: str | None = None,
+    driver: str | None = None,
+    modes: collections.abc.Iterable[str] = ("ReadWriteOnce", "ReadWriteOncePod"),
+) -> Obj:
+    """A PersistentVolume (on ``nodes`` only when given; bound to ``claim`` ``ns/name``)."""
+    spec: Obj = {
+        "storageClassName": storage_class,
+        "capacity": {"storage": size},
+        "accessModes": list(modes),
+    }
+    if nodes is not None:
+        spec["nodeAffinity"] = hostname_affinity(*nodes)
+    if driver is not None:
+        spec["csi"] = {"driver": driver, "volumeHandle": f"handle-{name}"}
+    if claim is not None:
+        namespace, _, claim_name = claim.rpartition("/")
+        spec["claimRef"] = {"namespace": namespace or "default", "name": claim_name}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"phase": "Bound" if claim is not None else "Available"},
+    }
+
+
+def storage_class(
+    name: str,
+    *,
+    provisioner: str = "kubernetes.io/no-provisioner",
+    wait: bool = True,
+    zones: collections.abc.Iterable[str] | None = None,
+) -> Obj:
+    """A StorageClass (``WaitForFirstConsumer`` unless ``wait`` is False; ``zones``: allowed)."""
+    out: Obj = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer" if wait else "Immediate",
+    }
+    if zones is not None:
+        out["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": ZONE, "values": list(zones)}]}
+        ]
+    return out
+
+
+def csi_node(node: str, **limits: int) -> Obj:
+    """A CSINode: per driver (``_`` in the keyword stands for ``.``) its attach limit."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": node},
+        "spec": {
+            "drivers": [
+                {"name": d.replace("_", "."), "nodeID": node, "allocatable": {"count": n}}
+                for d, n in limits.items()
+            ]
+        },
+    }

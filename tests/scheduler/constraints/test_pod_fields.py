@@ -2,7 +2,7 @@
 
 We test these aspects:
 
-- a pod using a field no enabled plugin implements (DRA claims, volumes)
+- a pod using a field no enabled plugin implements (DRA claims, inline CSI and in-tree disks)
   waits, its reason naming the field and pointing to admission mode; the rest of the cycle
   goes on;
 - a pod Berth does not bind itself (admission mode: kube-scheduler binds it) is not refused;
@@ -33,9 +33,11 @@ PVC = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data
     ("spec", "field"),
     [
         (CLAIM, "spec.resourceClaims"),
-        (PVC, "spec.volumes[].persistentVolumeClaim"),
-        ({"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]}, "ephemeral"),
         ({"volumes": [{"name": "d", "csi": {"driver": "x"}}]}, "spec.volumes[].csi"),
+        (
+            {"volumes": [{"name": "d", "gcePersistentDisk": {"pdName": "x"}}]},
+            "spec.volumes[] in-tree disk",
+        ),
     ],
 )
 def test_unimplemented_field_waits_with_reason_naming_it(spec: Obj, field: str) -> None:
@@ -56,6 +58,7 @@ def test_admission_mode_pod_is_not_refused() -> None:
 @pytest.mark.parametrize(
     ("without", "spec", "field"),
     [
+        ("VolumeBinding", PVC, "spec.volumes[].persistentVolumeClaim"),
         ("NodePorts", {"containers": [{"name": "c", "ports": [{"hostPort": 80}]}]}, "hostPort"),
         (
             "PodTopologySpread",

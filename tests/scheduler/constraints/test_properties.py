@@ -1,12 +1,15 @@
 """Property: no placement Berth makes ever breaks a required constraint.
 
 Hypothesis generates small clusters (zones, some nodes without a zone, cordoned nodes), running
-pods (some binding host ports, some with anti-affinity of their own) and pending pods with
-random required and preferred pod affinity and anti-affinity (own, listed, all or labelled
-namespaces), topology spread constraints and
-host ports, some of them in gangs; one default-profile cycle places them, and the independent
-checker (:mod:`tests.constraint_checker`, which shares no code with the plugins) replays the
-bindings in order and must find nothing broken. The cycle must also raise no plugin error.
+pods (some binding host ports, some with anti-affinity of their own, some using claims) and
+pending pods with random required and preferred pod affinity and anti-affinity (own, listed,
+all or labelled namespaces), topology spread constraints, host ports and PersistentVolumeClaims
+(of a ``WaitForFirstConsumer`` class: local volumes on random nodes, bound or not, some
+``ReadWriteOncePod``, bound CSI volumes on nodes with attach limits), some of them in gangs;
+one default-profile cycle places them, and the independent checker
+(:mod:`tests.constraint_checker`, which shares no code with the plugins) replays the bindings
+in order, with the storage as the cycle left it, and must find nothing broken. The cycle must
+also raise no plugin error.
 """
 
 from __future__ import annotations
@@ -107,16 +110,54 @@ def constraints(draw: st.DrawFn) -> Obj:
     return spec
 
 
+CLAIMS = ("c0", "c1", "c2", "c3")
+EBS = "ebs.csi.aws.com"
+
+
+@st.composite
+def storage(draw: st.DrawFn, names: list[str]) -> list[Obj]:
+    """A WaitForFirstConsumer class, claims ``CLAIMS`` (bound or not, some ReadWriteOncePod),
+    local or CSI volumes on random nodes, and attach limits on some nodes."""
+    out: list[Obj] = [s.storage_class("local")]
+    for i, claim in enumerate(CLAIMS):
+        modes = draw(st.sampled_from([("ReadWriteOnce",), ("ReadWriteOncePod",)]))
+        bound = draw(st.booleans())
+        csi = bound and draw(st.booleans())  # provisioned by its driver, hence bound
+        node = draw(st.sampled_from(names))
+        out.append(
+            s.volume(
+                f"pv{i}",
+                nodes=None if csi else [node],
+                claim=f"default/{claim}" if bound else None,
+                driver=EBS if csi else None,
+                modes=(*modes, "ReadWriteOnce"),
+            )
+        )
+        out.append(s.claim(claim, volume=f"pv{i}" if bound else None, modes=modes))
+    for name in names:
+        if draw(st.integers(0, 2)) == 0:
+            out.append(s.csi_node(name, ebs_csi_aws_com=draw(st.integers(0, 2))))
+    return out
+
+
+def _claims(draw: st.DrawFn) -> Obj:
+    used = draw(st.lists(st.sampled_from(CLAIMS), max_size=2, unique=True))
+    return s.claims(*used) if used else {}
+
+
 @st.composite
 def clusters(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], list[Obj]]:
-    """(nodes, running pods, pending objects)."""
+    """(nodes and storage, running pods, pending objects)."""
     node_objs = draw(nodes())
     names = [n["metadata"]["name"] for n in node_objs]
+    node_objs += draw(storage(names))
     running = []
     for i in range(draw(st.integers(0, 6))):
         spec: Obj = {}
         if draw(st.integers(0, 3)) == 0:
             spec.update(s.affinity(anti=[_term(draw)]))
+        if draw(st.integers(0, 3)) == 0:
+            spec.update(s.claims(draw(st.sampled_from(CLAIMS))))
         running.append(
             b.pod(
                 f"run-{i}",
@@ -129,12 +170,11 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], list[Obj]]:
     pending: list[Obj] = []
     for i in range(draw(st.integers(1, 8))):
         app = {"app": draw(st.sampled_from(APPS))}
+        spec = {**draw(constraints()), **_claims(draw)}
         if draw(st.integers(0, 3)) == 0:
-            pending += b.gang(
-                f"g{i}", draw(st.integers(2, 3)), labels=app, spec=draw(constraints())
-            )
+            pending += b.gang(f"g{i}", draw(st.integers(2, 3)), labels=app, spec=spec)
         else:
-            pending.append(b.pod(f"p{i}", labels=app, spec=draw(constraints())))
+            pending.append(b.pod(f"p{i}", labels=app, spec=spec))
     return node_objs, running, pending
 
 
@@ -143,16 +183,23 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], list[Obj]]:
 def test_no_placement_breaks_a_required_constraint(
     cluster: tuple[list[Obj], list[Obj], list[Obj]],
 ) -> None:
-    node_objs, running, pending = cluster
+    objects, running, pending = cluster
+    node_objs = [o for o in objects if o["kind"] == "Node"]
     clock = clocks.VirtualClock(b.EPOCH)
-    sim = harness.in_memory(*NAMESPACES, *node_objs, *running, *pending, clock=clock)
+    sim = harness.in_memory(*NAMESPACES, *objects, *running, *pending, clock=clock)
     result = harness.scheduler(harness.profile_with(), clock=clock).run_once(sim, sim)
     assert result.errors == ()
     by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pending}
     bindings = [(by_key[key], node) for key, node in result.bindings().items()]
+    # The storage as the cycle left it: claims bound where their pods were placed.
+    after = [
+        *sim.objects("PersistentVolumeClaim"),
+        *sim.objects("PersistentVolume"),
+        *sim.objects("CSINode"),
+    ]
     assert (
         constraint_checker.violations(
-            node_objs, running=running, bindings=bindings, namespaces=NAMESPACES
+            node_objs, running=running, bindings=bindings, namespaces=NAMESPACES, storage=after
         )
         == []
     )

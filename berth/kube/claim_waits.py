@@ -1,0 +1,79 @@
+"""Waiting for a pod's PersistentVolumeClaims to be bound before the pod is bound.
+
+kube-scheduler's VolumeBinding PreBind: a pod whose claim was unbound when it was placed (a
+``WaitForFirstConsumer`` claim, annotated with the chosen node in the same cycle) must not reach
+the kubelet before the provisioner or kube-controller-manager's PV binder has bound the claim.
+The binder (:class:`~berth.kube.decisions.ApiSink`) holds such a binding, the pod assumed on
+its node, in one :class:`ClaimWaits`, which the claim informer wakes
+(:meth:`ClaimWaits.changed`) on every change of a claim. Nothing is polled; each wait is bounded
+by ``claim_wait`` (kube-scheduler's ``bindTimeoutSeconds``). Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import contextlib
+
+__all__ = ["ClaimWaits", "waiting_message"]
+
+
+def waiting_message(node: str, claims: collections.abc.Iterable[str], /) -> str:
+    """What the pod's Event says while its binding waits for ``claims``."""
+    return (
+        f"binding to {node} waits for PersistentVolumeClaims {', '.join(claims)} to be bound"
+        " (provisioned or bound to a volume on that node)"
+    )
+
+
+class ClaimWaits:
+    """Bindings waiting for their claims; see the module docstring."""
+
+    def __init__(self, bound: collections.abc.Callable[[str], bool], *, timeout: float) -> None:
+        self._bound = bound
+        self.timeout = timeout
+        """Seconds a binding waits at most (``claim_wait``)."""
+        self._wakeups: dict[str, set[asyncio.Event]] = {}  # claim or pod key -> waits
+
+    def unbound(self, claims: collections.abc.Iterable[str]) -> tuple[str, ...]:
+        """The claims (``namespace/name``) not bound yet."""
+        return tuple(key for key in claims if not self._bound(key))
+
+    def changed(self, key: str) -> None:
+        """A claim changed or went, or a pod left: wake the waits watching ``key``."""
+        for wake in self._wakeups.get(key, ()):
+            wake.set()
+
+    async def wait(
+        self,
+        pod: str,
+        claims: collections.abc.Collection[str],
+        *,
+        abandoned: collections.abc.Callable[[], bool],
+    ) -> tuple[str, ...] | None:
+        """Wait until every one of ``claims`` is bound (``()``), ``abandoned()`` holds (``None``,
+        checked whenever ``pod`` leaves) or :attr:`timeout` passes (the claims still unbound)."""
+        wake = asyncio.Event()
+        watched = {pod, *claims}
+        for key in watched:
+            self._wakeups.setdefault(key, set()).add(wake)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        try:
+            while True:
+                wake.clear()
+                if abandoned():
+                    return None
+                left = self.unbound(claims)
+                if not left or deadline - loop.time() <= 0:
+                    return left
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(deadline - loop.time()):
+                        await wake.wait()
+        finally:
+            for key in watched:
+                waiting = self._wakeups.get(key)
+                if waiting is not None:
+                    waiting.discard(wake)
+                    if not waiting:
+                        del self._wakeups[key]

@@ -1,0 +1,310 @@
+"""VolumeBinding: a pod's PersistentVolumeClaims decide which nodes it may use.
+
+Kubernetes' ``VolumeBinding`` plugin, vectorised over the node table (the snapshot's
+:class:`~berth.scheduler.snapshot.volumes.Volumes`):
+
+- PreFilter resolves each claim the pod's volumes use (``persistentVolumeClaim``, and the claim
+  a generic ephemeral volume gets). The pod waits, ``UNSCHEDULABLE_AND_UNRESOLVABLE``, its
+  reason naming the field, when a claim does not exist (yet), is being deleted, names a
+  StorageClass that does not exist, or is not bound while its binding is ``Immediate`` (or it
+  has no class): the PV binder, not the scheduler, must bind those first.
+- Filter: a bound claim's PersistentVolume's required node affinity must match the node. An
+  unbound claim of a ``WaitForFirstConsumer`` class needs, on the node, an available volume of
+  its class (capacity, access modes, node affinity), or a provisioner whose
+  ``allowedTopologies`` include the node; once another pod using it is placed (earlier in the
+  session too: gang members sharing a claim), or once annotated with a selected node, only
+  that node.
+- PreBind does what kube-scheduler's volume binder does for each such claim: it reserves the
+  static volume chosen on the node for it (``spec.claimRef``,
+  :class:`~berth.scheduler.framework.decisions.BindClaimVolume`), which kube-controller-manager's
+  PV binder then completes, or, to be provisioned, annotates it with the node
+  (``volume.kubernetes.io/selected-node``, :class:`~berth.scheduler.framework.decisions.
+  SelectClaimNode`); the binder then holds the pod's binding until its claims are bound
+  (``BindPod.claims``).
+
+Not done (kube-scheduler does): two unbound claims of one session matched to the same static
+volume are not told apart, and storage capacity tracking (CSIStorageCapacity) is not read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from berth.scheduler.framework import (
+    cyclestate,
+    decisions,
+    filtering,
+    handles,
+    interfaces,
+    registries,
+    statuses,
+)
+from berth.scheduler.plugins import names
+from berth.scheduler.snapshot import nodetable, podconstraints, pods, selectors, volumes
+
+__all__ = [
+    "NAME",
+    "REASON_BIND_CONFLICT",
+    "REASON_NODE_CONFLICT",
+    "REASON_NOT_SELECTED",
+    "REASON_UNBOUND_IMMEDIATE",
+    "VolumeBinding",
+    "claim_problem",
+    "new",
+]
+
+NAME = names.VOLUME_BINDING
+REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+REASON_NOT_SELECTED = "node(s) were not the node selected for the pod's claims"
+REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+_STATE = cyclestate.StateKey(f"{NAME}/claims")
+
+
+def claim_problem(
+    claim: podconstraints.PodClaim,
+    info: volumes.ClaimInfo | None,
+    *,
+    key: str,
+    storage: volumes.Volumes,
+) -> str | None:
+    """Why ``claim`` (``key`` in the API) keeps the pod waiting whatever the node, if it does."""
+    if info is None:
+        if claim.ephemeral:
+            return (
+                f"waiting for the ephemeral volume controller to create the"
+                f' persistentvolumeclaim "{key}" ({claim.field})'
+            )
+        return f'persistentvolumeclaim "{key}" not found ({claim.field})'
+    if info.deleting:
+        return f'persistentvolumeclaim "{key}" is being deleted ({claim.field})'
+    if info.problem is not None:
+        return f'persistentvolumeclaim "{key}": {info.problem}'
+    if info.volume_name:
+        if info.volume_name not in storage.volumes:
+            return f'persistentvolume "{info.volume_name}" of claim "{key}" not found'
+        return None
+    if not info.storage_class:
+        return f"{REASON_UNBOUND_IMMEDIATE} ({key} names no storage class)"
+    cls = storage.classes.get(info.storage_class)
+    if cls is None:
+        return (
+            f'storageclass.storage.k8s.io "{info.storage_class}" not found'
+            f" (spec.storageClassName of persistentvolumeclaim {key})"
+        )
+    if not cls.wait_for_first_consumer:
+        return f"{REASON_UNBOUND_IMMEDIATE} ({key}, StorageClass {cls.name})"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Claims:
+    """The pod's claims, resolved by PreFilter."""
+
+    bound: tuple[volumes.VolumeInfo, ...]
+    delayed: tuple[tuple[volumes.ClaimInfo, volumes.ClassInfo], ...]  # WaitForFirstConsumer
+
+    def clone(self) -> _Claims:
+        return self  # frozen
+
+
+def _claim_keys(pod: pods.PodInfo) -> tuple[str, ...]:
+    return pod.claim_keys
+
+
+def _terms_mask(
+    terms: tuple[selectors.SelectorTerm, ...] | None, nodes: nodetable.NodeTable
+) -> filtering.BoolArray:
+    if terms is None:
+        return np.ones(len(nodes), dtype=np.bool_)
+    found = np.zeros(len(nodes), dtype=np.bool_)
+    for term in terms:
+        found |= nodes.term_mask(term)
+    return found
+
+
+def _fits(volume: volumes.VolumeInfo, claim: volumes.ClaimInfo) -> bool:
+    """Whether the PV binder could bind ``claim`` to ``volume`` (class, size, modes)."""
+    return (
+        (volume.available or volume.claim == claim.key)
+        and volume.storage_class == claim.storage_class
+        and volume.capacity >= claim.request
+        and claim.access_modes <= volume.access_modes
+    )
+
+
+def _bindable(
+    claims: list[tuple[volumes.ClaimInfo, volumes.ClassInfo]],
+    *,
+    storage: volumes.Volumes,
+    nodes: nodetable.NodeTable,
+) -> filtering.BoolArray:
+    """Rows where every one of ``claims`` gets a volume of its own: per row, each claim in
+    turn takes the smallest fitting static volume no earlier claim took there (as
+    kube-scheduler's binder matches), else one its class's provisioner creates there."""
+    size = len(nodes)
+    every = np.ones(size, dtype=np.bool_)
+    if not claims:
+        return every
+    taken: dict[str, filtering.BoolArray] = {}  # volume -> rows where an earlier claim took it
+    candidates = sorted(storage.volumes.values(), key=lambda v: (v.capacity, v.name))
+    for claim, cls in claims:
+        got = np.zeros(size, dtype=np.bool_)
+        for volume in candidates:
+            if not _fits(volume, claim):
+                continue
+            free = _terms_mask(volume.node_affinity, nodes) & ~got
+            used = taken.get(volume.name)
+            if used is not None:
+                free &= ~used
+            if free.any():
+                taken[volume.name] = free if used is None else used | free
+                got |= free
+        if cls.provisions:
+            got |= _terms_mask(cls.allowed_topologies, nodes)
+        every &= got
+    return every
+
+
+class VolumeBinding(
+    interfaces.PreFilterPlugin,
+    interfaces.FilterPlugin,
+    interfaces.PreBindPlugin,
+    interfaces.ConstraintPlugin,
+):
+    """PreFilter, Filter, PreBind; see the module docstring."""
+
+    name = NAME
+    understands = frozenset(
+        {podconstraints.Field.PERSISTENT_VOLUME_CLAIM, podconstraints.Field.EPHEMERAL_VOLUME}
+    )
+
+    def __init__(self, handle: handles.ExtendedHandle) -> None:
+        self._handle = handle
+
+    def pre_filter(
+        self, state: cyclestate.CycleState, pod: pods.PodInfo, nodes: nodetable.NodeTable
+    ) -> statuses.Status:
+        if not pod.claims:
+            return statuses.SKIP
+        storage = self._handle.snapshot().volumes
+        bound: list[volumes.VolumeInfo] = []
+        delayed: list[tuple[volumes.ClaimInfo, volumes.ClassInfo]] = []
+        for claim, key in zip(pod.claims, pod.claim_keys, strict=True):
+            info = storage.claims.get(key)
+            problem = claim_problem(claim, info, key=key, storage=storage)
+            if problem is not None:
+                return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, problem)
+            assert info is not None  # claim_problem says why otherwise
+            if info.volume_name:
+                bound.append(storage.volumes[info.volume_name])
+            else:
+                delayed.append((info, storage.classes[info.storage_class]))
+        state.write(_STATE, _Claims(tuple(bound), tuple(delayed)))
+        return statuses.SUCCESS
+
+    def filter(
+        self, state: cyclestate.CycleState, pod: pods.PodInfo, nodes: nodetable.NodeTable
+    ) -> filtering.NodeFilter:
+        found = state.read_as(_STATE, kind=_Claims)
+        if isinstance(found, statuses.Status):
+            raise RuntimeError(found.message())
+        size = len(nodes)
+        affinity = np.ones(size, dtype=np.bool_)
+        for volume in found.bound:
+            affinity &= _terms_mask(volume.node_affinity, nodes)
+        selected = np.ones(size, dtype=np.bool_)
+        storage = self._handle.snapshot().volumes
+        waiting: list[tuple[volumes.ClaimInfo, volumes.ClassInfo]] = []
+        users = self._handle.placements().grouped((NAME, "claims"), extract=_claim_keys)
+        for claim, cls in found.delayed:
+            # A pod already placed with this claim (bound, assumed, or earlier in this session:
+            # a gang's members sharing it) decided its node: the claim gets one volume.
+            placed = users.get(claim.key)
+            if placed is not None and placed.any():
+                selected &= placed > 0
+                continue
+            if claim.selected_node is None:
+                waiting.append((claim, cls))
+                continue
+            only = np.zeros(size, dtype=np.bool_)
+            row = nodes.index.get(claim.selected_node)
+            if row is not None:
+                only[row] = True
+            selected &= only
+        bindable = _bindable(waiting, storage=storage, nodes=nodes)
+        passed = affinity & selected & bindable
+
+        def explain() -> filtering.Reasons:
+            return {
+                REASON_NODE_CONFLICT: ~affinity,
+                REASON_NOT_SELECTED: affinity & ~selected,
+                REASON_BIND_CONFLICT: affinity & selected & ~bindable,
+            }
+
+        return filtering.NodeFilter(
+            passed=passed, code=statuses.Code.UNSCHEDULABLE, explain=explain
+        )
+
+    def pre_bind(
+        self,
+        state: cyclestate.CycleState,
+        pod: pods.PodInfo,
+        node: str,
+        *,
+        recorder: decisions.DecisionRecorder,
+    ) -> statuses.Status:
+        # From the snapshot, not the cycle state: an action may place a pod without PreFilter.
+        snapshot = self._handle.snapshot()
+        storage = snapshot.volumes
+        info = snapshot.node_infos.get(node)
+        labels = info.labels if info is not None else {}
+        candidates = sorted(storage.volumes.values(), key=lambda v: (v.capacity, v.name))
+        taken: set[str] = set()
+        for key in pod.claim_keys:
+            claim = storage.claims.get(key)
+            if claim is None or claim.volume_name:
+                continue
+            namespace, _, name = key.partition("/")
+            volume = next(
+                (
+                    v
+                    for v in candidates
+                    if v.name not in taken
+                    and _fits(v, claim)
+                    and (
+                        v.node_affinity is None
+                        or any(
+                            selectors.matches(t, labels=labels, node_name=node)
+                            for t in v.node_affinity
+                        )
+                    )
+                ),
+                None,
+            )
+            if volume is not None:
+                taken.add(volume.name)
+                if volume.claim != key:
+                    recorder.record(
+                        decisions.BindClaimVolume(
+                            namespace=namespace,
+                            name=name,
+                            uid=claim.uid,
+                            volume=volume.name,
+                            pod=pod.key,
+                        )
+                    )
+            elif claim.selected_node != node:
+                recorder.record(
+                    decisions.SelectClaimNode(
+                        namespace=namespace, name=name, node=node, pod=pod.key
+                    )
+                )
+        return statuses.SUCCESS
+
+
+def new(args: registries.NoArgs, handle: handles.ExtendedHandle) -> VolumeBinding:
+    """Build the plugin (it takes no arguments)."""
+    return VolumeBinding(handle)
