@@ -68,6 +68,7 @@ from berth.kube import (
     reservation_statuses,
     rest,
     victim_waits,
+    writes,
 )
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -147,8 +148,10 @@ class ApiSink:
         on_bound: collections.abc.Callable[[BindOutcome], None] | None = None,
         presence: PodPresence | None = None,
         eviction_wait: float = 30.0,
+        writer: writes.Writer | None = None,
     ) -> None:
         self._api = api
+        self._writer = writer or writes.Writer(api)
         self._cache = cache
         self._clock = clock
         self._recorder = recorder
@@ -172,7 +175,7 @@ class ApiSink:
         self._gone: set[str] = set()  # of those, the pods deleted since (a subset: bounded)
         self._reservations: asyncio.Queue[_Job] = asyncio.Queue()
         self._statuses = reservation_statuses.ReservationStatuses(
-            api, clock=clock, recorder=recorder
+            self._writer, clock=clock, recorder=recorder
         )
         # (subject kind, key) -> the reason last written to its Scheduled condition
         self._reasons: dict[tuple[str, str], str] = {}
@@ -642,21 +645,10 @@ class ApiSink:
     async def _patch(
         self, path: str, body: dict[str, typing.Any], *, what: str, content_type: str
     ) -> bool:
-        try:
-            await rest.request(
-                self._api,
-                method="PATCH",
-                path=path,
-                body=body,
-                content_type=content_type,
-                timeout=30.0,
-            )
-        except errors.NotFound:
-            return False  # gone: nothing to explain any more
-        except errors.KubeError as exc:
-            self._log_failure(what.split(" ")[0], f"writing {what} failed: {exc}")
-            return False
-        return True
+        """One patch through the write primitive; whether it landed (gone, fenced or failed:
+        False, already logged)."""
+        written = await self._writer.patch(path, body, content_type=content_type, what=what)
+        return written.outcome is writes.Outcome.WRITTEN
 
     def _event(self, ref: events.ObjectRef, *, type: str, reason: str, message: str) -> None:
         if self._recorder is not None:
