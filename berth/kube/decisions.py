@@ -162,7 +162,7 @@ class ApiSink:
         self._bind_timeout = bind_timeout
         self._retries = retries_on_timeout
         self._backoff = backoff
-        self.on_bound = on_bound
+        self._on_bound = on_bound
         """Told how every binding ended (the benchmark, tests)."""
         self.victims = victim_waits.VictimWaits(presence, timeout=eviction_wait)
         """Preemptors waiting for their victims; admission mode shares it (its ungating waits
@@ -278,8 +278,8 @@ class ApiSink:
             outcome = BindOutcome(decision.key, decision.node, False, "gone")
         else:
             outcome = self._victims_stayed(decision, waited.staying)
-        if outcome is not None and self.on_bound is not None:
-            self.on_bound(outcome)
+        if outcome is not None and self._on_bound is not None:
+            self._on_bound(outcome)
 
     def _victims_stayed(
         self, decision: decisions.BindPod, staying: collections.abc.Sequence[decisions.EvictPod]
@@ -395,8 +395,8 @@ class ApiSink:
                 outcome = await self._bind(decision, created=job.created, ref=job.ref)
             finally:
                 self._finished(decision.key)
-            if self.on_bound is not None:
-                self.on_bound(outcome)
+            if self._on_bound is not None:
+                self._on_bound(outcome)
         elif isinstance(decision, decisions.EvictPod):
             await self._evict(decision, ref=job.ref)
         elif isinstance(decision, decisions.AnnotatePod):
