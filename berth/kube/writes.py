@@ -193,10 +193,14 @@ class Writer:
         *,
         content_type: str = rest.MERGE_PATCH,
         what: str = "",
+        retry: bool = True,
     ) -> Written:
-        """Send ``body`` as one patch to ``path`` (no version); on 409 again, bounded."""
+        """Send ``body`` as one patch to ``path``; on 409 again, bounded. ``retry=False`` for a
+        body that names the version it was decided on: a 409 then means it is stale, and
+        sending it again cannot help."""
         what = what or path
-        for delay in (*self._retry.delays(), None):
+        delays = self._retry.delays() if retry else iter(())
+        for delay in (*delays, None):
             written = await self._send(path, body, content_type, what=what)
             if written is not None:
                 return written

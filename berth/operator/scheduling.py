@@ -213,6 +213,7 @@ def build(inputs: Inputs) -> Parts:
         recorder=recorder,
         bind_timeout=config.admission.bind_timeout,
         victims=sink.victims,  # admitted preemptors wait for their victims as bound ones do
+        writer=writer,
     )
     trigger = asyncio.Event()
     watched = informers.ClusterInformers(
