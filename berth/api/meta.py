@@ -1,6 +1,6 @@
 """What every Berth API object shares: the model base, ObjectMeta, Condition, timestamps.
 
-:class:`ApiModel` fixes the wire rules once (DESIGN.md §2, STYLE.md R12): snake_case attributes,
+:class:`ApiModel` fixes the wire rules once (docs/architecture.md, R12): snake_case attributes,
 exact camelCase wire names, attribute docstrings as field descriptions (they become the
 ``kubectl explain`` text of the rendered CRDs), unknown keys refused with their path, instances
 immutable, and one way out, :meth:`ApiModel.to_api`. Models that must keep keys Berth does not

@@ -1,6 +1,6 @@
 """The Reservation API (namespaced, short name ``resv``): capacity held for named owners.
 
-A Reservation is scheduled like a pod built from ``spec.template`` (DESIGN.md §4); once
+A Reservation is scheduled like a pod built from ``spec.template`` (docs/architecture.md); once
 ``Available`` its node's capacity is held for the pods its ``owners`` match, and for no one
 else, until the first owner uses it (``allocateOnce``), its ``ttl`` or ``expires`` passes, or
 it is deleted. The Reservation plugin and controller are the readers.

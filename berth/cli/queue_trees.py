@@ -2,7 +2,7 @@
 
 :func:`build` turns the Queues the API server listed (JSON dicts) into :class:`QueueNode` trees
 through ``spec.parent``: queues without a parent are roots, children sorted by name. The queue
-named ``default`` exists implicitly (DESIGN.md §2); without an object it is shown as such. A
+named ``default`` exists implicitly (docs/architecture.md); without an object it is shown as such. A
 queue whose parent does not exist, or that sits in a parent cycle, is shown as a root with
 that problem rather than left out, and an object the API models cannot read is shown with
 why. Values come from the objects as they are: the spec as written, the status as the queue

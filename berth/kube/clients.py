@@ -8,7 +8,7 @@ command works in by default is the context's (``default`` when it names none), o
 account's in a pod.
 
 Callers outside :mod:`berth.kube` get a :class:`Connection` and plain JSON dicts and see only
-:mod:`berth.kube.errors`, never the client library (DESIGN.md §1). Today's caller is the
+:mod:`berth.kube.errors`, never the client library (docs/architecture.md). Today's caller is the
 ``kubectl-create-reservation`` plugin (synchronous, one request per run, :func:`connect`) and
 the operator (asynchronous, long-running, :func:`connect_async`).
 """

@@ -2,7 +2,7 @@
 
 The client library gives Berth configuration (kubeconfig, in-cluster service account, token
 refresh, TLS) and a connection pool; this module sends requests through it and moves plain JSON
-dicts, not generated model objects: those cost too much on the hot paths (DESIGN.md §5) and
+dicts, not generated model objects: those cost too much on the hot paths (docs/architecture.md) and
 tie every caller to the library. Every asynchronous caller in :mod:`berth.kube` (leases, the
 informers' lists, the binder, admission, Events) and the status writers go through
 :func:`request`; the watch stream (:mod:`berth.kube.watching`) shares its auth and decoding.

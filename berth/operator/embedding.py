@@ -1,7 +1,7 @@
 """The embedded Kopf operator as a leader-only component, on its own thread and event loop.
 
 :class:`KopfComponent` runs ``kopf.operator(registry=..., settings=..., stop_flag=...,
-ready_flag=..., memo=...)`` (DESIGN.md §5: embedded, not ``kopf run``) while this replica
+ready_flag=..., memo=...)`` (docs/architecture.md: embedded, not ``kopf run``) while this replica
 leads. It gets a thread and an event loop of its own, as Kopf's documentation advises for
 embedding, for two reasons that bite in a shared loop: Kopf installs SIGINT/SIGTERM handlers
 on the main thread's loop (they would take ``berth run``'s graceful shutdown away), and when it

@@ -1,6 +1,6 @@
 """The operator's HTTP server: probes, metrics, the scheduler's read-only API and debug flags.
 
-Routes (DESIGN.md §5):
+Routes (docs/architecture.md):
 
 - ``GET /healthz``: 200 while the process's event loop runs (liveness);
 - ``GET /readyz``: 200 when every :class:`~berth.operator.probing.Readiness` condition holds,

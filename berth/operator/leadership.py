@@ -1,7 +1,7 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, the way kube-scheduler elects.
 
 Several replicas of ``berth run`` campaign for one Lease; the holder schedules, the others wait
-(DESIGN.md §5). :class:`LeaderElector` follows client-go's ``leaderelection`` package:
+(docs/architecture.md). :class:`LeaderElector` follows client-go's ``leaderelection`` package:
 
 - **Acquire** when the Lease does not exist, is free (``holderIdentity`` empty: the last
   leader released it), or has expired. A follower retries every ``retry_period`` (stretched by

@@ -1,6 +1,6 @@
 """The operator process: one ``async def run(settings)`` that composes every part.
 
-``berth run`` calls :func:`run`; so do ``berth up`` and the tests. In order (DESIGN.md §5):
+``berth run`` calls :func:`run`; so do ``berth up`` and the tests. In order (docs/architecture.md):
 
 1. start the HTTP server (probes, metrics, the scheduler's API): followers serve it too;
 2. connect to the API server (kubeconfig or in-cluster) through :mod:`berth.kube.clients`;

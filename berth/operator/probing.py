@@ -3,7 +3,7 @@
 Whoever can make the process unfit to serve registers a condition here and flips it: leadership
 marks ``leader-election`` false while the API server cannot be reached or refuses the Lease calls,
 the informers (leader only) register ``caches-synced`` false until their first lists are in.
-A follower registers no cache condition, so it stays ready while it waits (DESIGN.md §5).
+A follower registers no cache condition, so it stays ready while it waits (docs/architecture.md).
 :mod:`berth.operator.http` reads :meth:`Readiness.report` for every probe.
 
 Liveness (``/healthz``) is not modelled here: it answers while the event loop runs, because

@@ -100,7 +100,7 @@ def default_namespace() -> str:
 
 
 class Mode(enum.StrEnum):
-    """What Berth does with the placements it decides (DESIGN.md §5)."""
+    """What Berth does with the placements it decides (docs/architecture.md)."""
 
     SCHEDULER = "scheduler"  # Berth binds pods whose schedulerName is Berth's.
     ADMISSION = "admission"  # Berth admits (ungates and pins) pods; kube-scheduler binds them.

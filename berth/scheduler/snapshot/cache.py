@@ -7,11 +7,12 @@ queues (a pod's label, else its group's), and pods assumed by the decision sink 
 binding is in flight (they count as placed until the API confirms the binding or the sink
 forgets them).
 
-Reservations become *reserve pods* here (DESIGN.md §4, :mod:`.reservations`): a Pending one is a
-pending pod of its queue, an Available one a placed pod holding what its owners do not use — the
-owners are the pods annotated ``scheduling.berth.io/reservation-allocated`` with it, running on
-its node. An allocate-once reservation holds nothing once it has an owner; an ended, expired
-(by the time of the last snapshot) or deleted one holds nothing at once.
+Reservations become *reserve pods* here (docs/architecture.md, :mod:`.reservations`): a
+Pending one is a pending pod of its queue, an Available one a placed pod holding what its
+owners do not use — the owners are the pods annotated
+``scheduling.berth.io/reservation-allocated`` with it, running on its node. An allocate-once
+reservation holds nothing once it has an owner; an ended, expired (by the time of the last
+snapshot) or deleted one holds nothing at once.
 
 Pure and synchronous: ``berth.kube`` drives it from informers, ``berth.sim`` from its in-memory
 cluster. Methods take the objects as the API returns them (dicts; ``berth.api`` models for

@@ -1,6 +1,6 @@
 """Reservation: capacity held on one node for named owners, scheduled as a disguised pod.
 
-DESIGN.md §4, after Koordinator's ``Reservation`` plugin (reference/peers.md §3). The cache
+After Koordinator's ``Reservation`` plugin (docs/architecture.md, "Plugins and profiles"). The cache
 turns every Reservation into a *reserve pod* (:mod:`berth.scheduler.snapshot.reservations`):
 a Pending one waits in its queue like any pod and is placed by the normal cycle (node
 affinity, taints, fit, scores, its queue's quota); an Available one sits on its node holding
