@@ -5,7 +5,9 @@
 #
 # Stage 1 builds Berth's wheel and the wheels of all its dependencies; stage 2 installs exactly
 # those wheels (no index, no compilers, no sources) and runs as an unprivileged numeric user, so
-# Kubernetes' runAsNonRoot can verify it without a passwd lookup.
+# Kubernetes' runAsNonRoot can verify it without a passwd lookup. Berth is installed without
+# extras: the image carries neither matplotlib ([sim]) nor the emulator's cel-python
+# ([emulator]) nor kubectl (tests/packaging/test_extras.py checks the install set).
 
 FROM python:3.11.14-slim-bookworm AS builder
 

@@ -1,4 +1,4 @@
-"""Berth's API, group ``scheduling.berth.io/v1alpha1``: the public façade (STYLE.md R2).
+"""Berth's API, group ``scheduling.berth.io/v1alpha1``: the public façade (architecture R2).
 
 Pydantic models of the CRDs (Queue, PodGroup, Reservation) and of the pod parts Berth reads,
 quantities, resource lists, durations, the pod keys, CRD rendering and manifest loading.

@@ -1,7 +1,7 @@
 """What every Berth API object shares: the model base, ObjectMeta, Condition, timestamps.
 
-:class:`ApiModel` fixes the wire rules once (docs/architecture.md, STYLE.md R12): snake_case
-attributes, exact camelCase wire names, attribute docstrings as field descriptions (they become the
+:class:`ApiModel` fixes the wire rules once (docs/architecture.md, R12): snake_case attributes,
+exact camelCase wire names, attribute docstrings as field descriptions (they become the
 ``kubectl explain`` text of the rendered CRDs), unknown keys refused with their path, instances
 immutable, and one way out, :meth:`ApiModel.to_api`. Models that must keep keys Berth does not
 know (metadata, pod templates) derive from :class:`OpenApiModel` instead.

@@ -2,7 +2,7 @@
 
 Pods join a group with the ``scheduling.berth.io/pod-group`` label. The group is placed only
 when ``minMember`` of its pods (and ``minResources``) fit at once; its ``Scheduled`` condition
-always says why it waits. docs/architecture.md is the contract; the Gang plugin and the PodGroup
+always says why it waits. The model is the contract; the Gang plugin and the PodGroup
 controller are the readers.
 """
 

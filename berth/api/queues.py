@@ -4,8 +4,8 @@ Queues form a tree through ``spec.parent``; only leaf queues take work. A queue'
 ``guaranteed`` resources are lent out while it is idle and reclaimed when it needs them, its
 ``limit`` is a hard cap, and its ``weight`` is its share of what is left above the guarantees.
 Its ``namespaceSelector`` says which namespaces may use it. A queue named ``default`` exists
-implicitly. docs/architecture.md is the contract; the Proportion and QueueAccess plugins and
-the queue controller are the readers.
+implicitly. The model is the contract; the Proportion and QueueAccess plugins and the queue
+controller are the readers.
 """
 
 from __future__ import annotations

@@ -139,7 +139,6 @@ async def _measure(
                 all_bound.set()
 
     def on_parts(parts: scheduling.Parts) -> None:
-        parts.sink.on_bound = on_bound
         built.append(parts)
 
     config = settings.Settings(
@@ -160,7 +159,7 @@ async def _measure(
                 config,
                 stop=stop,
                 leader_components=scheduling.with_registry(
-                    plugin_registry.in_tree_registry(), on_parts=on_parts
+                    plugin_registry.in_tree_registry(), on_parts=on_parts, on_bound=on_bound
                 ),
             )
         )

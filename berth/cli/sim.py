@@ -18,7 +18,8 @@ import rich.console
 
 from berth.api import durations
 from berth.api import errors as api_errors
-from berth.sim import errors, nodespecs, plots, runner, scenarios, tables, traces
+from berth.sim import errors, nodespecs, runner, scenarios, tables, traces
+from berth.util import extras
 
 __all__ = ["command"]
 
@@ -78,6 +79,12 @@ def command(
         _fail(err, str(exc))
     if plot is not None and not plot.parent.is_dir():
         _fail(err, f"cannot write the plot: {plot.parent} is not a directory")
+    if plot is not None:
+        # Plotting needs matplotlib (the [sim] extra): say so before simulating, not after.
+        try:
+            from berth.sim import plots
+        except extras.MissingExtra as exc:
+            _fail(err, f"--plot: {exc}")
     out = rich.console.Console(highlight=False)
     if output == "table" and err.is_terminal:
         with tables.progress(console=err, until=_until_ms(built)) as update:

@@ -16,13 +16,17 @@ import functools
 import re
 import typing
 
-import celpy
-import celpy.adapter
-import celpy.celparser
-import celpy.evaluation
-from celpy import celtypes
-
 from berth.api import cel as api_cel
+from berth.util import extras
+
+try:
+    import celpy
+    import celpy.adapter
+    import celpy.celparser
+    import celpy.evaluation
+    from celpy import celtypes
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised by tests/packaging
+    raise extras.missing("emulator", exc) from exc
 
 __all__ = ["CelError", "Rule", "compile_rule", "evaluate"]
 

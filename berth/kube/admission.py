@@ -50,9 +50,13 @@ Why-pending reasons of pods held by the gate become Normal ``NotAdmitted`` Event
 change), never a ``PodScheduled=False/Unschedulable`` condition: that condition is what makes
 cluster autoscalers buy nodes, and a pod waiting for its queue must not.
 
-The pending allocations, mirrored in the cache, are kept by :mod:`berth.kube.allocations`; the
-edits of the pods (pin, unpin, ungate, gate again) are pure functions in
-:mod:`berth.kube.pod_edits`. Everything but the requests runs on the event loop and never
+This class is the thin asynchronous part of admission. What a pod's observation means, and
+every transition of a pending allocation (pinning, ungated; bound, dropped, rejected), is the
+pure state machine of :mod:`berth.kube.admission_states`; the pending allocations, mirrored in
+the cache, are kept by :mod:`berth.kube.allocations`; the edits of the pods (pin, unpin,
+ungate, gate again) are pure functions in :mod:`berth.kube.pod_edits`; pins and gate removals
+go through the write primitive (:class:`berth.kube.writes.Writer`: read at version, retry on
+conflict, fenced). Everything but the requests runs on the event loop and never
 blocks: :meth:`Admission.apply` and :meth:`Admission.observe_pod` record and queue;
 :meth:`Admission.run` does the requests.
 """
@@ -71,6 +75,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
+from berth.kube import admission_states as states
 from berth.kube import (
     allocations,
     conditions,
@@ -80,6 +85,7 @@ from berth.kube import (
     rejections,
     rest,
     victim_waits,
+    writes,
 )
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -136,8 +142,10 @@ class Admission:
         concurrency: int = 16,
         request_timeout: float = 30.0,
         victims: victim_waits.VictimWaits | None = None,
+        writer: writes.Writer | None = None,
     ) -> None:
         self._api = api
+        self._writer = writer or writes.Writer(api, timeout=request_timeout)
         self._source = source
         self._sink = sink
         self._clock = clock
@@ -173,61 +181,77 @@ class Admission:
     # Informer side -----------------------------------------------------------------------
     def observe_pod(self, obj: dict[str, typing.Any]) -> bool:
         """Told every pod the informer sees (before it is cached); True keeps a pod of another
-        scheduler in the cache: gated by Berth, or admitted by it."""
-        meta = wire.sub(obj, "metadata")
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
-        uid = str(meta.get("uid") or "")
-        node = str(wire.sub(obj, "spec").get("nodeName") or "") or None
-        phase = wire.sub(obj, "status").get("phase")
-        finished = phase in _TERMINAL or bool(meta.get("deletionTimestamp"))
-        gates = pod_edits.gate_names(obj)
-        admitted = wire.sub(meta, "annotations").get(keys.ADMITTED_NODE_ANNOTATION)
-        held = _GATE in gates and node is None and not finished
-        bypassed = key in self._gated and _GATE not in gates and not finished and not admitted
-        if bypassed and key not in self.allocations and key not in self._recreating:
+        scheduler in the cache: gated by Berth, or admitted by it. What the pod means is
+        decided by :mod:`berth.kube.admission_states`; this only records and acts."""
+        seen = states.Observation.of(obj)
+        key = seen.key
+        allocation = self.allocations.get(key)
+        event = (
+            states.observed(seen, node=allocation.node, uid=allocation.uid, state=allocation.state)
+            if allocation is not None
+            else None
+        )
+        if allocation is not None and event is states.Event.RECREATED:
+            # Another pod under the name: the old allocation is moot; judge the new pod.
+            self._move(allocation, event)
+            allocation, event = None, None
+        holding = (
+            states.classify(seen, was_held=key in self._gated, recreating=key in self._recreating)
+            if allocation is None
+            else None
+        )
+        if holding is states.Holding.BYPASSED:
             self._gate_removed(key, obj)
-        if held:
+        if seen.held:
             self._gated.add(key)
-            if not pod_edits.belongs(obj) and not pods.awaits_owner_group(obj):
+            if not seen.belongs:
                 # (A pod Berth may still group by its owners is judged by the snapshot: with
                 # grouping on it waits for its group, with grouping off it is plain there.)
                 self._bad.add(key)
         else:
             self._gated.discard(key)
             self._bad.discard(key)
-        if held or admitted or key in self.allocations:
+        if seen.held or seen.admitted_node is not None or allocation is not None:
             self._objects[key] = obj
         else:
             self._objects.pop(key, None)
-        allocation = self.allocations.get(key)
-        if allocation is not None and allocation.uid and uid and allocation.uid != uid:
-            self.allocations.drop(allocation)  # the pod was recreated: the old allocation is moot
-            allocation = None
         if allocation is not None:
-            if node == allocation.node:
-                self.allocations.bound(key)
-            elif node is not None:
-                self._reject(allocation, why=f"bound to {node} instead of {allocation.node}")
-            elif finished:
-                self.allocations.drop(allocation)
-            elif allocation.state is allocations.AllocationState.UNGATED and not gates:
-                message = pod_edits.unschedulable_message(obj)
-                if message is not None:
-                    self._reject(
-                        allocation, why=f"its scheduler could not place it there: {message}"
-                    )
-        elif (
-            admitted and node is None and not gates and not finished and key not in self._recreating
-        ):
-            since = wire.parse_time(wire.sub(meta, "annotations").get(keys.ADMITTED_AT_ANNOTATION))
+            if event is not None:
+                self._move(allocation, event, why=_why(event, seen, allocation.node))
+        elif holding is states.Holding.ADOPT:
+            assert seen.admitted_node is not None
+            since = seen.admitted_at
             self.allocations.adopt(
                 key,
-                uid=uid,
-                node=str(admitted),
+                uid=seen.uid,
+                node=seen.admitted_node,
                 since=since if since is not None else self._clock.now(),
             )
-            logger.info("adopted the pending allocation of pod %s on %s", key, admitted)
-        return held or bool(admitted) or key in self.allocations or key in self._recreating
+            logger.info("adopted the pending allocation of pod %s on %s", key, seen.admitted_node)
+        return (
+            seen.held
+            or seen.admitted_node is not None
+            or key in self.allocations
+            or key in self._recreating
+        )
+
+    def _move(
+        self, allocation: allocations.Allocation, event: states.Event, *, why: str = ""
+    ) -> None:
+        """Apply ``event`` to ``allocation`` as :func:`~berth.kube.admission_states.advance`
+        says: its next state, or its end (bound: done; dropped: capacity released; rejected:
+        :meth:`_reject`)."""
+        if self.allocations.get(allocation.key) is not allocation:
+            return  # ended already (a late answer for an allocation that is gone)
+        moved = states.advance(allocation.state, event)
+        if moved.state is not None:
+            allocation.state = moved.state
+        elif moved.ending is states.Ending.BOUND:
+            self.allocations.bound(allocation.key)
+        elif moved.ending is states.Ending.DROPPED:
+            self.allocations.drop(allocation)
+        else:
+            self._reject(allocation, why=why or str(event.value))
 
     def _gate_removed(self, key: str, obj: dict[str, typing.Any]) -> None:
         """Someone other than Berth removed the admission gate: the pod bypassed its queue's
@@ -252,7 +276,7 @@ class Admission:
         self._reasons.pop(key, None)
         allocation = self.allocations.get(key)
         if allocation is not None:
-            self.allocations.drop(allocation)
+            self._move(allocation, states.Event.GONE)
         if key not in self._recreating:  # Berth's own recreation keeps the memory
             self.rejections.forget_pod(key)
         gone = self._recreating.get(key)
@@ -395,8 +419,10 @@ class Admission:
     def check_timeouts(self) -> None:
         """Reject allocations whose pod is still unbound ``bind_timeout`` after its gate went."""
         for allocation in self.allocations.overdue(self._clock.now(), timeout=self._bind_timeout):
-            self._reject(
-                allocation, why=f"not bound within {self._bind_timeout:g}s of its admission"
+            self._move(
+                allocation,
+                states.Event.BIND_TIMEOUT,
+                why=f"not bound within {self._bind_timeout:g}s of its admission",
             )
 
     # Rejection -----------------------------------------------------------------------------
@@ -491,7 +517,7 @@ class Admission:
         """Pin every pod of the batch; only if all pins landed, remove their gates."""
         pinned = await asyncio.gather(*(self._pin(b) for b in admit.binds))
         if not all(version is not None for version in pinned):
-            self._drop_pinning(admit)
+            self._drop_pinning(admit, states.Event.PIN_FAILED)
             self._log_failure(
                 "pin", f"could not pin every pod of {admit.group}: released none; retrying"
             )
@@ -531,7 +557,8 @@ class Admission:
                 keys_, victims, abandoned=lambda: not all(k in self.allocations for k in keys_)
             )
         except BaseException:
-            self._drop_pinning(admit)  # stopped, or a bug: nothing will ungate them
+            # Stopped, or a bug: nothing will ungate them.
+            self._drop_pinning(admit, states.Event.VICTIMS_STAYED)
             raise
         if waited.clear:
             # The informers may have seen the pins since: ungate at the newest version known.
@@ -541,7 +568,7 @@ class Admission:
             ]
             await self._ungate_all(admit, versions=versions)
             return
-        self._drop_pinning(admit)
+        self._drop_pinning(admit, states.Event.VICTIMS_STAYED)
         if waited.abandoned:
             logger.info("a pod of %s went while it waited for victims; released it", admit.group)
             return
@@ -556,43 +583,46 @@ class Admission:
                 bind.key, type=events.WARNING, reason="FailedScheduling", message=message
             )
 
-    def _drop_pinning(self, admit: _Admit) -> None:
-        """End the batch's allocations still pinning (the gang goes whole or not at all)."""
+    def _drop_pinning(self, admit: _Admit, event: states.Event) -> None:
+        """Tell the batch's allocations ``event`` (those still pinning end: the gang goes
+        whole or not at all)."""
         for bind in admit.binds:
             allocation = self.allocations.get(bind.key)
-            if allocation is not None and allocation.state is allocations.AllocationState.PINNING:
-                self.allocations.drop(allocation)
+            if allocation is not None:
+                self._move(allocation, event)
 
     async def _pin(self, bind: decisions.BindPod) -> str | None:
-        """Write the pin and the admitted annotations; the new resourceVersion, None on failure."""
-        for _ in range(2):
-            obj = self._objects.get(bind.key)
-            if obj is None or bind.key not in self.allocations:
-                return None
+        """Write the pin and the admitted annotations at the version read (the write
+        primitive reads again on a conflict); the new resourceVersion, None on failure."""
+        if bind.key not in self._objects or bind.key not in self.allocations:
+            return None
+        now = self._clock.now()
+
+        def pin(current: rest.Body) -> rest.Body:
             # A pin from an earlier attempt stays (Kubernetes lets a gated pod's node affinity
             # only narrow); the session saw it and chose within it, so adding ours is a no-op.
-            affinity = wire.sub(obj, "spec").get("affinity")
-            patch = {
+            affinity = wire.sub(current, "spec").get("affinity")
+            return {
                 "metadata": {
-                    "resourceVersion": wire.sub(obj, "metadata").get("resourceVersion"),
                     "annotations": {
                         keys.ADMITTED_NODE_ANNOTATION: bind.node,
-                        keys.ADMITTED_AT_ANNOTATION: conditions.timestamp(self._clock.now()),
+                        keys.ADMITTED_AT_ANNOTATION: conditions.timestamp(now),
                     },
                 },
                 "spec": {"affinity": pod_edits.pin_affinity(affinity, node=bind.node)},
             }
-            try:
-                answer = await self._call("PATCH", pod_edits.path(bind.key), body=patch)
-            except errors.Conflict:
-                await self._refresh(bind.key)  # changed since the informer saw it: once more
-                continue
-            except errors.KubeError as exc:
-                self._log_failure("pin", f"pinning pod {bind.key} to {bind.node} failed: {exc}")
-                return None
-            self._objects[bind.key] = answer
-            return str(wire.sub(answer, "metadata").get("resourceVersion") or "")
-        return None
+
+        written = await self._writer.update(
+            pod_edits.path(bind.key), pin, what=f"pin of pod {bind.key} to {bind.node}"
+        )
+        if written.outcome is not writes.Outcome.WRITTEN or written.object is None:
+            return None
+        answer = written.object
+        self._objects[bind.key] = answer
+        allocation = self.allocations.get(bind.key)
+        if allocation is not None:
+            self._move(allocation, states.Event.PINNED)
+        return str(wire.sub(answer, "metadata").get("resourceVersion") or "")
 
     async def _ungate(self, decision: decisions.BindPod, *, version: str, bind: bool) -> None:
         """Remove Berth's gate (keeping the others); Berth binds pods naming its scheduler."""
@@ -601,15 +631,17 @@ class Admission:
         obj = self._objects.get(key)
         if allocation is None or obj is None:
             return
-        allocation.state = allocations.AllocationState.UNGATED
+        # Ungated before the request: an informer event of the ungated pod may come first.
+        state_before, since_before = allocation.state, allocation.since
+        self._move(allocation, states.Event.UNGATED)
         allocation.since = self._clock.now()
         try:
             self._objects[key] = await self._remove_gate(key, obj, version=version)
         except errors.KubeError as exc:
             # Still gated (or gone): the next cycle offers it again.
             self._log_failure("ungate", f"removing the gate of pod {key} failed: {exc}")
-            if self.allocations.get(key) is allocation:
-                self.allocations.drop(allocation)
+            allocation.state, allocation.since = state_before, since_before
+            self._move(allocation, states.Event.UNGATE_FAILED)
             return
         if bind:
             await self._bind(decision)
@@ -624,7 +656,7 @@ class Admission:
             self._log_failure("bind", f"binding pod {decision.key} failed: {exc}")
             allocation = self.allocations.get(decision.key)
             if allocation is not None:
-                self.allocations.drop(allocation)
+                self._move(allocation, states.Event.BIND_FAILED)
 
     async def _release(self, key: str) -> None:
         """Bad input: Berth's gate on a pod with neither group nor queue; remove it, say why."""
@@ -706,12 +738,6 @@ class Admission:
         finally:
             self._recreating.pop(key, None)
 
-    async def _refresh(self, key: str) -> None:
-        try:
-            self._objects[key] = await self._call("GET", pod_edits.path(key))
-        except errors.KubeError:
-            self._objects.pop(key, None)
-
     async def _remove_gate(
         self, key: str, obj: dict[str, typing.Any], *, version: str | None
     ) -> rest.Body:
@@ -720,7 +746,12 @@ class Admission:
             "metadata": {"resourceVersion": version},
             "spec": {"schedulingGates": pod_edits.without_gate(obj)},
         }
-        return await self._call("PATCH", pod_edits.path(key), body=patch)
+        written = await self._writer.patch(
+            pod_edits.path(key), patch, what=f"gate removal of pod {key}", retry=False
+        )
+        if written.outcome is not writes.Outcome.WRITTEN or written.object is None:
+            raise errors.KubeError(f"not written ({written.outcome.value})")
+        return written.object
 
     async def _call(
         self, method: str, path: str, *, body: dict[str, typing.Any] | None = None
@@ -766,3 +797,10 @@ def _noted(why: reasons.Reason, note: reasons.Reason) -> reasons.Reason:
     """The scheduler's reason for a group with the last admission rejection appended; the
     scheduler's code stands (it says why the group waits now)."""
     return dataclasses.replace(why, message=f"{why.message}; {note.message}")
+def _why(event: states.Event, seen: states.Observation, node: str) -> str:
+    """Why ``event`` rejects an allocation on ``node`` (the Events' and the group's text)."""
+    if event is states.Event.BOUND_ELSEWHERE:
+        return f"bound to {seen.node} instead of {node}"
+    if event is states.Event.UNSCHEDULABLE:
+        return f"its scheduler could not place it there: {seen.unschedulable}"
+    return str(event.value)

@@ -17,18 +17,11 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import enum
 
+from berth.kube.admission_states import AllocationState
 from berth.scheduler.snapshot import cache as cluster_cache
 
 __all__ = ["Allocation", "AllocationState", "Allocations"]
-
-
-class AllocationState(enum.Enum):
-    """Where a pending allocation is."""
-
-    PINNING = "pinning"  # the cache assumes the pod on the node; pin and ungate in flight
-    UNGATED = "ungated"  # the gate is gone: kube-scheduler (or Berth) is to bind it there
 
 
 @dataclasses.dataclass

@@ -82,6 +82,7 @@ from berth.kube import (
     reservation_statuses,
     rest,
     victim_waits,
+    writes,
 )
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -173,8 +174,10 @@ class ApiSink:
         presence: PodPresence | None = None,
         eviction_wait: float = 30.0,
         claim_wait: float = 600.0,
+        writer: writes.Writer | None = None,
     ) -> None:
         self._api = api
+        self._writer = writer or writes.Writer(api)
         self._cache = cache
         self._clock = clock
         self._recorder = recorder
@@ -185,7 +188,7 @@ class ApiSink:
         self._bind_timeout = bind_timeout
         self._retries = retries_on_timeout
         self._backoff = backoff
-        self.on_bound = on_bound
+        self._on_bound = on_bound
         """Told how every binding ended (the benchmark, tests)."""
         self.victims = victim_waits.VictimWaits(presence, timeout=eviction_wait)
         """Preemptors waiting for their victims; admission mode shares it (its ungating waits
@@ -200,7 +203,7 @@ class ApiSink:
         self._gone: set[str] = set()  # of those, the pods deleted since (a subset: bounded)
         self._reservations: asyncio.Queue[_Job] = asyncio.Queue()
         self._statuses = reservation_statuses.ReservationStatuses(
-            api, clock=clock, recorder=recorder
+            self._writer, clock=clock, recorder=recorder
         )
         # (subject kind, key) -> the reason last written to its Scheduled condition
         self._reasons: dict[tuple[str, str], reasons.Reason] = {}
@@ -379,8 +382,8 @@ class ApiSink:
             outcome = BindOutcome(decision.key, decision.node, False, "gone")
         else:
             outcome = self._victims_stayed(decision, waited.staying)
-        if outcome is not None and self.on_bound is not None:
-            self.on_bound(outcome)
+        if outcome is not None and self._on_bound is not None:
+            self._on_bound(outcome)
 
     def _victims_stayed(
         self, decision: decisions.BindPod, staying: collections.abc.Sequence[decisions.EvictPod]
@@ -499,8 +502,8 @@ class ApiSink:
                 )
             finally:
                 self._finished(decision.key)
-            if self.on_bound is not None:
-                self.on_bound(outcome)
+            if self._on_bound is not None:
+                self._on_bound(outcome)
         elif isinstance(decision, decisions.EvictPod):
             await self._evict(decision, ref=job.ref)
         elif isinstance(decision, decisions.AnnotatePod):
@@ -775,21 +778,10 @@ class ApiSink:
     async def _patch(
         self, path: str, body: dict[str, typing.Any], *, what: str, content_type: str
     ) -> bool:
-        try:
-            await rest.request(
-                self._api,
-                method="PATCH",
-                path=path,
-                body=body,
-                content_type=content_type,
-                timeout=30.0,
-            )
-        except errors.NotFound:
-            return False  # gone: nothing to explain any more
-        except errors.KubeError as exc:
-            self._log_failure(what.split(" ")[0], f"writing {what} failed: {exc}")
-            return False
-        return True
+        """One patch through the write primitive; whether it landed (gone, fenced or failed:
+        False, already logged)."""
+        written = await self._writer.patch(path, body, content_type=content_type, what=what)
+        return written.outcome is writes.Outcome.WRITTEN
 
     def _event(self, ref: events.ObjectRef, *, type: str, reason: str, message: str) -> None:
         if self._recorder is not None:

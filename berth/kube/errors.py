@@ -14,7 +14,7 @@
      └── NotLeader             not sent: this replica may no longer write for the leader
 
 Callers outside :mod:`berth.kube` see only these, never a client library's exception, so that
-the client library stays a detail of this package (docs/architecture.md).
+the client library stays a detail of this package (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations

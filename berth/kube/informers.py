@@ -49,6 +49,7 @@ from berth.util import aiotasks
 __all__ = [
     "READINESS_CONDITION",
     "ClusterInformers",
+    "LivePods",
     "Informer",
     "ReadinessSink",
     "Resource",
@@ -277,8 +278,50 @@ class Informer:
         return f"{verb} failed: {exc}"
 
 
+class LivePods:
+    """Which pods are in the cache and not finished (key -> uid): who still holds capacity.
+
+    The informers write it; the binder's victim waits read it (:class:`~berth.kube.
+    victim_waits.PodPresence`). A separate object so that both can be built with it, in any
+    order, by the composition root."""
+
+    def __init__(self) -> None:
+        self._uids: dict[str, str] = {}
+
+    def holds_capacity(self, key: str, *, uid: str = "") -> bool:
+        """True while the pod ``key`` (with ``uid``, unless empty) is in the cache and not
+        finished: a bound one still occupies its node."""
+        found = self._uids.get(key)
+        return found is not None and (not uid or found == uid)
+
+    def hold(self, key: str, uid: str) -> str | None:
+        """``key`` is live with ``uid``; the uid it had before (None: it was not live)."""
+        before = self._uids.get(key)
+        self._uids[key] = uid
+        return before
+
+    def release(self, key: str) -> bool:
+        """``key`` stopped holding capacity; whether it held any."""
+        return self._uids.pop(key, None) is not None
+
+
 class ClusterInformers:
-    """The informers that keep one :class:`ClusterCache` current (see the module docstring)."""
+    """The informers that keep one :class:`ClusterCache` current (see the module docstring).
+
+    Everything it tells others is passed in when it is built (the composition root,
+    :mod:`berth.operator.scheduling`, builds it last):
+
+    - ``live``: the pods holding capacity, kept current here;
+    - ``also_ours``: told every pod seen; True keeps a pod of another scheduler in the cache, in
+      any phase (admission mode: pods held by Berth's gate or admitted by Berth);
+    - ``on_pod_removed``: told the key of every pod that left the cache (the binder drops its
+      retries);
+    - ``on_pod_released``: told the key of every pod that stopped holding capacity: it
+      finished (Succeeded or Failed), left the cache, or was replaced by a new pod of that
+      name;
+    - ``on_claim_changed``: told the key of every PersistentVolumeClaim that changed or went
+      (the binder's bindings waiting for claims to bind).
+    """
 
     def __init__(
         self,
@@ -289,6 +332,11 @@ class ClusterInformers:
         trigger: asyncio.Event,
         readiness: ReadinessSink | None = None,
         watch_timeout: int = 300,
+        live: LivePods | None = None,
+        also_ours: collections.abc.Callable[[dict[str, typing.Any]], bool] | None = None,
+        on_pod_removed: collections.abc.Callable[[str], None] | None = None,
+        on_pod_released: collections.abc.Callable[[str], None] | None = None,
+        on_claim_changed: collections.abc.Callable[[str], None] | None = None,
     ) -> None:
         self.cache = cache
         self._ours = frozenset(scheduler_names)
@@ -296,20 +344,14 @@ class ClusterInformers:
         self._readiness = readiness
         self._bound: set[str] = set()  # pods known bound and unfinished (status churn is noise)
         self._tracked: set[str] = set()  # pods in the cache
-        self._live: dict[str, str] = {}  # pods in the cache and not finished: key -> uid
+        self.live = live if live is not None else LivePods()
+        """The pods in the cache and not finished."""
         self.synced = asyncio.Event()
         """Set once every informer has listed once."""
-        self.on_pod_removed: collections.abc.Callable[[str], None] | None = None
-        """Told the key of every pod that left the cache (the binder drops its retries)."""
-        self.also_ours: collections.abc.Callable[[dict[str, typing.Any]], bool] | None = None
-        """Told every pod seen; True keeps a pod of another scheduler in the cache, in any
-        phase (admission mode: pods held by Berth's gate or admitted by Berth)."""
-        self.on_claim_changed: collections.abc.Callable[[str], None] | None = None
-        """Told the key of every PersistentVolumeClaim that changed or went (the binder's
-        bindings waiting for claims to bind)."""
-        self.on_pod_released: collections.abc.Callable[[str], None] | None = None
-        """Told the key of every pod that stopped holding capacity: it finished (Succeeded or
-        Failed), left the cache, or was replaced by a new pod of that name."""
+        self._also_ours = also_ours
+        self._on_pod_removed = on_pod_removed
+        self._on_pod_released = on_pod_released
+        self._on_claim_changed = on_claim_changed
 
         def informer(
             resource: Resource, change: ChangeCallback, remove: RemoveCallback
@@ -380,8 +422,7 @@ class ClusterInformers:
     def holds_capacity(self, key: str, *, uid: str = "") -> bool:
         """True while the pod ``key`` (with ``uid``, unless empty) is in the cache and not
         finished: a bound one still occupies its node."""
-        found = self._live.get(key)
-        return found is not None and (not uid or found == uid)
+        return self.live.holds_capacity(key, uid=uid)
 
     def _pod(self, kind: str, obj: dict[str, typing.Any]) -> None:
         key = object_key(obj, namespaced=True)
@@ -391,7 +432,7 @@ class ClusterInformers:
         spec = spec if isinstance(spec, dict) else {}
         status = status if isinstance(status, dict) else {}
         ours = spec.get("schedulerName") in self._ours
-        if self.also_ours is not None and self.also_ours(obj):
+        if self._also_ours is not None and self._also_ours(obj):
             ours = True
         bound = bool(spec.get("nodeName"))
         live = status.get("phase") not in _TERMINAL
@@ -404,8 +445,7 @@ class ClusterInformers:
         if live:
             meta = obj.get("metadata")
             uid = str((meta if isinstance(meta, dict) else {}).get("uid") or "")
-            before = self._live.get(key)
-            self._live[key] = uid
+            before = self.live.hold(key, uid)
             if before is not None and before != uid:
                 self._released(key)  # a new pod under the old name: the old one is gone
         else:
@@ -425,28 +465,28 @@ class ClusterInformers:
             self._tracked.discard(key)
             self.cache.remove_pod(key)
             self._trigger.set()
-        if self.on_pod_removed is not None:
-            self.on_pod_removed(key)
+        if self._on_pod_removed is not None:
+            self._on_pod_removed(key)
 
     def _release(self, key: str) -> None:
-        if self._live.pop(key, None) is not None:
+        if self.live.release(key):
             self._released(key)
 
     def _released(self, key: str) -> None:
-        if self.on_pod_released is not None:
-            self.on_pod_released(key)
+        if self._on_pod_released is not None:
+            self._on_pod_released(key)
 
     # The rest -----------------------------------------------------------------------------
     def _claim(self, obj: dict[str, typing.Any]) -> None:
         self.cache.add_claim(obj)
         key = object_key(obj, namespaced=True)
-        if key is not None and self.on_claim_changed is not None:
-            self.on_claim_changed(key)
+        if key is not None and self._on_claim_changed is not None:
+            self._on_claim_changed(key)
 
     def _claim_gone(self, key: str) -> None:
         self.cache.remove_claim(key)
-        if self.on_claim_changed is not None:
-            self.on_claim_changed(key)
+        if self._on_claim_changed is not None:
+            self._on_claim_changed(key)
 
     def _feeding(
         self,

@@ -5,13 +5,14 @@
 ``Unschedulable``) into status changes: phase, node, allocatable; owners and allocated;
 ``Scheduled``/``Ready`` conditions. What the status becomes is
 :func:`berth.kube.status_owners.reservation_status` (the one owner ``berth sim`` uses too);
-each write reads the Reservation, computes its status and writes it back at the version read
-(a 409 reads again, a few times); an Event says what happened. An availability write never
+each write goes through Berth's write primitive (:class:`berth.kube.writes.Writer`): it reads
+the Reservation, computes its status and writes it back at the version read (a 409 reads again,
+with backoff, a bounded number of times); an Event says what happened. An availability write never
 revives a reservation that has ended already.
 
 The binder (:class:`~berth.kube.decisions.ApiSink`) owns the queueing (one worker, so that a
 cycle's changes to one Reservation land in order) and the bookkeeping of which reason was last
-written; this module only writes. Failures are logged once per kind, never raised.
+written; this module only writes. Failures are logged by the writer (throttled), never raised.
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ import collections.abc
 import logging
 import typing
 
-import kubernetes_asyncio.client
-
 from berth.api import keys
-from berth.kube import errors, events, rest, status_owners
+from berth.kube import events, rest, status_owners, writes
 from berth.scheduler.framework import decisions
 from berth.util import clocks
 
@@ -41,15 +40,14 @@ class ReservationStatuses:
 
     def __init__(
         self,
-        api: kubernetes_asyncio.client.ApiClient,
+        writer: writes.Writer,
         *,
         clock: clocks.Clock,
         recorder: events.EventRecorder | None = None,
     ) -> None:
-        self._api = api
+        self._writer = writer
         self._clock = clock
         self._recorder = recorder
-        self._failing: set[str] = set()  # kinds of failure already logged
 
     async def available(self, decision: decisions.SetReservationAvailable) -> bool:
         """The reservation holds ``decision.allocatable`` on ``decision.node``."""
@@ -122,45 +120,21 @@ class ReservationStatuses:
         namespace: str,
         name: str,
         change: collections.abc.Callable[[dict[str, typing.Any]], dict[str, typing.Any]],
-        *,
-        attempts: int = 3,
     ) -> collections.abc.Mapping[str, typing.Any] | None:
-        """Read the Reservation, ``change`` its status, write it back at the version read; the
-        Reservation as written (None: gone, or it could not be written)."""
+        """Read the Reservation, ``change`` its status, write it back at the version read
+        (:meth:`berth.kube.writes.Writer.update`); the Reservation as written (None: gone, or
+        it could not be written)."""
         path = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/reservations/{name}"
-        for _ in range(attempts):
-            try:
-                current = await rest.request(self._api, method="GET", path=path, timeout=30.0)
-            except errors.NotFound:
-                return None
-            except errors.KubeError as exc:
-                self._log_failure("reservation", f"reading reservation {namespace}/{name}: {exc}")
-                return None
+
+        def patch(current: rest.Body) -> rest.Body | None:
             before = current.get("status")
             status = change(before if isinstance(before, dict) else {})
-            if status == before:
-                return current
-            version = (current.get("metadata") or {}).get("resourceVersion")
-            body = {"metadata": {"resourceVersion": version}, "status": status}
-            try:
-                answer = await rest.request(
-                    self._api,
-                    method="PATCH",
-                    path=path + "/status",
-                    body=body,
-                    content_type=rest.MERGE_PATCH,
-                    timeout=30.0,
-                )
-            except errors.Conflict:
-                continue  # written in between: read it again
-            except errors.NotFound:
-                return None
-            except errors.KubeError as exc:
-                self._log_failure("reservation", f"writing reservation {namespace}/{name}: {exc}")
-                return None
-            return answer
-        self._log_failure("reservation", f"reservation {namespace}/{name} kept changing; skipped")
-        return None
+            return None if status == before else {"status": status}
+
+        written = await self._writer.update(
+            path, patch, subresource="status", what=f"reservation {namespace}/{name}"
+        )
+        return written.object if written.ok else None
 
     def _event(
         self,
@@ -181,12 +155,3 @@ class ReservationStatuses:
                 str(meta.get("resourceVersion") or ""),
             )
             self._recorder.record(ref, type=type, reason=reason, message=message)
-
-    def _log_failure(self, kind: str, message: str) -> None:
-        # The first failure of a kind is a warning; repeats are debug (a flapping API server
-        # must not flood the log with one line per reservation).
-        if kind not in self._failing:
-            self._failing.add(kind)
-            logger.warning("%s", message)
-        else:
-            logger.debug("%s", message)

@@ -73,6 +73,7 @@ class Context:
     providers: http.Providers  # lend the HTTP server the node view and score-table switch
     handle: handles.ExtendedHandle  # the scheduler's one handle: build the plugins with it
     fail: components.ExitCallback  # call when a leader-only part died: the process steps down
+    fence: fencing.Fence | None = None  # None: leader election is off (nothing to fence)
 
 
 ComponentFactory = collections.abc.Callable[
@@ -160,6 +161,15 @@ class _Process:
         self._halt.set()
 
     async def _lead_or_follow(self, api: clients.AsyncApiClient) -> ExitCode:
+        election = self._config.leader_election
+        fence: fencing.Fence | None = None
+        if election.enabled:
+            # Every write for the leader is checked against the last renewal just before it is
+            # sent (berth.kube.fencing); the Lease calls themselves are exempt.
+            fence = fencing.Fence(
+                renew_deadline=election.renew_deadline, now=asyncio.get_running_loop().time
+            )
+            fencing.install(api, fence)
         context = Context(
             settings=self._config,
             api=api,
@@ -169,21 +179,15 @@ class _Process:
             providers=self._providers,
             handle=self._handle,
             fail=self._fail,
+            fence=fence,
         )
         self._supervisor = components.Supervisor(
             lambda: self._components(context), stop_timeout=self._config.shutdown_timeout
         )
-        election = self._config.leader_election
         # Who sent what, in the API server's audit log and the chaos harness's counts.
         api.user_agent = f"berth/{election.identity}"
         try:
-            if election.enabled:
-                # Every write for the leader is checked against the last renewal just before
-                # it is sent (berth.kube.fencing); the Lease calls themselves are exempt.
-                fence = fencing.Fence(
-                    renew_deadline=election.renew_deadline, now=asyncio.get_running_loop().time
-                )
-                fencing.install(api, fence)
+            if fence is not None:
                 elector = leadership.LeaderElector(
                     election,
                     leases_client=leases.LeaseClient(

@@ -23,7 +23,10 @@ controllers start after these (:mod:`berth.operator.main` appends them). After e
 metrics are fed and the status writer is kicked. ``/apis/v1/nodes/{name}`` and
 ``/debug/flags/s`` are lent the cache's node view and the score-table switch.
 
-:class:`Parts` exposes what a term built, for the demo, the benchmark and tests.
+:func:`build` is the composition root: it builds every part from :class:`Inputs` with its
+dependencies passed in (no callback is set on a part after it is built), in dependency order,
+the informers last. The operator, ``berth up``/``demo``, the benchmarks and the tests
+(``tests/admission/stack.py``) build with it. :class:`Parts` exposes what a term built.
 """
 
 from __future__ import annotations
@@ -40,25 +43,30 @@ from berth.controllers import observed, reservations, statuses
 from berth.controllers import registry as kopf_registry
 from berth.kube import (
     admission,
+    clients,
     credentials,
     decisions,
     events,
+    fencing,
     informers,
     interop_groups,
     owner_groups,
     snapshots,
+    writes,
 )
 from berth.operator import components, embedding, main, visibility
 from berth.operator import metrics as berth_metrics
+from berth.operator import settings as settings_module
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions as cycle_decisions
-from berth.scheduler.framework import profiles, reasons, registries
+from berth.scheduler.framework import handles, profiles, reasons, registries
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots as snapshot_types
+from berth.util import clocks
 from berth.workloads import interop
 
-__all__ = ["Parts", "leader_components", "load_profile", "with_registry"]
+__all__ = ["Inputs", "Parts", "build", "leader_components", "load_profile", "with_registry"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +82,12 @@ class Parts:
     sink: decisions.ApiSink
     recorder: events.EventRecorder
     objects: observed.ObservedObjects
-    writer: statuses.StatusWriter
+    writer: statuses.StatusWriter  # PodGroup and Queue statuses
     trigger: asyncio.Event  # set by the informers: wakes the scheduling loop
     admission: admission.Admission  # around source and sink: the loop's source and sink
     grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
     interop: interop_groups.InteropGroups | None = None  # None: no other PodGroup API honoured
+    kube_writer: writes.Writer | None = None  # the write primitive the parts share
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -100,12 +109,14 @@ def with_registry(
     registry: registries.Registry,
     *,
     on_parts: collections.abc.Callable[[Parts], None] | None = None,
+    on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None = None,
 ) -> main.ComponentFactory:
     """A ``leader_components`` factory scheduling with ``registry``'s plugins (out-of-tree
-    plugins merged in by the caller); ``on_parts`` sees what each term built."""
+    plugins merged in by the caller); ``on_parts`` sees what each term built, ``on_bound``
+    how each binding ended (the benchmarks)."""
 
     def factory(context: main.Context) -> list[components.Component]:
-        parts = _build(context, registry=registry)
+        parts = _build(context, registry=registry, on_bound=on_bound)
         if on_parts is not None:
             on_parts(parts)
         return _components(context, parts)
@@ -125,11 +136,37 @@ class _Board:
         return self._sink.last_result
 
 
-def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
-    config = context.settings
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """What :func:`build` builds a scheduling stack from: everything passed in, nothing set
+    on the parts afterwards."""
+
+    api: clients.AsyncApiClient
+    settings: settings_module.Settings
+    clock: clocks.Clock
+    registry: registries.Registry
+    handle: handles.ExtendedHandle | None = None  # None: a handle of its own
+    metrics: berth_metrics.Metrics | None = None  # None: no binding metrics
+    readiness: informers.ReadinessSink | None = None  # where "caches-synced" goes
+    fence: fencing.Fence | None = None  # the leader's fence for the write primitive
+    on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None = None
+    wrap_sink: collections.abc.Callable[[decisions.ApiSink], admission.Sink] | None = None
+    """Decorates the binder as admission's sink (tests record every cycle's result)."""
+
+
+def build(inputs: Inputs) -> Parts:
+    """The composition root: one scheduling stack, each part built with its dependencies.
+
+    The order follows the dependencies: scheduler, cache, the write primitive, Events, the
+    binder (with the live-pod book it waits on), the snapshot source, admission around them,
+    and last the informers, which feed the cache and tell admission and the binder about pods.
+    ``berth run`` (:func:`with_registry`), ``berth up``/``demo``/the benchmarks (through
+    ``with_registry``) and the tests (:mod:`tests.admission.stack`) all build with it.
+    """
+    config = inputs.settings
     profile = load_profile(config.profile_document())
     scheduler = loop.Scheduler(
-        profile, registry=registry, clock=context.clock, handle=context.handle
+        profile, registry=inputs.registry, clock=inputs.clock, handle=inputs.handle
     )
     # The profile's name first: it schedules Reservations' placeholder pods.
     names = (profile.scheduler_name, *config.claimed_scheduler_names)
@@ -138,71 +175,73 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         plain_pods_queue=keys.DEFAULT_QUEUE if config.admit_plain_pods else None,
         group_by_owner=config.group_by_owner,
     )
-    trigger = asyncio.Event()
-    watched = informers.ClusterInformers(
-        context.api,
-        cache=cache,
-        scheduler_names=names,
-        trigger=trigger,
-        readiness=context.readiness,
-    )
+    writer = writes.Writer(inputs.api, fence=inputs.fence)
     recorder = events.EventRecorder(
-        context.api,
-        clock=context.clock,
+        inputs.api,
+        clock=inputs.clock,
         component=profile.scheduler_name,
         instance=config.leader_election.identity,
     )
-    holder: list[snapshots.CacheSource] = []
+    live = informers.LivePods()
+    # The one cycle of the graph: the binder reads the snapshot the source made last (for its
+    # Events), and the source reads the binder's backoffs. A lookup closes it.
+    made: list[snapshots.CacheSource] = []
     sink = decisions.ApiSink(
-        context.api,
+        inputs.api,
         cache=cache,
-        clock=context.clock,
+        clock=inputs.clock,
         recorder=recorder,
-        observer=context.metrics,
-        last_snapshot=lambda: holder[0].last if holder else None,
+        observer=inputs.metrics,
+        last_snapshot=lambda: made[0].last if made else None,
         concurrency=config.bind_concurrency,
         bind_timeout=config.bind_timeout,
-        presence=watched,
+        presence=live,
         eviction_wait=config.eviction_wait,
+        writer=writer,
+        on_bound=inputs.on_bound,
     )
-    source = snapshots.CacheSource(cache, clock=context.clock, backoffs=sink)
-    holder.append(source)
+    source = snapshots.CacheSource(cache, clock=inputs.clock, backoffs=sink)
+    made.append(source)
     admitting = admission.Admission(
-        context.api,
+        inputs.api,
         cache=cache,
         source=source,
-        sink=sink,
-        clock=context.clock,
+        sink=inputs.wrap_sink(sink) if inputs.wrap_sink is not None else sink,
+        clock=inputs.clock,
         scheduler_names=names,
         recorder=recorder,
         bind_timeout=config.admission.bind_timeout,
         victims=sink.victims,  # admitted preemptors wait for their victims as bound ones do
+        writer=writer,
     )
-    watched.also_ours = admitting.observe_pod
-    watched.on_pod_removed = admitting.pod_removed  # passes it on to the binder
-    watched.on_pod_released = sink.pod_released  # wakes preemptors waiting for their victims
-    watched.on_claim_changed = sink.claim_changed  # wakes bindings waiting for their claims
+    trigger = asyncio.Event()
+    watched = informers.ClusterInformers(
+        inputs.api,
+        cache=cache,
+        scheduler_names=names,
+        trigger=trigger,
+        readiness=inputs.readiness,
+        live=live,
+        also_ours=admitting.observe_pod,
+        on_pod_removed=admitting.pod_removed,  # passes it on to the binder
+        on_pod_released=sink.pod_released,  # wakes preemptors waiting for their victims
+        on_claim_changed=sink.claim_changed,  # wakes bindings waiting for their claims
+    )
     objects = observed.ObservedObjects()
-    writer = statuses.StatusWriter(
-        context.api,
+    board = _Board(source, sink)
+    status_writer = statuses.StatusWriter(
+        inputs.api,
         objects=objects,
-        board=_Board(source, sink),
-        clock=context.clock,
+        board=board,
+        clock=inputs.clock,
         recorder=recorder,
         interval=max(config.period, 1.0),
-        on_podgroup_phases=context.metrics.set_podgroup_phases,
+        on_podgroup_phases=inputs.metrics.set_podgroup_phases if inputs.metrics else None,
     )
-    context.providers.node_lookup = source.node
-    context.providers.visibility = visibility.Visibility(_Board(source, sink), clock=context.clock)
-
-    def set_top_n(top_n: int) -> None:
-        scheduler.debug_top_n = top_n
-
-    context.providers.score_table = set_top_n
     grouper = (
         owner_groups.OwnerGrouper(
-            context.api,
-            clock=context.clock,
+            inputs.api,
+            clock=inputs.clock,
             recorder=recorder,
             namespace_queue=cache.namespace_queue,
         )
@@ -217,18 +256,52 @@ def _build(context: main.Context, *, registry: registries.Registry) -> Parts:
         sink,
         recorder,
         objects,
-        writer,
+        status_writer,
         trigger,
         admitting,
         grouper,
-        _interop(context, recorder=recorder),
+        _interop(inputs, recorder=recorder),
+        writer,
     )
 
 
+def _build(
+    context: main.Context,
+    *,
+    registry: registries.Registry,
+    on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None,
+) -> Parts:
+    parts = build(
+        Inputs(
+            api=context.api,
+            settings=context.settings,
+            clock=context.clock,
+            registry=registry,
+            handle=context.handle,
+            metrics=context.metrics,
+            readiness=context.readiness,
+            fence=context.fence,
+            on_bound=on_bound,
+        )
+    )
+    # The HTTP server outlives leadership terms: each term lends it its views.
+    context.providers.node_lookup = parts.source.node
+    context.providers.visibility = visibility.Visibility(
+        _Board(parts.source, parts.sink), clock=context.clock
+    )
+    scheduler = parts.scheduler
+
+    def set_top_n(top_n: int) -> None:
+        scheduler.debug_top_n = top_n
+
+    context.providers.score_table = set_top_n
+    return parts
+
+
 def _interop(
-    context: main.Context, *, recorder: events.EventRecorder
+    inputs: Inputs, *, recorder: events.EventRecorder
 ) -> interop_groups.InteropGroups | None:
-    config = context.settings
+    config = inputs.settings
     flavors = [
         flavor
         for flavor, enabled in (
@@ -241,7 +314,7 @@ def _interop(
     ]
     if not flavors:
         return None
-    return interop_groups.InteropGroups(context.api, flavors=flavors, recorder=recorder)
+    return interop_groups.InteropGroups(inputs.api, flavors=flavors, recorder=recorder)
 
 
 def _components(context: main.Context, parts: Parts) -> list[components.Component]:

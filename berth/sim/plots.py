@@ -19,7 +19,8 @@ plotted again):
   weight (or guarantee) where a queue **changed**.
 
 Matplotlib is used through its object API: a bare ``Figure`` renders PNG with the Agg canvas,
-so there is no pyplot, no global backend switch and no display needed. Used by ``berth sim``.
+so there is no pyplot, no global backend switch and no display needed. Used by ``berth sim``;
+matplotlib comes with the ``[sim]`` extra.
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ import functools
 import pathlib
 import typing
 
-import matplotlib
-import matplotlib.figure
-
 from berth.api import quantities
 from berth.sim import reports
+from berth.util import extras
+
+try:
+    import matplotlib
+    import matplotlib.figure
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised by tests/packaging
+    raise extras.missing("sim", exc) from exc
 
 __all__ = ["figure", "plot"]
 

@@ -10,9 +10,10 @@
   timeout). Tests may make it refuse nodes (``refuses``: a taint only it sees) and leave pods
   alone for a while (``holding``). It has no queue, no scoring, no preemption: it is not
   kube-scheduler.
-- :class:`BerthStack` runs Berth's leader-side pieces against the emulator as the operator
-  wires them: informers -> cache -> :class:`~berth.kube.admission.Admission` (around the
-  ``CacheSource`` and the ``ApiSink``) -> the scheduling loop with the default profile.
+- :class:`BerthStack` runs Berth's leader-side pieces against the emulator, built by the
+  operator's composition root (:func:`berth.operator.scheduling.build`): informers -> cache
+  -> :class:`~berth.kube.admission.Admission` (around the ``CacheSource`` and the
+  ``ApiSink``) -> the scheduling loop with the default profile.
   The wiring does not depend on the mode: the mode decides how pods are created (gated by the
   webhook, or naming Berth's scheduler), which is what restarting with the other flag changes.
 - :func:`eventually` polls a condition (bounded) while the asynchronous parts converge.
@@ -30,11 +31,11 @@ import kubernetes_asyncio.config
 
 from berth.api import crds, keys
 from berth.emulator import testing
-from berth.kube import admission, decisions, errors, events, informers, rest, snapshots, watching
+from berth.kube import decisions, errors, rest, watching
+from berth.operator import scheduling, settings
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions as cycle_decisions
 from berth.scheduler.plugins import registry
-from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import pods as pod_infos
 from berth.util import clocks
 
@@ -299,39 +300,27 @@ class BerthStack:
         self.api = await kubernetes_asyncio.config.new_client_from_config(
             config_file=str(self.emulator.kubeconfig)
         )
-        clock = clocks.SystemClock()
-        names = {SCHEDULER_NAME}
-        self.scheduler = loop.Scheduler(
-            registry.default_profile(), registry=registry.in_tree_registry(), clock=clock
+        # The operator's composition root, with the binder recording what it is handed.
+        self.parts = scheduling.build(
+            scheduling.Inputs(
+                api=self.api,
+                settings=settings.Settings(
+                    kubeconfig=str(self.emulator.kubeconfig),
+                    admission={"bind_timeout": self.bind_timeout},
+                ),
+                clock=clocks.SystemClock(),
+                registry=registry.in_tree_registry(),
+                wrap_sink=lambda sink: _RecordingSink(sink, self.results),
+            )
         )
-        self.cache = cluster_cache.ClusterCache(scheduler_names=names)
-        self.trigger = asyncio.Event()
-        self.informers = informers.ClusterInformers(
-            self.api, cache=self.cache, scheduler_names=names, trigger=self.trigger
-        )
-        self.recorder = events.EventRecorder(self.api, clock=clock)
-        holder: list[snapshots.CacheSource] = []
-        self.sink = decisions.ApiSink(
-            self.api,
-            cache=self.cache,
-            clock=clock,
-            recorder=self.recorder,
-            last_snapshot=lambda: holder[0].last if holder else None,
-        )
-        self.source = snapshots.CacheSource(self.cache, clock=clock, backoffs=self.sink)
-        holder.append(self.source)
-        self.admission = admission.Admission(
-            self.api,
-            cache=self.cache,
-            source=self.source,
-            sink=_RecordingSink(self.sink, self.results),
-            clock=clock,
-            scheduler_names=names,
-            recorder=self.recorder,
-            bind_timeout=self.bind_timeout,
-        )
-        self.informers.also_ours = self.admission.observe_pod
-        self.informers.on_pod_removed = self.admission.pod_removed
+        self.scheduler = self.parts.scheduler
+        self.cache = self.parts.cache
+        self.trigger = self.parts.trigger
+        self.informers = self.parts.informers
+        self.recorder = self.parts.recorder
+        self.sink = self.parts.sink
+        self.source = self.parts.source
+        self.admission = self.parts.admission
         for name, run in (
             ("events", self.recorder.run),
             ("informers", self.informers.run),

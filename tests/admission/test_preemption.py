@@ -54,15 +54,13 @@ class Admitting:
         self.clock = clocks.SystemClock()
         names = {stack.SCHEDULER_NAME}
         self.cache = cluster_cache.ClusterCache(scheduler_names=names)
-        self.informers = informers.ClusterInformers(
-            api, cache=self.cache, scheduler_names=names, trigger=asyncio.Event()
-        )
+        live = informers.LivePods()
         self.recorder = events.EventRecorder(api, clock=self.clock)
         self.sink = decisions.ApiSink(
             api,
             cache=self.cache,
             clock=self.clock,
-            presence=self.informers,
+            presence=live,
             eviction_wait=eviction_wait,
         )
         self.admission = admission.Admission(
@@ -76,9 +74,16 @@ class Admitting:
             bind_timeout=10.0,
             victims=self.sink.victims,
         )
-        self.informers.also_ours = self.admission.observe_pod
-        self.informers.on_pod_removed = self.admission.pod_removed
-        self.informers.on_pod_released = self.sink.pod_released
+        self.informers = informers.ClusterInformers(
+            api,
+            cache=self.cache,
+            scheduler_names=names,
+            trigger=asyncio.Event(),
+            live=live,
+            also_ours=self.admission.observe_pod,
+            on_pod_removed=self.admission.pod_removed,
+            on_pod_released=self.sink.pod_released,
+        )
 
     def events(self) -> list[tuple[str, str, str]]:
         api = self.emulator.api

@@ -50,13 +50,7 @@ class Cluster:
         self.emulator = emulator
         self.clock = clocks.SystemClock()
         self.cache = cluster_cache.ClusterCache()
-        self.informers = informers.ClusterInformers(
-            api,
-            cache=self.cache,
-            scheduler_names={"berth-scheduler"},
-            trigger=asyncio.Event(),
-            watch_timeout=30,
-        )
+        live = informers.LivePods()
         self.recorder = events.EventRecorder(api, clock=self.clock)
         self.outcomes: list[decisions.BindOutcome] = []
         self.victims_at_bind: list[bool] = []  # was the victim still stored at each outcome?
@@ -67,11 +61,19 @@ class Cluster:
             recorder=self.recorder,
             bind_timeout=2.0,
             on_bound=self._bound,
-            presence=self.informers if presence else None,
+            presence=live if presence else None,
             eviction_wait=eviction_wait,
         )
-        self.informers.on_pod_removed = self.sink.pod_removed
-        self.informers.on_pod_released = self.sink.pod_released
+        self.informers = informers.ClusterInformers(
+            api,
+            cache=self.cache,
+            scheduler_names={"berth-scheduler"},
+            trigger=asyncio.Event(),
+            watch_timeout=30,
+            live=live,
+            on_pod_removed=self.sink.pod_removed,
+            on_pod_released=self.sink.pod_released,
+        )
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
 

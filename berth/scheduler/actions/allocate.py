@@ -1,11 +1,11 @@
-"""allocate: place pending pods — reserve pods, then plain pods, then jobs queue by queue.
+"""allocate: place pending pods — jobs that go first, then plain pods, then jobs queue by queue.
 
 The first action of every session (KAI's ``allocate``):
 
-1. Reserve pods (the in-memory pods standing for Pending Reservations) go first, through
-   the job path below restricted to them: a Reservation applied together with its owners is
-   placed before they are tried, so they see it and go into it (as in Koordinator, which
-   schedules reservations first).
+1. Jobs a plugin says go first (``session.hooks.job_first``) are placed first, through the job
+   path below restricted to them. The Reservation plugin says so of its reserve pods, so a
+   Reservation applied together with its owners is placed before they are tried and they go
+   into it (as in Koordinator, which schedules reservations first).
 2. Plain pods (neither PodGroup nor queue) bypass batch logic: each is placed on its own, in
    QueueSort order (priority, then creation time, with the in-tree profile), and committed at
    once. They go before the other jobs because their usage reduces what queues can use.
@@ -52,11 +52,15 @@ class Allocate:
             len(session.plain),
         )
         placed_before = len(session.placed)
-        reserving = [job for job in session.jobs.values() if _reserves(job)]
-        if reserving:
-            self._place_jobs(session, reserving)
+        first = session.hooks.job_first
+        early = [job for job in session.jobs.values() if first(job)]
+        if early:
+            self._place_jobs(session, early)
         self._place_plain(session)
-        self._place_jobs(session, [job for job in session.jobs.values() if not _reserves(job)])
+        placed_first = {job.key for job in early}
+        self._place_jobs(
+            session, [job for job in session.jobs.values() if job.key not in placed_first]
+        )
         logger.debug(
             "Leave allocate (session %s): %d pods placed",
             session.id,
@@ -195,11 +199,6 @@ def over_share(queue: str) -> reasons.Reason:
 def invalid_group(problem: str) -> reasons.Reason:
     """Why a PodGroup whose spec cannot be used waits (``problem`` says what is wrong)."""
     return reasons.new(reasons.ReasonCode.INVALID, problem)
-
-
-def _reserves(job: jobs.Job) -> bool:
-    """Whether ``job`` is a Reservation's reserve pod (a group of one of its own)."""
-    return any(pod.reserve for pod in job.pending)
 
 
 def new() -> Allocate:

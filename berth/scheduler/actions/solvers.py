@@ -78,16 +78,17 @@ def evicted_keys(session: sessions.Session) -> set[str]:
 
 
 def running_pods(session: sessions.Session) -> list[pods.PodInfo]:
-    """Pods that could be victims: placed, running, not being deleted, not reserve pods, by
-    key."""
+    """Pods that could be victims: placed, running, not being deleted, evictable by every
+    plugin's say (``evictable``), by key."""
+    evictable = session.hooks.evictable
     return [
         pod
         for pod in session.snapshot.pods.values()
         if pod.node_name is not None
         and not pod.terminal
         and not pod.deleting
-        and not pod.reserve
         and pod.node_name in session.nodes.index
+        and evictable(pod)
     ]
 
 

@@ -1,6 +1,6 @@
 """The extension points: what a plugin may implement, and what the runtime promises in return.
 
-Three plugin models meet here (docs/architecture.md):
+Three plugin models meet here (docs/architecture.md, "One scheduling cycle"):
 
 - **Kubernetes scheduling framework** points, per pod: :class:`PreEnqueuePlugin`,
   :class:`QueueSortPlugin`, :class:`PreFilterPlugin`, :class:`FilterPlugin` (and the

@@ -13,7 +13,10 @@ extension point once, and runs the points for sessions and statements:
 
 An exception escaping a plugin is a bug: it becomes an ``ERROR`` status carrying the plugin's
 name, the first one per plugin per session is logged (with its traceback), and the cycle goes
-on. One session at a time uses a Framework (:meth:`begin_session`/:meth:`end_session`).
+on. A PreScore or Score error fails that pod's attempt (it is not placed on a partly scored
+table). A profile without exactly one QueueSort plugin and at least one Bind plugin is refused
+when the Framework is built (``ProfileError``). One session at a time uses a Framework
+(:meth:`begin_session`/:meth:`end_session`).
 
 Setting ``debug_top_n`` to N > 0 at run time (the operator's ``POST /debug/flags/s``) makes
 every scored attempt emit a markdown table of its top N nodes, one column per score plugin
@@ -90,6 +93,20 @@ class Attempt:
         return f"Attempt({self.pod.key!r}, row={self.row}, status={self.status.code.name})"
 
 
+def _check_shape(built: collections.abc.Sequence[interfaces.Plugin], *, source: str) -> None:
+    """Refuse a profile that cannot order or bind pods: exactly one QueueSort plugin (two
+    would disagree on the order) and at least one Bind plugin."""
+    problems: list[str] = []
+    sorters = [p.name for p in built if isinstance(p, interfaces.QueueSortPlugin)]
+    if len(sorters) != 1:
+        found = ", ".join(sorters) if sorters else "none"
+        problems.append(f"exactly one QueueSort plugin must be enabled (found: {found})")
+    if not any(isinstance(p, interfaces.BindPlugin) for p in built):
+        problems.append("at least one Bind plugin must be enabled (found: none)")
+    if problems:
+        raise errors.ProfileError(f"profile {source!r} is not usable:\n  " + "\n  ".join(problems))
+
+
 def format_score_table(
     pod: pods.PodInfo,
     *,
@@ -144,10 +161,11 @@ class Framework:
         self.plugins: tuple[interfaces.Plugin, ...] = tuple(built)
         """Every enabled plugin, in profile order."""
 
+        _check_shape(built, source=profile.scheduler_name)
         self._pre_enqueue = [p for p in built if isinstance(p, interfaces.PreEnqueuePlugin)]
         sorters = [p for p in built if isinstance(p, interfaces.QueueSortPlugin)]
-        self.queue_sort: interfaces.QueueSortPlugin | None = sorters[0] if sorters else None
-        """The QueueSort plugin ordering plain pods (the first enabled), if any."""
+        self.queue_sort: interfaces.QueueSortPlugin = sorters[0]
+        """The QueueSort plugin ordering plain pods (a profile enables exactly one)."""
         self._pre_filter_hooks = [p for p in built if isinstance(p, interfaces.PreFilterHook)]
         self._pre_filter = [p for p in built if isinstance(p, interfaces.PreFilterPlugin)]
         self._filter_hooks = [p for p in built if isinstance(p, interfaces.FilterHook)]
@@ -270,16 +288,9 @@ class Framework:
                 return status.with_plugin(plugin.name)
         return statuses.SUCCESS
 
-    def sort_plain(
-        self,
-        items: collections.abc.Iterable[pods.PodInfo],
-        *,
-        fallback: hooks.Ordering[pods.PodInfo],
-    ) -> list[pods.PodInfo]:
-        """Plain pods in QueueSort order (ties by creation time, then UID), else ``fallback``'s."""
+    def sort_plain(self, items: collections.abc.Iterable[pods.PodInfo]) -> list[pods.PodInfo]:
+        """Plain pods in QueueSort order (ties by creation time, then UID)."""
         sorter = self.queue_sort
-        if sorter is None:
-            return fallback.sorted(items)
 
         def compare(a: pods.PodInfo, b: pods.PodInfo) -> int:
             try:
@@ -398,6 +409,8 @@ class Framework:
             every_row=feasible_count == rows,
             node_scores=node_scores,
         )
+        if isinstance(row, statuses.Status):
+            return Attempt(pod, row=None, state=state, status=row)
         return Attempt(pod, row=row, state=state)
 
     def refusal(self, pod: pods.PodInfo) -> statuses.Status | None:
@@ -446,7 +459,9 @@ class Framework:
         mask: filtering.BoolArray,
         every_row: bool,
         node_scores: hooks.NodeScores | None,
-    ) -> int:
+    ) -> int | statuses.Status:
+        """The best feasible row, or the ``ERROR`` status of a PreScore or Score plugin that
+        failed (the attempt fails: the pod is not placed on a partly scored table)."""
         seconds = self._seconds
         for plugin in self._pre_score:
             started = _perf()
@@ -455,9 +470,12 @@ class Framework:
             except Exception as exc:
                 status = self._error(plugin.name, exc)
             seconds[plugin.name] += _perf() - started
+            if status.code is statuses.Code.ERROR:
+                # A node picked without one of the profile's scores is a different placement
+                # than the profile asks for: the attempt fails with the error instead.
+                return status
             if not status.is_success():
-                # SKIP skips the Score; an error or anything else zeroes it (logged above).
-                state.skip_score_plugins.add(plugin.name)
+                state.skip_score_plugins.add(plugin.name)  # SKIP (or a refusal): no Score
         view = nodes
         for hook in self._score_hooks:
             try:
@@ -480,9 +498,8 @@ class Framework:
                 if extensions is not None:
                     scores = extensions.normalize_score(state, pod, scores, mask)
             except Exception as exc:
-                self.report(name, exc)
                 seconds[name] += _perf() - started
-                continue
+                return self._error(name, exc)  # as for PreScore: no placement without it
             if weight != 1:
                 scores = scores * weight
             total += scores

@@ -130,6 +130,13 @@ class SessionHooks:
         )
         """May the job's preemption look at other queues' pods too (its queue's policy)? The
         first registered callback answers; ``None`` (nothing registered): its own queue only."""
+        self.job_first: hooks.AnyTrue[[jobs.Job]] = hooks.AnyTrue(report=report)
+        """Must the job be placed before plain pods and other jobs (e.g. a pod standing for
+        capacity that other pods of the same cycle are to use)? Any says yes."""
+        self.evictable: hooks.AllTrue[[pods.PodInfo]] = hooks.AllTrue(report=report)
+        """May this running pod be a victim of reclaim or preemption at all (e.g. not an
+        in-memory pod standing for capacity)? All must agree; asked before the actions' own
+        checks."""
         self.reserved_credit: hooks.FirstWins[[pods.PodInfo], resources.ResourceList | None] = (
             hooks.FirstWins(report=report)
         )
@@ -307,8 +314,8 @@ class Session:
         return self.hooks.task_order.sorted(job.pending)
 
     def ordered_plain(self) -> list[pods.PodInfo]:
-        """Plain pods in QueueSort order (task order without a QueueSort plugin)."""
-        return self.framework.sort_plain(self.plain, fallback=self.hooks.task_order)
+        """Plain pods in QueueSort order (a profile has exactly one QueueSort plugin)."""
+        return self.framework.sort_plain(self.plain)
 
     def vector(self, pod: pods.PodInfo) -> npt.NDArray[np.int64]:
         """``pod``'s requests over the node table's columns (cached for the session)."""

@@ -11,8 +11,8 @@ Reservations become *reserve pods* here (docs/architecture.md, :mod:`.reservatio
 Pending one is a pending pod of its queue, an Available one a placed pod holding what its
 owners do not use — the owners are the pods annotated
 ``scheduling.berth.io/reservation-allocated`` with it, running on its node. An allocate-once
-reservation holds nothing once it has an owner; an ended, expired
-(by the time of the last snapshot) or deleted one holds nothing at once.
+reservation holds nothing once it has an owner; an ended, expired (by the time of the last
+snapshot) or deleted one holds nothing at once.
 
 Pure and synchronous: ``berth.kube`` drives it from informers, ``berth.sim`` from its in-memory
 cluster. Methods take the objects as the API returns them (dicts; ``berth.api`` models for

@@ -4,7 +4,7 @@ Owns the parsing of a Reservation (a ``berth.api.reservations.Reservation`` or i
 into what the Reservation plugin reads: the template the reserve pod is built from, the owner
 matchers, lifetime (``ttl`` in seconds, ``0`` never expires, 24 h by default unless
 ``expires`` is set), and the status the scheduler last wrote. Also the pure rules the plugin,
-the cache and the controller share (docs/architecture.md):
+the cache and the controller share (docs/architecture.md, "Who owns what"):
 
 - the **reserve pod**: an in-memory pod built from ``spec.template`` (never created in the
   API), keyed ``namespace/reservation:<name>`` (``:`` never occurs in a pod name), in the

@@ -4,7 +4,8 @@ We test these aspects:
 - an exception escaping a plugin becomes an ERROR status naming the plugin, is logged once per
   window (not again in the next session: a bad object failing every cycle is one line), is
   listed in every session's errors, and the cycle goes on for other pods;
-- a raising Score plugin only loses its scores; a raising PreEnqueue rejects the pod;
+- a raising Score plugin fails that pod's attempt; a raising PreEnqueue rejects the pod;
+- a profile without exactly one QueueSort and at least one Bind plugin is refused when built;
 - a StaticFilterPlugin is evaluated once per pod signature per session;
 - PreFilter ``SKIP`` skips the plugin's Filter; a single feasible row is not scored;
 - weights multiply, ties go to the lowest row;
@@ -19,8 +20,18 @@ import logging
 import numpy as np
 import pytest
 
-from berth.scheduler.framework import cyclestate, filtering, interfaces, statuses
+from berth.scheduler.framework import (
+    cyclestate,
+    errors,
+    filtering,
+    handles,
+    interfaces,
+    profiles,
+    runtime,
+    statuses,
+)
 from berth.scheduler.snapshot import nodetable, pods
+from berth.util import clocks
 from tests.scheduler import builders as b
 from tests.scheduler.framework import toys
 
@@ -51,13 +62,47 @@ def test_a_raising_filter_is_an_error_logged_once_and_the_cycle_goes_on(
     assert caplog.records == []  # the log does not, within the window
 
 
-def test_a_raising_score_plugin_only_loses_its_scores() -> None:
+def test_a_raising_score_plugin_fails_the_attempt_of_that_pod_only() -> None:
     framework = toys.framework_of(
-        toys.Fit(), toys.Boom(at={"score"}), toys.LastRow(), toys.Binder()
+        toys.Fit(), toys.Boom(at={"score"}, prefix="bad"), toys.LastRow(), toys.Binder()
     )
-    result = toys.run_allocate(framework, toys.snapshot_of(*three_nodes(), b.pod("p")))
-    assert result.bindings() == {"default/p": "n3"}
+    result = toys.run_allocate(
+        framework, toys.snapshot_of(*three_nodes(), b.pod("bad"), b.pod("good"))
+    )
+    assert result.bindings() == {"default/good": "n3"}  # not placed on a partly scored table
+    assert result.pod_reasons == {"default/bad": "plugin Boom raised ValueError: boom in score"}
     assert result.errors == ("plugin Boom raised ValueError: boom in score",)
+
+
+@pytest.mark.parametrize(
+    ("plugins", "problem"),
+    [
+        ((toys.Fit(), toys.Binder()), "exactly one QueueSort plugin must be enabled (found: none)"),
+        (
+            (toys.ArrivalOrder(), toys.Fit()),
+            "at least one Bind plugin must be enabled (found: none)",
+        ),
+    ],
+    ids=["no-queue-sort", "no-binder"],
+)
+def test_a_profile_that_cannot_order_or_bind_is_refused_when_built(
+    plugins: tuple[interfaces.Plugin, ...], problem: str
+) -> None:
+    profile = profiles.Profile(plugins=tuple(profiles.PluginConfig(name=p.name) for p in plugins))
+    resolved = profiles.resolve(profile, registry=toys.registry_of(*plugins), actions={"allocate"})
+    with pytest.raises(errors.ProfileError) as caught:
+        runtime.Framework(
+            resolved, handle=handles.ExtendedHandle(clock=clocks.VirtualClock(b.EPOCH))
+        )
+    assert str(caught.value) == f"profile 'berth-scheduler' is not usable:\n  {problem}"
+
+
+def test_two_queue_sort_plugins_are_refused() -> None:
+    class Other(toys.ArrivalOrder):
+        name = "OtherOrder"
+
+    with pytest.raises(errors.ProfileError, match=r"found: ArrivalOrder, OtherOrder"):
+        toys.framework_of(toys.ArrivalOrder(), Other(), toys.Binder())
 
 
 def test_a_raising_pre_enqueue_rejects_the_pod_with_the_error() -> None:

@@ -160,6 +160,15 @@ class Binder(interfaces.BindPlugin):
         return statuses.SUCCESS
 
 
+class ArrivalOrder(interfaces.QueueSortPlugin):
+    """Plain pods by creation time, then UID (the order ties fall back to anyway)."""
+
+    name = "ArrivalOrder"
+
+    def less(self, a: pods.PodInfo, b: pods.PodInfo) -> bool:
+        return (a.creation_timestamp, a.uid) < (b.creation_timestamp, b.uid)
+
+
 class Boom(interfaces.FilterPlugin, interfaces.ScorePlugin, interfaces.PreEnqueuePlugin):
     """Raises at the points named in ``at`` for pods whose name starts with ``prefix``."""
 
@@ -260,8 +269,13 @@ def framework_of(
     weights: collections.abc.Mapping[str, int] | None = None,
     handle: handles.ExtendedHandle | None = None,
 ) -> runtime.Framework:
-    """A Framework running ``plugins`` in the given order."""
+    """A Framework running ``plugins`` in the given order, completed into a usable profile: an
+    :class:`ArrivalOrder` QueueSort and a :class:`Binder` are added when none is given."""
     weights = weights or {}
+    if not any(isinstance(p, interfaces.QueueSortPlugin) for p in plugins):
+        plugins = (*plugins, ArrivalOrder())
+    if not any(isinstance(p, interfaces.BindPlugin) for p in plugins):
+        plugins = (*plugins, Binder())
     profile = profiles.Profile(
         plugins=tuple(
             profiles.PluginConfig(name=p.name, weight=weights.get(p.name, 1)) for p in plugins

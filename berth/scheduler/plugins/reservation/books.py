@@ -1,9 +1,9 @@
 """The Reservation plugin's per-session books: which reservations an owner may use where, and
 the capacity they hand back.
 
-Only :mod:`berth.scheduler.plugins.reservation` imports this module (an import-linter exception
-names the pair); the plugin's extension points read and move these books, this module holds no
-plugin. :class:`Books` is built at session open and dropped at close (R8). It owns:
+Private to the Reservation plugin package (only :mod:`.plugin` imports it); the plugin's
+extension points read and move these books, this module holds no plugin. :class:`Books` is
+built at session open and dropped at close (R8). It owns:
 
 - **lifetime**: at construction, the decisions ending each reservation whose time ran out or
   whose node is gone (:attr:`Books.endings`);

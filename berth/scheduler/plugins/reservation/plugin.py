@@ -1,6 +1,6 @@
 """Reservation: capacity held on one node for named owners, scheduled as a disguised pod.
 
-docs/architecture.md, after Koordinator's ``Reservation`` plugin (reference/peers.md §3). The cache
+After Koordinator's ``Reservation`` plugin (docs/architecture.md, "Plugins and profiles"). The cache
 turns every Reservation into a *reserve pod* (:mod:`berth.scheduler.snapshot.reservations`):
 a Pending one waits in its queue like any pod and is placed by the normal cycle (node
 affinity, taints, fit, scores, its queue's quota); an Available one sits on its node holding
@@ -20,7 +20,8 @@ rest:
   (Unreserve undoes it); **PreBind** records the pod's ``reservation-allocated`` annotation
   and **PostBind** ``AllocateReservation`` (``currentOwners``, ``allocated``, and
   ``Succeeded`` for an allocate-once reservation).
-- **Same session**: the allocate action places reserve pods before any other pod, and
+- **Same session**: the plugin answers the session's ``job_first`` hook for reserve pods, so
+  the allocate action places them before any other pod, and
   PostBind of a reserve pod makes its reservation Available in this session's books, so an
   owner applied together with its Reservation goes into it in the same cycle (Koordinator
   schedules reservations first for the same reason).
@@ -38,7 +39,7 @@ rest:
 - ``GET /apis/v1/plugins/Reservation/nodeReservations/{node}``: the reservations held on a
   node as the last session left them.
 
-Everything per session lives in :class:`berth.scheduler.plugins.reservation_books.Books` (owner
+Everything per session lives in :class:`berth.scheduler.plugins.reservation.books.Books` (owner
 matching, charging, lifetime, the route's listing), built at open and dropped at close (R8).
 """
 
@@ -57,11 +58,13 @@ from berth.scheduler.framework import (
     filtering,
     handles,
     interfaces,
+    jobs,
     registries,
     sessions,
     statuses,
 )
-from berth.scheduler.plugins import names, reservation_books
+from berth.scheduler.plugins import names
+from berth.scheduler.plugins.reservation import books as reservation_books
 from berth.scheduler.snapshot import nodetable, pods
 from berth.scheduler.snapshot import reservations as resv
 
@@ -76,6 +79,17 @@ __all__ = [
 ]
 
 NAME = names.RESERVATION
+
+
+def _holds_capacity(job: jobs.Job) -> bool:
+    """Whether ``job`` is a Reservation's reserve pod (a group of one of its own)."""
+    return any(pod.reserve for pod in job.pending)
+
+
+def _is_api_pod(pod: pods.PodInfo) -> bool:
+    return not pod.reserve
+
+
 MATCHES_KEY = cyclestate.StateKey(f"{NAME}/matches")
 ROUTE = "nodeReservations/{node}"
 """Served at ``/apis/v1/plugins/Reservation/nodeReservations/{node}``."""
@@ -139,6 +153,10 @@ class Reservation(
         books = self._books = reservation_books.Books(session)
         session.recorder.extend(books.endings)
         session.hooks.reserved_credit.add(books.credit, plugin=NAME)
+        session.hooks.job_first.add(_holds_capacity, plugin=NAME)
+        # A reserve pod is no pod in the API: reclaim and preemption cannot evict it (a
+        # Reservation ends by its lifetime or its deletion).
+        session.hooks.evictable.add(_is_api_pod, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         books, self._books = self._books, None
