@@ -797,6 +797,8 @@ def _noted(why: reasons.Reason, note: reasons.Reason) -> reasons.Reason:
     """The scheduler's reason for a group with the last admission rejection appended; the
     scheduler's code stands (it says why the group waits now)."""
     return dataclasses.replace(why, message=f"{why.message}; {note.message}")
+
+
 def _why(event: states.Event, seen: states.Observation, node: str) -> str:
     """Why ``event`` rejects an allocation on ``node`` (the Events' and the group's text)."""
     if event is states.Event.BOUND_ELSEWHERE:

@@ -351,8 +351,8 @@ class ApiSink:
                 message=message,
             )
             outcome = self._failed(decision, failure="claims", detail=message)
-        if self.on_bound is not None:
-            self.on_bound(outcome)
+        if self._on_bound is not None:
+            self._on_bound(outcome)
 
     def claim_changed(self, key: str) -> None:
         """A PersistentVolumeClaim changed or went (the informers): wake the bindings waiting

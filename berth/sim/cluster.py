@@ -44,7 +44,7 @@ import dataclasses
 import datetime
 import typing
 
-from berth.api import keys, resources
+from berth.api import keys
 from berth.kube import status_owners
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache, snapshots, volumes

@@ -25,7 +25,7 @@ import pytest
 
 from berth.api import resources
 from berth.emulator import testing
-from berth.kube import clients, reservation_statuses, status_owners
+from berth.kube import clients, reservation_statuses, status_owners, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.sim import cluster
 from berth.util import clocks
@@ -112,7 +112,7 @@ async def live_status(
 ) -> Object:
     conftest.create(emulator, b.reservation("held", cpu="2"), plural="reservations")
     writer = reservation_statuses.ReservationStatuses(
-        connection.api, clock=clocks.VirtualClock(NOW)
+        writes.Writer(connection.api), clock=clocks.VirtualClock(NOW)
     )
     for fact in case.facts:
         if isinstance(fact, decisions.SetReservationAvailable):
