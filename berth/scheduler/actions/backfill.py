@@ -10,7 +10,8 @@ job order):
    that commits
    :class:`~berth.scheduler.framework.decisions.NominatePod` decisions (the pods'
    ``status.nominatedNodeName``) and no binding. The nominated room then counts as taken for
-   the rest of the session (reclaim and preempt do not hand it to anyone else), and the
+   the rest of the session (reclaim first takes the nominations back while it searches for
+   the starving jobs, and lets them stand for the jobs it did not place), and the
    group's reason says how far the guard got, before why the job does not fit yet::
 
        starving for 312s: holding 8 nodes for 64/64 pods as they free; gang needs ...

@@ -16,6 +16,15 @@ quorum, queue by queue in queue order and job by job in job order:
    fits (:func:`~berth.scheduler.actions.solvers.solve`); the statement then commits the
    evictions and the job's bindings together.
 
+Jobs backfill nominated nodes for (starving jobs: the starvation guard's nominations) are
+not left out: reclaim goes first. Their nominations are taken back while it runs
+(:meth:`Statement.withdraw <berth.scheduler.framework.statements.Statement.withdraw>`: they
+would otherwise count as their queues' usage and fill the nodes), each such job is searched
+for like any other, and the nominations stand again, as backfill made them, for the jobs it
+did not place. So a starving job whose queue is below its fair share (or guarantee) takes it
+back like any other, and the guard holds room only for what reclaim could not free (a big
+gang behind a stream of small jobs of queues within their shares).
+
 A search that fails for a job is not repeated for the next jobs of the same queue asking for
 the same pods (the same shapes and quorum): they would fail the same way, and a queue with a
 long backlog would otherwise cost one search per job per cycle.
@@ -35,7 +44,7 @@ from berth.scheduler.framework import sessions
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.framework import jobs
-    from berth.scheduler.snapshot import pods
+    from berth.scheduler.snapshot import pods, queues
 
 __all__ = ["NAME", "Reclaim", "new"]
 
@@ -60,44 +69,69 @@ class Reclaim:
 
     def _reclaim(self, session: sessions.Session) -> int:
         hooks = session.hooks
-        queues = session.snapshot.queues
+        infos = session.snapshot.queues
         evicted = solvers.evicted_keys(session)
         before = len(evicted)
         running: list[pods.PodInfo] | None = None
 
         def rank(pod: pods.PodInfo) -> solvers.Rank:
-            info = queues.get(pod.queue) if pod.queue is not None else None
+            info = infos.get(pod.queue) if pod.queue is not None else None
             priority = info.priority if info is not None else 0
             started = pod.start_time if pod.start_time is not None else pod.creation_timestamp
             return (priority, pod.priority, -started, -pod.creation_timestamp, pod.key)
 
         failed: set[tuple[typing.Hashable, ...]] = set()
-        for queue in session.ordered_queues():
-            for job in session.ordered_jobs(queue.name):
-                # The cheap questions first: most jobs may not reclaim at all.
-                if not solvers.needs_room(job) or not hooks.can_reclaim(job):
-                    continue
-                shape = _shape(job)
-                if shape in failed or not hooks.job_valid(job).is_success():
-                    continue
-                if running is None:
-                    running = solvers.running_pods(session)
-                candidates = [
-                    pod for pod in running if pod.queue is not None and pod.queue != job.queue
-                ]
-                if solvers.evict_for(
-                    session,
-                    candidates,
-                    job=job,
-                    queue=queue,
-                    evicted=evicted,
-                    rank=rank,
-                    allowed=functools.partial(hooks.reclaimable, job),
-                    reason=hooks.reclaim_reason(job) or _reason(job),
-                ):
-                    evicted = solvers.evicted_keys(session)
-                else:
-                    failed.add(shape)
+
+        def attempt(job: jobs.Job, queue: queues.QueueInfo) -> None:
+            """Reclaim for ``job``: its evictions and placements committed, or nothing."""
+            nonlocal running, evicted
+            # The cheap questions first: most jobs may not reclaim at all.
+            if not hooks.can_reclaim(job):
+                return
+            shape = _shape(job)
+            if shape in failed or not hooks.job_valid(job).is_success():
+                return
+            if running is None:
+                running = solvers.running_pods(session)
+            candidates = [
+                pod for pod in running if pod.queue is not None and pod.queue != job.queue
+            ]
+            if solvers.evict_for(
+                session,
+                candidates,
+                job=job,
+                queue=queue,
+                evicted=evicted,
+                rank=rank,
+                allowed=functools.partial(hooks.reclaimable, job),
+                reason=hooks.reclaim_reason(job) or _reason(job),
+            ):
+                evicted = solvers.evicted_keys(session)
+            else:
+                failed.add(shape)
+
+        # Backfill nominated nodes for the starving jobs: reclaim goes first. Their
+        # nominations are taken back while it searches (else they would count as their
+        # queues' usage and fill the nodes), and stand again for the jobs it did not place.
+        nominated = [job for job in session.jobs.values() if job.pipelined]
+        with session.statement() as withdrawal:
+            rows = session.nodes.index
+            renominate = [
+                (pod, rows[job.pipelined[pod.key]])
+                for job in nominated
+                for pod in job.pending
+                if pod.key in job.pipelined
+            ]
+            for pod, _ in renominate:
+                withdrawal.withdraw(pod)
+            for queue in session.ordered_queues():
+                for job in session.ordered_jobs(queue.name):
+                    if solvers.needs_room(job):
+                        attempt(job, queue)
+            for pod, row in renominate:
+                if pod.key not in session.placed:
+                    withdrawal.pipeline(pod, row)
+            withdrawal.commit()
         return len(evicted) - before
 
 

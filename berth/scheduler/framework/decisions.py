@@ -224,6 +224,13 @@ class DecisionRecorder:
         """What was recorded so far, in order."""
         return tuple(self._decisions)
 
+    def drop_nominations(self, keys: collections.abc.Collection[str]) -> None:
+        """Forget the :class:`NominatePod` decisions of the pods ``keys`` (nominations a
+        later statement of the same session took back)."""
+        self._decisions = [
+            d for d in self._decisions if not (isinstance(d, NominatePod) and d.key in keys)
+        ]
+
     def truncate(self, length: int) -> None:
         """Forget everything recorded after the first ``length`` decisions (a rollback)."""
         del self._decisions[length:]

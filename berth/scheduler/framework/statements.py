@@ -17,7 +17,8 @@ the job's bookkeeping, runs the allocate/deallocate event handlers, and remember
 itself. :meth:`Statement.rollback` undoes back to a :meth:`Statement.checkpoint` in reverse
 order, :meth:`Statement.discard` undoes everything, and :meth:`Statement.commit` runs the
 binding cycle (PreBind for every placed pod, then Bind, then PostBind) and returns the
-decisions: evictions first, then what the binding plugins recorded, then nominations. A
+decisions: evictions first, then what the binding plugins recorded, then nominations
+(:meth:`Statement.withdraw` takes back a nomination an earlier statement committed). A
 binding plugin's rejection discards the whole statement, so a gang is never bound in part.
 Leaving the ``with`` block without committing discards.
 """
@@ -39,7 +40,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = ["Statement", "StatementError"]
 
-_ALLOCATE, _PIPELINE, _EVICT = "allocate", "pipeline", "evict"
+_ALLOCATE, _PIPELINE, _EVICT, _WITHDRAW = "allocate", "pipeline", "evict", "withdraw"
 
 
 class StatementError(RuntimeError):
@@ -159,6 +160,26 @@ class Statement:
         session.placements.add(pod, node)
         self._notify(session.hooks.allocated, operation)
 
+    def withdraw(self, pod: pods.PodInfo) -> None:
+        """Take back the nomination of ``pod`` that an earlier statement of this session
+        committed: its node's capacity frees, its job no longer counts it as pipelined, and
+        the commit drops its :class:`~decisions.NominatePod` from the session's decisions."""
+        self._check_open()
+        session = self._session
+        job = session.job_of(pod)
+        node = job.pipelined.get(pod.key) if job is not None else None
+        if job is None or node is None or node not in session.nodes.index:
+            raise StatementError(f"pod {pod.key} is not nominated to a known node")
+        row = session.nodes.index[node]
+        vec = session.vector(pod)
+        operation = _Operation(_WITHDRAW, pod=pod, row=row, node=node, vec=vec, job=job)
+        # Handlers see the pod still pipelined, as when a pipelining is undone.
+        session.placements.remove(pod)
+        self._notify(session.hooks.deallocated, operation)
+        job.pipelined.pop(pod.key, None)
+        session.nodes.forget(row, vec)
+        self._operations.append(operation)
+
     def evict(self, pod: pods.PodInfo, *, reason: str) -> None:
         """Evict placed ``pod``: its node's capacity frees at once; the commit records an
         :class:`~decisions.EvictPod` with ``reason``."""
@@ -248,6 +269,9 @@ class Statement:
                 session.accept(op.pod, job=op.job)
                 if op.job is not None:
                     op.job.committed.add(op.pod.key)
+        withdrawn = {op.pod.key for op in self._operations if op.kind == _WITHDRAW}
+        if withdrawn:
+            session.recorder.drop_nominations(withdrawn)
         session.recorder.extend(out)
         self._operations = []
         self.finished = True
@@ -260,6 +284,13 @@ class Statement:
             session.nodes.assume(op.row, op.vec)
             if op.job is not None:
                 op.job.evicted.discard(op.pod.key)
+            session.placements.add(op.pod, op.node)
+            self._notify(session.hooks.allocated, op)
+            return
+        if op.kind == _WITHDRAW:  # nominated again, as stmt.pipeline does it
+            session.nodes.assume(op.row, op.vec)
+            if op.job is not None:
+                op.job.pipelined[op.pod.key] = op.node
             session.placements.add(op.pod, op.node)
             self._notify(session.hooks.allocated, op)
             return

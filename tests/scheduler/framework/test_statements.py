@@ -9,7 +9,9 @@ We test these aspects:
 - a Reserve rejection undoes the placement at once; Permit WAIT keeps it, a Permit rejection
   undoes it;
 - the context manager discards when the block raises or ends without a commit;
-- evict frees capacity (undone by rollback); pipeline nominates;
+- evict frees capacity (undone by rollback); pipeline nominates; withdraw takes back a
+  nomination an earlier statement committed (undone by discard; its commit drops the
+  nomination from the session's decisions) and refuses a pod that is not nominated;
 - allocate/deallocate event handlers see every change, in order.
 """
 
@@ -202,3 +204,31 @@ def test_event_handlers_see_every_change_in_order() -> None:
         "-g-1@n2",
         "-g-0@n1",
     ]
+
+
+def test_withdraw_takes_back_a_committed_nomination() -> None:
+    session = open_with(toys.Binder(), objects=cluster())
+    job = session.jobs["default/g"]
+    initial = session.nodes.requested.copy()
+    g1, g2 = pending(session, "g-1"), pending(session, "g-2")
+    with session.statement() as stmt:
+        stmt.pipeline(g1, 0)
+        stmt.pipeline(g2, 0)
+        stmt.commit()
+    nominated = session.nodes.requested.copy()
+    with session.statement() as stmt:
+        stmt.withdraw(g1)
+        assert job.pipelined == {"default/g-2": "n1"}
+        assert session.nodes.requested[0].sum() < nominated[0].sum()
+        stmt.discard()  # nominated again, exactly as before
+    assert job.pipelined == {"default/g-1": "n1", "default/g-2": "n1"}
+    assert np.array_equal(session.nodes.requested, nominated)
+    with session.statement() as stmt:
+        stmt.withdraw(g1)
+        stmt.withdraw(g2)
+        assert stmt.commit() == []
+    assert job.pipelined == {}
+    assert np.array_equal(session.nodes.requested, initial)
+    assert not any(isinstance(d, decisions.NominatePod) for d in session.recorder.decisions())
+    with session.statement() as stmt, pytest.raises(statements.StatementError, match="g-1"):
+        stmt.withdraw(g1)

@@ -36,9 +36,9 @@ STEP = 60.0  # seconds between cycles
 
 def history_run(proportion_args: dict[str, typing.Any]) -> runs.Run:
     """qa fills the node alone for an hour (a cycle a minute); then qb submits as much."""
-    # The starvation guard would hold freeing room for the loser instead of letting it
-    # reclaim (pods here never finish): not the point here.
-    args = {"starvationThresholdSeconds": 0, **proportion_args}
+    # The starvation guard is on (its default threshold): the waiting pods of both queues
+    # starve, and reclaim still acts for them before the guard holds room.
+    args = dict(proportion_args)
     run = runs.Run(
         b.node("n1", cpu="8", memory="64Gi"),
         queue("qa"),
@@ -123,7 +123,7 @@ def test_a_new_leader_rebuilds_the_history_from_what_runs() -> None:
     kept = history_run(args)
     failed_over = history_run(args)
     # A new replica takes over as qb arrives: its plugin has no history of its own.
-    profile = runs.profile_with({"Proportion": {"starvationThresholdSeconds": 0, **args}})
+    profile = runs.profile_with({"Proportion": args})
     failed_over.scheduler = loop.Scheduler(
         profile, registry=registry.in_tree_registry(), clock=failed_over.clock
     )
