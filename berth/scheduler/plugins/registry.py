@@ -93,8 +93,8 @@ plugins:
   - name: Proportion
   # Reservations: before the node filters (a pod naming one is told first where it must go) and
   # before DefaultBinder (it binds reserve pods). Weight 4: a node holding an owner's
-  # reservation outscores any spread (LeastAllocated + BalancedAllocation + ImageLocality add
-  # at most 300).
+  # reservation outscores any spread (NodeResourcesFit's score + BalancedAllocation +
+  # ImageLocality add at most 300).
   - name: Reservation
     weight: 4
   # Node basics: the static filters first (cached per pod shape), then resources
@@ -103,15 +103,27 @@ plugins:
   - name: NodeAffinity
   - name: TaintToleration
   - name: NodePorts
+  # Resources fit, and the resource score: spread cpu and memory, pack GPUs (weight 50, so a
+  # GPU pod goes where GPUs are most used and whole nodes stay free for 8-GPU pods), and keep
+  # cpu-only pods off GPU nodes while other nodes have room (docs/gpu.md)
   - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: LeastAllocated
+        resources:
+          - {name: cpu, weight: 1}
+          - {name: memory, weight: 1}
+          - {name: nvidia.com/gpu, weight: 50, type: MostAllocated}
+          - {name: amd.com/gpu, weight: 50, type: MostAllocated}
+        scarce: [nvidia.com/gpu, amd.com/gpu]
   # Pods near or away from other pods, spread over domains (they read the session's placements,
   # so a gang's members constrain each other); weight 2 as in kube-scheduler
   - name: PodTopologySpread
     weight: 2
   - name: InterPodAffinity
     weight: 2
-  # Scoring (spread; a bin-packing profile enables MostAllocated instead of LeastAllocated)
-  - name: LeastAllocated
+  # Scoring (NodeResourcesFit above scores resources; a bin-packing profile sets its
+  # scoringStrategy type to MostAllocated)
   - name: BalancedAllocation
   - name: ImageLocality
   # Binding

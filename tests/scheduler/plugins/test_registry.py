@@ -100,7 +100,6 @@ def test_the_default_profile_resolves() -> None:
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
-        "LeastAllocated",
         "BalancedAllocation",
         "ImageLocality",
         "DefaultBinder",
