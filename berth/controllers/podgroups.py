@@ -37,6 +37,7 @@ from berth.api import podgroups
 from berth.controllers import observed
 from berth.kube import conditions
 from berth.scheduler.plugins import gang
+from berth.scheduler.snapshot import podgroups as snapshot_podgroups
 from berth.scheduler.snapshot import pods, snapshots
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "positions",
     "reason_code",
     "register",
+    "sub_group_counts",
     "transition_events",
 ]
 
@@ -180,7 +182,35 @@ def desired_status(
     }
     if position is not None and not placed and phase is not Phase.FAILED:
         status["queuePosition"], status["queuePending"] = position
+    if info.sub_groups:
+        status["subGroups"] = sub_group_counts(info, snapshot.members(group.key))
     return status
+
+
+def sub_group_counts(
+    info: snapshot_podgroups.PodGroupInfo, members: collections.abc.Iterable[pods.PodInfo]
+) -> list[dict[str, typing.Any]]:
+    """``status.subGroups``: per role (a pod counts in the first role matching it), its
+    minMember and its pods scheduled and running."""
+    scheduled = [0] * len(info.sub_groups)
+    running = [0] * len(info.sub_groups)
+    for pod in members:
+        index = next((i for i, role in enumerate(info.sub_groups) if role.matches(pod)), None)
+        if index is None:
+            continue
+        if pod.node_name is not None:
+            scheduled[index] += 1
+        if pod.phase == "Running" and pod.node_name is not None and not pod.deleting:
+            running[index] += 1
+    return [
+        {
+            "name": role.name,
+            "minMember": role.min_member,
+            "scheduled": scheduled[i],
+            "running": running[i],
+        }
+        for i, role in enumerate(info.sub_groups)
+    ]
 
 
 def positions(

@@ -23,7 +23,9 @@ __all__ = [
     "PROPORTION",
     "QUEUE_ACCESS",
     "RESERVATION",
+    "SUB_GROUPS",
     "TAINT_TOLERATION",
+    "TOPOLOGY",
 ]
 
 # Node basics (filters)
@@ -47,6 +49,8 @@ IMAGE_LOCALITY = "ImageLocality"
 # Batch: ordering, gangs, queues, reservations
 PRIORITY = "Priority"
 GANG = "Gang"
+SUB_GROUPS = "SubGroups"
+TOPOLOGY = "Topology"
 PROPORTION = "Proportion"
 QUEUE_ACCESS = "QueueAccess"
 RESERVATION = "Reservation"

@@ -29,7 +29,9 @@ from berth.scheduler.plugins import (
     proportion,
     queue_access,
     reservation,
+    sub_groups,
     taint_toleration,
+    topology,
 )
 
 __all__ = ["DEFAULT_PROFILE_YAML", "default_profile", "in_tree_registry"]
@@ -69,6 +71,8 @@ def in_tree_registry() -> registries.Registry:
             # Batch: ordering and gangs
             names.PRIORITY: registries.PluginFactory(new=priority.new),
             names.GANG: registries.PluginFactory(new=gang.new, args=gang.GangArgs),
+            names.SUB_GROUPS: registries.PluginFactory(new=sub_groups.new),
+            names.TOPOLOGY: registries.PluginFactory(new=topology.new, args=topology.TopologyArgs),
             # Batch: queues
             names.QUEUE_ACCESS: registries.PluginFactory(new=queue_access.new),
             names.PROPORTION: registries.PluginFactory(
@@ -86,10 +90,13 @@ DEFAULT_PROFILE_YAML = """\
 schedulerName: berth-scheduler
 actions: [allocate, backfill, reclaim, preempt]
 plugins:
-  # Ordering, who may use a queue, gangs and queues
+  # Ordering, who may use a queue, gangs (their roles first, so a role's reason is the one
+  # given), the topology domains gangs go to, and queues
   - name: Priority
   - name: QueueAccess
+  - name: SubGroups
   - name: Gang
+  - name: Topology
   - name: Proportion
   # Reservations: before the node filters (a pod naming one is told first where it must go) and
   # before DefaultBinder (it binds reserve pods). Weight 4: a node holding an owner's

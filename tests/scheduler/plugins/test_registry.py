@@ -89,7 +89,9 @@ def test_the_default_profile_resolves() -> None:
     assert [p.name for p in resolved.plugins] == [
         "Priority",
         "QueueAccess",
+        "SubGroups",
         "Gang",
+        "Topology",
         "Proportion",
         "Reservation",
         "NodeName",
