@@ -295,11 +295,14 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], list[str]]:
     return objects, gangs
 
 
+EVERY_ACTION = harness.profile_with(actions=("allocate", "backfill", "reclaim", "preempt"))
+
+
 @hypothesis.settings(max_examples=40, deadline=None)
 @hypothesis.given(clusters())
 def test_a_gang_requiring_a_rack_never_spans_two(case: tuple[list[Obj], list[str]]) -> None:
     objects, required = case
-    bound, _, _ = harness.cycle(*objects)
+    bound, _, _ = harness.cycle(*objects, profile=EVERY_ACTION)
     for name in required:
         racks = {RACK_OF[node] for pod, node in bound.items() if pod.startswith(f"default/{name}-")}
         assert len(racks) <= 1, (name, bound)
