@@ -1,7 +1,7 @@
 """A topology-aware gang with roles through ``berth up`` and real kubectl (issue 17).
 
 Two racks of two 4-GPU nodes (node label ``topology.berth.io/rack``) and a cpu node; a 2-GPU
-pod already on r1-0, then examples/06-topology: a launcher and four 2-GPU workers requiring
+pod already on r1-0, then examples/gpu-topology: a launcher and four 2-GPU workers requiring
 one rack.
 
 We test these aspects:
@@ -24,7 +24,7 @@ from berth.emulator import testing
 from tests.cli import test_up
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "06-topology"
+EXAMPLE = ROOT / "examples" / "gpu-topology"
 GPU_POOL = "2x cpu=16,memory=64Gi,nvidia.com/gpu=4 label=topology.berth.io/rack={rack} name={rack}"
 
 
