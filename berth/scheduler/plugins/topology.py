@@ -128,14 +128,14 @@ def too_large(field: str, level: str, *, resource: str, need: int, largest: int)
     )
 
 
-def no_room(field: str, level: str, *, domains: int) -> str:
-    """No domain of the level has room for the gang now."""
-    return f"no {level} has room for the gang now ({field}; {domains} {level}s)"
+def no_room(field: str, level: str, *, who: str, domains: int) -> str:
+    """No domain of the level has room for the gang (or ``who``: one of its roles) now."""
+    return f"no {level} has room for {who} now ({field}; {domains} {level}s)"
 
 
-def none_worked(field: str, level: str, *, tried: int) -> str:
-    """The gang was tried in the best domains and fit in none."""
-    return f"the gang fits in no single {level} ({field}; tried the {tried} best)"
+def none_worked(field: str, level: str, *, who: str, tried: int) -> str:
+    """The gang (or one of its roles) was tried in the best domains and fit in none."""
+    return f"{who} fits in no single {level} ({field}; tried the {tried} best)"
 
 
 def outside(level: str, value: str, field: str) -> str:
@@ -156,6 +156,11 @@ class _Ask:
 
     def covers(self, pod: pods.PodInfo) -> bool:
         return self.role is None or self.role.matches(pod)
+
+    @property
+    def who(self) -> str:
+        """What the ask is about, for reasons: the gang, or one role of it."""
+        return "the gang" if self.role is None else f"sub-group {self.role.name}"
 
 
 class Topology(interfaces.SessionPlugin):
@@ -342,7 +347,7 @@ def _plan(session: sessions.Session, job: jobs.Job, asks: list[_Ask]) -> scopes.
             ranked = _ranked(session, domains, _pending(session, job, gang), within=None)
             if not ranked:
                 if gang.request.required:
-                    return _waiting(no_room(field, level, domains=domains.count))
+                    return _waiting(no_room(field, level, who=gang.who, domains=domains.count))
                 gang = None  # preferred: anywhere
         if gang is not None:
             gang_parts = [
@@ -363,7 +368,7 @@ def _plan(session: sessions.Session, job: jobs.Job, asks: list[_Ask]) -> scopes.
             parts = _role_parts(session, job, ask, within=within)
             if not parts and ask.request.required:
                 reason = reason or no_room(
-                    ask.request.field, ask.level.name, domains=_count(nodes, ask)
+                    ask.request.field, ask.level.name, who=ask.who, domains=_count(nodes, ask)
                 )
                 choices = []
                 break
@@ -383,11 +388,12 @@ def _plan(session: sessions.Session, job: jobs.Job, asks: list[_Ask]) -> scopes.
         if required:
             return _waiting(reason or "no topology domain has room for the gang now")
         return None
-    last = gang or next(a for a in roles)
+    candidates = [a for a in (gang, *roles) if a is not None]
+    named = next((a for a in candidates if a.request.required), candidates[0])
     return scopes.ScopePlan(
         scopes=tuple(tries),
         required=required,
-        reason=none_worked(last.request.field, last.level.name, tried=len(tries)),
+        reason=none_worked(named.request.field, named.level.name, who=named.who, tried=len(tries)),
     )
 
 

@@ -223,6 +223,25 @@ SCENARIOS = [
         {"job-0": "c1", "job-1": "b1", "job-2": "b2", "job-3": "b2"},
     ),
     Scenario(
+        "a-role-requiring-a-rack-waits-naming-its-field",
+        [
+            cpu_node("c1"),
+            *HALF_BUSY,
+            group(
+                "job",
+                3,
+                roles=[role("launcher", 1), role("workers", 2, topology={"required": "rack"})],
+            ),
+            *members("job", 1, gpu=0, role_name="launcher"),
+            *members("job", 2, role_name="workers", start=1),
+        ],
+        {},
+        groups={
+            "job": "no rack has room for sub-group workers now "
+            "(spec.subGroups[1].topology.required; 2 racks)"
+        },
+    ),
+    Scenario(
         "selector-matching-no-pod-is-named-while-a-good-gang-runs",
         [
             cpu_node("c1"),
