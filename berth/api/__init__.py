@@ -71,6 +71,9 @@ from berth.api.podgroups import (
     PodGroupSpec,
     PodGroupStatus,
     ScheduleTimeoutPolicy,
+    SubGroup,
+    SubGroupStatus,
+    TopologyConstraint,
 )
 from berth.api.reservations import (
     CurrentOwner,
@@ -152,10 +155,13 @@ __all__ = [
     "ResourceRequirements",
     "SIM_DURATION_ANNOTATION",
     "ScheduleTimeoutPolicy",
+    "SubGroup",
+    "SubGroupStatus",
     "TaintEffect",
     "TimestampField",
     "Toleration",
     "TolerationOperator",
+    "TopologyConstraint",
     "VERSION",
     "format_duration",
     "format_milli",

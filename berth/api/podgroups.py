@@ -13,7 +13,7 @@ import typing
 
 import pydantic
 
-from berth.api import keys, meta, resources, rules
+from berth.api import keys, meta, reservations, resources, rules
 
 __all__ = [
     "CONDITION_SCHEDULED",
@@ -24,7 +24,13 @@ __all__ = [
     "PodGroupSpec",
     "PodGroupStatus",
     "ScheduleTimeoutPolicy",
+    "SubGroup",
+    "SubGroupStatus",
+    "TopologyConstraint",
 ]
+
+MAX_SUB_GROUPS = 16
+"""Sub-groups a PodGroup may list (bounded, so that CRD rules over the list stay cheap)."""
 
 KIND = "PodGroup"
 PLURAL = "podgroups"
@@ -53,6 +59,43 @@ class ScheduleTimeoutPolicy(enum.StrEnum):
     """Mark the group Failed."""
 
 
+class TopologyConstraint(meta.ApiModel):
+    """Pods that must (or should) share one topology domain, at a level the scheduler knows."""
+
+    model_config = pydantic.ConfigDict(
+        json_schema_extra=rules.rules(
+            rules.rule(
+                "!(has(self.required) && has(self.preferred))",
+                message="set at most one of required and preferred",
+            ),
+        )
+    )
+
+    required: str | None = pydantic.Field(default=None, min_length=1, max_length=63)
+    """Level (e.g. ``rack``) whose one domain must hold all the pods; until one can, they wait."""
+    preferred: str | None = pydantic.Field(default=None, min_length=1, max_length=63)
+    """Level whose one domain should hold the pods; they spread over more when none can."""
+
+    @pydantic.model_validator(mode="after")
+    def _one(self) -> TopologyConstraint:
+        if self.required is not None and self.preferred is not None:
+            raise ValueError("set at most one of required and preferred")
+        return self
+
+
+class SubGroup(meta.ApiModel):
+    """A role inside the gang (``launcher``, ``workers``): its pods, its minimum, its topology."""
+
+    name: str = pydantic.Field(min_length=1, max_length=63)
+    """Name of the role, unique in the group (used in reasons and status)."""
+    min_member: int = pydantic.Field(default=1, ge=1)
+    """Pods of this role that must be placed before the gang runs."""
+    selector: reservations.LabelSelector
+    """The group's pods that belong to this role, by their labels (one role per pod)."""
+    topology: TopologyConstraint | None = None
+    """A domain this role's pods must (or should) share."""
+
+
 class PodGroupSpec(meta.ApiModel):
     """The gang's size, resources, queue and priority."""
 
@@ -64,6 +107,12 @@ class PodGroupSpec(meta.ApiModel):
                 field_path=".minMember",
             ),
             rules.non_negative("minResources"),
+            rules.rule(
+                "!has(self.subGroups) || self.subGroups.all(a, "
+                "self.subGroups.exists_one(b, b.name == a.name))",
+                message="subGroups names must be unique",
+                field_path=".subGroups",
+            ),
         )
     )
 
@@ -81,6 +130,32 @@ class PodGroupSpec(meta.ApiModel):
     on_schedule_timeout: ScheduleTimeoutPolicy = ScheduleTimeoutPolicy.REQUEUE
     """Requeue (release, back off exponentially, retry from the back of the queue) or Fail
     (mark the group Failed) when ``scheduleTimeoutSeconds`` passes."""
+    topology: TopologyConstraint | None = None
+    """A topology domain (zone, block, rack, host: the levels the scheduler's profile
+    declares) the gang's pods must or should share; it goes to the one that fits it best."""
+    sub_groups: list[SubGroup] | None = pydantic.Field(default=None, max_length=MAX_SUB_GROUPS)
+    """Roles inside the gang: it runs only when every role has its ``minMember`` placed."""
+
+    @pydantic.model_validator(mode="after")
+    def _unique_sub_groups(self) -> PodGroupSpec:
+        names = [g.name for g in self.sub_groups or ()]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"subGroups names must be unique ({name} is listed twice)")
+        return self
+
+
+class SubGroupStatus(meta.ApiModel):
+    """One role's pods, as Berth last observed them."""
+
+    name: str
+    """The sub-group's name."""
+    min_member: int = pydantic.Field(ge=1)
+    """Its minMember."""
+    scheduled: int = pydantic.Field(default=0, ge=0)
+    """Its pods bound to a node."""
+    running: int = pydantic.Field(default=0, ge=0)
+    """Its pods running."""
 
 
 class PodGroupStatus(meta.ApiModel):
@@ -101,6 +176,10 @@ class PodGroupStatus(meta.ApiModel):
     scheduler tries them (1 is tried first)."""
     queue_pending: int | None = pydantic.Field(default=None, ge=0)
     """While the group waits: how many groups wait in its queue."""
+    sub_groups: list[SubGroupStatus] | None = pydantic.Field(
+        default=None, max_length=MAX_SUB_GROUPS
+    )
+    """Per sub-group: its pods scheduled and running."""
     conditions: list[meta.Condition] | None = None
     """Observations; the Scheduled condition says why the group waits."""
 

@@ -26,6 +26,7 @@ __all__ = [
     "ResourceList",
     "ResourceListField",
     "format_for",
+    "is_scalar",
 ]
 
 CPU = "cpu"
@@ -48,6 +49,12 @@ def format_for(name: str) -> quantities.Format:
     if name in _BYTE_RESOURCES or name.startswith("hugepages-"):
         return quantities.Format.BINARY_SI
     return quantities.Format.DECIMAL_SI
+
+
+def is_scalar(name: str) -> bool:
+    """Whether ``name`` is a scalar resource in Kubernetes' sense (``IsScalarResourceName``):
+    an extended or prefixed one (``nvidia.com/gpu``), hugepages, or attachable volumes."""
+    return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
 
 
 class ResourceList(collections.abc.Mapping[str, int]):

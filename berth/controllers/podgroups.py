@@ -47,6 +47,7 @@ __all__ = [
     "phase_of",
     "positions",
     "register",
+    "sub_group_counts",
     "transition_events",
 ]
 
@@ -152,7 +153,35 @@ def desired_status(
     }
     if position is not None and not placed and phase is not Phase.FAILED:
         status["queuePosition"], status["queuePending"] = position
+    if info.sub_groups:
+        status["subGroups"] = sub_group_counts(info, snapshot.members(group.key))
     return status
+
+
+def sub_group_counts(
+    info: pgsnap.PodGroupInfo, members: collections.abc.Iterable[pods.PodInfo]
+) -> list[dict[str, typing.Any]]:
+    """``status.subGroups``: per role (a pod counts in the first role matching it), its
+    minMember and its pods scheduled and running."""
+    scheduled = [0] * len(info.sub_groups)
+    running = [0] * len(info.sub_groups)
+    for pod in members:
+        index = next((i for i, role in enumerate(info.sub_groups) if role.matches(pod)), None)
+        if index is None:
+            continue
+        if pod.node_name is not None:
+            scheduled[index] += 1
+        if pod.phase == "Running" and pod.node_name is not None and not pod.deleting:
+            running[index] += 1
+    return [
+        {
+            "name": role.name,
+            "minMember": role.min_member,
+            "scheduled": scheduled[i],
+            "running": running[i],
+        }
+        for i, role in enumerate(info.sub_groups)
+    ]
 
 
 def positions(

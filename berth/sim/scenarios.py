@@ -122,6 +122,29 @@ class NodePool(SimModel):
     """Cordoned: no new pods are placed on these nodes."""
 
 
+class Role(SimModel):
+    """A role inside each job of a workload (a PodGroup sub-group): its pods and minimum."""
+
+    name: str = pydantic.Field(pattern=_DNS_LABEL, max_length=40)
+    """Name of the sub-group; its pods carry the label ``sim.berth.io/role: <name>``."""
+    replicas: int = pydantic.Field(default=1, ge=1, le=100_000)
+    """Pods of this role per job."""
+    min_member: int = pydantic.Field(default=1, ge=1)
+    """Pods of this role that must be placed for the gang to run; at most ``replicas``."""
+    requests: Resources | None = None
+    """Requests of each of its pods (the workload's when unset)."""
+    topology: podgroups.TopologyConstraint | None = None
+    """A topology domain this role's pods must or should share."""
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> Role:
+        if self.min_member > self.replicas:
+            raise ValueError(
+                f"minMember ({self.min_member}) cannot exceed replicas ({self.replicas})"
+            )
+        return self
+
+
 class Workload(SimModel):
     """A generator of jobs: ``count`` arrivals from ``at``, one every ``every``.
 
@@ -162,9 +185,18 @@ class Workload(SimModel):
     """Labels a node must have."""
     tolerations: list[pods.Toleration] = pydantic.Field(default_factory=list)
     """Taints the pods tolerate."""
+    topology: podgroups.TopologyConstraint | None = None
+    """A topology domain (a level of the profile's Topology plugin) each job's pods must or
+    should share."""
+    roles: list[Role] = pydantic.Field(default_factory=list, max_length=podgroups.MAX_SUB_GROUPS)
+    """Roles inside each job (PodGroup ``subGroups``); their replicas add up to ``replicas``."""
 
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> Workload:
+        if self.roles and sum(r.replicas for r in self.roles) != self.replicas:
+            raise ValueError("the roles' replicas must add up to replicas")
+        if len({r.name for r in self.roles}) != len(self.roles):
+            raise ValueError("role names must be unique")
         if self.min_member > self.replicas:
             raise ValueError(
                 f"minMember ({self.min_member}) cannot exceed replicas ({self.replicas})"
@@ -178,7 +210,12 @@ class Workload(SimModel):
     @property
     def is_group(self) -> bool:
         """Whether each job is a PodGroup (a gang or a queued job) rather than plain pods."""
-        return self.min_member > 1 or self.queue is not None
+        return (
+            self.min_member > 1
+            or self.queue is not None
+            or self.topology is not None
+            or bool(self.roles)
+        )
 
 
 KINDS = ("Queue", "PodGroup", "Pod", "Reservation", "PriorityClass")

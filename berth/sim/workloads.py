@@ -25,12 +25,14 @@ import typing
 from berth.api import keys, resources
 from berth.sim import scenarios
 
-__all__ = ["JOB_LABEL", "WORKLOAD_LABEL", "Job", "arrival_times", "make_job"]
+__all__ = ["JOB_LABEL", "ROLE_LABEL", "WORKLOAD_LABEL", "Job", "arrival_times", "make_job"]
 
 WORKLOAD_LABEL = "sim.berth.io/workload"
 """Label of every generated pod and PodGroup: the workload (generator) it came from."""
 JOB_LABEL = "sim.berth.io/job"
 """Label of every generated pod: the job (one arrival) it belongs to."""
+ROLE_LABEL = "sim.berth.io/role"
+"""Label of a generated pod of a role: the role (PodGroup sub-group) it belongs to."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +78,10 @@ def make_job(
         group_spec: dict[str, typing.Any] = {"minMember": workload.min_member, "queue": queue}
         if workload.priority_class_name is not None:
             group_spec["priorityClassName"] = workload.priority_class_name
+        if workload.topology is not None:
+            group_spec["topology"] = workload.topology.to_api()
+        if workload.roles:
+            group_spec["subGroups"] = [_sub_group(role) for role in workload.roles]
         pod_group = {
             "apiVersion": keys.API_VERSION,
             "kind": "PodGroup",
@@ -84,6 +90,7 @@ def make_job(
             "status": {"phase": "Pending"},
         }
     width = len(str(workload.replicas - 1))
+    roles = [role for role in workload.roles for _ in range(role.replicas)]
     pods = tuple(
         _pod(
             workload,
@@ -91,6 +98,7 @@ def make_job(
             name=f"{job_name}-{r:0{width}d}",
             grouped=pod_group,
             scheduler_name=scheduler_name,
+            role=roles[r] if roles else None,
         )
         for r in range(workload.replicas)
     )
@@ -106,6 +114,18 @@ def make_job(
     )
 
 
+def _sub_group(role: scenarios.Role) -> dict[str, typing.Any]:
+    """A role as a PodGroup's sub-group, selecting its pods by :data:`ROLE_LABEL`."""
+    out: dict[str, typing.Any] = {
+        "name": role.name,
+        "minMember": role.min_member,
+        "selector": {"matchLabels": {ROLE_LABEL: role.name}},
+    }
+    if role.topology is not None:
+        out["topology"] = role.topology.to_api()
+    return out
+
+
 def _pod(
     workload: scenarios.Workload,
     *,
@@ -113,17 +133,23 @@ def _pod(
     name: str,
     grouped: dict[str, typing.Any] | None,
     scheduler_name: str,
+    role: scenarios.Role | None = None,
 ) -> dict[str, typing.Any]:
     labels = {**workload.labels, WORKLOAD_LABEL: workload.name, JOB_LABEL: job_name}
     if grouped is not None:
         labels[keys.POD_GROUP_LABEL] = job_name
+    requests = workload.requests
+    if role is not None:
+        labels[ROLE_LABEL] = role.name
+        if role.requests is not None:
+            requests = role.requests
     spec: dict[str, typing.Any] = {
         "schedulerName": scheduler_name,
         "containers": [
             {
                 "name": "main",
                 "image": "sim",
-                "resources": {"requests": resources.ResourceList(workload.requests).to_api()},
+                "resources": {"requests": resources.ResourceList(requests).to_api()},
             }
         ],
     }

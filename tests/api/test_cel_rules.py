@@ -90,6 +90,27 @@ REJECTED: list[tuple[str, str, Doc, str, str]] = [
         "must not be negative",
     ),
     (
+        "group-topology-required-and-preferred",
+        "PodGroup",
+        {"spec": {"topology": {"required": "rack", "preferred": "zone"}}},
+        "spec.topology",
+        "at most one of required and preferred",
+    ),
+    (
+        "group-sub-group-names-twice",
+        "PodGroup",
+        {
+            "spec": {
+                "subGroups": [
+                    {"name": "workers", "selector": {"matchLabels": {"role": "a"}}},
+                    {"name": "workers", "selector": {"matchLabels": {"role": "b"}}},
+                ]
+            }
+        },
+        "spec.subGroups",
+        "names must be unique",
+    ),
+    (
         "resv-ttl-and-expires",
         "Reservation",
         {"spec": {"ttl": "1h", "expires": "2026-01-02T00:00:00Z"}},
@@ -136,6 +157,24 @@ ACCEPTED: list[tuple[str, str, Doc]] = [
     ),
     ("group-base", "PodGroup", {}),
     ("group-defaulted", "PodGroup", {"spec": ...}),
+    (
+        "group-roles-and-topology",
+        "PodGroup",
+        {
+            "spec": {
+                "topology": {"preferred": "zone"},
+                "subGroups": [
+                    {"name": "launcher", "selector": {"matchLabels": {"role": "launcher"}}},
+                    {
+                        "name": "workers",
+                        "minMember": 8,
+                        "selector": {"matchLabels": {"role": "worker"}},
+                        "topology": {"required": "rack"},
+                    },
+                ],
+            }
+        },
+    ),
     ("resv-base", "Reservation", {}),
     ("resv-ttl-only", "Reservation", {"spec": {"ttl": "0"}}),
     ("resv-expires-only", "Reservation", {"spec": {"expires": "2026-01-02T00:00:00Z"}}),

@@ -203,8 +203,8 @@ def test_queue_tree_as_json_keeps_status_values_and_nests_children() -> None:
 # Profiles ---------------------------------------------------------------------------------------
 
 PROFILES = {
-    "no-file-default-profile": (None, None, "berth-scheduler", "LeastAllocated"),
-    "scheduler-name-flag": (None, "batch", "batch", "LeastAllocated"),
+    "no-file-default-profile": (None, None, "berth-scheduler", "BalancedAllocation"),
+    "scheduler-name-flag": (None, "batch", "batch", "BalancedAllocation"),
     "operator-config-with-settings": (
         "logLevel: debug\nschedulerName: gpu\nactions: [allocate]\n"
         "plugins:\n  - name: NodeResourcesFit\n  - name: MostAllocated\n"
@@ -217,7 +217,7 @@ PROFILES = {
         "schedulerName: other\nlogLevel: info\n",
         None,
         "other",
-        "LeastAllocated",
+        "BalancedAllocation",
     ),
 }
 
@@ -590,7 +590,7 @@ def test_why_a_waiting_gang_gives_its_reason_and_every_node(
         "",
         "Scores for default/big-0 (allocate):",
         "  default/big-0: top 2 of 2 feasible nodes",
-        "  | node | LeastAllocated | BalancedAllocation | total |",
+        "  | node | NodeResourcesFit | BalancedAllocation | total |",
         "  |---|---:|---:|---:|",
         "  | a-0 | 50 | 75 | 125 |",
         "  | b-0 | 37 | 62 | 99 |",

@@ -7,8 +7,8 @@ We test these aspects:
   the message says (table);
 - the desired status: counts, phase, the ``Scheduled`` condition (True once placed; False with
   the scheduler's reason, or "waiting for pods" before quorum), other conditions kept, and the
-  transition time kept while the condition does not change; nothing for a group the snapshot
-  does not know yet;
+  transition time kept while the condition does not change; per sub-group counts; nothing for
+  a group the snapshot does not know yet;
 - the Events a change is worth: placed, unschedulable (a new reason), failed, finished — and
   none for waiting on pods or for an unchanged status.
 """
@@ -197,6 +197,26 @@ def test_placed_group_counts_members_and_keeps_other_conditions() -> None:
     types = [c["type"] for c in status["conditions"]]
     assert types == ["Audited", "Scheduled"]
     assert status["conditions"][1]["status"] == "True"
+
+
+def test_sub_groups_show_their_own_counts() -> None:
+    group = b.pod_group("g", min_member=3)
+    group["spec"]["subGroups"] = [
+        {"name": "launcher", "selector": {"matchLabels": {"role": "launcher"}}},
+        {"name": "workers", "minMember": 2, "selector": {"matchLabels": {"role": "worker"}}},
+    ]
+    members = [
+        b.pod("g-0", group="g", node="n1", labels={"role": "launcher"}),
+        b.pod("g-1", group="g", node="n1", phase="Pending", labels={"role": "worker"}),
+        b.pod("g-2", group="g", labels={"role": "worker"}),
+    ]
+    snap = snapshot_of(group, *members)
+    status = podgroups.desired_status(observe(group), snapshot=snap, reason=None, now=NOW)
+    assert status is not None
+    assert status["subGroups"] == [
+        {"name": "launcher", "minMember": 1, "scheduled": 1, "running": 1},
+        {"name": "workers", "minMember": 2, "scheduled": 1, "running": 0},
+    ]
 
 
 def test_transition_time_is_kept_while_the_condition_holds() -> None:

@@ -15,6 +15,8 @@ We test these aspects (one test per scenario, asserting the README's "Today" lin
 - starvation-guard: the big gang starts within the hour, long before the stream ends;
 - reservation: the serving job starts the minute it arrives on the reserved node, and batch
   pods stay off that node until it is done;
+- topology-roles: every training job starts, its eight workers in one rack and its launcher
+  on a cpu node;
 - no example ever leaves a gang partly bound.
 """
 
@@ -37,6 +39,7 @@ NAMES = (
     "reclaim",
     "starvation-guard",
     "reservation",
+    "topology-roles",
 )
 GPU = "nvidia.com/gpu"
 
@@ -184,3 +187,17 @@ def test_the_reservation_holds_a_node_for_the_serving_job() -> None:
     for job in jobs("reservation", "batch"):
         if node in job["pods"].values():
             assert job["started"] >= serve["finished"], f"{job['name']} used the held node"
+
+
+def test_topology_roles_keeps_each_jobs_workers_in_one_rack() -> None:
+    result = report("topology-roles")
+    train = jobs("topology-roles", "train")
+    assert len(train) == 6
+    for job in train:
+        assert job["started"] is not None, job["name"]
+        launcher = job["pods"][f"{job['name']}-0"]
+        workers = [node for pod, node in job["pods"].items() if not pod.endswith("-0")]
+        assert launcher.startswith("cpu-")
+        assert len(workers) == 8
+        assert len({node.split("-gpu-")[0] for node in workers}) == 1, job["pods"]
+    assert result["summary"]["jobs"]["started"] == result["summary"]["jobs"]["submitted"]

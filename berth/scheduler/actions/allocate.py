@@ -15,6 +15,10 @@ The first action of every session (KAI's ``allocate``):
    job is ready (a gang's quorum); otherwise everything it tentatively took is rolled back and
    the group gets ``"<job_ready reason>; <first failing pod's reason>"``.
 
+A job some plugin wants in one part of the cluster (``job_scopes``: a topology domain) is tried
+in each scope of its plan in turn, best first, inside one statement rolled back between tries;
+the first try that makes it ready commits (:mod:`berth.scheduler.framework.scopes`).
+
 A job stops trying its pods as soon as its quorum is out of reach (placed pods plus untried
 ones fall below ``minMember``): that is what keeps a 1000-pod gang that does not fit cheap.
 Pods are never skipped for looking like one that failed: plugins may judge by more than the
@@ -27,7 +31,7 @@ import collections
 import logging
 import typing
 
-from berth.scheduler.framework import jobs, reasons, sessions, statements, statuses
+from berth.scheduler.framework import jobs, reasons, scopes, sessions, statements, statuses
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import pods, queues
@@ -133,18 +137,15 @@ class Allocate:
                 tasks.append(pod)
             else:
                 session.reject_pod(pod, reason=admitted.reason())
-        first_failure: reasons.Reason | None = None
+        plan = session.hooks.job_scopes(job)
         with session.statement() as stmt:
-            for index, pod in enumerate(tasks):
-                reason = self._try(session, stmt, pod, queue=queue)
-                if reason is None:
-                    continue
-                session.reject_pod(pod, reason=reason)
-                first_failure = first_failure or reason
-                untried = len(tasks) - index - 1
-                if job.occupied() + untried < job.group.min_member:
-                    break  # quorum is out of reach: stop spending attempts on this job
-            ready = session.hooks.job_ready(job)
+            if plan is None:
+                first_failure = self._try_tasks(session, stmt, job, tasks, queue=queue)
+                ready = session.hooks.job_ready(job)
+            else:
+                first_failure, ready = self._try_scopes(
+                    session, stmt, job, tasks, queue=queue, plan=plan
+                )
             if not ready.is_success():
                 stmt.discard()
                 why = ready.reason()
@@ -160,6 +161,63 @@ class Allocate:
             stmt.commit()
             if stmt.failure is not None:
                 session.reject_job(job, reason=stmt.failure.reason())
+
+    def _try_tasks(
+        self,
+        session: sessions.Session,
+        stmt: statements.Statement,
+        job: jobs.Job,
+        tasks: list[pods.PodInfo],
+        *,
+        queue: queues.QueueInfo,
+    ) -> str | None:
+        """Try ``tasks`` in order inside ``stmt``; the first pod's failure, if any."""
+        first_failure: str | None = None
+        for index, pod in enumerate(tasks):
+            reason = self._try(session, stmt, pod, queue=queue)
+            if reason is None:
+                continue
+            session.reject_pod(pod, reason=reason)
+            first_failure = first_failure or reason
+            untried = len(tasks) - index - 1
+            if job.occupied() + untried < job.group.min_member:
+                break  # quorum is out of reach: stop spending attempts on this job
+        return first_failure
+
+    def _try_scopes(
+        self,
+        session: sessions.Session,
+        stmt: statements.Statement,
+        job: jobs.Job,
+        tasks: list[pods.PodInfo],
+        *,
+        queue: queues.QueueInfo,
+        plan: scopes.ScopePlan,
+    ) -> tuple[str | None, statuses.Status]:
+        """Try the job in each scope of ``plan`` (then anywhere, if it falls back) until it is
+        ready; what the last try failed on, and the readiness (the plan's reason when no
+        scope worked)."""
+        checkpoint = stmt.checkpoint()
+        first_failure: str | None = None
+        tries: list[scopes.Scope | None] = list(plan.scopes[: scopes.MAX_TRIES])
+        if not plan.required:
+            tries.append(None)
+        for scope in tries:
+            session.scope = scope
+            try:
+                failure = self._try_tasks(session, stmt, job, tasks, queue=queue)
+            finally:
+                session.scope = None
+            ready = session.hooks.job_ready(job)
+            if ready.is_success():
+                for key in job.allocated:  # placed in this try: earlier tries' reasons are stale
+                    session.pod_reasons.pop(key, None)
+                return failure, ready
+            first_failure = first_failure or failure
+            stmt.rollback(checkpoint)
+        if not plan.required:
+            return first_failure, ready
+        return first_failure, statuses.new(statuses.Code.UNSCHEDULABLE, plan.reason)
 
     @staticmethod
     def _try(

@@ -305,6 +305,12 @@ class NodePredicates:
     def __len__(self) -> int:
         return len(self.entries)
 
+    def extended(self, fn: NodePredicate, *, plugin: str) -> NodePredicates:
+        """A copy with ``fn`` added last (for one attempt; this object is unchanged)."""
+        out = NodePredicates(report=self._report)
+        out.entries = [*self.entries, (plugin, fn)]
+        return out
+
     def evaluate(
         self, pod: pods.PodInfo, nodes: nodetable.NodeTable
     ) -> list[tuple[str, filtering.NodeFilter]]:

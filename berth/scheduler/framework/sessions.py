@@ -29,6 +29,7 @@ from berth.scheduler.framework import (
     placements,
     reasons,
     runtime,
+    scopes,
     statements,
     statuses,
 )
@@ -103,6 +104,12 @@ class SessionHooks:
         )
         """Where a starving job's pods wait for room to free (pod key -> node), for backfill
         to nominate them there. The first registered callback's answer; ``None`` when none."""
+        self.job_scopes: hooks.FirstWins[[jobs.Job], scopes.ScopePlan | None] = hooks.FirstWins(
+            report=report
+        )
+        """The node subsets (topology domains) the allocate action tries the job in, best
+        first (:mod:`berth.scheduler.framework.scopes`). The first registered callback's
+        answer; ``None``: anywhere, as usual."""
         self.queue_overused: hooks.AnyTrue[[queues.QueueInfo]] = hooks.AnyTrue(
             report=report, failed=self._check_failed
         )
@@ -224,6 +231,9 @@ class Session:
         self.attempt_seconds: list[float] = []
         self._job_of: dict[ids.PodKey, jobs.Job] = {}
         self._vectors: dict[ids.PodKey, npt.NDArray[np.int64]] = {}
+        self.scope: scopes.Scope | None = None
+        """While set (by an action trying a job in one scope), :meth:`place` rejects the rows
+        outside it."""
         self.closed = False
 
     # Registrars (KAI / Volcano names) ---------------------------------------------------------
@@ -286,10 +296,16 @@ class Session:
     def place(self, pod: pods.PodInfo) -> runtime.Attempt:
         """One scheduling attempt for ``pod`` over the session's nodes (nothing is changed)."""
         started = time.perf_counter()
+        predicates = self.hooks.predicates
+        scope = self.scope
+        if scope is not None:
+            predicates = predicates.extended(
+                lambda pod, nodes: scope.node_filter(pod, len(nodes)), plugin=FRAMEWORK
+            )
         attempt = self.framework.find_node(
             pod,
             nodes=self.nodes,
-            predicates=self.hooks.predicates,
+            predicates=predicates,
             node_scores=self.hooks.node_order,
         )
         self.attempt_seconds.append(time.perf_counter() - started)

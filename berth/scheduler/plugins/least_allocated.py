@@ -11,11 +11,14 @@ Args: ``resources`` (name and weight; cpu and memory at weight 1 by default).
 The pod counts with kube-scheduler's non-zero defaults (``PodInfo.score_requests``: 100m cpu
 and 200Mi memory for each container requesting none), so best-effort pods spread too; the
 nodes' load is what their pods request.
+
+Kept for the profiles that name it: NodeResourcesFit's ``scoringStrategy`` is the general form
+(a strategy per resource, RequestedToCapacityRatio, ``scarce``; docs/gpu.md), and the default
+profile uses it. Unlike that strategy, this plugin counts an extended resource the pod does not
+request (as it always did).
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from berth.scheduler.framework import cyclestate, filtering, handles, interfaces
 from berth.scheduler.plugins import allocation_scores, names
@@ -30,18 +33,6 @@ class LeastAllocatedArgs(allocation_scores.ResourceWeightsArgs):
     """Arguments of LeastAllocated."""
 
 
-def _share(capacity: nodetable.IntArray, requested: nodetable.IntArray) -> nodetable.IntArray:
-    share = (capacity - requested) * interfaces.MAX_NODE_SCORE // np.maximum(capacity, 1)
-    share[(requested > capacity) | (capacity <= 0)] = 0
-    return share
-
-
-def _row_share(capacity: int, requested: int) -> int:
-    if requested > capacity:
-        return 0
-    return (capacity - requested) * interfaces.MAX_NODE_SCORE // capacity
-
-
 def scores(
     vec: nodetable.IntArray,
     /,
@@ -50,9 +41,11 @@ def scores(
     weights: tuple[tuple[str, int], ...],
 ) -> interfaces.ScoreArray:
     """Per row, the weighted mean free share (0..100) after adding ``vec`` (shared)."""
-    return allocation_scores.weighted_scores(
-        vec, nodes=nodes, weights=weights, key=NAME, share=_share, row_share=_row_share
+    terms = tuple(
+        (name, weight, allocation_scores.least_share, allocation_scores.least_row_share)
+        for name, weight in weights
     )
+    return allocation_scores.weighted_scores(vec, nodes=nodes, terms=terms, key=(NAME, weights))
 
 
 class LeastAllocated(interfaces.ScorePlugin):

@@ -24,9 +24,11 @@ __all__ = [
     "PROPORTION",
     "QUEUE_ACCESS",
     "RESERVATION",
+    "SUB_GROUPS",
     "TAINT_TOLERATION",
     "VOLUME_BINDING",
     "VOLUME_RESTRICTIONS",
+    "TOPOLOGY",
 ]
 
 # Node basics (filters)
@@ -55,6 +57,8 @@ IMAGE_LOCALITY = "ImageLocality"
 # Batch: ordering, gangs, queues, reservations
 PRIORITY = "Priority"
 GANG = "Gang"
+SUB_GROUPS = "SubGroups"
+TOPOLOGY = "Topology"
 PROPORTION = "Proportion"
 QUEUE_ACCESS = "QueueAccess"
 RESERVATION = "Reservation"

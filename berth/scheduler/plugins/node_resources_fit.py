@@ -17,7 +17,11 @@ by the node table per request vector and refreshed only for the rows placements 
 A pod's requests are sized with pod-level resources (``spec.resources``) where it has them
 (see :func:`berth.scheduler.snapshot.pods.pod_requests`), so this plugin implements that field.
 
-Args: ``ignoredResources`` (names never checked, as in Kubernetes' NodeResourcesFitArgs).
+Args: ``ignoredResources`` (names never checked, as in Kubernetes' NodeResourcesFitArgs) and
+``scoringStrategy`` (:mod:`berth.scheduler.plugins.resource_scoring`): when given, the plugin
+also scores nodes (``LeastAllocated``, ``MostAllocated`` or ``RequestedToCapacityRatio``, per
+resource if asked); without it, it only filters, so a profile that scores with the
+LeastAllocated or MostAllocated plugins keeps scoring exactly as before.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from berth.scheduler.framework import (
     reasons,
     statuses,
 )
-from berth.scheduler.plugins import names
+from berth.scheduler.plugins import names, resource_scoring
 from berth.scheduler.snapshot import nodetable, podconstraints, pods, reservations
 
 __all__ = [
@@ -45,6 +49,7 @@ __all__ = [
     "TOO_MANY_PODS",
     "NodeResourcesFit",
     "NodeResourcesFitArgs",
+    "NodeResourcesFitScoring",
     "insufficient",
     "new",
 ]
@@ -71,6 +76,8 @@ class NodeResourcesFitArgs(pydantic.BaseModel):
     ignored_resources: tuple[str, ...] = ()
     """Resource names the filter never checks (e.g. an extended resource a device plugin
     oversubscribes). Empty by default: every requested resource must fit."""
+    scoring_strategy: resource_scoring.ScoringStrategy | None = None
+    """How the plugin scores nodes; unset, it does not score (module docstring)."""
 
 
 def request_vector(
@@ -200,6 +207,31 @@ def _remaining(info: reservations.ReservationInfo, name: str) -> int:
     return max(reservations.held(info).get(name, 0) - info.allocated.get(name, 0), 0)
 
 
+class NodeResourcesFitScoring(NodeResourcesFit, interfaces.ScorePlugin):
+    """PreFilter, Filter, Score: NodeResourcesFit with a ``scoringStrategy``."""
+
+    def __init__(
+        self, args: NodeResourcesFitArgs, handle: handles.ExtendedHandle | None = None
+    ) -> None:
+        super().__init__(args, handle)
+        assert args.scoring_strategy is not None  # new() builds this class only then
+        self._scorer = resource_scoring.Scorer(args.scoring_strategy, key=NAME)
+
+    def score(
+        self,
+        state: cyclestate.CycleState,
+        pod: pods.PodInfo,
+        nodes: nodetable.NodeTable,
+        feasible: filtering.BoolArray,
+    ) -> interfaces.ScoreArray:
+        return self._scorer.scores(pod, nodes)
+
+    def score_extensions(self) -> None:
+        return None
+
+
 def new(args: NodeResourcesFitArgs, handle: handles.ExtendedHandle) -> NodeResourcesFit:
-    """Build the plugin."""
+    """Build the plugin (scoring too when the args carry a ``scoringStrategy``)."""
+    if args.scoring_strategy is not None:
+        return NodeResourcesFitScoring(args, handle)
     return NodeResourcesFit(args, handle)

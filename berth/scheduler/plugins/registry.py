@@ -30,9 +30,11 @@ from berth.scheduler.plugins import (
     proportion,
     queue_access,
     reservation,
+    sub_groups,
     taint_toleration,
     volume_binding,
     volume_restrictions,
+    topology,
 )
 
 __all__ = ["DEFAULT_PROFILE_YAML", "default_profile", "in_tree_registry"]
@@ -76,6 +78,8 @@ def in_tree_registry() -> registries.Registry:
             # Batch: ordering and gangs
             names.PRIORITY: registries.PluginFactory(new=priority.new),
             names.GANG: registries.PluginFactory(new=gang.new, args=gang.GangArgs),
+            names.SUB_GROUPS: registries.PluginFactory(new=sub_groups.new),
+            names.TOPOLOGY: registries.PluginFactory(new=topology.new, args=topology.TopologyArgs),
             # Batch: queues
             names.QUEUE_ACCESS: registries.PluginFactory(new=queue_access.new),
             names.PROPORTION: registries.PluginFactory(
@@ -93,15 +97,18 @@ DEFAULT_PROFILE_YAML = """\
 schedulerName: berth-scheduler
 actions: [allocate, backfill, reclaim, preempt]
 plugins:
-  # Ordering, who may use a queue, gangs and queues
+  # Ordering, who may use a queue, gangs (their roles first, so a role's reason is the one
+  # given), the topology domains gangs go to, and queues
   - name: Priority
   - name: QueueAccess
+  - name: SubGroups
   - name: Gang
+  - name: Topology
   - name: Proportion
   # Reservations: before the node filters (a pod naming one is told first where it must go) and
   # before DefaultBinder (it binds reserve pods). Weight 4: a node holding an owner's
-  # reservation outscores any spread (LeastAllocated + BalancedAllocation + ImageLocality add
-  # at most 300).
+  # reservation outscores any spread (NodeResourcesFit's score + BalancedAllocation +
+  # ImageLocality add at most 300).
   - name: Reservation
     weight: 4
   # Node basics: the static filters first (cached per pod shape), then resources
@@ -110,7 +117,19 @@ plugins:
   - name: NodeAffinity
   - name: TaintToleration
   - name: NodePorts
+  # Resources fit, and the resource score: spread cpu and memory, pack GPUs (weight 50, so a
+  # GPU pod goes where GPUs are most used and whole nodes stay free for 8-GPU pods), and keep
+  # cpu-only pods off GPU nodes while other nodes have room (docs/gpu.md)
   - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: LeastAllocated
+        resources:
+          - {name: cpu, weight: 1}
+          - {name: memory, weight: 1}
+          - {name: nvidia.com/gpu, weight: 50, type: MostAllocated}
+          - {name: amd.com/gpu, weight: 50, type: MostAllocated}
+        scarce: [nvidia.com/gpu, amd.com/gpu]
   # Volumes: a ReadWriteOncePod claim in use, CSI attach limits, claims' nodes (as kube-scheduler)
   - name: VolumeRestrictions
   - name: NodeVolumeLimits
@@ -121,8 +140,8 @@ plugins:
     weight: 2
   - name: InterPodAffinity
     weight: 2
-  # Scoring (spread; a bin-packing profile enables MostAllocated instead of LeastAllocated)
-  - name: LeastAllocated
+  # Scoring (NodeResourcesFit above scores resources; a bin-packing profile sets its
+  # scoringStrategy type to MostAllocated)
   - name: BalancedAllocation
   - name: ImageLocality
   # Binding

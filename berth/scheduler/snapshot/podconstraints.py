@@ -45,6 +45,7 @@ __all__ = [
     "WeightedTerm",
     "parse",
     "parse_label_selector",
+    "parse_selector_field",
     "ports_conflict",
 ]
 
@@ -275,6 +276,16 @@ def parse_label_selector(
             sink.add(where, f"operator {req.operator} with values {list(req.values)}")
         reqs.append(req)
     return LabelSelector(tuple(reqs))
+
+
+def parse_selector_field(
+    raw: typing.Any, /, *, field: str
+) -> tuple[LabelSelector | None, tuple[str, ...]]:
+    """A ``metav1.LabelSelector`` of some object's ``field`` and its problems, each naming its
+    field (for objects other than pods, e.g. a PodGroup's ``spec.subGroups[1].selector``)."""
+    problems = _Problems()
+    selector = parse_label_selector(raw, field=field, problems=problems)
+    return selector, tuple(problems.found)
 
 
 def _label_keys(

@@ -15,9 +15,41 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, resources
-from berth.scheduler.snapshot import ids, pods, wire
+from berth.scheduler.snapshot import ids, podconstraints, pods, wire
 
-__all__ = ["PodGroupInfo", "implicit_group", "pod_group_info", "with_members"]
+__all__ = [
+    "PodGroupInfo",
+    "SubGroupInfo",
+    "TopologyRequest",
+    "implicit_group",
+    "pod_group_info",
+    "with_members",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class TopologyRequest:
+    """Pods that must (``required``) or should share one domain of a topology ``level``."""
+
+    level: str  # a level name the Topology plugin's args declare (checked there)
+    required: bool
+    field: str  # where it is written: ``spec.topology.required``
+
+
+@dataclasses.dataclass(frozen=True)
+class SubGroupInfo:
+    """A role inside a gang: the group's pods its selector matches, and its minimum."""
+
+    index: int
+    name: str
+    min_member: int
+    selector: podconstraints.LabelSelector
+    topology: TopologyRequest | None
+    field: str  # ``spec.subGroups[1]``
+
+    def matches(self, pod: pods.PodInfo, /) -> bool:
+        """Whether ``pod`` (a member of the group) belongs to this role."""
+        return self.selector.matches(pod.labels)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +77,8 @@ class PodGroupInfo:
     placed: int = 0  # on a node (bound or assumed) and not finished
     succeeded: int = 0
     failed: int = 0
+    topology: TopologyRequest | None = None  # spec.topology
+    sub_groups: tuple[SubGroupInfo, ...] = ()  # spec.subGroups, in order
 
     @property
     def created(self) -> int:
@@ -91,6 +125,9 @@ def pod_group_info(
     min_member = spec.get("minMember", 1)
     if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
         invalid, min_member = invalid or f"invalid minMember {min_member!r}", 1
+    topology, problem = _topology(spec.get("topology"), field="spec.topology")
+    sub_groups, sub_problem = _sub_groups(spec.get("subGroups"))
+    invalid = invalid or problem or sub_problem
     marked = wire.sub(meta, "annotations").get(keys.INVALID_ANNOTATION)
     if marked:
         # A mirror of another scheduler's PodGroup that cannot be honoured (berth.workloads.
@@ -115,7 +152,73 @@ def pod_group_info(
         phase=str(status.get("phase") or "Pending"),
         invalid=invalid,
         fail_on_timeout=spec.get("onScheduleTimeout") == "Fail",
+        topology=topology,
+        sub_groups=sub_groups,
     )
+
+
+def _topology(raw: typing.Any, /, *, field: str) -> tuple[TopologyRequest | None, str | None]:
+    """A topology constraint (or None) and what is wrong with it, naming the field."""
+    if raw is None:
+        return None, None
+    if not isinstance(raw, dict):
+        return None, f"{field}: not an object"
+    required, preferred = raw.get("required"), raw.get("preferred")
+    if required is not None and preferred is not None:
+        return None, f"{field}: set at most one of required and preferred"
+    level = required if required is not None else preferred
+    if level is None:
+        return None, None
+    which = "required" if required is not None else "preferred"
+    if not isinstance(level, str) or not level:
+        return None, f"{field}.{which}: not a level name"
+    return TopologyRequest(
+        level=level, required=required is not None, field=f"{field}.{which}"
+    ), None
+
+
+def _sub_groups(raw: typing.Any, /) -> tuple[tuple[SubGroupInfo, ...], str | None]:
+    """``spec.subGroups`` parsed, and the first problem found, naming its field."""
+    if raw is None:
+        return (), None
+    if not isinstance(raw, list):
+        return (), "spec.subGroups: not a list"
+    out: list[SubGroupInfo] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        field = f"spec.subGroups[{i}]"
+        if not isinstance(item, dict):
+            return (), f"{field}: not an object"
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            return (), f"{field}.name: must be a non-empty string"
+        if name in seen:
+            return (), f"{field}.name: {name} is listed twice"
+        seen.add(name)
+        min_member = item.get("minMember", 1)
+        if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
+            return (), f"{field}.minMember: must be at least 1, got {min_member!r}"
+        selector, problems = podconstraints.parse_selector_field(
+            item.get("selector"), field=f"{field}.selector"
+        )
+        if problems:
+            return (), problems[0]
+        if selector is None:
+            return (), f"{field}.selector: required"
+        topology, problem = _topology(item.get("topology"), field=f"{field}.topology")
+        if problem is not None:
+            return (), problem
+        out.append(
+            SubGroupInfo(
+                index=i,
+                name=name,
+                min_member=min_member,
+                selector=selector,
+                topology=topology,
+                field=field,
+            )
+        )
+    return tuple(out), None
 
 
 def implicit_group(pod: pods.PodInfo, /) -> PodGroupInfo:

@@ -362,7 +362,8 @@ CASES = [
     Case(
         "gang-of-gpus-across-nodes",
         [b.node("a", gpu=2), b.node("b", gpu=2), b.node("c"), *b.gang("g", 4, gpu=1)],
-        {"g-0": "a", "g-1": "b", "g-2": "a", "g-3": "b"},
+        # GPUs are packed by default: a fills before b
+        {"g-0": "a", "g-1": "a", "g-2": "b", "g-3": "b"},
     ),
     Case(
         "elastic-gang-places-what-fits-above-min-member",

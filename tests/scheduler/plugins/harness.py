@@ -111,17 +111,19 @@ def profile_with(
     args: dict[str, dict[str, typing.Any]] | None = None,
     actions: tuple[str, ...] = ("allocate",),
 ) -> profiles.Profile:
-    """The default profile's plugins plus ``extra`` (before DefaultBinder), minus ``without``,
-    with ``args`` by plugin name, running ``actions``."""
+    """The default profile's plugins (with their args) plus ``extra`` (before DefaultBinder),
+    minus ``without``, with ``args`` by plugin name replacing theirs, running ``actions``."""
     base = registry.default_profile()
     names = [p.name for p in base.plugins if p.name not in without]
     binder = names.pop()
+    base_args = {p.name: p.args for p in base.plugins}
     return profiles.parse(
         {
             "schedulerName": base.scheduler_name,
             "actions": list(actions),
             "plugins": [
-                {"name": n, "args": (args or {}).get(n, {})} for n in [*names, *extra, binder]
+                {"name": n, "args": (args or {}).get(n, base_args.get(n, {}))}
+                for n in [*names, *extra, binder]
             ],
         }
     )

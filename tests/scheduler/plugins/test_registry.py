@@ -96,7 +96,9 @@ def test_the_default_profile_resolves() -> None:
     assert [p.name for p in resolved.plugins] == [
         "Priority",
         "QueueAccess",
+        "SubGroups",
         "Gang",
+        "Topology",
         "Proportion",
         "Reservation",
         "NodeName",
@@ -110,7 +112,6 @@ def test_the_default_profile_resolves() -> None:
         "VolumeBinding",
         "PodTopologySpread",
         "InterPodAffinity",
-        "LeastAllocated",
         "BalancedAllocation",
         "ImageLocality",
         "DefaultBinder",

@@ -307,7 +307,7 @@ SCENARIOS = [
     Scenario(
         "gang-across-nodes",
         [*GPUS, *b.gang("train", 6, gpu=1)],
-        {f"train-{i}": f"g{i % 3}" for i in range(6)},  # spread: LeastAllocated
+        {f"train-{i}": f"g{i // 2}" for i in range(6)},  # GPUs packed: each node fills in turn
     ),
     Scenario(
         "gang-all-or-nothing",
