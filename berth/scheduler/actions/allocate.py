@@ -170,9 +170,9 @@ class Allocate:
         tasks: list[pods.PodInfo],
         *,
         queue: queues.QueueInfo,
-    ) -> str | None:
+    ) -> reasons.Reason | None:
         """Try ``tasks`` in order inside ``stmt``; the first pod's failure, if any."""
-        first_failure: str | None = None
+        first_failure: reasons.Reason | None = None
         for index, pod in enumerate(tasks):
             reason = self._try(session, stmt, pod, queue=queue)
             if reason is None:
@@ -193,12 +193,12 @@ class Allocate:
         *,
         queue: queues.QueueInfo,
         plan: scopes.ScopePlan,
-    ) -> tuple[str | None, statuses.Status]:
+    ) -> tuple[reasons.Reason | None, statuses.Status]:
         """Try the job in each scope of ``plan`` (then anywhere, if it falls back) until it is
         ready; what the last try failed on, and the readiness (the plan's reason when no
         scope worked)."""
         checkpoint = stmt.checkpoint()
-        first_failure: str | None = None
+        first_failure: reasons.Reason | None = None
         tries: list[scopes.Scope | None] = list(plan.scopes[: scopes.MAX_TRIES])
         if not plan.required:
             tries.append(None)
@@ -211,7 +211,7 @@ class Allocate:
             ready = session.hooks.job_ready(job)
             if ready.is_success():
                 for key in job.allocated:  # placed in this try: earlier tries' reasons are stale
-                    session.pod_reasons.pop(key, None)
+                    session.pod_why.pop(key, None)
                 return failure, ready
             first_failure = first_failure or failure
             stmt.rollback(checkpoint)

@@ -32,9 +32,9 @@ from berth.scheduler.plugins import (
     reservation,
     sub_groups,
     taint_toleration,
+    topology,
     volume_binding,
     volume_restrictions,
-    topology,
 )
 
 __all__ = ["DEFAULT_PROFILE_YAML", "default_profile", "in_tree_registry"]
