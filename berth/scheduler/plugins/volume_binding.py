@@ -255,6 +255,8 @@ class VolumeBinding(
         *,
         recorder: decisions.DecisionRecorder,
     ) -> statuses.Status:
+        if not pod.claims:
+            return statuses.SUCCESS
         # From the snapshot, not the cycle state: an action may place a pod without PreFilter.
         snapshot = self._handle.snapshot()
         storage = snapshot.volumes
