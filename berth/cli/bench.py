@@ -68,6 +68,7 @@ for _name, _summary in (
     ("preferred-affinity", "scheduler_perf SchedulingPreferredPodAffinity: 5000 nodes."),
     ("topology-spread", "scheduler_perf TopologySpreading: 5000 nodes in 3 zones."),
     ("host-ports", "Host ports: 5000 nodes, every pod binds host port 8080."),
+    ("volumes", "Volumes: 5000 nodes, every pod with its own claim of a CSI driver."),
 ):
     command.add_command(_scenario(_name, _summary))
 

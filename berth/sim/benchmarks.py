@@ -17,6 +17,11 @@ session, the actions, closing the session.
   SchedulingPreferredPodAffinity, TopologySpreading, and host ports): 5000 nodes, pods with
   the constraint already placed (1000; 5000 for preferred affinity), 1000 more to place.
 
+- ``volumes``: 5000 nodes in 3 zones, each attaching at most 16 volumes of one CSI driver
+  (CSINode), 1000 running pods with a bound volume of that driver, 1000 pods to place each
+  with its own unbound claim of a ``WaitForFirstConsumer`` class the driver provisions
+  (VolumeBinding, VolumeRestrictions, NodeVolumeLimits).
+
 ``--nodes``/``--pods`` scale a workload; the other counts follow (running pods per node).
 
 ``p50_ms``/``p99_ms`` are per-pod placement attempt latencies (Filter + Score for one pod);
@@ -361,6 +366,88 @@ def host_ports(*, nodes: int = 5000, pods: int = 1000) -> Workload:
     )
 
 
+_DRIVER = "ebs.csi.aws.com"
+
+
+def _claim(name: str, *, volume: str | None) -> Obj:
+    spec: Obj = {
+        "storageClassName": "zonal",
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "10Gi"}},
+    }
+    if volume is not None:
+        spec["volumeName"] = volume
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "bench", "uid": f"uid-claim-{name}"},
+        "spec": spec,
+        "status": {"phase": "Bound" if volume is not None else "Pending"},
+    }
+
+
+def volumes(*, nodes: int = 5000, pods: int = 1000) -> Workload:
+    """Volumes: every pod has its own claim of a CSI driver nodes attach 16 of, 1000 placed."""
+    names = _node_names(nodes)
+    objects: list[Obj] = [
+        _node(n, labels={_ZONE: f"zone-{i % _ZONES}"}) for i, n in enumerate(names)
+    ]
+    objects += [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {"name": n},
+            "spec": {"drivers": [{"name": _DRIVER, "nodeID": n, "allocatable": {"count": 16}}]},
+        }
+        for n in names
+    ]
+    objects.append(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "zonal"},
+            "provisioner": _DRIVER,
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [
+                {
+                    "matchLabelExpressions": [
+                        {"key": _ZONE, "values": [f"zone-{z}" for z in range(_ZONES)]}
+                    ]
+                }
+            ],
+        }
+    )
+    for i in range(min(1000, nodes // 5)):
+        volume = f"pv-{i:05d}"
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": volume},
+                "spec": {
+                    "storageClassName": "zonal",
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "csi": {"driver": _DRIVER, "volumeHandle": volume},
+                    "claimRef": {"namespace": "bench", "name": f"run-{i:05d}"},
+                },
+                "status": {"phase": "Bound"},
+            }
+        )
+        objects.append(_claim(f"run-{i:05d}", volume=volume))
+        mount = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"run-{i:05d}"}}]}
+        objects.append(
+            _pod(f"init-{i:05d}", cpu="100m", memory="500Mi", node=names[i % nodes], extra=mount)
+        )
+    for i in range(pods):
+        objects.append(_claim(f"data-{i:05d}", volume=None))
+        mount = {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"data-{i:05d}"}}]
+        }
+        objects.append(_pod(f"pod-{i:05d}", cpu="100m", memory="500Mi", extra=mount))
+    return Workload(scenario="volumes", nodes=nodes, pods=pods, objects=tuple(objects))
+
+
 SCENARIOS: dict[str, collections.abc.Callable[..., Workload]] = {
     "basic": basic,
     "gang": gang,
@@ -369,6 +456,7 @@ SCENARIOS: dict[str, collections.abc.Callable[..., Workload]] = {
     "preferred-affinity": preferred_affinity,
     "topology-spread": topology_spread,
     "host-ports": host_ports,
+    "volumes": volumes,
 }
 """Workload builders by scenario name."""
 
@@ -397,6 +485,10 @@ def load(workload: Workload) -> cache.ClusterCache:
         "Pod": loaded.add_pod,
         "PodGroup": loaded.add_pod_group,
         "Queue": loaded.add_queue,
+        "PersistentVolumeClaim": loaded.add_claim,
+        "PersistentVolume": loaded.add_volume,
+        "StorageClass": loaded.add_storage_class,
+        "CSINode": loaded.add_csi_node,
     }
     for obj in workload.objects:
         adders[obj["kind"]](obj)

@@ -42,6 +42,7 @@ KEYS = {
         (["preferred-affinity", "--nodes", "60", "--pods", "100"], 60, 100),
         (["topology-spread", "--nodes", "60", "--pods", "100"], 60, 100),
         (["host-ports", "--nodes", "100", "--pods", "80"], 100, 80),
+        (["volumes", "--nodes", "100", "--pods", "80"], 100, 80),
     ],
     ids=[
         "basic",
@@ -51,6 +52,7 @@ KEYS = {
         "preferred-affinity",
         "topology-spread",
         "host-ports",
+        "volumes",
     ],
 )
 def test_bench_prints_one_json_object(args: list[str], nodes: int, pods: int) -> None:
@@ -107,7 +109,7 @@ def test_an_unknown_output_format_is_a_usage_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "scenario", ["anti-affinity", "preferred-affinity", "topology-spread", "host-ports"]
+    "scenario", ["anti-affinity", "preferred-affinity", "topology-spread", "host-ports", "volumes"]
 )
 def test_constraint_workloads_place_within_their_constraints(scenario: str) -> None:
     """Every pod of a constraint shape is placed, and none breaks its constraint (one pod per
@@ -123,7 +125,11 @@ def test_constraint_workloads_place_within_their_constraints(scenario: str) -> N
     nodes = [o for o in workload.objects if o["kind"] == "Node"]
     running = [o for o in workload.objects if o["kind"] == "Pod" and "nodeName" in o["spec"]]
     bindings = [(by_key[k], n) for k, n in result.bindings().items()]
-    assert constraint_checker.violations(nodes, running=running, bindings=bindings) == []
+    storage = [o for o in workload.objects if o["kind"] not in ("Node", "Pod")]
+    assert (
+        constraint_checker.violations(nodes, running=running, bindings=bindings, storage=storage)
+        == []
+    )
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ class DefaultBinder(interfaces.BindPlugin):
                 name=pod.name,
                 uid=pod.uid,
                 node=node,
-                claims=pod.claim_keys,
+                claims=pod.claim_keys if pod.claims else (),
             )
         )
         return statuses.SUCCESS

@@ -149,10 +149,9 @@ def _bindable(
     if not claims:
         return every
     taken: dict[str, filtering.BoolArray] = {}  # volume -> rows where an earlier claim took it
-    candidates = sorted(storage.volumes.values(), key=lambda v: (v.capacity, v.name))
     for claim, cls in claims:
         got = np.zeros(size, dtype=np.bool_)
-        for volume in candidates:
+        for volume in storage.candidates(claim):
             if not _fits(volume, claim):
                 continue
             free = _terms_mask(volume.node_affinity, nodes) & ~got
@@ -256,12 +255,13 @@ class VolumeBinding(
         *,
         recorder: decisions.DecisionRecorder,
     ) -> statuses.Status:
+        if not pod.claims:
+            return statuses.SUCCESS
         # From the snapshot, not the cycle state: an action may place a pod without PreFilter.
         snapshot = self._handle.snapshot()
         storage = snapshot.volumes
         info = snapshot.node_infos.get(node)
         labels = info.labels if info is not None else {}
-        candidates = sorted(storage.volumes.values(), key=lambda v: (v.capacity, v.name))
         taken: set[str] = set()
         for key in pod.claim_keys:
             claim = storage.claims.get(key)
@@ -271,7 +271,7 @@ class VolumeBinding(
             volume = next(
                 (
                     v
-                    for v in candidates
+                    for v in storage.candidates(claim)
                     if v.name not in taken
                     and _fits(v, claim)
                     and (

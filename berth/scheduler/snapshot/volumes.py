@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import functools
 import types
 import typing
 
@@ -130,6 +131,54 @@ class Volumes:
     attach_limits: collections.abc.Mapping[str, collections.abc.Mapping[str, int]] = (
         dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
     )
+
+    @functools.cached_property
+    def _free_by_class(self) -> dict[str, tuple[VolumeInfo, ...]]:
+        found: dict[str, list[VolumeInfo]] = {}
+        for volume in self.volumes.values():
+            if volume.available:
+                found.setdefault(volume.storage_class, []).append(volume)
+        return {
+            cls: tuple(sorted(vols, key=lambda v: (v.capacity, v.name)))
+            for cls, vols in found.items()
+        }
+
+    def candidates(self, claim: ClaimInfo, /) -> tuple[VolumeInfo, ...]:
+        """The volumes the PV binder could give ``claim``: of its class, available or reserved
+        for it (``claimRef``), smallest first (capacity and modes still to be checked)."""
+        free = self._free_by_class.get(claim.storage_class, ())
+        reserved = (
+            tuple(
+                v
+                for v in self.volumes.values()
+                if v.claim == claim.key and v.storage_class == claim.storage_class
+            )
+            if self._reserved_any
+            else ()
+        )
+        if not reserved:
+            return free
+        return tuple(sorted((*reserved, *free), key=lambda v: (v.capacity, v.name)))
+
+    @functools.cached_property
+    def _reserved_any(self) -> bool:
+        return any(v.claim is not None and v.phase != BOUND for v in self.volumes.values())
+
+    def limits(self, driver: str, /) -> collections.abc.Mapping[str, int]:
+        """Node -> how many volumes of ``driver`` it may attach (nodes declaring a limit)."""
+        cache = self._limits_by_driver
+        found = cache.get(driver)
+        if found is None:
+            found = cache[driver] = {
+                node: drivers[driver]
+                for node, drivers in self.attach_limits.items()
+                if driver in drivers
+            }
+        return found
+
+    @functools.cached_property
+    def _limits_by_driver(self) -> dict[str, dict[str, int]]:
+        return {}
 
     def driver_of(self, claim: ClaimInfo, /) -> tuple[str, str] | None:
         """The CSI driver and volume handle ``claim`` attaches on a node: its bound volume's,
