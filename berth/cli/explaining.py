@@ -33,6 +33,7 @@ import typing
 
 import numpy as np
 
+from berth.api import keys
 from berth.kube import listing
 from berth.scheduler import loop
 from berth.scheduler.actions import registry as actions_registry
@@ -296,7 +297,11 @@ def dry_run(
         if isinstance(node, str) and node:
             bound[key] = node
         phases[key] = str((pod.get("status") or {}).get("phase") or "Pending")
-    cache = cluster_cache.ClusterCache(scheduler_names=(scheduler_name,))
+    # As the operator does by default (setting admit_plain_pods): a pod naming no group or
+    # queue is charged to its namespace's default queue, else ``default``.
+    cache = cluster_cache.ClusterCache(
+        scheduler_names=(scheduler_name,), plain_pods_queue=keys.DEFAULT_QUEUE
+    )
     skipped = listing.fill_cache(cache, objects, scheduler_names={scheduler_name})
 
     def offer_again(keys: collections.abc.Iterable[str]) -> None:

@@ -267,12 +267,14 @@ class Settings(pydantic_settings.BaseSettings):
     as Koordinator's collector), leaves time to read what happened (``kubectl get resv``) while
     finished reservations do not pile up."""
 
-    admit_plain_pods: bool = False
-    """Whether Berth's pods with neither a PodGroup nor a queue go through the ``default``
-    queue as groups of one (quota, fair share, reclaim), as Kueue's
-    ``manageJobsWithoutQueueName`` does. Off by default: such pods bypass queues and gangs and
-    are placed as kube-scheduler would, which is what a user who did not ask for batch
-    scheduling expects."""
+    admit_plain_pods: bool = True
+    """Whether Berth's pods with neither a PodGroup nor a queue (nor a group derived from their
+    owners) are charged to a queue as groups of one (quota, fair share, reclaim): their
+    namespace's default queue (label ``scheduling.berth.io/default-queue``), else ``default``
+    — Kueue's ``manageJobsWithoutQueueName``. On by default: no pod bypasses quota because it
+    carries no label. Off, such pods of a namespace that names no default queue bypass queues
+    and quota and are placed as kube-scheduler would; a namespace's default queue still takes
+    its pods."""
 
     group_by_owner: bool = True
     """Whether Berth's pods with owners and no group get a group derived from their owners

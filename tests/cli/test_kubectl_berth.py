@@ -602,6 +602,28 @@ def test_why_a_bound_pod_shows_where_it_would_go_and_how_nodes_score(
     cluster: testing.RunningEmulator, kubectl_berth_run: Kubectl
 ) -> None:
     before = writes(cluster)
+    result = kubectl_berth_run("berth", "why", "solo-0", "--top", "1")
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [
+        "Pod default/solo-0: bound to c-0, phase Running, scheduler berth-scheduler",
+        "  PodGroup default/solo: no Scheduled condition yet (is Berth's operator running?)",
+        "  no FailedScheduling events",
+    ]
+    assert "  default/solo-0  bound to c-0; offered again now, it would go to c-0" in lines
+    scores = lines[lines.index("Scores for default/solo-0 (allocate):") + 1 :]
+    assert scores[0] == "  default/solo-0: top 1 of 3 feasible nodes"
+    assert scores[3].startswith("  | c-0 |")
+    assert len(scores) == 4
+    assert writes(cluster) == before
+
+
+def test_why_a_bound_plain_pod_is_offered_again_in_its_queue(
+    cluster: testing.RunningEmulator, kubectl_berth_run: Kubectl
+) -> None:
+    # "web" names no group or queue: like the operator, the dry run charges it to the queue
+    # default, which comes after team-a (priority 10). Offered again, the room it frees on a-0
+    # lets the gang "big" start whole first, and web would wait.
     result = kubectl_berth_run("berth", "why", "web", "--top", "1")
     assert (result.returncode, result.stderr) == (0, "")
     lines = result.stdout.splitlines()
@@ -609,12 +631,16 @@ def test_why_a_bound_pod_shows_where_it_would_go_and_how_nodes_score(
         "Pod default/web: bound to a-0, phase Running, scheduler berth-scheduler",
         "  no FailedScheduling events",
     ]
-    assert "  default/web  bound to a-0; offered again now, it would go to a-0" in lines
-    scores = lines[lines.index("Scores for default/web (allocate):") + 1 :]
-    assert scores[0] == "  default/web: top 1 of 2 feasible nodes"
-    assert scores[3].startswith("  | a-0 |")
-    assert len(scores) == 4
-    assert writes(cluster) == before
+    verdict = "0/3 nodes fit: 2 Insufficient cpu, 1 untolerated taint {dedicated: gpu}"
+    assert f"  default/web  bound to a-0; offered again now, it would stay pending: {verdict}" in (
+        lines
+    )
+    nodes = lines[lines.index("Nodes for default/web (allocate):") + 1 :]
+    assert [row.split()[:2] for row in nodes[1:4]] == [
+        ["a-0", "Insufficient"],
+        ["b-0", "Insufficient"],
+        ["c-0", "untolerated"],
+    ]
 
 
 def test_why_a_gang_member_names_its_group_and_own_events(

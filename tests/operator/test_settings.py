@@ -102,8 +102,8 @@ def test_reservation_retention_precedence(
     assert settings.Settings(config=path, **flags).reservation_retention == expected
 
 
-@pytest.mark.parametrize(("env", "expected"), [(None, False), ("true", True), ("false", False)])
-def test_the_chart_turns_admission_of_plain_pods_on_through_the_environment(
+@pytest.mark.parametrize(("env", "expected"), [(None, True), ("true", True), ("false", False)])
+def test_plain_pods_are_charged_to_queues_unless_the_chart_turns_that_off(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, env: str | None, expected: bool
 ) -> None:
     if env is not None:

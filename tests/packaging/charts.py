@@ -118,7 +118,7 @@ EVERY_OPTION: Values = {
         "webhook": {"port": 8443, "failurePolicy": "Ignore", "timeoutSeconds": 10},
         "bindTimeout": "2m",
     },
-    "admitPlainPods": True,
+    "admitPlainPods": False,
     "groupByOwner": False,
     "interop": {
         "schedulerPlugins": {"enabled": False, "installCRD": True, "claimPods": True},

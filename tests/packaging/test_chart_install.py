@@ -259,11 +259,12 @@ def test_berth_run_flags_follow_the_values(
 
 
 @pytest.mark.parametrize(
-    ("option_set", "admit", "grouping", "extra"),
+    ("option_set", "admit", "claim", "grouping", "extra"),
     [
-        ("defaults", "false", "true", []),
+        ("defaults", "true", "false", "true", []),
         (
             "every-option",
+            "false",
             "true",
             "false",
             [
@@ -277,7 +278,12 @@ def test_berth_run_flags_follow_the_values(
     ids=["defaults", "every-option"],
 )
 def test_environment_names_the_pod_and_the_plain_pod_policy(
-    cluster: testing.RunningEmulator, option_set: str, admit: str, grouping: str, extra: list[Obj]
+    cluster: testing.RunningEmulator,
+    option_set: str,
+    admit: str,
+    claim: str,
+    grouping: str,
+    extra: list[Obj],
 ) -> None:
     env = container(cluster, option_set)["env"]
     assert env == [
@@ -288,9 +294,9 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "BERTH_GROUP_BY_OWNER", "value": grouping},
         {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS", "value": grouping},
         {"name": "BERTH_INTEROP_VOLCANO", "value": grouping},
-        # claimPods: off by default, on in every-option (as admitPlainPods).
-        {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS_PODS", "value": admit},
-        {"name": "BERTH_INTEROP_VOLCANO_PODS", "value": admit},
+        # claimPods: off by default, on in every-option (admitPlainPods the other way round).
+        {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS_PODS", "value": claim},
+        {"name": "BERTH_INTEROP_VOLCANO_PODS", "value": claim},
         {"name": "BERTH_INTEROP_WORKLOAD_API", "value": grouping},
         *extra,
     ]

@@ -3,9 +3,10 @@
 Owns the bookkeeping between watch events and cycles: infos parsed once per object change,
 per-node requested sums and per-queue usage (:mod:`.usage`) kept incrementally (a cycle never
 re-sums every pod), group membership, the resolution of pod priorities (PriorityClasses) and
-queues (a pod's label, else its group's), and pods assumed by the decision sink while their
-binding is in flight (they count as placed until the API confirms the binding or the sink
-forgets them).
+queues (a pod's label, else its group's; a plain pod of Berth's joins its namespace's default
+queue, else ``plain_pods_queue``, as a group of one), and pods assumed by the decision sink
+while their binding is in flight (they count as placed until the API confirms the binding or
+the sink forgets them).
 
 Reservations become *reserve pods* here (docs/architecture.md, :mod:`.reservations`): a
 Pending one is a pending pod of its queue, an Available one a placed pod holding what its
@@ -80,9 +81,11 @@ class ClusterCache:
         group_by_owner: bool = False,
     ) -> None:
         """``scheduler_names``: the profile's name first, then the other schedulers' names whose
-        pods Berth claims (setting ``interop_volcano_pods``...). ``plain_pods_queue``: when set,
-        Berth's pods with neither a group nor a queue join that queue as groups of one instead
-        of bypassing queues and gangs. ``group_by_owner``: pods with owners and no group wait
+        pods Berth claims (setting ``interop_volcano_pods``...). ``plain_pods_queue``: the queue
+        Berth's pods with neither a group nor a queue join as groups of one when their
+        Namespace names no default queue (the operator's ``default``, setting
+        ``admit_plain_pods``); ``None``: there they bypass queues and quota (in a namespace that
+        names one they join it all the same). ``group_by_owner``: pods with owners and no group wait
         until Berth derived their group from the owners
         (:func:`~berth.scheduler.snapshot.pods.awaits_owner_group`)."""
         ordered_names = tuple(scheduler_names)
@@ -165,9 +168,6 @@ class ClusterCache:
     def add_pod(self, raw: typing.Any, /) -> None:
         """Add or update a pod."""
         obj = wire.as_raw(raw)
-        awaiting = self._group_by_owner and pods.awaits_owner_group(obj)
-        if self._plain_pods_queue is not None and self._is_ours(obj) and not awaiting:
-            obj = wire.as_raw(pods.with_queue_if_plain(obj, queue=self._plain_pods_queue))
         info = pods.pod_info(
             obj, priority_classes=self._class_values, group_by_owner=self._group_by_owner
         )
@@ -236,19 +236,17 @@ class ClusterCache:
             )
         return True
 
-    def _is_ours(self, obj: wire.Raw, /) -> bool:
-        scheduler = wire.sub(obj, "spec").get("schedulerName") or "default-scheduler"
-        return scheduler in self._scheduler_names
-
     def _resolved(self, info: pods.PodInfo) -> pods.PodInfo:
         group = self._groups.get(info.pod_group) if info.pod_group is not None else None
+        namespace_queue = self._namespace_queues.get(info.namespace)
+        ours = info.scheduler_name in self._scheduler_names
         return pods.resolve(
             info,
             priority_classes=self._class_values,
             default_priority=self._default_priority,
             group_queue=group.queue if group is not None else None,
-            namespace_queue=self._namespace_queues.get(info.namespace),
-            join_namespace_queue=info.scheduler_name in self._scheduler_names,
+            namespace_queue=namespace_queue,
+            plain_queue=(namespace_queue or self._plain_pods_queue) if ours else None,
         )
 
     def _store_pod(self, info: pods.PodInfo, /, *, from_api: bool) -> None:

@@ -337,26 +337,6 @@ def _group_claims(
     return f"two PodGroups claim the pod ({listed}): remove all but one"
 
 
-def with_queue_if_plain(raw: typing.Any, /, *, queue: str) -> typing.Any:
-    """``raw`` with the queue label set to ``queue`` when the pod has neither a group nor a
-    queue; otherwise ``raw`` itself (not copied).
-
-    The cache applies it when plain pods are admitted through queues (Kueue's
-    ``manageJobsWithoutQueueName``): such a pod then is a group of one in ``queue`` everywhere
-    downstream, exactly as if its owner had labelled it.
-    """
-    obj = wire.as_raw(raw)
-    meta = wire.sub(obj, "metadata")
-    labels = wire.sub(meta, "labels")
-    if labels.get(QUEUE_LABEL) or _group_name(
-        {str(k): str(v) for k, v in labels.items()},
-        wire.sub(meta, "annotations"),
-        wire.sub(obj, "spec"),
-    ):
-        return raw
-    return {**obj, "metadata": {**meta, "labels": {**labels, QUEUE_LABEL: queue}}}
-
-
 def awaits_owner_group(raw: typing.Any, /) -> bool:
     """Whether a pod waits for Berth to derive its group from its owners: it has owners, names
     no group, was not grouped yet (:data:`~berth.api.keys.GROUPED_BY_ANNOTATION`) and did not
@@ -407,16 +387,17 @@ def resolve(
     default_priority: int = 0,
     group_queue: str | None = None,
     namespace_queue: str | None = None,
-    join_namespace_queue: bool = False,
+    plain_queue: str | None = None,
 ) -> PodInfo:
     """``info`` with its priority and queue resolved again (after a PriorityClass, its group or
     its namespace changed); the same object when nothing changed.
 
     The queue: the pod's queue label, else its group's (``group_queue``). ``namespace_queue``
     is the default queue its Namespace names (label ``scheduling.berth.io/default-queue``):
-    there, a queue label ``default`` means that queue, and with ``join_namespace_queue`` (one of
-    Berth's pods) a pod with neither group nor queue joins it as a group of one — no pod of such
-    a namespace bypasses its quota for want of a label.
+    there, a queue label ``default`` means that queue. ``plain_queue`` is the queue a pod with
+    neither group nor queue joins as a group of one (for one of Berth's pods: its namespace's
+    default queue, else ``default``); ``None`` leaves such a pod plain, outside every queue.
+    A pod waiting for the group its owners give it joins nothing yet.
     """
     priority = _priority(
         info.spec_priority,
@@ -433,16 +414,15 @@ def resolve(
         and group == implicit_group_key(info.namespace, name=info.name)
         and not info.labels.get(QUEUE_LABEL)
     ):
-        group = None  # it joined its namespace's queue, which it no longer names
+        group = None  # it joined a queue as a plain pod: joined again below, or not
     if (
         group is None
         and label_queue is None
-        and namespace_queue
-        and join_namespace_queue
+        and plain_queue
         and not info.awaiting_group
         and not info.reserve
     ):
-        label_queue = namespace_queue
+        label_queue = plain_queue
         group = implicit_group_key(info.namespace, name=info.name)
     queue = ids.QueueName(label_queue) if label_queue else _queue_or_none(group_queue)
     if priority == info.priority and queue == info.queue and group == info.pod_group:

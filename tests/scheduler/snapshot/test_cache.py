@@ -9,6 +9,8 @@ We test these aspects:
   and changing one re-resolves pods and groups;
 - groups: members counted, queue inherited, implicit groups of one, a missing group;
 - the implicit ``default`` queue, reservations and queues as infos;
+- Berth's plain pods join their namespace's default queue, else ``plain_pods_queue`` (or stay
+  plain without one), as groups of one, and move when the namespace's label changes;
 - a snapshot is a private copy: mutating its table or later cache changes leave it alone;
 - per-queue usage (allocated, requested, running and pending groups) follows pods binding,
   finishing, leaving and changing queue, and an earlier snapshot's usage stays as it was;
@@ -24,7 +26,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from berth.api import resources
+from berth.api import keys, resources
 from berth.scheduler.snapshot import cache, snapshots, usage
 from tests.scheduler import builders as b
 
@@ -94,6 +96,38 @@ def test_plain_pods_join_the_default_queue_when_admitted_through_queues() -> Non
             before[key].queue,
             before[key].pod_group,
         )
+    # Joining is the queue's bookkeeping, not a label: pod affinity sees the pod's own labels.
+    assert keys.QUEUE_LABEL not in after["default/plain"].labels
+
+
+def test_plain_pods_join_their_namespace_queue_before_the_default_one() -> None:
+    def labelled(name: str, queue: str | None) -> dict[str, typing.Any]:
+        labels = {keys.NAMESPACE_QUEUE_LABEL: queue} if queue else {}
+        return {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels},
+        }
+
+    for plain_pods_queue in (None, "default"):
+        c = cache.ClusterCache(scheduler_names=(b.SCHEDULER,), plain_pods_queue=plain_pods_queue)
+        c.add_namespace(labelled("lab", "research"))
+        c.add_namespace(labelled("etl", None))
+        c.add_pod(b.pod("p", namespace="lab"))
+        c.add_pod(b.pod("q", namespace="etl"))
+        snap = c.snapshot(0)
+        # The namespace's queue takes its plain pods whatever the setting...
+        assert (snap.pods["lab/p"].queue, snap.pods["lab/p"].pod_group) == (
+            "research",
+            "lab/pod:p",
+        )
+        # ...and elsewhere they go to plain_pods_queue, or bypass queues when there is none.
+        assert snap.pods["etl/q"].queue == plain_pods_queue
+        # The namespace stops naming a queue: its pod moves to the fallback (or out of queues).
+        c.add_namespace(labelled("lab", None))
+        moved = c.snapshot(1).pods["lab/p"]
+        assert moved.queue == plain_pods_queue
+        assert moved.plain is (plain_pods_queue is None)
 
 
 def test_assumed_pods_count_until_confirmed_or_forgotten() -> None:
