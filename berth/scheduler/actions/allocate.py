@@ -17,8 +17,12 @@ The first action of every session (KAI's ``allocate``):
 
 A job stops trying its pods as soon as its quorum is out of reach (placed pods plus untried
 ones fall below ``minMember``): that is what keeps a 1000-pod gang that does not fit cheap.
-Pods are never skipped for looking like one that failed: plugins may judge by more than the
-pod's shape (labels, reservations), so each pod gets its own attempt and its own reason.
+
+Jobs of one equivalence class (:mod:`~berth.scheduler.framework.equivalence`: same queue,
+priority, quorum and pod shapes) are tried once: when one does not fit, the rest of its class
+stays pending with its reasons, since nothing allocate does frees room or shares. Work a
+plugin judges by more than its shape (pod affinity, spread, host ports, reservations) has no
+class, and each of its pods gets its own attempt and its own reason.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import collections
 import logging
 import typing
 
-from berth.scheduler.framework import jobs, sessions, statements, statuses
+from berth.scheduler.framework import equivalence, jobs, sessions, statements, statuses
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import pods, queues
@@ -44,7 +48,18 @@ class Allocate:
 
     name = NAME
 
+    def __init__(self) -> None:
+        # Classes that did not fit this execute -> the first one's group and pod reasons.
+        self._failed: dict[equivalence.ClassKey, tuple[str, tuple[str, ...]]] = {}
+
     def execute(self, session: sessions.Session) -> None:
+        self._failed = {}
+        try:
+            self._execute(session)
+        finally:
+            self._failed = {}
+
+    def _execute(self, session: sessions.Session) -> None:
         logger.debug(
             "Enter allocate (session %s): %d jobs, %d plain pods",
             session.id,
@@ -121,6 +136,22 @@ class Allocate:
         if not valid.is_success():
             session.reject_job(job, reason=valid.message())
             return
+        klass = equivalence.class_of(job, snapshot=session.snapshot)
+        seen = self._failed.get(klass) if klass is not None else None
+        if seen is not None:
+            _same_as_class(session, job, seen)
+            return
+        self._place_members(session, job, queue=queue)
+        if klass is not None and job.key in session.group_reasons and not job.allocated:
+            ordered = session.ordered_tasks(job)
+            self._failed[klass] = (
+                session.group_reasons[job.key],
+                tuple(session.pod_reasons.get(p.key, "") for p in ordered),
+            )
+
+    def _place_members(
+        self, session: sessions.Session, job: jobs.Job, *, queue: queues.QueueInfo
+    ) -> None:
         framework = session.framework
         tasks: list[pods.PodInfo] = []
         for pod in session.ordered_tasks(job):
@@ -176,6 +207,17 @@ class Allocate:
         if status.is_success() or status.is_wait():
             return None
         return status.message()
+
+
+def _same_as_class(
+    session: sessions.Session, job: jobs.Job, seen: tuple[str, tuple[str, ...]]
+) -> None:
+    """``job`` stays pending as the first of its class did: its reasons, pod by pod."""
+    reason, pod_reasons = seen
+    session.reject_job(job, reason=reason)
+    for pod, why in zip(session.ordered_tasks(job), pod_reasons, strict=False):
+        if why:
+            session.reject_pod(pod, reason=why)
 
 
 def _reserves(job: jobs.Job) -> bool:

@@ -298,6 +298,7 @@ class _Books:
         self.evicted_vec: dict[str, IntArray] = {}  # group key -> requests evicted this session
         self.evictions = 0  # pods evicted by this session's statements (undone ones uncounted)
         self._modes: dict[str, ReclaimMode | None] = {}
+        self._ripe: float | None = None
         self._fair: dict[str, float] | None = None
         self.holds: list[_Hold] = []
 
@@ -661,6 +662,37 @@ class _Books:
             found = self._smallest_pods[job.key] = min(vectors, key=lambda v: int(v.sum()))
         return found
 
+    def revisit_at(self, job: jobs.Job) -> float | None:
+        """When time alone changes what this plugin says of ``job``: it passes the starvation
+        threshold, or a running pod passes its minimum runtime and may be reclaimed. Parked
+        jobs wake then, so that the guard and reclaim see them."""
+        now = self.session.snapshot.now
+        times = [self._next_ripe()]
+        if self.threshold is not None and job.creation_timestamp + self.threshold > now:
+            times.append(job.creation_timestamp + self.threshold)
+        found = min(times)
+        return found if found < math.inf else None
+
+    def _next_ripe(self) -> float:
+        """The first time after now a running pod passes its minimum runtime (once a
+        session)."""
+        if self._ripe is None:
+            snapshot = self.session.snapshot
+            now, soonest = snapshot.now, math.inf
+            for info in snapshot.node_infos.values():
+                for key in info.pods:
+                    pod = snapshot.pods.get(key)
+                    if pod is None or pod.queue is None:
+                        continue
+                    started = (
+                        pod.start_time if pod.start_time is not None else (pod.creation_timestamp)
+                    )
+                    ripe = started + self.min_runtime(pod)
+                    if now < ripe < soonest:
+                        soonest = ripe
+            self._ripe = soonest
+        return self._ripe
+
     def starving(self, job: jobs.Job) -> bool:
         """Waited past the threshold, below quorum, and its queue has room left in its share
         (and limits) for what the job asks: the guard holds only room the queue is entitled
@@ -903,6 +935,7 @@ class Proportion(interfaces.SessionPlugin):
         registry.reclaimable.add(books.reclaimable, plugin=NAME)
         registry.preemptable.add(books.preemptable, plugin=NAME)
         registry.job_starving.add(books.starving, plugin=NAME)
+        registry.revisit_at.append(books.revisit_at)
         registry.nominations.add(books.nominations, plugin=NAME)
         session.add_event_handler(
             plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate

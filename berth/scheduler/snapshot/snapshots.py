@@ -18,6 +18,7 @@ import collections.abc
 import dataclasses
 
 from berth.scheduler.snapshot import (
+    changes,
     nodes,
     nodetable,
     podgroups,
@@ -36,6 +37,7 @@ _PodGroupInfo = podgroups.PodGroupInfo
 _QueueInfo = queues.QueueInfo
 _ReservationInfo = reservations.ReservationInfo
 _QueueUsage = usage.QueueUsage
+_Changes = changes.Changes
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
@@ -65,6 +67,8 @@ class Snapshot:
     namespaces: collections.abc.Mapping[str, collections.abc.Mapping[str, str]] = dataclasses.field(
         default_factory=dict
     )
+    # The cache's change counters (None: a snapshot built by hand, which parks nothing).
+    changes: _Changes | None = None
 
     def usage_of(self, queue: str, /) -> _QueueUsage:
         """What ``queue``'s own pods hold and wait for (not its subtree's)."""
