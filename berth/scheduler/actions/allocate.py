@@ -136,13 +136,19 @@ class Allocate:
         if not valid.is_success():
             session.reject_job(job, reason=valid.message())
             return
-        klass = equivalence.class_of(job, snapshot=session.snapshot)
-        seen = self._failed.get(klass) if klass is not None else None
-        if seen is not None:
-            _same_as_class(session, job, seen)
-            return
+        klass: equivalence.ClassKey | None = None
+        if self._failed:  # the key costs something: only once a class failed
+            klass = equivalence.class_of(job, snapshot=session.snapshot)
+            seen = self._failed.get(klass) if klass is not None else None
+            if seen is not None:
+                _same_as_class(session, job, seen)
+                return
         self._place_members(session, job, queue=queue)
-        if klass is not None and job.key in session.group_reasons and not job.allocated:
+        if job.key not in session.group_reasons or job.allocated:
+            return
+        if klass is None:
+            klass = equivalence.class_of(job, snapshot=session.snapshot)
+        if klass is not None:
             ordered = session.ordered_tasks(job)
             self._failed[klass] = (
                 session.group_reasons[job.key],

@@ -16,6 +16,7 @@ labels join the key.
 
 from __future__ import annotations
 
+import collections
 import collections.abc
 import typing
 
@@ -58,7 +59,14 @@ def class_of(job: jobs.Job, *, snapshot: snapshots.Snapshot) -> ClassKey | None:
     if not all(classable(pod) for pod in job.pending):
         return None
     labels = bool(snapshot.constraining) or bool(snapshot.reservations)
-    shapes = tuple(sorted((_pod_shape(p, labels=labels) for p in job.pending), key=repr))
+    first = _pod_shape(job.pending[0], labels=labels)
+    shapes: collections.abc.Hashable = (
+        first
+        if len(job.pending) == 1
+        else frozenset(
+            collections.Counter(_pod_shape(p, labels=labels) for p in job.pending).items()
+        )
+    )
     return (
         group.queue,
         group.namespace,

@@ -203,6 +203,8 @@ class Session:
         self.attempt_seconds: list[float] = []
         self.parked: collections.abc.Mapping[str, parking.Parked] = types.MappingProxyType({})
         """Jobs left out of this session, parked with their reasons (:mod:`.parking`)."""
+        self.pending: collections.abc.Sequence[pods.PodInfo] = snapshot.pending
+        """The snapshot's pending pods but the parked jobs' (those this session is about)."""
         self._job_of: dict[ids.PodKey, jobs.Job] = {}
         self._vectors: dict[ids.PodKey, npt.NDArray[np.int64]] = {}
         self.closed = False
@@ -351,6 +353,7 @@ def open_session(
         if left_out
         else snapshot.pending
     )
+    session.pending = pending
     for pod in pending:
         if pod.awaiting_group:
             session.reject_pod(pod, reason=_awaiting_reason(pod))
@@ -391,12 +394,7 @@ def close_session(session: Session) -> decisions.CycleResult:
         session.closed = True
         framework.handle.detach()
     left_out = session.parked
-    pending = (
-        [p for p in session.snapshot.pending if p.pod_group not in left_out]
-        if left_out
-        else session.snapshot.pending
-    )
-    for pod in pending:
+    for pod in session.pending:
         if pod.key not in session.placed and pod.key not in session.pod_reasons:
             session.pod_reasons[pod.key] = decisions.NOT_TRIED
     recorder = session.recorder
