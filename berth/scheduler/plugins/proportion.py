@@ -51,6 +51,7 @@ import collections.abc
 import dataclasses
 import enum
 import math
+import typing
 
 import numpy as np
 import numpy.typing as npt
@@ -70,7 +71,7 @@ from berth.scheduler.framework import (
 )
 from berth.scheduler.plugins import names
 from berth.scheduler.plugins import proportion_shares as shares
-from berth.scheduler.snapshot import nodetable, pods, queues, usage
+from berth.scheduler.snapshot import nodetable, pods, queues, runtimes, usage
 
 __all__ = [
     "MAX_HOLDERS",
@@ -142,6 +143,16 @@ class _Hold:
     amounts: IntArray  # [rows, resources]: free now, kept for the job
     rows: npt.NDArray[np.bool_]
     targets: dict[str, str]  # pod key -> node it waits on
+    shadow: float | object | None = dataclasses.field(default=None)  # see Books.shadow
+
+
+_UNKNOWN = object()
+"""A hold's shadow time before it was worked out (``None`` is a known "no time")."""
+
+
+def _ends_before_start(ends: float, shadow: float | None) -> bool:
+    """A pod ending at ``ends`` cannot delay a job starting at ``shadow`` (EASY backfill)."""
+    return shadow is not None and ends <= shadow
 
 
 def _fits_now_scorer(free: IntArray) -> hooks.NodeScorer:
@@ -774,7 +785,13 @@ class _Books:
             if targets:
                 planned[path] += held.sum(axis=0)
                 self.holds.append(
-                    _Hold(job=job, amounts=held, rows=np.asarray(held.any(axis=1)), targets=targets)
+                    _Hold(
+                        job=job,
+                        amounts=held,
+                        rows=np.asarray(held.any(axis=1)),
+                        targets=targets,
+                        shadow=_UNKNOWN,
+                    )
                 )
 
     def nominations(self, job: jobs.Job) -> dict[str, str]:
@@ -783,6 +800,25 @@ class _Books:
             if hold.job is job:
                 return dict(hold.targets)
         return {}
+
+    def shadow(self, hold: _Hold) -> float | None:
+        """When the held job could start at the latest: once every pod on the nodes held for
+        it has ended as declared (EASY backfill's shadow time); ``None`` when one of them
+        declares no runtime (then nobody backfills into the hold)."""
+        if hold.shadow is _UNKNOWN:
+            snapshot = self.session.snapshot
+            latest: float | None = snapshot.now
+            for node in sorted(set(hold.targets.values())):
+                for pod in snapshot.pods_on(node):
+                    ends = runtimes.expected_end(pod, now=snapshot.now)
+                    if ends is None:
+                        latest = None
+                        break
+                    latest = max(latest, ends) if latest is not None else None
+                if latest is None:
+                    break
+            hold.shadow = latest
+        return typing.cast("float | None", hold.shadow)
 
     def hold_filter(self, pod: pods.PodInfo, nodes: nodetable.NodeTable) -> filtering.NodeFilter:
         """Keep ``pod`` off capacity held for a starving job other than its own."""
@@ -793,6 +829,11 @@ class _Books:
             for h in self.holds
             if h.job is not own and not h.job.committed and not h.job.pipelined
         ]
+        if active:
+            # EASY backfill: room held for a gang may go to a pod that ends before it starts.
+            ends = runtimes.expected_end(pod, now=self.session.snapshot.now)
+            if ends is not None:
+                active = [h for h in active if not _ends_before_start(ends, self.shadow(h))]
         if not active:
             return filtering.passing(len(nodes))
         held = active[0].amounts if len(active) == 1 else np.sum([h.amounts for h in active], 0)
