@@ -57,3 +57,22 @@ def test_declared_short_work_fills_the_held_room_without_delaying_the_gang() -> 
     idle = guarded["summary"]["utilizationWhileWaiting"]["nvidia.com/gpu"]
     assert busy > idle
     assert easy["summary"]["partialGangs"] == 0
+
+
+def test_a_queue_default_stands_in_for_pods_that_declare_nothing() -> None:
+    # The 30-minute pods declare nothing: without their queue's default the gang's start is
+    # unknown and nothing backfills; with it, the declared 3-minute pods do.
+    spec = SPEC % {"small": "", "short": ", expectedRuntime: 3m"}
+    without = builders.run(spec)
+    default = builders.run(
+        spec.replace(
+            "metadata: {name: research}}",
+            "metadata: {name: research}, spec: {defaultExpectedRuntimeSeconds: 1800}}",
+        )
+    )
+    gang_without, gang_default = _started(without, "big"), _started(default, "big")
+    assert gang_without and gang_default
+    assert gang_default[0] <= gang_without[0]
+    before_default = sum(1 for t in _started(default, "short") if t < gang_default[0])
+    before_without = sum(1 for t in _started(without, "short") if t < gang_without[0])
+    assert before_default > before_without

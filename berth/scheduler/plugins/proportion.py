@@ -312,6 +312,7 @@ class _Books:
         self._ripe: float | None = None
         self._fair: dict[str, float] | None = None
         self.holds: list[_Hold] = []
+        self.shadows: dict[str, float] = {}  # the plugin's, across sessions (see shadow)
 
     # Shares ---------------------------------------------------------------------------------
     def ratio(self, i: int) -> float:
@@ -810,13 +811,18 @@ class _Books:
             latest: float | None = snapshot.now
             for node in sorted(set(hold.targets.values())):
                 for pod in snapshot.pods_on(node):
-                    ends = runtimes.expected_end(pod, now=snapshot.now)
+                    ends = runtimes.expected_end(pod, now=snapshot.now, queues=snapshot.queues)
                     if ends is None:
                         latest = None
                         break
                     latest = max(latest, ends) if latest is not None else None
                 if latest is None:
                     break
+            if latest is not None:
+                # The gang's start never moves later for backfill's sake: what was promised
+                # it in an earlier cycle stands (room backfilled meanwhile ends by then).
+                latest = min(latest, self.shadows.get(hold.job.key, latest))
+                self.shadows[hold.job.key] = latest
             hold.shadow = latest
         return typing.cast("float | None", hold.shadow)
 
@@ -831,7 +837,8 @@ class _Books:
         ]
         if active:
             # EASY backfill: room held for a gang may go to a pod that ends before it starts.
-            ends = runtimes.expected_end(pod, now=self.session.snapshot.now)
+            snapshot = self.session.snapshot
+            ends = runtimes.expected_end(pod, now=snapshot.now, queues=snapshot.queues)
             if ends is not None:
                 active = [h for h in active if not _ends_before_start(ends, self.shadow(h))]
         if not active:
@@ -962,9 +969,11 @@ class Proportion(interfaces.SessionPlugin):
     def __init__(self, args: ProportionArgs) -> None:
         self._args = args
         self._books: _Books | None = None
+        self._shadows: dict[str, float] = {}  # starving job -> its earliest shadow time
 
     def on_session_open(self, session: sessions.Session) -> None:
         books = self._books = _Books(session, args=self._args)
+        books.shadows = self._shadows
         registry = session.hooks
         registry.queue_order.add_key(books.queue_key, plugin=NAME)
         if books.ordered_queues():
@@ -990,6 +999,10 @@ class Proportion(interfaces.SessionPlugin):
         books, self._books = self._books, None
         if books is not None and books.session is session:
             session.queue_statuses.update(books.publish())
+            # A shadow lasts while its job is held for; a job held again later starts afresh.
+            held = {hold.job.key for hold in books.holds}
+            for key in [k for k in self._shadows if k not in held]:
+                del self._shadows[key]
 
 
 def new(args: ProportionArgs, handle: handles.ExtendedHandle) -> Proportion:
