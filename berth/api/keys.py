@@ -32,6 +32,7 @@ __all__ = [
     "RESERVATION_ALLOCATED_ANNOTATION",
     "RESERVATION_LABEL",
     "SIM_DURATION_ANNOTATION",
+    "EXPECTED_RUNTIME_ANNOTATION",
     "VERSION",
 ]
 
@@ -63,6 +64,10 @@ ADMITTED_NODE_ANNOTATION = f"{GROUP}/admitted-node"
 """Annotation Berth writes on a pod it admitted: the node it pinned the pod to."""
 ADMITTED_AT_ANNOTATION = f"{GROUP}/admitted-at"
 """Annotation Berth writes on a pod it admitted: when (RFC 3339), for the bind timeout."""
+EXPECTED_RUNTIME_ANNOTATION = f"{GROUP}/expected-runtime"
+"""Annotation on a pod: how long it expects to run once started (a duration, ``45m``). The
+starvation guard lets a pod onto room held for a starving gang only when the pod will have
+ended by the time the gang could start (EASY backfill)."""
 GROUP_BY_OWNER_LABEL = f"{GROUP}/group-by-owner"
 """Label on a workload (a Job, a JobSet...): ``disabled`` makes each of its pods a group of one
 instead of the gang Berth would derive from the workload's spec."""

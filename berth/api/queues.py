@@ -34,6 +34,8 @@ __all__ = [
 KIND = "Queue"
 PLURAL = "queues"
 MAX_WEIGHT = 65535
+MAX_EXPECTED_RUNTIME_SECONDS = 30 * 24 * 3600
+"""The longest default expected runtime a queue may declare (30 days)."""
 MAX_MIN_RUNTIME_SECONDS = 7 * 24 * 3600
 """The longest protection from fair-share reclaim a queue may ask for (a week)."""
 
@@ -125,6 +127,13 @@ class QueueSpec(meta.ApiModel):
     """Seconds a pod of this queue must have run before fair-share reclaim may evict it
     (0..604800); unset: the scheduler profile's ``reclaimMinRuntimeSeconds`` (60 by
     default). Reclaim toward a guarantee does not wait for it."""
+    default_expected_runtime_seconds: int | None = pydantic.Field(
+        default=None, ge=1, le=MAX_EXPECTED_RUNTIME_SECONDS
+    )
+    """How long this queue's pods run, for those that do not declare it (annotation
+    ``scheduling.berth.io/expected-runtime``): EASY backfill lets a pod onto room held for a
+    starving gang only when it ends before the gang could start. Unset: such pods have no
+    known end and never backfill."""
     job_order: JobOrder = JobOrder.PRIORITY_FIFO
     """Order in which the queue's waiting PodGroups are tried: PriorityFIFO, FIFO or
     NamespaceFair (fair between the namespaces submitting to it). Leaf queues only."""

@@ -3,7 +3,9 @@
 ``berth bench basic|gang|cycle`` time one scheduling session of the core's workloads (see
 :mod:`berth.sim.benchmarks`) with the default profile, on this machine, and print ``scenario``,
 ``nodes``, ``pods``, ``placed``, ``seconds``, ``pods_per_second``, ``p50_ms``, ``p99_ms``,
-``rss_mb`` and ``errors``. ``--nodes``/``--pods`` shrink or grow a workload. Other engineers'
+``rss_mb`` and ``errors``. ``--nodes``/``--pods`` shrink or grow a workload. ``backlog``
+times the cycles of a full cluster with a long backlog (parked work; see
+:func:`berth.sim.benchmarks.run_backlog`). Other engineers'
 benchmarks (``sim``, ``emulator``) join the same group as subcommands.
 """
 
@@ -61,6 +63,15 @@ command.add_command(
         " across 10 queues.",
     )
 )
+
+
+@command.command("backlog")
+@click.option("--nodes", type=click.IntRange(min=1), default=1_000, show_default=True)
+@click.option("--pods", type=click.IntRange(min=1), default=50_000, show_default=True)
+def backlog(nodes: int, pods: int) -> None:
+    """Full nodes and a long backlog: a cycle with nothing changed, one after a pod ends (ms)."""
+    workload = benchmarks.backlog(nodes=nodes, pods=pods)
+    click.echo(json.dumps(benchmarks.run_backlog(workload)))
 
 
 for _name, _summary in (

@@ -27,6 +27,7 @@ from berth.scheduler.framework import (
     decisions,
     handles,
     interfaces,
+    parking,
     profiles,
     registries,
     runtime,
@@ -69,7 +70,11 @@ class Scheduler:
         clock: clocks.Clock,
         actions: collections.abc.Sequence[interfaces.Action] | None = None,
         handle: handles.ExtendedHandle | None = None,
+        hints: bool = True,
+        revisit_seconds: float = parking.DEFAULT_REVISIT_SECONDS,
     ) -> None:
+        """``hints``: park work that cannot fit until an event that could change that
+        (:mod:`~berth.scheduler.framework.parking`); ``revisit_seconds`` bounds how long."""
         available = tuple(actions) if actions is not None else actions_registry.default_actions()
         by_name = {action.name: action for action in available}
         resolved = profiles.resolve(profile, registry=registry, actions=by_name)
@@ -79,6 +84,11 @@ class Scheduler:
         self.framework = runtime.Framework(resolved, handle=self.handle)
         self.actions: tuple[interfaces.Action, ...] = tuple(by_name[n] for n in resolved.actions)
         """The actions every session runs, in order."""
+        self.parking: parking.Parking | None = (
+            parking.Parking(revisit_seconds=revisit_seconds) if hints else None
+        )
+        """Jobs parked between sessions (``None``: every session tries every job)."""
+        self._last: decisions.CycleResult | None = None
 
     @property
     def debug_top_n(self) -> int:
@@ -100,8 +110,18 @@ class Scheduler:
         return self.handle.services
 
     def run_session(self, snapshot: snapshots.Snapshot) -> decisions.CycleResult:
-        """One session over ``snapshot``: open, every action, close. Pure."""
-        session = sessions.open_session(snapshot, framework=self.framework)
+        """One session over ``snapshot``: open, every action, close. Pure but for parking:
+        with hints, what the last sessions parked is left out, and a session that could only
+        repeat the last one's reasons is skipped (its result repeats them, with no
+        decisions)."""
+        lot = self.parking
+        if lot is not None and self._last is not None and lot.quiet(snapshot):
+            lot.saw(snapshot)
+            return _repeat(self._last, session_id=f"{self._last.session_id}-again")
+        parked = lot.admit(snapshot) if lot is not None else None
+        session = sessions.open_session(snapshot, framework=self.framework, parked=parked)
+        starving: set[str] = set()
+        revisit: dict[str, float] = {}
         try:
             for action in self.actions:
                 started = time.perf_counter()
@@ -111,8 +131,17 @@ class Scheduler:
                     # A bug in an action must not stop the cycle or the decisions made so far.
                     logger.exception("action %s failed in session %s", action.name, session.id)
                 session.action_seconds[action.name] = time.perf_counter() - started
+            if lot is not None:
+                starving, revisit = _time_bound(session)
         finally:
             result = sessions.close_session(session)
+        if lot is not None:
+            # A session with errors is never repeated silently: its errors are news each time.
+            quiet = not result.errors and all(
+                isinstance(d, decisions.Unschedulable) for d in result.decisions
+            )
+            lot.record(session, starving=starving, revisit=revisit, quiet=quiet)
+            self._last = result
         return result
 
     def run_once(self, source: SnapshotSource, sink: DecisionSink) -> decisions.CycleResult:
@@ -120,6 +149,35 @@ class Scheduler:
         result = self.run_session(source.snapshot())
         sink.apply(result)
         return result
+
+
+def _time_bound(session: sessions.Session) -> tuple[set[str], dict[str, float]]:
+    """Of the jobs left pending, those the starvation guard holds room for, and when the
+    others' situation changes by time alone (plugins' ``revisit_at``)."""
+    hooks = session.hooks
+    starving: set[str] = set()
+    revisit: dict[str, float] = {}
+    for key, job in session.jobs.items():
+        if key not in session.group_why:
+            continue
+        if len(hooks.job_starving) and hooks.job_starving(job):
+            starving.add(key)
+            continue
+        times = [t for fn in hooks.revisit_at if (t := fn(job)) is not None]
+        if times:
+            revisit[key] = min(times)
+    return starving, revisit
+
+
+def _repeat(last: decisions.CycleResult, *, session_id: str) -> decisions.CycleResult:
+    """A skipped session's result: the last one's reasons and lines, no decisions."""
+    return decisions.CycleResult(
+        session_id=session_id,
+        pod_why=last.pod_why,
+        group_why=last.group_why,
+        waiting=last.waiting,
+        queues=last.queues,
+    )
 
 
 async def run(

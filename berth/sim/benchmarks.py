@@ -21,6 +21,10 @@ session, the actions, closing the session.
   (CSINode), 1000 running pods with a bound volume of that driver, 1000 pods to place each
   with its own unbound claim of a ``WaitForFirstConsumer`` class the driver provisions
   (VolumeBinding, VolumeRestrictions, NodeVolumeLimits).
+- ``backlog`` (:func:`run_backlog`): 1000 full nodes (cpu 8, four running pods of cpu 2 each)
+  and 50 000 pending jobs of three shapes in 10 queues; after a first session parks them, one
+  session with nothing changed and one after a single running pod ended, each timed (snapshot
+  included): what a cycle costs when it follows change, not backlog.
 
 ``--nodes``/``--pods`` scale a workload; the other counts follow (running pods per node).
 
@@ -50,12 +54,14 @@ __all__ = [
     "BenchResult",
     "Workload",
     "anti_affinity",
+    "backlog",
     "basic",
     "cycle",
     "gang",
     "host_ports",
     "preferred_affinity",
     "run",
+    "run_backlog",
     "topology_spread",
 ]
 
@@ -446,6 +452,27 @@ def volumes(*, nodes: int = 5000, pods: int = 1000) -> Workload:
         }
         objects.append(_pod(f"pod-{i:05d}", cpu="100m", memory="500Mi", extra=mount))
     return Workload(scenario="volumes", nodes=nodes, pods=pods, objects=tuple(objects))
+_BACKLOG_SHAPES = (("1", "4Gi"), ("2", "8Gi"), ("4", "16Gi"))
+
+
+def backlog(*, nodes: int = 1000, pods: int = 50_000, queues: int = 10) -> Workload:
+    """Full nodes (four running pods of cpu 2 on cpu 8) and ``pods`` pending jobs of one pod
+    each, of three shapes, round-robin over ``queues`` queues."""
+    names = _node_names(nodes)
+    queue_names = [f"queue-{q:02d}" for q in range(queues)]
+    objects: list[Obj] = [_node(n, cpu="8", memory="64Gi") for n in names]
+    objects += [_queue(q) for q in queue_names]
+    for i, name in enumerate(names):
+        for j in range(4):
+            label = {keys.QUEUE_LABEL: queue_names[(i * 4 + j) % queues]}
+            objects.append(
+                _pod(f"run-{i:05d}-{j}", cpu="2", memory="16Gi", node=name, labels=label)
+            )
+    for i in range(pods):
+        cpu, memory = _BACKLOG_SHAPES[i % len(_BACKLOG_SHAPES)]
+        label = {keys.QUEUE_LABEL: queue_names[i % queues]}
+        objects.append(_pod(f"job-{i:05d}", cpu=cpu, memory=memory, labels=label))
+    return Workload(scenario="backlog", nodes=nodes, pods=pods, objects=tuple(objects))
 
 
 SCENARIOS: dict[str, collections.abc.Callable[..., Workload]] = {
@@ -523,3 +550,37 @@ def run(workload: Workload, *, debug_top_n: int = 0) -> tuple[BenchResult, decis
         errors=len(result.errors),
     )
     return bench, result
+
+
+def run_backlog(workload: Workload) -> dict[str, typing.Any]:
+    """Time the ``backlog`` cycles (see the module docstring); the JSON ``berth bench backlog``
+    prints."""
+    loaded = load(workload)
+    scheduler = loop.Scheduler(
+        registry.default_profile(),
+        registry=registry.in_tree_registry(),
+        clock=clocks.VirtualClock(EPOCH),
+    )
+
+    def timed(now: float) -> tuple[float, decisions.CycleResult]:
+        started = time.perf_counter()
+        result = scheduler.run_session(loaded.snapshot(now))
+        return time.perf_counter() - started, result
+
+    first, opened = timed(EPOCH)
+    quiet, _ = timed(EPOCH + 1)
+    loaded.remove_pod("bench/run-00000-0")  # one running pod ends
+    changed, after = timed(EPOCH + 2)
+    parked = len(scheduler.parking.parked) if scheduler.parking is not None else 0
+    return {
+        "scenario": workload.scenario,
+        "nodes": workload.nodes,
+        "pods": workload.pods,
+        "first_cycle_ms": round(first * 1000, 1),
+        "placed_first": len(opened.of_kind(decisions.BindPod)),
+        "no_change_ms": round(quiet * 1000, 2),
+        "one_change_ms": round(changed * 1000, 1),
+        "placed_after_change": len(after.of_kind(decisions.BindPod)),
+        "parked": parked,
+        "rss_mb": round(_rss_mb(), 1),
+    }

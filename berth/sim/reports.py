@@ -229,6 +229,7 @@ def _summary(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:
     jobs = list(recorder.jobs.values())
     return {
         "utilization": _utilization(recorder, end=end),
+        "utilizationWhileWaiting": _utilization_while_waiting(recorder, end=end),
         "wait": _waits(recorder, end=end),
         "jainIndex": None if jain is None else round(jain, 4),
         "contendedSeconds": events.seconds(contended),
@@ -302,6 +303,56 @@ def _utilization(recorder: records.Recorder, *, end: int) -> dict[str, float]:
     used = _integral(recorder.cluster, end=end)
     return {
         name: round(used.get(name, 0.0) / (capacity * end), 4)
+        for name, capacity in sorted(recorder.capacity.items())
+        if capacity > 0
+    }
+
+
+def _waiting_intervals(recorder: records.Recorder, *, end: int) -> list[tuple[int, int]]:
+    """The times some job was submitted and not started yet, as disjoint intervals."""
+    spans = sorted(
+        (job.submitted, min(job.started if job.started is not None else end, end))
+        for job in recorder.jobs.values()
+        if job.submitted < end
+    )
+    out: list[tuple[int, int]] = []
+    for start, stop in spans:
+        if stop <= start:
+            continue
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], stop))
+        else:
+            out.append((start, stop))
+    return out
+
+
+def _utilization_while_waiting(recorder: records.Recorder, *, end: int) -> dict[str, float | None]:
+    """Per resource, what bound pods held over capacity, counted only while some job waited
+    (a scheduler that leaves room idle then wastes it; idle room with nobody waiting is
+    none of its business). ``None`` when no job ever waited."""
+    intervals = _waiting_intervals(recorder, end=end)
+    span = sum(stop - start for start, stop in intervals)
+    if span <= 0:
+        return {name: None for name in sorted(recorder.capacity)}
+    samples = recorder.cluster.samples
+    used: dict[str, float] = {}
+    i = 0
+    for start, stop in intervals:
+        while i + 1 < len(samples) and samples[i + 1][0] <= start:
+            i += 1
+        j = i
+        t = start
+        while t < stop:
+            until = min(samples[j + 1][0], stop) if j + 1 < len(samples) else stop
+            if j < len(samples) and samples[j][0] <= t:
+                for name, amount in samples[j][1].items():
+                    used[name] = used.get(name, 0.0) + amount * (until - t)
+            t = until
+            if j + 1 < len(samples) and samples[j + 1][0] <= t:
+                j += 1
+        i = j
+    return {
+        name: round(used.get(name, 0.0) / (capacity * span), 4)
         for name, capacity in sorted(recorder.capacity.items())
         if capacity > 0
     }

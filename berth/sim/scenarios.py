@@ -177,6 +177,9 @@ class Workload(SimModel):
     """PriorityClass of the jobs (an object of the scenario)."""
     duration: Duration
     """How long each pod runs once bound, then it succeeds."""
+    expected_runtime: Duration | None = None
+    """What each pod declares it runs for (annotation ``scheduling.berth.io/expected-runtime``,
+    for EASY backfill); none by default. It may differ from ``duration``, as estimates do."""
     requests: Resources = pydantic.Field(default_factory=dict)
     """Requests of each pod."""
     labels: dict[str, str] = pydantic.Field(default_factory=dict)

@@ -16,6 +16,8 @@ CPUs           ``cpu_num``, ``num_cpus``, ``cpus``, ``cpu``                     
 memory         ``memory``, ``mem`` (a quantity, e.g. ``64Gi``)                    no
 workers        ``node_num``, ``num_nodes``, ``nodes``, ``workers``, ``replicas``  no (1)
 queue          ``vc``, ``virtual_cluster``, ``queue``, else ``user``              no
+estimate       ``expected_runtime``, ``time_limit`` (seconds): what the pods      no
+               declare they run for (EASY backfill), as a user's estimate
 =============  ==============================================================  ==========
 
 Times are seconds (numbers) or timestamps (``2020-04-01 00:00:03``, ISO 8601); the earliest
@@ -54,6 +56,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "workers": ("node_num", "num_nodes", "nodes", "workers", "replicas"),
     "queue": ("vc", "virtual_cluster", "queue"),
     "user": ("user", "user_name", "username"),
+    "estimate": ("expected_runtime", "time_limit"),
 }
 _MAX_ERRORS = 20
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -72,6 +75,7 @@ class TraceJob:
     memory_milli: int | None
     workers: int
     queue: str
+    estimate_ms: int | None = None  # what the pods declare they run for, if the trace says
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +235,10 @@ def _row(row: list[str], where: dict[str, int | None], *, line: int) -> tuple[fl
     memory = _quantity(memory_text) if memory_text else None
     if gpus < 0 or (cpus is not None and cpus < 0):
         raise ValueError("GPU and CPU counts must not be negative")
+    estimate_text = cell("estimate")
+    estimate = _number(estimate_text, column="expected runtime") if estimate_text else None
+    if estimate is not None and estimate < 0:
+        raise ValueError(f"the expected runtime ({estimate:g}s) is negative")
     owner = cell("queue") or cell("user") or keys.DEFAULT_QUEUE
     job = TraceJob(
         line=line,
@@ -242,6 +250,7 @@ def _row(row: list[str], where: dict[str, int | None], *, line: int) -> tuple[fl
         memory_milli=memory,
         workers=workers,
         queue=_dns_label(owner),
+        estimate_ms=math.ceil(estimate * 1000) if estimate is not None else None,
     )
     return submit, job
 
@@ -304,8 +313,12 @@ def _workload(job: TraceJob, *, name: str) -> scenarios.Workload:
     )
     if job.memory_milli is not None:
         requests[resources.MEMORY] = _per_worker(job.memory_milli, job.workers)
+    extra: dict[str, str] = {}
+    if job.estimate_ms is not None:
+        extra["expectedRuntime"] = durations.format_duration(job.estimate_ms)
     return scenarios.Workload.model_validate(
         {
+            **extra,
             "name": name,
             "namespace": job.queue,
             "queue": job.queue,

@@ -168,8 +168,15 @@ def _pod(
             "name": name,
             "namespace": workload.namespace,
             "labels": labels,
-            "annotations": {keys.SIM_DURATION_ANNOTATION: str(workload.duration)},
+            "annotations": _annotations(workload),
         },
         "spec": spec,
         "status": {"phase": "Pending"},
     }
+
+
+def _annotations(workload: scenarios.Workload) -> dict[str, str]:
+    out = {keys.SIM_DURATION_ANNOTATION: str(workload.duration)}
+    if workload.expected_runtime is not None:
+        out[keys.EXPECTED_RUNTIME_ANNOTATION] = str(workload.expected_runtime)
+    return out

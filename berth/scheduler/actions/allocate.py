@@ -21,8 +21,12 @@ the first try that makes it ready commits (:mod:`berth.scheduler.framework.scope
 
 A job stops trying its pods as soon as its quorum is out of reach (placed pods plus untried
 ones fall below ``minMember``): that is what keeps a 1000-pod gang that does not fit cheap.
-Pods are never skipped for looking like one that failed: plugins may judge by more than the
-pod's shape (labels, reservations), so each pod gets its own attempt and its own reason.
+
+Jobs of one equivalence class (:mod:`~berth.scheduler.framework.equivalence`: same queue,
+priority, quorum and pod shapes) are tried once: when one does not fit, the rest of its class
+stays pending with its reasons, since nothing allocate does frees room or shares. Work a
+plugin judges by more than its shape (pod affinity, spread, host ports, reservations) has no
+class, and each of its pods gets its own attempt and its own reason.
 """
 
 from __future__ import annotations
@@ -31,7 +35,15 @@ import collections
 import logging
 import typing
 
-from berth.scheduler.framework import jobs, reasons, scopes, sessions, statements, statuses
+from berth.scheduler.framework import (
+    equivalence,
+    jobs,
+    reasons,
+    scopes,
+    sessions,
+    statements,
+    statuses,
+)
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import pods, queues
@@ -42,13 +54,28 @@ NAME = "allocate"
 
 logger = logging.getLogger(__name__)
 
+_ClassFailure = tuple[reasons.Reason, tuple[reasons.Reason | None, ...]]
+"""How the first job of a class that did not fit stayed pending: its group's and its pods'
+reasons (in task order)."""
+
 
 class Allocate:
     """The allocate action; see the module docstring."""
 
     name = NAME
 
+    def __init__(self) -> None:
+        # Classes that did not fit this execute -> the first one's group and pod reasons.
+        self._failed: dict[equivalence.ClassKey, _ClassFailure] = {}
+
     def execute(self, session: sessions.Session) -> None:
+        self._failed = {}
+        try:
+            self._execute(session)
+        finally:
+            self._failed = {}
+
+    def _execute(self, session: sessions.Session) -> None:
         logger.debug(
             "Enter allocate (session %s): %d jobs, %d plain pods",
             session.id,
@@ -129,6 +156,26 @@ class Allocate:
         if not valid.is_success():
             session.reject_job(job, reason=valid.reason())
             return
+        klass: equivalence.ClassKey | None = None
+        if self._failed:  # the key costs something: only once a class failed
+            klass = equivalence.class_of(job, snapshot=session.snapshot)
+            seen = self._failed.get(klass) if klass is not None else None
+            if seen is not None:
+                _same_as_class(session, job, seen)
+                return
+        self._place_members(session, job, queue=queue)
+        why = session.group_why.get(job.key)
+        if why is None or job.allocated:
+            return
+        if klass is None:
+            klass = equivalence.class_of(job, snapshot=session.snapshot)
+        if klass is not None:
+            ordered = session.ordered_tasks(job)
+            self._failed[klass] = (why, tuple(session.pod_why.get(p.key) for p in ordered))
+
+    def _place_members(
+        self, session: sessions.Session, job: jobs.Job, *, queue: queues.QueueInfo
+    ) -> None:
         framework = session.framework
         tasks: list[pods.PodInfo] = []
         for pod in session.ordered_tasks(job):
@@ -257,6 +304,13 @@ def over_share(queue: str) -> reasons.Reason:
 def invalid_group(problem: str) -> reasons.Reason:
     """Why a PodGroup whose spec cannot be used waits (``problem`` says what is wrong)."""
     return reasons.new(reasons.ReasonCode.INVALID, problem)
+def _same_as_class(session: sessions.Session, job: jobs.Job, seen: _ClassFailure) -> None:
+    """``job`` stays pending as the first of its class did: its reasons, pod by pod."""
+    reason, pod_reasons = seen
+    session.reject_job(job, reason=reason)
+    for pod, why in zip(session.ordered_tasks(job), pod_reasons, strict=False):
+        if why is not None:
+            session.reject_pod(pod, reason=why)
 
 
 def new() -> Allocate:

@@ -80,16 +80,22 @@ def evicted_keys(session: sessions.Session) -> set[str]:
 def running_pods(session: sessions.Session) -> list[pods.PodInfo]:
     """Pods that could be victims: placed, running, not being deleted, evictable by every
     plugin's say (``evictable``), by key."""
+    # The nodes' pods, not every pod: a long backlog of pending pods is no victim.
+    snapshot = session.snapshot
+    index = session.nodes.index
     evictable = session.hooks.evictable
-    return [
+    found = [
         pod
-        for pod in session.snapshot.pods.values()
-        if pod.node_name is not None
+        for info in snapshot.node_infos.values()
+        for key in info.pods
+        if (pod := snapshot.pods.get(key)) is not None
+        and pod.node_name is not None
         and not pod.terminal
         and not pod.deleting
-        and pod.node_name in session.nodes.index
+        and pod.node_name in index
         and evictable(pod)
     ]
+    return sorted(found, key=lambda pod: pod.key)
 
 
 def needs_room(job: jobs.Job) -> bool:

@@ -26,6 +26,7 @@ from berth.scheduler.framework import (
     decisions,
     hooks,
     jobs,
+    parking,
     placements,
     reasons,
     runtime,
@@ -144,6 +145,9 @@ class SessionHooks:
         """May this running pod be a victim of reclaim or preemption at all (e.g. not an
         in-memory pod standing for capacity)? All must agree; asked before the actions' own
         checks."""
+        self.revisit_at: list[collections.abc.Callable[[jobs.Job], float | None]] = []
+        """When a waiting job's situation changes by time alone (e.g. the starvation guard's
+        threshold passes): a job parked (:mod:`.parking`) wakes by the earliest answer."""
         self.reserved_credit: hooks.FirstWins[[pods.PodInfo], resources.ResourceList | None] = (
             hooks.FirstWins(report=report)
         )
@@ -229,6 +233,10 @@ class Session:
         self.queue_statuses: dict[str, decisions.QueueStatusSummary] = {}
         """What a queue plugin publishes at session close, by queue name (into the result)."""
         self.attempt_seconds: list[float] = []
+        self.parked: collections.abc.Mapping[str, parking.Parked] = types.MappingProxyType({})
+        """Jobs left out of this session, parked with their reasons (:mod:`.parking`)."""
+        self.pending: collections.abc.Sequence[pods.PodInfo] = snapshot.pending
+        """The snapshot's pending pods but the parked jobs' (those this session is about)."""
         self._job_of: dict[ids.PodKey, jobs.Job] = {}
         self._vectors: dict[ids.PodKey, npt.NDArray[np.int64]] = {}
         self.scope: scopes.Scope | None = None
@@ -416,15 +424,26 @@ def open_session(
     *,
     framework: runtime.Framework,
     session_id: str | None = None,
+    parked: collections.abc.Mapping[str, parking.Parked] | None = None,
 ) -> Session:
-    """Open a session over ``snapshot``: jobs and plain pods built, session plugins opened."""
+    """Open a session over ``snapshot``: jobs and plain pods built, session plugins opened.
+    The groups in ``parked`` are left out (they keep their reasons)."""
     session = Session(
         snapshot, framework=framework, session_id=session_id or f"s{next(_session_ids)}"
     )
+    if parked:
+        session.parked = parked
     framework.begin_session()
     framework.handle.attach(snapshot, recorder=session.recorder, placements=session.placements)
     members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
-    for pod in snapshot.pending:
+    left_out = session.parked
+    pending = (
+        [p for p in snapshot.pending if p.pod_group not in left_out]
+        if left_out
+        else snapshot.pending
+    )
+    session.pending = pending
+    for pod in pending:
         if pod.awaiting_group:
             session.reject_pod(pod, reason=_awaiting_reason(pod))
         elif pod.pod_group is None:
@@ -462,7 +481,8 @@ def close_session(session: Session) -> decisions.CycleResult:
     finally:
         session.closed = True
         framework.handle.detach()
-    for pod in session.snapshot.pending:
+    left_out = session.parked
+    for pod in session.pending:
         if pod.key not in session.placed and pod.key not in session.pod_why:
             session.pod_why[pod.key] = decisions.NOT_TRIED
     recorder = session.recorder
@@ -488,19 +508,54 @@ def close_session(session: Session) -> decisions.CycleResult:
             subject, key_out = decisions.Subject.POD, key
         recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
     in_line = _waiting_in_line(session)
+    pod_why: collections.abc.Mapping[str, reasons.Reason]
+    group_why: collections.abc.Mapping[str, reasons.Reason]
+    lines: collections.abc.Mapping[str, tuple[str, ...]]
+    if left_out:
+        # Parked jobs keep their reasons (the sink was told them when they were parked); with
+        # a long backlog, merging them costs more than a cycle, so readers pay on first use.
+        kept = dict(left_out)
+        own_pods, own_groups = dict(session.pod_why), dict(session.group_why)
+        pod_why = parking.Lazy(lambda: _merged(own_pods, parking.carried_reasons(kept)[0]))
+        group_why = parking.Lazy(lambda: _merged(own_groups, parking.carried_reasons(kept)[1]))
+        lines = parking.Lazy(lambda: _with_parked(in_line, kept))
+    else:
+        pod_why = types.MappingProxyType(dict(sorted(session.pod_why.items())))
+        group_why = types.MappingProxyType(dict(sorted(session.group_why.items())))
+        lines = types.MappingProxyType(in_line)
     errors, plugin_seconds = framework.end_session()
     return decisions.CycleResult(
         session_id=session.id,
         decisions=recorder.decisions(),
-        pod_why=types.MappingProxyType(dict(sorted(session.pod_why.items()))),
-        group_why=types.MappingProxyType(dict(sorted(session.group_why.items()))),
+        pod_why=pod_why,
+        group_why=group_why,
         action_seconds=types.MappingProxyType(dict(session.action_seconds)),
         plugin_seconds=types.MappingProxyType(plugin_seconds),
         attempt_seconds=tuple(session.attempt_seconds),
         errors=errors,
         queues=types.MappingProxyType(dict(sorted(session.queue_statuses.items()))),
-        waiting=types.MappingProxyType(in_line),
+        waiting=lines,
     )
+
+
+def _merged(
+    own: dict[str, reasons.Reason], kept: dict[str, reasons.Reason]
+) -> dict[str, reasons.Reason]:
+    return dict(sorted({**kept, **own}.items()))
+
+
+def _with_parked(
+    in_line: dict[str, tuple[str, ...]], parked: collections.abc.Mapping[str, parking.Parked]
+) -> dict[str, tuple[str, ...]]:
+    """The lines with parked jobs after the session's own (their turn comes once they wake),
+    in the order they wake."""
+    extra: dict[str, list[tuple[tuple[float, str, str], str]]] = {}
+    for key, entry in parked.items():
+        extra.setdefault(entry.queue, []).append((entry.order, key))
+    out = dict(in_line)
+    for queue in sorted(extra):
+        out[queue] = out.get(queue, ()) + tuple(key for _, key in sorted(extra[queue]))
+    return out
 
 
 def _waiting_in_line(session: Session) -> dict[str, tuple[str, ...]]:

@@ -241,10 +241,30 @@ class Gang(interfaces.SessionPlugin):
             since=since, now=session.snapshot.now, timeout=timeout, max_backoff=self._max_backoff
         )
 
+    def _revisit_at(self, session: sessions.Session, job: jobs.Job) -> float | None:
+        """When the group's timeout changes what this plugin says: its attempt ends, its
+        back-off ends, or (``Fail``) its timeout passes. Parked jobs wake then."""
+        group = job.group
+        timeout = group.schedule_timeout_seconds or self._default_timeout
+        if timeout is None:
+            return None
+        since = quorum_since(group, members=session.snapshot.members(job.key))
+        if since is None:
+            return None
+        now = session.snapshot.now
+        if group.fail_on_timeout:
+            return since + timeout if since + timeout >= now else None
+        state = timeout_state(since=since, now=now, timeout=timeout, max_backoff=self._max_backoff)
+        if state.backoff_until is not None:
+            return state.backoff_until
+        return state.started + timeout
+
     def on_session_open(self, session: sessions.Session) -> None:
         snapshot = session.snapshot
+        session.hooks.revisit_at.append(lambda job: self._revisit_at(session, job))
+        # The session's jobs only: parked groups are not ordered (and there may be many).
         timed = self._default_timeout is not None or any(
-            g.schedule_timeout_seconds for g in snapshot.pod_groups.values()
+            job.group.schedule_timeout_seconds for job in session.jobs.values()
         )
         states: dict[str, TimeoutState | None] = {}
 

@@ -29,6 +29,7 @@ import typing
 
 from berth.api import keys, resources
 from berth.scheduler.snapshot import (
+    changes,
     cowmaps,
     ids,
     nodes,
@@ -143,6 +144,7 @@ class ClusterCache:
         self._dirty_groups: set[str] = set()
         self._pending_view: tuple[pods.PodInfo, ...] | None = None
         self._gated_view: tuple[pods.PodInfo, ...] | None = None
+        self._changes = changes.Counter()
 
     # Nodes --------------------------------------------------------------------------------
     def add_node(self, raw: typing.Any, /) -> None:
@@ -153,6 +155,9 @@ class ClusterCache:
         self._dirty_nodes.add(info.name)
         if old is None or not old.static_equal(info):
             self._table = None
+            self._changes.world_changed()
+        else:
+            self._changes.touch()
 
     update_node = add_node
 
@@ -163,6 +168,7 @@ class ClusterCache:
             self._node_views.pop(name, None)
             self._dirty_nodes.discard(name)
             self._table = None
+            self._changes.world_changed()
 
     # Pods ---------------------------------------------------------------------------------
     def add_pod(self, raw: typing.Any, /) -> None:
@@ -190,13 +196,17 @@ class ClusterCache:
         old = self._pods.pop(key, None)
         if old is None:
             return
+        self._changes.touch()
         self._assumed.pop(key, None)
         self._constraining.pop(key, None)
         self._uncount(key)
         self._usage.set_pod(key, running=None, waiting=None)
-        self._pending.discard(key)
-        self._gated.discard(key)
-        self._pending_view = self._gated_view = None
+        if key in self._pending:
+            self._pending.discard(key)
+            self._pending_view = None
+        if key in self._gated:
+            self._gated.discard(key)
+            self._gated_view = None
         if old.pod_group is not None:
             self._leave_group(old.pod_group, key)
         charged = self._charge_of.pop(key, None)
@@ -260,6 +270,7 @@ class ClusterCache:
                 del self._assumed[key]  # the binding landed, or the API says otherwise
         old = self._pods.get(key)
         self._pods[key] = info
+        self._changes.touch()
         if info.constrains_others:
             self._constraining[key] = info
         elif key in self._constraining:
@@ -346,6 +357,7 @@ class ClusterCache:
         if target is None:
             return
         node, requests = target
+        self._changes.pod_placed()
         self._counted[key] = target
         sums = self._node_requested.setdefault(node, {})
         for name, value in requests.items():
@@ -358,6 +370,7 @@ class ClusterCache:
         counted = self._counted.pop(key, None)
         if counted is None:
             return
+        self._changes.room_freed()
         node, requests = counted
         sums = self._node_requested[node]
         for name, value in requests.items():
@@ -414,6 +427,7 @@ class ClusterCache:
         old = self._groups.get(info.key)
         self._groups[info.key] = info
         self._dirty_groups.add(info.key)
+        self._changes.touch()
         if old is None or old.queue != info.queue:
             self._resolve_members(info.key)
 
@@ -422,6 +436,7 @@ class ClusterCache:
         key = ids.PodGroupKey(_key_of(group))
         self._group_spec_queue.pop(key, None)
         if self._groups.pop(key, None) is not None:
+            self._changes.touch()
             self._dirty_groups.add(key)
             self._resolve_members(key)
 
@@ -435,18 +450,22 @@ class ClusterCache:
     def add_queue(self, raw: typing.Any, /) -> None:
         """Add or update a Queue."""
         info = queues.queue_info(raw)
+        if self._queues.get(info.name) != info:
+            self._changes.world_changed()
         self._queues[info.name] = info
 
     update_queue = add_queue
 
     def remove_queue(self, queue: typing.Any, /) -> None:
         """Remove a Queue (by name or object)."""
-        self._queues.pop(ids.QueueName(_name_of(queue)), None)
+        if self._queues.pop(ids.QueueName(_name_of(queue)), None) is not None:
+            self._changes.world_changed()
 
     def add_reservation(self, raw: typing.Any, /) -> None:
         """Add or update a Reservation (its reserve pod follows)."""
         info = reservations.reservation_info(raw)
         self._reservations[info.key] = info
+        self._changes.world_changed()
         self._refresh_reserve_pod(info.key)
 
     update_reservation = add_reservation
@@ -456,6 +475,7 @@ class ClusterCache:
         already placed keep their own requests counted."""
         key = ids.ReservationKey(_key_of(reservation))
         if self._reservations.pop(key, None) is not None:
+            self._changes.world_changed()
             self._refresh_reserve_pod(key)
 
     def assume_reservation(
@@ -474,6 +494,7 @@ class ClusterCache:
             node_name=ids.NodeName(node),
             allocatable=allocatable,
         )
+        self._changes.world_changed()
         self._refresh_reserve_pod(key)
 
     def _owners_used(
@@ -611,6 +632,8 @@ class ClusterCache:
         labels = {str(k): str(v) for k, v in wire.sub(wire.sub(obj, "metadata"), "labels").items()}
         queue = labels.get(keys.NAMESPACE_QUEUE_LABEL) or None
         before = self._namespace_queues.get(name)
+        if self._namespaces.get(name) != labels:
+            self._changes.world_changed()
         self._namespaces[name] = labels
         if queue:
             self._namespace_queues[name] = queue
@@ -624,7 +647,8 @@ class ClusterCache:
     def remove_namespace(self, namespace: typing.Any, /) -> None:
         """Remove a Namespace (by name or object)."""
         name = _name_of(namespace)
-        self._namespaces.pop(name, None)
+        if self._namespaces.pop(name, None) is not None:
+            self._changes.world_changed()
         if self._namespace_queues.pop(name, None) is not None:
             self._namespace_changed(name)
 
@@ -661,6 +685,7 @@ class ClusterCache:
             self._classes_changed()
 
     def _classes_changed(self) -> None:
+        self._changes.world_changed()
         self._class_values = {name: pc.value for name, pc in self._classes.items()}
         defaults = [pc.value for pc in self._classes.values() if pc.global_default]
         # Kubernetes' admission picks the lowest-valued class when several claim the default.
@@ -695,6 +720,7 @@ class ClusterCache:
         self._dirty_nodes.clear()
         for key in self._dirty_groups:
             self._refresh_group(key)
+        refreshed = frozenset(self._dirty_groups)
         self._dirty_groups.clear()
         if self._pending_view is None:
             self._pending_view = tuple(self._pods[k] for k in sorted(self._pending))
@@ -718,6 +744,7 @@ class ClusterCache:
             queue_usage=self._usage.views(),
             namespaces=types.MappingProxyType(dict(sorted(self._namespaces.items()))),
             volumes=self._storage(),
+            changes=self._changes.freeze(groups=refreshed),
         )
 
     def _master_table(self) -> nodetable.NodeTable:

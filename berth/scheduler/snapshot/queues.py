@@ -95,6 +95,7 @@ class QueueInfo:
     implicit: bool = False  # the ``default`` queue nobody created
     invalid: str | None = None  # a malformed quota: the queue admits nothing
     min_runtime_seconds: int | None = None  # protection from fair-share reclaim; None: profile's
+    expected_runtime_seconds: int | None = None  # for pods declaring none (EASY backfill)
     job_order: str = PRIORITY_FIFO  # one of PriorityFIFO, FIFO, NamespaceFair
     preempt_across_queues: bool = False  # its jobs may preempt other queues above their share
     namespaces: NamespaceSelector | None = None  # who may use it; None: every namespace
@@ -155,6 +156,7 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
             and min_runtime >= 0
             else None
         ),
+        expected_runtime_seconds=_positive_int(spec.get("defaultExpectedRuntimeSeconds")),
         job_order=job_order if job_order in _JOB_ORDERS else PRIORITY_FIFO,
         preempt_across_queues=spec.get("preemptAcrossQueues") is True,
         namespaces=namespace_selector(spec.get("namespaceSelector")),
@@ -171,3 +173,7 @@ def default_queue() -> QueueInfo:
         limit=None,
         implicit=True,
     )
+
+
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -18,6 +18,7 @@ import collections.abc
 import dataclasses
 
 from berth.scheduler.snapshot import (
+    changes,
     nodes,
     nodetable,
     podgroups,
@@ -39,6 +40,7 @@ _ReservationInfo = reservations.ReservationInfo
 _QueueUsage = usage.QueueUsage
 _Volumes = volumes.Volumes
 _NO_VOLUMES = volumes.EMPTY
+_Changes = changes.Changes
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
@@ -70,6 +72,8 @@ class Snapshot:
     )
     # PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSI attach limits.
     volumes: _Volumes = _NO_VOLUMES
+    # The cache's change counters (None: a snapshot built by hand, which parks nothing).
+    changes: _Changes | None = None
 
     def usage_of(self, queue: str, /) -> _QueueUsage:
         """What ``queue``'s own pods hold and wait for (not its subtree's)."""

@@ -4,11 +4,12 @@ publishes the queue statuses at close and drops the books (R8)."""
 from __future__ import annotations
 
 import collections.abc
+import math
 
 import numpy as np
 
 from berth.api import resources
-from berth.scheduler.framework import handles, interfaces, sessions
+from berth.scheduler.framework import handles, interfaces, jobs, sessions
 from berth.scheduler.plugins.proportion import (
     accounting,
     decay,
@@ -41,8 +42,21 @@ class Books(
         self._guarantors = {}
         self._fair = None
         self.holds = []
+        self.shadows = {}
         self._hopeless_jobs = {}
         self._smallest_pods = {}
+        self._ripe = None
+
+    def revisit_at(self, job: jobs.Job) -> float | None:
+        """When time alone changes what this plugin says of ``job``: it passes the starvation
+        threshold, or a running pod passes its minimum runtime and may be reclaimed. Parked
+        jobs wake then, so that the guard and reclaim see them."""
+        now = self.session.snapshot.now
+        times = [self.next_ripe()]
+        if self.threshold is not None and job.creation_timestamp + self.threshold > now:
+            times.append(job.creation_timestamp + self.threshold)
+        found = min(times)
+        return found if found < math.inf else None
 
 
 class Proportion(interfaces.SessionPlugin):
@@ -54,6 +68,7 @@ class Proportion(interfaces.SessionPlugin):
     def __init__(self, args: arguments.ProportionArgs) -> None:
         self._args = args
         self._books: Books | None = None
+        self._shadows: dict[str, float] = {}  # starving job -> its earliest shadow time
         # The one thing kept from cycle to cycle: the decayed usage (usageHalfLifeSeconds).
         half_life = args.usage_half_life_seconds
         self._history = decay.UsageHistory(half_life=float(half_life)) if half_life else None
@@ -65,6 +80,7 @@ class Proportion(interfaces.SessionPlugin):
                 self._history.seed(_running_usage(session, self._history), now=session.snapshot.now)
             usage = self._history.advance(session.snapshot.now)
         books = self._books = Books(session, args=self._args, usage=usage)
+        books.shadows = self._shadows
         registry = session.hooks
         registry.queue_order.add_key(books.queue_key, plugin=NAME)
         if books.ordered_queues():
@@ -78,6 +94,7 @@ class Proportion(interfaces.SessionPlugin):
         registry.preemptable.add(books.preemptable, plugin=NAME)
         registry.preempts_across_queues.add(books.preempts_across_queues, plugin=NAME)
         registry.job_starving.add(books.starving, plugin=NAME)
+        registry.revisit_at.append(books.revisit_at)
         registry.nominations.add(books.nominations, plugin=NAME)
         session.add_event_handler(
             plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate
@@ -91,6 +108,10 @@ class Proportion(interfaces.SessionPlugin):
         books, self._books = self._books, None
         if books is not None and books.session is session:
             session.queue_statuses.update(books.publish())
+            # A shadow lasts while its job is held for; a job held again later starts afresh.
+            held = {hold.job.key for hold in books.holds}
+            for key in [k for k in self._shadows if k not in held]:
+                del self._shadows[key]
             if self._history is not None:
                 self._history.hold(books.holdings())
 

@@ -5,6 +5,7 @@ capacity back (a guarantee, or its fair share), and which victims it may take
 from __future__ import annotations
 
 import enum
+import math
 
 from berth.scheduler.framework import jobs
 from berth.scheduler.plugins.proportion import accounting, admission
@@ -42,6 +43,7 @@ class ReclaimRules(admission.Admission):
 
     _modes: dict[str, ReclaimMode | None]
     _guarantors: dict[str, str]  # job key -> the queue whose guarantee lets it reclaim
+    _ripe: float | None  # next_ripe, once worked out this session
 
     def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
         """Whether (and on which promise) ``job`` may take capacity back from other queues:
@@ -110,6 +112,24 @@ class ReclaimRules(admission.Admission):
         if info is not None and info.min_runtime_seconds is not None:
             return info.min_runtime_seconds
         return self.args.reclaim_min_runtime_seconds
+
+    def next_ripe(self) -> float:
+        """The first time after now a running pod passes its minimum runtime and may be
+        reclaimed (worked out once a session; ``inf``: none)."""
+        if self._ripe is None:
+            snapshot = self.session.snapshot
+            now, soonest = snapshot.now, math.inf
+            for info in snapshot.node_infos.values():
+                for key in info.pods:
+                    pod = snapshot.pods.get(key)
+                    if pod is None or pod.queue is None:
+                        continue
+                    started = pod.start_time if pod.start_time is not None else pod.creation_timestamp
+                    ripe = started + self.min_runtime(pod)
+                    if now < ripe < soonest:
+                        soonest = ripe
+            self._ripe = soonest
+        return self._ripe
 
     def reclaimable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
         name = victim.queue

@@ -5,13 +5,14 @@ held for it (the ``job_starving`` and ``nominations`` hooks and a node predicate
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import numpy as np
 import numpy.typing as npt
 
 from berth.scheduler.framework import filtering, hooks, jobs, statuses
 from berth.scheduler.plugins.proportion import accounting, admission
-from berth.scheduler.snapshot import nodetable, pods
+from berth.scheduler.snapshot import nodetable, pods, runtimes
 
 __all__ = ["MAX_HOLDERS", "StarvationGuard"]
 
@@ -29,6 +30,16 @@ class _Hold:
     amounts: IntArray  # [rows, resources]: free now, kept for the job
     rows: npt.NDArray[np.bool_]
     targets: dict[str, str]  # pod key -> node it waits on
+    shadow: float | object | None = dataclasses.field(default=None)  # see shadow()
+
+
+_UNKNOWN = object()
+"""A hold's shadow time before it was worked out (``None`` is a known "no time")."""
+
+
+def _ends_before_start(ends: float, shadow: float | None) -> bool:
+    """A pod ending at ``ends`` cannot delay a job starting at ``shadow`` (EASY backfill)."""
+    return shadow is not None and ends <= shadow
 
 
 def _fits_now_scorer(free: IntArray) -> hooks.NodeScorer:
@@ -53,6 +64,7 @@ class StarvationGuard(admission.Admission):
     """The starvation guard over the books."""
 
     holds: list[_Hold]
+    shadows: dict[str, float]  # the plugin's, across sessions (see shadow)
     _hopeless_jobs: dict[str, bool]
     _smallest_pods: dict[str, IntArray]
 
@@ -156,7 +168,13 @@ class StarvationGuard(admission.Admission):
             if targets:
                 planned[path] += held.sum(axis=0)
                 self.holds.append(
-                    _Hold(job=job, amounts=held, rows=np.asarray(held.any(axis=1)), targets=targets)
+                    _Hold(
+                        job=job,
+                        amounts=held,
+                        rows=np.asarray(held.any(axis=1)),
+                        targets=targets,
+                        shadow=_UNKNOWN,
+                    )
                 )
 
     def nominations(self, job: jobs.Job) -> dict[str, str]:
@@ -165,6 +183,30 @@ class StarvationGuard(admission.Admission):
             if hold.job is job:
                 return dict(hold.targets)
         return {}
+
+    def shadow(self, hold: _Hold) -> float | None:
+        """When the held job could start at the latest: once every pod on the nodes held for
+        it has ended as declared (EASY backfill's shadow time); ``None`` when one of them
+        declares no runtime (then nobody backfills into the hold)."""
+        if hold.shadow is _UNKNOWN:
+            snapshot = self.session.snapshot
+            latest: float | None = snapshot.now
+            for node in sorted(set(hold.targets.values())):
+                for pod in snapshot.pods_on(node):
+                    ends = runtimes.expected_end(pod, now=snapshot.now, queues=snapshot.queues)
+                    if ends is None:
+                        latest = None
+                        break
+                    latest = max(latest, ends) if latest is not None else None
+                if latest is None:
+                    break
+            if latest is not None:
+                # The gang's start never moves later for backfill's sake: what was promised
+                # it in an earlier cycle stands (room backfilled meanwhile ends by then).
+                latest = min(latest, self.shadows.get(hold.job.key, latest))
+                self.shadows[hold.job.key] = latest
+            hold.shadow = latest
+        return typing.cast("float | None", hold.shadow)
 
     def hold_filter(self, pod: pods.PodInfo, nodes: nodetable.NodeTable) -> filtering.NodeFilter:
         """Keep ``pod`` off capacity held for a starving job other than its own."""
@@ -175,6 +217,12 @@ class StarvationGuard(admission.Admission):
             for h in self.holds
             if h.job is not own and not h.job.committed and not h.job.pipelined
         ]
+        if active:
+            # EASY backfill: room held for a gang may go to a pod that ends before it starts.
+            snapshot = self.session.snapshot
+            ends = runtimes.expected_end(pod, now=snapshot.now, queues=snapshot.queues)
+            if ends is not None:
+                active = [h for h in active if not _ends_before_start(ends, self.shadow(h))]
         if not active:
             return filtering.passing(len(nodes))
         held = active[0].amounts if len(active) == 1 else np.sum([h.amounts for h in active], 0)

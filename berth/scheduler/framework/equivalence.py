@@ -1,0 +1,78 @@
+"""Equivalence classes of jobs: pending work of the same shape, tried once per cycle.
+
+Two jobs are equivalent when every plugin must judge them alike: the same queue, namespace,
+priority, quorum (``minMember`` and the members already holding a node) and the same pending
+pods — each pod's filter signature (node selector, node affinity, tolerations) and requests.
+Allocate tries the first job of a class; when it does not fit, the rest of the class stays
+pending this cycle with the same reason instead of paying one more attempt each, and the
+parking lot (:mod:`.parking`) keeps a class's members parked together.
+
+Some work is never classed (:func:`class_of` returns ``None``), because a plugin judges it by
+more than its shape: pods with pod (anti-)affinity, spread constraints or host ports (they
+depend on where other pods are), pods naming a reservation or standing for one, and invalid
+groups. When other pods' constraints or reservations could match a pod by its labels, the
+labels join the key.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import typing
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.framework import jobs
+    from berth.scheduler.snapshot import pods, snapshots
+
+__all__ = ["ClassKey", "class_of", "classable"]
+
+ClassKey = collections.abc.Hashable
+
+
+def classable(pod: pods.PodInfo) -> bool:
+    """Whether ``pod`` may share a class: judged by its shape alone."""
+    return (
+        pod.pod_affinity is None
+        and not pod.spread
+        and not pod.host_ports
+        and pod.reservation is None
+        and not pod.reserve
+        and pod.invalid is None
+    )
+
+
+def _pod_shape(pod: pods.PodInfo, *, labels: bool) -> collections.abc.Hashable:
+    return (
+        pod.signature,
+        tuple(sorted(pod.requests.items())),
+        pod.priority,
+        pod.preemption_policy,
+        tuple(sorted(pod.labels.items())) if labels else None,
+    )
+
+
+def class_of(job: jobs.Job, *, snapshot: snapshots.Snapshot) -> ClassKey | None:
+    """``job``'s class, or ``None`` when it is judged by more than its shape."""
+    group = job.group
+    if group.invalid is not None or not job.pending:
+        return None
+    if not all(classable(pod) for pod in job.pending):
+        return None
+    labels = bool(snapshot.constraining) or bool(snapshot.reservations)
+    first = _pod_shape(job.pending[0], labels=labels)
+    shapes: collections.abc.Hashable = (
+        first
+        if len(job.pending) == 1
+        else frozenset(
+            collections.Counter(_pod_shape(p, labels=labels) for p in job.pending).items()
+        )
+    )
+    return (
+        group.queue,
+        group.namespace,
+        group.priority,
+        group.min_member,
+        group.placed + group.succeeded,
+        group.schedule_timeout_seconds,
+        shapes,
+    )

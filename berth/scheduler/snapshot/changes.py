@@ -1,0 +1,88 @@
+"""``Changes``: what moved in the cluster cache, as counters a snapshot carries.
+
+The scheduler parks work that cannot fit until an event that could change that (queueing
+hints, :mod:`berth.scheduler.framework.parking`). It learns which events happened by comparing
+the counters of the snapshot it parked a job under with those of the next one:
+
+- ``seq``: anything at all changed (every mutation of the cache counts);
+- ``world``: what every placement depends on — nodes (added, removed, their labels, taints,
+  capacity), queues, reservations, namespaces, priority classes;
+- ``freed``: a pod stopped counting on a node (it ended, was deleted, evicted, or its binding
+  was forgotten): room appeared;
+- ``placed``: a pod started counting on a node (new victims for preemption, new neighbours for
+  pod affinity).
+
+``source`` names the cache, so counters of two caches are never compared. ``taken`` counts the
+snapshots taken, and ``groups`` names the groups whose view changed since the previous one (a
+reader that saw that previous snapshot need not compare every group).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+__all__ = ["Changes", "Counter", "new_source"]
+
+_sources = itertools.count(1)
+
+
+def new_source() -> int:
+    """A number no other cache in this process has."""
+    return next(_sources)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Changes:
+    """The cache's counters when a snapshot was taken; see the module docstring."""
+
+    source: int
+    seq: int
+    world: int
+    freed: int
+    placed: int
+    taken: int = 0
+    groups: frozenset[str] = frozenset()
+
+    def same_state(self, other: Changes | None) -> bool:
+        """Nothing at all changed between ``other`` and these counters."""
+        return other is not None and (self.source, self.seq) == (other.source, other.seq)
+
+
+class Counter:
+    """The cache's running counters (mutable; :meth:`freeze` gives the snapshot's copy)."""
+
+    __slots__ = ("freed", "placed", "seq", "source", "taken", "world")
+
+    def __init__(self) -> None:
+        self.source = new_source()
+        self.seq = self.world = self.freed = self.placed = self.taken = 0
+
+    def touch(self) -> None:
+        """Something changed."""
+        self.seq += 1
+
+    def world_changed(self) -> None:
+        self.seq += 1
+        self.world += 1
+
+    def room_freed(self) -> None:
+        self.seq += 1
+        self.freed += 1
+
+    def pod_placed(self) -> None:
+        self.seq += 1
+        self.placed += 1
+
+    def freeze(self, *, groups: frozenset[str]) -> Changes:
+        """The counters for a new snapshot, in which ``groups`` changed."""
+        self.taken += 1
+        return Changes(
+            source=self.source,
+            seq=self.seq,
+            world=self.world,
+            freed=self.freed,
+            placed=self.placed,
+            taken=self.taken,
+            groups=groups,
+        )

@@ -1,0 +1,124 @@
+"""Parking (queueing hints) loses nothing: with hints, every cycle places what a cycle that
+tries every job places, whatever happens between cycles — pods ending, nodes joining, new work
+arriving — and a cycle with nothing new decides nothing."""
+
+from __future__ import annotations
+
+import typing
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from berth.api import keys
+from berth.scheduler import loop
+from berth.scheduler.framework import decisions
+from berth.scheduler.plugins import registry
+from berth.scheduler.snapshot import cache
+from berth.sim import benchmarks
+from berth.util import clocks
+
+EPOCH = benchmarks.EPOCH
+SHAPES = (("1", "2Gi"), ("2", "4Gi"), ("3", "4Gi"), ("4", "8Gi"))
+QUEUES = ("qa", "qb", "qc")
+
+Event = tuple[str, int]
+events = st.lists(
+    st.tuples(st.sampled_from(["end", "node", "job", "nothing"]), st.integers(0, 1000)),
+    min_size=1,
+    max_size=12,
+)
+
+
+class World:
+    """One cache and scheduler; binds what the scheduler decides, like a sink."""
+
+    def __init__(self, *, hints: bool, nodes: int, jobs: int) -> None:
+        self.cache = cache.ClusterCache()
+        self.scheduler = loop.Scheduler(
+            registry.default_profile(),
+            registry=registry.in_tree_registry(),
+            clock=clocks.VirtualClock(EPOCH),
+            hints=hints,
+        )
+        for q in QUEUES:
+            self.cache.add_queue(benchmarks._queue(q))
+        self.nodes = 0
+        for _ in range(nodes):
+            self.add_node()
+        self.jobs = 0
+        for _ in range(jobs):
+            self.add_job(self.jobs)
+        self.running: list[str] = []
+
+    def add_node(self) -> None:
+        self.cache.add_node(benchmarks._node(f"node-{self.nodes:03d}", cpu="6", memory="16Gi"))
+        self.nodes += 1
+
+    def add_job(self, seed: int) -> None:
+        cpu, memory = SHAPES[seed % len(SHAPES)]
+        label = {keys.QUEUE_LABEL: QUEUES[seed % len(QUEUES)]}
+        pod = benchmarks._pod(f"job-{self.jobs:03d}", cpu=cpu, memory=memory, labels=label)
+        pod["metadata"]["creationTimestamp"] = (
+            f"2026-01-01T00:{self.jobs // 60:02d}:{self.jobs % 60:02d}Z"
+        )
+        self.cache.add_pod(pod)
+        self.jobs += 1
+
+    def cycle(self, now: float) -> decisions.CycleResult:
+        result = self.scheduler.run_session(self.cache.snapshot(now))
+        for key, node in sorted(result.bindings().items()):
+            self.cache.assume_pod(key, node=node, started=now)
+            self.running.append(key)
+        return result
+
+    def apply(self, event: Event) -> None:
+        kind, seed = event
+        if kind == "end" and self.running:
+            self.cache.remove_pod(self.running.pop(seed % len(self.running)))
+        elif kind == "node":
+            self.add_node()
+        elif kind == "job":
+            self.add_job(seed)
+
+
+def _placements(result: decisions.CycleResult) -> dict[str, str]:
+    return result.bindings()
+
+
+@settings(max_examples=25, deadline=None)
+@given(events=events, nodes=st.integers(1, 4), jobs=st.integers(1, 40))
+def test_hints_place_what_trying_everything_places(
+    events: list[Event], nodes: int, jobs: int
+) -> None:
+    hinted = World(hints=True, nodes=nodes, jobs=jobs)
+    plain = World(hints=False, nodes=nodes, jobs=jobs)
+    now = EPOCH
+    for event in [("nothing", 0), *events]:
+        for world in (hinted, plain):
+            world.apply(event)
+        with_hints, without = hinted.cycle(now), plain.cycle(now)
+        assert _placements(with_hints) == _placements(without), event
+        assert set(with_hints.group_reasons) == set(without.group_reasons)
+        now += 1.0
+
+
+def test_a_cycle_with_nothing_new_decides_nothing_and_keeps_the_reasons() -> None:
+    world = World(hints=True, nodes=1, jobs=30)
+    first = world.cycle(EPOCH)
+    assert first.bindings()  # the node took what fits
+    second = world.cycle(EPOCH + 1)  # its bindings are new: a cycle runs
+    third = world.cycle(EPOCH + 2)
+    assert third.decisions == ()
+    assert dict(third.pod_reasons) == dict(second.pod_reasons)
+    assert len(third.pod_reasons) == 30 - len(first.bindings())
+
+
+def test_a_pod_ending_wakes_what_fits_in_the_room_it_frees() -> None:
+    world = World(hints=True, nodes=1, jobs=30)
+    world.cycle(EPOCH)
+    world.cycle(EPOCH + 1)
+    parked = typing.cast("loop.parking.Parking", world.scheduler.parking)
+    assert len(parked.parked) > 20
+    world.apply(("end", 0))
+    result = world.cycle(EPOCH + 2)
+    assert result.bindings()  # the freed room went to parked work
