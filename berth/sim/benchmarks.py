@@ -452,6 +452,8 @@ def volumes(*, nodes: int = 5000, pods: int = 1000) -> Workload:
         }
         objects.append(_pod(f"pod-{i:05d}", cpu="100m", memory="500Mi", extra=mount))
     return Workload(scenario="volumes", nodes=nodes, pods=pods, objects=tuple(objects))
+
+
 _BACKLOG_SHAPES = (("1", "4Gi"), ("2", "8Gi"), ("4", "16Gi"))
 
 

@@ -304,6 +304,8 @@ def over_share(queue: str) -> reasons.Reason:
 def invalid_group(problem: str) -> reasons.Reason:
     """Why a PodGroup whose spec cannot be used waits (``problem`` says what is wrong)."""
     return reasons.new(reasons.ReasonCode.INVALID, problem)
+
+
 def _same_as_class(session: sessions.Session, job: jobs.Job, seen: _ClassFailure) -> None:
     """``job`` stays pending as the first of its class did: its reasons, pod by pod."""
     reason, pod_reasons = seen

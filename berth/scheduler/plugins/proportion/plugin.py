@@ -55,6 +55,10 @@ class Books(
         times = [self.next_ripe()]
         if self.threshold is not None and job.creation_timestamp + self.threshold > now:
             times.append(job.creation_timestamp + self.threshold)
+        if self.args.usage_half_life_seconds:
+            # Decayed shares drift with time alone, so what held a job back may be gone by
+            # the next cycle without any event: such jobs are looked at every cycle.
+            times.append(now)
         found = min(times)
         return found if found < math.inf else None
 

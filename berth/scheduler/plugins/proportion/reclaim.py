@@ -124,7 +124,9 @@ class ReclaimRules(admission.Admission):
                     pod = snapshot.pods.get(key)
                     if pod is None or pod.queue is None:
                         continue
-                    started = pod.start_time if pod.start_time is not None else pod.creation_timestamp
+                    started = (
+                        pod.start_time if pod.start_time is not None else pod.creation_timestamp
+                    )
                     ripe = started + self.min_runtime(pod)
                     if now < ripe < soonest:
                         soonest = ripe
