@@ -12,7 +12,8 @@ We test these aspects:
 - a ``ReadWriteOncePod`` claim used by a running pod: a second pod using it waits, its reason
   saying why;
 - an unbound claim of an ``Immediate`` class nothing provisions: the pod waits, its reason
-  naming the claim, and the cycle goes on for a plain pod.
+  naming the claim, and the cycle goes on for another pod (named apart from the other files'
+  pods: their audit checks look at names).
 """
 
 from __future__ import annotations
@@ -186,8 +187,8 @@ def test_an_unbound_immediate_claim_makes_its_pod_wait_naming_it(
     storage.append(f"storageclass/{cls}")
     real.create(_claim("later", cls=cls, modes=["ReadWriteOnce"]), namespace=namespace)
     real.create(pods.pod("waits", extra_spec=_using("later")), namespace=namespace)
-    real.create(pods.pod("plain"), namespace=namespace)
-    real.wait("pod/plain", jsonpath="{.status.phase}", value="Running", namespace=namespace)
+    real.create(pods.pod("bystander"), namespace=namespace)
+    real.wait("pod/bystander", jsonpath="{.status.phase}", value="Running", namespace=namespace)
     processes.wait_until(
         "the pod explained",
         lambda: (
