@@ -26,6 +26,8 @@ Namespace and the Queue, cached for seconds); in scheduler mode the chart can re
 Queues are validated here too (:data:`QUEUES_PATH`): a ``spec.parent`` that closes a cycle or a
 guarantee the parent's limit cannot cover is refused, a missing parent is a warning
 (:mod:`berth.scheduler.snapshot.queue_parents`; CEL sees one object and cannot check either).
+A PodGroup naming a queue that does not exist is a warning (:data:`PODGROUPS_PATH`): the queue
+may be created right after it, and the group waits, saying why, until then.
 
 These are Kopf admission handlers (``kopf.on.mutate`` on pods, ``kopf.on.validate`` on Queues)
 on Kopf's webhook server, in a Kopf operator of their own that holds no watching handler, so it
@@ -59,6 +61,7 @@ __all__ = [
     "OPTED_IN_PATH",
     "PATH",
     "QUEUE_ACCESS_PATH",
+    "PODGROUPS_PATH",
     "QUEUES_PATH",
     "AdmissionReview",
     "WebhookServer",
@@ -77,6 +80,8 @@ QUEUE_ACCESS_PATH = "/admission/pods/queue-access"
 """Scheduler mode: pods are only checked for queue access, never gated."""
 QUEUES_PATH = "/validation/queues"
 """Queues: a parent that closes a cycle or cannot cover the guarantee is refused."""
+PODGROUPS_PATH = "/validation/podgroups"
+"""PodGroups: a queue that does not exist is a warning."""
 
 _REVIEW_VERSION = "admission.k8s.io/v1"
 _DEFAULT_SCHEDULERS = frozenset({"", "default-scheduler"})
@@ -272,6 +277,44 @@ def _register_queues(
             raise kopf.AdmissionError(result.refusal, code=422)
 
 
+def missing_queue(queue: str) -> str:
+    """The warning for a PodGroup naming a queue that does not exist."""
+    return f"spec.queue: queue {queue} does not exist; the group waits until it is created"
+
+
+async def _queue_exists(api: clients.AsyncApiClient, name: str) -> bool | None:
+    """Whether Queue ``name`` exists; ``None`` when it cannot be read."""
+    try:
+        await rest.request(
+            api, method="GET", path=f"/apis/{keys.API_VERSION}/queues/{name}", timeout=2.0
+        )
+    except errors.NotFound:
+        return False
+    except errors.KubeError as exc:
+        logger.warning("cannot read queue %s to check a PodGroup: %s", name, exc)
+        return None
+    return True
+
+
+def _register_podgroups(
+    registry: kopf.OperatorRegistry, *, api: clients.AsyncApiClient, owner: OwnerRun
+) -> None:
+    @kopf.on.validate(
+        keys.GROUP,
+        "podgroups",
+        id=PODGROUPS_PATH.lstrip("/"),
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )
+    async def validate_podgroup(spec: kopf.Spec, warnings: list[str], **kwargs: typing.Any) -> None:
+        if kwargs.get("operation") not in ("CREATE", "UPDATE"):
+            return
+        queue = str(spec.get("queue") or keys.DEFAULT_QUEUE)
+        # The default queue exists implicitly (the scheduler's), created or not.
+        if queue != keys.DEFAULT_QUEUE and await owner(_queue_exists(api, queue)) is False:
+            warnings.append(missing_queue(queue))
+
+
 LoginFn = collections.abc.Callable[[], collections.abc.Awaitable[credentials.Credentials]]
 
 
@@ -308,6 +351,7 @@ def build_registry(
             registry, path=path, opted_in=opted_in, gate=gate, lookup=lookup, owner=owner
         )
     _register_queues(registry, api=api, owner=owner)
+    _register_podgroups(registry, api=api, owner=owner)
     return registry
 
 

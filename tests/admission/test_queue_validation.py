@@ -6,15 +6,20 @@ We test these aspects:
   the field; a missing parent is a warning; a fitting parent passes;
 - through the emulator (a ValidatingWebhookConfiguration shaped like the chart's pointing at
   the served webhook), ``kubectl apply`` of a Queue closing a cycle is refused with that
-  message, and a Queue naming a parent that does not exist yet is created.
+  message, and a Queue naming a parent that does not exist yet is created;
+- a PodGroup naming a queue that does not exist is allowed with a warning, one naming an
+  existing queue (or the implicit default) without — also when the CRDs were installed after
+  the webhook server started (Kopf's CRD watch brings the new kinds in).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import typing
 
+import aiohttp
 import pytest
 
 from berth.emulator import testing
@@ -139,3 +144,63 @@ async def test_a_queue_closing_a_cycle_is_refused_at_admission(
         assert "spec.parent: a would make a cycle of queues (c -> a -> b -> c)" in refused.stderr
         fine = await kubectl("create", "-f", "-", input=json.dumps(_queue("c")))
         assert fine.returncode == 0, fine.stderr
+
+
+def _podgroup_review(queue: str | None) -> dict[str, typing.Any]:
+    spec: dict[str, typing.Any] = {"minMember": 1}
+    if queue is not None:
+        spec["queue"] = queue
+    group = {
+        "apiVersion": "scheduling.berth.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": spec,
+    }
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "7f0b2c1e-0000-4000-8000-000000000003",
+            "kind": {"group": "scheduling.berth.io", "version": "v1alpha1", "kind": "PodGroup"},
+            "resource": {
+                "group": "scheduling.berth.io",
+                "version": "v1alpha1",
+                "resource": "podgroups",
+            },
+            "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": group,
+        },
+    }
+
+
+async def test_a_podgroup_naming_a_missing_queue_gets_a_warning(
+    emulator: testing.RunningEmulator,
+    webhook: webhooks.WebhookServer,
+    certs: conftest.Certs,
+) -> None:
+    # The CRDs arrive after the server started, as on a fresh install racing the chart's CRDs.
+    stack.install_crds(emulator)
+    emulator.kubectl("create", "-f", "-", input=json.dumps(_queue("research")))
+    trust = ssl.create_default_context(cadata=certs.ca_pem.decode())
+    url = f"https://127.0.0.1:{webhook.port}{webhooks.PODGROUPS_PATH}"
+
+    async def answer(queue: str | None) -> dict[str, typing.Any]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, json=_podgroup_review(queue), ssl=trust) as response,
+        ):
+            assert response.status == 200
+            body: dict[str, typing.Any] = (await response.json())["response"]
+            return body
+
+    async with asyncio.timeout(30):
+        while "warnings" not in (found := await answer("missing")):
+            await asyncio.sleep(0.1)  # until Kopf has seen the new CRD (bounded above)
+    assert found["allowed"] is True
+    assert found["warnings"] == [webhooks.missing_queue("missing")]
+    assert found["warnings"][0].startswith("spec.queue: queue missing does not exist")
+    for queue in ("research", "default", None):
+        known = await answer(queue)
+        assert known["allowed"] is True and "warnings" not in known

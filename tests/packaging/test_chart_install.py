@@ -490,9 +490,11 @@ def test_scheduler_mode_queue_access_webhook_only_checks_pods_naming_a_queue(
     }
     # Queues are validated wherever the webhook is served (Kopf's validating handler).
     validating = found[("ValidatingWebhookConfiguration", f"{fullname}-admission")]
-    (check,) = validating["webhooks"]
-    assert check["clientConfig"]["service"]["path"] == "/validation/queues"
-    assert check["rules"][0]["resources"] == ["queues"]
+    paths = {
+        hook["rules"][0]["resources"][0]: hook["clientConfig"]["service"]["path"]
+        for hook in validating["webhooks"]
+    }
+    assert paths == {"queues": "/validation/queues", "podgroups": "/validation/podgroups"}
     env = {e["name"]: e.get("value") for e in container(cluster, "custom-affinity")["env"]}
     assert env["BERTH_ADMISSION__QUEUE_ACCESS"] == "true"
     assert "BERTH_ADMISSION__BIND_TIMEOUT" not in env
