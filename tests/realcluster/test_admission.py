@@ -10,7 +10,7 @@ We test these aspects (kube-scheduler's bindings are counted in the API server's
   kube-scheduler binds them, pods for Berth's own scheduler are bound by Berth, each pod once;
 - the API server asks Berth's validating webhook (Kopf's) about Queues: a parent that does not
   exist yet is a warning kubectl prints, a parent that closes a cycle is refused, naming the
-  field.
+  field, on create and on update.
 """
 
 from __future__ import annotations
@@ -168,3 +168,9 @@ def test_a_queue_closing_a_cycle_is_refused_by_the_api_server(real: cluster.Real
     assert refused.returncode != 0
     assert f"spec.parent: {a} would make a cycle of queues ({b} -> {a} -> {b})" in refused.stderr
     real.create(pods.queue(b))
+    # An update is asked too: b may not take a as its parent now that a hangs off b.
+    patched = real.kubectl(
+        "patch", "queue", b, "--type=merge", "-p", json.dumps({"spec": {"parent": a}}), check=False
+    )
+    assert patched.returncode != 0
+    assert f"spec.parent: {a} would make a cycle of queues ({b} -> {a} -> {b})" in patched.stderr
