@@ -89,6 +89,7 @@ class Handlers:
         self.api = api
         self.bookmark_interval = bookmark_interval
         self.webhooks = webhooks.MutatingWebhooks(api)
+        self.validating_webhooks = webhooks.ValidatingWebhooks(api)
 
     @property
     def registry(self) -> resources.Registry:
@@ -326,6 +327,9 @@ class Handlers:
         context = self._context(request)
         namespace = self._namespace(route, resource)
         body = await self.webhooks.mutate(
+            resource, body, namespace=namespace, dry_run=context.dry_run
+        )
+        await self.validating_webhooks.validate(
             resource, body, namespace=namespace, dry_run=context.dry_run
         )
         written = self.api.create(resource, body, namespace=namespace, context=context)

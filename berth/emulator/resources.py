@@ -187,6 +187,13 @@ BUILTINS: tuple[Resource, ...] = (
         namespaced=False,
     ),
     _in(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        namespaced=False,
+    ),
+    _in(
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",

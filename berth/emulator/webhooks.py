@@ -1,4 +1,4 @@
-"""Mutating admission webhooks: the API server's call-out on create, as a real one makes it.
+"""Admission webhooks: the API server's call-out on create, as a real one makes it.
 
 Before an object created over HTTP is stored (:meth:`Handlers._post
 <berth.emulator.handlers.Handlers>` calls :meth:`MutatingWebhooks.mutate`), every webhook of
@@ -21,9 +21,13 @@ ones left it:
   that does not apply) refuses the create with a 500 ``InternalError`` when ``failurePolicy`` is
   ``Fail`` (the default), and is skipped when it is ``Ignore`` — messages as kube-apiserver's.
 
+Validating webhooks (``ValidatingWebhookConfiguration``, :class:`ValidatingWebhooks`) are asked
+the same way after the mutating ones, with the object as they left it; only their refusals
+count (a validating webhook's patch is not applied).
+
 Not modelled: ``matchConditions``, ``reinvocationPolicy``, ``matchPolicy: Equivalent``, update,
-delete and connect operations, validating webhooks, and the in-process API (``Api.create``
-called directly is a privileged path that no webhook sees).
+delete and connect operations, warnings of allowed answers, and the in-process API
+(``Api.create`` called directly is a privileged path that no webhook sees).
 """
 
 from __future__ import annotations
@@ -41,11 +45,21 @@ import aiohttp
 
 from berth.emulator import errors, patches, resources, rest, selectors
 
-__all__ = ["CONFIGURATIONS", "MutatingWebhooks", "ServiceResolver"]
+__all__ = [
+    "CONFIGURATIONS",
+    "VALIDATING_CONFIGURATIONS",
+    "MutatingWebhooks",
+    "ServiceResolver",
+    "ValidatingWebhooks",
+]
 
 CONFIGURATIONS: resources.StorageKey = (
     "admissionregistration.k8s.io",
     "mutatingwebhookconfigurations",
+)
+VALIDATING_CONFIGURATIONS: resources.StorageKey = (
+    "admissionregistration.k8s.io",
+    "validatingwebhookconfigurations",
 )
 _NAMESPACES: resources.StorageKey = ("", "namespaces")
 _DEFAULT_TIMEOUT = 10
@@ -89,6 +103,11 @@ def _applies(webhook: Object, *, resource: resources.Resource, operation: str) -
 class MutatingWebhooks:
     """Calls the registered mutating webhooks for creates; see the module docstring."""
 
+    configurations: resources.StorageKey = CONFIGURATIONS
+    """Where the configurations this kind of webhook reads are stored."""
+    mutating = True
+    """Whether an allowed answer's patch is applied."""
+
     def __init__(self, api: rest.Api) -> None:
         self.api = api
         self.resolve_service: ServiceResolver = lambda namespace, name, port: None
@@ -106,7 +125,7 @@ class MutatingWebhooks:
         dry_run: bool = False,
     ) -> typing.Any:
         """``body`` after every applicable webhook; raises ``StatusError`` when refused."""
-        configurations = self.api.storage.list(CONFIGURATIONS)
+        configurations = self.api.storage.list(self.configurations)
         if not configurations or not isinstance(body, dict):
             return body
         obj: Object = body
@@ -290,7 +309,7 @@ class MutatingWebhooks:
                 reason=str(result.get("reason") or "Forbidden"),
             )
         patch = response.get("patch")
-        if not patch:
+        if not patch or not self.mutating:
             return obj
         if response.get("patchType") != "JSONPatch":
             raise _CallFailed(f"unsupported patchType {response.get('patchType')!r}")
@@ -302,3 +321,21 @@ class MutatingWebhooks:
         if not isinstance(patched, dict):
             raise _CallFailed("the patch did not produce an object")
         return patched
+
+
+class ValidatingWebhooks(MutatingWebhooks):
+    """Calls the registered validating webhooks for creates: refusals only, no patches."""
+
+    configurations = VALIDATING_CONFIGURATIONS
+    mutating = False
+
+    async def validate(
+        self,
+        resource: resources.Resource,
+        body: typing.Any,
+        *,
+        namespace: str | None,
+        dry_run: bool = False,
+    ) -> None:
+        """Raise ``StatusError`` when a validating webhook refuses ``body``."""
+        await self.mutate(resource, body, namespace=namespace, dry_run=dry_run)

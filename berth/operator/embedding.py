@@ -59,6 +59,7 @@ class KopfComponent:
     def __init__(
         self,
         *,
+        name: str = "kopf",
         registry: collections.abc.Callable[[], kopf.OperatorRegistry],
         settings: collections.abc.Callable[[], kopf.OperatorSettings],
         memo: object | None = None,
@@ -66,6 +67,7 @@ class KopfComponent:
         stop_timeout: float = 10.0,
         on_exit: components.ExitCallback | None = None,
     ) -> None:
+        self.name = name
         self._registry = registry
         self._settings = settings
         self._memo = memo
@@ -92,7 +94,7 @@ class KopfComponent:
             logging.getLogger(name).addFilter(_NOISE)
         registry, settings = self._registry(), self._settings()
         self._thread = threading.Thread(
-            target=self._main, args=(loop, registry, settings), name="kopf", daemon=True
+            target=self._main, args=(loop, registry, settings), name=self.name, daemon=True
         )
         self._thread.start()
         ready = asyncio.ensure_future(asyncio.to_thread(self._await_ready, self._start_timeout))
@@ -105,7 +107,7 @@ class KopfComponent:
         if not ready.result():
             raise TimeoutError(f"Kopf did not get ready within {self._start_timeout}s")
         self._watcher = asyncio.create_task(self._watch(self._done), name="kopf: watcher")
-        logger.info("Kopf is running")
+        logger.info("Kopf is running (%s)", self.name)
 
     def _await_ready(self, timeout: float) -> bool:
         """Block (in a worker thread) until Kopf is ready, has ended, or ``timeout`` passed."""

@@ -145,7 +145,7 @@ class _Process:
             async with (
                 clients.connect_async(kubeconfig=kubeconfig) as connection,
                 # Admission mode (or the queue-access check): every replica answers.
-                webhooks.serving(self._config, api=connection.api),
+                webhooks.serving(self._config, api=connection.api, on_exit=self._fail),
             ):
                 logger.info("connected to %s (%s)", connection.server, connection.origin)
                 self._reviewer = reviews.Reviewer(connection.api)

@@ -23,39 +23,50 @@ with a message saying so (:class:`~berth.kube.queue_access.QueueAccessLookup`, w
 Namespace and the Queue, cached for seconds); in scheduler mode the chart can register
 :data:`QUEUE_ACCESS_PATH`, which only checks that.
 
-Every replica serves it (the Service targets them all), over TLS from the certificate and key
-the chart's Secret mounts (:class:`~berth.operator.settings.AdmissionSettings`). Apart from that
-look-up it is pure request handling, with no state, so followers answer as well as the
-leader.
+Queues are validated here too (:data:`QUEUES_PATH`): a ``spec.parent`` that closes a cycle or a
+guarantee the parent's limit cannot cover is refused, a missing parent is a warning
+(:mod:`berth.scheduler.snapshot.queue_parents`; CEL sees one object and cannot check either).
+A PodGroup naming a queue that does not exist is a warning (:data:`PODGROUPS_PATH`): the queue
+may be created right after it, and the group waits, saying why, until then.
+
+These are Kopf admission handlers (``kopf.on.mutate`` on pods, ``kopf.on.validate`` on Queues)
+on Kopf's webhook server, in a Kopf operator of their own that holds no watching handler, so it
+reconciles nothing and runs on every replica, not only the leader (docs/architecture.md, "Admission:
+a second, always-on Kopf operator"). TLS comes from the certificate and key the chart's Secret
+mounts (:class:`~berth.operator.settings.AdmissionSettings`). Apart from the look-ups, handling
+is pure, with no state, so followers answer as well as the leader.
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import collections.abc
 import contextlib
-import json
 import logging
-import ssl
+import socket
+import threading
 import typing
 
+import kopf
 import pydantic
 import pydantic.alias_generators
 from aiohttp import web
 
 from berth.api import keys
-from berth.kube import clients, pod_edits, queue_access
-from berth.operator import settings
+from berth.kube import clients, credentials, errors, pod_edits, queue_access, rest
+from berth.operator import components, embedding, settings
+from berth.scheduler.snapshot import queue_parents, queues
 
 __all__ = [
     "OPTED_IN_PATH",
     "PATH",
     "QUEUE_ACCESS_PATH",
+    "PODGROUPS_PATH",
+    "QUEUES_PATH",
     "AdmissionReview",
     "WebhookServer",
-    "build_app",
+    "build_registry",
     "mutation",
-    "respond",
     "serving",
 ]
 
@@ -67,6 +78,10 @@ OPTED_IN_PATH = "/admission/pods/opted-in"
 """Pods of namespaces labelled ``scheduling.berth.io/admission: enabled``."""
 QUEUE_ACCESS_PATH = "/admission/pods/queue-access"
 """Scheduler mode: pods are only checked for queue access, never gated."""
+QUEUES_PATH = "/validation/queues"
+"""Queues: a parent that closes a cycle or cannot cover the guarantee is refused."""
+PODGROUPS_PATH = "/validation/podgroups"
+"""PodGroups: a queue that does not exist is a warning."""
 
 _REVIEW_VERSION = "admission.k8s.io/v1"
 _DEFAULT_SCHEDULERS = frozenset({"", "default-scheduler"})
@@ -85,14 +100,23 @@ class GroupVersionKind(_Strict):
     kind: str = ""
 
 
+class GroupVersionResource(_Strict):
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
 class AdmissionRequest(_Strict):
-    """The part of ``AdmissionReview.request`` the webhook reads."""
+    """The part of ``AdmissionReview.request`` the webhook checks before Kopf reads it."""
 
     uid: str = pydantic.Field(min_length=1)
     kind: GroupVersionKind
+    resource: GroupVersionResource
     namespace: str = ""
     operation: str
     object: dict[str, typing.Any] | None = None
+    old_object: dict[str, typing.Any] | None = None
+    user_info: dict[str, typing.Any] | None = None
     dry_run: bool = False
 
 
@@ -154,50 +178,217 @@ def mutation(
     return ops
 
 
-def respond(
-    review: AdmissionReview, /, *, opted_in: bool, refusal: str | None = None, gate: bool = True
-) -> dict[str, typing.Any]:
-    """The AdmissionReview answering ``review``: refused (403) with ``refusal`` when given,
-    else allowed, with the gating patch unless ``gate`` is off (the queue-access check of
-    scheduler mode)."""
-    request = review.request
-    if refusal is not None:
-        status = {"code": 403, "reason": "Forbidden", "message": refusal}
-        response = {"uid": request.uid, "allowed": False, "status": status}
-        return {"apiVersion": _REVIEW_VERSION, "kind": "AdmissionReview", "response": response}
-    response = {"uid": request.uid, "allowed": True}
-    is_pod = request.kind.group == "" and request.kind.kind == "Pod"
-    if gate and is_pod and request.operation == "CREATE" and request.object is not None:
-        ops = mutation(request.object, opted_in=opted_in)
+def _apply(
+    body: dict[str, typing.Any], ops: collections.abc.Sequence[dict[str, typing.Any]]
+) -> None:
+    """Apply :func:`mutation`'s ``add`` operations to ``body`` in place (Kopf diffs the result
+    into the JSON patch it answers with)."""
+    for op in ops:
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
+        ]
+        target: typing.Any = body
+        for part in parents:
+            target = target.setdefault(part, {})
+        if last == "-":
+            target.append(op["value"])
+        else:
+            target[last] = op["value"]
+
+
+OwnerRun = collections.abc.Callable[
+    [collections.abc.Coroutine[typing.Any, typing.Any, typing.Any]], typing.Awaitable[typing.Any]
+]
+"""Runs a coroutine on the owner's event loop (where the API client lives) from Kopf's."""
+
+
+def _register_pods(
+    registry: kopf.OperatorRegistry,
+    *,
+    path: str,
+    opted_in: bool,
+    gate: bool,
+    lookup: queue_access.QueueAccessLookup | None,
+    owner: OwnerRun,
+) -> None:
+    @kopf.on.mutate("", "v1", "pods", id=path.lstrip("/"), operations=["CREATE"], registry=registry)
+    async def gate_pod(body: kopf.Body, patch: kopf.Patch, **kwargs: typing.Any) -> None:
+        # ``operations`` only shapes a configuration Kopf would write; requests are not
+        # filtered by it, and the chart's configuration sends creates only — but be sure.
+        if kwargs.get("operation") != "CREATE":
+            return
+        pod = dict(body)
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)  # for mypy: narrowed above
+        namespace = str(meta.get("namespace") or "default")
+        if lookup is not None:
+            labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+            refusal = await owner(lookup.refusal(namespace=namespace, labels=labels or {}))
+            if refusal is not None:
+                logger.info("refusing pod in %s: %s", namespace, refusal)
+                raise kopf.AdmissionError(refusal, code=403)
+        if not gate:
+            return
+        ops = mutation(pod, opted_in=opted_in)
         if ops:
-            response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
-    return {"apiVersion": _REVIEW_VERSION, "kind": "AdmissionReview", "response": response}
+            logger.debug(
+                "gating pod %s/%s", namespace, meta.get("name") or meta.get("generateName")
+            )
+            patch.fns.append(lambda raw: _apply(typing.cast(dict[str, typing.Any], raw), ops))
+
+
+async def _other_queues(
+    api: clients.AsyncApiClient, name: str
+) -> dict[str, queues.QueueInfo] | None:
+    """Every Queue but ``name``, by name; ``None`` when they cannot be read."""
+    try:
+        listed = await rest.request(
+            api, method="GET", path=f"/apis/{keys.API_VERSION}/queues", timeout=2.0
+        )
+    except errors.KubeError as exc:
+        logger.warning("cannot read the queues to check queue %s: %s", name, exc)
+        return None
+    found = (queues.queue_info(item) for item in listed.get("items") or ())
+    return {str(q.name): q for q in found if str(q.name) != name}
+
+
+def _register_queues(
+    registry: kopf.OperatorRegistry, *, api: clients.AsyncApiClient, owner: OwnerRun
+) -> None:
+    @kopf.on.validate(
+        keys.GROUP,
+        "queues",
+        id=QUEUES_PATH.lstrip("/"),
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )
+    async def validate_queue(body: kopf.Body, warnings: list[str], **kwargs: typing.Any) -> None:
+        if kwargs.get("operation") not in ("CREATE", "UPDATE"):
+            return
+        queue = queues.queue_info(dict(body))
+        others = await owner(_other_queues(api, str(queue.name)))
+        if others is None:
+            # The scheduler keeps a bad tree out anyway; an unreadable API refuses nothing.
+            warnings.append(f"the parent of queue {queue.name} could not be checked")
+            return
+        result = queue_parents.check(queue, others=others)
+        warnings.extend(result.warnings)
+        if result.refusal is not None:
+            raise kopf.AdmissionError(result.refusal, code=422)
+
+
+def missing_queue(queue: str) -> str:
+    """The warning for a PodGroup naming a queue that does not exist."""
+    return f"spec.queue: queue {queue} does not exist; the group waits until it is created"
+
+
+async def _queue_exists(api: clients.AsyncApiClient, name: str) -> bool | None:
+    """Whether Queue ``name`` exists; ``None`` when it cannot be read."""
+    try:
+        await rest.request(
+            api, method="GET", path=f"/apis/{keys.API_VERSION}/queues/{name}", timeout=2.0
+        )
+    except errors.NotFound:
+        return False
+    except errors.KubeError as exc:
+        logger.warning("cannot read queue %s to check a PodGroup: %s", name, exc)
+        return None
+    return True
+
+
+def _register_podgroups(
+    registry: kopf.OperatorRegistry, *, api: clients.AsyncApiClient, owner: OwnerRun
+) -> None:
+    @kopf.on.validate(
+        keys.GROUP,
+        "podgroups",
+        id=PODGROUPS_PATH.lstrip("/"),
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )
+    async def validate_podgroup(spec: kopf.Spec, warnings: list[str], **kwargs: typing.Any) -> None:
+        if kwargs.get("operation") not in ("CREATE", "UPDATE"):
+            return
+        queue = str(spec.get("queue") or keys.DEFAULT_QUEUE)
+        # The default queue exists implicitly (the scheduler's), created or not.
+        if queue != keys.DEFAULT_QUEUE and await owner(_queue_exists(api, queue)) is False:
+            warnings.append(missing_queue(queue))
+
+
+LoginFn = collections.abc.Callable[[], collections.abc.Awaitable[credentials.Credentials]]
+
+
+def build_registry(
+    *,
+    login: LoginFn,
+    owner: OwnerRun,
+    api: clients.AsyncApiClient,
+    lookup: queue_access.QueueAccessLookup | None,
+) -> kopf.OperatorRegistry:
+    """A registry of admission handlers only (and the login): no handler watches anything, so
+    the Kopf operator running it serves webhooks and reconciles nothing."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(id="berth-admission-login", registry=registry)
+    async def admission_login(**_: typing.Any) -> kopf.ConnectionInfo:
+        found = await login()
+        return kopf.ConnectionInfo(
+            server=found.server,
+            token=found.token,
+            ca_path=found.ca_path,
+            certificate_path=found.certificate_path,
+            private_key_path=found.private_key_path,
+            insecure=found.insecure,
+            default_namespace=None,
+        )
+
+    for path, opted_in, gate in (
+        (PATH, False, True),
+        (OPTED_IN_PATH, True, True),
+        (QUEUE_ACCESS_PATH, False, False),
+    ):
+        _register_pods(
+            registry, path=path, opted_in=opted_in, gate=gate, lookup=lookup, owner=owner
+        )
+    _register_queues(registry, api=api, owner=owner)
+    _register_podgroups(registry, api=api, owner=owner)
+    return registry
 
 
 def _bad_request(message: str) -> web.Response:
     return web.Response(status=400, text=message + "\n", content_type="text/plain")
 
 
-async def _refusal(
-    review: AdmissionReview, lookup: queue_access.QueueAccessLookup | None
-) -> str | None:
-    request = review.request
-    pod = request.object
-    is_pod = request.kind.group == "" and request.kind.kind == "Pod"
-    if lookup is None or not is_pod or request.operation != "CREATE" or pod is None:
-        return None
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    namespace = request.namespace or str(meta.get("namespace") or "default")
-    return await lookup.refusal(namespace=namespace, labels=labels or {})
+def _allowed(review: AdmissionReview) -> web.Response:
+    response = {"uid": review.request.uid, "allowed": True}
+    return web.json_response(
+        {"apiVersion": _REVIEW_VERSION, "kind": "AdmissionReview", "response": response}
+    )
 
 
-def _handler(
-    *, opted_in: bool, lookup: queue_access.QueueAccessLookup | None = None, gate: bool = True
-) -> collections.abc.Callable[[web.Request], collections.abc.Awaitable[web.Response]]:
-    async def handle(request: web.Request) -> web.Response:
+class _KopfServer(kopf.WebhookServer):
+    """Kopf's webhook server (TLS from the mounted files, re-read when they change), strict
+    about what it reads and told when it listens.
+
+    Before Kopf sees a request it is checked as :class:`AdmissionReview`: anything else is a 400
+    saying what is wrong. A review of no object, or of a resource Berth has no handler for, is
+    allowed untouched (there is nothing to gate). A refusal carries ``reason: Forbidden`` as
+    Kubernetes' own denials do.
+    """
+
+    def __init__(self, *, listening: threading.Event, **options: typing.Any) -> None:
+        super().__init__(**options)
+        self._listening = listening
+
+    async def __call__(
+        self, fn: kopf.WebhookFn
+    ) -> collections.abc.AsyncIterator[kopf.WebhookClientConfig]:
+        async for config in super().__call__(fn):
+            self._listening.set()
+            yield config
+
+    @staticmethod
+    async def _serve(fn: kopf.WebhookFn, request: web.Request) -> web.Response:
         if request.content_type != "application/json":
             return _bad_request(f"expected application/json, got {request.content_type!r}")
         raw = await request.read()
@@ -210,39 +401,50 @@ def _handler(
             )
             logger.warning("malformed AdmissionReview from %s: %s", request.remote, problems)
             return _bad_request(f"malformed AdmissionReview: {problems}")
-        refusal = await _refusal(review, lookup)
-        if refusal is not None:
-            logger.info("refusing pod in %s: %s", review.request.namespace, refusal)
-        answer = respond(review, opted_in=opted_in, refusal=refusal, gate=gate)
-        if "patch" in answer["response"]:
-            logger.debug(
-                "gating pod %s/%s",
-                review.request.namespace,
-                (review.request.object or {}).get("metadata", {}).get("name")
-                or (review.request.object or {}).get("metadata", {}).get("generateName"),
-            )
-        return web.json_response(answer)
+        if review.request.object is None and review.request.old_object is None:
+            return _allowed(review)
 
-    return handle
+        async def berth_fn(
+            request: typing.Any,
+            *,
+            webhook: str | None = None,
+            headers: dict[str, str] | None = None,
+            sslpeer: dict[str, typing.Any] | None = None,
+        ) -> typing.Any:
+            payload = request["request"]
+            # An API server always says who asks; Kopf insists on it, Berth never reads it.
+            payload.setdefault("userInfo", {})
+            obj = payload.get("object")
+            if isinstance(obj, dict) and review.request.namespace:
+                meta = obj.setdefault("metadata", {})
+                if isinstance(meta, dict):
+                    meta.setdefault("namespace", review.request.namespace)
+            answer = await fn(request, webhook=webhook, headers=headers, sslpeer=sslpeer)
+            status = answer["response"].get("status")
+            if status is not None and status.get("code") == 403:
+                typing.cast(dict[str, typing.Any], status)["reason"] = "Forbidden"
+            return answer
+
+        try:
+            return await kopf.WebhookServer._serve(berth_fn, request)
+        except web.HTTPNotFound:
+            return _allowed(review)
 
 
-def build_app(lookup: queue_access.QueueAccessLookup | None = None) -> web.Application:
-    """The webhook's aiohttp application (the three paths, plus ``/healthz``); with
-    ``lookup``, pods naming a queue their namespace may not use are refused."""
-    app = web.Application(client_max_size=_MAX_BODY)
-    app.router.add_post(PATH, _handler(opted_in=False, lookup=lookup))
-    app.router.add_post(OPTED_IN_PATH, _handler(opted_in=True, lookup=lookup))
-    app.router.add_post(QUEUE_ACCESS_PATH, _handler(opted_in=False, lookup=lookup, gate=False))
-
-    async def healthz(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    app.router.add_get("/healthz", healthz)
-    return app
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 class WebhookServer:
-    """Serves :func:`build_app` over HTTPS; ``port`` is known once started."""
+    """Berth's admission handlers on Kopf's webhook server, in a Kopf operator of their own.
+
+    That operator's registry holds admission handlers only (:func:`build_registry`): it watches
+    no resource, so it runs on every replica beside the leader-only Kopf that reconciles.
+    ``port`` is known once constructed (0 picks a free one); :meth:`start` returns once the
+    server listens.
+    """
 
     def __init__(
         self,
@@ -251,46 +453,83 @@ class WebhookServer:
         port: int,
         cert_file: str,
         key_file: str,
+        api: clients.AsyncApiClient,
         lookup: queue_access.QueueAccessLookup | None = None,
+        on_exit: components.ExitCallback | None = None,
+        start_timeout: float = 30.0,
     ) -> None:
+        self.port = port or _free_port(host)
+        self._start_timeout = start_timeout
+        self._listening = threading.Event()
+        self._server = _KopfServer(
+            listening=self._listening,
+            addr=host,
+            port=self.port,
+            host=host,
+            certfile=cert_file,
+            pkeyfile=key_file,
+        )
+        self._api = api
         self._lookup = lookup
-        self._host = host
-        self._requested_port = port
-        self._cert_file = cert_file
-        self._key_file = key_file
-        self._runner: web.AppRunner | None = None
-        self.port: int | None = None
+        self._component = embedding.KopfComponent(
+            name="admission webhooks",
+            registry=self._registry,
+            settings=self._settings,
+            start_timeout=start_timeout,
+            on_exit=on_exit,
+        )
+
+    def _registry(self) -> kopf.OperatorRegistry:
+        loop = asyncio.get_running_loop()  # the owner's: start() calls this
+
+        async def owner(
+            coro: collections.abc.Coroutine[typing.Any, typing.Any, typing.Any],
+        ) -> typing.Any:
+            # Kopf asks from its own loop; the client lives on the owner's.
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+        async def login() -> credentials.Credentials:
+            return typing.cast(
+                credentials.Credentials, await owner(credentials.credentials_of(self._api))
+            )
+
+        return build_registry(login=login, owner=owner, api=self._api, lookup=self._lookup)
+
+    def _settings(self) -> kopf.OperatorSettings:
+        options = kopf.OperatorSettings()
+        options.peering.standalone = True
+        # Kopf watches the CRDs (list/watch granted for the interop kinds already) so that a
+        # Queue CRD installed after this replica started is validated without a restart.
+        options.posting.enabled = False
+        options.admission.server = self._server
+        options.admission.managed = None  # the chart owns the webhook configurations
+        options.networking.request_timeout = 30
+        return options
 
     async def start(self) -> None:
-        """Listen; raises ``OSError``/``ssl.SSLError`` when the certificate cannot be loaded."""
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(self._cert_file, self._key_file)
-        runner = web.AppRunner(build_app(self._lookup), access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self._host, self._requested_port, ssl_context=context)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or ()
-        self.port = int(sockets[0].getsockname()[1]) if sockets else self._requested_port
-        logger.info("admission webhook listening on %s:%s (HTTPS)", self._host, self.port)
+        """Start Kopf and wait until the server listens; raises when it does not in time."""
+        await self._component.start()
+        if not await asyncio.to_thread(self._listening.wait, self._start_timeout):
+            await self._component.stop()
+            raise TimeoutError(
+                f"the admission webhook did not listen on port {self.port} within "
+                f"{self._start_timeout}s"
+            )
+        logger.info("admission webhook listening on %s (HTTPS, Kopf)", self.port)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._component.stop()
 
 
 @contextlib.asynccontextmanager
 async def serving(
-    config: settings.Settings, *, api: clients.AsyncApiClient | None = None
+    config: settings.Settings,
+    *,
+    api: clients.AsyncApiClient,
+    on_exit: components.ExitCallback | None = None,
 ) -> collections.abc.AsyncIterator[WebhookServer | None]:
-    """Serve the webhook for the process's lifetime when admission mode (or, in scheduler mode,
-    the queue-access check) asks for it; with ``api``, queue access is checked.
+    """Serve the webhooks for the process's lifetime when admission mode (or, in scheduler
+    mode, the queue-access check) asks for it.
 
     Yields the server, or ``None`` when neither asks or the webhook is turned off.
     """
@@ -304,7 +543,9 @@ async def serving(
         port=options.webhook_port,
         cert_file=str(options.cert_file),
         key_file=str(options.key_file),
-        lookup=queue_access.QueueAccessLookup(api) if api is not None else None,
+        api=api,
+        lookup=queue_access.QueueAccessLookup(api),
+        on_exit=on_exit,
     )
     await server.start()
     try:

@@ -2,12 +2,12 @@
 
 :func:`install` runs ``helm install`` of ``helm/berth`` (Helm as a library, helm-sdkpy) into the
 control plane: the CRDs, the ServiceAccount, the ClusterRoles and Roles and their bindings, and
-in admission mode the MutatingWebhookConfiguration. The chart's Deployment is then scaled to
-zero: there is no image to run here, Berth runs as a local process instead, authenticated as
-the chart's ServiceAccount with a token the API server issued (TokenRequest), so every request
-it makes is authorized by the chart's RBAC and nothing else. In admission mode the webhooks are
-pointed at the local process (a URL on 127.0.0.1 with a certificate of the control plane's CA)
-instead of the in-cluster Service.
+in admission mode the Mutating- and ValidatingWebhookConfiguration. The chart's Deployment is
+then scaled to zero: there is no image to run here, Berth runs as a local process instead,
+authenticated as the chart's ServiceAccount with a token the API server issued (TokenRequest),
+so every request it makes is authorized by the chart's RBAC and nothing else. In admission mode
+the webhooks are pointed at the local process (a URL on 127.0.0.1 with a certificate of the
+control plane's CA) instead of the in-cluster Service.
 """
 
 from __future__ import annotations
@@ -112,14 +112,20 @@ def webhook_configuration(plane: controlplane.ControlPlane) -> Object | None:
 
 
 def _point_webhooks_here(plane: controlplane.ControlPlane, *, port: int) -> None:
-    """Send the chart's webhooks to ``https://127.0.0.1:PORT`` with the plane's CA."""
-    config = webhook_configuration(plane)
-    if config is None:
-        raise processes.ComponentFailed(
-            f"the chart installed no MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}"
-        )
+    """Send the chart's webhooks (mutating and validating) to ``https://127.0.0.1:PORT`` with
+    the plane's CA."""
     bundle = base64.b64encode(plane.authority.pem).decode()
-    for webhook in config.get("webhooks") or ():
-        path = webhook["clientConfig"]["service"].get("path", "/")
-        webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
-    plane.kubectl("replace", "-f", "-", input=json.dumps(config))
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        found = plane.kubectl("get", kind, WEBHOOK_CONFIGURATION, "-o", "json", check=False)
+        if found.returncode != 0:
+            raise processes.ComponentFailed(
+                f"the chart installed no {kind} {WEBHOOK_CONFIGURATION}"
+            )
+        config: Object = json.loads(found.stdout)
+        for webhook in config.get("webhooks") or ():
+            path = webhook["clientConfig"]["service"].get("path", "/")
+            webhook["clientConfig"] = {
+                "url": f"https://127.0.0.1:{port}{path}",
+                "caBundle": bundle,
+            }
+        plane.kubectl("replace", "-f", "-", input=json.dumps(config))

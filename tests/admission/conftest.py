@@ -2,14 +2,16 @@
 
 - ``certs``: a throw-away CA (``trustme``) and a serving certificate for 127.0.0.1, localhost and
   the chart's Service name, written as PEM files; ``certs.ca_bundle`` is the base64 caBundle;
-- ``webhook``: Berth's admission webhook server (:mod:`berth.operator.webhooks`) on a free port
-  of 127.0.0.1, over TLS with ``certs``, in the test's event loop;
+- ``webhook``: Berth's admission webhook server (:mod:`berth.operator.webhooks`: Kopf's server
+  in a Kopf operator of its own, logged in to the test's emulator) on a free port of 127.0.0.1,
+  over TLS with ``certs``;
 - ``register_webhook(emulator, ...)``: a MutatingWebhookConfiguration as the chart writes it.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import pathlib
 import typing
@@ -19,6 +21,7 @@ import pytest
 import trustme
 
 from berth.emulator import testing
+from berth.kube import clients
 from berth.operator import webhooks
 
 SERVICE_HOST = "berth-admission.berth-system.svc"
@@ -48,16 +51,32 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     return Certs(cert_file, key_file, ca.cert_pem.bytes())
 
 
+@contextlib.asynccontextmanager
+async def serving_webhook(
+    emulator: testing.RunningEmulator, certs: Certs
+) -> AsyncIterator[webhooks.WebhookServer]:
+    """The webhook server on a free port of 127.0.0.1, logged in to ``emulator``."""
+    async with clients.connect_async(kubeconfig=str(emulator.kubeconfig)) as connection:
+        server = webhooks.WebhookServer(
+            host="127.0.0.1",
+            port=0,
+            cert_file=str(certs.cert_file),
+            key_file=str(certs.key_file),
+            api=connection.api,
+        )
+        await server.start()
+        try:
+            yield server
+        finally:
+            await server.stop()
+
+
 @pytest.fixture
-async def webhook(certs: Certs) -> AsyncIterator[webhooks.WebhookServer]:
-    server = webhooks.WebhookServer(
-        host="127.0.0.1", port=0, cert_file=str(certs.cert_file), key_file=str(certs.key_file)
-    )
-    await server.start()
-    try:
+async def webhook(
+    certs: Certs, emulator: testing.RunningEmulator
+) -> AsyncIterator[webhooks.WebhookServer]:
+    async with serving_webhook(emulator, certs) as server:
         yield server
-    finally:
-        await server.stop()
 
 
 def configuration(
@@ -138,8 +157,7 @@ def configuration(
 
 
 def register(emulator: testing.RunningEmulator, body: dict[str, typing.Any]) -> None:
-    """Create the MutatingWebhookConfiguration ``body`` in ``emulator``."""
-    resource = emulator.call(
-        emulator.api.resource, "admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"
-    )
+    """Create the Mutating- or ValidatingWebhookConfiguration ``body`` in ``emulator``."""
+    plural = str(body.get("kind", "MutatingWebhookConfiguration")).lower() + "s"
+    resource = emulator.call(emulator.api.resource, "admissionregistration.k8s.io/v1", plural)
     emulator.call(emulator.api.create, resource, body)

@@ -9,7 +9,8 @@ We test these aspects:
 - non-pod and non-create requests are allowed untouched;
 - a malformed AdmissionReview (not JSON, wrong kind or version, no uid, wrong content type)
   gets a 400;
-- ``serving`` starts nothing in scheduler mode or with the webhook off.
+- ``serving`` starts nothing in scheduler mode or with the webhook off;
+- the server is Kopf's: the answers come from ``kopf.on.mutate`` handlers.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import aiohttp
 import pytest
 
 from berth.api import keys
+from berth.emulator import testing
+from berth.kube import clients
 from berth.operator import settings, webhooks
 from tests.admission import conftest
 
@@ -261,14 +264,19 @@ async def test_malformed_review_is_a_400(
     [{"mode": "scheduler"}, {"mode": "admission", "admission": {"webhook": False}}],
     ids=["scheduler-mode", "webhook-off"],
 )
-async def test_serving_starts_nothing_unless_asked(options: dict[str, typing.Any]) -> None:
+async def test_serving_starts_nothing_unless_asked(
+    options: dict[str, typing.Any], emulator: testing.RunningEmulator
+) -> None:
     config = settings.Settings(**options)
-    async with webhooks.serving(config) as server:
+    async with (
+        clients.connect_async(kubeconfig=str(emulator.kubeconfig)) as connection,
+        webhooks.serving(config, api=connection.api) as server,
+    ):
         assert server is None
 
 
 async def test_serving_in_admission_mode_listens_with_the_mounted_certificate(
-    certs: conftest.Certs,
+    certs: conftest.Certs, emulator: testing.RunningEmulator
 ) -> None:
     config = settings.Settings(
         mode="admission",
@@ -279,7 +287,10 @@ async def test_serving_in_admission_mode_listens_with_the_mounted_certificate(
             "key_file": certs.key_file,
         },
     )
-    async with webhooks.serving(config) as server:
+    async with (
+        clients.connect_async(kubeconfig=str(emulator.kubeconfig)) as connection,
+        webhooks.serving(config, api=connection.api) as server,
+    ):
         assert server is not None and server.port
         status, _ = await _post(server, certs, json.dumps(_review(_pod())).encode())
     assert status == 200

@@ -54,6 +54,7 @@ NAMESPACED = ",".join(
 CLUSTER_SCOPED = (
     "clusterroles.rbac.authorization.k8s.io,clusterrolebindings.rbac.authorization.k8s.io"
     ",mutatingwebhookconfigurations.admissionregistration.k8s.io"
+    ",validatingwebhookconfigurations.admissionregistration.k8s.io"
 )
 
 
@@ -137,6 +138,7 @@ EXPECTED_OBJECTS = {
         ("Service", "batch-scheduler-admission"),
         ("Secret", "batch-scheduler-admission-tls"),
         ("MutatingWebhookConfiguration", "batch-scheduler-admission"),
+        ("ValidatingWebhookConfiguration", "batch-scheduler-admission"),
         ("ClusterRole", "batch-scheduler-admission"),
         ("ClusterRoleBinding", "batch-scheduler-admission"),
     },
@@ -495,6 +497,13 @@ def test_scheduler_mode_queue_access_webhook_only_checks_pods_naming_a_queue(
     assert hook["objectSelector"] == {
         "matchExpressions": [{"key": "scheduling.berth.io/queue", "operator": "Exists"}]
     }
+    # Queues are validated wherever the webhook is served (Kopf's validating handler).
+    validating = found[("ValidatingWebhookConfiguration", f"{fullname}-admission")]
+    paths = {
+        hook["rules"][0]["resources"][0]: hook["clientConfig"]["service"]["path"]
+        for hook in validating["webhooks"]
+    }
+    assert paths == {"queues": "/validation/queues", "podgroups": "/validation/podgroups"}
     env = {e["name"]: e.get("value") for e in container(cluster, "custom-affinity")["env"]}
     assert env["BERTH_ADMISSION__QUEUE_ACCESS"] == "true"
     assert "BERTH_ADMISSION__BIND_TIMEOUT" not in env

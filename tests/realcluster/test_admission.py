@@ -9,7 +9,10 @@ We test these aspects (kube-scheduler's bindings are counted in the API server's
   Berth remembers the node and does not pin it there again once the taint is gone (the pod
   waits gated, a NotAdmitted Event saying why), so it is never bound;
 - restarting Berth in scheduler mode loses no pod: gated pods left waiting are admitted and
-  kube-scheduler binds them, pods for Berth's own scheduler are bound by Berth, each pod once.
+  kube-scheduler binds them, pods for Berth's own scheduler are bound by Berth, each pod once;
+- the API server asks Berth's validating webhook (Kopf's) about Queues: a parent that does not
+  exist yet is a warning kubectl prints, a parent that closes a cycle is refused, naming the
+  field, on create and on update.
 """
 
 from __future__ import annotations
@@ -187,3 +190,23 @@ def test_switching_to_scheduler_mode_loses_no_pod(real: cluster.RealCluster) -> 
     assert all(len(users) == 1 for users in binders.values()), binders
     assert {binders[f"s-{i}"][0] for i in range(2)} == {install.USER}
     assert {binders[f"a-{i}"][0] for i in range(4)} == {KUBE_SCHEDULER}
+
+
+def test_a_queue_closing_a_cycle_is_refused_by_the_api_server(real: cluster.RealCluster) -> None:
+    real.berth(mode="admission")
+    suffix = real.namespace()
+    a, b = f"a-{suffix}", f"b-{suffix}"
+    made = real.kubectl("create", "-f", "-", input=json.dumps(pods.queue(a, parent=b)))
+    assert f"Warning: spec.parent: queue {b} does not exist" in made.stderr
+    refused = real.kubectl(
+        "create", "-f", "-", input=json.dumps(pods.queue(b, parent=a)), check=False
+    )
+    assert refused.returncode != 0
+    assert f"spec.parent: {a} would make a cycle of queues ({b} -> {a} -> {b})" in refused.stderr
+    real.create(pods.queue(b))
+    # An update is asked too: b may not take a as its parent now that a hangs off b.
+    patched = real.kubectl(
+        "patch", "queue", b, "--type=merge", "-p", json.dumps({"spec": {"parent": a}}), check=False
+    )
+    assert patched.returncode != 0
+    assert f"spec.parent: {a} would make a cycle of queues ({b} -> {a} -> {b})" in patched.stderr

@@ -57,6 +57,7 @@ async def test_pod_naming_a_forbidden_queue_is_refused(
         port=0,
         cert_file=str(certs.cert_file),
         key_file=str(certs.key_file),
+        api=api,
         lookup=queue_access.QueueAccessLookup(api, ttl=0.0),
     )
     await server.start()
