@@ -207,11 +207,11 @@ PROFILES = {
     "scheduler-name-flag": (None, "batch", "batch", "BalancedAllocation"),
     "operator-config-with-settings": (
         "logLevel: debug\nschedulerName: gpu\nactions: [allocate]\n"
-        "plugins:\n  - name: NodeResourcesFit\n  - name: MostAllocated\n"
+        "plugins:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: MostAllocated}}\n"
         "  - name: DefaultBinder\n",
         None,
         "gpu",
-        "MostAllocated",
+        "NodeResourcesFit",
     ),
     "scheduler-name-alone-renames-default": (
         "schedulerName: other\nlogLevel: info\n",

@@ -130,20 +130,20 @@ EVERY_OPTION: Values = {
     "logLevel": "debug",
     "leaderElection": {"enabled": True},
     "debugAPI": {"enabled": True},
-    # A bin-packing profile: LeastAllocated dropped, MostAllocated added by extraPlugins.
+    # A bin-packing profile: ImageLocality dropped, BalancedAllocation added by extraPlugins.
     "profile": {
         "actions": ["allocate", "backfill"],
         "plugins": [
             {"name": "Priority"},
             {"name": "Gang", "args": {}},
             {"name": "NodeName"},
-            {"name": "NodeResourcesFit"},
-            {"name": "LeastAllocated"},
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}},
+            {"name": "ImageLocality"},
             {"name": "DefaultBinder"},
         ],
-        "disabled": ["LeastAllocated"],
+        "disabled": ["ImageLocality"],
     },
-    "extraPlugins": [{"name": "MostAllocated", "weight": 2}],
+    "extraPlugins": [{"name": "BalancedAllocation", "weight": 2}],
     "extraArgs": ["--namespace=batch-system"],
     "extraEnv": [{"name": "PYTHONFAULTHANDLER", "value": "1"}],
     "http": {"port": 9090},

@@ -41,8 +41,7 @@ spec:
       - {{name: NodeUnschedulable}}
       - {{name: NodeAffinity}}
       - {{name: TaintToleration}}
-      - {{name: NodeResourcesFit}}
-      - {{name: LeastAllocated}}
+      - {{name: NodeResourcesFit, args: {{scoringStrategy: {{type: LeastAllocated}}}}}}
       - {{name: BalancedAllocation}}
       - {{name: DefaultBinder}}
   nodes:

@@ -6,15 +6,16 @@ A profile is YAML (validated by pydantic, camelCase keys)::
     actions: [allocate]
     plugins:
       - name: NodeResourcesFit
-      - name: LeastAllocated
+        args: {scoringStrategy: {type: MostAllocated}}
         weight: 2                 # Score weight (1..100); other points ignore it
       - name: Gang
         args: {defaultScheduleTimeoutSeconds: 60}
-    disabled: [MostAllocated]     # optional: drop these from the list ("*" drops all)
+    disabled: [ImageLocality]     # optional: drop these from the list ("*" drops all)
 
 The list order is the order plugins run at every extension point. :func:`resolve` checks a
 profile against a plugin registry and the known actions and validates every plugin's args into
-its model, so mistakes surface when the profile is loaded, with their path, never mid-cycle.
+its model, so mistakes surface when the profile is loaded, with their path, never mid-cycle;
+a plugin the registry lists as retired is refused with what to write instead.
 The default profile is built by ``berth.scheduler.plugins.registry.default_profile()`` (the
 registry owns the list of in-tree plugins).
 """
@@ -192,6 +193,10 @@ def resolve(
     enabled = {id(p) for p in profile.enabled()}
     for i, plugin in enumerate(profile.plugins):
         factory = registry.get(plugin.name)
+        retired = registry.retired(plugin.name)
+        if factory is None and retired is not None:
+            problems.append(f"plugins[{i}].name: {retired}")
+            continue
         if factory is None:
             known = ", ".join(sorted(registry))
             problems.append(f"plugins[{i}].name: unknown plugin {plugin.name!r} (known: {known})")
@@ -205,6 +210,11 @@ def resolve(
             configured.append(
                 ConfiguredPlugin(name=plugin.name, factory=factory, args=args, weight=plugin.weight)
             )
+    for i, name in enumerate(profile.disabled):
+        # Disabling a retired plugin meant choosing another strategy: say which, do not ignore it.
+        retired = registry.retired(name)
+        if retired is not None:
+            problems.append(f"disabled[{i}]: {retired}")
     if problems:
         _raise(problems, source=source)
     return ResolvedProfile(profile=profile, plugins=tuple(configured))

@@ -79,12 +79,26 @@ def plugin_factory_proxy(factory: PluginFactory[_ArgsT]) -> PluginFactory[_ArgsT
 
 
 class Registry(collections.abc.Mapping[str, AnyFactory]):
-    """Plugin factories by name. Duplicates are errors; nothing is global."""
+    """Plugin factories by name. Duplicates are errors; nothing is global.
 
-    def __init__(self, factories: collections.abc.Mapping[str, AnyFactory] | None = None) -> None:
+    ``retired`` maps the names of removed plugins to what a profile should say instead, so a
+    profile still naming one is refused with that advice rather than as an unknown name.
+    """
+
+    def __init__(
+        self,
+        factories: collections.abc.Mapping[str, AnyFactory] | None = None,
+        *,
+        retired: collections.abc.Mapping[str, str] | None = None,
+    ) -> None:
         self._factories: dict[str, AnyFactory] = {}
+        self._retired = dict(retired or {})
         for name, factory in (factories or {}).items():
             self.register(name, factory=factory)
+
+    def retired(self, name: str) -> str | None:
+        """What to write instead of ``name``, a removed plugin no factory now answers to."""
+        return None if name in self._factories else self._retired.get(name)
 
     def register(self, name: str, *, factory: AnyFactory) -> None:
         """Add ``factory`` under ``name``; a name already present is an error."""

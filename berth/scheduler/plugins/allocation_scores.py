@@ -1,14 +1,13 @@
-"""The weighted-mean node score of Kubernetes' ``NodeResourcesFit`` strategies, and its args.
+"""The weighted-mean node score of Kubernetes' ``NodeResourcesFit`` strategies.
 
 Every strategy (LeastAllocated, MostAllocated, RequestedToCapacityRatio) scores a node as the
 weighted mean, over the configured resources the node offers, of a per-resource share (0..100)
 with the pod's own request included; they differ only in the share. This module owns the
-shares, the mean (vectorised, and per row for the node table's incremental refresh) and the
-arguments. With ``skip_unrequested`` (NodeResourcesFit's strategy), an extended resource the
-pod does not request is left out of the mean, as Kubernetes does
-(``calculateResourceAllocatableRequest``), so a cpu-only pod is scored on cpu and memory alone
-even when the profile weighs ``nvidia.com/gpu``; the older LeastAllocated and MostAllocated
-plugins keep counting it (their documented behaviour). Imported by the scoring plugins only.
+shares, the mean (vectorised, and per row for the node table's incremental refresh) and a
+resource's name and weight. An extended resource the pod does not request is left out of the
+mean, as Kubernetes does (``calculateResourceAllocatableRequest``), so a cpu-only pod is scored
+on cpu and memory alone even when the profile weighs ``nvidia.com/gpu``. Imported by
+:mod:`resource_scoring` only (NodeResourcesFit's ``scoringStrategy``, the one resource score).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import enum
 
 import numpy as np
 import pydantic
-import pydantic.alias_generators
 
 from berth.api import resources
 from berth.scheduler.framework import interfaces
@@ -26,7 +24,6 @@ from berth.scheduler.snapshot import nodetable
 
 __all__ = [
     "ResourceWeight",
-    "ResourceWeightsArgs",
     "RowShare",
     "Share",
     "ShapePoint",
@@ -80,23 +77,6 @@ class ResourceWeight(pydantic.BaseModel):
     """Resource name, e.g. ``cpu`` or ``nvidia.com/gpu``."""
     weight: int = pydantic.Field(default=1, ge=1, le=100)
     """Weight of this resource in the mean (1..100)."""
-
-
-class ResourceWeightsArgs(pydantic.BaseModel):
-    """Arguments of a weighted-mean allocation score."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
-
-    resources: tuple[ResourceWeight, ...] = pydantic.Field(
-        default=(ResourceWeight(name=resources.CPU), ResourceWeight(name=resources.MEMORY)),
-        min_length=1,
-    )
-    """Resources scored, with weights; Kubernetes' default: cpu and memory, weight 1 each."""
 
 
 def least_share(capacity: nodetable.IntArray, requested: nodetable.IntArray) -> nodetable.IntArray:
@@ -170,14 +150,13 @@ def scored_terms(
     *,
     nodes: nodetable.NodeTable,
     terms: collections.abc.Sequence[Term],
-    skip_unrequested: bool,
 ) -> list[tuple[int, int, Share, RowShare]]:
-    """The terms the table has a column for, as columns; with ``skip_unrequested``, without
-    the extended resources the pod does not request (Kubernetes skips them)."""
+    """The terms the table has a column for, as columns, without the extended resources the
+    pod does not request (Kubernetes skips them)."""
     out = []
     for name, weight, share, row_share in terms:
         col = nodes.column.get(name)
-        if col is None or (skip_unrequested and int(vec[col]) == 0 and resources.is_scalar(name)):
+        if col is None or (int(vec[col]) == 0 and resources.is_scalar(name)):
             continue
         out.append((col, weight, share, row_share))
     return out
@@ -190,7 +169,6 @@ def weighted_scores(
     nodes: nodetable.NodeTable,
     terms: collections.abc.Sequence[Term],
     key: collections.abc.Hashable,
-    skip_unrequested: bool = False,
 ) -> interfaces.ScoreArray:
     """Per row, the weighted mean of each term's share after adding ``vec`` (shared, kept per
     ``key``, which must name the terms).
@@ -198,7 +176,7 @@ def weighted_scores(
     Integer arithmetic, exactly as Kubernetes computes it; a resource the node does not offer
     is left out of the mean, and a node offering none of them scores 0.
     """
-    present = scored_terms(vec, nodes=nodes, terms=terms, skip_unrequested=skip_unrequested)
+    present = scored_terms(vec, nodes=nodes, terms=terms)
 
     def compute(rows: nodetable.IntArray | None) -> interfaces.ScoreArray:
         alloc = nodes.allocatable if rows is None else nodes.allocatable[rows]
@@ -223,6 +201,4 @@ def weighted_scores(
             weight_sum += weight
         return total // weight_sum if weight_sum else 0
 
-    return nodes.incremental(
-        (key, skip_unrequested, vec.tobytes()), compute=compute, per_row=per_row
-    )
+    return nodes.incremental((key, vec.tobytes()), compute=compute, per_row=per_row)

@@ -10,7 +10,7 @@ and refreshed only for the rows placements changed.
 Args: ``resources`` (names; cpu and memory by default).
 
 Like Kubernetes' balance, it counts what pods really request (no non-zero defaults for
-best-effort containers, unlike LeastAllocated and MostAllocated).
+best-effort containers, unlike NodeResourcesFit's scoring strategies).
 """
 
 from __future__ import annotations

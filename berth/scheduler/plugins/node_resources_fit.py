@@ -20,8 +20,9 @@ A pod's requests are sized with pod-level resources (``spec.resources``) where i
 Args: ``ignoredResources`` (names never checked, as in Kubernetes' NodeResourcesFitArgs) and
 ``scoringStrategy`` (:mod:`berth.scheduler.plugins.resource_scoring`): when given, the plugin
 also scores nodes (``LeastAllocated``, ``MostAllocated`` or ``RequestedToCapacityRatio``, per
-resource if asked); without it, it only filters, so a profile that scores with the
-LeastAllocated or MostAllocated plugins keeps scoring exactly as before.
+resource if asked); without it, it only filters. It is Berth's one resource score: the former
+LeastAllocated and MostAllocated plugins are its strategies (a profile naming them is refused
+at load with what to write instead, as kube-scheduler did).
 """
 
 from __future__ import annotations

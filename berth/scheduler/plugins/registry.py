@@ -3,8 +3,9 @@
 This is the only module that imports every plugin (an import-linter contract says so).
 :func:`in_tree_registry` returns a fresh :class:`~berth.scheduler.framework.registries.Registry`
 each call (there is no process-global registry); out-of-tree plugins are added with
-``Registry.merge``. :data:`DEFAULT_PROFILE_YAML` is the profile Berth runs when none is given,
-in the order the plugins run at each extension point.
+``Registry.merge``; :data:`RETIRED` names the removed plugins a profile is told to replace.
+:data:`DEFAULT_PROFILE_YAML` is the profile Berth runs when none is given, in the order the
+plugins run at each extension point.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from berth.scheduler.plugins import (
     gang,
     image_locality,
     inter_pod_affinity,
-    least_allocated,
-    most_allocated,
     names,
     node_affinity,
     node_name,
@@ -37,7 +36,24 @@ from berth.scheduler.plugins import (
     volume_restrictions,
 )
 
-__all__ = ["DEFAULT_PROFILE_YAML", "default_profile", "in_tree_registry"]
+__all__ = ["DEFAULT_PROFILE_YAML", "RETIRED", "default_profile", "in_tree_registry"]
+
+
+def _folded(name: str, /) -> str:
+    return (
+        f"plugin {name} was folded into {names.NODE_RESOURCES_FIT}: use "
+        f"{names.NODE_RESOURCES_FIT} with args.scoringStrategy.type {name}"
+    )
+
+
+RETIRED = {
+    # Now strategies of NodeResourcesFit's scoringStrategy (one implementation), as in
+    # kube-scheduler, whose v1beta2 configuration removed NodeResourcesLeastAllocated and
+    # NodeResourcesMostAllocated the same way.
+    names.LEAST_ALLOCATED: _folded(names.LEAST_ALLOCATED),
+    names.MOST_ALLOCATED: _folded(names.MOST_ALLOCATED),
+}
+"""Removed plugin names, and what a profile naming one should say instead."""
 
 
 def in_tree_registry() -> registries.Registry:
@@ -65,12 +81,6 @@ def in_tree_registry() -> registries.Registry:
             names.NODE_VOLUME_LIMITS: registries.PluginFactory(new=node_volume_limits.new),
             names.VOLUME_BINDING: registries.PluginFactory(new=volume_binding.new),
             # Scoring
-            names.LEAST_ALLOCATED: registries.PluginFactory(
-                new=least_allocated.new, args=least_allocated.LeastAllocatedArgs
-            ),
-            names.MOST_ALLOCATED: registries.PluginFactory(
-                new=most_allocated.new, args=most_allocated.MostAllocatedArgs
-            ),
             names.BALANCED_ALLOCATION: registries.PluginFactory(
                 new=balanced_allocation.new, args=balanced_allocation.BalancedAllocationArgs
             ),
@@ -89,7 +99,8 @@ def in_tree_registry() -> registries.Registry:
             names.RESERVATION: registries.PluginFactory(new=reservation.new),
             # Binding
             names.DEFAULT_BINDER: registries.PluginFactory(new=default_binder.new),
-        }
+        },
+        retired=RETIRED,
     )
 
 

@@ -134,9 +134,7 @@ class Scorer:
     def scores(self, pod: pods.PodInfo, nodes: nodetable.NodeTable) -> interfaces.ScoreArray:
         """Per row, the pod's score (a new array)."""
         vec = nodes.vector(pod.score_requests)
-        mean = allocation_scores.weighted_scores(
-            vec, nodes=nodes, terms=self._terms, key=self._key, skip_unrequested=True
-        )
+        mean = allocation_scores.weighted_scores(vec, nodes=nodes, terms=self._terms, key=self._key)
         scarce = [nodes.column[n] for n in self._scarce if n in nodes.column]
         if not scarce or any(int(vec[col]) > 0 for col in scarce):
             return mean.copy()

@@ -18,7 +18,7 @@ import typing
 
 import pytest
 
-from berth.scheduler.plugins import least_allocated
+from berth.scheduler.plugins import node_resources_fit
 from berth.util import clocks
 from tests.scheduler import builders as b
 from tests.scheduler.plugins import harness
@@ -157,7 +157,11 @@ def test_best_effort_pods_score_with_non_zero_defaults() -> None:
         "memory": 200 * 1024**2 * 1000,
     }
     nodes = harness.snapshot(b.node("n", cpu="1", memory="2000Mi")).nodes
-    plugin = least_allocated.LeastAllocated(least_allocated.LeastAllocatedArgs())
+    plugin = node_resources_fit.NodeResourcesFitScoring(
+        node_resources_fit.NodeResourcesFitArgs.model_validate(
+            {"scoringStrategy": {"type": "LeastAllocated"}}
+        )
+    )
     # cpu (1000 - 100) / 1000 = 90, memory (2000 - 200) / 2000 = 90
     assert harness.scores(plugin, best_effort, nodes) == {"n": 90}
     sized = harness.info(cpu="100m", memory="200Mi")

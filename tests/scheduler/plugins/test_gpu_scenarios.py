@@ -42,8 +42,8 @@ def whole(i: int) -> Obj:
 
 
 SPREAD = harness.profile_with(
-    "LeastAllocated",
-    args={"NodeResourcesFit": {}},  # filtering only: the older spreading profile
+    # every resource spread: the scoring before GPUs were packed
+    args={"NodeResourcesFit": {"scoringStrategy": {"type": "LeastAllocated"}}},
 )
 
 STREAM = [

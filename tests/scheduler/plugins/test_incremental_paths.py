@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from berth.scheduler.plugins import balanced_allocation, least_allocated, most_allocated
+from berth.scheduler.plugins import allocation_scores, balanced_allocation
 from berth.scheduler.plugins import node_resources_fit as fit
 from berth.scheduler.snapshot import nodetable
 from tests.scheduler import builders as b
@@ -32,6 +32,23 @@ _request = st.tuples(
 )
 
 
+def _mean(
+    vec: nodetable.IntArray,
+    nodes: nodetable.NodeTable,
+    weights: tuple[tuple[str, int], ...],
+    *,
+    least: bool,
+) -> list[int]:
+    share, row_share = (
+        (allocation_scores.least_share, allocation_scores.least_row_share)
+        if least
+        else (allocation_scores.most_share, allocation_scores.most_row_share)
+    )
+    terms = tuple((name, weight, share, row_share) for name, weight in weights)
+    got = allocation_scores.weighted_scores(vec, nodes=nodes, terms=terms, key=("test", least))
+    return [int(x) for x in got]
+
+
 def _results(
     nodes: nodetable.NodeTable, pod_fields: dict[str, typing.Any]
 ) -> dict[str, list[typing.Any]]:
@@ -40,8 +57,8 @@ def _results(
     resources_weighted = (("cpu", 2), ("memory", 1), (b.GPU, 3))
     return {
         "fit": fit.fit_mask(vec, nodes=nodes).tolist(),
-        "least": least_allocated.scores(vec, nodes=nodes, weights=resources_weighted).tolist(),
-        "most": most_allocated.scores(vec, nodes=nodes, weights=resources_weighted).tolist(),
+        "least": _mean(vec, nodes, resources_weighted, least=True),
+        "most": _mean(vec, nodes, resources_weighted, least=False),
         "balanced": balanced_allocation.scores(
             vec, nodes=nodes, names_=("cpu", "memory", b.GPU)
         ).tolist(),

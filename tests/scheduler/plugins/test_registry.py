@@ -42,8 +42,6 @@ EXPECTED = {
         interfaces.PreBindPlugin,
         interfaces.ConstraintPlugin,
     ),
-    names.LEAST_ALLOCATED: (interfaces.ScorePlugin,),
-    names.MOST_ALLOCATED: (interfaces.ScorePlugin,),
     names.BALANCED_ALLOCATION: (interfaces.ScorePlugin,),
     names.IMAGE_LOCALITY: (interfaces.ScorePlugin,),
     names.PRIORITY: (interfaces.QueueSortPlugin, interfaces.SessionPlugin),
