@@ -1,7 +1,7 @@
 """Issue #17's synthetic GPU trace, on a slice that runs in seconds: 90 minutes of arrivals
 offering 130 % of 256 GPUs (``hack/gen-trace --kind gpu-scale --hours 1.5``), on the
-example's cluster with the profile that packs GPUs (``examples/sim/gpu-scale-packed.yaml``;
-the default profile once GPUs are packed by default). Every job starts before the end, no
+example's cluster with the default profile (``examples/sim/gpu-scale.yaml``, which packs
+GPUs). Every job starts before the end, no
 gang is ever partly bound, GPUs stay at least 90 % busy while any job waits, and the four
 equal queues are served fairly (Jain's index at least 0.9)."""
 
@@ -21,7 +21,7 @@ GPU = "nvidia.com/gpu"
 @functools.cache
 def report() -> dict[str, typing.Any]:
     scenario = traces.compose(
-        scenarios.load(EXAMPLES / "gpu-scale-packed.yaml"),
+        scenarios.load(EXAMPLES / "gpu-scale.yaml"),
         trace=traces.load(EXAMPLES / "traces" / "gpu-scale-slice.csv"),
         until=durations.parse_duration("3h"),
     )
