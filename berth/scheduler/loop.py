@@ -70,11 +70,15 @@ class Scheduler:
         clock: clocks.Clock,
         actions: collections.abc.Sequence[interfaces.Action] | None = None,
         handle: handles.ExtendedHandle | None = None,
-        hints: bool = True,
+        hints: bool = False,
         revisit_seconds: float = parking.DEFAULT_REVISIT_SECONDS,
     ) -> None:
         """``hints``: park work that cannot fit until an event that could change that
-        (:mod:`~berth.scheduler.framework.parking`); ``revisit_seconds`` bounds how long."""
+        (:mod:`~berth.scheduler.framework.parking`); ``revisit_seconds`` bounds how long.
+        Off by default for now: the place in line a result gives a parked job follows where
+        it stood when parked, not the job order of the session that shows it, and the
+        operator's queue views read those places (the simulator and ``berth bench
+        backlog`` turn hints on)."""
         available = tuple(actions) if actions is not None else actions_registry.default_actions()
         by_name = {action.name: action for action in available}
         resolved = profiles.resolve(profile, registry=registry, actions=by_name)

@@ -562,6 +562,7 @@ def run_backlog(workload: Workload) -> dict[str, typing.Any]:
         registry.default_profile(),
         registry=registry.in_tree_registry(),
         clock=clocks.VirtualClock(EPOCH),
+        hints=True,
     )
 
     def timed(now: float) -> tuple[float, decisions.CycleResult]:

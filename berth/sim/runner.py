@@ -97,7 +97,8 @@ class Simulation:
         registry = plugin_registry.in_tree_registry()
         profile = spec.profile or plugin_registry.default_profile()
         self.clock = clocks.VirtualClock(events.EPOCH)
-        self.scheduler = loop.Scheduler(profile, registry=registry, clock=self.clock)
+        # Parked work (queueing hints): a long backlog costs what changes, not its length.
+        self.scheduler = loop.Scheduler(profile, registry=registry, clock=self.clock, hints=True)
         self.cluster = cluster.InMemoryCluster(
             clock=self.clock, scheduler_names=(profile.scheduler_name,)
         )

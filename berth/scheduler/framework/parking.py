@@ -63,6 +63,7 @@ class Parked:
     requests: tuple[tuple[str, int], ...]  # its largest pending pod's
     pods: int  # pending pods
     until: float
+    rank: tuple[int, int] = (0, 0)  # (session, place in its queue's line) when parked
 
 
 class Parking:
@@ -76,6 +77,7 @@ class Parking:
         self._changes: changes.Changes | None = None
         self._quiet = False
         self._wake_at = math.inf
+        self._sessions = 0
 
     def clear(self) -> None:
         self.parked.clear()
@@ -179,6 +181,10 @@ class Parking:
         if self._changes is None:
             self.clear()
             return
+        self._sessions += 1
+        # Where each job stood in its queue's line: parked jobs keep that order in the lines
+        # results show (job order needs the session's plugins, which parked jobs miss).
+        places = {key: i for line in session.lines.values() for i, key in enumerate(line)}
         added: dict[equivalence.ClassKey, list[tuple[tuple[float, str, str], str]]] = {}
         for key, job in session.jobs.items():
             reason = session.group_why.get(key)
@@ -195,6 +201,7 @@ class Parking:
                 reason=reason,
                 pod_why=session.pod_why,
                 until=min(now + self.revisit_seconds, revisit.get(key, math.inf)),
+                rank=(self._sessions, places.get(str(key), 0)),
             )
             self.parked[key] = entry
             added.setdefault(klass, []).append((entry.order, key))
@@ -217,6 +224,7 @@ def _entry(
     reason: reasons.Reason,
     pod_why: collections.abc.Mapping[str, reasons.Reason],
     until: float,
+    rank: tuple[int, int],
 ) -> Parked:
     largest = max(job.pending, key=lambda p: (sum(p.requests.values()), p.key))
     return Parked(
@@ -229,6 +237,7 @@ def _entry(
         requests=tuple(sorted(largest.requests.items())),
         pods=len(job.pending),
         until=until,
+        rank=rank,
     )
 
 

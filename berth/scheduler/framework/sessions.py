@@ -235,6 +235,8 @@ class Session:
         self.attempt_seconds: list[float] = []
         self.parked: collections.abc.Mapping[str, parking.Parked] = types.MappingProxyType({})
         """Jobs left out of this session, parked with their reasons (:mod:`.parking`)."""
+        self.lines: dict[str, tuple[str, ...]] = {}
+        """Per queue, its jobs left pending in job order (set at close)."""
         self.pending: collections.abc.Sequence[pods.PodInfo] = snapshot.pending
         """The snapshot's pending pods but the parked jobs' (those this session is about)."""
         self._job_of: dict[ids.PodKey, jobs.Job] = {}
@@ -507,7 +509,7 @@ def close_session(session: Session) -> decisions.CycleResult:
         else:
             subject, key_out = decisions.Subject.POD, key
         recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
-    in_line = _waiting_in_line(session)
+    in_line = session.lines = _waiting_in_line(session)
     pod_why: collections.abc.Mapping[str, reasons.Reason]
     group_why: collections.abc.Mapping[str, reasons.Reason]
     lines: collections.abc.Mapping[str, tuple[str, ...]]
@@ -548,10 +550,10 @@ def _with_parked(
     in_line: dict[str, tuple[str, ...]], parked: collections.abc.Mapping[str, parking.Parked]
 ) -> dict[str, tuple[str, ...]]:
     """The lines with parked jobs after the session's own (their turn comes once they wake),
-    in the order they wake."""
-    extra: dict[str, list[tuple[tuple[float, str, str], str]]] = {}
+    in the order they stood in when parked."""
+    extra: dict[str, list[tuple[tuple[int, int], str]]] = {}
     for key, entry in parked.items():
-        extra.setdefault(entry.queue, []).append((entry.order, key))
+        extra.setdefault(entry.queue, []).append((entry.rank, key))
     out = dict(in_line)
     for queue in sorted(extra):
         out[queue] = out.get(queue, ()) + tuple(key for _, key in sorted(extra[queue]))
