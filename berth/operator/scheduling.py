@@ -11,16 +11,17 @@ operator.main.Context`:
 - :class:`~berth.kube.snapshots.CacheSource` and :class:`~berth.kube.decisions.ApiSink`
   around the cache, wrapped by :class:`~berth.kube.admission.Admission` (on in both modes, so
   a restart with the other ``--mode`` adopts the pods the previous one left;
-  docs/admission.md), the :class:`~berth.kube.events.EventRecorder`, and the
-  :class:`~berth.controllers.statuses.StatusWriter` with the Kopf operator
-  (:class:`~berth.operator.embedding.KopfComponent`) observing PodGroups and Queues for it;
+  docs/admission.md), the :class:`~berth.kube.events.EventRecorder`, and the Kopf operator
+  (:class:`~berth.operator.embedding.KopfComponent`) whose handlers own PodGroups' and
+  Queues' statuses (:mod:`berth.controllers.statuses`, writing through this loop's fenced
+  client);
 
 and returns them as components in start order: Events, informers, binder, admission, the
 scheduling loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
-would place pods on capacity that is taken), the status writer, the Reservation controller
+would place pods on capacity that is taken), the Reservation controller
 (:mod:`berth.controllers.reservations`), Kopf. The plugins'
 controllers start after these (:mod:`berth.operator.main` appends them). After every cycle the
-metrics are fed and the status writer is kicked. ``/apis/v1/nodes/{name}`` and
+metrics are fed and Kopf's status pass is kicked. ``/apis/v1/nodes/{name}`` and
 ``/debug/flags/s`` are lent the cache's node view and the score-table switch.
 
 :class:`Parts` exposes what a term built, for the demo, the benchmark and tests.
@@ -290,15 +291,12 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
             on_result=on_result,
         )
 
-    async def run_writer(stop: asyncio.Event) -> None:
-        if await _wait_or_stop(parts.informers.synced, stop=stop):
-            await parts.writer.run(stop)
-
     async def run_reservations(stop: asyncio.Event) -> None:
         if await _wait_or_stop(parts.informers.synced, stop=stop):
             await reserving.run(stop)
 
     main_loop = asyncio.get_running_loop()
+    parts.writer.bind(main_loop)  # Kopf's status handlers write through this loop's client
 
     async def login() -> credentials.Credentials:
         # Kopf asks from its own loop; the client (and its token refresh) lives on this one.
@@ -323,11 +321,12 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         task("binder", parts.sink.run),
         task("admission", parts.admission.run),
         task("scheduling loop", run_loop),
-        task("status writer", run_writer),
         task("reservation controller", run_reservations),
         *grouping,
         embedding.KopfComponent(
-            registry=lambda: kopf_registry.build(objects=parts.objects, login=login),
+            registry=lambda: kopf_registry.build(
+                objects=parts.objects, login=login, writer=parts.writer
+            ),
             settings=kopf_registry.operator_settings,
             stop_timeout=timeout,
             on_exit=context.fail,
