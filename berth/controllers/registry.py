@@ -29,7 +29,14 @@ import typing
 import kopf
 
 from berth.api import keys
-from berth.controllers import observed, podgroups, queues, reservations, statuses
+from berth.controllers import (
+    observed,
+    podgroups,
+    queues,
+    reservation_statuses,
+    reservations,
+    statuses,
+)
 from berth.kube import credentials
 
 __all__ = ["CONTROLLERS", "FINALIZER", "Controller", "build", "operator_settings"]
@@ -63,9 +70,12 @@ def build(
     objects: observed.ObservedObjects,
     login: LoginFn,
     writer: statuses.StatusWriter | None = None,
+    reservation_writer: reservation_statuses.ReservationStatusWriter | None = None,
+    reservation_controller: reservations.ReservationController | None = None,
 ) -> kopf.OperatorRegistry:
     """A new registry with the login handler and every controller's handlers; with a
-    ``writer``, the handlers owning PodGroups' and Queues' statuses too."""
+    ``writer`` (a ``reservation_writer``, and its ``reservation_controller``), the handlers
+    owning PodGroups' and Queues' (Reservations') statuses too."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(id="berth-login", registry=registry)
@@ -85,6 +95,10 @@ def build(
         controller.register(registry, objects=objects)
     if writer is not None:
         statuses.register(registry, writer=writer)
+    if reservation_writer is not None:
+        reservation_statuses.register(
+            registry, writer=reservation_writer, controller=reservation_controller
+        )
     return registry
 
 

@@ -19,8 +19,9 @@ Every write is sent on the operator's loop through its fenced API client
 (:mod:`berth.kube.fencing`: nothing lands once the Lease may be another replica's) with the
 field manager naming the handler (:data:`MANAGERS`: ``berth-kopf/podgroup-status``,
 ``berth-kopf/queue-status``), so an audit log shows who wrote it. A change handler that fails
-says so on the object (the :data:`CONDITION_HANDLED` condition, ``HandlerFailed``; Kopf posts
-the failure as an Event) and is retried with Kopf's backoff.
+says so on the object (the :data:`CONDITION_HANDLED` condition and a Warning Event, both
+``HandlerFailed``) and Kopf retries it with its backoff, counting retries in its progress
+annotation.
 """
 
 from __future__ import annotations
@@ -42,15 +43,19 @@ from berth.controllers import observed, podgroups, queues
 from berth.kube import clients, conditions, errors, events, rest
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots, wire
-from berth.util import aiotasks, clocks
+from berth.util import aiotasks, clocks, reporting
 
 __all__ = [
     "CONDITION_HANDLED",
+    "HANDLER_FAILED",
     "MANAGERS",
     "Board",
     "StatusWriter",
+    "failure_message",
     "merge_patch",
     "register",
+    "report_failure_event",
+    "without_failure",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,6 +67,8 @@ MANAGERS: typing.Final[collections.abc.Mapping[str, str]] = {
 """The field manager (and Kopf handler id, after the slash) writing each kind's status."""
 CONDITION_HANDLED = "StatusHandled"
 """Condition set False (reason ``HandlerFailed``) while a status handler keeps failing."""
+HANDLER_FAILED = "HandlerFailed"
+"""The reason of that condition and of the Warning Event saying so."""
 RETRY_BACKOFF = 5.0
 """Seconds Kopf waits before retrying a failed status handler."""
 
@@ -145,6 +152,7 @@ class StatusWriter:
         self._written: dict[tuple[str, str], tuple[observed.ObservedObject, dict[str, typing.Any]]]
         self._written = {}
         self._failing = False
+        self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
         self.passes = 0
@@ -210,7 +218,13 @@ class StatusWriter:
     def desired(
         self, obj: observed.ObservedObject, facts: _Facts, *, now: float
     ) -> dict[str, typing.Any] | None:
-        """The status ``obj`` should have (None: none to write yet)."""
+        """The status ``obj`` should have (None: none to write yet); a
+        :data:`CONDITION_HANDLED` condition left by a failure goes (its handler works)."""
+        return without_failure(self._desired(obj, facts, now=now))
+
+    def _desired(
+        self, obj: observed.ObservedObject, facts: _Facts, *, now: float
+    ) -> dict[str, typing.Any] | None:
         if obj.kind == podgroups.KIND:
             return podgroups.desired_status(
                 obj,
@@ -252,7 +266,11 @@ class StatusWriter:
         writes: list[collections.abc.Awaitable[None]] = []
         phases: collections.Counter[str] = collections.Counter()
         for obj in [*self._objects.of_kind(podgroups.KIND), *self._objects.of_kind(queues.KIND)]:
-            desired = self.desired(obj, facts, now=now)
+            try:
+                desired = self.desired(obj, facts, now=now)
+            except Exception as exc:  # one object's bug must not stop the others' statuses
+                self._computing.report(f"{obj.kind} {obj.key}", exc, now=now)
+                continue
             if desired is None:
                 continue
             if obj.kind == podgroups.KIND:
@@ -309,16 +327,18 @@ class StatusWriter:
         self._written[(obj.kind, obj.key)] = (obj, desired)
 
     async def report_failure(self, obj: observed.ObservedObject, error: BaseException) -> None:
-        """Say on ``obj`` that its status handler failed: the :data:`CONDITION_HANDLED`
-        condition (False, ``HandlerFailed``); the next status written drops it again."""
-        now = self._clock.now()
+        """Say that ``obj``'s status handler failed: a Warning Event and the
+        :data:`CONDITION_HANDLED` condition (False, ``HandlerFailed``), which the next status
+        written drops again."""
+        message = failure_message(MANAGERS[obj.kind], error)
+        report_failure_event(self._recorder, obj, message)
         listed = conditions.updated(
             obj.status,
             kind=CONDITION_HANDLED,
             value="False",
-            reason="HandlerFailed",
-            message=f"{MANAGERS[obj.kind]}: {type(error).__name__}: {error}"[:1000],
-            now=now,
+            reason=HANDLER_FAILED,
+            message=message,
+            now=self._clock.now(),
         )
         patch = {"conditions": listed}
         await self._at_home(self._send(obj, None, patch))
@@ -362,6 +382,38 @@ class StatusWriter:
         )
         for kind, reason, message in explain(obj.status, desired):
             self._recorder.record(ref, type=kind, reason=reason, message=message)
+
+
+def without_failure(status: dict[str, typing.Any] | None) -> dict[str, typing.Any] | None:
+    """``status`` without the :data:`CONDITION_HANDLED` condition (a failure that is over)."""
+    if status is None:
+        return None
+    listed = status.get("conditions")
+    if isinstance(listed, list) and any(
+        isinstance(c, dict) and c.get("type") == CONDITION_HANDLED for c in listed
+    ):
+        kept = [
+            c for c in listed if not (isinstance(c, dict) and c.get("type") == CONDITION_HANDLED)
+        ]
+        return {**status, "conditions": kept}
+    return status
+
+
+def failure_message(manager: str, error: BaseException) -> str:
+    """What a failed status handler's condition and Event say."""
+    return f"{manager} failed, retrying with backoff: {type(error).__name__}: {error}"[:1000]
+
+
+def report_failure_event(
+    recorder: events.EventRecorder | None, obj: observed.ObservedObject, message: str
+) -> None:
+    """The Warning Event saying ``obj``'s status handler failed (thread-safe)."""
+    if recorder is None:
+        return
+    ref = events.ObjectRef(
+        obj.kind, obj.name, obj.namespace, obj.uid, keys.API_VERSION, obj.resource_version
+    )
+    recorder.record(ref, type=events.WARNING, reason=HANDLER_FAILED, message=message)
 
 
 def register(

@@ -13,15 +13,16 @@ operator.main.Context`:
   a restart with the other ``--mode`` adopts the pods the previous one left;
   docs/admission.md), the :class:`~berth.kube.events.EventRecorder`, and the Kopf operator
   (:class:`~berth.operator.embedding.KopfComponent`) whose handlers own PodGroups' and
-  Queues' statuses (:mod:`berth.controllers.statuses`, writing through this loop's fenced
-  client);
+  Queues' statuses (:mod:`berth.controllers.statuses`) and Reservations' statuses from the
+  facts the binder publishes (:mod:`berth.controllers.reservation_statuses`), writing through
+  this loop's fenced client;
 
 and returns them as components in start order: Events, informers, binder, admission, the
 scheduling loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
-would place pods on capacity that is taken), the Reservation controller
-(:mod:`berth.controllers.reservations`), Kopf. The plugins'
+would place pods on capacity that is taken), Kopf (whose status handlers also run the
+Reservations' lifetimes, :mod:`berth.controllers.reservations`). The plugins'
 controllers start after these (:mod:`berth.operator.main` appends them). After every cycle the
-metrics are fed and Kopf's status pass is kicked. ``/apis/v1/nodes/{name}`` and
+metrics are fed and Kopf's status passes are kicked. ``/apis/v1/nodes/{name}`` and
 ``/debug/flags/s`` are lent the cache's node view and the score-table switch.
 
 :class:`Parts` exposes what a term built, for the demo, the benchmark and tests.
@@ -37,7 +38,7 @@ import logging
 import time
 
 from berth.api import keys
-from berth.controllers import observed, reservations, statuses
+from berth.controllers import observed, reservation_statuses, reservations, statuses
 from berth.controllers import registry as kopf_registry
 from berth.kube import (
     admission,
@@ -254,6 +255,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         clock=context.clock,
         recorder=parts.recorder,
         retention=config.reservation_retention,
+        field_manager=reservation_statuses.MANAGER,
     )
 
     async def run_informers(stop: asyncio.Event) -> None:
@@ -291,12 +293,18 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
             on_result=on_result,
         )
 
-    async def run_reservations(stop: asyncio.Event) -> None:
-        if await _wait_or_stop(parts.informers.synced, stop=stop):
-            await reserving.run(stop)
-
     main_loop = asyncio.get_running_loop()
-    parts.writer.bind(main_loop)  # Kopf's status handlers write through this loop's client
+    # Kopf's status handlers write through this loop's (fenced) client.
+    parts.writer.bind(main_loop)
+    reservation_writer = reservation_statuses.ReservationStatusWriter(
+        context.api,
+        facts=parts.sink.reservation_facts,
+        clock=context.clock,
+        recorder=parts.recorder,
+        interval=max(config.period, 1.0),
+    )
+    reservation_writer.bind(main_loop)
+    reserving.bind(main_loop)
 
     async def login() -> credentials.Credentials:
         # Kopf asks from its own loop; the client (and its token refresh) lives on this one.
@@ -321,11 +329,14 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         task("binder", parts.sink.run),
         task("admission", parts.admission.run),
         task("scheduling loop", run_loop),
-        task("reservation controller", run_reservations),
         *grouping,
         embedding.KopfComponent(
             registry=lambda: kopf_registry.build(
-                objects=parts.objects, login=login, writer=parts.writer
+                objects=parts.objects,
+                login=login,
+                writer=parts.writer,
+                reservation_writer=reservation_writer,
+                reservation_controller=reserving,
             ),
             settings=kopf_registry.operator_settings,
             stop_timeout=timeout,

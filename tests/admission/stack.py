@@ -27,6 +27,7 @@ import kubernetes_asyncio.client
 import kubernetes_asyncio.config
 
 from berth.api import crds, keys
+from berth.controllers import reservation_statuses
 from berth.emulator import testing
 from berth.kube import admission, decisions, errors, events, informers, rest, snapshots, watching
 from berth.scheduler import loop
@@ -309,6 +310,10 @@ class BerthStack:
             recorder=self.recorder,
             last_snapshot=lambda: holder[0].last if holder else None,
         )
+        # What Kopf's Reservation status handler runs with the facts the binder publishes.
+        self.reservations = reservation_statuses.ReservationStatusWriter(
+            self.api, facts=self.sink.reservation_facts, clock=clock, recorder=self.recorder
+        )
         self.source = snapshots.CacheSource(self.cache, clock=clock, backoffs=self.sink)
         holder.append(self.source)
         self.admission = admission.Admission(
@@ -327,6 +332,7 @@ class BerthStack:
             ("events", self.recorder.run),
             ("informers", self.informers.run),
             ("binder", self.sink.run),
+            ("reservation statuses", self.reservations.run),
             ("admission", self.admission.run),
             ("loop", self._loop),
         ):

@@ -63,6 +63,7 @@ spec:
 KINDS = (
     ("queue", "team", "queues/team", "berth-kopf/queue-status"),
     ("podgroup", "gang", "podgroups/gang", "berth-kopf/podgroup-status"),
+    ("reservation", "held", "reservations/held", "berth-kopf/reservation-status"),
 )
 
 
