@@ -122,9 +122,12 @@ def start_cluster(
     kubeconfig: pathlib.Path,
     host: str = "127.0.0.1",
     port: int = 0,
+    audit_log: pathlib.Path | None = None,
 ) -> LocalCluster:
-    """Start the API server with simulated nodes and Berth's CRDs; write the kubeconfig."""
-    threaded = server.ThreadedEmulator(server.Emulator(host=host, port=port)).start()
+    """Start the API server with simulated nodes and Berth's CRDs; write the kubeconfig (and,
+    with ``audit_log``, one audit line per request served there)."""
+    emulator = server.Emulator(host=host, port=port, audit_log=audit_log)
+    threaded = server.ThreadedEmulator(emulator).start()
     try:
         emulator = threaded.emulator
         threaded.run(emulator.start_kubelets(list(pools), speedup=speed))
@@ -260,6 +263,13 @@ def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing
 @click.option("--port", default=0, show_default=True, help="API server port (0: any free).")
 @click.option("--log-level", default="info", show_default=True, help="The operator's log level.")
 @click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    default=None,
+    help="Write the API server's audit log here (JSON lines, kube-apiserver's format): who "
+    "sent which request, e.g. which Kopf handler wrote a status.",
+)
+@click.option(
     "--real",
     is_flag=True,
     help="A real control plane (kube-apiserver, kube-controller-manager, kube-scheduler, KWOK "
@@ -281,15 +291,16 @@ def up_command(
     kubeconfig: pathlib.Path | None,
     port: int,
     log_level: str,
+    audit_log: pathlib.Path | None,
     real: bool,
     mode: str,
 ) -> None:
     """Run Berth on an embedded cluster with simulated nodes until interrupted."""
     berth_logging.configure(log_level)
     if real:
-        for option in ("speedup", "kubeconfig", "port"):
+        for option in ("speedup", "kubeconfig", "port", "audit_log"):
             if ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT:
-                raise click.UsageError(f"--{option} does not apply to --real")
+                raise click.UsageError(f"--{option.replace('_', '-')} does not apply to --real")
         raise SystemExit(
             up_real.run_real(
                 pools=pools,
@@ -306,7 +317,9 @@ def up_command(
     if kubeconfig is None:
         kubeconfig = state_directory() / "up" / "kubeconfig"
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-    cluster = start_cluster(pools=pools, speed=speedup, kubeconfig=kubeconfig, port=port)
+    cluster = start_cluster(
+        pools=pools, speed=speedup, kubeconfig=kubeconfig, port=port, audit_log=audit_log
+    )
     try:
         code = asyncio.run(_up(cluster, http_port=http_port, log_level=log_level))
     finally:

@@ -3,9 +3,9 @@
 The watching handler :func:`register_watcher` adds (one per kind, for
 :mod:`berth.controllers.podgroups`, :mod:`berth.controllers.queues` and the like) runs on
 Kopf's own event loop in its own thread and records every object it sees here: its identity,
-spec and current status. The status writer (:mod:`berth.controllers.statuses`), on the
-operator's loop, compares the status it wants with the one observed and patches only the
-difference — so a status is written when it changes, an edit by somebody else is put right,
+spec and current status. Kopf's status handlers (:mod:`berth.controllers.statuses`, the
+Reservations' lifetime pass) compare the status they want with the one observed and patch only
+the difference — so a status is written when it changes, an edit by somebody else is put right,
 and a status already correct after a restart is not rewritten. Thread-safe.
 """
 

@@ -2,7 +2,8 @@
 
 What a PodGroup's status should be is computed here, purely, from the scheduler's last
 snapshot (the group's members and their phases) and the last cycle's why-pending reason for
-the group; :mod:`berth.controllers.statuses` writes it when it differs from the live object.
+the group; Kopf's status handler (:mod:`berth.controllers.statuses`) writes it when it
+differs from the live object.
 
 Phase, for ``minMember`` m (first rule that holds):
 

@@ -5,8 +5,8 @@ Proportion plugin publishes allocated, requested, fair share, children, pending 
 PodGroup counts and the problem that makes a queue unusable) and the scheduler's last
 snapshot. When no summary exists for a queue (a profile without a queue plugin) the snapshot
 alone gives the children, the counts and the resources of placed and pending pods, and no
-fair share. :mod:`berth.controllers.statuses` writes the status when it differs from the live
-object.
+fair share. Kopf's status handler (:mod:`berth.controllers.statuses`) writes the status when it
+differs from the live object.
 
 The tree is validated here too (a parent that does not exist, a cycle, a queue that is its
 own ancestor): the ``Valid`` condition says what is wrong, and :func:`transition_events`

@@ -9,9 +9,14 @@ only inside those ``register`` functions, so importing a module registers nothin
 
 :func:`operator_settings` fixes how Kopf behaves inside ``berth run``: no peering (Berth's
 Lease already makes this replica the only one running Kopf), Events posted by Kopf only for
-warnings and errors (Berth posts its own, rate-limited), handler progress and diff-bases kept
-in annotations under Berth's prefix (the CRDs' status schemas are structural and would prune
-Kopf's status fields), and Berth's own finalizer name for whichever handlers need one.
+warnings and errors (Berth posts its own, rate-limited; a failing handler is an Event), handler
+progress and diff-bases kept in annotations under Berth's prefix — ``kopf.scheduling.berth.io/
+<handler>`` while a handler is being retried, ``kopf.scheduling.berth.io/last-handled-
+configuration`` once an object was handled: the marks ``kubectl get -o yaml`` shows (the CRDs'
+status schemas are structural and would prune Kopf's ``status.kopf``) — and Berth's own
+finalizer name for whichever handlers need one. Kopf writes these marks through its own
+session, not Berth's fenced client: docs/architecture.md, "Status owners", says why that is
+safe.
 :mod:`berth.operator.embedding` runs ``kopf.operator(registry=..., settings=...)``.
 """
 
@@ -24,7 +29,14 @@ import typing
 import kopf
 
 from berth.api import keys
-from berth.controllers import observed, podgroups, queues, reservations
+from berth.controllers import (
+    observed,
+    podgroups,
+    queues,
+    reservation_statuses,
+    reservations,
+    statuses,
+)
 from berth.kube import credentials
 
 __all__ = ["CONTROLLERS", "FINALIZER", "Controller", "build", "operator_settings"]
@@ -53,8 +65,17 @@ LoginFn = collections.abc.Callable[[], collections.abc.Awaitable[credentials.Cre
 """Returns the credentials Kopf should use now (refreshed when Kopf asks again after a 401)."""
 
 
-def build(*, objects: observed.ObservedObjects, login: LoginFn) -> kopf.OperatorRegistry:
-    """A new registry with the login handler and every controller's handlers."""
+def build(
+    *,
+    objects: observed.ObservedObjects,
+    login: LoginFn,
+    writer: statuses.StatusWriter | None = None,
+    reservation_writer: reservation_statuses.ReservationStatusWriter | None = None,
+    reservation_controller: reservations.ReservationController | None = None,
+) -> kopf.OperatorRegistry:
+    """A new registry with the login handler and every controller's handlers; with a
+    ``writer`` (a ``reservation_writer``, and its ``reservation_controller``), the handlers
+    owning PodGroups' and Queues' (Reservations') statuses too."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(id="berth-login", registry=registry)
@@ -72,6 +93,12 @@ def build(*, objects: observed.ObservedObjects, login: LoginFn) -> kopf.Operator
 
     for controller in CONTROLLERS:
         controller.register(registry, objects=objects)
+    if writer is not None:
+        statuses.register(registry, writer=writer)
+    if reservation_writer is not None:
+        reservation_statuses.register(
+            registry, writer=reservation_writer, controller=reservation_controller
+        )
     return registry
 
 

@@ -23,13 +23,16 @@ controller keeps the rest of its status true over time:
 
 How: :func:`register` adds Kopf's watching handler (:func:`berth.controllers.observed.
 register_watcher`), which records every Reservation into
-:class:`~berth.controllers.observed.ObservedObjects` (Kopf only observes, on its own loop).
-Conditions and timestamps follow :mod:`berth.kube.conditions`, as the sink's writes do.
-:class:`ReservationController`, on the operator's loop, plans every reservation purely
+:class:`~berth.controllers.observed.ObservedObjects`.
+Conditions and timestamps follow :mod:`berth.kube.conditions`, as the facts' writes do.
+:class:`ReservationController` runs inside Kopf, as part of the Reservation status handler
+(:mod:`berth.controllers.reservation_statuses`): it plans every reservation purely
 (:func:`plan`) and writes what differs (read, change, write back at the version read; a 409
-reads again). It sleeps until the earliest moment some reservation is due — its expiry or its
-deletion — or until :meth:`ReservationController.kick` (after a scheduling cycle, or when Kopf
-saw a change), with ``interval`` as a safety net; it never polls objects one by one.
+reads again), on the operator's loop through its fenced client
+(:meth:`~ReservationController.bind`) with the handler's field manager. It sleeps until the
+earliest moment some reservation is due — its expiry or its deletion — or until
+:meth:`ReservationController.kick` (after a scheduling cycle, or when Kopf saw a change), with
+``interval`` as a safety net; it never polls objects one by one.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_T = typing.TypeVar("_T")
 
 KIND = reservation_api.KIND
 DEFAULT_RETENTION_SECONDS = 24 * 3600.0
@@ -265,8 +270,11 @@ class ReservationController:
         recorder: events.EventRecorder | None = None,
         retention: float = DEFAULT_RETENTION_SECONDS,
         interval: float = 2.0,
+        field_manager: str | None = None,
     ) -> None:
         self._api = api
+        self._query = {"fieldManager": field_manager} if field_manager else None
+        self._home: asyncio.AbstractEventLoop | None = None
         self._objects = objects
         self._board = board
         self._clock = clock
@@ -281,6 +289,17 @@ class ReservationController:
         self.deletions = 0
         self._planning = reporting.OncePerWindow(logger, what="planning reservation")
         """Reservations deleted after their retention."""
+
+    def bind(self, home: asyncio.AbstractEventLoop) -> None:
+        """Send the writes on ``home``, the loop the (fenced) API client belongs to, whichever
+        loop runs the passes (Kopf's)."""
+        self._home = home
+
+    async def _at_home(self, call: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
+        home = self._home
+        if home is None or home is asyncio.get_running_loop():
+            return await call
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, home))
 
     def kick(self) -> None:
         """Ask for a pass soon (a cycle ended, Kopf saw a change); safe from any thread."""
@@ -328,14 +347,37 @@ class ReservationController:
             except Exception as exc:  # a bug one object triggers must not stop the others
                 self._planning.report(f"{obj.namespace}/{obj.name}", exc, now=now)
                 continue
-            if planned.delete:
-                await self._delete(obj)
-                continue
-            if planned.status is not None and await self._write(obj, now=now, snapshot=snapshot):
-                self._tell(obj, planned.events)
-            if planned.wake_at is not None:
-                wake_at = planned.wake_at if wake_at is None else min(wake_at, planned.wake_at)
+            due = await self._carry_out(obj, planned, now=now, snapshot=snapshot)
+            if due is not None:
+                wake_at = due if wake_at is None else min(wake_at, due)
         return wake_at
+
+    async def reconcile(self, obj: observed.ObservedObject) -> None:
+        """Plan ``obj`` alone and write what differs (Kopf's change handler); raises what
+        planning raised."""
+        snapshot = self._board.snapshot()
+        now = self._clock.now()
+        planned = plan(obj, snapshot=snapshot, now=now, retention=self._retention)
+        await self._carry_out(obj, planned, now=now, snapshot=snapshot)
+        if planned.wake_at is not None:
+            self.kick()  # the pass keeps the time it is due
+
+    async def _carry_out(
+        self,
+        obj: observed.ObservedObject,
+        planned: Plan,
+        *,
+        now: float,
+        snapshot: snapshots.Snapshot | None,
+    ) -> float | None:
+        if planned.delete:
+            await self._at_home(self._delete(obj))
+            return None
+        if planned.status is not None and await self._at_home(
+            self._write(obj, now=now, snapshot=snapshot)
+        ):
+            self._tell(obj, planned.events)
+        return planned.wake_at
 
     def _path(self, obj: observed.ObservedObject) -> str:
         return (
@@ -365,6 +407,7 @@ class ReservationController:
                     self._api,
                     method="PATCH",
                     path=path + "/status",
+                    query=self._query,
                     body=body,
                     content_type=rest.MERGE_PATCH,
                     timeout=30.0,

@@ -1,17 +1,27 @@
-"""The status writer: PodGroup and Queue statuses, batched, written only when they change.
+"""PodGroup and Queue statuses, written by Berth's Kopf handlers, only when they change.
 
-After every scheduling cycle (:meth:`StatusWriter.kick`) and at least every ``interval``
-seconds, one pass computes the status every observed PodGroup and Queue should have
-(:func:`berth.controllers.podgroups.desired_status`, :func:`berth.controllers.queues.
-desired_status`) from the scheduler's last snapshot and cycle result (the :class:`Board`),
-compares it with the live status Kopf observed (:mod:`berth.controllers.observed`), and sends
-one JSON merge patch to the ``status`` subresource of each object that differs, a bounded
-number at a time. A pass coalesces everything that changed since the previous one, so a burst
-of cycles costs one write per object. The Events a change is worth (placed, why it waits,
-timed out, finished; a queue's tree becoming invalid) are recorded with it.
+Kopf owns these kinds' statuses (docs/architecture.md, "Status owners"). :func:`register`
+adds, per kind, a Kopf change handler (``podgroup-status``, ``queue-status``: on create, on
+resume after a restart or a new leadership term, on a change of the spec) and, on Kopf's
+startup, the kind's *cycle pass*: after every scheduling cycle (:meth:`StatusWriter.kick`)
+and at least every ``interval`` seconds, one pass computes the status every observed PodGroup
+and Queue should have (:func:`berth.controllers.podgroups.desired_status`,
+:func:`berth.controllers.queues.desired_status`) from the scheduler's last snapshot and cycle
+result (the :class:`Board`), compares it with the live status Kopf observed
+(:mod:`berth.controllers.observed`), and sends one JSON merge patch to the ``status``
+subresource of each object that differs, a bounded number at a time. A pass coalesces
+everything that changed since the previous one, so a burst of cycles costs one write per
+object, and thousands of objects need no task (nor finalizer) each, which a Kopf daemon or
+timer per object would. The Events a change is worth (placed, why it waits, timed out,
+finished; a queue's tree becoming invalid) are recorded with it.
 
-Runs on the operator's event loop and uses its API client; Kopf's handlers, on their own loop,
-only observe.
+Every write is sent on the operator's loop through its fenced API client
+(:mod:`berth.kube.fencing`: nothing lands once the Lease may be another replica's) with the
+field manager naming the handler (:data:`MANAGERS`: ``berth-kopf/podgroup-status``,
+``berth-kopf/queue-status``), so an audit log shows who wrote it. A change handler that fails
+says so on the object (the :data:`CONDITION_HANDLED` condition and a Warning Event, both
+``HandlerFailed``) and Kopf retries it with its backoff, counting retries in its progress
+annotation.
 """
 
 from __future__ import annotations
@@ -19,21 +29,60 @@ from __future__ import annotations
 import asyncio
 import collections
 import collections.abc
+import contextlib
+import dataclasses
 import logging
 import typing
+
+import kopf
 
 from berth.api import keys
 from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
 from berth.controllers import observed, podgroups, queues
-from berth.kube import clients, errors, events, rest
-from berth.scheduler.framework import decisions
-from berth.scheduler.snapshot import snapshots
-from berth.util import aiotasks, clocks
+from berth.kube import clients, conditions, errors, events, rest
+from berth.scheduler.framework import decisions, reasons
+from berth.scheduler.snapshot import snapshots, wire
+from berth.util import aiotasks, clocks, reporting
 
-__all__ = ["Board", "StatusWriter", "merge_patch"]
+__all__ = [
+    "CONDITION_HANDLED",
+    "HANDLER_FAILED",
+    "MANAGERS",
+    "Board",
+    "StatusWriter",
+    "failure_message",
+    "merge_patch",
+    "register",
+    "report_failure_event",
+    "without_failure",
+]
 
 logger = logging.getLogger(__name__)
+
+MANAGERS: typing.Final[collections.abc.Mapping[str, str]] = {
+    podgroups.KIND: "berth-kopf/podgroup-status",
+    queues.KIND: "berth-kopf/queue-status",
+}
+"""The field manager (and Kopf handler id, after the slash) writing each kind's status."""
+CONDITION_HANDLED = "StatusHandled"
+"""Condition set False (reason ``HandlerFailed``) while a status handler keeps failing."""
+HANDLER_FAILED = "HandlerFailed"
+"""The reason of that condition and of the Warning Event saying so."""
+RETRY_BACKOFF = 5.0
+"""Seconds Kopf waits before retrying a failed status handler."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Facts:
+    """What one cycle published, derived once for every object's status."""
+
+    snapshot: snapshots.Snapshot
+    group_why: collections.abc.Mapping[str, reasons.Reason]
+    places: collections.abc.Mapping[str, tuple[int, int]]
+    summaries: collections.abc.Mapping[str, decisions.QueueStatusSummary]
+    usage: collections.abc.Mapping[str, queues.Usage]
+    pods: collections.abc.Mapping[str, queues.PodCounts]
 
 
 class Board(typing.Protocol):
@@ -70,7 +119,7 @@ def merge_patch(
 
 
 class StatusWriter:
-    """Writes PodGroup and Queue statuses; see the module docstring."""
+    """Writes PodGroup and Queue statuses for Kopf's handlers; see the module docstring."""
 
     def __init__(
         self,
@@ -91,91 +140,144 @@ class StatusWriter:
         self._clock = clock
         self._recorder = recorder
         self._interval = interval
-        self._limit = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
         self._on_phases = on_podgroup_phases
-        self._kicked = asyncio.Event()
+        self._home: asyncio.AbstractEventLoop | None = None  # where the API client lives
+        self._pass_loop: asyncio.AbstractEventLoop | None = None  # where passes run (Kopf's)
+        self._kicked: asyncio.Event | None = None
+        self._limit: asyncio.Semaphore | None = None
+        self._facts: tuple[int, int, _Facts] | None = None  # (id(snapshot), id(result), facts)
         # key -> (the observed object the write was based on, the status written): until Kopf
         # observes the result, the same write is not sent again.
         self._written: dict[tuple[str, str], tuple[observed.ObservedObject, dict[str, typing.Any]]]
         self._written = {}
         self._failing = False
+        self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
         self.passes = 0
 
+    def bind(self, home: asyncio.AbstractEventLoop) -> None:
+        """Send the writes on ``home``, the loop the (fenced) API client belongs to, whichever
+        loop asks for them (Kopf's handlers run on a loop of their own)."""
+        self._home = home
+
     def kick(self) -> None:
-        """Ask for a pass soon (a cycle ended)."""
-        self._kicked.set()
+        """Ask for a pass soon (a cycle ended); callable from any thread."""
+        loop, kicked = self._pass_loop, self._kicked
+        if loop is not None and kicked is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(kicked.set)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Write statuses until ``stop`` is set."""
+        """Write statuses until ``stop`` is set (on Kopf's loop: see :func:`register`)."""
+        self._pass_loop = asyncio.get_running_loop()
+        self._kicked = asyncio.Event()
         while not stop.is_set():
             self._kicked.clear()
             try:
                 await self.write_once()
             except Exception:
                 logger.exception("status pass failed; retrying at the next one")
-            if await self._wait(stop):
+            if await self._wait(stop, self._kicked):
                 return
 
-    async def _wait(self, stop: asyncio.Event) -> bool:
-        kicked = asyncio.ensure_future(self._kicked.wait())
-        stopping = asyncio.ensure_future(stop.wait())
+    async def _wait(self, stop: asyncio.Event, kicked: asyncio.Event) -> bool:
+        waiters = {asyncio.ensure_future(kicked.wait()), asyncio.ensure_future(stop.wait())}
         try:
-            await asyncio.wait(
-                {kicked, stopping}, timeout=self._interval, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait(waiters, timeout=self._interval, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for waiter in (kicked, stopping):
+            for waiter in waiters:
                 waiter.cancel()
-            await asyncio.gather(kicked, stopping, return_exceptions=True)
+            await asyncio.gather(*waiters, return_exceptions=True)
         if not stop.is_set():
             # A kick right after a pass waits a little, so a burst of cycles is one pass.
             await aiotasks.sleep_or_stop(min(0.2, self._interval), stop=stop)
         return stop.is_set()
 
-    async def write_once(self) -> int:
-        """One pass over every observed object; the number of patches sent."""
+    def _current(self) -> _Facts | None:
+        """The last cycle's facts, derived once per cycle (not once per object)."""
         snapshot = self._board.snapshot()
         if snapshot is None:
-            return 0
+            return None
         result = self._board.result()
+        cached = self._facts
+        if cached is not None and cached[0] == id(snapshot) and cached[1] == id(result):
+            return cached[2]
+        summaries = result.queues if result is not None else {}
+        facts = _Facts(
+            snapshot=snapshot,
+            group_why=result.group_why if result is not None else {},
+            places=podgroups.positions(result.waiting) if result is not None else {},
+            summaries=summaries,
+            usage=queues.usage_by_queue(snapshot) if not summaries else {},
+            pods=queues.pods_by_queue(snapshot),
+        )
+        self._facts = (id(snapshot), id(result), facts)
+        return facts
+
+    def desired(
+        self, obj: observed.ObservedObject, facts: _Facts, *, now: float
+    ) -> dict[str, typing.Any] | None:
+        """The status ``obj`` should have (None: none to write yet); a
+        :data:`CONDITION_HANDLED` condition left by a failure goes (its handler works)."""
+        return without_failure(self._desired(obj, facts, now=now))
+
+    def _desired(
+        self, obj: observed.ObservedObject, facts: _Facts, *, now: float
+    ) -> dict[str, typing.Any] | None:
+        if obj.kind == podgroups.KIND:
+            return podgroups.desired_status(
+                obj,
+                snapshot=facts.snapshot,
+                reason=facts.group_why.get(obj.key),
+                now=now,
+                position=facts.places.get(obj.key),
+            )
+        return queues.desired_status(
+            obj,
+            snapshot=facts.snapshot,
+            summary=facts.summaries.get(obj.name),
+            usage=facts.usage,
+            now=now,
+            pods=facts.pods,
+        )
+
+    async def write_one(self, obj: observed.ObservedObject) -> bool:
+        """Write ``obj``'s status if it differs (a Kopf change handler's work); whether a
+        patch was sent. Raises what computing or sending it raised."""
+        facts = self._current()
+        if facts is None:
+            return False
+        desired = self.desired(obj, facts, now=self._clock.now())
+        if desired is None:
+            return False
+        patch = self._changed(obj, desired)
+        if patch is None:
+            return False
+        await self._write(obj, desired, patch, raising=True)
+        return True
+
+    async def write_once(self) -> int:
+        """One pass over every observed object; the number of patches sent."""
+        facts = self._current()
+        if facts is None:
+            return 0
         now = self._clock.now()
         writes: list[collections.abc.Awaitable[None]] = []
         phases: collections.Counter[str] = collections.Counter()
-        group_why = result.group_why if result is not None else {}
-        places = podgroups.positions(result.waiting) if result is not None else {}
-        for group in self._objects.of_kind(podgroups.KIND):
-            desired = podgroups.desired_status(
-                group,
-                snapshot=snapshot,
-                reason=group_why.get(group.key),
-                now=now,
-                position=places.get(group.key),
-            )
+        for obj in [*self._objects.of_kind(podgroups.KIND), *self._objects.of_kind(queues.KIND)]:
+            try:
+                desired = self.desired(obj, facts, now=now)
+            except Exception as exc:  # one object's bug must not stop the others' statuses
+                self._computing.report(f"{obj.kind} {obj.key}", exc, now=now)
+                continue
             if desired is None:
                 continue
-            phases[str(desired["phase"])] += 1
-            found = self._changed(group, desired)
+            if obj.kind == podgroups.KIND:
+                phases[str(desired["phase"])] += 1
+            found = self._changed(obj, desired)
             if found is not None:
-                writes.append(
-                    self._write(group, desired, found, explain=podgroups.transition_events)
-                )
-        summaries = result.queues if result is not None else {}
-        usage = queues.usage_by_queue(snapshot) if not summaries else {}
-        pods = queues.pods_by_queue(snapshot)
-        for queue in self._objects.of_kind(queues.KIND):
-            desired = queues.desired_status(
-                queue,
-                snapshot=snapshot,
-                summary=summaries.get(queue.name),
-                usage=usage,
-                now=now,
-                pods=pods,
-            )
-            found = self._changed(queue, desired)
-            if found is not None:
-                writes.append(self._write(queue, desired, found, explain=queues.transition_events))
+                writes.append(self._write(obj, desired, found, raising=False))
         if self._on_phases is not None:
             self._on_phases(dict(phases))
         self.passes += 1
@@ -202,39 +304,161 @@ class StatusWriter:
         desired: dict[str, typing.Any],
         patch: dict[str, typing.Any],
         *,
-        explain: collections.abc.Callable[
-            [collections.abc.Mapping[str, typing.Any], collections.abc.Mapping[str, typing.Any]],
-            list[tuple[str, str, str]],
-        ],
+        raising: bool,
     ) -> None:
-        plural = podgroup_api.PLURAL if obj.kind == podgroups.KIND else queue_api.PLURAL
-        where = f"namespaces/{obj.namespace}/" if obj.namespace else ""
-        path = f"/apis/{keys.API_VERSION}/{where}{plural}/{obj.name}/status"
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(self._concurrency)
         async with self._limit:
             try:
-                await rest.request(
-                    self._api,
-                    method="PATCH",
-                    path=path,
-                    body={"status": patch},
-                    content_type=rest.MERGE_PATCH,
-                    timeout=30.0,
-                )
+                await self._at_home(self._send(obj, desired, patch))
             except errors.NotFound:
                 return  # deleted meanwhile
             except errors.KubeError as exc:
                 if not self._failing:
                     logger.warning("cannot write the status of %s %s: %s", obj.kind, obj.key, exc)
                 self._failing = True
+                if raising:
+                    raise
                 return
         if self._failing:
             logger.info("writing statuses works again")
         self._failing = False
         self.writes += 1
         self._written[(obj.kind, obj.key)] = (obj, desired)
-        if self._recorder is not None:
-            ref = events.ObjectRef(
-                obj.kind, obj.name, obj.namespace, obj.uid, keys.API_VERSION, obj.resource_version
-            )
-            for kind, reason, message in explain(obj.status, desired):
-                self._recorder.record(ref, type=kind, reason=reason, message=message)
+
+    async def report_failure(self, obj: observed.ObservedObject, error: BaseException) -> None:
+        """Say that ``obj``'s status handler failed: a Warning Event and the
+        :data:`CONDITION_HANDLED` condition (False, ``HandlerFailed``), which the next status
+        written drops again."""
+        message = failure_message(MANAGERS[obj.kind], error)
+        report_failure_event(self._recorder, obj, message)
+        listed = conditions.updated(
+            obj.status,
+            kind=CONDITION_HANDLED,
+            value="False",
+            reason=HANDLER_FAILED,
+            message=message,
+            now=self._clock.now(),
+        )
+        patch = {"conditions": listed}
+        await self._at_home(self._send(obj, None, patch))
+
+    async def _at_home(
+        self, write: collections.abc.Coroutine[typing.Any, typing.Any, None]
+    ) -> None:
+        """Run ``write`` on the API client's loop and wait for it here."""
+        home = self._home
+        if home is None or home is asyncio.get_running_loop():
+            await write
+            return
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(write, home))
+
+    async def _send(
+        self,
+        obj: observed.ObservedObject,
+        desired: dict[str, typing.Any] | None,
+        patch: dict[str, typing.Any],
+    ) -> None:
+        """On the client's loop: the fenced status patch, named for its Kopf handler, and the
+        Events the change is worth."""
+        plural = podgroup_api.PLURAL if obj.kind == podgroups.KIND else queue_api.PLURAL
+        where = f"namespaces/{obj.namespace}/" if obj.namespace else ""
+        await rest.request(
+            self._api,
+            method="PATCH",
+            path=f"/apis/{keys.API_VERSION}/{where}{plural}/{obj.name}/status",
+            query={"fieldManager": MANAGERS[obj.kind]},
+            body={"status": patch},
+            content_type=rest.MERGE_PATCH,
+            timeout=30.0,
+        )
+        if self._recorder is None or desired is None:
+            return
+        explain = (
+            podgroups.transition_events if obj.kind == podgroups.KIND else queues.transition_events
+        )
+        ref = events.ObjectRef(
+            obj.kind, obj.name, obj.namespace, obj.uid, keys.API_VERSION, obj.resource_version
+        )
+        for kind, reason, message in explain(obj.status, desired):
+            self._recorder.record(ref, type=kind, reason=reason, message=message)
+
+
+def without_failure(status: dict[str, typing.Any] | None) -> dict[str, typing.Any] | None:
+    """``status`` without the :data:`CONDITION_HANDLED` condition (a failure that is over)."""
+    if status is None:
+        return None
+    listed = status.get("conditions")
+    if isinstance(listed, list) and any(
+        isinstance(c, dict) and c.get("type") == CONDITION_HANDLED for c in listed
+    ):
+        kept = [
+            c for c in listed if not (isinstance(c, dict) and c.get("type") == CONDITION_HANDLED)
+        ]
+        return {**status, "conditions": kept}
+    return status
+
+
+def failure_message(manager: str, error: BaseException) -> str:
+    """What a failed status handler's condition and Event say."""
+    return f"{manager} failed, retrying with backoff: {type(error).__name__}: {error}"[:1000]
+
+
+def report_failure_event(
+    recorder: events.EventRecorder | None, obj: observed.ObservedObject, message: str
+) -> None:
+    """The Warning Event saying ``obj``'s status handler failed (thread-safe)."""
+    if recorder is None:
+        return
+    ref = events.ObjectRef(
+        obj.kind, obj.name, obj.namespace, obj.uid, keys.API_VERSION, obj.resource_version
+    )
+    recorder.record(ref, type=events.WARNING, reason=HANDLER_FAILED, message=message)
+
+
+def register(
+    registry: kopf.OperatorRegistry, *, writer: StatusWriter, backoff: float = RETRY_BACKOFF
+) -> None:
+    """Add the status handlers of PodGroups and Queues and the cycle pass (on Kopf's loop,
+    between its startup and cleanup) to ``registry``; see the module docstring."""
+    for kind, plural in ((podgroups.KIND, podgroup_api.PLURAL), (queues.KIND, queue_api.PLURAL)):
+        _register_kind(registry, writer=writer, kind=kind, plural=plural, backoff=backoff)
+    running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    @kopf.on.startup(id="status-pass-start", registry=registry)
+    async def start_pass(**_: typing.Any) -> None:
+        stop = asyncio.Event()
+        running.append((stop, asyncio.create_task(writer.run(stop), name="kopf: status pass")))
+
+    @kopf.on.cleanup(id="status-pass-stop", registry=registry)
+    async def stop_pass(**_: typing.Any) -> None:
+        while running:
+            stop, task = running.pop()
+            stop.set()
+            await aiotasks.cancel_and_wait(task, timeout=5.0)
+
+
+def _register_kind(
+    registry: kopf.OperatorRegistry,
+    *,
+    writer: StatusWriter,
+    kind: str,
+    plural: str,
+    backoff: float,
+) -> None:
+    handler_id = MANAGERS[kind].rpartition("/")[2]
+    where = (keys.GROUP, keys.VERSION, plural)
+
+    @kopf.on.resume(*where, id=handler_id, backoff=backoff, registry=registry)
+    @kopf.on.create(*where, id=handler_id, backoff=backoff, registry=registry)
+    @kopf.on.update(*where, id=handler_id, backoff=backoff, registry=registry)
+    async def write_status(body: kopf.Body, **_: typing.Any) -> None:
+        obj = observed.observe(kind, body=body, parse_time=wire.parse_time)
+        if obj is None:
+            return
+        try:
+            await writer.write_one(obj)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await writer.report_failure(obj, exc)
+            raise kopf.TemporaryError(f"writing the status failed: {exc}", delay=backoff) from exc

@@ -44,14 +44,15 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   the reservation a pod is charged to lands atomically with its binding, and scheduler mode
   needs no ``pods: patch`` for it); otherwise a merge patch of the pod.
 - ``NominatePod``: a small status patch, only when the node changed.
-- ``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation``: the Reservation's
-  status, written by :class:`~berth.kube.reservation_statuses.ReservationStatuses` (read,
-  changed and written back at the version read), queued to one worker so that a cycle's
-  changes to one Reservation land in order.
+- ``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation``: published, in
+  order, to :attr:`ApiSink.reservation_facts`, where Berth's Kopf handler for Reservations
+  takes them and writes the status (:mod:`berth.controllers.reservation_statuses`); the sink
+  writes no Reservation itself. An available reservation is assumed on its node in the cache
+  at once, as a bound pod is.
 - ``Unschedulable``: for a pod, its ``PodScheduled`` condition (``Unschedulable`` with the
-  reason) and a ``FailedScheduling`` Event; for a Reservation, its ``Scheduled`` condition and
-  the Event (:mod:`berth.kube.reservation_statuses` again) — written only when the reason
-  changed, since every cycle repeats the reasons of everything still waiting. A pod's
+  reason) and a ``FailedScheduling`` Event; for a Reservation, published like the facts above
+  — only when the reason changed, since every cycle repeats the reasons of everything still
+  waiting. A pod's
   unchanged reason is still told to the recorder, which counts it into the pod's one
   ``FailedScheduling`` Event (at most once per its repeat window); "not tried this cycle"
   is no news and changes nothing. Group reasons
@@ -201,10 +202,8 @@ class ApiSink:
         self._backoffs: dict[str, _Backoff] = {}
         self._binding: set[str] = set()  # pods with a binding queued, waiting or in flight
         self._gone: set[str] = set()  # of those, the pods deleted since (a subset: bounded)
-        self._reservations: asyncio.Queue[_Job] = asyncio.Queue()
-        self._statuses = reservation_statuses.ReservationStatuses(
-            self._writer, clock=clock, recorder=recorder
-        )
+        self.reservation_facts = reservation_statuses.ReservationFacts()
+        """Each cycle's Reservation facts, for the Kopf handler that writes their statuses."""
         # (subject kind, key) -> the reason last written to its Scheduled condition
         self._reasons: dict[tuple[str, str], reasons.Reason] = {}
         self._nominated: dict[str, str] = {}  # pod key -> the node last nominated
@@ -244,9 +243,11 @@ class ApiSink:
                 | decisions.AllocateReservation
                 | decisions.EndReservation,
             ):
-                # One worker, in order: these read, change and write one Reservation's status.
-                self._reservations.put_nowait(_Job(decision, 0.0))
+                # Kopf's Reservation handler writes them, in order (the sink writes no status).
+                self.reservation_facts.offer(decision)
                 if isinstance(decision, decisions.SetReservationAvailable):
+                    # Placed: a later reason to wait is news again.
+                    self._reasons.pop((decisions.Subject.RESERVATION.value, decision.key), None)
                     self._assume_reservation(decision)
             elif isinstance(decision, decisions.NominatePod):
                 if self._nominated.get(decision.key) != decision.node:
@@ -407,7 +408,7 @@ class ApiSink:
         if decision.subject is decisions.Subject.RESERVATION:
             if self._reasons.get(subject) != decision.reason:
                 self._reasons[subject] = decision.reason
-                self._reservations.put_nowait(_Job(decision, 0.0))
+                self.reservation_facts.offer(decision)
             return
         pod = snapshot.pods.get(decision.key) if snapshot is not None else None
         if pod is not None and pod.reserve:
@@ -448,7 +449,7 @@ class ApiSink:
     @property
     def in_flight(self) -> int:
         """Requests queued or running."""
-        queued = self._binds.qsize() + self._writes.qsize() + self._reservations.qsize()
+        queued = self._binds.qsize() + self._writes.qsize()
         return queued + self._active + len(self._waiting)
 
     # Workers -------------------------------------------------------------------------------
@@ -461,7 +462,6 @@ class ApiSink:
             asyncio.create_task(self._work(self._writes), name=f"status writer {i}")
             for i in range(self._write_concurrency)
         ]
-        workers.append(asyncio.create_task(self._work(self._reservations), name="reservations"))
         try:
             await stop.wait()
         finally:
@@ -477,7 +477,6 @@ class ApiSink:
             await asyncio.gather(*self._waiting, return_exceptions=True)
         await self._binds.join()
         await self._writes.join()
-        await self._reservations.join()
 
     async def _work(self, queue: asyncio.Queue[_Job]) -> None:
         while True:
@@ -541,18 +540,8 @@ class ApiSink:
                 what=f"nominate pod {decision.key}",
                 content_type=rest.STRATEGIC_MERGE_PATCH,
             )
-        elif isinstance(decision, decisions.SetReservationAvailable):
-            if await self._statuses.available(decision):
-                self._reasons.pop((decisions.Subject.RESERVATION.value, decision.key), None)
-        elif isinstance(decision, decisions.AllocateReservation):
-            await self._statuses.allocated(decision)
-        elif isinstance(decision, decisions.EndReservation):
-            await self._statuses.ended(decision)
         elif isinstance(decision, decisions.Unschedulable):
-            if decision.subject is decisions.Subject.RESERVATION:
-                await self._reservation_unschedulable(decision)
-            else:
-                await self._pod_condition(decision, ref=job.ref)
+            await self._pod_condition(decision, ref=job.ref)
 
     # Binding -------------------------------------------------------------------------------
     async def _bind(
@@ -741,12 +730,6 @@ class ApiSink:
             reason="Preempted",
             message=f"Evicted from {decision.node}: {decision.reason}",
         )
-
-    async def _reservation_unschedulable(self, decision: decisions.Unschedulable) -> None:
-        subject = (decisions.Subject.RESERVATION.value, decision.key)
-        if self._reasons.get(subject) != decision.reason:
-            return  # superseded while queued
-        await self._statuses.unschedulable(decision)
 
     async def _pod_condition(
         self, decision: decisions.Unschedulable, *, ref: events.ObjectRef | None

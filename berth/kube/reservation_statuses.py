@@ -1,4 +1,10 @@
-"""The scheduler's writes to a Reservation's status, for the binder.
+"""A Reservation's status from the scheduler's facts: the facts' inbox and the writes.
+
+:class:`ReservationFacts` is where the binder (:class:`~berth.kube.decisions.ApiSink`)
+publishes a cycle's Reservation facts, in order, per Reservation; Berth's Kopf handler for
+Reservations (:mod:`berth.controllers.reservation_statuses`) takes them from there and has
+them written. A newer ``Unschedulable`` replaces one not written yet (only the latest reason
+matters). Thread-safe: the binder offers on the operator's loop, Kopf takes on its own.
 
 :class:`ReservationStatuses` turns the Reservation decisions of a cycle
 (``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation`` and a Reservation's
@@ -8,27 +14,71 @@
 each write goes through Berth's write primitive (:class:`berth.kube.writes.Writer`): it reads
 the Reservation, computes its status and writes it back at the version read (a 409 reads again,
 with backoff, a bounded number of times); an Event says what happened. An availability write never
-revives a reservation that has ended already.
-
-The binder (:class:`~berth.kube.decisions.ApiSink`) owns the queueing (one worker, so that a
-cycle's changes to one Reservation land in order) and the bookkeeping of which reason was last
-written; this module only writes. Failures are logged by the writer (throttled), never raised.
+revives a reservation that has ended already. Writes carry the ``fieldManager`` of the writer
+their caller gives (the Kopf handler's); failures are logged by the writer (throttled), never
+raised.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import logging
+import threading
 import typing
 
 from berth.api import keys
-from berth.kube import events, rest, status_owners, writes
+from berth.kube import conditions, events, rest, status_owners, writes
 from berth.scheduler.framework import decisions
 from berth.util import clocks
 
-__all__ = ["ReservationStatuses"]
+__all__ = ["ReservationFacts", "ReservationStatuses", "key_of"]
 
 logger = logging.getLogger(__name__)
+
+
+def key_of(fact: status_owners.ReservationFact) -> str:
+    """``namespace/name`` of the Reservation ``fact`` is about."""
+    return fact.key
+
+
+class ReservationFacts:
+    """Reservation facts waiting to be written, in order per Reservation; see the module
+    docstring. ``listener`` is called (on the offering thread) after every offer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[status_owners.ReservationFact]] = {}
+        self.listener: collections.abc.Callable[[], None] | None = None
+
+    def offer(self, fact: status_owners.ReservationFact) -> None:
+        key = key_of(fact)
+        with self._lock:
+            queued = self._pending.setdefault(key, [])
+            if (
+                queued
+                and isinstance(fact, decisions.Unschedulable)
+                and isinstance(queued[-1], decisions.Unschedulable)
+            ):
+                queued[-1] = fact  # the older reason was never written: only the latest counts
+            else:
+                queued.append(fact)
+        listener = self.listener
+        if listener is not None:
+            listener()
+
+    def waiting(self) -> list[str]:
+        """Reservations with facts waiting."""
+        with self._lock:
+            return list(self._pending)
+
+    def take(self, key: str) -> list[status_owners.ReservationFact]:
+        """The facts waiting for ``key``, oldest first; they are no longer waiting."""
+        with self._lock:
+            return self._pending.pop(key, [])
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(facts) for facts in self._pending.values())
 
 
 class ReservationStatuses:
@@ -48,6 +98,42 @@ class ReservationStatuses:
         self._writer = writer
         self._clock = clock
         self._recorder = recorder
+
+    async def apply(self, fact: status_owners.ReservationFact) -> bool:
+        """Write what ``fact`` changes (the method of its kind below)."""
+        if isinstance(fact, decisions.SetReservationAvailable):
+            return await self.available(fact)
+        if isinstance(fact, decisions.AllocateReservation):
+            return await self.allocated(fact)
+        if isinstance(fact, decisions.EndReservation):
+            return await self.ended(fact)
+        return await self.unschedulable(fact)
+
+    async def drop_condition(self, namespace: str, name: str, *, kind: str) -> bool:
+        """Remove the condition of type ``kind`` (a failure that is over), if it is there."""
+
+        def change(status: dict[str, typing.Any]) -> dict[str, typing.Any]:
+            listed = status.get("conditions")
+            if not isinstance(listed, list):
+                return status
+            kept = [c for c in listed if not (isinstance(c, dict) and c.get("type") == kind)]
+            return {**status, "conditions": kept} if len(kept) != len(listed) else status
+
+        return await self._update(namespace, name, change) is not None
+
+    async def set_condition(
+        self, namespace: str, name: str, *, kind: str, value: str, reason: str, message: str
+    ) -> bool:
+        """Set one condition of the Reservation's status (its handler failing, say)."""
+        now = self._clock.now()
+
+        def change(status: dict[str, typing.Any]) -> dict[str, typing.Any]:
+            listed = conditions.updated(
+                status, kind=kind, value=value, reason=reason, message=message, now=now
+            )
+            return {**status, "conditions": listed}
+
+        return await self._update(namespace, name, change) is not None
 
     async def available(self, decision: decisions.SetReservationAvailable) -> bool:
         """The reservation holds ``decision.allocatable`` on ``decision.node``."""

@@ -143,8 +143,11 @@ class Writer:
         log: ThrottledLog | None = None,
         timeout: float = 30.0,
         sleep: collections.abc.Callable[[float], collections.abc.Awaitable[None]] = asyncio.sleep,
+        field_manager: str | None = None,
     ) -> None:
         self._api = api
+        # Who writes, as the API server records it (managedFields, the audit log).
+        self._query = {"fieldManager": field_manager} if field_manager else None
         self._fence = fence
         self._retry = retry
         self._log = log or ThrottledLog()
@@ -221,6 +224,7 @@ class Writer:
                 self._api,
                 method="PATCH",
                 path=path,
+                query=self._query,
                 body=body,
                 content_type=content_type,
                 timeout=self._timeout,

@@ -6,8 +6,9 @@ leads. It gets a thread and an event loop of its own, as Kopf's documentation ad
 embedding, for two reasons that bite in a shared loop: Kopf installs SIGINT/SIGTERM handlers
 on the main thread's loop (they would take ``berth run``'s graceful shutdown away), and when it
 stops it cancels every task the loop started after it (binding requests, HTTP handlers, the
-scheduling loop). Kopf's handlers therefore only observe and hand data over through
-thread-safe objects (:mod:`berth.controllers.observed`, :mod:`berth.kube.events`).
+scheduling loop). Kopf's handlers therefore hand data over through thread-safe objects
+(:mod:`berth.controllers.observed`, :mod:`berth.kube.events`) and send their writes to the
+operator's loop, whose API client is fenced (:mod:`berth.controllers.statuses`).
 
 ``start`` returns once Kopf reports ready (its startup handlers ran) and raises if Kopf died
 first or did not get ready within ``start_timeout``; ``stop`` sets its stop flag and waits up
@@ -36,8 +37,8 @@ logger = logging.getLogger(__name__)
 class _KopfNoise(logging.Filter):
     """Drops two kinds of Kopf lines that say nothing in Berth: the warning that OS signals are
     ignored off the main thread (the point of running it there: ``berth run`` handles them),
-    and one INFO line per handled event (Berth's handlers only observe; every watch event of
-    every PodGroup would log one). Failures are still logged."""
+    and one INFO line per handled event (the watching handlers run on every watch event of
+    every PodGroup: each would log one). Failures are still logged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

@@ -11,16 +11,18 @@ operator.main.Context`:
 - :class:`~berth.kube.snapshots.CacheSource` and :class:`~berth.kube.decisions.ApiSink`
   around the cache, wrapped by :class:`~berth.kube.admission.Admission` (on in both modes, so
   a restart with the other ``--mode`` adopts the pods the previous one left;
-  docs/admission.md), the :class:`~berth.kube.events.EventRecorder`, and the
-  :class:`~berth.controllers.statuses.StatusWriter` with the Kopf operator
-  (:class:`~berth.operator.embedding.KopfComponent`) observing PodGroups and Queues for it;
+  docs/admission.md), the :class:`~berth.kube.events.EventRecorder`, and the Kopf operator
+  (:class:`~berth.operator.embedding.KopfComponent`) whose handlers own PodGroups' and
+  Queues' statuses (:mod:`berth.controllers.statuses`) and Reservations' statuses from the
+  facts the binder publishes (:mod:`berth.controllers.reservation_statuses`), writing through
+  this loop's fenced client;
 
 and returns them as components in start order: Events, informers, binder, admission, the
 scheduling loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
-would place pods on capacity that is taken), the status writer, the Reservation controller
-(:mod:`berth.controllers.reservations`), Kopf. The plugins'
+would place pods on capacity that is taken), Kopf (whose status handlers also run the
+Reservations' lifetimes, :mod:`berth.controllers.reservations`). The plugins'
 controllers start after these (:mod:`berth.operator.main` appends them). After every cycle the
-metrics are fed and the status writer is kicked. ``/apis/v1/nodes/{name}`` and
+metrics are fed and Kopf's status passes are kicked. ``/apis/v1/nodes/{name}`` and
 ``/debug/flags/s`` are lent the cache's node view and the score-table switch.
 
 :func:`build` is the composition root: it builds every part from :class:`Inputs` with its
@@ -39,7 +41,7 @@ import logging
 import time
 
 from berth.api import keys
-from berth.controllers import observed, reservations, statuses
+from berth.controllers import observed, reservation_statuses, reservations, statuses
 from berth.controllers import registry as kopf_registry
 from berth.kube import (
     admission,
@@ -329,6 +331,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         clock=context.clock,
         recorder=parts.recorder,
         retention=config.reservation_retention,
+        field_manager=reservation_statuses.MANAGER,
     )
 
     async def run_informers(stop: asyncio.Event) -> None:
@@ -366,15 +369,18 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
             on_result=on_result,
         )
 
-    async def run_writer(stop: asyncio.Event) -> None:
-        if await _wait_or_stop(parts.informers.synced, stop=stop):
-            await parts.writer.run(stop)
-
-    async def run_reservations(stop: asyncio.Event) -> None:
-        if await _wait_or_stop(parts.informers.synced, stop=stop):
-            await reserving.run(stop)
-
     main_loop = asyncio.get_running_loop()
+    # Kopf's status handlers write through this loop's (fenced) client.
+    parts.writer.bind(main_loop)
+    reservation_writer = reservation_statuses.ReservationStatusWriter(
+        context.api,
+        facts=parts.sink.reservation_facts,
+        clock=context.clock,
+        recorder=parts.recorder,
+        interval=max(config.period, 1.0),
+    )
+    reservation_writer.bind(main_loop)
+    reserving.bind(main_loop)
 
     async def login() -> credentials.Credentials:
         # Kopf asks from its own loop; the client (and its token refresh) lives on this one.
@@ -399,11 +405,15 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         task("binder", parts.sink.run),
         task("admission", parts.admission.run),
         task("scheduling loop", run_loop),
-        task("status writer", run_writer),
-        task("reservation controller", run_reservations),
         *grouping,
         embedding.KopfComponent(
-            registry=lambda: kopf_registry.build(objects=parts.objects, login=login),
+            registry=lambda: kopf_registry.build(
+                objects=parts.objects,
+                login=login,
+                writer=parts.writer,
+                reservation_writer=reservation_writer,
+                reservation_controller=reserving,
+            ),
             settings=kopf_registry.operator_settings,
             stop_timeout=timeout,
             on_exit=context.fail,

@@ -30,6 +30,7 @@ import kubernetes_asyncio.client
 import kubernetes_asyncio.config
 
 from berth.api import crds, keys
+from berth.controllers import reservation_statuses
 from berth.emulator import testing
 from berth.kube import decisions, errors, rest, watching
 from berth.operator import scheduling, settings
@@ -321,10 +322,18 @@ class BerthStack:
         self.sink = self.parts.sink
         self.source = self.parts.source
         self.admission = self.parts.admission
+        # What Kopf's Reservation status handler runs with the facts the binder publishes.
+        self.reservations = reservation_statuses.ReservationStatusWriter(
+            self.api,
+            facts=self.sink.reservation_facts,
+            clock=clocks.SystemClock(),
+            recorder=self.recorder,
+        )
         for name, run in (
             ("events", self.recorder.run),
             ("informers", self.informers.run),
             ("binder", self.sink.run),
+            ("reservation statuses", self.reservations.run),
             ("admission", self.admission.run),
             ("loop", self._loop),
         ):

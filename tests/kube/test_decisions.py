@@ -14,7 +14,8 @@ We test these aspects:
 - a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
   reason changes;
 - Reservation decisions: ``Available`` on a node, an owner allocated (allocate-once ends it
-  ``Succeeded``), ``Expired``, and why a Pending one waits.
+  ``Succeeded``), ``Expired``, and why a Pending one waits — published by the sink and written
+  by what Kopf's Reservation status handler runs (``berth.controllers.reservation_statuses``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import typing
 import pytest
 
 from berth.api import resources
+from berth.controllers import reservation_statuses
 from berth.emulator import faults, testing
 from berth.kube import clients, decisions, events
 from berth.scheduler.framework import decisions as d
@@ -75,6 +77,10 @@ class Harness:
             bind_timeout=0.5,
             on_bound=self.outcomes.append,
         )
+        # What Kopf's Reservation status handler does with the facts the sink publishes.
+        self.reservations = reservation_statuses.ReservationStatusWriter(
+            api, facts=self.sink.reservation_facts, clock=self.clock, recorder=self.recorder
+        )
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
 
@@ -86,6 +92,7 @@ class Harness:
 
     async def settle(self) -> None:
         await asyncio.wait_for(self.sink.drain(), 10)
+        await asyncio.wait_for(self.reservations.write_once(), 10)
         await asyncio.sleep(0)
         await asyncio.wait_for(self.recorder.drain(), 10)
 
