@@ -125,6 +125,7 @@ class ClusterCache:
         self._group_members: dict[str, set[str]] = {}
         self._queues: dict[str, queues.QueueInfo] = {}
         self._reservations: dict[str, reservations.ReservationInfo] = {}
+        self._assumed_reservations: set[str] = set()  # placed by the sink, status not seen yet
         # Owners: reservation key -> pods annotated as placed into it, and the reverse.
         self._charged: dict[str, set[str]] = {}
         self._charge_of: dict[str, str] = {}
@@ -462,8 +463,26 @@ class ClusterCache:
             self._changes.world_changed()
 
     def add_reservation(self, raw: typing.Any, /) -> None:
-        """Add or update a Reservation (its reserve pod follows)."""
+        """Add or update a Reservation (its reserve pod follows). An update still ``Pending``
+        keeps an assumed placement (:meth:`assume_reservation`): it was written before the
+        status (Kopf's handling marks, a label), and taking it at its word would place the
+        reservation a second time."""
         info = reservations.reservation_info(raw)
+        assumed = self._reservations.get(info.key)
+        if (
+            assumed is not None
+            and assumed.uid == info.uid
+            and info.key in self._assumed_reservations
+            and info.phase == reservations.PENDING
+        ):
+            info = dataclasses.replace(
+                info,
+                phase=assumed.phase,
+                node_name=assumed.node_name,
+                allocatable=assumed.allocatable,
+            )
+        else:
+            self._assumed_reservations.discard(info.key)
         self._reservations[info.key] = info
         self._changes.world_changed()
         self._refresh_reserve_pod(info.key)
@@ -474,6 +493,7 @@ class ClusterCache:
         """Remove a Reservation (by key or object): what it held is free at once; owners
         already placed keep their own requests counted."""
         key = ids.ReservationKey(_key_of(reservation))
+        self._assumed_reservations.discard(key)
         if self._reservations.pop(key, None) is not None:
             self._changes.world_changed()
             self._refresh_reserve_pod(key)
@@ -483,11 +503,13 @@ class ClusterCache:
     ) -> None:
         """Count the reservation ``key`` as Available on ``node`` while its status write is in
         flight (the sink calls this when it applies ``SetReservationAvailable``), so the next
-        cycle does not place it again. The next update from the API replaces the assumption;
-        a sink whose write failed re-adds the object as it last saw it."""
+        cycle does not place it again. The assumption holds until an update shows the status
+        moved on (any phase but ``Pending``), or the Reservation is replaced (another UID) or
+        removed."""
         info = self._reservations.get(key)
         if info is None:
             raise KeyError(f"cannot assume unknown reservation {key!r}")
+        self._assumed_reservations.add(key)
         self._reservations[key] = dataclasses.replace(
             info,
             phase=reservations.AVAILABLE,

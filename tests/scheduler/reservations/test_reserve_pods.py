@@ -351,3 +351,27 @@ def test_an_assumed_reservation_counts_before_the_api_says_so() -> None:
     assert requested(cache, "n1") == {CPU: 3000, "pods": 1000}
     with pytest.raises(KeyError):
         cache.assume_reservation("default/nope", node="n1", allocatable=resources.ResourceList())
+
+
+def test_an_assumed_reservation_survives_an_update_written_before_its_status() -> None:
+    # Kopf's handling marks (or any label) can reach the informer before the status write:
+    # still Pending, that update must not make the reservation pending again, or the next
+    # cycle places it on a second node.
+    resv = w.reservation("r", cpu="3")
+    cache = b.cache_of(b.node("n1"), b.node("n2"), resv)
+    cache.assume_reservation(
+        "default/r", node="n1", allocatable=resources.ResourceList.of(cpu=3000)
+    )
+    marked = {**resv, "metadata": {**resv["metadata"], "annotations": {"handled": "yes"}}}
+    cache.add_reservation(marked)
+    assert cache.snapshot(b.EPOCH).pending == ()
+    assert requested(cache, "n1") == {CPU: 3000, "pods": 1000}
+    # A status that moved on replaces the assumption, and so does another object of that name.
+    cache.add_reservation({**marked, "status": {"phase": "Succeeded"}})
+    assert requested(cache, "n1") == {}
+    replaced = {**resv, "metadata": {**resv["metadata"], "uid": "another"}}
+    cache.assume_reservation(
+        "default/r", node="n1", allocatable=resources.ResourceList.of(cpu=3000)
+    )
+    cache.add_reservation(replaced)
+    assert [p.key for p in cache.snapshot(b.EPOCH).pending] == ["default/reservation:r"]
