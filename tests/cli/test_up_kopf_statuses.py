@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import json
 import pathlib
-import signal
-import subprocess
-import time
 import urllib.parse
 
 import pytest
 
-from berth.emulator import testing
-from tests.cli import test_up
+from tests.workloads import cluster
 
 MARK = "kopf.scheduling.berth.io/last-handled-configuration"
 OBJECTS = """
@@ -81,70 +77,23 @@ def status_writes(audit: pathlib.Path, resource: str) -> list[tuple[str, int]]:
 
 @pytest.mark.slow
 def test_kopf_handlers_mark_and_write_the_status_of_each_kind(tmp_path: pathlib.Path) -> None:
-    env = test_up.environment(tmp_path)
-    kubeconfig = tmp_path / "kubeconfig"
     audit = tmp_path / "audit.jsonl"
-    process = subprocess.Popen(
-        [
-            test_up.BERTH,
-            "up",
-            "--nodes",
-            "2x cpu=4,memory=8Gi",
-            "--log-level",
-            "warning",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--audit-log",
-            str(audit),
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        assert "berth up: Kubernetes API at" in process.stdout.readline()
-        kubectl_env = env | {"KUBECONFIG": str(kubeconfig)}
-
-        def kubectl(*args: str, input: str | None = None) -> str:
-            return subprocess.run(
-                [testing.kubectl_binary(), *args],
-                env=kubectl_env,
-                input=input,
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=30,
-            ).stdout
-
+    with cluster.berth_up(
+        tmp_path, nodes="2x cpu=4,memory=8Gi", extra=("--audit-log", str(audit))
+    ) as kubectl:
         kubectl("apply", "-f", "-", input=OBJECTS)
 
-        def handled(kind: str, name: str) -> dict[str, object] | None:
-            found = json.loads(kubectl("get", kind, name, "-o", "json"))
-            annotations = found["metadata"].get("annotations") or {}
-            return found if MARK in annotations and found.get("status") else None
+        def handled() -> dict[str, dict[str, object]] | None:
+            seen = {kind: kubectl.get(kind, name) for kind, name, _, _ in KINDS}
+            marked = all(
+                MARK in (obj["metadata"].get("annotations") or {}) and obj.get("status")
+                for obj in seen.values()
+            )
+            return seen if marked else None
 
-        deadline = time.monotonic() + 60
-        seen: dict[str, dict[str, object] | None] = {}
-        while time.monotonic() < deadline:
-            seen = {kind: handled(kind, name) for kind, name, _, _ in KINDS}
-            if all(seen.values()):
-                break
-            time.sleep(0.2)
-        assert all(seen.values()), {k: v is not None for k, v in seen.items()}
+        cluster.eventually(handled, what="Kopf's marks and a status on each kind", timeout=60)
         for _, _, resource, manager in KINDS:
             writes = status_writes(audit, resource)
             assert writes, resource
             assert {writer for writer, _ in writes} == {manager}, writes
             assert any(200 <= code < 300 for _, code in writes)
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
