@@ -264,7 +264,10 @@ class Allocate:
             stmt.rollback(checkpoint)
         if not plan.required:
             return first_failure, ready
-        return first_failure, statuses.new(statuses.Code.UNSCHEDULABLE, plan.reason)
+        # The plan's obstacle is the kind (no domain holds the gang); what the last try met
+        # only explains it, so the plan's code stays.
+        why = plan.reason if first_failure is None else plan.reason.explained_by(first_failure)
+        return None, statuses.rejecting(statuses.Code.UNSCHEDULABLE, why)
 
     @staticmethod
     def _try(
