@@ -97,6 +97,15 @@ class ReasonCode(enum.Enum):
     VOLUME_LIMIT_EXCEEDED = "VolumeLimitExceeded"
     """The nodes that could run the pod have no room for more volumes of its CSI driver."""
 
+    RESERVATION_UNAVAILABLE = "ReservationUnavailable"
+    """The pod must go into a Reservation (it names one, or its queue admitted it on one's
+    room) that does not exist, has ended, is not Available yet, takes no owners, holds
+    nothing any more, or does not list the pod as an owner (``details``: ``reservation``)."""
+
+    NAMESPACE_NOT_ADMITTED = "NamespaceNotAdmitted"
+    """The work's queue does not admit its namespace (the queue's ``namespaceSelector``;
+    ``details``: ``queue``, ``namespace``)."""
+
     INVALID = "Invalid"
     """The object itself cannot be scheduled as written (a bad quantity, a bad template)."""
 

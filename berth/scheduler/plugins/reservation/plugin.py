@@ -64,6 +64,7 @@ from berth.scheduler.framework import (
     handles,
     interfaces,
     jobs,
+    reasons,
     registries,
     sessions,
     statuses,
@@ -205,7 +206,12 @@ class Reservation(
         info = books.reservation(pod.reservation)
         problem = resv.owners_problem(info) if info is not None else None
         if problem is not None:
-            return statuses.new(statuses.Code.PENDING, problem)
+            return statuses.new(
+                statuses.Code.PENDING,
+                problem,
+                reason_code=reasons.ReasonCode.INVALID,
+                details={"field": "spec.owners"},
+            )
         return statuses.SUCCESS
 
     # Filtering ---------------------------------------------------------------------------------
@@ -230,7 +236,9 @@ class Reservation(
             must = f"pod was admitted to queue {pod.queue} on the room of reservation {names_}"
             held_ = [books.held[key] for key in credited if books.held[key].takes_owners]
             if not held_:
-                return reservation_books.unschedulable(f"{must}, which holds nothing any more")
+                return reservation_books.unschedulable(
+                    f"{must}, which holds nothing any more", reservation=", ".join(credited)
+                )
             state.write(MATCHES_KEY, Matches(books.choose(pod, held_), must=must))
             return statuses.SUCCESS
         usable = books.candidates(pod)
