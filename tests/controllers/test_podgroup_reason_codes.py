@@ -4,7 +4,8 @@ We test that, for the topology and sub-group cases of the scheduler's scenario t
 required rack with no room, a rack the gang fits in none of, an unknown level, a domain
 smaller than the gang, a role below its minimum, a selector matching no pod, overlapping
 selectors), one cycle's reason becomes a ``Scheduled=False`` condition whose reason is the
-specific code (never the catch-all ``Unschedulable``) and whose message is the scheduler's.
+specific code (never the catch-all ``Unschedulable``) and whose message is the scheduler's,
+and that the reason's details name the PodGroup field at fault.
 """
 
 from __future__ import annotations
@@ -39,3 +40,5 @@ def test_the_condition_reason_is_the_specific_code(scenario: table.Scenario) -> 
         assert condition["message"] == why.message
         if name in scenario.groups:
             assert why.message == scenario.groups[name]
+        field = why.details.get("field")
+        assert isinstance(field, str) and field.split(".")[0] == "spec", why
