@@ -158,7 +158,7 @@ class Allocate:
             return
         klass: equivalence.ClassKey | None = None
         if self._failed:  # the key costs something: only once a class failed
-            klass = equivalence.class_of(job, snapshot=session.snapshot)
+            klass = equivalence.class_of(job, session=session)
             seen = self._failed.get(klass) if klass is not None else None
             if seen is not None:
                 _same_as_class(session, job, seen)
@@ -168,7 +168,7 @@ class Allocate:
         if why is None or job.allocated:
             return
         if klass is None:
-            klass = equivalence.class_of(job, snapshot=session.snapshot)
+            klass = equivalence.class_of(job, session=session)
         if klass is not None:
             ordered = session.ordered_tasks(job)
             self._failed[klass] = (why, tuple(session.pod_why.get(p.key) for p in ordered))
@@ -264,7 +264,10 @@ class Allocate:
             stmt.rollback(checkpoint)
         if not plan.required:
             return first_failure, ready
-        return first_failure, statuses.new(statuses.Code.UNSCHEDULABLE, plan.reason)
+        # The plan's obstacle is the kind (no domain holds the gang); what the last try met
+        # only explains it, so the plan's code stays.
+        why = plan.reason if first_failure is None else plan.reason.explained_by(first_failure)
+        return None, statuses.rejecting(statuses.Code.UNSCHEDULABLE, why)
 
     @staticmethod
     def _try(

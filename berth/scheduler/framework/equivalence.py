@@ -9,9 +9,10 @@ parking lot (:mod:`.parking`) keeps a class's members parked together.
 
 Some work is never classed (:func:`class_of` returns ``None``), because a plugin judges it by
 more than its shape: pods with pod (anti-)affinity, spread constraints or host ports (they
-depend on where other pods are), pods naming a reservation or standing for one, and invalid
-groups. When other pods' constraints or reservations could match a pod by its labels, the
-labels join the key.
+depend on where other pods are), pods a session plugin says are judged alone
+(``SessionHooks.judged_alone``: a pod naming an object, a stand-in pod), and invalid groups.
+When other pods' constraints could match a pod by its labels, or a plugin judges pods by them
+(``SessionHooks.labels_judged``), the labels join the key.
 """
 
 from __future__ import annotations
@@ -21,23 +22,22 @@ import collections.abc
 import typing
 
 if typing.TYPE_CHECKING:
-    from berth.scheduler.framework import jobs
-    from berth.scheduler.snapshot import pods, snapshots
+    from berth.scheduler.framework import jobs, sessions
+    from berth.scheduler.snapshot import pods
 
 __all__ = ["ClassKey", "class_of", "classable"]
 
 ClassKey = collections.abc.Hashable
 
 
-def classable(pod: pods.PodInfo) -> bool:
+def classable(pod: pods.PodInfo, *, hooks: sessions.SessionHooks) -> bool:
     """Whether ``pod`` may share a class: judged by its shape alone."""
     return (
         pod.pod_affinity is None
         and not pod.spread
         and not pod.host_ports
-        and pod.reservation is None
-        and not pod.reserve
         and pod.invalid is None
+        and not hooks.judged_alone(pod)
     )
 
 
@@ -51,14 +51,15 @@ def _pod_shape(pod: pods.PodInfo, *, labels: bool) -> collections.abc.Hashable:
     )
 
 
-def class_of(job: jobs.Job, *, snapshot: snapshots.Snapshot) -> ClassKey | None:
-    """``job``'s class, or ``None`` when it is judged by more than its shape."""
+def class_of(job: jobs.Job, *, session: sessions.Session) -> ClassKey | None:
+    """``job``'s class in ``session``, or ``None`` when it is judged by more than its shape."""
     group = job.group
     if group.invalid is not None or not job.pending:
         return None
-    if not all(classable(pod) for pod in job.pending):
+    hooks = session.hooks
+    if not all(classable(pod, hooks=hooks) for pod in job.pending):
         return None
-    labels = bool(snapshot.constraining) or bool(snapshot.reservations)
+    labels = bool(session.snapshot.constraining) or hooks.labels_judged()
     first = _pod_shape(job.pending[0], labels=labels)
     shapes: collections.abc.Hashable = (
         first

@@ -90,11 +90,13 @@ def unplaceable(
     counts always account for every node. The code is ``UNSCHEDULABLE`` when some node was
     rejected by a filter whose code is ``UNSCHEDULABLE`` (evicting might help there), else
     ``UNSCHEDULABLE_AND_UNRESOLVABLE``. The reason code is ``NotEnoughResources`` when some
-    node was counted under a capacity filter, else ``Unschedulable``.
+    node was counted under a capacity filter; else the one code every counting filter gave
+    (``VolumeNodeConflict`` when only volumes kept the pod off the nodes); else, when filters
+    of different kinds share the nodes, ``Unschedulable``.
     """
     resolvable = statuses.Code.UNSCHEDULABLE
     short = reasons_.ReasonCode.NOT_ENOUGH_RESOURCES
-    reason_code = reasons_.ReasonCode.UNSCHEDULABLE
+    kinds: set[reasons_.ReasonCode] = set()
     if rows == 0:
         return statuses.new(resolvable, "0/0 nodes fit: no nodes in the cluster")
     remaining = np.ones(rows, dtype=np.bool_)
@@ -113,16 +115,18 @@ def unplaceable(
             if count:
                 counts[reason] += count
                 covered |= hit
-                if node_filter.reason_code is short:
-                    reason_code = short
+                kinds.add(node_filter.reason_code)
         uncovered = int(np.count_nonzero(failed & ~covered))
         if uncovered:
             counts[f"rejected by {plugin}"] += uncovered
+            kinds.add(node_filter.reason_code)
         remaining &= node_filter.passed
     fitting = int(np.count_nonzero(remaining))
     parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda i: (-i[1], i[0]))]
     head = f"{fitting}/{rows} nodes fit"
     text = f"{head}: {', '.join(parts)}" if parts else head
-    if reason_code is short:
-        return statuses.new(code, text, reason_code=reason_code)
+    if short in kinds:
+        return statuses.new(code, text, reason_code=short)
+    if len(kinds) == 1 and reasons_.ReasonCode.UNSCHEDULABLE not in kinds:
+        return statuses.new(code, text, reason_code=kinds.pop())
     return statuses.new(code, text)

@@ -2,9 +2,9 @@
 
 Every plugin factory receives the scheduler's one handle (see
 :func:`berth.scheduler.framework.registries.plugin_factory_proxy`). Through it a plugin reads the
-open session's snapshot, the session's time, the reservations, and the decision recorder, and
-the proxy registers its controllers and routes in the handle's registries. Plugins must not keep
-the session or the snapshot beyond the session (the handle hands out the current one).
+open session's snapshot, the session's time and the decision recorder, and the proxy registers
+its controllers and routes in the handle's registries. Plugins must not keep the session or
+the snapshot beyond the session (the handle hands out the current one).
 
 The session attaches itself with :meth:`ExtendedHandle.attach` and detaches on close; outside a
 session, :meth:`ExtendedHandle.snapshot` raises ``errors.NoSessionError``.
@@ -20,7 +20,7 @@ from berth.util import clocks
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.framework import placements as placements_
-    from berth.scheduler.snapshot import reservations, snapshots
+    from berth.scheduler.snapshot import snapshots
 
 __all__ = ["ControllerRegistry", "ExtendedHandle", "ServiceRegistry"]
 
@@ -133,10 +133,6 @@ class ExtendedHandle:
     def now(self) -> float:
         """The session's time (when its snapshot was taken), else the clock's time."""
         return self._snapshot.now if self._snapshot is not None else self._clock.now()
-
-    def reservations(self) -> collections.abc.Mapping[str, reservations.ReservationInfo]:
-        """The reservation cache of the open session: ``namespace/name`` -> info."""
-        return self.snapshot().reservations
 
     def recorder(self) -> decisions.DecisionRecorder:
         """The open session's decision recorder (the event recorder for decisions)."""

@@ -192,7 +192,7 @@ class Parking:
                 continue
             if key in starving:
                 continue
-            klass = equivalence.class_of(job, snapshot=snapshot)
+            klass = equivalence.class_of(job, session=session)
             if klass is None:
                 continue
             entry = _entry(

@@ -3,9 +3,9 @@
 Plugins whose answer depends on the pods already on a node (InterPodAffinity,
 PodTopologySpread, NodePorts) read the session's :class:`Placements`
 (``session.placements``). It holds the snapshot's placed pods (bound or assumed, not finished,
-on a node of the table; reserve pods excluded) and follows every statement at once: a pod the
-session places tentatively counts for the next attempt (so a gang's members constrain each
-other), an evicted pod stops counting, and undoing either undoes that.
+on a node of the table; the session's stand-in pods excluded) and follows every statement at
+once: a pod the session places tentatively counts for the next attempt (so a gang's members
+constrain each other), an evicted pod stops counting, and undoing either undoes that.
 
 Nothing is built until a plugin asks: while no pod has such a constraint, a statement's
 operation costs one dictionary update. A plugin asks for
@@ -46,8 +46,17 @@ one evaluation per pod change)."""
 class Placements:
     """The session's pods on nodes; see the module docstring."""
 
-    def __init__(self, snapshot: snapshots.Snapshot, *, nodes: nodetable.NodeTable) -> None:
+    def __init__(
+        self,
+        snapshot: snapshots.Snapshot,
+        *,
+        nodes: nodetable.NodeTable,
+        stand_ins: collections.abc.Container[str] = frozenset(),
+    ) -> None:
         self._snapshot = snapshot
+        self._stand_ins = stand_ins
+        """Pods standing for capacity (``SessionHooks.stand_ins``, filled by plugins at session
+        open, so read live): they hold room, but no other pod sees them."""
         self._index = nodes.index
         self._rows = len(nodes)
         self._added: dict[str, tuple[pods.PodInfo, int]] = {}
@@ -64,8 +73,8 @@ class Placements:
     def add(self, pod: pods.PodInfo, node: str) -> None:
         """``pod`` counts on ``node`` from now on (placed, nominated, or an eviction undone)."""
         row = self._index.get(node)
-        if row is None or pod.reserve:
-            return  # an in-memory reserve pod stands for capacity, not for a pod others see
+        if row is None or pod.key in self._stand_ins:
+            return  # a stand-in pod holds capacity; it is not a pod others see
         self.generation += 1
         key = pod.key
         old = self._current(key)
@@ -100,7 +109,7 @@ class Placements:
         if key in self._removed:
             return None
         pod = self._snapshot.pods.get(key)
-        if pod is None or pod.node_name is None or pod.terminal or pod.reserve:
+        if pod is None or pod.node_name is None or pod.terminal or key in self._stand_ins:
             return None
         row = self._index.get(pod.node_name)
         return None if row is None else (pod, row)
@@ -125,11 +134,11 @@ class Placements:
         return self._all
 
     def _build(self) -> dict[str, tuple[pods.PodInfo, int]]:
-        index, removed = self._index, self._removed
+        index, removed, stand_ins = self._index, self._removed, self._stand_ins
         found: dict[str, tuple[pods.PodInfo, int]] = {}
         for key, pod in self._snapshot.pods.items():
             node = pod.node_name
-            if node is None or pod.terminal or pod.reserve or key in removed:
+            if node is None or pod.terminal or key in removed or key in stand_ins:
                 continue
             row = index.get(node)
             if row is not None:
@@ -186,7 +195,9 @@ class Placements:
         index, removed, added = self._index, self._removed, self._added
         for key, pod in self._snapshot.constraining.items():
             node = pod.node_name
-            if node is None or pod.terminal or pod.reserve or key in removed or key in added:
+            if node is None or pod.terminal or key in removed or key in added:
+                continue
+            if key in self._stand_ins:
                 continue
             row = index.get(node)
             if row is not None:

@@ -59,6 +59,53 @@ class ReasonCode(enum.Enum):
     QUEUE_OVER_SHARE = "QueueOverShare"
     """The queue holds its fair share while other queues wait."""
 
+    TOPOLOGY_UNSATISFIABLE = "TopologyUnsatisfiable"
+    """A required topology cannot be met now: no domain of the level has room for the gang
+    (or one of its roles), or it fits in none of those tried (``details``: ``field``,
+    ``level``)."""
+
+    TOPOLOGY_LEVEL_UNKNOWN = "TopologyLevelUnknown"
+    """A topology request names a level the profile does not declare, or one whose node
+    label no node carries (``details``: ``field``, ``level``)."""
+
+    TOPOLOGY_DOMAIN_TOO_SMALL = "TopologyDomainTooSmall"
+    """What must share one domain asks for more than the largest domain of the level holds
+    in all, so it can never fit (``details``: ``field``, ``level``, ``resource``)."""
+
+    SUB_GROUP_BELOW_MINIMUM = "SubGroupBelowMinimum"
+    """A role of the gang (``spec.subGroups``) could not get its ``minMember`` placed
+    (``details``: ``field``, ``subGroup``)."""
+
+    SUB_GROUP_MATCHES_NO_POD = "SubGroupMatchesNoPod"
+    """A role's selector matches none of the group's pods (``details``: ``field``)."""
+
+    SUB_GROUPS_OVERLAP = "SubGroupsOverlap"
+    """A pod matches the selectors of two roles; a pod belongs to one (``details``:
+    ``field``, ``pod``)."""
+
+    VOLUME_CLAIM_PROBLEM = "VolumeClaimProblem"
+    """A claim the pod mounts cannot be used as it stands: missing, being deleted, lost,
+    or waiting for its storage class or volume (``details``: ``claim``)."""
+
+    VOLUME_NODE_CONFLICT = "VolumeNodeConflict"
+    """Only nodes a volume cannot reach are left: the node affinity of its bound or
+    bindable PersistentVolumes, or no volume the claim could bind to there."""
+
+    VOLUME_IN_USE = "VolumeInUse"
+    """A ``ReadWriteOncePod`` claim the pod mounts is used by another pod."""
+
+    VOLUME_LIMIT_EXCEEDED = "VolumeLimitExceeded"
+    """The nodes that could run the pod have no room for more volumes of its CSI driver."""
+
+    RESERVATION_UNAVAILABLE = "ReservationUnavailable"
+    """The pod must go into a Reservation (it names one, or its queue admitted it on one's
+    room) that does not exist, has ended, is not Available yet, takes no owners, holds
+    nothing any more, or does not list the pod as an owner (``details``: ``reservation``)."""
+
+    NAMESPACE_NOT_ADMITTED = "NamespaceNotAdmitted"
+    """The work's queue does not admit its namespace (the queue's ``namespaceSelector``;
+    ``details``: ``queue``, ``namespace``)."""
+
     INVALID = "Invalid"
     """The object itself cannot be scheduled as written (a bad quantity, a bad template)."""
 
@@ -107,6 +154,16 @@ class Reason:
             message=f"{self.message}; {cause.message}",
             plugin=cause.plugin or self.plugin,
             details={**self.details, **cause.details},
+        )
+
+    def explained_by(self, cause: Reason) -> Reason:
+        """``"<self>; <cause>"``, coded as ``self``: for an obstacle that is itself the kind
+        (a gang fits in no single rack), where the cause only says what the last try met."""
+        return Reason(
+            code=self.code,
+            message=f"{self.message}; {cause.message}",
+            plugin=self.plugin or cause.plugin,
+            details={**cause.details, **self.details},
         )
 
     def as_json(self) -> dict[str, object]:

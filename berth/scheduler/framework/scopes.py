@@ -19,7 +19,7 @@ import typing
 
 import numpy as np
 
-from berth.scheduler.framework import filtering
+from berth.scheduler.framework import filtering, reasons
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import pods
@@ -37,6 +37,7 @@ class Part:
     applies: collections.abc.Callable[[pods.PodInfo], bool]  # which of the job's pods
     rows: filtering.BoolArray  # over the session's node table (read-only)
     outside: str  # the reason of the rows outside: "node(s) outside rack r1 (spec...)"
+    outside_code: reasons.ReasonCode = reasons.ReasonCode.UNSCHEDULABLE  # their kind
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -48,14 +49,16 @@ class Scope:
     def node_filter(self, pod: pods.PodInfo, rows: int) -> filtering.NodeFilter:
         """The scope as a filter for ``pod`` over a table of ``rows`` rows."""
         passed = np.ones(rows, dtype=np.bool_)
-        reasons: dict[str, filtering.BoolArray] = {}
+        explained: dict[str, filtering.BoolArray] = {}
+        code = reasons.ReasonCode.UNSCHEDULABLE
         for part in self.parts:
             if not part.applies(pod):
                 continue
             inside = part.rows if len(part.rows) == rows else np.zeros(rows, dtype=np.bool_)
-            reasons[part.outside] = passed & ~inside  # each row to the first part it fails
+            explained[part.outside] = passed & ~inside  # each row to the first part it fails
             passed = passed & inside
-        return filtering.NodeFilter(passed=passed, explain=lambda: reasons)
+            code = part.outside_code
+        return filtering.NodeFilter(passed=passed, explain=lambda: explained, reason_code=code)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,4 +67,4 @@ class ScopePlan:
 
     scopes: tuple[Scope, ...]
     required: bool  # True: the job waits when no scope works; False: one more try anywhere
-    reason: str  # the job's reason when it waits because no scope worked
+    reason: reasons.Reason  # the job's reason when it waits because no scope worked

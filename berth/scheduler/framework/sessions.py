@@ -156,6 +156,26 @@ class SessionHooks:
         in that queue already). A non-empty answer admits the pod on that reservation's room,
         and the pod is then placed only into it. The first registered callback answers;
         ``None`` (or nothing registered): no credit."""
+        self.stand_ins: set[str] = set()
+        """Keys of in-memory pods that stand for capacity, not for pods in the API (a plugin
+        adds its own at session open): placed like any pod and holding room on their node,
+        but no other pod's constraints count them, no node is nominated for them, and their
+        "why pending" is about the object :attr:`reported_as` names. Every plugin's keys
+        count (a union)."""
+        self.reported_as: hooks.FirstWins[[pods.PodInfo], tuple[decisions.Subject, str] | None] = (
+            hooks.FirstWins(report=report)
+        )
+        """Asked at close about a pending pod of :attr:`stand_ins`: the object its "why
+        pending" is about (subject and key), since it is no pod anyone can look at. The first
+        registered callback answers; ``None``: the pod itself."""
+        self.judged_alone: hooks.AnyTrue[[pods.PodInfo]] = hooks.AnyTrue(report=report)
+        """Must this pending pod never share an equivalence class
+        (:mod:`~berth.scheduler.framework.equivalence`), because a plugin judges it by more
+        than its shape (e.g. it asks for an object by name)? Any says yes."""
+        self.labels_judged: hooks.AnyTrue[[]] = hooks.AnyTrue(report=report)
+        """Does a plugin judge pending pods by their labels this session (e.g. selectors
+        other objects hold), so that pods' labels are part of their equivalence class? Any
+        says yes."""
         self.job_valid.add(self._job_not_blocked, plugin=FRAMEWORK)
         self.allocatable.add(self._pod_not_blocked, plugin=FRAMEWORK)
 
@@ -213,11 +233,13 @@ class Session:
         self.snapshot = snapshot
         self.nodes = snapshot.nodes
         """The session's node table (statements change it; the snapshot's own copy)."""
-        self.placements = placements.Placements(snapshot, nodes=snapshot.nodes)
-        """Which pods are on which node, statements included (for pod-to-pod constraints)."""
         self.framework = framework
         self.recorder = decisions.DecisionRecorder()
         self.hooks = SessionHooks(report=framework.report)
+        self.placements = placements.Placements(
+            snapshot, nodes=snapshot.nodes, stand_ins=self.hooks.stand_ins
+        )
+        """Which pods are on which node, statements included (for pod-to-pod constraints)."""
         self.jobs: dict[ids.PodGroupKey, jobs.Job] = {}
         """Jobs with pods to try, by group key."""
         self.plain: list[pods.PodInfo] = []
@@ -490,8 +512,8 @@ def close_session(session: Session) -> decisions.CycleResult:
     recorder = session.recorder
     for key in sorted(session.group_why):
         job = session.jobs.get(typing.cast("ids.PodGroupKey", key))
-        if job is not None and job.group.implicit and any(p.reserve for p in job.pending):
-            continue  # a reserve pod's group of one: its Reservation gets the pod's reason
+        if job is not None and job.group.implicit and _stands_in(job, session=session):
+            continue  # a stand-in pod's group of one: the object it stands for gets the reason
         recorder.record(
             decisions.Unschedulable(
                 subject=decisions.Subject.GROUP, key=key, reason=session.group_why[key]
@@ -499,15 +521,15 @@ def close_session(session: Session) -> decisions.CycleResult:
         )
     for key in sorted(session.pod_why):
         reason = session.pod_why[key]
-        waiting = session.snapshot.pods.get(key)
-        if waiting is not None and waiting.reserve and waiting.reservation is not None:
-            # An in-memory reserve pod is no pod in the API: the reason is its Reservation's
+        subject, key_out = decisions.Subject.POD, key
+        waiting = session.snapshot.pods.get(key) if key in session.hooks.stand_ins else None
+        about = session.hooks.reported_as(waiting) if waiting is not None else None
+        if waiting is not None and about is not None:
+            # A stand-in pod is no pod in the API: the reason is the object's it stands for
             # (without the name of the group of one it forms).
-            subject, key_out = decisions.Subject.RESERVATION, str(waiting.reservation)
+            subject, key_out = about
             if session.follows_group(key) and waiting.pod_group in session.group_why:
                 reason = session.group_why[waiting.pod_group]
-        else:
-            subject, key_out = decisions.Subject.POD, key
         recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
     in_line = session.lines = _waiting_in_line(session)
     pod_why: collections.abc.Mapping[str, reasons.Reason]
@@ -538,6 +560,11 @@ def close_session(session: Session) -> decisions.CycleResult:
         queues=types.MappingProxyType(dict(sorted(session.queue_statuses.items()))),
         waiting=lines,
     )
+
+
+def _stands_in(job: jobs.Job, *, session: Session) -> bool:
+    stand_ins = session.hooks.stand_ins
+    return bool(stand_ins) and any(p.key in stand_ins for p in job.pending)
 
 
 def _merged(

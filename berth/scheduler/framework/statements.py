@@ -257,8 +257,8 @@ class Statement:
         out.extend(recorder.decisions())
         for op in self._operations:
             if op.kind == _PIPELINE:
-                if op.pod.reserve:
-                    continue  # an in-memory reserve pod has no status to nominate a node in
+                if op.pod.key in session.hooks.stand_ins:
+                    continue  # a stand-in pod has no status to nominate a node in
                 out.append(
                     decisions.NominatePod(
                         namespace=op.pod.namespace, name=op.pod.name, uid=op.pod.uid, node=op.node

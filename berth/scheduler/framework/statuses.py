@@ -14,7 +14,7 @@ import enum
 
 from berth.scheduler.framework import reasons as reasons_
 
-__all__ = ["SKIP", "SUCCESS", "Code", "Status", "new"]
+__all__ = ["SKIP", "SUCCESS", "Code", "Status", "new", "rejecting"]
 
 
 class Code(enum.Enum):
@@ -136,6 +136,18 @@ def new(
         plugin=plugin,
         reason_code=reason_code,
         details=dict(details) if details else {},
+    )
+
+
+def rejecting(code: Code, reason: reasons_.Reason) -> Status:
+    """A status rejecting with ``code`` for ``reason`` (its code, details and plugin kept), for
+    plugins that build their reasons as records."""
+    return new(
+        code,
+        reason.message,
+        plugin=reason.plugin,
+        reason_code=reason.code,
+        details=reason.details,
     )
 
 

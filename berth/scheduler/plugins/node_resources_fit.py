@@ -163,7 +163,7 @@ class NodeResourcesFit(
         if self._handle is None or not self._handle.in_session:
             return {}
         out: dict[int, list[reservations.ReservationInfo]] = {}
-        for info in self._handle.reservations().values():
+        for info in self._handle.snapshot().reservations.values():
             row = nodes.index.get(str(info.node_name)) if info.node_name else None
             if row is not None and info.available and not reservations.is_owner(info, pod):
                 out.setdefault(row, []).append(info)

@@ -24,6 +24,7 @@ from berth.scheduler.framework import (
     filtering,
     handles,
     interfaces,
+    reasons,
     registries,
     statuses,
 )
@@ -127,7 +128,12 @@ class NodeVolumeLimits(interfaces.PreFilterPlugin, interfaces.FilterPlugin):
                 sharing = shared_users.get((d, handle))
                 new += 1 if sharing is None else (sharing == 0)
             passed &= in_use + new <= self._limits_of(storage, driver=driver, nodes=nodes)
-        return filtering.NodeFilter(passed=passed, code=statuses.Code.UNSCHEDULABLE, reason=REASON)
+        return filtering.NodeFilter(
+            passed=passed,
+            code=statuses.Code.UNSCHEDULABLE,
+            reason=REASON,
+            reason_code=reasons.ReasonCode.VOLUME_LIMIT_EXCEEDED,
+        )
 
     def _limits_of(
         self, storage: volumes.Volumes, *, driver: str, nodes: nodetable.NodeTable

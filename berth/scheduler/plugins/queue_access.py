@@ -11,7 +11,15 @@ pods. A namespace Berth has not seen (yet) has no labels.
 
 from __future__ import annotations
 
-from berth.scheduler.framework import handles, interfaces, jobs, registries, sessions, statuses
+from berth.scheduler.framework import (
+    handles,
+    interfaces,
+    jobs,
+    reasons,
+    registries,
+    sessions,
+    statuses,
+)
 from berth.scheduler.plugins import names
 
 __all__ = ["NAME", "QueueAccess", "access_status", "new"]
@@ -32,6 +40,8 @@ def access_status(job: jobs.Job, /, *, session: sessions.Session) -> statuses.St
         statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
         f"queue {queue.name} does not admit namespace {namespace} "
         f"(namespaceSelector {queue.namespaces})",
+        reason_code=reasons.ReasonCode.NAMESPACE_NOT_ADMITTED,
+        details={"queue": queue.name, "namespace": namespace},
     )
 
 

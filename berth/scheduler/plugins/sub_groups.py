@@ -19,7 +19,15 @@ from __future__ import annotations
 
 import collections.abc
 
-from berth.scheduler.framework import handles, interfaces, jobs, registries, sessions, statuses
+from berth.scheduler.framework import (
+    handles,
+    interfaces,
+    jobs,
+    reasons,
+    registries,
+    sessions,
+    statuses,
+)
 from berth.scheduler.plugins import names
 from berth.scheduler.snapshot import podgroups, pods
 
@@ -31,27 +39,54 @@ NAME = names.SUB_GROUPS
 # Reasons (one small function each) ----------------------------------------------------------
 
 
-def matches_none(role: podgroups.SubGroupInfo) -> str:
+def matches_none(role: podgroups.SubGroupInfo) -> reasons.Reason:
     """A role's selector matches none of the group's pods."""
-    return f"{role.field}.selector: matches none of the group's pods"
-
-
-def overlaps(role: podgroups.SubGroupInfo, other: podgroups.SubGroupInfo, pod: str) -> str:
-    """A pod matches two roles."""
-    return (
-        f"{role.field}.selector: pod {pod} also matches {other.field} ({other.name}); "
-        "a pod belongs to one sub-group"
+    field = f"{role.field}.selector"
+    return reasons.new(
+        reasons.ReasonCode.SUB_GROUP_MATCHES_NO_POD,
+        f"{field}: matches none of the group's pods",
+        plugin=NAME,
+        field=field,
+        subGroup=role.name,
     )
 
 
-def too_few_created(role: podgroups.SubGroupInfo, created: int) -> str:
+def overlaps(
+    role: podgroups.SubGroupInfo, other: podgroups.SubGroupInfo, pod: str
+) -> reasons.Reason:
+    """A pod matches two roles."""
+    field = f"{role.field}.selector"
+    return reasons.new(
+        reasons.ReasonCode.SUB_GROUPS_OVERLAP,
+        f"{field}: pod {pod} also matches {other.field} ({other.name}); "
+        "a pod belongs to one sub-group",
+        plugin=NAME,
+        field=field,
+        subGroup=role.name,
+        pod=pod,
+    )
+
+
+def too_few_created(role: podgroups.SubGroupInfo, created: int) -> reasons.Reason:
     """A role has fewer pods than its minimum."""
-    return f"waiting for pods of sub-group {role.name}: {created}/{role.min_member} created"
+    return reasons.new(
+        reasons.ReasonCode.NOT_ENOUGH_PODS,
+        f"waiting for pods of sub-group {role.name}: {created}/{role.min_member} created",
+        plugin=NAME,
+        field=f"{role.field}.minMember",
+        subGroup=role.name,
+    )
 
 
-def below_minimum(role: podgroups.SubGroupInfo, have: int) -> str:
+def below_minimum(role: podgroups.SubGroupInfo, have: int) -> reasons.Reason:
     """A role has fewer pods placed than its minimum."""
-    return f"waiting for sub-group {role.name}: {have}/{role.min_member}"
+    return reasons.new(
+        reasons.ReasonCode.SUB_GROUP_BELOW_MINIMUM,
+        f"waiting for sub-group {role.name}: {have}/{role.min_member}",
+        plugin=NAME,
+        field=f"{role.field}.minMember",
+        subGroup=role.name,
+    )
 
 
 # Counting ---------------------------------------------------------------------------------
@@ -74,7 +109,7 @@ def counts(
     return out
 
 
-def _problem(group: podgroups.PodGroupInfo, members: list[pods.PodInfo]) -> str | None:
+def _problem(group: podgroups.PodGroupInfo, members: list[pods.PodInfo]) -> reasons.Reason | None:
     """Why the roles are wrong as written (module docstring), naming the field."""
     for pod in members:
         owners = [role for role in group.sub_groups if role.matches(pod)]
@@ -109,11 +144,11 @@ class SubGroups(interfaces.SessionPlugin):
                 return statuses.SUCCESS
             problem = _problem(job.group, live[job.key])
             if problem is not None:
-                return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, problem)
+                return statuses.rejecting(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, problem)
             for role in job.group.sub_groups:
                 created = base[job.key][role.name][0]
                 if created < role.min_member:
-                    return statuses.new(statuses.Code.PENDING, too_few_created(role, created))
+                    return statuses.rejecting(statuses.Code.PENDING, too_few_created(role, created))
             return statuses.SUCCESS
 
         def ready(job: jobs.Job, *, pipelined: bool = False) -> statuses.Status:
@@ -125,7 +160,9 @@ class SubGroups(interfaces.SessionPlugin):
                 have += sum(1 for k in extra if _in_role(snapshot.pods.get(k), role))
                 have -= sum(1 for k in job.evicted if _in_role(snapshot.pods.get(k), role))
                 if have < role.min_member:
-                    return statuses.new(statuses.Code.UNSCHEDULABLE, below_minimum(role, have))
+                    return statuses.rejecting(
+                        statuses.Code.UNSCHEDULABLE, below_minimum(role, have)
+                    )
             return statuses.SUCCESS
 
         session.add_job_valid_fn(valid, plugin=NAME)

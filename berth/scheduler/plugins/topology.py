@@ -47,6 +47,7 @@ from berth.scheduler.framework import (
     handles,
     interfaces,
     jobs,
+    reasons,
     scopes,
     sessions,
     statuses,
@@ -109,33 +110,71 @@ class TopologyArgs(_Model):
 # Reasons (one small function each) ----------------------------------------------------------
 
 
-def unknown_level(field: str, level: str, known: collections.abc.Iterable[str]) -> str:
+def unknown_level(field: str, level: str, known: collections.abc.Iterable[str]) -> reasons.Reason:
     """A PodGroup names a level the profile does not declare."""
-    return f"{field}: unknown topology level {level!r} (levels: {', '.join(known)})"
-
-
-def unlabelled_level(field: str, level: Level) -> str:
-    """No node carries the level's label."""
-    return f"{field}: no node has the label {level.node_label} of topology level {level.name}"
-
-
-def too_large(field: str, level: str, *, resource: str, need: int, largest: int) -> str:
-    """What must share one domain asks for more than the largest domain holds."""
-    fmt = resources.format_for(resource)
-    return (
-        f"{field}: needs {quantities.format_milli(need, fmt)} {resource} in one {level}, "
-        f"the largest {level} has {quantities.format_milli(largest, fmt)}"
+    return reasons.new(
+        reasons.ReasonCode.TOPOLOGY_LEVEL_UNKNOWN,
+        f"{field}: unknown topology level {level!r} (levels: {', '.join(known)})",
+        plugin=NAME,
+        field=field,
+        level=level,
     )
 
 
-def no_room(field: str, level: str, *, who: str, domains: int) -> str:
+def unlabelled_level(field: str, level: Level) -> reasons.Reason:
+    """No node carries the level's label."""
+    return reasons.new(
+        reasons.ReasonCode.TOPOLOGY_LEVEL_UNKNOWN,
+        f"{field}: no node has the label {level.node_label} of topology level {level.name}",
+        plugin=NAME,
+        field=field,
+        level=level.name,
+    )
+
+
+def too_large(field: str, level: str, *, resource: str, need: int, largest: int) -> reasons.Reason:
+    """What must share one domain asks for more than the largest domain holds."""
+    fmt = resources.format_for(resource)
+    return reasons.new(
+        reasons.ReasonCode.TOPOLOGY_DOMAIN_TOO_SMALL,
+        f"{field}: needs {quantities.format_milli(need, fmt)} {resource} in one {level}, "
+        f"the largest {level} has {quantities.format_milli(largest, fmt)}",
+        plugin=NAME,
+        field=field,
+        level=level,
+        resource=resource,
+    )
+
+
+def no_room(field: str, level: str, *, who: str, domains: int) -> reasons.Reason:
     """No domain of the level has room for the gang (or ``who``: one of its roles) now."""
-    return f"no {level} has room for {who} now ({field}; {domains} {level}s)"
+    return reasons.new(
+        reasons.ReasonCode.TOPOLOGY_UNSATISFIABLE,
+        f"no {level} has room for {who} now ({field}; {domains} {level}s)",
+        plugin=NAME,
+        field=field,
+        level=level,
+    )
 
 
-def none_worked(field: str, level: str, *, who: str, tried: int) -> str:
+def none_worked(field: str, level: str, *, who: str, tried: int) -> reasons.Reason:
     """The gang (or one of its roles) was tried in the best domains and fit in none."""
-    return f"{who} fits in no single {level} ({field}; tried the {tried} best)"
+    return reasons.new(
+        reasons.ReasonCode.TOPOLOGY_UNSATISFIABLE,
+        f"{who} fits in no single {level} ({field}; tried the {tried} best)",
+        plugin=NAME,
+        field=field,
+        level=level,
+    )
+
+
+def no_domain() -> reasons.Reason:
+    """A required topology found no domain with room (none of the roles' own reasons)."""
+    return reasons.new(
+        reasons.ReasonCode.TOPOLOGY_UNSATISFIABLE,
+        "no topology domain has room for the gang now",
+        plugin=NAME,
+    )
 
 
 def outside(level: str, value: str, field: str) -> str:
@@ -173,7 +212,7 @@ class Topology(interfaces.SessionPlugin):
 
     def on_session_open(self, session: sessions.Session) -> None:
         asks: dict[ids.PodGroupKey, list[_Ask]] = {}
-        problems: dict[ids.PodGroupKey, str] = {}
+        problems: dict[ids.PodGroupKey, reasons.Reason] = {}
         for key, job in session.jobs.items():
             found, problem = self._asks(job.group)
             if problem is not None:
@@ -193,7 +232,7 @@ class Topology(interfaces.SessionPlugin):
             problem = problems.get(job.key)
             if problem is None:
                 return statuses.SUCCESS
-            return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, problem)
+            return statuses.rejecting(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, problem)
 
         def plan(job: jobs.Job) -> scopes.ScopePlan | None:
             found = asks.get(job.key)
@@ -219,8 +258,12 @@ class Topology(interfaces.SessionPlugin):
                 why.append((outside(ask.level.name, value, ask.request.field), ~inside))
             if passed is None:
                 return filtering.passing(len(table))
-            reasons = dict(why)
-            return filtering.NodeFilter(passed=passed, explain=lambda: reasons)
+            explained = dict(why)
+            return filtering.NodeFilter(
+                passed=passed,
+                explain=lambda: explained,
+                reason_code=reasons.ReasonCode.TOPOLOGY_UNSATISFIABLE,
+            )
 
         session.add_job_valid_fn(valid, plugin=NAME)
         session.hooks.job_scopes.add(plan, plugin=NAME)
@@ -230,7 +273,7 @@ class Topology(interfaces.SessionPlugin):
     def on_session_close(self, session: sessions.Session) -> None:
         return None
 
-    def _asks(self, group: podgroups.PodGroupInfo) -> tuple[list[_Ask], str | None]:
+    def _asks(self, group: podgroups.PodGroupInfo) -> tuple[list[_Ask], reasons.Reason | None]:
         """The group's topology requests, or the first naming an unknown level."""
         wanted: list[tuple[podgroups.TopologyRequest, podgroups.SubGroupInfo | None]] = []
         if group.topology is not None:
@@ -300,7 +343,7 @@ def _need(
 
 def _too_large(
     session: sessions.Session, job: jobs.Job, asks: list[_Ask], *, nodes: nodetable.NodeTable
-) -> str | None:
+) -> reasons.Reason | None:
     """Why a required ask can never be met as the cluster stands (its field named)."""
     usable = ~nodes.unschedulable
     for ask in asks:
@@ -333,7 +376,7 @@ def _plan(session: sessions.Session, job: jobs.Job, asks: list[_Ask]) -> scopes.
     roles = [a for a in asks if a.role is not None and not _anchored(session, job, a)]
     gang_parts: list[scopes.Part | None] = [None]
     required = any(a.request.required for a in [*roles, *([gang] if gang else [])])
-    reason: str | None = None
+    reason: reasons.Reason | None = None
     if gang is not None:
         domains = topology.domains(nodes, gang.level.node_label)
         field, level = gang.request.field, gang.level.name
@@ -355,6 +398,7 @@ def _plan(session: sessions.Session, job: jobs.Job, asks: list[_Ask]) -> scopes.
                     applies=_everyone,
                     rows=domains.has & (domains.ids == d),
                     outside=outside(level, domains.values[d], field),
+                    outside_code=reasons.ReasonCode.TOPOLOGY_UNSATISFIABLE,
                 )
                 for d in ranked[: scopes.MAX_TRIES]
             ]
@@ -386,7 +430,7 @@ def _plan(session: sessions.Session, job: jobs.Job, asks: list[_Ask]) -> scopes.
             break
     if not tries:
         if required:
-            return _waiting(reason or "no topology domain has room for the gang now")
+            return _waiting(reason or no_domain())
         return None
     candidates = [a for a in (gang, *roles) if a is not None]
     named = next((a for a in candidates if a.request.required), candidates[0])
@@ -401,7 +445,7 @@ def _everyone(pod: pods.PodInfo) -> bool:
     return True
 
 
-def _waiting(reason: str) -> scopes.ScopePlan:
+def _waiting(reason: reasons.Reason) -> scopes.ScopePlan:
     return scopes.ScopePlan(scopes=(), required=True, reason=reason)
 
 
@@ -431,6 +475,7 @@ def _role_parts(
             applies=role.matches,
             rows=rows_within & (domains.ids == d),
             outside=outside(ask.level.name, domains.values[d], ask.request.field),
+            outside_code=reasons.ReasonCode.TOPOLOGY_UNSATISFIABLE,
         )
         for d in ranked[: scopes.MAX_TRIES]
     ]

@@ -38,6 +38,7 @@ from berth.scheduler.framework import (
     filtering,
     handles,
     interfaces,
+    reasons,
     registries,
     statuses,
 )
@@ -195,7 +196,12 @@ class VolumeBinding(
             info = storage.claims.get(key)
             problem = claim_problem(claim, info, key=key, storage=storage)
             if problem is not None:
-                return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, problem)
+                return statuses.new(
+                    statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                    problem,
+                    reason_code=reasons.ReasonCode.VOLUME_CLAIM_PROBLEM,
+                    details={"claim": key},
+                )
             assert info is not None  # claim_problem says why otherwise
             if info.volume_name:
                 bound.append(storage.volumes[info.volume_name])
@@ -244,7 +250,10 @@ class VolumeBinding(
             }
 
         return filtering.NodeFilter(
-            passed=passed, code=statuses.Code.UNSCHEDULABLE, explain=explain
+            passed=passed,
+            code=statuses.Code.UNSCHEDULABLE,
+            explain=explain,
+            reason_code=reasons.ReasonCode.VOLUME_NODE_CONFLICT,
         )
 
     def pre_bind(

@@ -15,6 +15,7 @@ from berth.scheduler.framework import (
     cyclestate,
     handles,
     interfaces,
+    reasons,
     registries,
     statuses,
 )
@@ -29,9 +30,12 @@ REASON = (
 )
 
 
-def in_use_reason(claims: collections.abc.Iterable[str], /) -> str:
+def in_use_reason(claims: collections.abc.Iterable[str], /) -> reasons.Reason:
     """Why a pod waits: another pod uses its ReadWriteOncePod ``claims``."""
-    return f"{REASON} ({', '.join(claims)})"
+    named = ", ".join(claims)
+    return reasons.new(
+        reasons.ReasonCode.VOLUME_IN_USE, f"{REASON} ({named})", plugin=NAME, claims=named
+    )
 
 
 class VolumeRestrictions(interfaces.PreFilterPlugin):
@@ -69,7 +73,9 @@ class VolumeRestrictions(interfaces.PreFilterPlugin):
             }
         )
         if busy:
-            return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, in_use_reason(busy))
+            return statuses.rejecting(
+                statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, in_use_reason(busy)
+            )
         return statuses.SUCCESS
 
 

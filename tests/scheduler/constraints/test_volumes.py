@@ -13,7 +13,10 @@ cases follow kube-scheduler's documented behaviour:
   whose claim is not created yet: the pod waits naming the field, the others are placed;
 - ``ReadWriteOncePod``: a second user waits, two gang members never share one;
 - CSI attach limits: a node at its limit takes no new volume, a volume already attached there
-  does not count twice.
+  does not count twice;
+- each waiting pod's reason carries its obstacle's code (``VolumeNodeConflict``,
+  ``VolumeClaimProblem``, ``VolumeInUse``, ``VolumeLimitExceeded``; ``Unschedulable`` when
+  filters of different kinds share the nodes).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Scenario:
     bound: dict[str, str]  # every binding of the cycle: pod name -> node
     pods: dict[str, str] = dataclasses.field(default_factory=dict)  # pod -> exact reason
     groups: dict[str, str] = dataclasses.field(default_factory=dict)  # group -> exact reason
+    codes: dict[str, str] = dataclasses.field(default_factory=dict)  # pod -> reason code
 
 
 TWO = [b.node("n1"), b.node("n2")]
@@ -73,6 +77,7 @@ SCENARIOS = [
         ],
         {"plain": "n1"},
         pods={"p": "0/2 nodes fit: 2 node(s) didn't find available persistent volumes to bind"},
+        codes={"p": "VolumeNodeConflict"},
     ),
     Scenario(
         "wffc-provisioner-allowed-topologies",
@@ -148,6 +153,7 @@ SCENARIOS = [
             "p": "0/2 nodes fit: 1 node(s) didn't match Pod's node affinity/selector,"
             " 1 node(s) had volume node affinity conflict"
         },
+        codes={"p": "Unschedulable"},
     ),
     # VolumeBinding: the pod waits, naming the field ----------------------------------------
     Scenario(
@@ -164,6 +170,7 @@ SCENARIOS = [
             "p": "pod has unbound immediate PersistentVolumeClaims (default/data, StorageClass"
             " fast)"
         },
+        codes={"p": "VolumeClaimProblem"},
     ),
     Scenario(
         "missing-claim",
@@ -173,6 +180,7 @@ SCENARIOS = [
             "p": 'persistentvolumeclaim "default/nope" not found'
             " (spec.volumes[0].persistentVolumeClaim.claimName)"
         },
+        codes={"p": "VolumeClaimProblem"},
     ),
     Scenario(
         "missing-storage-class",
@@ -187,6 +195,7 @@ SCENARIOS = [
             "p": 'storageclass.storage.k8s.io "gone" not found'
             " (spec.storageClassName of persistentvolumeclaim default/data)"
         },
+        codes={"p": "VolumeClaimProblem"},
     ),
     Scenario(
         "ephemeral-claim-not-created-yet",
@@ -202,6 +211,7 @@ SCENARIOS = [
             "p": "waiting for the ephemeral volume controller to create the persistentvolumeclaim"
             ' "default/p-scratch" (spec.volumes[0].ephemeral)'
         },
+        codes={"p": "VolumeClaimProblem"},
     ),
     # VolumeRestrictions ------------------------------------------------------------------------
     Scenario(
@@ -219,6 +229,7 @@ SCENARIOS = [
             "p": "node has pod using PersistentVolumeClaim with the same name and"
             " ReadWriteOncePod access mode (default/data)"
         },
+        codes={"p": "VolumeInUse"},
     ),
     Scenario(
         "rwop-claim-free-is-used",
@@ -280,6 +291,7 @@ SCENARIOS = [
         ],
         {"same": "n1"},
         pods={"other": "0/1 nodes fit: 1 node(s) exceed max volume count"},
+        codes={"other": "VolumeLimitExceeded"},
     ),
 ]
 
@@ -296,6 +308,9 @@ def test_scenario(scenario: Scenario) -> None:
         assert pods[_key(name)] == reason
     for name, reason in scenario.groups.items():
         assert groups[_key(name)] == reason
+    if scenario.codes:
+        codes, _ = harness.reason_codes(*scenario.objects)
+        assert {k: codes[_key(k)] for k in scenario.codes} == scenario.codes
 
 
 def _run(*objects: Obj) -> cluster.InMemoryCluster:

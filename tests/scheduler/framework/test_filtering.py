@@ -5,6 +5,8 @@ We test these aspects:
 - each node is attributed to the first filter rejecting it, counted once per reason of that
   filter; counts are listed largest first, ties by text; uncovered rows are named;
 - the status is UNSCHEDULABLE when a resolvable filter rejected some node, else unresolvable;
+- the reason code: NotEnoughResources when capacity rejected a node, else the one kind every
+  rejecting filter gave, else Unschedulable;
 - an empty cluster has its own message.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.framework import filtering, statuses
+from berth.scheduler.framework import filtering, reasons, statuses
 
 Code = statuses.Code
 
@@ -87,3 +89,23 @@ def test_helpers_build_uniform_filters() -> None:
     rejected = filtering.rejecting(2, reason="closed", code=Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
     assert rejected.passed.tolist() == [False, False]
     assert filtering.unplaceable([("X", rejected)], rows=2).message() == "0/2 nodes fit: 2 closed"
+
+
+def test_the_reason_code_is_the_kind_every_rejecting_filter_gave() -> None:
+    code = reasons.ReasonCode
+
+    def volumes(*flags: int) -> filtering.NodeFilter:
+        return filtering.NodeFilter(
+            passed=rows(*flags), reason="conflict", reason_code=code.VOLUME_NODE_CONFLICT
+        )
+
+    taint = filtering.NodeFilter(passed=rows(1, 1, 0), reason="taint")
+    capacity = filtering.NodeFilter(
+        passed=rows(1, 1, 0), reason="Insufficient cpu", reason_code=code.NOT_ENOUGH_RESOURCES
+    )
+    only_volumes = filtering.unplaceable([("v", volumes(0, 0, 0))], rows=3).reason()
+    mixed = filtering.unplaceable([("v", volumes(0, 0, 1)), ("t", taint)], rows=3).reason()
+    short = filtering.unplaceable([("v", volumes(0, 0, 1)), ("c", capacity)], rows=3).reason()
+    assert only_volumes.code is code.VOLUME_NODE_CONFLICT
+    assert mixed.code is code.UNSCHEDULABLE
+    assert short.code is code.NOT_ENOUGH_RESOURCES

@@ -4,13 +4,18 @@ We test these aspects:
 
 - ``job_first``: a job a plugin names goes before plain pods and other jobs (without the
   plugin, a plain pod takes the only room first);
-- ``evictable``: a pod a plugin refuses is never offered to reclaim or preemption as a victim.
+- ``evictable``: a pod a plugin refuses is never offered to reclaim or preemption as a victim;
+- ``stand_ins``/``reported_as``: a pod a plugin says stands for capacity is not counted by
+  ``Placements`` (other pods' constraints), and its "why pending" is recorded about the object
+  the plugin names, never as a pod's; without the plugin it is an ordinary pod;
+- ``judged_alone``/``labels_judged``: a pod a plugin judges alone has no equivalence class;
+  labels join the class only while a plugin says it judges by them.
 """
 
 from __future__ import annotations
 
 from berth.scheduler.actions import solvers
-from berth.scheduler.framework import interfaces, jobs, sessions
+from berth.scheduler.framework import decisions, equivalence, interfaces, jobs, sessions
 from berth.scheduler.snapshot import pods
 from tests.scheduler import builders as b
 from tests.scheduler.framework import toys
@@ -67,3 +72,84 @@ def test_a_pod_a_plugin_keeps_is_never_a_victim() -> None:
         assert [p.key for p in solvers.running_pods(session)] == ["default/b"]
     finally:
         sessions.close_session(session)
+
+
+class StandIn(interfaces.SessionPlugin):
+    """Says the pod ``ghost`` stands for the object ``ns/thing``, and judges pods by labels."""
+
+    name = "StandIn"
+
+    def on_session_open(self, session: sessions.Session) -> None:
+        session.hooks.stand_ins.add("default/ghost")
+        session.hooks.reported_as.add(self._about, plugin=self.name)
+        session.hooks.judged_alone.add(lambda pod: pod.name == "ghost", plugin=self.name)
+        session.hooks.labels_judged.add(lambda: True, plugin=self.name)
+
+    def on_session_close(self, session: sessions.Session) -> None:
+        pass
+
+    @staticmethod
+    def _about(pod: pods.PodInfo) -> tuple[decisions.Subject, str] | None:
+        return (decisions.Subject.RESERVATION, "ns/thing") if pod.name == "ghost" else None
+
+
+def _placed_and_waiting(*plugins: interfaces.Plugin) -> tuple[set[str], list[tuple[str, str]]]:
+    objects = [
+        b.node("n1", cpu="1"),
+        b.pod("ghost", node="n1", cpu="1"),
+        b.pod("real", node="n1", cpu="0"),
+    ]
+    framework = toys.framework_of(toys.Fit(), *plugins)
+    session = sessions.open_session(toys.snapshot_of(*objects), framework=framework)
+    try:
+        placed = set(session.placements.placed())
+    finally:
+        sessions.close_session(session)
+    pending = [b.node("n1", cpu="1"), b.pod("ghost", cpu="2")]
+    result = toys.run_allocate(framework, toys.snapshot_of(*pending))
+    waiting = [
+        (d.subject.value, d.key)
+        for d in result.decisions
+        if isinstance(d, decisions.Unschedulable) and d.subject is not decisions.Subject.GROUP
+    ]
+    return placed, waiting
+
+
+def test_a_stand_in_pod_is_seen_by_no_pod_and_waits_as_its_object() -> None:
+    placed, waiting = _placed_and_waiting(StandIn())
+    assert placed == {"default/real"}
+    assert waiting == [("Reservation", "ns/thing")]
+
+
+def test_without_the_plugin_the_same_pod_is_an_ordinary_pod() -> None:
+    placed, waiting = _placed_and_waiting()
+    assert placed == {"default/ghost", "default/real"}
+    assert waiting == [("Pod", "default/ghost")]
+
+
+def test_a_pod_a_plugin_judges_alone_has_no_class_and_labels_join_classes() -> None:
+    objects = [
+        b.node("n1"),
+        b.queue("q"),
+        *(
+            b.pod(n, queue="q", labels={"app": app})
+            for n, app in [("ghost", "a"), ("x", "a"), ("y", "b")]
+        ),
+    ]
+
+    def classes(*plugins: interfaces.Plugin) -> dict[str, object]:
+        framework = toys.framework_of(toys.Fit(), *plugins)
+        session = sessions.open_session(toys.snapshot_of(*objects), framework=framework)
+        try:
+            return {
+                job.pending[0].name: equivalence.class_of(job, session=session)
+                for job in session.jobs.values()
+            }
+        finally:
+            sessions.close_session(session)
+
+    plain, judged = classes(), classes(StandIn())
+    assert plain["ghost"] is not None
+    assert plain["x"] == plain["y"]
+    assert judged["ghost"] is None
+    assert judged["x"] != judged["y"]

@@ -58,7 +58,7 @@ def test_the_handle_serves_session_data_only_while_open() -> None:
     assert handle.snapshot() is snapshot
     assert handle.now() == b.EPOCH
     assert handle.recorder() is session.recorder
-    assert handle.reservations() == {}
+    assert handle.snapshot().reservations == {}
     sessions.close_session(session)
     with pytest.raises(errors.NoSessionError):
         handle.recorder()

@@ -105,6 +105,20 @@ def cycle(
     return result.bindings(), dict(result.pod_reasons), dict(result.group_reasons)
 
 
+def reason_codes(
+    *objs: Obj, profile: profiles.Profile | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """One cycle over ``objs`` (as :func:`cycle`): the reason codes of the pods and of the
+    groups left waiting."""
+    clock = clocks.VirtualClock(b.EPOCH)
+    sim = in_memory(*objs, clock=clock)
+    result = scheduler(profile or profile_with(), clock=clock).run_once(sim, sim)
+    return (
+        {key: why.code.value for key, why in result.pod_why.items()},
+        {key: why.code.value for key, why in result.group_why.items()},
+    )
+
+
 def profile_with(
     *extra: str,
     without: tuple[str, ...] = (),

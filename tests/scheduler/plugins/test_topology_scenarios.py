@@ -6,6 +6,10 @@
   names the role short of it;
 - topology and roles together: workers in one rack, the launcher anywhere;
 - bad input names the field on the bad PodGroup while a good one runs;
+- every waiting group's reason carries the code of its obstacle (what the PodGroup's
+  ``Scheduled`` condition shows): ``TopologyUnsatisfiable``, ``TopologyLevelUnknown``,
+  ``TopologyDomainTooSmall``, ``SubGroupBelowMinimum``, ``SubGroupMatchesNoPod``,
+  ``SubGroupsOverlap``;
 - property: a gang requiring a rack never spans two racks.
 """
 
@@ -32,6 +36,7 @@ class Scenario:
     objects: list[Obj]
     bound: dict[str, str]  # every binding of the cycle: pod name -> node
     groups: dict[str, str] = dataclasses.field(default_factory=dict)  # group -> exact reason
+    codes: dict[str, str] = dataclasses.field(default_factory=dict)  # group -> reason code
 
 
 def gpu_node(name: str, rack: str, zone: str = "z1") -> Obj:
@@ -133,6 +138,7 @@ SCENARIOS = [
         [*HALF_BUSY, group("g", 2, topology={"required": "rack"}), *members("g", 2)],
         {},
         groups={"g": "no rack has room for the gang now (spec.topology.required; 2 racks)"},
+        codes={"g": "TopologyUnsatisfiable"},
     ),
     Scenario(
         "preferred-rack-falls-back-to-spanning-racks",
@@ -147,6 +153,7 @@ SCENARIOS = [
             "g": "spec.topology.required: needs 24 nvidia.com/gpu in one rack, "
             "the largest rack has 16"
         },
+        codes={"g": "TopologyDomainTooSmall"},
     ),
     Scenario(
         "unknown-level-waits-while-a-good-gang-runs",
@@ -162,6 +169,17 @@ SCENARIOS = [
             "bad": "spec.topology.required: unknown topology level 'rak' "
             "(levels: zone, block, rack, host)"
         },
+        codes={"bad": "TopologyLevelUnknown"},
+    ),
+    Scenario(
+        "a-level-no-node-carries-is-named",
+        [cpu_node("c1"), group("g", 1, topology={"required": "rack"}), *members("g", 1, gpu=0)],
+        {},
+        groups={
+            "g": "spec.topology.required: no node has the label topology.berth.io/rack "
+            "of topology level rack"
+        },
+        codes={"g": "TopologyLevelUnknown"},
     ),
     Scenario(
         "roles-gate-the-gang",
@@ -204,6 +222,7 @@ SCENARIOS = [
         ],
         {},
         groups={"job": "waiting for pods of sub-group workers: 1/2 created"},
+        codes={"job": "NotEnoughPods"},
     ),
     Scenario(
         "topology-and-roles-workers-share-a-rack",
@@ -240,6 +259,7 @@ SCENARIOS = [
             "job": "no rack has room for sub-group workers now "
             "(spec.subGroups[1].topology.required; 2 racks)"
         },
+        codes={"job": "TopologyUnsatisfiable"},
     ),
     Scenario(
         "selector-matching-no-pod-is-named-while-a-good-gang-runs",
@@ -253,6 +273,7 @@ SCENARIOS = [
         ],
         {"good-0": "a1"},
         groups={"bad": "spec.subGroups[1].selector: matches none of the group's pods"},
+        codes={"bad": "SubGroupMatchesNoPod"},
     ),
     Scenario(
         "overlapping-selectors-are-named",
@@ -276,6 +297,55 @@ SCENARIOS = [
             "bad": "spec.subGroups[1].selector: pod default/bad-0 also matches "
             "spec.subGroups[0] (launcher); a pod belongs to one sub-group"
         },
+        codes={"bad": "SubGroupsOverlap"},
+    ),
+    Scenario(
+        "required-rack-fits-in-no-rack-it-tried",
+        # The rack has the room, but its nodes are tainted: the gang is tried there and fits
+        # in no rack; the code is the topology's, the last try's reason explains it.
+        [
+            b.node(
+                "a1",
+                cpu="64",
+                memory="512Gi",
+                gpu=8,
+                labels={RACK: "r1", ZONE: "z1"},
+                taints=[b.taint("dedicated", "infer")],
+            ),
+            group("g", 1, topology={"required": "rack"}),
+            *members("g", 1),
+        ],
+        {},
+        groups={
+            "g": "the gang fits in no single rack (spec.topology.required; tried the 1 best); "
+            "0/1 nodes fit: 1 untolerated taint {dedicated: infer}"
+        },
+        codes={"g": "TopologyUnsatisfiable"},
+    ),
+    Scenario(
+        "a-role-below-its-minimum-while-a-member-is-gated",
+        # Both workers exist, one still carries a scheduling gate: the launcher and the
+        # other worker fit, but the role is short of its minimum.
+        [
+            cpu_node("c1"),
+            gpu_node("a1", "r1"),
+            gpu_node("a2", "r1"),
+            group("job", 1, roles=[role("launcher", 1), role("workers", 2)]),
+            *members("job", 1, gpu=0, role_name="launcher"),
+            *members("job", 1, role_name="workers", start=1),
+            b.pod(
+                "job-2",
+                group="job",
+                cpu="1",
+                memory="1Gi",
+                gpu=8,
+                labels={"role": "workers"},
+                gates=["example.com/wait"],
+            ),
+        ],
+        {},
+        groups={"job": "waiting for sub-group workers: 1/2"},
+        codes={"job": "SubGroupBelowMinimum"},
     ),
 ]
 
@@ -286,6 +356,9 @@ def test_scenario(scenario: Scenario) -> None:
     assert bound == {f"default/{k}": v for k, v in scenario.bound.items()}
     for name, reason in scenario.groups.items():
         assert groups[f"default/{name}"] == reason
+    if scenario.codes:
+        _, codes = harness.reason_codes(*scenario.objects)
+        assert {k: codes[f"default/{k}"] for k in scenario.codes} == scenario.codes
 
 
 # Property ----------------------------------------------------------------------------------

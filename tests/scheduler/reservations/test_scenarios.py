@@ -280,18 +280,20 @@ def test_a_pod_naming_a_reservation_must_use_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("objects", "pod", "reason"),
+    ("objects", "pod", "reason", "code"),
     [
         pytest.param(
             [],
             b.pod("p", cpu="1", memory=None, reservation="missing"),
             "reservation missing does not exist",
+            "ReservationUnavailable",
             id="missing",
         ),
         pytest.param(
             [w.reservation("r", cpu="1", memory=None, owners=[w.owner_object("someone")])],
             b.pod("p", cpu="1", memory=None, reservation="r"),
             "pod is not an owner of reservation r",
+            "ReservationUnavailable",
             id="not-an-owner",
         ),
         pytest.param(
@@ -302,12 +304,14 @@ def test_a_pod_naming_a_reservation_must_use_it() -> None:
             ],
             b.pod("p", cpu="1", memory=None, reservation="r"),
             "reservation r is unschedulable: it takes no owners",
+            "ReservationUnavailable",
             id="unschedulable",
         ),
         pytest.param(
             [w.reservation("r", cpu="16", memory=None, owners=[w.owner_object("p")])],
             b.pod("p", cpu="1", memory=None, reservation="r"),
             "reservation r is not Available yet (Pending)",
+            "ReservationUnavailable",
             id="not-placed",
         ),
         pytest.param(
@@ -317,12 +321,13 @@ def test_a_pod_naming_a_reservation_must_use_it() -> None:
             ],
             b.pod("p", cpu="2", memory=None, reservation="r"),
             "0/2 nodes fit: 1 Insufficient cpu, 1 pod must use reservation r, held on n1",
+            "NotEnoughResources",
             id="too-big-for-its-node",
         ),
     ],
 )
 def test_a_pod_naming_a_reservation_it_cannot_use_stays_pending(
-    objects: list[Obj], pod: Obj, reason: str
+    objects: list[Obj], pod: Obj, reason: str, code: str
 ) -> None:
     # n2 is full: a reservation that can be placed lands on n1.
     world = w.World(b.node("n1", cpu="2"), b.node("n2", cpu="8"), filler("busy", "n2", "8"))
@@ -332,6 +337,8 @@ def test_a_pod_naming_a_reservation_it_cannot_use_stays_pending(
     world.cycle()
     assert world.node_of("p") is None
     assert world.reason("p") == reason
+    assert world.last is not None
+    assert world.last.pod_why["default/p"].code.value == code
 
 
 # Lifetime --------------------------------------------------------------------------------

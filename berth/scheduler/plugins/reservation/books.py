@@ -26,7 +26,7 @@ import datetime
 import numpy as np
 
 from berth.api import keys, resources
-from berth.scheduler.framework import decisions, interfaces, sessions, statuses
+from berth.scheduler.framework import decisions, interfaces, reasons, sessions, statuses
 from berth.scheduler.snapshot import ids, nodetable, pods
 from berth.scheduler.snapshot import reservations as resv
 
@@ -45,12 +45,24 @@ def _timestamp(seconds: float) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def unschedulable(text: str) -> statuses.Status:
-    return statuses.new(statuses.Code.UNSCHEDULABLE, text)
+def unschedulable(text: str, *, reservation: str) -> statuses.Status:
+    """An owner waits: the reservation it must use (``ns/name``) cannot take it now."""
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE,
+        text,
+        reason_code=reasons.ReasonCode.RESERVATION_UNAVAILABLE,
+        details={"reservation": reservation},
+    )
 
 
-def _unresolvable(text: str) -> statuses.Status:
-    return statuses.new(statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE, text)
+def _unresolvable(text: str, *, reservation: str) -> statuses.Status:
+    """An owner waits: the reservation it names can never take it."""
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        text,
+        reason_code=reasons.ReasonCode.RESERVATION_UNAVAILABLE,
+        details={"reservation": reservation},
+    )
 
 
 @dataclasses.dataclass(eq=False)
@@ -157,18 +169,26 @@ class Books:
         name = key.partition("/")[2]
         info = self.reservation(key)
         if info is None:
-            return unschedulable(f"reservation {name} does not exist"), None
+            return unschedulable(f"reservation {name} does not exist", reservation=key), None
         if not resv.is_owner(info, pod):
-            return _unresolvable(f"pod is not an owner of reservation {name}"), None
+            return _unresolvable(
+                f"pod is not an owner of reservation {name}", reservation=key
+            ), None
         if info.terminal:
-            return _unresolvable(f"reservation {name} is {info.phase}"), None
+            return _unresolvable(f"reservation {name} is {info.phase}", reservation=key), None
         if not info.available:
-            return unschedulable(f"reservation {name} is not Available yet ({info.phase})"), None
+            return unschedulable(
+                f"reservation {name} is not Available yet ({info.phase})", reservation=key
+            ), None
         if info.unschedulable:
-            return unschedulable(f"reservation {name} is unschedulable: it takes no owners"), None
+            return unschedulable(
+                f"reservation {name} is unschedulable: it takes no owners", reservation=key
+            ), None
         held = self.held.get(key)
         if held is None or not held.remaining.any():
-            return unschedulable(f"reservation {name} holds nothing any more"), None
+            return unschedulable(
+                f"reservation {name} holds nothing any more", reservation=key
+            ), None
         return statuses.SUCCESS, held
 
     def candidates(self, pod: pods.PodInfo) -> list[Held]:

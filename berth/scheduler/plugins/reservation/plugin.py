@@ -20,6 +20,11 @@ rest:
   (Unreserve undoes it); **PreBind** records the pod's ``reservation-allocated`` annotation
   and **PostBind** ``AllocateReservation`` (``currentOwners``, ``allocated``, and
   ``Succeeded`` for an allocate-once reservation).
+- **Generic hooks** (docs/architecture.md, "Plugins and profiles"): reserve pods are the
+  session's ``stand_ins`` (they hold room, no other pod's constraints count them, no node is
+  nominated for them), ``reported_as`` their Reservation (where their "why pending" goes),
+  never ``evictable``, and ``judged_alone`` with the owners naming a reservation; labels
+  join equivalence classes (``labels_judged``) while reservations exist.
 - **Same session**: the plugin answers the session's ``job_first`` hook for reserve pods, so
   the allocate action places them before any other pod, and
   PostBind of a reserve pod makes its reservation Available in this session's books, so an
@@ -59,13 +64,14 @@ from berth.scheduler.framework import (
     handles,
     interfaces,
     jobs,
+    reasons,
     registries,
     sessions,
     statuses,
 )
 from berth.scheduler.plugins import names
 from berth.scheduler.plugins.reservation import books as reservation_books
-from berth.scheduler.snapshot import nodetable, pods
+from berth.scheduler.snapshot import nodetable, pods, snapshots
 from berth.scheduler.snapshot import reservations as resv
 
 __all__ = [
@@ -88,6 +94,23 @@ def _holds_capacity(job: jobs.Job) -> bool:
 
 def _is_api_pod(pod: pods.PodInfo) -> bool:
     return not pod.reserve
+
+
+def _reported_as(pod: pods.PodInfo) -> tuple[decisions.Subject, str] | None:
+    """A reserve pod's "why pending" is its Reservation's (the sink writes its condition)."""
+    if pod.reserve and pod.reservation is not None:
+        return decisions.Subject.RESERVATION, str(pod.reservation)
+    return None
+
+
+def _judged_alone(pod: pods.PodInfo) -> bool:
+    """A pod naming a reservation, or standing for one, is judged by more than its shape."""
+    return pod.reservation is not None or pod.reserve
+
+
+def _stand_ins(snapshot: snapshots.Snapshot) -> set[str]:
+    """The keys of the snapshot's reserve pods (one per Reservation the cache holds)."""
+    return {resv.reserve_pod_key(key) for key in snapshot.reservations}
 
 
 MATCHES_KEY = cyclestate.StateKey(f"{NAME}/matches")
@@ -157,6 +180,15 @@ class Reservation(
         # A reserve pod is no pod in the API: reclaim and preemption cannot evict it (a
         # Reservation ends by its lifetime or its deletion).
         session.hooks.evictable.add(_is_api_pod, plugin=NAME)
+        # A reserve pod holds room but is no pod others see or a node is nominated for, and
+        # its reason goes on its Reservation.
+        session.hooks.stand_ins.update(_stand_ins(session.snapshot))
+        session.hooks.reported_as.add(_reported_as, plugin=NAME)
+        # Owners are matched by name and by label selectors: no class for pods naming one,
+        # and labels are part of every class while reservations exist.
+        session.hooks.judged_alone.add(_judged_alone, plugin=NAME)
+        if session.snapshot.reservations:
+            session.hooks.labels_judged.add(lambda: True, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         books, self._books = self._books, None
@@ -174,7 +206,12 @@ class Reservation(
         info = books.reservation(pod.reservation)
         problem = resv.owners_problem(info) if info is not None else None
         if problem is not None:
-            return statuses.new(statuses.Code.PENDING, problem)
+            return statuses.new(
+                statuses.Code.PENDING,
+                problem,
+                reason_code=reasons.ReasonCode.INVALID,
+                details={"field": "spec.owners"},
+            )
         return statuses.SUCCESS
 
     # Filtering ---------------------------------------------------------------------------------
@@ -199,7 +236,9 @@ class Reservation(
             must = f"pod was admitted to queue {pod.queue} on the room of reservation {names_}"
             held_ = [books.held[key] for key in credited if books.held[key].takes_owners]
             if not held_:
-                return reservation_books.unschedulable(f"{must}, which holds nothing any more")
+                return reservation_books.unschedulable(
+                    f"{must}, which holds nothing any more", reservation=", ".join(credited)
+                )
             state.write(MATCHES_KEY, Matches(books.choose(pod, held_), must=must))
             return statuses.SUCCESS
         usable = books.candidates(pod)
