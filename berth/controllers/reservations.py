@@ -24,7 +24,7 @@ controller keeps the rest of its status true over time:
 How: :func:`register` adds Kopf's watching handler (:func:`berth.controllers.observed.
 register_watcher`), which records every Reservation into
 :class:`~berth.controllers.observed.ObservedObjects`.
-Conditions and timestamps follow :mod:`berth.kube.conditions`, as the facts' writes do.
+Conditions and timestamps follow :mod:`berth.status.conditions`, as the facts' writes do.
 :class:`ReservationController` runs inside Kopf, as part of the Reservation status handler
 (:mod:`berth.controllers.reservation_statuses`): it plans every reservation purely
 (:func:`plan`) and writes what differs (read, change, write back at the version read; a 409
@@ -48,9 +48,10 @@ import kopf
 from berth.api import keys, resources
 from berth.api import reservations as reservation_api
 from berth.controllers import observed, statuses
-from berth.kube import clients, conditions, errors, events, rest
+from berth.kube import clients, errors, events, rest
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
+from berth.status import conditions, observations
 from berth.util import clocks, reporting
 
 __all__ = [
@@ -100,7 +101,7 @@ class Plan:
     wake_at: float | None = None  # when this reservation is next due (expiry, deletion)
 
 
-def _info(obj: observed.ObservedObject) -> resv.ReservationInfo:
+def _info(obj: observations.ObservedObject) -> resv.ReservationInfo:
     return resv.reservation_info(
         {
             "metadata": {
@@ -118,7 +119,7 @@ def _info(obj: observed.ObservedObject) -> resv.ReservationInfo:
 def _set_condition(
     status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
 ) -> bool:
-    """Set one condition (:func:`berth.kube.conditions.updated`: the transition time moves only
+    """Set one condition (:func:`berth.status.conditions.updated`: the transition time moves only
     with ``value``); True when it changed, False (``status`` untouched) when it already said so."""
     old = conditions.find(status, kind)
     if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
@@ -185,7 +186,7 @@ def _ended_at(status: collections.abc.Mapping[str, typing.Any], *, created: floa
 
 
 def plan(
-    obj: observed.ObservedObject,
+    obj: observations.ObservedObject,
     *,
     snapshot: snapshots.Snapshot | None,
     now: float,
@@ -352,7 +353,7 @@ class ReservationController:
                 wake_at = due if wake_at is None else min(wake_at, due)
         return wake_at
 
-    async def reconcile(self, obj: observed.ObservedObject) -> None:
+    async def reconcile(self, obj: observations.ObservedObject) -> None:
         """Plan ``obj`` alone and write what differs (Kopf's change handler); raises what
         planning raised."""
         snapshot = self._board.snapshot()
@@ -364,7 +365,7 @@ class ReservationController:
 
     async def _carry_out(
         self,
-        obj: observed.ObservedObject,
+        obj: observations.ObservedObject,
         planned: Plan,
         *,
         now: float,
@@ -379,21 +380,21 @@ class ReservationController:
             self._tell(obj, planned.events)
         return planned.wake_at
 
-    def _path(self, obj: observed.ObservedObject) -> str:
+    def _path(self, obj: observations.ObservedObject) -> str:
         return (
             f"/apis/{keys.API_VERSION}/namespaces/{obj.namespace}/"
             f"{reservation_api.PLURAL}/{obj.name}"
         )
 
     async def _write(
-        self, obj: observed.ObservedObject, *, now: float, snapshot: snapshots.Snapshot | None
+        self, obj: observations.ObservedObject, *, now: float, snapshot: snapshots.Snapshot | None
     ) -> bool:
         """Plan again on the object as the API has it now, and write that at its version."""
         path = self._path(obj)
         for _ in range(3):
             try:
                 live = await rest.request(self._api, method="GET", path=path, timeout=30.0)
-                fresh = observed.observe(KIND, body=live, parse_time=wire.parse_time)
+                fresh = observations.observe(KIND, body=live, parse_time=wire.parse_time)
                 if fresh is None or fresh.uid != obj.uid:
                     return False
                 planned = plan(fresh, snapshot=snapshot, now=now, retention=self._retention)
@@ -424,7 +425,7 @@ class ReservationController:
             return True
         return False
 
-    async def _delete(self, obj: observed.ObservedObject) -> None:
+    async def _delete(self, obj: observations.ObservedObject) -> None:
         try:
             await rest.request(
                 self._api,
@@ -442,7 +443,9 @@ class ReservationController:
         self.deletions += 1
         logger.info("deleted reservation %s, ended more than %ss ago", obj.key, self._retention)
 
-    def _tell(self, obj: observed.ObservedObject, found: tuple[tuple[str, str, str], ...]) -> None:
+    def _tell(
+        self, obj: observations.ObservedObject, found: tuple[tuple[str, str, str], ...]
+    ) -> None:
         if self._recorder is None:
             return
         ref = events.ObjectRef(

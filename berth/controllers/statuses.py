@@ -5,10 +5,10 @@ adds, per kind, a Kopf change handler (``podgroup-status``, ``queue-status``: on
 resume after a restart or a new leadership term, on a change of the spec) and, on Kopf's
 startup, the kind's *cycle pass*: after every scheduling cycle (:meth:`StatusWriter.kick`)
 and at least every ``interval`` seconds, one pass computes the status every observed PodGroup
-and Queue should have (:func:`berth.controllers.podgroups.desired_status`,
-:func:`berth.controllers.queues.desired_status`) from the scheduler's last snapshot and cycle
-result (the :class:`Board`), compares it with the live status Kopf observed
-(:mod:`berth.controllers.observed`), and sends one JSON merge patch to the ``status``
+and Queue should have from the scheduler's last snapshot and cycle result (the :class:`Board`)
+with :func:`berth.status.cycles.desired` — the owners :mod:`berth.status.podgroups` and
+:mod:`berth.status.queues`, which ``berth sim`` uses too — compares it with the live status
+Kopf observed (:mod:`berth.controllers.observed`), and sends one JSON merge patch to the ``status``
 subresource of each object that differs, a bounded number at a time. A pass coalesces
 everything that changed since the previous one, so a burst of cycles costs one write per
 object, and thousands of objects need no task (nor finalizer) each, which a Kopf daemon or
@@ -30,7 +30,6 @@ import asyncio
 import collections
 import collections.abc
 import contextlib
-import dataclasses
 import logging
 import typing
 
@@ -39,10 +38,11 @@ import kopf
 from berth.api import keys
 from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
-from berth.controllers import observed, podgroups, queues
-from berth.kube import clients, conditions, errors, events, rest
-from berth.scheduler.framework import decisions, reasons
+from berth.controllers import observed
+from berth.kube import clients, errors, events, rest
+from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots, wire
+from berth.status import conditions, cycles, observations, podgroups, queues
 from berth.util import aiotasks, clocks, reporting
 
 __all__ = [
@@ -71,18 +71,6 @@ HANDLER_FAILED = "HandlerFailed"
 """The reason of that condition and of the Warning Event saying so."""
 RETRY_BACKOFF = 5.0
 """Seconds Kopf waits before retrying a failed status handler."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Facts:
-    """What one cycle published, derived once for every object's status."""
-
-    snapshot: snapshots.Snapshot
-    group_why: collections.abc.Mapping[str, reasons.Reason]
-    places: collections.abc.Mapping[str, tuple[int, int]]
-    summaries: collections.abc.Mapping[str, decisions.QueueStatusSummary]
-    usage: collections.abc.Mapping[str, queues.Usage]
-    pods: collections.abc.Mapping[str, queues.PodCounts]
 
 
 class Board(typing.Protocol):
@@ -146,10 +134,14 @@ class StatusWriter:
         self._pass_loop: asyncio.AbstractEventLoop | None = None  # where passes run (Kopf's)
         self._kicked: asyncio.Event | None = None
         self._limit: asyncio.Semaphore | None = None
-        self._facts: tuple[int, int, _Facts] | None = None  # (id(snapshot), id(result), facts)
+        self._facts: tuple[int, int, cycles.CycleFacts] | None = (
+            None  # (id(snapshot), id(result), facts)
+        )
         # key -> (the observed object the write was based on, the status written): until Kopf
         # observes the result, the same write is not sent again.
-        self._written: dict[tuple[str, str], tuple[observed.ObservedObject, dict[str, typing.Any]]]
+        self._written: dict[
+            tuple[str, str], tuple[observations.ObservedObject, dict[str, typing.Any]]
+        ]
         self._written = {}
         self._failing = False
         self._computing = reporting.OncePerWindow(logger, what="computing the status of")
@@ -194,7 +186,7 @@ class StatusWriter:
             await aiotasks.sleep_or_stop(min(0.2, self._interval), stop=stop)
         return stop.is_set()
 
-    def _current(self) -> _Facts | None:
+    def _current(self) -> cycles.CycleFacts | None:
         """The last cycle's facts, derived once per cycle (not once per object)."""
         snapshot = self._board.snapshot()
         if snapshot is None:
@@ -203,46 +195,18 @@ class StatusWriter:
         cached = self._facts
         if cached is not None and cached[0] == id(snapshot) and cached[1] == id(result):
             return cached[2]
-        summaries = result.queues if result is not None else {}
-        facts = _Facts(
-            snapshot=snapshot,
-            group_why=result.group_why if result is not None else {},
-            places=podgroups.positions(result.waiting) if result is not None else {},
-            summaries=summaries,
-            usage=queues.usage_by_queue(snapshot) if not summaries else {},
-            pods=queues.pods_by_queue(snapshot),
-        )
+        facts = cycles.facts_of(snapshot, result)
         self._facts = (id(snapshot), id(result), facts)
         return facts
 
     def desired(
-        self, obj: observed.ObservedObject, facts: _Facts, *, now: float
+        self, obj: observations.ObservedObject, facts: cycles.CycleFacts, *, now: float
     ) -> dict[str, typing.Any] | None:
         """The status ``obj`` should have (None: none to write yet); a
         :data:`CONDITION_HANDLED` condition left by a failure goes (its handler works)."""
-        return without_failure(self._desired(obj, facts, now=now))
+        return without_failure(cycles.desired(obj, facts, now=now))
 
-    def _desired(
-        self, obj: observed.ObservedObject, facts: _Facts, *, now: float
-    ) -> dict[str, typing.Any] | None:
-        if obj.kind == podgroups.KIND:
-            return podgroups.desired_status(
-                obj,
-                snapshot=facts.snapshot,
-                reason=facts.group_why.get(obj.key),
-                now=now,
-                position=facts.places.get(obj.key),
-            )
-        return queues.desired_status(
-            obj,
-            snapshot=facts.snapshot,
-            summary=facts.summaries.get(obj.name),
-            usage=facts.usage,
-            now=now,
-            pods=facts.pods,
-        )
-
-    async def write_one(self, obj: observed.ObservedObject) -> bool:
+    async def write_one(self, obj: observations.ObservedObject) -> bool:
         """Write ``obj``'s status if it differs (a Kopf change handler's work); whether a
         patch was sent. Raises what computing or sending it raised."""
         facts = self._current()
@@ -286,7 +250,7 @@ class StatusWriter:
         return len(writes)
 
     def _changed(
-        self, obj: observed.ObservedObject, desired: dict[str, typing.Any]
+        self, obj: observations.ObservedObject, desired: dict[str, typing.Any]
     ) -> dict[str, typing.Any] | None:
         """The patch ``obj`` needs, or None (up to date, or the same write is in flight)."""
         patch = merge_patch(obj.status, desired)
@@ -300,7 +264,7 @@ class StatusWriter:
 
     async def _write(
         self,
-        obj: observed.ObservedObject,
+        obj: observations.ObservedObject,
         desired: dict[str, typing.Any],
         patch: dict[str, typing.Any],
         *,
@@ -326,7 +290,7 @@ class StatusWriter:
         self.writes += 1
         self._written[(obj.kind, obj.key)] = (obj, desired)
 
-    async def report_failure(self, obj: observed.ObservedObject, error: BaseException) -> None:
+    async def report_failure(self, obj: observations.ObservedObject, error: BaseException) -> None:
         """Say that ``obj``'s status handler failed: a Warning Event and the
         :data:`CONDITION_HANDLED` condition (False, ``HandlerFailed``), which the next status
         written drops again."""
@@ -355,7 +319,7 @@ class StatusWriter:
 
     async def _send(
         self,
-        obj: observed.ObservedObject,
+        obj: observations.ObservedObject,
         desired: dict[str, typing.Any] | None,
         patch: dict[str, typing.Any],
     ) -> None:
@@ -405,7 +369,7 @@ def failure_message(manager: str, error: BaseException) -> str:
 
 
 def report_failure_event(
-    recorder: events.EventRecorder | None, obj: observed.ObservedObject, message: str
+    recorder: events.EventRecorder | None, obj: observations.ObservedObject, message: str
 ) -> None:
     """The Warning Event saying ``obj``'s status handler failed (thread-safe)."""
     if recorder is None:
@@ -453,7 +417,7 @@ def _register_kind(
     @kopf.on.create(*where, id=handler_id, backoff=backoff, registry=registry)
     @kopf.on.update(*where, id=handler_id, backoff=backoff, registry=registry)
     async def write_status(body: kopf.Body, **_: typing.Any) -> None:
-        obj = observed.observe(kind, body=body, parse_time=wire.parse_time)
+        obj = observations.observe(kind, body=body, parse_time=wire.parse_time)
         if obj is None:
             return
         try:

@@ -45,9 +45,9 @@ import datetime
 import typing
 
 from berth.api import keys
-from berth.kube import status_owners
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache, snapshots, volumes
+from berth.status import reservations as reservation_owner
 from berth.util import clocks
 
 __all__ = [
@@ -430,13 +430,15 @@ class InMemoryCluster:
     def _reservation_ended(self, decision: decisions.EndReservation) -> None:
         self._reservation(decision, decision.namespace, decision.name)
 
-    def _reservation(self, fact: status_owners.ReservationFact, namespace: str, name: str) -> bool:
+    def _reservation(
+        self, fact: reservation_owner.ReservationFact, namespace: str, name: str
+    ) -> bool:
         """Give the Reservation the status the live operator would write (False: gone)."""
         obj = self.get("Reservation", namespace=namespace, name=name)
         if obj is None:
             return False
         current = obj.get("status") or {}
-        status = status_owners.reservation_status(current, fact, now=self._clock.now())
+        status = reservation_owner.reservation_status(current, fact, now=self._clock.now())
         self._update(obj, status=status)
         return True
 

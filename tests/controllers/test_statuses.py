@@ -26,6 +26,7 @@ from berth.kube import clients, events
 from berth.scheduler.framework import decisions
 from berth.scheduler.framework import reasons as why
 from berth.scheduler.snapshot import snapshots, wire
+from berth.status import observations
 from berth.util import clocks
 from tests.kube import conftest
 from tests.scheduler import builders as b
@@ -86,7 +87,7 @@ class Writer:
 
     def observe(self, kind: str, plural: str, name: str, namespace: str = "default") -> None:
         """What Kopf's watching handler does when it sees the object."""
-        seen = observed.observe(
+        seen = observations.observe(
             kind, body=self.stored(plural, name, namespace), parse_time=wire.parse_time
         )
         assert seen is not None
