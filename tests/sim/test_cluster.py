@@ -147,6 +147,7 @@ def test_eviction_deletes_the_pod_and_frees_its_node(sim: cluster.InMemoryCluste
 def test_annotations_nominations_and_reasons(sim: cluster.InMemoryCluster) -> None:
     uid = sim.put(pod("p1"))["metadata"]["uid"]
     sim.put(group("g", min_member=2))
+    sim.snapshot()  # what the cycle deciding these saw
     applied = apply(
         sim,
         decisions.AnnotatePod(namespace="a", name="p1", uid=uid, annotations={"x": "y"}),
