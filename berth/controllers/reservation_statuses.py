@@ -38,7 +38,7 @@ import kopf
 from berth.api import keys
 from berth.api import reservations as reservation_api
 from berth.controllers import reservations, statuses
-from berth.kube import clients, events, writes
+from berth.kube import clients, events, fencing, writes
 from berth.kube import reservation_statuses as reservation_writes
 from berth.scheduler.snapshot import wire
 from berth.status import observations
@@ -66,11 +66,12 @@ class ReservationStatusWriter:
         recorder: events.EventRecorder | None = None,
         interval: float = 2.0,
         concurrency: int = 8,
+        fence: fencing.Fence | None = None,
     ) -> None:
         self._facts = facts
         self._recorder = recorder
         self._statuses = reservation_writes.ReservationStatuses(
-            writes.Writer(api, field_manager=MANAGER), clock=clock, recorder=recorder
+            writes.Writer(api, fence=fence, field_manager=MANAGER), clock=clock, recorder=recorder
         )
         self._interval = interval
         self._concurrency = concurrency

@@ -15,9 +15,11 @@ object, and thousands of objects need no task (nor finalizer) each, which a Kopf
 timer per object would. The Events a change is worth (placed, why it waits, timed out,
 finished; a queue's tree becoming invalid) are recorded with it.
 
-Every write is sent on the operator's loop through its fenced API client
-(:mod:`berth.kube.fencing`: nothing lands once the Lease may be another replica's) with the
-field manager naming the handler (:data:`MANAGERS`: ``berth-kopf/podgroup-status``,
+Every write is sent on the operator's loop through Berth's write primitive
+(:class:`berth.kube.writes.Writer`: the leader's fence checked before sending and by the fenced
+API client at the socket, so nothing lands once the Lease may be another replica's; a 409
+tried again, bounded; failures logged once per object per window) with the field manager
+naming the handler (:data:`MANAGERS`: ``berth-kopf/podgroup-status``,
 ``berth-kopf/queue-status``), so an audit log shows who wrote it. A change handler that fails
 says so on the object (the :data:`CONDITION_HANDLED` condition and a Warning Event, both
 ``HandlerFailed``) and Kopf retries it with its backoff, counting retries in its progress
@@ -39,7 +41,7 @@ from berth.api import keys
 from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
 from berth.controllers import observed
-from berth.kube import clients, errors, events, rest
+from berth.kube import clients, errors, events, fencing, writes
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots, wire
 from berth.status import conditions, cycles, observations, podgroups, queues
@@ -59,6 +61,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_T = typing.TypeVar("_T")
 
 MANAGERS: typing.Final[collections.abc.Mapping[str, str]] = {
     podgroups.KIND: "berth-kopf/podgroup-status",
@@ -121,8 +125,13 @@ class StatusWriter:
         concurrency: int = 8,
         on_podgroup_phases: collections.abc.Callable[[collections.abc.Mapping[str, int]], None]
         | None = None,
+        fence: fencing.Fence | None = None,
     ) -> None:
-        self._api = api
+        # The write primitive, one per kind: each names its Kopf handler as field manager.
+        self._writers = {
+            kind: writes.Writer(api, fence=fence, field_manager=manager)
+            for kind, manager in MANAGERS.items()
+        }
         self._objects = objects
         self._board = board
         self._clock = clock
@@ -143,7 +152,6 @@ class StatusWriter:
             tuple[str, str], tuple[observations.ObservedObject, dict[str, typing.Any]]
         ]
         self._written = {}
-        self._failing = False
         self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
@@ -273,20 +281,16 @@ class StatusWriter:
         if self._limit is None:
             self._limit = asyncio.Semaphore(self._concurrency)
         async with self._limit:
-            try:
-                await self._at_home(self._send(obj, desired, patch))
-            except errors.NotFound:
-                return  # deleted meanwhile
-            except errors.KubeError as exc:
-                if not self._failing:
-                    logger.warning("cannot write the status of %s %s: %s", obj.kind, obj.key, exc)
-                self._failing = True
-                if raising:
-                    raise
-                return
-        if self._failing:
-            logger.info("writing statuses works again")
-        self._failing = False
+            outcome = await self._at_home(self._send(obj, desired, patch))
+        if outcome is writes.Outcome.GONE:
+            return  # deleted meanwhile
+        if outcome is not writes.Outcome.WRITTEN:
+            # The write primitive logged why (throttled); a handler fails, so Kopf retries it.
+            if raising:
+                raise errors.KubeError(
+                    f"the status of {obj.kind} {obj.key} was not written ({outcome.value})"
+                )
+            return
         self.writes += 1
         self._written[(obj.kind, obj.key)] = (obj, desired)
 
@@ -307,37 +311,30 @@ class StatusWriter:
         patch = {"conditions": listed}
         await self._at_home(self._send(obj, None, patch))
 
-    async def _at_home(
-        self, write: collections.abc.Coroutine[typing.Any, typing.Any, None]
-    ) -> None:
+    async def _at_home(self, write: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
         """Run ``write`` on the API client's loop and wait for it here."""
         home = self._home
         if home is None or home is asyncio.get_running_loop():
-            await write
-            return
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(write, home))
+            return await write
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(write, home))
 
     async def _send(
         self,
         obj: observations.ObservedObject,
         desired: dict[str, typing.Any] | None,
         patch: dict[str, typing.Any],
-    ) -> None:
-        """On the client's loop: the fenced status patch, named for its Kopf handler, and the
-        Events the change is worth."""
+    ) -> writes.Outcome:
+        """On the client's loop: the status patch through the write primitive (fenced, named
+        for its Kopf handler), and the Events the change is worth once it is written."""
         plural = podgroup_api.PLURAL if obj.kind == podgroups.KIND else queue_api.PLURAL
         where = f"namespaces/{obj.namespace}/" if obj.namespace else ""
-        await rest.request(
-            self._api,
-            method="PATCH",
-            path=f"/apis/{keys.API_VERSION}/{where}{plural}/{obj.name}/status",
-            query={"fieldManager": MANAGERS[obj.kind]},
-            body={"status": patch},
-            content_type=rest.MERGE_PATCH,
-            timeout=30.0,
+        written = await self._writers[obj.kind].patch(
+            f"/apis/{keys.API_VERSION}/{where}{plural}/{obj.name}/status",
+            {"status": patch},
+            what=f"the status of {obj.kind} {obj.key}",
         )
-        if self._recorder is None or desired is None:
-            return
+        if not written.ok or self._recorder is None or desired is None:
+            return written.outcome
         explain = (
             podgroups.transition_events if obj.kind == podgroups.KIND else queues.transition_events
         )
@@ -346,6 +343,7 @@ class StatusWriter:
         )
         for kind, reason, message in explain(obj.status, desired):
             self._recorder.record(ref, type=kind, reason=reason, message=message)
+        return written.outcome
 
 
 def without_failure(status: dict[str, typing.Any] | None) -> dict[str, typing.Any] | None:
