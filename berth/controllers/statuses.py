@@ -63,6 +63,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _T = typing.TypeVar("_T")
+_Observed = observations.ObservedObject
 
 MANAGERS: typing.Final[collections.abc.Mapping[str, str]] = {
     podgroups.KIND: "berth-kopf/podgroup-status",
@@ -143,15 +144,11 @@ class StatusWriter:
         self._pass_loop: asyncio.AbstractEventLoop | None = None  # where passes run (Kopf's)
         self._kicked: asyncio.Event | None = None
         self._limit: asyncio.Semaphore | None = None
-        self._facts: tuple[int, int, cycles.CycleFacts] | None = (
-            None  # (id(snapshot), id(result), facts)
-        )
+        # (id(snapshot), id(result), the facts derived from them): derived once per cycle.
+        self._facts: tuple[int, int, cycles.CycleFacts] | None = None
         # key -> (the observed object the write was based on, the status written): until Kopf
         # observes the result, the same write is not sent again.
-        self._written: dict[
-            tuple[str, str], tuple[observations.ObservedObject, dict[str, typing.Any]]
-        ]
-        self._written = {}
+        self._written: dict[tuple[str, str], tuple[_Observed, dict[str, typing.Any]]] = {}
         self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
