@@ -17,7 +17,7 @@ cannot be placed) into :class:`~berth.kube.reservation_statuses.ReservationFacts
   (:class:`~berth.controllers.reservations.ReservationController`: expiry on time, owners,
   garbage collection), which sleeps until the next Reservation is due.
 
-Each fact becomes the status :func:`berth.kube.status_owners.reservation_status` gives (the
+Each fact becomes the status :func:`berth.status.reservations.reservation_status` gives (the
 owner ``berth sim`` uses too), read and written back at the version read by
 :class:`~berth.kube.reservation_statuses.ReservationStatuses` on the operator's loop, through its
 fenced client (:mod:`berth.kube.fencing`), with the field manager :data:`MANAGER`. A change
@@ -37,10 +37,11 @@ import kopf
 
 from berth.api import keys
 from berth.api import reservations as reservation_api
-from berth.controllers import observed, reservations, statuses
-from berth.kube import clients, events, writes
+from berth.controllers import reservations, statuses
+from berth.kube import clients, events, fencing, writes
 from berth.kube import reservation_statuses as reservation_writes
 from berth.scheduler.snapshot import wire
+from berth.status import observations
 from berth.util import aiotasks, clocks
 
 __all__ = ["MANAGER", "ReservationStatusWriter", "register"]
@@ -65,11 +66,12 @@ class ReservationStatusWriter:
         recorder: events.EventRecorder | None = None,
         interval: float = 2.0,
         concurrency: int = 8,
+        fence: fencing.Fence | None = None,
     ) -> None:
         self._facts = facts
         self._recorder = recorder
         self._statuses = reservation_writes.ReservationStatuses(
-            writes.Writer(api, field_manager=MANAGER), clock=clock, recorder=recorder
+            writes.Writer(api, fence=fence, field_manager=MANAGER), clock=clock, recorder=recorder
         )
         self._interval = interval
         self._concurrency = concurrency
@@ -139,7 +141,7 @@ class ReservationStatusWriter:
         self.writes += written
         return written
 
-    async def recovered(self, obj: observed.ObservedObject) -> None:
+    async def recovered(self, obj: observations.ObservedObject) -> None:
         """The handler works again: drop the ``StatusHandled`` condition a failure left."""
         listed = obj.status.get("conditions")
         if isinstance(listed, list) and any(
@@ -151,7 +153,7 @@ class ReservationStatusWriter:
                 )
             )
 
-    async def report_failure(self, obj: observed.ObservedObject, error: BaseException) -> None:
+    async def report_failure(self, obj: observations.ObservedObject, error: BaseException) -> None:
         """Say that the Reservation's status handler failed: a Warning Event and its
         ``StatusHandled`` condition False (``HandlerFailed``)."""
         message = statuses.failure_message(MANAGER, error)
@@ -190,7 +192,7 @@ def register(
     @kopf.on.create(*where, id=handler_id, backoff=backoff, registry=registry)
     @kopf.on.update(*where, id=handler_id, backoff=backoff, registry=registry)
     async def write_status(body: kopf.Body, **_: typing.Any) -> None:
-        obj = observed.observe(reservations.KIND, body=body, parse_time=wire.parse_time)
+        obj = observations.observe(reservations.KIND, body=body, parse_time=wire.parse_time)
         if obj is None:
             return
         key = f"{obj.namespace}/{obj.name}"

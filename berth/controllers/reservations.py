@@ -24,12 +24,14 @@ controller keeps the rest of its status true over time:
 How: :func:`register` adds Kopf's watching handler (:func:`berth.controllers.observed.
 register_watcher`), which records every Reservation into
 :class:`~berth.controllers.observed.ObservedObjects`.
-Conditions and timestamps follow :mod:`berth.kube.conditions`, as the facts' writes do.
+Conditions and timestamps follow :mod:`berth.status.conditions`, as the facts' writes do.
 :class:`ReservationController` runs inside Kopf, as part of the Reservation status handler
 (:mod:`berth.controllers.reservation_statuses`): it plans every reservation purely
-(:func:`plan`) and writes what differs (read, change, write back at the version read; a 409
-reads again), on the operator's loop through its fenced client
-(:meth:`~ReservationController.bind`) with the handler's field manager. It sleeps until the
+(:func:`plan`) and writes what differs through Berth's write primitive
+(:meth:`berth.kube.writes.Writer.update`: read, change, write back at the version read; a 409
+reads again; the leader's fence checked before sending), on the operator's loop and its fenced
+client (:meth:`~ReservationController.bind`), with the handler's field manager; garbage is
+deleted with :meth:`~berth.kube.writes.Writer.delete` (a ``uid`` precondition). It sleeps until the
 earliest moment some reservation is due — its expiry or its deletion — or until
 :meth:`ReservationController.kick` (after a scheduling cycle, or when Kopf saw a change), with
 ``interval`` as a safety net; it never polls objects one by one.
@@ -48,9 +50,10 @@ import kopf
 from berth.api import keys, resources
 from berth.api import reservations as reservation_api
 from berth.controllers import observed, statuses
-from berth.kube import clients, conditions, errors, events, rest
+from berth.kube import clients, events, fencing, writes
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
+from berth.status import conditions, observations
 from berth.util import clocks, reporting
 
 __all__ = [
@@ -100,7 +103,7 @@ class Plan:
     wake_at: float | None = None  # when this reservation is next due (expiry, deletion)
 
 
-def _info(obj: observed.ObservedObject) -> resv.ReservationInfo:
+def _info(obj: observations.ObservedObject) -> resv.ReservationInfo:
     return resv.reservation_info(
         {
             "metadata": {
@@ -118,7 +121,7 @@ def _info(obj: observed.ObservedObject) -> resv.ReservationInfo:
 def _set_condition(
     status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
 ) -> bool:
-    """Set one condition (:func:`berth.kube.conditions.updated`: the transition time moves only
+    """Set one condition (:func:`berth.status.conditions.updated`: the transition time moves only
     with ``value``); True when it changed, False (``status`` untouched) when it already said so."""
     old = conditions.find(status, kind)
     if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
@@ -185,7 +188,7 @@ def _ended_at(status: collections.abc.Mapping[str, typing.Any], *, created: floa
 
 
 def plan(
-    obj: observed.ObservedObject,
+    obj: observations.ObservedObject,
     *,
     snapshot: snapshots.Snapshot | None,
     now: float,
@@ -271,9 +274,9 @@ class ReservationController:
         retention: float = DEFAULT_RETENTION_SECONDS,
         interval: float = 2.0,
         field_manager: str | None = None,
+        fence: fencing.Fence | None = None,
     ) -> None:
-        self._api = api
-        self._query = {"fieldManager": field_manager} if field_manager else None
+        self._writer = writes.Writer(api, fence=fence, field_manager=field_manager)
         self._home: asyncio.AbstractEventLoop | None = None
         self._objects = objects
         self._board = board
@@ -283,7 +286,6 @@ class ReservationController:
         self._interval = interval
         self._kicked = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._failing = False
         self.writes = 0
         """Status writes the API server accepted."""
         self.deletions = 0
@@ -352,7 +354,7 @@ class ReservationController:
                 wake_at = due if wake_at is None else min(wake_at, due)
         return wake_at
 
-    async def reconcile(self, obj: observed.ObservedObject) -> None:
+    async def reconcile(self, obj: observations.ObservedObject) -> None:
         """Plan ``obj`` alone and write what differs (Kopf's change handler); raises what
         planning raised."""
         snapshot = self._board.snapshot()
@@ -364,7 +366,7 @@ class ReservationController:
 
     async def _carry_out(
         self,
-        obj: observed.ObservedObject,
+        obj: observations.ObservedObject,
         planned: Plan,
         *,
         now: float,
@@ -379,70 +381,49 @@ class ReservationController:
             self._tell(obj, planned.events)
         return planned.wake_at
 
-    def _path(self, obj: observed.ObservedObject) -> str:
+    def _path(self, obj: observations.ObservedObject) -> str:
         return (
             f"/apis/{keys.API_VERSION}/namespaces/{obj.namespace}/"
             f"{reservation_api.PLURAL}/{obj.name}"
         )
 
     async def _write(
-        self, obj: observed.ObservedObject, *, now: float, snapshot: snapshots.Snapshot | None
+        self, obj: observations.ObservedObject, *, now: float, snapshot: snapshots.Snapshot | None
     ) -> bool:
-        """Plan again on the object as the API has it now, and write that at its version."""
-        path = self._path(obj)
-        for _ in range(3):
-            try:
-                live = await rest.request(self._api, method="GET", path=path, timeout=30.0)
-                fresh = observed.observe(KIND, body=live, parse_time=wire.parse_time)
-                if fresh is None or fresh.uid != obj.uid:
-                    return False
-                planned = plan(fresh, snapshot=snapshot, now=now, retention=self._retention)
-                if planned.status is None:
-                    return False
-                version = (live.get("metadata") or {}).get("resourceVersion")
-                # A merge patch of the difference: what left the status is written as null.
-                change = statuses.merge_patch(fresh.status, planned.status)
-                body = {"metadata": {"resourceVersion": version}, "status": change}
-                await rest.request(
-                    self._api,
-                    method="PATCH",
-                    path=path + "/status",
-                    query=self._query,
-                    body=body,
-                    content_type=rest.MERGE_PATCH,
-                    timeout=30.0,
-                )
-            except errors.Conflict:
-                continue  # written in between: read it again
-            except errors.NotFound:
-                return False
-            except errors.KubeError as exc:
-                self._trouble(f"cannot write the status of reservation {obj.key}: {exc}")
-                return False
-            self._recovered()
-            self.writes += 1
-            return True
-        return False
+        """Plan again on the object as the API has it now, and write that at its version (the
+        write primitive reads again on a conflict)."""
 
-    async def _delete(self, obj: observed.ObservedObject) -> None:
-        try:
-            await rest.request(
-                self._api,
-                method="DELETE",
-                path=self._path(obj),
-                body={"preconditions": {"uid": obj.uid}},
-                timeout=30.0,
-            )
-        except (errors.NotFound, errors.Conflict):
-            return  # gone already, or a new reservation of that name
-        except errors.KubeError as exc:
-            self._trouble(f"cannot delete reservation {obj.key}: {exc}")
-            return
-        self._recovered()
+        def change(live: dict[str, typing.Any]) -> dict[str, typing.Any] | None:
+            fresh = observations.observe(KIND, body=live, parse_time=wire.parse_time)
+            if fresh is None or fresh.uid != obj.uid:
+                return None  # another reservation of that name now
+            planned = plan(fresh, snapshot=snapshot, now=now, retention=self._retention)
+            if planned.status is None:
+                return None
+            # A merge patch of the difference: what left the status is written as null.
+            difference = statuses.merge_patch(fresh.status, planned.status)
+            return {"status": difference} if difference else None
+
+        written = await self._writer.update(
+            self._path(obj), change, subresource="status", what=f"reservation {obj.key}"
+        )
+        if written.outcome is not writes.Outcome.WRITTEN:
+            return False  # unchanged, gone, or failed (the write primitive logged why)
+        self.writes += 1
+        return True
+
+    async def _delete(self, obj: observations.ObservedObject) -> None:
+        written = await self._writer.delete(
+            self._path(obj), uid=obj.uid, what=f"reservation {obj.key}"
+        )
+        if written.outcome is not writes.Outcome.WRITTEN:
+            return  # gone already, a new reservation of that name, or failed (logged)
         self.deletions += 1
         logger.info("deleted reservation %s, ended more than %ss ago", obj.key, self._retention)
 
-    def _tell(self, obj: observed.ObservedObject, found: tuple[tuple[str, str, str], ...]) -> None:
+    def _tell(
+        self, obj: observations.ObservedObject, found: tuple[tuple[str, str, str], ...]
+    ) -> None:
         if self._recorder is None:
             return
         ref = events.ObjectRef(
@@ -450,13 +431,3 @@ class ReservationController:
         )
         for kind, reason, message in found:
             self._recorder.record(ref, type=kind, reason=reason, message=message)
-
-    def _trouble(self, text: str) -> None:
-        if not self._failing:
-            logger.warning("%s", text)
-        self._failing = True
-
-    def _recovered(self) -> None:
-        if self._failing:
-            logger.info("writing reservations works again")
-        self._failing = False

@@ -5,19 +5,21 @@ adds, per kind, a Kopf change handler (``podgroup-status``, ``queue-status``: on
 resume after a restart or a new leadership term, on a change of the spec) and, on Kopf's
 startup, the kind's *cycle pass*: after every scheduling cycle (:meth:`StatusWriter.kick`)
 and at least every ``interval`` seconds, one pass computes the status every observed PodGroup
-and Queue should have (:func:`berth.controllers.podgroups.desired_status`,
-:func:`berth.controllers.queues.desired_status`) from the scheduler's last snapshot and cycle
-result (the :class:`Board`), compares it with the live status Kopf observed
-(:mod:`berth.controllers.observed`), and sends one JSON merge patch to the ``status``
+and Queue should have from the scheduler's last snapshot and cycle result (the :class:`Board`)
+with :func:`berth.status.cycles.desired` — the owners :mod:`berth.status.podgroups` and
+:mod:`berth.status.queues`, which ``berth sim`` uses too — compares it with the live status
+Kopf observed (:mod:`berth.controllers.observed`), and sends one JSON merge patch to the ``status``
 subresource of each object that differs, a bounded number at a time. A pass coalesces
 everything that changed since the previous one, so a burst of cycles costs one write per
 object, and thousands of objects need no task (nor finalizer) each, which a Kopf daemon or
 timer per object would. The Events a change is worth (placed, why it waits, timed out,
 finished; a queue's tree becoming invalid) are recorded with it.
 
-Every write is sent on the operator's loop through its fenced API client
-(:mod:`berth.kube.fencing`: nothing lands once the Lease may be another replica's) with the
-field manager naming the handler (:data:`MANAGERS`: ``berth-kopf/podgroup-status``,
+Every write is sent on the operator's loop through Berth's write primitive
+(:class:`berth.kube.writes.Writer`: the leader's fence checked before sending and by the fenced
+API client at the socket, so nothing lands once the Lease may be another replica's; a 409
+tried again, bounded; failures logged once per object per window) with the field manager
+naming the handler (:data:`MANAGERS`: ``berth-kopf/podgroup-status``,
 ``berth-kopf/queue-status``), so an audit log shows who wrote it. A change handler that fails
 says so on the object (the :data:`CONDITION_HANDLED` condition and a Warning Event, both
 ``HandlerFailed``) and Kopf retries it with its backoff, counting retries in its progress
@@ -30,7 +32,6 @@ import asyncio
 import collections
 import collections.abc
 import contextlib
-import dataclasses
 import logging
 import typing
 
@@ -39,10 +40,11 @@ import kopf
 from berth.api import keys
 from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
-from berth.controllers import observed, podgroups, queues
-from berth.kube import clients, conditions, errors, events, rest
-from berth.scheduler.framework import decisions, reasons
+from berth.controllers import observed
+from berth.kube import clients, errors, events, fencing, writes
+from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots, wire
+from berth.status import conditions, cycles, observations, podgroups, queues
 from berth.util import aiotasks, clocks, reporting
 
 __all__ = [
@@ -60,6 +62,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_T = typing.TypeVar("_T")
+_Observed = observations.ObservedObject
+
 MANAGERS: typing.Final[collections.abc.Mapping[str, str]] = {
     podgroups.KIND: "berth-kopf/podgroup-status",
     queues.KIND: "berth-kopf/queue-status",
@@ -71,18 +76,6 @@ HANDLER_FAILED = "HandlerFailed"
 """The reason of that condition and of the Warning Event saying so."""
 RETRY_BACKOFF = 5.0
 """Seconds Kopf waits before retrying a failed status handler."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Facts:
-    """What one cycle published, derived once for every object's status."""
-
-    snapshot: snapshots.Snapshot
-    group_why: collections.abc.Mapping[str, reasons.Reason]
-    places: collections.abc.Mapping[str, tuple[int, int]]
-    summaries: collections.abc.Mapping[str, decisions.QueueStatusSummary]
-    usage: collections.abc.Mapping[str, queues.Usage]
-    pods: collections.abc.Mapping[str, queues.PodCounts]
 
 
 class Board(typing.Protocol):
@@ -133,8 +126,13 @@ class StatusWriter:
         concurrency: int = 8,
         on_podgroup_phases: collections.abc.Callable[[collections.abc.Mapping[str, int]], None]
         | None = None,
+        fence: fencing.Fence | None = None,
     ) -> None:
-        self._api = api
+        # The write primitive, one per kind: each names its Kopf handler as field manager.
+        self._writers = {
+            kind: writes.Writer(api, fence=fence, field_manager=manager)
+            for kind, manager in MANAGERS.items()
+        }
         self._objects = objects
         self._board = board
         self._clock = clock
@@ -146,12 +144,11 @@ class StatusWriter:
         self._pass_loop: asyncio.AbstractEventLoop | None = None  # where passes run (Kopf's)
         self._kicked: asyncio.Event | None = None
         self._limit: asyncio.Semaphore | None = None
-        self._facts: tuple[int, int, _Facts] | None = None  # (id(snapshot), id(result), facts)
+        # (id(snapshot), id(result), the facts derived from them): derived once per cycle.
+        self._facts: tuple[int, int, cycles.CycleFacts] | None = None
         # key -> (the observed object the write was based on, the status written): until Kopf
         # observes the result, the same write is not sent again.
-        self._written: dict[tuple[str, str], tuple[observed.ObservedObject, dict[str, typing.Any]]]
-        self._written = {}
-        self._failing = False
+        self._written: dict[tuple[str, str], tuple[_Observed, dict[str, typing.Any]]] = {}
         self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
@@ -194,7 +191,7 @@ class StatusWriter:
             await aiotasks.sleep_or_stop(min(0.2, self._interval), stop=stop)
         return stop.is_set()
 
-    def _current(self) -> _Facts | None:
+    def _current(self) -> cycles.CycleFacts | None:
         """The last cycle's facts, derived once per cycle (not once per object)."""
         snapshot = self._board.snapshot()
         if snapshot is None:
@@ -203,46 +200,18 @@ class StatusWriter:
         cached = self._facts
         if cached is not None and cached[0] == id(snapshot) and cached[1] == id(result):
             return cached[2]
-        summaries = result.queues if result is not None else {}
-        facts = _Facts(
-            snapshot=snapshot,
-            group_why=result.group_why if result is not None else {},
-            places=podgroups.positions(result.waiting) if result is not None else {},
-            summaries=summaries,
-            usage=queues.usage_by_queue(snapshot) if not summaries else {},
-            pods=queues.pods_by_queue(snapshot),
-        )
+        facts = cycles.facts_of(snapshot, result)
         self._facts = (id(snapshot), id(result), facts)
         return facts
 
     def desired(
-        self, obj: observed.ObservedObject, facts: _Facts, *, now: float
+        self, obj: observations.ObservedObject, facts: cycles.CycleFacts, *, now: float
     ) -> dict[str, typing.Any] | None:
         """The status ``obj`` should have (None: none to write yet); a
         :data:`CONDITION_HANDLED` condition left by a failure goes (its handler works)."""
-        return without_failure(self._desired(obj, facts, now=now))
+        return without_failure(cycles.desired(obj, facts, now=now))
 
-    def _desired(
-        self, obj: observed.ObservedObject, facts: _Facts, *, now: float
-    ) -> dict[str, typing.Any] | None:
-        if obj.kind == podgroups.KIND:
-            return podgroups.desired_status(
-                obj,
-                snapshot=facts.snapshot,
-                reason=facts.group_why.get(obj.key),
-                now=now,
-                position=facts.places.get(obj.key),
-            )
-        return queues.desired_status(
-            obj,
-            snapshot=facts.snapshot,
-            summary=facts.summaries.get(obj.name),
-            usage=facts.usage,
-            now=now,
-            pods=facts.pods,
-        )
-
-    async def write_one(self, obj: observed.ObservedObject) -> bool:
+    async def write_one(self, obj: observations.ObservedObject) -> bool:
         """Write ``obj``'s status if it differs (a Kopf change handler's work); whether a
         patch was sent. Raises what computing or sending it raised."""
         facts = self._current()
@@ -286,7 +255,7 @@ class StatusWriter:
         return len(writes)
 
     def _changed(
-        self, obj: observed.ObservedObject, desired: dict[str, typing.Any]
+        self, obj: observations.ObservedObject, desired: dict[str, typing.Any]
     ) -> dict[str, typing.Any] | None:
         """The patch ``obj`` needs, or None (up to date, or the same write is in flight)."""
         patch = merge_patch(obj.status, desired)
@@ -300,7 +269,7 @@ class StatusWriter:
 
     async def _write(
         self,
-        obj: observed.ObservedObject,
+        obj: observations.ObservedObject,
         desired: dict[str, typing.Any],
         patch: dict[str, typing.Any],
         *,
@@ -309,24 +278,20 @@ class StatusWriter:
         if self._limit is None:
             self._limit = asyncio.Semaphore(self._concurrency)
         async with self._limit:
-            try:
-                await self._at_home(self._send(obj, desired, patch))
-            except errors.NotFound:
-                return  # deleted meanwhile
-            except errors.KubeError as exc:
-                if not self._failing:
-                    logger.warning("cannot write the status of %s %s: %s", obj.kind, obj.key, exc)
-                self._failing = True
-                if raising:
-                    raise
-                return
-        if self._failing:
-            logger.info("writing statuses works again")
-        self._failing = False
+            outcome = await self._at_home(self._send(obj, desired, patch))
+        if outcome is writes.Outcome.GONE:
+            return  # deleted meanwhile
+        if outcome is not writes.Outcome.WRITTEN:
+            # The write primitive logged why (throttled); a handler fails, so Kopf retries it.
+            if raising:
+                raise errors.KubeError(
+                    f"the status of {obj.kind} {obj.key} was not written ({outcome.value})"
+                )
+            return
         self.writes += 1
         self._written[(obj.kind, obj.key)] = (obj, desired)
 
-    async def report_failure(self, obj: observed.ObservedObject, error: BaseException) -> None:
+    async def report_failure(self, obj: observations.ObservedObject, error: BaseException) -> None:
         """Say that ``obj``'s status handler failed: a Warning Event and the
         :data:`CONDITION_HANDLED` condition (False, ``HandlerFailed``), which the next status
         written drops again."""
@@ -343,37 +308,30 @@ class StatusWriter:
         patch = {"conditions": listed}
         await self._at_home(self._send(obj, None, patch))
 
-    async def _at_home(
-        self, write: collections.abc.Coroutine[typing.Any, typing.Any, None]
-    ) -> None:
+    async def _at_home(self, write: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
         """Run ``write`` on the API client's loop and wait for it here."""
         home = self._home
         if home is None or home is asyncio.get_running_loop():
-            await write
-            return
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(write, home))
+            return await write
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(write, home))
 
     async def _send(
         self,
-        obj: observed.ObservedObject,
+        obj: observations.ObservedObject,
         desired: dict[str, typing.Any] | None,
         patch: dict[str, typing.Any],
-    ) -> None:
-        """On the client's loop: the fenced status patch, named for its Kopf handler, and the
-        Events the change is worth."""
+    ) -> writes.Outcome:
+        """On the client's loop: the status patch through the write primitive (fenced, named
+        for its Kopf handler), and the Events the change is worth once it is written."""
         plural = podgroup_api.PLURAL if obj.kind == podgroups.KIND else queue_api.PLURAL
         where = f"namespaces/{obj.namespace}/" if obj.namespace else ""
-        await rest.request(
-            self._api,
-            method="PATCH",
-            path=f"/apis/{keys.API_VERSION}/{where}{plural}/{obj.name}/status",
-            query={"fieldManager": MANAGERS[obj.kind]},
-            body={"status": patch},
-            content_type=rest.MERGE_PATCH,
-            timeout=30.0,
+        written = await self._writers[obj.kind].patch(
+            f"/apis/{keys.API_VERSION}/{where}{plural}/{obj.name}/status",
+            {"status": patch},
+            what=f"the status of {obj.kind} {obj.key}",
         )
-        if self._recorder is None or desired is None:
-            return
+        if not written.ok or self._recorder is None or desired is None:
+            return written.outcome
         explain = (
             podgroups.transition_events if obj.kind == podgroups.KIND else queues.transition_events
         )
@@ -382,6 +340,7 @@ class StatusWriter:
         )
         for kind, reason, message in explain(obj.status, desired):
             self._recorder.record(ref, type=kind, reason=reason, message=message)
+        return written.outcome
 
 
 def without_failure(status: dict[str, typing.Any] | None) -> dict[str, typing.Any] | None:
@@ -405,7 +364,7 @@ def failure_message(manager: str, error: BaseException) -> str:
 
 
 def report_failure_event(
-    recorder: events.EventRecorder | None, obj: observed.ObservedObject, message: str
+    recorder: events.EventRecorder | None, obj: observations.ObservedObject, message: str
 ) -> None:
     """The Warning Event saying ``obj``'s status handler failed (thread-safe)."""
     if recorder is None:
@@ -453,7 +412,7 @@ def _register_kind(
     @kopf.on.create(*where, id=handler_id, backoff=backoff, registry=registry)
     @kopf.on.update(*where, id=handler_id, backoff=backoff, registry=registry)
     async def write_status(body: kopf.Body, **_: typing.Any) -> None:
-        obj = observed.observe(kind, body=body, parse_time=wire.parse_time)
+        obj = observations.observe(kind, body=body, parse_time=wire.parse_time)
         if obj is None:
             return
         try:

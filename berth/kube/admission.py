@@ -78,7 +78,6 @@ from berth.api import keys
 from berth.kube import admission_states as states
 from berth.kube import (
     allocations,
-    conditions,
     errors,
     events,
     pod_edits,
@@ -90,6 +89,7 @@ from berth.kube import (
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import pods, snapshots, wire
+from berth.status import conditions
 from berth.util import aiotasks, clocks
 
 __all__ = ["Admission", "Sink", "Source"]

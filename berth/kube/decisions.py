@@ -76,7 +76,6 @@ import kubernetes_asyncio.client
 
 from berth.kube import (
     claim_waits,
-    conditions,
     errors,
     events,
     pod_edits,
@@ -88,6 +87,7 @@ from berth.kube import (
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots, volumes
+from berth.status import conditions
 from berth.util import clocks
 
 __all__ = ["FAILURES_BEFORE_REASON", "ApiSink", "BindOutcome", "BindingObserver", "PodPresence"]

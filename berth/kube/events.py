@@ -37,7 +37,8 @@ import uuid
 
 import kubernetes_asyncio.client
 
-from berth.kube import conditions, errors, rest
+from berth.kube import errors, rest
+from berth.status import conditions
 from berth.util import clocks
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder", "ObjectRef"]

@@ -31,7 +31,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import errors, events, informers, rest
+from berth.kube import errors, events, informers, rest, writes
 from berth.scheduler.snapshot import podgroups, snapshots
 from berth.workloads import interop
 
@@ -58,10 +58,14 @@ class InteropGroups:
         flavors: collections.abc.Sequence[interop.Flavor] = interop.FLAVORS,
         recorder: events.EventRecorder | None = None,
         discovery_interval: float = 60.0,
+        writer: writes.Writer | None = None,
     ) -> None:
         """``discovery_interval``: how often (seconds) to ask discovery whether a flavour's API
-        is served, until it is (a CRD appearing is seen at once)."""
+        is served, until it is (a CRD appearing is seen at once). ``writer``: the leader's
+        write primitive for the mirrors' specs and the originals' statuses (one of its own on
+        ``api`` when not given)."""
         self._api = api
+        self._writer = writer or writes.Writer(api)
         self._discovery_interval = discovery_interval
         self._flavors = tuple(flavors)
         self._recorder = recorder
@@ -240,12 +244,8 @@ class InteropGroups:
             assert isinstance(current, dict)
             if all(current.get(k) == desired.get(k) for k in _OWNED if k in desired):
                 continue
-            try:
-                await self._write_status(flavors[name], obj, desired)
-            except errors.NotFound:
-                continue  # deleted meanwhile
-            except errors.KubeError as exc:
-                logger.warning("cannot write the status of %s PodGroup %s: %s", name, key, exc)
+            # Not written: deleted meanwhile, or the write primitive logged why (throttled).
+            await self._write_status(flavors[name], obj, desired)
 
     def _status(self, flavor: interop.Flavor, key: str, snapshot: snapshots.Snapshot) -> Raw | None:
         info = snapshot.pod_groups.get(key)
@@ -309,28 +309,26 @@ class InteropGroups:
         if spec != wanted["spec"] or any(
             annotations.get(k) != v for k, v in wanted["metadata"]["annotations"].items()
         ):
-            await rest.request(
-                self._api,
-                method="PATCH",
-                path=f"{collection}/{name}",
-                body={
+            written = await self._writer.patch(
+                f"{collection}/{name}",
+                {
                     "metadata": {"annotations": wanted["metadata"]["annotations"]},
                     "spec": patch_spec,
                 },
-                content_type=rest.MERGE_PATCH,
+                what=f"PodGroup {namespace}/{name}",
             )
+            if not written.ok:
+                raise errors.KubeError(
+                    f"PodGroup {namespace}/{name} was not updated ({written.outcome.value})"
+                )
 
     async def _write_status(self, flavor: interop.Flavor, obj: Raw, desired: Raw) -> None:
         meta = obj.get("metadata") or {}
         path = flavor.object_path(namespace=str(meta.get("namespace")), name=str(meta.get("name")))
         if flavor.status_subresource:
             path += "/status"
-        await rest.request(
-            self._api,
-            method="PATCH",
-            path=path,
-            body={"status": desired},
-            content_type=rest.MERGE_PATCH,
+        await self._writer.patch(
+            path, {"status": desired}, what=f"the status of {flavor.name} PodGroup {path}"
         )
 
     def _event(self, flavor: interop.Flavor, obj: Raw, *, reason: str, message: str) -> None:

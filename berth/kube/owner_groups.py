@@ -33,7 +33,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import errors, events, rest
+from berth.kube import errors, events, rest, writes
 from berth.scheduler.snapshot import pods, snapshots
 from berth.util import clocks
 from berth.workloads import kinds, plans
@@ -173,10 +173,14 @@ class OwnerGrouper:
         recorder: events.EventRecorder | None = None,
         retry: float = 10.0,
         namespace_queue: collections.abc.Callable[[str], str] | None = None,
+        writer: writes.Writer | None = None,
     ) -> None:
         """``namespace_queue(namespace)``: the queue a namespace's pods join when nothing
-        names one (the cluster's ``default`` when not given)."""
+        names one (the cluster's ``default`` when not given). ``writer``: the leader's write
+        primitive for the pods' labels and the derived groups' specs (one of its own on
+        ``api`` when not given)."""
         self._api = api
+        self._writer = writer or writes.Writer(api)
         self._clock = clock
         self._recorder = recorder
         self._retry = retry
@@ -245,13 +249,13 @@ class OwnerGrouper:
                 return
             logger.warning("cannot group pod %s by its owners: %s", pod.key, plan.problem)
             self._event(pod, reason="GroupByOwnerFailed", message=str(plan.problem))
-        await rest.request(
-            self._api,
-            method="PATCH",
-            path=f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
-            body=_pod_edit(plan, pod),
-            content_type=rest.MERGE_PATCH,
+        written = await self._writer.patch(
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+            _pod_edit(plan, pod),
+            what=f"pod {pod.key}",
         )
+        if not written.ok:
+            raise errors.KubeError(f"its labels were not written ({written.outcome.value})")
         if plan.outcome is not plans.Outcome.HELD:
             # Until the informer brings the labelled pod, later cycles still offer it.
             self._not_before[pod.key] = self._clock.now() + self._retry
@@ -273,11 +277,9 @@ class OwnerGrouper:
             derived = keys.DERIVED_FROM_ANNOTATION in (meta.get("annotations") or {})
             if derived and current.get("spec") != wanted["spec"]:
                 # The workload was resized (or its queue changed): follow it.
-                await rest.request(
-                    self._api,
-                    method="PATCH",
-                    path=f"{collection}/{plan.group}",
-                    body={
+                written = await self._writer.patch(
+                    f"{collection}/{plan.group}",
+                    {
                         "metadata": {"annotations": wanted["metadata"]["annotations"]},
                         "spec": {
                             **wanted["spec"],
@@ -288,8 +290,12 @@ class OwnerGrouper:
                             },
                         },
                     },
-                    content_type=rest.MERGE_PATCH,
+                    what=f"PodGroup {key}",
                 )
+                if not written.ok:
+                    raise errors.KubeError(
+                        f"PodGroup {key} was not resized ({written.outcome.value})"
+                    ) from None
         batch.groups[key] = wanted["spec"]
 
     def _event(self, pod: pods.PodInfo, *, reason: str, message: str) -> None:

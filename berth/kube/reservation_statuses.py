@@ -10,7 +10,7 @@ matters). Thread-safe: the binder offers on the operator's loop, Kopf takes on i
 (``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation`` and a Reservation's
 ``Unschedulable``) into status changes: phase, node, allocatable; owners and allocated;
 ``Scheduled``/``Ready`` conditions. What the status becomes is
-:func:`berth.kube.status_owners.reservation_status` (the one owner ``berth sim`` uses too);
+:func:`berth.kube.reservation_owner.reservation_status` (the one owner ``berth sim`` uses too);
 each write goes through Berth's write primitive (:class:`berth.kube.writes.Writer`): it reads
 the Reservation, computes its status and writes it back at the version read (a 409 reads again,
 with backoff, a bounded number of times); an Event says what happened. An availability write never
@@ -27,8 +27,10 @@ import threading
 import typing
 
 from berth.api import keys
-from berth.kube import conditions, events, rest, status_owners, writes
+from berth.kube import events, rest, writes
 from berth.scheduler.framework import decisions
+from berth.status import conditions
+from berth.status import reservations as reservation_owner
 from berth.util import clocks
 
 __all__ = ["ReservationFacts", "ReservationStatuses", "key_of"]
@@ -36,7 +38,7 @@ __all__ = ["ReservationFacts", "ReservationStatuses", "key_of"]
 logger = logging.getLogger(__name__)
 
 
-def key_of(fact: status_owners.ReservationFact) -> str:
+def key_of(fact: reservation_owner.ReservationFact) -> str:
     """``namespace/name`` of the Reservation ``fact`` is about."""
     return fact.key
 
@@ -47,10 +49,10 @@ class ReservationFacts:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: dict[str, list[status_owners.ReservationFact]] = {}
+        self._pending: dict[str, list[reservation_owner.ReservationFact]] = {}
         self.listener: collections.abc.Callable[[], None] | None = None
 
-    def offer(self, fact: status_owners.ReservationFact) -> None:
+    def offer(self, fact: reservation_owner.ReservationFact) -> None:
         key = key_of(fact)
         with self._lock:
             queued = self._pending.setdefault(key, [])
@@ -71,7 +73,7 @@ class ReservationFacts:
         with self._lock:
             return list(self._pending)
 
-    def take(self, key: str) -> list[status_owners.ReservationFact]:
+    def take(self, key: str) -> list[reservation_owner.ReservationFact]:
         """The facts waiting for ``key``, oldest first; they are no longer waiting."""
         with self._lock:
             return self._pending.pop(key, [])
@@ -99,7 +101,7 @@ class ReservationStatuses:
         self._clock = clock
         self._recorder = recorder
 
-    async def apply(self, fact: status_owners.ReservationFact) -> bool:
+    async def apply(self, fact: reservation_owner.ReservationFact) -> bool:
         """Write what ``fact`` changes (the method of its kind below)."""
         if isinstance(fact, decisions.SetReservationAvailable):
             return await self.available(fact)
@@ -189,16 +191,18 @@ class ReservationStatuses:
         return True
 
     async def _apply(
-        self, fact: status_owners.ReservationFact
+        self, fact: reservation_owner.ReservationFact
     ) -> collections.abc.Mapping[str, typing.Any] | None:
-        """Write the status :func:`~berth.kube.status_owners.reservation_status` gives."""
+        """Write the status :func:`~berth.kube.reservation_owner.reservation_status` gives."""
         if isinstance(fact, decisions.Unschedulable):
             namespace, _, name = fact.key.partition("/")
         else:
             namespace, name = fact.namespace, fact.name
         now = self._clock.now()
         return await self._update(
-            namespace, name, lambda status: status_owners.reservation_status(status, fact, now=now)
+            namespace,
+            name,
+            lambda status: reservation_owner.reservation_status(status, fact, now=now),
         )
 
     async def _update(

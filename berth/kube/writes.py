@@ -13,6 +13,9 @@ evictions and Events have their own protocols: subresources that create, not pat
 - :meth:`Writer.patch`: one merge patch without a version (an annotation, a condition, a
   gate removed: a field only Berth writes, where the last writer should win), with the same
   bounded retry on 409 and the same handling of every other failure.
+- :meth:`Writer.delete`: delete the object with a ``uid`` precondition, so an object of the
+  same name created since is never the one deleted (a garbage collector acting for the
+  leader).
 - **Fencing**: a writer built with the leader's :class:`~berth.kube.fencing.Fence` checks it
   after ``change`` decided and immediately before the patch is sent, so a write prepared
   before a pause is dropped; the fenced API client checks again when the body is written to
@@ -154,7 +157,7 @@ class Writer:
         self._timeout = timeout
         self._sleep = sleep
         self.sent = 0
-        """Patches the API server accepted (tests, metrics)."""
+        """Patches and deletions the API server accepted (tests, metrics)."""
 
     async def update(
         self, path: str, change: Change, *, subresource: str = "", what: str = ""
@@ -212,6 +215,29 @@ class Writer:
             await self._sleep(delay)
         message = f"{what} kept conflicting ({self._retry.attempts} attempts)"
         return self._failed(what, message, outcome=Outcome.CONFLICTED)
+
+    async def delete(self, path: str, *, uid: str, what: str = "") -> Written:
+        """Delete the object at ``path`` if it still is the one with ``uid``: ``WRITTEN``
+        when deleted, ``GONE`` when it is gone already or another object has its name now."""
+        what = what or path
+        try:
+            if self._fence is not None:
+                self._fence.check(what)
+            await rest.request(
+                self._api,
+                method="DELETE",
+                path=path,
+                body={"preconditions": {"uid": uid}},
+                timeout=self._timeout,
+            )
+        except errors.NotLeader:
+            return Written(Outcome.FENCED)
+        except (errors.NotFound, errors.Conflict):
+            return Written(Outcome.GONE)  # a 409 here: the uid precondition failed
+        except errors.KubeError as exc:
+            return self._failed(what, f"deleting {what}: {exc}")
+        self.sent += 1
+        return Written(Outcome.WRITTEN)
 
     async def _send(
         self, path: str, body: rest.Body, content_type: str, *, what: str

@@ -239,6 +239,7 @@ def build(inputs: Inputs) -> Parts:
         recorder=recorder,
         interval=max(config.period, 1.0),
         on_podgroup_phases=inputs.metrics.set_podgroup_phases if inputs.metrics else None,
+        fence=inputs.fence,
     )
     grouper = (
         owner_groups.OwnerGrouper(
@@ -246,6 +247,7 @@ def build(inputs: Inputs) -> Parts:
             clock=inputs.clock,
             recorder=recorder,
             namespace_queue=cache.namespace_queue,
+            writer=writer,
         )
         if config.group_by_owner
         else None
@@ -262,7 +264,7 @@ def build(inputs: Inputs) -> Parts:
         trigger,
         admitting,
         grouper,
-        _interop(inputs, recorder=recorder),
+        _interop(inputs, recorder=recorder, writer=writer),
         writer,
     )
 
@@ -301,7 +303,7 @@ def _build(
 
 
 def _interop(
-    inputs: Inputs, *, recorder: events.EventRecorder
+    inputs: Inputs, *, recorder: events.EventRecorder, writer: writes.Writer
 ) -> interop_groups.InteropGroups | None:
     config = inputs.settings
     flavors = [
@@ -316,7 +318,9 @@ def _interop(
     ]
     if not flavors:
         return None
-    return interop_groups.InteropGroups(inputs.api, flavors=flavors, recorder=recorder)
+    return interop_groups.InteropGroups(
+        inputs.api, flavors=flavors, recorder=recorder, writer=writer
+    )
 
 
 def _components(context: main.Context, parts: Parts) -> list[components.Component]:
@@ -332,6 +336,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         recorder=parts.recorder,
         retention=config.reservation_retention,
         field_manager=reservation_statuses.MANAGER,
+        fence=context.fence,
     )
 
     async def run_informers(stop: asyncio.Event) -> None:
@@ -378,6 +383,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         clock=context.clock,
         recorder=parts.recorder,
         interval=max(config.period, 1.0),
+        fence=context.fence,
     )
     reservation_writer.bind(main_loop)
     reserving.bind(main_loop)

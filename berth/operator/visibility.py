@@ -28,9 +28,9 @@ import threading
 import typing
 
 from berth.api import resources
-from berth.controllers import queues as queue_controller
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots
+from berth.status import queues as queue_status
 from berth.util import clocks
 
 __all__ = [
@@ -143,13 +143,13 @@ class Visibility:
     # Queues ---------------------------------------------------------------------------------
     def queues(self) -> JSON:
         snapshot, result = self._seen()
-        pods = queue_controller.pods_by_queue(snapshot)
+        pods = queue_status.pods_by_queue(snapshot)
         lines = result.waiting if result is not None else {}
         items = []
         for name in sorted(snapshot.queues):
             info = snapshot.queues[name]
             summary = result.queues.get(name) if result is not None else None
-            counts = pods.get(name, queue_controller.PodCounts())
+            counts = pods.get(name, queue_status.PodCounts())
             state, why = _state(snapshot, name, summary)
             items.append(
                 {
@@ -266,7 +266,7 @@ def _state(
 ) -> tuple[str, str | None]:
     info = snapshot.queues[name]
     parents = {q: i.parent for q, i in snapshot.queues.items()}
-    problem = queue_controller.tree_problem(name, parents=parents)
+    problem = queue_status.tree_problem(name, parents=parents)
     problem = problem or (summary.problem if summary else None) or info.invalid
     if problem:
         return "Invalid", problem
@@ -276,7 +276,7 @@ def _state(
 
 
 def _text(amounts: collections.abc.Mapping[str, int] | None) -> str:
-    return queue_controller.resource_text(amounts)
+    return queue_status.resource_text(amounts)
 
 
 def _share(summary: decisions.QueueStatusSummary | None) -> float | None:

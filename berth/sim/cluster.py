@@ -21,8 +21,18 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
   provisioner, bound at once to a new volume provisioned for that node; a ``BindPod`` whose
   claims are not all bound leaves the pod pending (kube-scheduler's PreBind wait, which cannot
   end in virtual time);
-- ``Unschedulable``: the pod's ``PodScheduled`` / the group's or the Reservation's
-  ``Scheduled`` condition says why.
+- ``Unschedulable``: the pod's ``PodScheduled`` / the Reservation's ``Scheduled`` condition
+  says why.
+
+PodGroup and Queue statuses are the live operator's: the same owners
+(:func:`berth.status.cycles.desired` from :func:`~berth.status.cycles.facts_of` the last
+cycle's snapshot and result) give phase, counts, the ``Scheduled`` condition with the reason's
+code, queue usage, shares and positions. As the operator's status pass coalesces a burst of
+cycles into one write, they are written when they are read (:meth:`InMemoryCluster.get`,
+:meth:`~InMemoryCluster.objects`, :meth:`~InMemoryCluster.write_statuses`) from the newest
+facts, timed at that snapshot, so a long run pays nothing per cycle for them. The runner
+takes a :meth:`~InMemoryCluster.settled_snapshot` at the end, so the counts show what the
+last cycle's decisions did, as the operator's next periodic snapshot would.
 
 Like the API server it gives every created object a uid (sortable, in creation order), a
 ``creationTimestamp`` from the clock and a ``resourceVersion``. Changes reach the cache when
@@ -45,9 +55,10 @@ import datetime
 import typing
 
 from berth.api import keys
-from berth.kube import status_owners
 from berth.scheduler.framework import decisions, reasons
-from berth.scheduler.snapshot import cache, snapshots, volumes
+from berth.scheduler.snapshot import cache, snapshots, volumes, wire
+from berth.status import cycles, observations
+from berth.status import reservations as reservation_owner
 from berth.util import clocks
 
 __all__ = [
@@ -165,11 +176,17 @@ class InMemoryCluster:
         self._cache = cache.ClusterCache(scheduler_names=names)
         self._dirty: dict[ObjectKey, Object | None] = {}  # changed since the last flush
         self._cached: set[ObjectKey] = set()  # what the cache has been told about
+        self._assumed: set[ObjectKey] = set()  # bound pods the cache only assumed
         self._objects: dict[ObjectKey, Object] = {}
         self._by_kind: dict[str, set[ObjectKey]] = {kind: set() for kind in KINDS}
         self._group_pods: dict[ObjectKey, set[ObjectKey]] = {}
         self._outbox: list[Applied] = []
         self._reasons: dict[tuple[decisions.Subject, str], reasons.Reason] = {}  # last told
+        # The newest facts for PodGroup and Queue statuses: the last snapshot and the last
+        # cycle's result, and whether statuses were written from them since they changed.
+        self._seen: snapshots.Snapshot | None = None
+        self._result: decisions.CycleResult | None = None
+        self._statuses_current = True
         self._uids = 0
         self._version = 0
 
@@ -201,6 +218,11 @@ class InMemoryCluster:
         obj = {**obj, "metadata": metadata}
         if kind == "Pod":
             obj = self._pod_defaults(obj, old)
+        elif kind in cycles.KINDS and old is not None and "status" not in obj:
+            # Applying a manifest leaves the status subresource, which its owner writes.
+            obj["status"] = old.get("status") or {}
+        if kind in cycles.KINDS:
+            self._statuses_current = False
         self._store(key, obj)
         return obj
 
@@ -212,6 +234,7 @@ class InMemoryCluster:
         if obj is None:
             return None
         self._by_kind[kind].discard(key)
+        self._assumed.discard(key)
         if kind in ("Pod", "PodGroup"):
             subject = decisions.Subject.POD if kind == "Pod" else decisions.Subject.GROUP
             self._reasons.pop((subject, f"{key[1]}/{name}"), None)
@@ -227,13 +250,43 @@ class InMemoryCluster:
         return obj
 
     def get(self, kind: str, *, namespace: str | None = None, name: str) -> Object | None:
-        """The stored object, or ``None``."""
+        """The stored object, or ``None`` (a PodGroup's or Queue's status up to date)."""
+        if kind in cycles.KINDS:
+            self.write_statuses()
         key = (kind, "" if kind in _CLUSTER_SCOPED else (namespace or "default"), name)
         return self._objects.get(key)
 
     def objects(self, kind: str) -> list[Object]:
-        """Every stored object of ``kind``, by namespace and name."""
+        """Every stored object of ``kind``, by namespace and name (PodGroups' and Queues'
+        statuses up to date)."""
+        if kind in cycles.KINDS:
+            self.write_statuses()
         return [self._objects[key] for key in sorted(self._by_kind[kind])]
+
+    def write_statuses(self) -> int:
+        """Give every PodGroup and Queue the status the live operator would write from the
+        newest facts (the last snapshot, the last cycle's result); the number changed. Nothing
+        before the first snapshot, as the operator writes nothing before its first cycle."""
+        snapshot = self._seen
+        if self._statuses_current or snapshot is None:
+            return 0
+        self._statuses_current = True
+        facts = cycles.facts_of(snapshot, self._result)
+        changed = 0
+        for kind in cycles.KINDS:
+            for key in sorted(self._by_kind[kind]):
+                obj = self._objects[key]
+                seen = observations.observe(kind, body=obj, parse_time=wire.parse_time)
+                if seen is None:
+                    continue
+                status = cycles.desired(seen, facts, now=snapshot.now)
+                if status is None or status == seen.status:
+                    continue
+                # Written in place, like a condition: the scheduler never reads these statuses
+                # back, so the cache need not parse the object again.
+                obj["status"] = status
+                changed += 1
+        return changed
 
     def pods_of_group(self, namespace: str, *, name: str) -> list[Object]:
         """The pods labelled with the PodGroup ``namespace/name``, by name."""
@@ -271,9 +324,22 @@ class InMemoryCluster:
         self._flush()
         return self._cache
 
+    def settled_snapshot(self) -> snapshots.Snapshot:
+        """A snapshot of every object as stored, the pods whose bindings the cache only
+        assumed included (running now): the cluster as the applied decisions left it, for the
+        statuses at the end of a run. It costs a parse of those pods."""
+        for key in sorted(self._assumed):
+            obj = self._objects.get(key)
+            if obj is not None and key not in self._dirty:
+                self._dirty[key] = obj
+        self._assumed.clear()
+        return self.snapshot()
+
     def snapshot(self) -> snapshots.Snapshot:
         """The cluster now, for one scheduling cycle (``SnapshotSource``)."""
-        return self.cache.snapshot(self._clock.now())
+        self._seen = self.cache.snapshot(self._clock.now())
+        self._statuses_current = False
+        return self._seen
 
     def apply(self, result: decisions.CycleResult) -> None:
         """Apply a cycle's decisions in order (``DecisionSink``)."""
@@ -298,6 +364,8 @@ class InMemoryCluster:
                 self._bind_claim_volume(decision)
             else:
                 self._unschedulable(decision)
+        self._result = result
+        self._statuses_current = False
 
     def drain(self) -> list[Applied]:
         """What :meth:`apply` did since the last call, in order."""
@@ -328,6 +396,7 @@ class InMemoryCluster:
             # which spares parsing every pod a second time.
             del self._dirty[key]
             self._cache.assume_pod(decision.key, node=decision.node, started=self._clock.now())
+            self._assumed.add(key)
         self._outbox.append(Bound(key=decision.key, uid=decision.uid, node=decision.node))
 
     def _evict(self, decision: decisions.EvictPod) -> None:
@@ -430,13 +499,15 @@ class InMemoryCluster:
     def _reservation_ended(self, decision: decisions.EndReservation) -> None:
         self._reservation(decision, decision.namespace, decision.name)
 
-    def _reservation(self, fact: status_owners.ReservationFact, namespace: str, name: str) -> bool:
+    def _reservation(
+        self, fact: reservation_owner.ReservationFact, namespace: str, name: str
+    ) -> bool:
         """Give the Reservation the status the live operator would write (False: gone)."""
         obj = self.get("Reservation", namespace=namespace, name=name)
         if obj is None:
             return False
         current = obj.get("status") or {}
-        status = status_owners.reservation_status(current, fact, now=self._clock.now())
+        status = reservation_owner.reservation_status(current, fact, now=self._clock.now())
         self._update(obj, status=status)
         return True
 
@@ -458,22 +529,22 @@ class InMemoryCluster:
                 Waiting(subject=decision.subject, key=decision.key, reason=decision.reason)
             )
             return
-        kind, condition = {
-            decisions.Subject.POD: ("Pod", "PodScheduled"),
-            decisions.Subject.GROUP: ("PodGroup", "Scheduled"),
-        }[decision.subject]
-        obj = self.get(kind, namespace=namespace, name=name)
+        # A group's Scheduled condition is its status owner's (write_statuses).
+        obj = (
+            self.get("Pod", namespace=namespace, name=name)
+            if decision.subject is decisions.Subject.POD
+            else None
+        )
         if obj is not None:
             # Written in place: the scheduler never reads these conditions back, so the cache
             # need not re-parse a pod for every cycle it keeps waiting.
             status = obj.get("status") or {}
             status["conditions"] = [
-                *(c for c in status.get("conditions", []) if c.get("type") != condition),
+                *(c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"),
                 {
-                    "type": condition,
+                    "type": "PodScheduled",
                     "status": "False",
-                    # A pod's is Kubernetes' "Unschedulable"; a group's is the reason's code.
-                    "reason": "Unschedulable" if kind == "Pod" else decision.reason.code.value,
+                    "reason": "Unschedulable",  # Kubernetes' reason, which tools match on
                     "message": decision.reason.message,
                     "lastTransitionTime": self._timestamp(),
                 },

@@ -11,6 +11,10 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
                           guaranteedSeries [{t, resources}], changes [{t, weight, guaranteed}],
                           evictions, workLost {resource: unit-seconds}}}
     reservations: [{namespace, name, phase, nodeName, owners, currentOwners}]
+    podGroups:    [{namespace, name, phase, reason, message, scheduled, running, succeeded,
+                    failed, queuePosition, queuePending}]
+    queueStatuses: {name: {state, stateReason, allocated, requested, fairShare, pending,
+                           running, pendingPods, runningPods}}
     summary:      utilization {resource: fraction}, wait {queue: {p50, p90, jobs, started,
                   pendingAtEnd}}, jainIndex, contendedSeconds, partialGangs, jobs, evictions,
                   workLost {resource: unit-seconds}, cycles, decisions
@@ -36,6 +40,10 @@ How the summary is computed (the README of ``examples/sim`` repeats it):
 - ``evictions`` (per queue and in total): pods the scheduler evicted; ``workLost``: what
   they, and the members of their gangs taken down with them, had run since they were bound,
   thrown away (no checkpoints), in resource-seconds (cpu: core-seconds; memory: byte-seconds).
+- ``podGroups`` and ``queueStatuses``: the PodGroups and Queues left at the end with the
+  status the live operator would have written (the shared owners of :mod:`berth.status`),
+  the ``Scheduled`` condition's reason (its code) and message; a finished job's group is
+  gone, as its job is deleted when it ends.
 - ``partialGangs``: moments (after a cycle's decisions were applied) at which a gang had some
   but fewer than ``minMember`` pods bound. It must be 0.
 """
@@ -60,8 +68,11 @@ def build(
     scenario: str,
     seed: int,
     reservations: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
+    pod_groups: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
+    queues: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
 ) -> dict[str, typing.Any]:
-    """The report of a finished simulation (``reservations`` as the cluster holds them)."""
+    """The report of a finished simulation (``reservations``, ``pod_groups`` and ``queues``
+    as the cluster holds them at the end)."""
     end = recorder.end
     entitlements = _entitlement_series(recorder)
     return {
@@ -78,6 +89,8 @@ def build(
         "workloads": [_workload(job, end=end) for job in _jobs(recorder)],
         "queues": _queues(recorder, entitlements),
         "reservations": [_reservation(r) for r in reservations],
+        "podGroups": [_pod_group(g) for g in pod_groups],
+        "queueStatuses": {str(q["metadata"]["name"]): _queue_status(q) for q in queues},
         "summary": _summary(recorder, end=end),
     }
 
@@ -222,6 +235,42 @@ def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typ
         "owners": spec.get("owners", []),
         "currentOwners": status.get("currentOwners", []),
     }
+
+
+def _pod_group(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+    metadata = raw.get("metadata", {})
+    status = raw.get("status") or {}
+    scheduled: collections.abc.Mapping[str, typing.Any] = next(
+        (c for c in status.get("conditions") or () if c.get("type") == "Scheduled"), {}
+    )
+    return {
+        "namespace": metadata.get("namespace"),
+        "name": metadata.get("name"),
+        "phase": status.get("phase", "Pending"),
+        "reason": scheduled.get("reason"),
+        "message": scheduled.get("message"),
+        **{k: status.get(k, 0) for k in ("scheduled", "running", "succeeded", "failed")},
+        "queuePosition": status.get("queuePosition"),
+        "queuePending": status.get("queuePending"),
+    }
+
+
+_QUEUE_STATUS_FIELDS = (
+    "state",
+    "stateReason",
+    "allocated",
+    "requested",
+    "fairShare",
+    "pending",
+    "running",
+    "pendingPods",
+    "runningPods",
+)
+
+
+def _queue_status(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+    status = raw.get("status") or {}
+    return {k: status.get(k) for k in _QUEUE_STATUS_FIELDS}
 
 
 def _summary(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:

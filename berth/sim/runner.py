@@ -178,11 +178,16 @@ class Simulation:
         self.recorder.finish(at=end)
         if progress is not None:
             progress(end, self.horizon)
+        # The cluster as the last cycle's decisions left it, for the PodGroups' and Queues'
+        # statuses (the live operator's next periodic snapshot); no cycle follows.
+        self.cluster.settled_snapshot()
         return reports.build(
             self.recorder,
             scenario=self.scenario.name,
             seed=self.seed,
             reservations=self.cluster.objects("Reservation"),
+            pod_groups=self.cluster.objects("PodGroup"),
+            queues=self.cluster.objects("Queue"),
         )
 
     def _has_work(self) -> bool:

@@ -45,6 +45,7 @@ from berth.operator import main, scheduling
 from berth.operator import settings as operator_settings
 from berth.scheduler.snapshot import cache as cache_module
 from berth.scheduler.snapshot import snapshots, wire
+from berth.status import observations
 from berth.util import clocks
 from tests.scheduler import builders as b
 from tests.scheduler.reservations import world as w
@@ -55,8 +56,8 @@ ALLOCATED = keys.RESERVATION_ALLOCATED_ANNOTATION
 PATH = f"/apis/{keys.API_VERSION}/namespaces/default/reservations"
 
 
-def observed_of(obj: Obj) -> observed.ObservedObject:
-    seen = observed.observe(reservations.KIND, body=obj, parse_time=wire.parse_time)
+def observed_of(obj: Obj) -> observations.ObservedObject:
+    seen = observations.observe(reservations.KIND, body=obj, parse_time=wire.parse_time)
     assert seen is not None
     return seen
 
@@ -163,7 +164,7 @@ async def test_one_reservation_that_breaks_planning_does_not_stop_the_others(
         objects.put(observed_of(w.reservation(name, created=b.EPOCH)))
     real_plan = reservations.plan
 
-    def plan(obj: observed.ObservedObject, **kwargs: typing.Any) -> reservations.Plan:
+    def plan(obj: observations.ObservedObject, **kwargs: typing.Any) -> reservations.Plan:
         if obj.name == "bad":
             raise ValueError("year 11409971 is out of range")
         return real_plan(obj, **kwargs)
@@ -178,7 +179,7 @@ async def test_one_reservation_that_breaks_planning_does_not_stop_the_others(
     )
     written: list[str] = []
 
-    async def write(obj: observed.ObservedObject, **_: typing.Any) -> bool:
+    async def write(obj: observations.ObservedObject, **_: typing.Any) -> bool:
         written.append(obj.name)
         return False
 

@@ -20,11 +20,12 @@ import typing
 
 import pytest
 
-from berth.controllers import observed, queues, statuses
+from berth.controllers import observed, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
 from berth.kube import clients, credentials, fencing
 from berth.operator import embedding
+from berth.status import observations, queues
 from tests.controllers import test_statuses
 from tests.kube import conftest
 from tests.scheduler import builders as b
@@ -88,7 +89,7 @@ async def test_a_failing_handler_says_so_and_is_retried_with_kopfs_backoff(
 ) -> None:
     real = queues.desired_status
 
-    def broken(queue: observed.ObservedObject, **kwargs: typing.Any) -> dict[str, typing.Any]:
+    def broken(queue: observations.ObservedObject, **kwargs: typing.Any) -> dict[str, typing.Any]:
         if queue.name == "bad":
             raise RuntimeError("cannot compute this queue's status")
         return real(queue, **kwargs)

@@ -9,7 +9,9 @@ We test these aspects:
 - a status already written is not written again while Kopf has not observed it yet, nor once
   the observed status matches; a changed reason is written again;
 - nothing is written before the scheduler's first snapshot; a group deleted meanwhile is no
-  error.
+  error;
+- the writes go through the write primitive with the leader's fence: once the Lease may be
+  another replica's, nothing is sent and a Kopf handler's write fails (so Kopf retries it).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import pytest
 
 from berth.controllers import observed, statuses
 from berth.emulator import testing
-from berth.kube import clients, events
+from berth.kube import clients, errors, events, fencing
 from berth.scheduler.framework import decisions
 from berth.scheduler.framework import reasons as why
 from berth.scheduler.snapshot import snapshots, wire
+from berth.status import observations
 from berth.util import clocks
 from tests.kube import conftest
 from tests.scheduler import builders as b
@@ -66,6 +69,7 @@ class Board:
 class Writer:
     def __init__(self, emulator: testing.RunningEmulator, api: clients.AsyncApiClient) -> None:
         self.emulator = emulator
+        self.api = api
         self.objects = observed.ObservedObjects()
         self.board = Board()
         self.recorder = events.EventRecorder(api, clock=clocks.SystemClock())
@@ -86,7 +90,7 @@ class Writer:
 
     def observe(self, kind: str, plural: str, name: str, namespace: str = "default") -> None:
         """What Kopf's watching handler does when it sees the object."""
-        seen = observed.observe(
+        seen = observations.observe(
             kind, body=self.stored(plural, name, namespace), parse_time=wire.parse_time
         )
         assert seen is not None
@@ -180,3 +184,28 @@ async def test_group_deleted_meanwhile_is_no_error(writer: Writer) -> None:
     emulator.call(emulator.api.delete, resource, namespace="default", name="g")
     assert await writer.writer.write_once() == 1  # attempted; the 404 is not a failure
     assert writer.writer.writes == 0
+
+
+async def test_a_stale_fence_sends_no_status(writer: Writer) -> None:
+    emulator = writer.emulator
+    conftest.create(emulator, b.pod_group("g"), plural="podgroups")
+    now = 100.0
+    fence = fencing.Fence(renew_deadline=3.0, now=lambda: now)
+    fence.renewed(99.0)
+    fenced = statuses.StatusWriter(
+        writer.api,
+        objects=writer.objects,
+        board=writer.board,
+        clock=clocks.SystemClock(),
+        fence=fence,
+    )
+    writer.observe("PodGroup", "podgroups", "g")
+    writer.cycle()
+    now = 103.0  # past the renew deadline: a paused leader resuming
+    assert await fenced.write_once() == 1  # attempted, refused before sending
+    seen = writer.objects.get("PodGroup", "default/g")
+    assert seen is not None
+    with pytest.raises(errors.KubeError, match="Fenced"):
+        await fenced.write_one(seen)
+    assert (fenced.writes, writer.patches(), fence.refused) == (0, 0, 2)
+    assert "status" not in writer.stored("podgroups", "g")

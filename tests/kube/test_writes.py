@@ -9,7 +9,9 @@ We test these aspects:
   waiting the capped, doubling backoff in between;
 - nothing to change sends nothing (``UNCHANGED``); a missing object is ``GONE``;
 - a revoked fence sends nothing (``FENCED``), and the object is untouched;
-- ``patch`` writes an annotation; failures are logged once per object per window.
+- ``patch`` writes an annotation; failures are logged once per object per window;
+- ``delete`` deletes the object with the uid it was decided on, never a namesake created
+  since (``GONE``), and a revoked fence deletes nothing.
 """
 
 from __future__ import annotations
@@ -163,3 +165,30 @@ async def test_patch_writes_and_failures_are_logged_once_per_window(
             assert failed.outcome is writes.Outcome.FAILED
     levels = [r.levelno for r in caplog.records]
     assert levels == [logging.WARNING, logging.DEBUG, logging.WARNING]
+
+
+def stored_uid(emulator: testing.RunningEmulator) -> str | None:
+    api = emulator.api
+    resource = emulator.call(api.resource, "v1", "pods")
+    found = emulator.call(api.storage.get, resource.key, "default", "p")
+    return None if found is None else str(found["metadata"]["uid"])
+
+
+async def test_delete_takes_only_the_object_it_was_decided_on(
+    emulator: testing.RunningEmulator, connection: clients.AsyncConnection
+) -> None:
+    old = str(create(emulator, pod("p"), plural="pods")["metadata"]["uid"])
+    now = 100.0
+    fence = fencing.Fence(renew_deadline=3.0, now=lambda: now)
+    fence.renewed(99.0)
+    writer = writes.Writer(connection.api, fence=fence)
+    assert (await writer.delete(PATH, uid=old)).outcome is writes.Outcome.WRITTEN
+    assert stored_uid(emulator) is None
+    assert (await writer.delete(PATH, uid=old)).outcome is writes.Outcome.GONE
+    namesake = str(create(emulator, pod("p"), plural="pods")["metadata"]["uid"])
+    assert namesake != old
+    assert (await writer.delete(PATH, uid=old)).outcome is writes.Outcome.GONE
+    now = 103.0  # past the renew deadline
+    assert (await writer.delete(PATH, uid=namesake)).outcome is writes.Outcome.FENCED
+    assert stored_uid(emulator) == namesake
+    assert writer.sent == 1

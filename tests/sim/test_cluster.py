@@ -7,6 +7,9 @@ We test these aspects:
 - every decision kind changes the objects as the API server would, and stale ones (a pod
   deleted or recreated meanwhile) are ignored;
 - pods finish: a plain pod is deleted, a group goes when all its pods have finished;
+- PodGroups get the operator's status from the last snapshot and cycle: nothing before the
+  first snapshot, the cycle's reason code, placed once the settled snapshot shows its pods
+  bound; applying the group's manifest again keeps its status;
 - unknown kinds and nameless objects are refused.
 """
 
@@ -147,6 +150,7 @@ def test_eviction_deletes_the_pod_and_frees_its_node(sim: cluster.InMemoryCluste
 def test_annotations_nominations_and_reasons(sim: cluster.InMemoryCluster) -> None:
     uid = sim.put(pod("p1"))["metadata"]["uid"]
     sim.put(group("g", min_member=2))
+    sim.snapshot()  # what the cycle deciding these saw
     applied = apply(
         sim,
         decisions.AnnotatePod(namespace="a", name="p1", uid=uid, annotations={"x": "y"}),
@@ -244,3 +248,39 @@ def test_deleting_returns_the_object(sim: cluster.InMemoryCluster) -> None:
     assert sim.delete("Pod", namespace="a", name="p1") is not None
     assert sim.delete("Pod", namespace="a", name="p1") is None
     assert sim.snapshot().pending == ()
+
+
+def test_a_group_gets_the_operators_status_from_the_last_cycle(
+    sim: cluster.InMemoryCluster,
+) -> None:
+    uids = [sim.put(pod(f"p{i}", group="g"))["metadata"]["uid"] for i in range(2)]
+    sim.put(group("g", min_member=2))
+    stored = sim.get("PodGroup", namespace="a", name="g")
+    assert stored is not None and "status" not in stored  # no cycle yet: nothing to say
+    sim.snapshot()
+    no_room = reasons.new(reasons.ReasonCode.NOT_ENOUGH_RESOURCES, "0/2 nodes fit")
+    sim.apply(decisions.CycleResult(session_id="1", group_why={"a/g": no_room}))
+    stored = sim.get("PodGroup", namespace="a", name="g")
+    assert stored is not None
+    (scheduled,) = stored["status"]["conditions"]
+    assert (stored["status"]["phase"], scheduled["reason"], scheduled["message"]) == (
+        "Inqueue",
+        "NotEnoughResources",
+        "0/2 nodes fit",
+    )
+    sim.put(group("g", min_member=2))  # applied again: the status stays the owner's
+    again = sim.get("PodGroup", namespace="a", name="g")
+    assert again is not None and again["status"]["phase"] == "Inqueue"
+    sim.snapshot()
+    apply(
+        sim,
+        *(
+            decisions.BindPod(namespace="a", name=f"p{i}", uid=uid, node="n1")
+            for i, uid in enumerate(uids)
+        ),
+    )
+    sim.settled_snapshot()
+    placed = sim.get("PodGroup", namespace="a", name="g")
+    assert placed is not None
+    assert (placed["status"]["phase"], placed["status"]["running"]) == ("Running", 2)
+    assert placed["status"]["conditions"][0]["status"] == "True"

@@ -3,6 +3,8 @@
 We test these aspects:
 - a gang that fits starts at its arrival and finishes after its duration, all pods placed;
 - a gang that can never fit holds nothing, never starts, and says why;
+- at the end, the PodGroups and Queues left carry the status the live operator would write
+  (phase, the reason's code and message, counts, queue usage);
 - pods free their capacity when they finish, so queued work starts then;
 - ``until`` cuts the run; without it the run ends with the last event;
 - timed ``apply``/``delete`` events change the cluster at their time;
@@ -61,6 +63,33 @@ workloads:
     assert "minMember 3" in job["reason"]
     assert report["cluster"]["allocated"] == [{"t": 0.0, "resources": {}}]
     assert report["summary"]["partialGangs"] == 0
+
+
+def test_the_report_shows_the_podgroup_and_queue_statuses_the_operator_would_write() -> None:
+    report = builders.run(
+        NODES
+        + """\
+until: 1h
+objects:
+  - {apiVersion: scheduling.berth.io/v1alpha1, kind: Queue, metadata: {name: ml}}
+workloads:
+  - {name: train, namespace: ml, queue: ml, replicas: 2, minMember: 2, duration: 5h,
+     requests: {cpu: "8", nvidia.com/gpu: "4"}}
+  - {name: big, namespace: ml, queue: ml, at: 1m, replicas: 3, minMember: 3, duration: 30m,
+     requests: {nvidia.com/gpu: "4"}}
+"""
+    )
+    groups = {g["name"]: g for g in report["podGroups"]}
+    running = groups["train-0"]
+    assert (running["phase"], running["reason"], running["running"]) == ("Running", "Scheduled", 2)
+    waiting = groups["big-0"]
+    assert (waiting["phase"], waiting["scheduled"]) == ("Inqueue", 0)
+    assert waiting["reason"] == "NotEnoughResources"
+    assert waiting["message"] == builders.jobs(report)["ml/big-0"]["reason"]
+    assert (waiting["queuePosition"], waiting["queuePending"]) == (1, 1)
+    queue = report["queueStatuses"]["ml"]
+    assert (queue["state"], queue["runningPods"], queue["pendingPods"]) == ("Open", 2, 3)
+    assert queue["allocated"]["nvidia.com/gpu"] == "8"
 
 
 def test_finished_pods_free_capacity_for_queued_work() -> None:

@@ -1,4 +1,4 @@
-"""The Queue controller's status (``berth.controllers.queues``), computed purely.
+"""A Queue's status (``berth.status.queues``), computed purely.
 
 We test these aspects:
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from berth.api import resources
-from berth.controllers import observed, queues
 from berth.scheduler.framework import decisions
+from berth.status import observations, queues
 from tests.scheduler import builders as b
 
 NOW = b.EPOCH + 100
@@ -39,8 +39,8 @@ def test_tree_problem(parents: dict[str, str | None], name: str, problem: str | 
 
 def observe(
     queue: dict[str, object], *, status: dict[str, object] | None = None
-) -> observed.ObservedObject:
-    seen = observed.observe(
+) -> observations.ObservedObject:
+    seen = observations.observe(
         "Queue", body=dict(queue) | {"status": status or {}}, parse_time=lambda _: 0.0
     )
     assert seen is not None

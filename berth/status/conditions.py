@@ -1,8 +1,8 @@
 """Status conditions and ``Time`` stamps as Berth writes them into the objects it explains.
 
-The binder (:mod:`berth.kube.reservation_statuses`: Reservations' ``Scheduled``/``Ready``)
-and the PodGroup, Queue and Reservation controllers (:mod:`berth.controllers.podgroups`,
-:mod:`berth.controllers.queues`, :mod:`berth.controllers.reservations`) share one rule for
+The status owners (:mod:`berth.status.podgroups`, :mod:`berth.status.queues`,
+:mod:`berth.status.reservations`) and the Reservation controller
+(:mod:`berth.controllers.reservations`) share one rule for
 conditions: a list holds one condition per type, sorted by type, other writers' types kept;
 ``lastTransitionTime`` moves only when the condition's ``status`` does, as Kubernetes' own
 controllers do. :func:`timestamp` is the ``Time`` format those conditions, Events

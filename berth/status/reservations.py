@@ -1,4 +1,4 @@
-"""What a Reservation's status becomes after a scheduling cycle's facts: one pure owner.
+"""What a Reservation's status becomes after a scheduling cycle's fact: one pure owner.
 
 A cycle publishes its Reservation facts as decisions (``SetReservationAvailable``,
 ``AllocateReservation``, ``EndReservation``, a Reservation's ``Unschedulable``).
@@ -9,7 +9,7 @@ simulator and the cluster cannot drift: in both, an ended reservation (``Succeed
 ``Expired``, ``Failed``) never becomes ``Available`` again, whatever order a cycle's facts land
 in. See "Status owners" in docs/architecture.md.
 
-Pure functions of JSON dicts; conditions follow :mod:`berth.kube.conditions`. Nothing here
+Pure functions of JSON dicts; conditions follow :mod:`berth.status.conditions`. Nothing here
 talks to the API server.
 """
 
@@ -20,8 +20,8 @@ import copy
 import typing
 
 from berth.api import resources
-from berth.kube import conditions
 from berth.scheduler.framework import decisions
+from berth.status import conditions
 
 __all__ = ["ENDED_PHASES", "ReservationFact", "reservation_status"]
 

@@ -1,4 +1,4 @@
-"""Status conditions as Berth writes them (:mod:`berth.kube.conditions`), pure.
+"""Status conditions as Berth writes them (:mod:`berth.status.conditions`), pure.
 
 We test these aspects:
 - ``timestamp`` writes a Kubernetes ``Time``: UTC, whole seconds, a trailing ``Z``;
@@ -14,7 +14,7 @@ import typing
 
 import pytest
 
-from berth.kube import conditions
+from berth.status import conditions
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 EARLIER = "2025-12-31T23:00:00Z"

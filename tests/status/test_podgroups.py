@@ -1,4 +1,4 @@
-"""The PodGroup controller's status (``berth.controllers.podgroups``), computed purely.
+"""A PodGroup's status (``berth.status.podgroups``), computed purely.
 
 We test these aspects:
 
@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import pytest
 
-from berth.controllers import observed, podgroups
-from berth.kube import conditions
 from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import snapshots
+from berth.status import conditions, observations, podgroups
 from tests.scheduler import builders as b
 
 NOW = b.EPOCH + 100
@@ -147,9 +146,9 @@ def test_condition_reason_is_the_reason_code(code: reasons.ReasonCode, text: str
 
 def observe(
     group: dict[str, object], *, status: dict[str, object] | None = None
-) -> observed.ObservedObject:
+) -> observations.ObservedObject:
     body = dict(group) | {"status": status or {}}
-    seen = observed.observe("PodGroup", body=body, parse_time=lambda _: b.EPOCH)
+    seen = observations.observe("PodGroup", body=body, parse_time=lambda _: b.EPOCH)
     assert seen is not None
     return seen
 

@@ -3,7 +3,7 @@
 A cycle's Reservation facts (available, allocated, ended, unschedulable) are applied in order
 once by the live writer (:class:`berth.kube.reservation_statuses.ReservationStatuses`, through
 the emulator's API) and once by the simulator (:class:`berth.sim.cluster.InMemoryCluster`);
-both statuses are the one :func:`berth.kube.status_owners.reservation_status` computes.
+both statuses are the one :func:`berth.status.reservations.reservation_status` computes.
 
 We test these aspects (one table, every row on both sides):
 
@@ -25,9 +25,10 @@ import pytest
 
 from berth.api import resources
 from berth.emulator import testing
-from berth.kube import clients, reservation_statuses, status_owners, writes
+from berth.kube import clients, reservation_statuses, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.sim import cluster
+from berth.status import reservations as reservation_owner
 from berth.util import clocks
 from tests.kube import conftest
 from tests.scheduler import builders as b
@@ -72,7 +73,7 @@ NO_ROOM = decisions.Unschedulable(
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    facts: tuple[status_owners.ReservationFact, ...]
+    facts: tuple[reservation_owner.ReservationFact, ...]
     phase: str | None
     ready: str | None  # the Ready condition's reason, None without one
     owners: tuple[str, ...] = ()

@@ -1,0 +1,264 @@
+"""A PodGroup's status: phase, member counts, and the ``Scheduled`` condition saying why.
+
+What a PodGroup's status should be is computed here, purely, from the scheduler's snapshot
+(the group's members and their phases) and the last cycle's why-pending reason for the group
+(:mod:`berth.status.cycles` gathers both). The live operator's Kopf status handler
+(:mod:`berth.controllers.statuses`) writes it when it differs from the live object; ``berth
+sim`` (:mod:`berth.sim.cluster`) writes it into its own objects.
+
+Phase, for ``minMember`` m (first rule that holds):
+
+- ``Failed``: the Gang plugin reported the schedule timeout (``scheduleTimeoutSeconds``)
+  expired and the group asks for it (``onScheduleTimeout: Fail``; a requeued group stays
+  ``Inqueue`` with the ``Timeout`` reason while it backs off), or every member finished and
+  fewer than m succeeded;
+- ``Finished``: every member finished and at least m succeeded;
+- ``Running``: at least m members run or succeeded;
+- ``Scheduled``: at least m members are bound to nodes (not all running yet);
+- ``Inqueue``: at least m members exist, waiting to be placed together;
+- ``Pending``: fewer than m members exist yet.
+
+The ``Scheduled`` condition is ``True`` once the group is placed; otherwise ``False`` with a
+CamelCase reason (the ``Reason`` printer column of ``kubectl get bpg``) and the scheduler's
+full explanation as its message (``kubectl describe bpg``). :func:`transition_events` turns a
+change of condition into the Events a user sees in ``kubectl get events``.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+
+from berth.api import podgroups
+from berth.scheduler.framework import reasons
+from berth.scheduler.snapshot import podgroups as pgsnap
+from berth.scheduler.snapshot import pods, snapshots
+from berth.status import conditions, observations
+
+__all__ = [
+    "Counts",
+    "counts_of",
+    "desired_status",
+    "phase_of",
+    "positions",
+    "sub_group_counts",
+    "transition_events",
+]
+
+KIND = podgroups.KIND
+Phase = podgroups.PodGroupPhase
+
+INQUEUE = "Inqueue"
+"""The condition reason of a group with enough pods that no cycle has explained yet (not a
+scheduler's :class:`~berth.scheduler.framework.reasons.ReasonCode`: nothing keeps it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """A group's members, counted for its status."""
+
+    min_member: int
+    created: int  # members that exist and are not being deleted (failed ones excluded)
+    scheduled: int  # bound to a node, any phase
+    running: int
+    succeeded: int
+    failed: int
+    members: int  # every known member
+
+    @property
+    def finished(self) -> bool:
+        """Every member ran to completion (and there is at least one)."""
+        return self.members > 0 and self.succeeded + self.failed == self.members
+
+
+def counts_of(min_member: int, members: collections.abc.Iterable[pods.PodInfo]) -> Counts:
+    """Count ``members`` (the group's pods in the snapshot)."""
+    created = scheduled = running = succeeded = failed = total = 0
+    for pod in members:
+        total += 1
+        if pod.node_name is not None:
+            scheduled += 1
+        if pod.phase == "Succeeded":
+            succeeded += 1
+        elif pod.phase == "Failed":
+            failed += 1
+        elif pod.phase == "Running" and pod.node_name is not None and not pod.deleting:
+            running += 1
+        if pod.phase != "Failed" and not pod.deleting:
+            created += 1
+    return Counts(min_member, created, scheduled, running, succeeded, failed, total)
+
+
+def phase_of(
+    counts: Counts, *, reason: reasons.Reason | None, fail_on_timeout: bool
+) -> podgroups.PodGroupPhase:
+    """The phase for these counts and the scheduler's reason (see the module docstring)."""
+    m = counts.min_member
+    timed_out = reason is not None and reason.code is reasons.ReasonCode.GANG_TIMED_OUT
+    if fail_on_timeout and timed_out:
+        return Phase.FAILED
+    if counts.finished and counts.members >= m:
+        return Phase.FINISHED if counts.succeeded >= m else Phase.FAILED
+    if counts.running + counts.succeeded >= m:
+        return Phase.RUNNING
+    if counts.scheduled >= m:
+        return Phase.SCHEDULED
+    if counts.created >= m:
+        return Phase.INQUEUE
+    return Phase.PENDING
+
+
+def desired_status(
+    group: observations.ObservedObject,
+    *,
+    snapshot: snapshots.Snapshot,
+    reason: reasons.Reason | None,
+    now: float,
+    position: tuple[int, int] | None = None,
+) -> dict[str, typing.Any] | None:
+    """The status ``group`` should have; None while the snapshot does not know the group.
+    ``position`` is the group's place in its queue's line and the line's length, while it
+    waits (:func:`positions`)."""
+    info = snapshot.pod_groups.get(group.key)
+    if info is None:
+        return None
+    counts = counts_of(info.min_member, snapshot.members(group.key))
+    phase = phase_of(counts, reason=reason, fail_on_timeout=info.fail_on_timeout)
+    placed = phase in (Phase.SCHEDULED, Phase.RUNNING, Phase.FINISHED)
+    if placed:
+        condition = _condition(
+            status="True",
+            reason="Scheduled",
+            message=f"{counts.scheduled} pod(s) placed, minMember {counts.min_member}",
+        )
+    else:
+        why = reason or _own_reason(info, counts, phase=phase)
+        condition = _condition(status="False", reason=why.code.value, message=why.message)
+        if phase is Phase.INQUEUE and reason is None and info.invalid is None:
+            condition["reason"] = INQUEUE
+    _keep_transition_time(condition, current=group.status, now=now)
+    status: dict[str, typing.Any] = {
+        "phase": phase.value,
+        "scheduled": counts.scheduled,
+        "running": counts.running,
+        "succeeded": counts.succeeded,
+        "failed": counts.failed,
+        "conditions": conditions.replaced(group.status, condition),
+    }
+    if position is not None and not placed and phase is not Phase.FAILED:
+        status["queuePosition"], status["queuePending"] = position
+    if info.sub_groups:
+        status["subGroups"] = sub_group_counts(info, snapshot.members(group.key))
+    return status
+
+
+def sub_group_counts(
+    info: pgsnap.PodGroupInfo, members: collections.abc.Iterable[pods.PodInfo]
+) -> list[dict[str, typing.Any]]:
+    """``status.subGroups``: per role (a pod counts in the first role matching it), its
+    minMember and its pods scheduled and running."""
+    scheduled = [0] * len(info.sub_groups)
+    running = [0] * len(info.sub_groups)
+    for pod in members:
+        index = next((i for i, role in enumerate(info.sub_groups) if role.matches(pod)), None)
+        if index is None:
+            continue
+        if pod.node_name is not None:
+            scheduled[index] += 1
+        if pod.phase == "Running" and pod.node_name is not None and not pod.deleting:
+            running[index] += 1
+    return [
+        {
+            "name": role.name,
+            "minMember": role.min_member,
+            "scheduled": scheduled[i],
+            "running": running[i],
+        }
+        for i, role in enumerate(info.sub_groups)
+    ]
+
+
+def positions(
+    waiting: collections.abc.Mapping[str, collections.abc.Sequence[str]],
+) -> dict[str, tuple[int, int]]:
+    """Group key -> (its place in its queue's line, the line's length), from the last
+    cycle's :attr:`~berth.scheduler.framework.decisions.CycleResult.waiting`."""
+    return {
+        key: (place, len(line))
+        for line in waiting.values()
+        for place, key in enumerate(line, start=1)
+    }
+
+
+def transition_events(
+    old: collections.abc.Mapping[str, typing.Any], new: collections.abc.Mapping[str, typing.Any]
+) -> list[tuple[str, str, str]]:
+    """``(type, reason, message)`` of the Events a status change from ``old`` to ``new`` is
+    worth: placed, newly unschedulable (or for another reason), timed out, finished."""
+    out: list[tuple[str, str, str]] = []
+    before = conditions.find(old, podgroups.CONDITION_SCHEDULED)
+    after = conditions.find(new, podgroups.CONDITION_SCHEDULED)
+    if after is not None and (
+        before is None
+        or (before.get("status"), before.get("message"))
+        != (after.get("status"), after.get("message"))
+    ):
+        message = str(after.get("message") or "")
+        if after.get("status") == "True":
+            out.append(("Normal", "Scheduled", message))
+        elif after.get("reason") not in (INQUEUE, reasons.ReasonCode.NOT_ENOUGH_PODS.value):
+            out.append(("Warning", "FailedScheduling", message))
+    old_phase, new_phase = old.get("phase"), new.get("phase")
+    if new_phase != old_phase:
+        if new_phase == Phase.FINISHED:
+            out.append(("Normal", "Finished", "every member finished"))
+        elif new_phase == Phase.FAILED:
+            why = str((after or {}).get("message") or "members failed")
+            out.append(("Warning", "Failed", why))
+    return out
+
+
+# Conditions ---------------------------------------------------------------------------------
+def _own_reason(
+    info: pgsnap.PodGroupInfo, counts: Counts, *, phase: podgroups.PodGroupPhase
+) -> reasons.Reason:
+    """Why the group waits when the last cycle said nothing about it."""
+    if info.invalid is not None:
+        return reasons.new(reasons.ReasonCode.INVALID, info.invalid)
+    if phase is Phase.PENDING:
+        return reasons.new(
+            reasons.ReasonCode.NOT_ENOUGH_PODS,
+            f"waiting for pods: {counts.created}/{counts.min_member} created, "
+            f"minMember {counts.min_member}",
+        )
+    return reasons.new(
+        reasons.ReasonCode.UNSCHEDULABLE, "waiting for the scheduler to place the group"
+    )
+
+
+def _condition(*, status: str, reason: str, message: str) -> dict[str, typing.Any]:
+    return {
+        "type": podgroups.CONDITION_SCHEDULED,
+        "status": status,
+        "reason": reason,
+        "message": message,
+    }
+
+
+def _keep_transition_time(
+    condition: dict[str, typing.Any],
+    *,
+    current: collections.abc.Mapping[str, typing.Any],
+    now: float,
+) -> None:
+    # Stricter than conditions.updated: a new reason or message is a transition too, so the
+    # time says since when the group has waited for *this* reason.
+    previous = conditions.find(current, podgroups.CONDITION_SCHEDULED)
+    same = previous is not None and all(
+        previous.get(k) == condition[k] for k in ("status", "reason", "message")
+    )
+    if same and previous is not None and previous.get("lastTransitionTime"):
+        condition["lastTransitionTime"] = previous["lastTransitionTime"]
+    else:
+        condition["lastTransitionTime"] = conditions.timestamp(now)
