@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.controllers import observed, podgroups
+from berth.status import observations, podgroups
 from berth.util import clocks
 from tests.scheduler import builders as b
 from tests.scheduler.plugins import harness
@@ -30,7 +30,7 @@ def test_the_condition_reason_is_the_specific_code(scenario: table.Scenario) -> 
     for name, code in scenario.codes.items():
         group = sim.get("PodGroup", namespace="default", name=name)
         assert group is not None
-        seen = observed.observe("PodGroup", body=group, parse_time=lambda _: b.EPOCH)
+        seen = observations.observe("PodGroup", body=group, parse_time=lambda _: b.EPOCH)
         assert seen is not None
         why = result.group_why[f"default/{name}"]
         status = podgroups.desired_status(seen, snapshot=snapshot, reason=why, now=b.EPOCH)
