@@ -79,7 +79,7 @@ def reservation_status(
         _set(status, "Ready", "False", fact.reason, fact.message, now=now)
     else:
         status.setdefault("phase", "Pending")  # what the CRD defaults it to
-        _set(status, "Scheduled", "False", "Unschedulable", fact.reason.message, now=now)
+        _set(status, "Scheduled", "False", fact.reason.code.value, fact.reason.message, now=now)
     return status
 
 

@@ -167,3 +167,4 @@ def test_an_unplaced_reservation_says_why_in_scheduled() -> None:
         "False",
         "0/1 nodes fit: 1 Insufficient cpu",
     )
+    assert scheduled["reason"] == reasons.ReasonCode.NOT_ENOUGH_RESOURCES.value

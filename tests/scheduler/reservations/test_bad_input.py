@@ -3,7 +3,8 @@
 We test these aspects (issue 6, "bad input"): a template without requests, a template with a
 malformed quantity, owners that can never match a pod (contradicting label requirements, a
 label operator that does not exist), a reservation larger than any node, a queue that does not
-exist — each stays Pending with a ``Scheduled`` condition saying exactly why; a TTL or
+exist — each stays Pending with a ``Scheduled`` condition saying exactly why, its reason the
+obstacle's code; a TTL or
 ``expires`` already in the past ends the reservation ``Failed`` with a ``Ready`` condition
 saying when it expired. In every case a healthy reservation and a plain pod next to it are
 placed as if nothing were wrong, and no plugin raises.
@@ -15,6 +16,7 @@ import typing
 
 import pytest
 
+from berth.scheduler.framework import reasons
 from tests.scheduler import builders as b
 from tests.scheduler.reservations import world as w
 
@@ -27,18 +29,21 @@ PENDING = [
         w.reservation("bad", cpu=None, memory=None),
         "spec.template requests no resources: set resources.requests on its containers "
         "(a reservation holds what its template requests)",
+        reasons.ReasonCode.INVALID,
         id="template-without-requests",
     ),
     pytest.param(
         w.reservation("bad", cpu="lots"),
         "spec.template has an invalid resource request: containers[0] (main) cpu: quantities "
         "must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': 'lots'",
+        reasons.ReasonCode.INVALID,
         id="template-with-a-malformed-quantity",
     ),
     pytest.param(
         w.reservation("bad", owners=[w.owner_labels({"app": "x"}, expressions=[NOT_APP_X])]),
         "no owner can ever match a pod: owners[0] labelSelector can never match: no value of "
         "label 'app' satisfies all its requirements",
+        reasons.ReasonCode.INVALID,
         id="selector-matching-nothing",
     ),
     pytest.param(
@@ -57,16 +62,19 @@ PENDING = [
         "no owner can ever match a pod: owners[0] labelSelector can never match: label 'gpu' "
         "is required both to exist and not to exist; owners[1] labelSelector can never match: "
         "operator 'Gt' on label 'gpu' is not one of In, NotIn, Exists, DoesNotExist",
+        reasons.ReasonCode.INVALID,
         id="every-owner-broken",
     ),
     pytest.param(
         w.reservation("bad", cpu="64"),
         "0/2 nodes fit: 2 Insufficient cpu",
+        reasons.ReasonCode.NOT_ENOUGH_RESOURCES,
         id="larger-than-any-node",
     ),
     pytest.param(
         w.reservation("bad", queue="nowhere"),
         "queue nowhere does not exist",
+        reasons.ReasonCode.QUEUE_NOT_FOUND,
         id="missing-queue",
     ),
 ]
@@ -88,14 +96,16 @@ def assert_undisturbed(world: w.World) -> None:
     assert world.node_of("bystander") is not None
 
 
-@pytest.mark.parametrize(("bad", "message"), PENDING)
-def test_a_reservation_that_cannot_be_held_stays_pending_saying_why(bad: Obj, message: str) -> None:
+@pytest.mark.parametrize(("bad", "message", "code"), PENDING)
+def test_a_reservation_that_cannot_be_held_stays_pending_saying_why(
+    bad: Obj, message: str, code: reasons.ReasonCode
+) -> None:
     world = healthy_world(bad)
     for _ in range(2):  # and it stays so
         world.cycle()
         assert world.phase("bad") == "Pending"
         condition = world.condition("bad", "Scheduled")
-        assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+        assert (condition["status"], condition["reason"]) == ("False", code.value)
         assert condition["message"] == message
     assert_undisturbed(world)
 
