@@ -132,6 +132,8 @@ class RunResult:
     tenant_harmed: int = 0  # the other tenant's canary moved, replaced or failed
     queue_over_limit: int = 0  # the other tenant's queue: cpus bound past its limit
     scheduled_after: bool = True  # the after-pods were all bound
+    new_leader_refused: int = 0  # the new leader's writes answered 403 (a fence at the server
+    # that had not yet seen it take the Lease; for information)
 
     @property
     def violations(self) -> list[str]:
@@ -160,6 +162,7 @@ class Summary:
             "incomplete": self.incomplete,
             "late_writes": sum(r.late_writes for r in self.runs),
             "late_attempts": sum(r.late_attempts for r in self.runs),
+            "new_leader_refused": sum(r.new_leader_refused for r in self.runs),
             "failed_pods": sum(r.failed_pods for r in self.runs),
             "bound_twice": sum(r.bound_twice for r in self.runs),
             "tenant_harmed": sum(r.tenant_harmed for r in self.runs),
@@ -539,6 +542,9 @@ def _count(
         failed_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Failed"),
         old_leader_exit=old.process.poll(),
         bound_twice=sum(1 for n in bindings.values() if n > 1),
+        new_leader_refused=sum(
+            1 for e in entries if e.user_agent == new.user_agent and e.write and e.code == 403
+        ),
     )
 
 
