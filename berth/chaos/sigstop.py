@@ -134,6 +134,7 @@ class RunResult:
     scheduled_after: bool = True  # the after-pods were all bound
     new_leader_refused: int = 0  # the new leader's writes answered 403 (a fence at the server
     # that had not yet seen it take the Lease; for information)
+    late: tuple[str, ...] = ()  # the late attempts: "verb path status", in the server's order
 
     @property
     def violations(self) -> list[str]:
@@ -545,6 +546,7 @@ def _count(
         new_leader_refused=sum(
             1 for e in entries if e.user_agent == new.user_agent and e.write and e.code == 403
         ),
+        late=tuple(f"{e.verb} {e.uri.split('?')[0]} {e.code}" for e in after),
     )
 
 
