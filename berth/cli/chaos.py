@@ -162,10 +162,14 @@ def _on_real_plane(
     if not real:
         yield experiment
         return
+    try:
+        found = binaries.find()
+    except binaries.BinariesMissing as missing:
+        raise click.ClickException(str(missing)) from None
     plane = controlplane.ControlPlane(
         experiment.workdir / "real-cluster",
         pools=[kubelets.parse_pool(spec, index=i) for i, spec in enumerate(REAL_NODES)],
-        binaries=binaries.find(),
+        binaries=found,
         audited_users=[install.USER],
         progress=lambda step: click.echo(f"berth chaos: {step}", err=True),
     )
