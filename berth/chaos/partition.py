@@ -72,9 +72,9 @@ class ProxyFault:
         self.proxy = through
         self.fault = fault
 
-    def kubeconfig(self, experiment: sigstop.Experiment) -> pathlib.Path | None:
+    def kubeconfig(self, experiment: sigstop.Experiment, own: pathlib.Path) -> pathlib.Path | None:
         return proxied_kubeconfig(
-            experiment.replicas_kubeconfig,
+            own,
             port=self.proxy.port,
             to=experiment.workdir / "through-proxy.kubeconfig",
         )

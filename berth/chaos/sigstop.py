@@ -44,6 +44,7 @@ import typing
 from berth.api import keys
 from berth.chaos import audits
 from berth.kube import clients, errors, rest
+from berth.realcluster import identities
 
 __all__ = [
     "Disruption",
@@ -81,12 +82,36 @@ class Experiment:
     limit_cpu: int = 2  # that queue's cpu limit (its pods ask 1 cpu each; two more than fit)
     after_pods: int = 4  # created once the burst is deleted: the survivor must bind them
     replica_kubeconfig: pathlib.Path | None = None  # the replicas' own (default: kubeconfig)
+    replica_service_account: str = ""
+    """``NAMESPACE/NAME``: each replica runs as that ServiceAccount from a stand-in pod named
+    after its identity (a token bound to the pod, :mod:`berth.realcluster.identities`), as a
+    replica pod of the chart would: the identity the chart's leader fence checks. Made with
+    ``kubeconfig`` (an administrator's); overrides ``replica_kubeconfig``."""
 
     @property
     def replicas_kubeconfig(self) -> pathlib.Path:
         """What the replicas run with: a chart's ServiceAccount, say, while the harness itself
         (creating namespaces, queues and pods) uses ``kubeconfig``."""
         return self.replica_kubeconfig or self.kubeconfig
+
+    def credentials(self, identity: str) -> pathlib.Path:
+        """The kubeconfig replica ``identity`` runs with (see ``replica_service_account``)."""
+        if not self.replica_service_account:
+            return self.replicas_kubeconfig
+        namespace, _, name = self.replica_service_account.partition("/")
+        return identities.bound_kubeconfig(
+            self.kubeconfig,
+            namespace=namespace,
+            service_account=name,
+            pod=identity,
+            to=self.workdir / f"{identity}.kubeconfig",
+        )
+
+    def forget(self, identity: str) -> None:
+        """Delete replica ``identity``'s stand-in pod, if it has one."""
+        if self.replica_service_account:
+            namespace = self.replica_service_account.partition("/")[0]
+            identities.remove(self.kubeconfig, namespace=namespace, pod=identity)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +132,9 @@ class RunResult:
     tenant_harmed: int = 0  # the other tenant's canary moved, replaced or failed
     queue_over_limit: int = 0  # the other tenant's queue: cpus bound past its limit
     scheduled_after: bool = True  # the after-pods were all bound
+    new_leader_refused: int = 0  # the new leader's writes answered 403 (a fence at the server
+    # that had not yet seen it take the Lease; for information)
+    late: tuple[str, ...] = ()  # the late attempts: "verb path status", in the server's order
 
     @property
     def violations(self) -> list[str]:
@@ -135,6 +163,7 @@ class Summary:
             "incomplete": self.incomplete,
             "late_writes": sum(r.late_writes for r in self.runs),
             "late_attempts": sum(r.late_attempts for r in self.runs),
+            "new_leader_refused": sum(r.new_leader_refused for r in self.runs),
             "failed_pods": sum(r.failed_pods for r in self.runs),
             "bound_twice": sum(r.bound_twice for r in self.runs),
             "tenant_harmed": sum(r.tenant_harmed for r in self.runs),
@@ -153,9 +182,10 @@ class Replica:
     ) -> None:
         self.identity = identity
         self.log = experiment.workdir / f"{identity}.log"
+        kubeconfig = kubeconfig or experiment.credentials(identity)
         env = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_")}
         env |= {
-            "BERTH_KUBECONFIG": str(kubeconfig or experiment.replicas_kubeconfig),
+            "BERTH_KUBECONFIG": str(kubeconfig),
             "BERTH_NAMESPACE": experiment.lease_namespace,
             "BERTH_HTTP_HOST": "127.0.0.1",
             "BERTH_HTTP_PORT": "0",
@@ -203,8 +233,8 @@ class Replica:
 class Disruption(typing.Protocol):
     """What cuts the leader off (begin) and lets it go on (end)."""
 
-    def kubeconfig(self, experiment: Experiment) -> pathlib.Path | None:
-        """The kubeconfig the leader-to-be runs with (None: the experiment's)."""
+    def kubeconfig(self, experiment: Experiment, own: pathlib.Path) -> pathlib.Path | None:
+        """The kubeconfig the leader-to-be runs with, given its ``own`` (None: that one)."""
 
     def begin(self, leader: Replica) -> None: ...
 
@@ -214,7 +244,7 @@ class Disruption(typing.Protocol):
 class SigStop:
     """The leader's process is paused (SIGSTOP) and resumed (SIGCONT)."""
 
-    def kubeconfig(self, experiment: Experiment) -> pathlib.Path | None:
+    def kubeconfig(self, experiment: Experiment, own: pathlib.Path) -> pathlib.Path | None:
         return None
 
     def begin(self, leader: Replica) -> None:
@@ -397,7 +427,9 @@ async def run_once(
     await _ensure_namespace(api, experiment.namespace)
     await _clean(api, experiment)
     _, offset = audits.read(experiment.audit_log)
-    old = Replica(experiment, f"chaos-{run}-a", kubeconfig=disruption.kubeconfig(experiment))
+    leader = f"chaos-{run}-a"
+    own = experiment.credentials(leader)
+    old = Replica(experiment, leader, kubeconfig=disruption.kubeconfig(experiment, own) or own)
     new: Replica | None = None
     try:
 
@@ -474,10 +506,11 @@ async def run_once(
             counted, tenant_harmed=harmed, queue_over_limit=over, scheduled_after=after
         )
     finally:
-        exit_code = old.stop()
+        old.stop()
+        experiment.forget(old.identity)
         if new is not None:
             new.stop()
-        _ = exit_code
+            experiment.forget(new.identity)
 
 
 def _count(
@@ -510,6 +543,10 @@ def _count(
         failed_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Failed"),
         old_leader_exit=old.process.poll(),
         bound_twice=sum(1 for n in bindings.values() if n > 1),
+        new_leader_refused=sum(
+            1 for e in entries if e.user_agent == new.user_agent and e.write and e.code == 403
+        ),
+        late=tuple(f"{e.verb} {e.uri.split('?')[0]} {e.code}" for e in after),
     )
 
 

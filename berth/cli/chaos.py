@@ -13,6 +13,8 @@ broke.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import contextlib
 import dataclasses
 import json
 import pathlib
@@ -24,6 +26,8 @@ import typing
 import click
 
 from berth.chaos import fuzz, partition, proxy, sigstop
+from berth.emulator import kubelets
+from berth.realcluster import binaries, controlplane, install
 
 __all__ = ["command"]
 
@@ -40,9 +44,9 @@ def _failover_options(function: typing.Callable[..., None]) -> typing.Callable[.
             click.option(
                 "--kubeconfig",
                 type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
-                required=True,
+                default=None,
                 help="The cluster to run against (Berth's CRDs installed, nodes with room for "
-                "the pods).",
+                "the pods); required unless --real.",
             ),
             click.option(
                 "--replica-kubeconfig",
@@ -52,10 +56,26 @@ def _failover_options(function: typing.Callable[..., None]) -> typing.Callable[.
                 "requests the audit policy records); default: --kubeconfig.",
             ),
             click.option(
+                "--replica-service-account",
+                default="",
+                metavar="NAMESPACE/NAME",
+                help="Run each replica as this ServiceAccount from a stand-in pod named after "
+                "it (a token bound to the pod, made with --kubeconfig), as the chart's replica "
+                "pods are: what its leader fence checks. Overrides --replica-kubeconfig.",
+            ),
+            click.option(
                 "--audit-log",
                 type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
-                required=True,
-                help="The API server's audit log (JSON lines, level Metadata or more).",
+                default=None,
+                help="The API server's audit log (JSON lines, level Metadata or more); "
+                "required unless --real.",
+            ),
+            click.option(
+                "--real",
+                is_flag=True,
+                help="Build a real control plane for the experiment (as berth up --real does, "
+                "with no Berth of its own), install the chart in scheduler mode with its leader "
+                "fence, and run the replicas as its ServiceAccount on its Lease.",
             ),
             click.option("--runs", type=click.IntRange(min=1), default=1, show_default=True),
             click.option("--pods", type=click.IntRange(min=4), default=200, show_default=True),
@@ -89,9 +109,11 @@ def _failover_options(function: typing.Callable[..., None]) -> typing.Callable[.
 def _experiment(
     workdir: pathlib.Path,
     *,
-    kubeconfig: pathlib.Path,
+    kubeconfig: pathlib.Path | None,
     replica_kubeconfig: pathlib.Path | None,
-    audit_log: pathlib.Path,
+    replica_service_account: str,
+    audit_log: pathlib.Path | None,
+    real: bool,
     pods: int,
     cpu: str,
     namespace: str,
@@ -100,10 +122,19 @@ def _experiment(
     timings: tuple[float, float, float],
     hold: float,
 ) -> sigstop.Experiment:
+    if real:
+        # Filled in by _on_real_plane; the chart's Lease, which its leader fence watches.
+        kubeconfig = audit_log = workdir
+        lease_namespace = install.NAMESPACE
+        scheduler_name = "berth-scheduler"
+        replica_service_account = f"{install.NAMESPACE}/{install.SERVICE_ACCOUNT}"
+    if kubeconfig is None or audit_log is None:
+        raise click.UsageError("--kubeconfig and --audit-log are required (or --real)")
     duration, deadline, retry = timings
     return sigstop.Experiment(
         kubeconfig=kubeconfig,
         replica_kubeconfig=replica_kubeconfig,
+        replica_service_account=replica_service_account,
         audit_log=audit_log,
         workdir=workdir,
         namespace=namespace,
@@ -119,6 +150,36 @@ def _experiment(
     )
 
 
+REAL_NODES = ("6x cpu=8,memory=32Gi,pods=110",)
+
+
+@contextlib.contextmanager
+def _on_real_plane(
+    experiment: sigstop.Experiment, *, real: bool
+) -> collections.abc.Iterator[sigstop.Experiment]:
+    """``experiment`` itself, or (``--real``) pointed at a real control plane built for it in
+    its work directory, with the chart installed; the plane is stopped afterwards."""
+    if not real:
+        yield experiment
+        return
+    try:
+        found = binaries.find()
+    except binaries.BinariesMissing as missing:
+        raise click.ClickException(str(missing)) from None
+    plane = controlplane.ControlPlane(
+        experiment.workdir / "real-cluster",
+        pools=[kubelets.parse_pool(spec, index=i) for i, spec in enumerate(REAL_NODES)],
+        binaries=found,
+        audited_users=[install.USER],
+        progress=lambda step: click.echo(f"berth chaos: {step}", err=True),
+    )
+    with plane:
+        asyncio.run(install.install(plane, mode="scheduler"))
+        yield dataclasses.replace(
+            experiment, kubeconfig=plane.admin_kubeconfig, audit_log=plane.audit_log
+        )
+
+
 @command.command("partition")
 @_failover_options
 @click.option(
@@ -128,12 +189,15 @@ def _experiment(
     show_default=True,
     help="reset: connections reset; drop: a black hole; stall: bytes held, delivered late.",
 )
-def partition_command(runs: int, fault: str, **options: typing.Any) -> None:
+def partition_command(runs: int, fault: str, real: bool, **options: typing.Any) -> None:
     """Cut the leader off from the API server (a loopback proxy's fault) past its Lease, heal
     it after a successor took over; check the invariants (JSON)."""
     with tempfile.TemporaryDirectory(prefix="berth-chaos-") as workdir:
-        experiment = _experiment(pathlib.Path(workdir), **options)
-        summary = asyncio.run(partition.run_many(experiment, runs=runs, fault=proxy.Fault(fault)))
+        planned = _experiment(pathlib.Path(workdir), real=real, **options)
+        with _on_real_plane(planned, real=real) as experiment:
+            summary = asyncio.run(
+                partition.run_many(experiment, runs=runs, fault=proxy.Fault(fault))
+            )
     click.echo(json.dumps(summary))
     if summary["violations"]:
         raise SystemExit(1)
@@ -191,13 +255,14 @@ def proxy_command(kubeconfig: pathlib.Path, out: pathlib.Path, port: int) -> Non
 
 @command.command("sigstop")
 @_failover_options
-def sigstop_command(runs: int, **options: typing.Any) -> None:
+def sigstop_command(runs: int, real: bool, **options: typing.Any) -> None:
     """SIGSTOP the leader past its Lease, SIGCONT it after a successor took over; count its
     writes after the successor's first one and the pods that failed (both must be 0), and the
     other invariants (JSON)."""
     with tempfile.TemporaryDirectory(prefix="berth-chaos-") as workdir:
-        experiment = _experiment(pathlib.Path(workdir), **options)
-        summary = asyncio.run(sigstop.run_many(experiment, runs=runs)).as_dict()
+        planned = _experiment(pathlib.Path(workdir), real=real, **options)
+        with _on_real_plane(planned, real=real) as experiment:
+            summary = asyncio.run(sigstop.run_many(experiment, runs=runs)).as_dict()
     click.echo(json.dumps(summary))
     if summary["violations"]:
         raise SystemExit(1)

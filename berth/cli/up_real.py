@@ -86,15 +86,17 @@ async def _operate(
             cert_file=installation.webhook_cert,
             key_file=installation.webhook_key,
         )
+    identity = "berth-up-real"
     config = settings.Settings(
-        kubeconfig=installation.kubeconfig,
+        # As a replica pod would: the token names the pod the Lease holder identity names.
+        kubeconfig=installation.replica(identity),
         namespace=installation.namespace,
         mode=settings.Mode(installation.mode),
         admission=admission,
         http_host="127.0.0.1",
         http_port=http_port,
         log_level=log_level,
-        leader_election={"identity": "berth-up-real"},
+        leader_election={"identity": identity},
     )
     nodes = sum(p.count for p in plane.pools)
 

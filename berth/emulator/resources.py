@@ -193,6 +193,23 @@ BUILTINS: tuple[Resource, ...] = (
         "validatingwebhookconfigurations",
         namespaced=False,
     ),
+    # Stored, never enforced: the emulator runs no admission policies (the chart's leader
+    # fence is enforced by a real API server; docs/chaos.md).
+    _in(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        namespaced=False,
+        subresources=("status",),
+    ),
+    _in(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        namespaced=False,
+    ),
     _in(
         "apiextensions.k8s.io",
         "v1",

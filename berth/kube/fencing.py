@@ -25,6 +25,11 @@ Python 3.11: a pause can land in between). Reads (GET, HEAD, OPTIONS; watches) a
 fenced. The Lease calls themselves run inside :func:`unfenced`: a candidate must write the
 Lease to become leader. Requests that were
 already written before a pause reached the server before the follower could take over.
+
+What no check in this process can close — a pause landing between the last check and the
+bytes reaching the socket — the API server closes: the chart's leader fence refuses writes of
+Berth's ServiceAccount from any pod but the Lease holder (``helm/berth/templates/
+leader-fence.yaml``, docs/chaos.md).
 """
 
 from __future__ import annotations

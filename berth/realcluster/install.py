@@ -5,7 +5,10 @@ control plane: the CRDs, the ServiceAccount, the ClusterRoles and Roles and thei
 in admission mode the Mutating- and ValidatingWebhookConfiguration. The chart's Deployment is
 then scaled to zero: there is no image to run here, Berth runs as a local process instead,
 authenticated as the chart's ServiceAccount with a token the API server issued (TokenRequest),
-so every request it makes is authorized by the chart's RBAC and nothing else. In admission mode
+so every request it makes is authorized by the chart's RBAC and nothing else. Each replica's
+token is bound to a stand-in Pod named after its identity (:meth:`Installation.replica`,
+:mod:`berth.realcluster.identities`), as the kubelet binds a replica pod's token: the chart's
+leader fence lets only the pod holding the Lease write. In admission mode
 the webhooks are pointed at the local process (a URL on 127.0.0.1 with a certificate of the
 control plane's CA) instead of the in-cluster Service.
 """
@@ -19,7 +22,7 @@ import pathlib
 import typing
 
 import berth
-from berth.realcluster import controlplane, processes
+from berth.realcluster import controlplane, identities, processes
 
 __all__ = ["CHART", "USER", "Installation", "install", "webhook_configuration"]
 
@@ -39,17 +42,38 @@ Object = dict[str, typing.Any]
 class Installation:
     """What a local Berth process needs to run as the installed chart's ServiceAccount."""
 
-    kubeconfig: pathlib.Path  # authenticates as USER
+    kubeconfig: pathlib.Path  # authenticates as USER from no pod: the leader fence refuses
+    # its writes (reads, and the Lease, pass)
     namespace: str
     mode: str
     webhook_cert: pathlib.Path | None = None
     webhook_key: pathlib.Path | None = None
     webhook_port: int = 0
+    admin_kubeconfig: pathlib.Path | None = None  # to make replicas' identities with
 
-    def environment(self, *, http_port: int = 0, identity: str = "") -> dict[str, str]:
-        """``berth run``'s settings for this installation, as ``BERTH_*`` variables."""
+    def replica(self, identity: str) -> pathlib.Path:
+        """A kubeconfig for replica ``identity``: USER, from stand-in pod ``identity``."""
+        admin = self.admin_kubeconfig
+        if admin is None:
+            raise ValueError("this installation has no administrator to make identities with")
+        return identities.bound_kubeconfig(
+            admin,
+            namespace=self.namespace,
+            service_account=SERVICE_ACCOUNT,
+            pod=identity,
+            to=admin.parent / f"berth-{identity}.kubeconfig",
+            duration=TOKEN_LIFETIME,
+        )
+
+    def environment(
+        self, *, http_port: int = 0, identity: str = "", kubeconfig: pathlib.Path | None = None
+    ) -> dict[str, str]:
+        """``berth run``'s settings for this installation, as ``BERTH_*`` variables; with an
+        ``identity``, as that replica (:meth:`replica`, unless ``kubeconfig`` is given)."""
+        if kubeconfig is None:
+            kubeconfig = self.replica(identity) if identity else self.kubeconfig
         env = {
-            "BERTH_KUBECONFIG": str(self.kubeconfig),
+            "BERTH_KUBECONFIG": str(kubeconfig),
             "BERTH_NAMESPACE": self.namespace,
             "BERTH_MODE": self.mode,
             "BERTH_HTTP_HOST": "127.0.0.1",
@@ -92,12 +116,15 @@ async def install(
         "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, f"--duration={TOKEN_LIFETIME}"
     ).stdout.strip()
     kubeconfig = plane.token_kubeconfig(plane.directory / "berth.kubeconfig", token=token)
+    admin = plane.admin_kubeconfig
     if mode != "admission":
-        return Installation(kubeconfig, NAMESPACE, mode)
+        return Installation(kubeconfig, NAMESPACE, mode, admin_kubeconfig=admin)
     pair = plane.authority.serving("berth-webhook", hosts=["127.0.0.1"])
     port = processes.free_port()
     _point_webhooks_here(plane, port=port)
-    return Installation(kubeconfig, NAMESPACE, mode, pair.cert, pair.key, port)
+    return Installation(
+        kubeconfig, NAMESPACE, mode, pair.cert, pair.key, port, admin_kubeconfig=admin
+    )
 
 
 def webhook_configuration(plane: controlplane.ControlPlane) -> Object | None:

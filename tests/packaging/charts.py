@@ -219,6 +219,8 @@ CUSTOM_AFFINITY: Values = {
     },
     # Scheduler mode with the queue-access webhook (admission mode always checks).
     "queueAccess": {"webhook": True},
+    # Leader election without the server-side fence (a cluster older than 1.30).
+    "leaderElection": {"enabled": True, "serverFence": False},
 }
 OPTION_SETS: dict[str, Values] = {
     "defaults": {},

@@ -8,6 +8,9 @@ Aspects:
 - the profile ConfigMap holds the profile with the extra plugins appended;
 - the ClusterRole and the leader-election Role are bound to the chart's ServiceAccount (what
   they grant is checked against recorded operator runs in ``test_rbac_recorded.py``);
+- the leader fence (a ValidatingAdmissionPolicy with the release's Lease as its parameter)
+  names the release's ServiceAccount and Lease, and is left out without leader election or
+  when turned off;
 - values the templates refuse (no leader election with two replicas) fail the install;
 - NOTES.txt shows a first job for the installed mode, and kubectl can apply it as shown.
 """
@@ -55,6 +58,8 @@ CLUSTER_SCOPED = (
     "clusterroles.rbac.authorization.k8s.io,clusterrolebindings.rbac.authorization.k8s.io"
     ",mutatingwebhookconfigurations.admissionregistration.k8s.io"
     ",validatingwebhookconfigurations.admissionregistration.k8s.io"
+    ",validatingadmissionpolicies.admissionregistration.k8s.io"
+    ",validatingadmissionpolicybindings.admissionregistration.k8s.io"
 )
 
 
@@ -121,6 +126,9 @@ EXPECTED_OBJECTS = {
         ("RoleBinding", "berth-leader-election"),
         ("ClusterRole", "berth"),
         ("ClusterRoleBinding", "berth"),
+        # The server-side leader fence (leader-fence.yaml).
+        ("ValidatingAdmissionPolicy", "berth-leader-fence"),
+        ("ValidatingAdmissionPolicyBinding", "berth-leader-fence"),
     },
     "every-option": {
         ("Deployment", "batch-scheduler"),
@@ -133,6 +141,8 @@ EXPECTED_OBJECTS = {
         ("RoleBinding", "batch-scheduler-leader-election"),
         ("ClusterRole", "batch-scheduler"),
         ("ClusterRoleBinding", "batch-scheduler"),
+        ("ValidatingAdmissionPolicy", "batch-scheduler-leader-fence"),
+        ("ValidatingAdmissionPolicyBinding", "batch-scheduler-leader-fence"),
         # Admission mode (admission-*.yaml): the webhook, its Service and TLS Secret, and the
         # rights to recreate a rejected pod gated.
         ("Service", "batch-scheduler-admission"),
@@ -414,6 +424,46 @@ def test_role_is_bound_in_the_release_namespace(cluster: testing.RunningEmulator
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "berth", "namespace": "berth-system"}
     ]
+
+
+@pytest.mark.parametrize(
+    ("option_set", "user"),
+    [
+        ("defaults", "system:serviceaccount:berth-system:berth"),
+        ("every-option", "system:serviceaccount:batch-system:batch-scheduler-sa"),
+    ],
+)
+def test_the_leader_fence_binds_the_release_lease_to_its_service_account(
+    cluster: testing.RunningEmulator, option_set: str, user: str
+) -> None:
+    release, namespace, fullname = RELEASES[option_set]
+    objects = get(cluster, CLUSTER_SCOPED, release=release, namespace=None)
+    policy = objects[("ValidatingAdmissionPolicy", f"{fullname}-leader-fence")]["spec"]
+    assert policy["paramKind"] == {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+    assert policy["failurePolicy"] == "Fail"
+    assert [c["expression"] for c in policy["matchConditions"]] == [
+        f'request.userInfo.username == "{user}"'
+    ]
+    excluded = {r["resources"][0] for r in policy["matchConstraints"]["excludeResourceRules"]}
+    assert excluded == {"leases", "tokenreviews", "subjectaccessreviews"}
+    binding = objects[("ValidatingAdmissionPolicyBinding", f"{fullname}-leader-fence")]["spec"]
+    assert binding["policyName"] == f"{fullname}-leader-fence"
+    assert binding["validationActions"] == ["Deny"]
+    assert binding["paramRef"] == {
+        "name": "berth-scheduler",
+        "namespace": namespace,
+        "parameterNotFoundAction": "Allow",
+    }
+
+
+@pytest.mark.parametrize("option_set", ["single-replica", "custom-affinity"])
+def test_no_leader_fence_without_election_or_when_turned_off(
+    cluster: testing.RunningEmulator, option_set: str
+) -> None:
+    release, _, _ = RELEASES[option_set]
+    kinds = {kind for kind, _ in get(cluster, CLUSTER_SCOPED, release=release, namespace=None)}
+    assert "ClusterRole" in kinds or option_set == "single-replica"
+    assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
 def test_every_cluster_role_rule_carries_a_comment() -> None:

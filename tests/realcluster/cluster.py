@@ -4,7 +4,9 @@
   kubectl (a failed call fails the test with its output), bounded ``kubectl wait``\\ s and the
   audit log.
 - :class:`BerthProcess` is ``berth run`` as a child process, authenticated as the chart's
-  ServiceAccount (:mod:`berth.realcluster.install`), logging to the control plane's logs folder.
+  ServiceAccount from a stand-in pod named after its identity (:mod:`berth.realcluster.install`:
+  the chart's leader fence lets only the Lease holder's pod write), logging to the control
+  plane's logs folder.
   :meth:`RealCluster.berth` starts one; every one started is stopped when the test ends.
 - In admission mode the chart's MutatingWebhookConfiguration sends pods to the running Berth;
   in scheduler mode it is removed, as ``helm upgrade --set mode=scheduler`` would.
@@ -25,7 +27,7 @@ import uuid
 import pytest
 import yaml
 
-from berth.realcluster import audit, controlplane, install, processes
+from berth.realcluster import audit, controlplane, identities, install, processes
 
 __all__ = ["WAIT", "BerthProcess", "RealCluster"]
 
@@ -48,8 +50,16 @@ class BerthProcess:
     ) -> None:
         self.identity = identity
         self.http_port = processes.free_port()
+        self._cluster = cluster
+        own = (settings or {}).get("BERTH_KUBECONFIG")
         env = dict(os.environ)
-        env.update(cluster.installation.environment(http_port=self.http_port, identity=identity))
+        env.update(
+            cluster.installation.environment(
+                http_port=self.http_port,
+                identity=identity,
+                kubeconfig=pathlib.Path(own) if own else None,
+            )
+        )
         env["BERTH_MODE"] = mode
         if mode != "admission":
             for key in [k for k in env if k.startswith("BERTH_ADMISSION__")]:
@@ -86,6 +96,12 @@ class BerthProcess:
 
     def stop(self) -> None:
         self.process.stop()
+        # Its stand-in pod (the identity its token is bound to) goes with it.
+        identities.remove(
+            self._cluster.plane.admin_kubeconfig,
+            namespace=self._cluster.installation.namespace,
+            pod=self.identity,
+        )
 
 
 @dataclasses.dataclass

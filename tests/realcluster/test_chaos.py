@@ -3,11 +3,12 @@
 We test these aspects:
 
 - SIGSTOP of the leader past its Lease at short timings (4 s / 3 s / 0.5 s), a few runs: two
-  ``berth run`` replicas as the chart's ServiceAccount (whose every request the audit policy
-  records, told apart by user agent); 0 successful writes from the old leader after the new
-  one's first, 0 pods failed, none bound twice, the other tenant's canary untouched and its
-  limited queue not over its limit, the survivor still scheduling, and the old leader exits
-  non-zero (it lost the Lease);
+  ``berth run`` replicas as the chart's ServiceAccount, each from its own stand-in pod (whose
+  every request the audit policy records, told apart by user agent; the chart's leader
+  fence refuses the old leader's writes at the server); 0 successful writes from the old
+  leader after the new one's first, 0 pods failed, none bound twice, the other tenant's
+  canary untouched and its limited queue not over its limit, the survivor still scheduling,
+  and the old leader exits non-zero (it lost the Lease);
 - the hostile-tenant fuzzer for a bounded number of objects (well under 2 minutes) through the
   Python client and the real kubectl, with Berth running behind the fault proxy, which resets
   its connections for a moment every 2 s and adds latency in between (faults after the server
@@ -41,7 +42,7 @@ def test_a_resumed_leader_writes_nothing_after_its_successor(
     real.use_webhooks(False)  # scheduler mode: nobody answers the admission webhook
     experiment = sigstop.Experiment(
         kubeconfig=real.plane.admin_kubeconfig,
-        replica_kubeconfig=real.installation.kubeconfig,
+        replica_service_account=f"{install.NAMESPACE}/{install.SERVICE_ACCOUNT}",
         audit_log=real.plane.audit_log,
         workdir=tmp_path / "replicas",
         namespace=real.namespace(),
@@ -98,7 +99,7 @@ def test_the_fuzzer_finds_nothing_on_the_real_api_server(
     real: cluster.RealCluster, tmp_path: pathlib.Path
 ) -> None:
     real.use_webhooks(False)
-    theirs = real.installation.kubeconfig
+    theirs = real.installation.replica("fuzzed")
     with proxy.ThreadedProxy(partition.upstream(theirs)) as through:
         proxied = partition.proxied_kubeconfig(theirs, port=through.port, to=tmp_path / "kc")
         real.berth(identity="fuzzed", settings={"BERTH_KUBECONFIG": str(proxied)})
