@@ -37,7 +37,9 @@ elif mode == "operator":
     from berth.kube import errors
     from berth.operator import main, settings
 
-    config = settings.Settings(kubeconfig=pathlib.Path("/nonexistent"), http_port=0)
+    config = settings.Settings(
+        kubeconfig=pathlib.Path("/nonexistent"), http_host="127.0.0.1", http_port=0
+    )
     try:
         asyncio.run(main.run(config, stop=asyncio.Event()))
     except errors.ConfigError:
