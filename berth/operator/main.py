@@ -2,6 +2,8 @@
 
 ``berth run`` calls :func:`run`; so do ``berth up`` and the tests. In order (docs/architecture.md):
 
+0. pin the C allocator's mmap threshold (:mod:`berth.util.allocator`): with glibc's adjusting
+   one, asyncio's read buffers fragment the heap and the RSS creeps for the process's life;
 1. start the HTTP server (probes, metrics, the scheduler's API): followers serve it too;
 2. connect to the API server (kubeconfig or in-cluster) through :mod:`berth.kube.clients`;
 3. campaign for the Lease (:mod:`berth.operator.leadership`), or lead at once with
@@ -47,7 +49,7 @@ from berth.operator import (
 )
 from berth.operator import metrics as berth_metrics
 from berth.scheduler.framework import handles
-from berth.util import clocks
+from berth.util import allocator, clocks
 
 __all__ = ["ComponentFactory", "Context", "ExitCode", "no_components", "run"]
 
@@ -101,6 +103,8 @@ async def run(
 
     ``on_serving`` is told the HTTP port once the server listens (port 0 picks a free one).
     """
+    if allocator.pin_mmap_threshold():
+        logger.debug("C allocator: mmap threshold pinned at %d bytes", allocator.MMAP_THRESHOLD)
     process = _Process(config, leader_components=leader_components, clock=clock)
     return await process.run(stop=stop, on_serving=on_serving)
 

@@ -16,6 +16,7 @@ import pytest
 
 from berth.cli import main, soak
 from berth.sim import benchmarks
+from berth.util import allocator
 from tests import constraint_checker
 
 KEYS = {
@@ -143,6 +144,13 @@ def test_soak_reports_rss_over_time_while_pods_churn() -> None:
     assert all(mb > 10 for _, mb in samples)
     assert [at for at, _ in samples] == sorted(at for at, _ in samples)
     assert isinstance(result["rss_growth_pct_after_warmup"], float)
+    if allocator.heap() is not None:  # glibc: the C heap sampled with the RSS
+        heaps = result["c_heap_mb"]
+        assert [at for at, _, _ in heaps] == [at for at, _ in samples]
+        assert all(
+            0 < in_use <= obtained < mb
+            for (_, obtained, in_use), (_, mb) in zip(heaps, samples, strict=True)
+        )
 
 
 def test_soak_under_tracemalloc_names_the_lines_that_grew() -> None:
