@@ -8,8 +8,9 @@ could let them fit:
 
 - their group changed (a member added, removed or updated; the PodGroup edited): that job
   wakes;
-- the *world* changed (a node added, removed or edited, a queue, reservation, namespace or
-  priority class changed): every job wakes;
+- the *world* changed (a node added, removed or edited, a queue, reservation, namespace,
+  priority class or storage object changed, or a source around the cache offers other pods:
+  a binding's backoff ended, admission's gates moved): every job wakes;
 - room was *freed* (a pod ended, was deleted or evicted): in each class, as many jobs wake as
   could fit into the free room at best (the count of the class's pods that fit node by node),
   plus one to carry the class's reason; the rest cannot fit whatever happens this cycle;
@@ -63,7 +64,7 @@ class Parked:
     requests: tuple[tuple[str, int], ...]  # its largest pending pod's
     pods: int  # pending pods
     until: float
-    rank: tuple[int, int] = (0, 0)  # (session, place in its queue's line) when parked
+    job: jobs.Job  # as its last session saw it: where it stands in its queue's line
 
 
 class Parking:
@@ -77,7 +78,6 @@ class Parking:
         self._changes: changes.Changes | None = None
         self._quiet = False
         self._wake_at = math.inf
-        self._sessions = 0
 
     def clear(self) -> None:
         self.parked.clear()
@@ -105,12 +105,7 @@ class Parking:
         """Wake what the changes since the last session could let fit; the jobs left parked
         (by group key), for the session to leave out."""
         now, before, after = snapshot.now, self._changes, snapshot.changes
-        if (
-            after is None
-            or before is None
-            or after.source != before.source
-            or after.world != before.world
-        ):
+        if after is None or before is None or not after.same_world(before):
             self.clear()
             return types.MappingProxyType({})
         groups = snapshot.pod_groups
@@ -181,10 +176,6 @@ class Parking:
         if self._changes is None:
             self.clear()
             return
-        self._sessions += 1
-        # Where each job stood in its queue's line: parked jobs keep that order in the lines
-        # results show (job order needs the session's plugins, which parked jobs miss).
-        places = {key: i for line in session.lines.values() for i, key in enumerate(line)}
         added: dict[equivalence.ClassKey, list[tuple[tuple[float, str, str], str]]] = {}
         for key, job in session.jobs.items():
             reason = session.group_why.get(key)
@@ -201,7 +192,6 @@ class Parking:
                 reason=reason,
                 pod_why=session.pod_why,
                 until=min(now + self.revisit_seconds, revisit.get(key, math.inf)),
-                rank=(self._sessions, places.get(str(key), 0)),
             )
             self.parked[key] = entry
             added.setdefault(klass, []).append((entry.order, key))
@@ -224,7 +214,6 @@ def _entry(
     reason: reasons.Reason,
     pod_why: collections.abc.Mapping[str, reasons.Reason],
     until: float,
-    rank: tuple[int, int],
 ) -> Parked:
     largest = max(job.pending, key=lambda p: (sum(p.requests.values()), p.key))
     return Parked(
@@ -237,7 +226,7 @@ def _entry(
         requests=tuple(sorted(largest.requests.items())),
         pods=len(job.pending),
         until=until,
-        rank=rank,
+        job=job,
     )
 
 
