@@ -23,7 +23,9 @@ could let them fit:
 A class wakes its jobs in job order's fallback (creation time, UID, key): members of a class
 share priority and queue, so that is the order allocate would try them in.
 
-Work that is judged by more than its shape (no class) and starving jobs are never parked.
+Work that is judged by more than its shape (no class), starving jobs, and work in a
+``NamespaceFair`` queue (its turn counts what the other waiting jobs of its namespace need,
+parked or not) are never parked.
 When nothing at all changed since a session that decided nothing but reasons, and no parked
 job's time came, :meth:`Parking.quiet` says the next session would decide the same and may be
 skipped.
@@ -41,6 +43,7 @@ import typing
 import numpy as np
 
 from berth.scheduler.framework import equivalence, reasons
+from berth.scheduler.snapshot import queues
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.framework import jobs, sessions
@@ -181,7 +184,7 @@ class Parking:
             reason = session.group_why.get(key)
             if reason is None or job.allocated or job.pipelined or job.evicted:
                 continue
-            if key in starving:
+            if key in starving or _turn_counts_others(snapshot, job.queue):
                 continue
             klass = equivalence.class_of(job, snapshot=snapshot)
             if klass is None:
@@ -205,6 +208,13 @@ class Parking:
                     bisect.insort(line, item)
             self._wake_at = min(self._wake_at, min(self.parked[k].until for _, k in fresh))
         self._quiet = quiet
+
+
+def _turn_counts_others(snapshot: snapshots.Snapshot, queue: str) -> bool:
+    """Whether a job's turn in ``queue`` depends on the other jobs waiting in it (left out
+    while parked, they would change it): NamespaceFair's virtual finish times."""
+    info = snapshot.queues.get(queue)
+    return info is not None and info.job_order == queues.NAMESPACE_FAIR
 
 
 def _entry(

@@ -162,3 +162,20 @@ def test_a_claim_appearing_wakes_the_pod_waiting_for_it() -> None:
     world.cache.add_volume(specs.volume("pv-data", claim="default/data"))
     world.cache.add_claim(specs.claim("data", volume="pv-data"))
     assert world.cycle(EPOCH + 2).bindings() == {"default/uses-data": "node-000"}
+
+
+def test_work_in_a_namespace_fair_queue_is_never_parked() -> None:
+    # NamespaceFair orders a job after what its namespace's earlier waiting jobs need: left
+    # out while parked, they would let later work of the namespace jump ahead.
+    world = World(hints=True, nodes=1, jobs=0)
+    fair = benchmarks._queue("qa")
+    fair["spec"]["jobOrder"] = "NamespaceFair"
+    world.cache.add_queue(fair)
+    for seed in (3, 15, 27, 39):  # queue qa, 4 cpu each: the node holds one
+        world.add_job(seed)
+    world.add_job(1)  # queue qb, 2 cpu: fits beside it
+    world.cycle(EPOCH)
+    waiting = world.cycle(EPOCH + 1)
+    parked = typing.cast("loop.parking.Parking", world.scheduler.parking)
+    assert len(waiting.waiting["qa"]) == 3
+    assert parked.parked == {}
