@@ -8,6 +8,13 @@ clients) and waits until the operator's binder has had every binding confirmed. 
 from the first create to the last confirmed binding: ``pods_per_second`` is created→bound
 throughput, with per-pod latency percentiles (create sent → binding confirmed). Finally one
 list checks that no pod was left unbound. One JSON object is printed; the target is 500 pods/s.
+
+With ``backlog``, the cost of a cycle with nothing new in the live operator: after the pods are
+bound, ``backlog`` pods too big for any node are created; once the operator has told why each
+waits and the cluster is still, the operator's own ``berth_session_duration_seconds`` histogram
+(read from its ``/metrics``) over ``idle_seconds`` gives the mean idle cycle (``idle_cycle_ms``)
+and how many cycles ran (queueing hints skip a cycle that could only repeat the last one;
+``BERTH_QUEUEING_HINTS=false`` measures without them).
 """
 
 from __future__ import annotations
@@ -40,11 +47,14 @@ _NAMESPACE = "default"
 _NODE_SHAPE = "cpu=32,memory=128Gi,pods=110"
 
 
-def _pod(index: int) -> dict[str, typing.Any]:
+_TOO_BIG = "64"  # cpu: more than a node has
+
+
+def _pod(index: int, *, cpu: str = "100m", prefix: str = "e2e") -> dict[str, typing.Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"e2e-{index:06d}", "namespace": _NAMESPACE},
+        "metadata": {"name": f"{prefix}-{index:06d}", "namespace": _NAMESPACE},
         "spec": {
             "schedulerName": settings.DEFAULT_SCHEDULER_NAME,
             "restartPolicy": "Never",
@@ -52,7 +62,7 @@ def _pod(index: int) -> dict[str, typing.Any]:
                 {
                     "name": "c",
                     "image": "busybox:1.36",
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}},
                 }
             ],
         },
@@ -107,7 +117,12 @@ async def _install_crds(session: aiohttp.ClientSession) -> None:
 
 
 async def _create_all(
-    session: aiohttp.ClientSession, *, pods: int, concurrency: int, sent: dict[str, float]
+    session: aiohttp.ClientSession,
+    *,
+    pods: int,
+    concurrency: int,
+    sent: dict[str, float],
+    make: typing.Callable[[int], dict[str, typing.Any]] = _pod,
 ) -> None:
     queue: asyncio.Queue[int] = asyncio.Queue()
     for index in range(pods):
@@ -116,7 +131,7 @@ async def _create_all(
     async def worker() -> None:
         while not queue.empty():
             index = queue.get_nowait()
-            body = _pod(index)
+            body = make(index)
             sent[f"{_NAMESPACE}/{body['metadata']['name']}"] = time.perf_counter()
             async with session.post(f"/api/v1/namespaces/{_NAMESPACE}/pods", json=body) as r:
                 if r.status != 201:
@@ -125,10 +140,88 @@ async def _create_all(
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
+async def _sessions(session: aiohttp.ClientSession, port: int) -> tuple[float, float]:
+    """The operator's session histogram: (sum of seconds, count)."""
+    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+        text = await response.text()
+    found = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for part in found:
+            if line.startswith(f"berth_session_duration_seconds_{part} "):
+                found[part] = float(line.split()[1])
+    return found["sum"], found["count"]
+
+
+async def _still(parts: scheduling.Parts, *, cycles: int = 3) -> None:
+    """Return once ``cycles`` cycles in a row saw the operator's cache unchanged: the waiting
+    pods' conditions written and their echoes seen."""
+    seen: list[int | None] = []
+    last: object = None
+    while len(seen) < cycles or len(set(seen[-cycles:])) > 1:
+        await asyncio.sleep(0.2)
+        taken = parts.source.last
+        if taken is None or taken is last:
+            continue
+        last = taken
+        seen.append(taken.changes.seq if taken.changes is not None else None)
+
+
+async def _idle_cycles(
+    session: aiohttp.ClientSession,
+    parts: scheduling.Parts,
+    *,
+    port: int,
+    backlog: int,
+    concurrency: int,
+    idle_seconds: float,
+    timeout: float,
+) -> dict[str, typing.Any]:
+    """Create ``backlog`` pods no node fits, wait until each has its reason and the cluster
+    is still, then read the idle cycles off the operator's metrics."""
+    await _create_all(
+        session,
+        pods=backlog,
+        concurrency=concurrency,
+        sent={},
+        make=lambda index: _pod(index, cpu=_TOO_BIG, prefix="waiting"),
+    )
+
+    waiting = [
+        f"{_NAMESPACE}/{_pod(i, prefix='waiting')['metadata']['name']}" for i in range(backlog)
+    ]
+
+    def told() -> int:
+        result = parts.sink.last_result
+        return sum(1 for key in waiting if key in result.pod_why) if result else 0
+
+    async with asyncio.timeout(timeout):
+        while told() < backlog:
+            await asyncio.sleep(0.5)
+        await _still(parts)
+    before = await _sessions(session, port)
+    await asyncio.sleep(idle_seconds)
+    after = await _sessions(session, port)
+    cycles = after[1] - before[1]
+    return {
+        "backlog": backlog,
+        "idle_seconds": idle_seconds,
+        "idle_cycles": int(cycles),
+        "idle_cycle_ms": round((after[0] - before[0]) / cycles * 1000, 2) if cycles else None,
+    }
+
+
 async def _measure(
-    url: str, kubeconfig: pathlib.Path, *, pods: int, concurrency: int, timeout: float
+    url: str,
+    kubeconfig: pathlib.Path,
+    *,
+    pods: int,
+    concurrency: int,
+    timeout: float,
+    backlog: int = 0,
+    idle_seconds: float = 10.0,
 ) -> dict[str, typing.Any]:
     built: list[scheduling.Parts] = []
+    serving: list[int] = []
     bound_at: dict[str, float] = {}
     all_bound = asyncio.Event()
 
@@ -161,6 +254,7 @@ async def _measure(
                 leader_components=scheduling.with_registry(
                     plugin_registry.in_tree_registry(), on_parts=on_parts, on_bound=on_bound
                 ),
+                on_serving=serving.append,
             )
         )
         try:
@@ -182,6 +276,19 @@ async def _measure(
             params = {"fieldSelector": "spec.nodeName="}
             async with session.get(f"/api/v1/namespaces/{_NAMESPACE}/pods", params=params) as r:
                 unbound = len((await r.json()).get("items") or [])
+            idle = (
+                await _idle_cycles(
+                    session,
+                    built[0],
+                    port=serving[0],
+                    backlog=backlog,
+                    concurrency=concurrency,
+                    idle_seconds=idle_seconds,
+                    timeout=timeout,
+                )
+                if backlog
+                else {}
+            )
         finally:
             stop.set()
             await operator
@@ -199,11 +306,17 @@ async def _measure(
         "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
         "p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))], 1) if latencies else None,
         "bind_failures": sink.bind_failures,
+        **idle,
     }
 
 
 def measure(
-    *, nodes: int = 1000, pods: int = 5000, concurrency: int = 32, timeout: float = 120.0
+    *,
+    nodes: int = 1000,
+    pods: int = 5000,
+    concurrency: int = 32,
+    timeout: float = 120.0,
+    backlog: int = 0,
 ) -> dict[str, typing.Any]:
     """Run the benchmark (see the module docstring); the JSON-ready result."""
     with (
@@ -211,7 +324,14 @@ def measure(
         _emulator_process(pathlib.Path(directory), nodes=nodes) as (url, kubeconfig),
     ):
         result = asyncio.run(
-            _measure(url, kubeconfig, pods=pods, concurrency=concurrency, timeout=timeout)
+            _measure(
+                url,
+                kubeconfig,
+                pods=pods,
+                concurrency=concurrency,
+                timeout=timeout,
+                backlog=backlog,
+            )
         )
     return {"nodes": nodes, **result}
 
@@ -234,16 +354,32 @@ def measure(
     help="Seconds to wait for every pod to be bound.",
 )
 @click.option(
+    "--backlog",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Then this many pods no node fits: the operator's idle cycle with them waiting.",
+)
+@click.option(
     "--real",
     is_flag=True,
     help="On a real control plane, Berth and the real kube-scheduler side by side (ratio).",
 )
-def command(nodes: int, pods: int, concurrency: int, timeout: float, real: bool) -> None:
+def command(
+    nodes: int, pods: int, concurrency: int, timeout: float, backlog: int, real: bool
+) -> None:
     """Pods created through the API server until Berth bound them all: pods/s (JSON)."""
-    # berth.cli.e2e_real imports the real control plane only when asked for it.
-    from berth.cli import e2e_real
+    if real:
+        if backlog:
+            raise click.UsageError("--backlog measures the emulator's operator only")
+        # berth.cli.e2e_real imports the real control plane only when asked for it.
+        from berth.cli import e2e_real
 
-    measured = e2e_real.measure if real else measure
-    click.echo(
-        json.dumps(measured(nodes=nodes, pods=pods, concurrency=concurrency, timeout=timeout))
-    )
+        measured = e2e_real.measure(
+            nodes=nodes, pods=pods, concurrency=concurrency, timeout=timeout
+        )
+    else:
+        measured = measure(
+            nodes=nodes, pods=pods, concurrency=concurrency, timeout=timeout, backlog=backlog
+        )
+    click.echo(json.dumps(measured))

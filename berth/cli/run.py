@@ -61,6 +61,12 @@ _USAGE = 2
     help="How long a preemptor waits for its evicted victims to be gone (30s).",
 )
 @click.option(
+    "--queueing-hints/--no-queueing-hints",
+    default=None,
+    help="Leave work that cannot fit untried until something changes that could let it fit "
+    "(default: on; docs/scheduler.md).",
+)
+@click.option(
     "--enable-debug-api",
     is_flag=True,
     default=None,

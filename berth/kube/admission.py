@@ -159,6 +159,9 @@ class Admission:
         self._bad: set[str] = set()  # gated pods with neither group nor queue, to release
         self._releasing: set[str] = set()  # bad input being ungated
         self._view: set[str] = set()  # pods the last snapshot offered through the gate
+        # What the last snapshot offered through the gate, and how often that changed.
+        self._offered: tuple[tuple[pods.PodInfo, ...], tuple[str, ...]] = ((), ())
+        self._offer_changes = 0
         self._reasons: dict[str, reasons.Reason] = {}  # pod key -> the NotAdmitted reason last sent
         self._notes: dict[str, reasons.Reason] = {}  # group -> why its last admission failed
         self._recreating: dict[str, asyncio.Event] = {}  # pod key -> set when the old one is gone
@@ -312,6 +315,14 @@ class Admission:
             elif key not in {p.key for p in base.gated}:
                 still_gated.append(info)
         self._view = {p.key for p in admitted} | {p.key for p in still_gated}
+        offering = (tuple(admitted), tuple(p.key for p in still_gated))
+        if offering != self._offered:
+            # Which gated pods are offered, and how, is admission's state, not the cache's:
+            # parked work must see it change (an allocation given up, a rejection expired).
+            self._offered = offering
+            self._offer_changes += 1
+        if base.changes is not None:
+            base = dataclasses.replace(base, changes=base.changes.plus_outside(self._offer_changes))
         if not admitted and not still_gated:
             return base
         lifted = {p.key for p in admitted}
@@ -364,14 +375,14 @@ class Admission:
                 passed.append(decision)
         for group_key in sorted(admits):
             self._notes.pop(group_key, None)
-        why = dict(result.group_why)
-        for group_key, note in sorted(self._notes.items()):
-            why[group_key] = _noted(why[group_key], note) if group_key in why else note
-        self._sink.apply(
-            dataclasses.replace(
-                result, decisions=tuple(passed), group_why=types.MappingProxyType(why)
-            )
-        )
+        group_why = result.group_why
+        if self._notes:
+            # Copied only for notes: a parked backlog's reasons are many.
+            why = dict(group_why)
+            for group_key, note in sorted(self._notes.items()):
+                why[group_key] = _noted(why[group_key], note) if group_key in why else note
+            group_why = types.MappingProxyType(why)
+        self._sink.apply(dataclasses.replace(result, decisions=tuple(passed), group_why=group_why))
         evicted = victim_waits.victims_by_node(result)
         for group_key, binds in sorted(admits.items()):
             self._start(group_key, binds, evicted=evicted)

@@ -44,11 +44,21 @@ class CacheSource:
         self._backoffs = backoffs
         self.last: snapshots.Snapshot | None = None
         """The last snapshot handed out (None before the first cycle)."""
+        self._held: frozenset[str] = frozenset()
+        self._held_changes = 0  # how often the pods left out changed: the cache never saw it
 
     def snapshot(self) -> snapshots.Snapshot:
         now = self._clock.now()
         taken = self.cache.snapshot(now)
         held = self._backoffs.holding(now) if self._backoffs is not None else frozenset()
+        if held != self._held:
+            # A pod whose backoff ended is offered again: work parked without it may fit now.
+            self._held = frozenset(held)
+            self._held_changes += 1
+        if taken.changes is not None:
+            taken = dataclasses.replace(
+                taken, changes=taken.changes.plus_outside(self._held_changes)
+            )
         if held:
             taken = dataclasses.replace(
                 taken, pending=tuple(p for p in taken.pending if p.key not in held)

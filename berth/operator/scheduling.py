@@ -168,7 +168,12 @@ def build(inputs: Inputs) -> Parts:
     config = inputs.settings
     profile = load_profile(config.profile_document())
     scheduler = loop.Scheduler(
-        profile, registry=inputs.registry, clock=inputs.clock, handle=inputs.handle
+        profile,
+        registry=inputs.registry,
+        clock=inputs.clock,
+        handle=inputs.handle,
+        hints=config.queueing_hints,
+        revisit_seconds=config.queueing_hints_revisit,
     )
     # The profile's name first: it schedules Reservations' placeholder pods.
     names = (profile.scheduler_name, *config.claimed_scheduler_names)
@@ -362,7 +367,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
             if parts.grouper is not None and last is not None:
                 parts.grouper.offer(last)
             if parts.interop is not None and last is not None:
-                parts.interop.offer(last, reasons=result.group_reasons)
+                parts.interop.offer(last, reasons=_Messages(result.group_why))
 
         await loop.run(
             parts.scheduler,
@@ -456,12 +461,32 @@ class _TimedSource:
         return self.last
 
 
+class _Messages(collections.abc.Mapping[str, str]):
+    """Group key -> its reason's message, read on demand (a parked backlog's reasons are
+    many; the readers look up few)."""
+
+    __slots__ = ("_why",)
+
+    def __init__(self, why: collections.abc.Mapping[str, reasons.Reason]) -> None:
+        self._why = why
+
+    def __getitem__(self, key: str) -> str:
+        return self._why[key].message
+
+    def __iter__(self) -> collections.abc.Iterator[str]:
+        return iter(self._why)
+
+    def __len__(self) -> int:
+        return len(self._why)
+
+
 class _MetricsFeed:
     """Turns each cycle's result and snapshot into the operator's metrics."""
 
     def __init__(self, metrics: berth_metrics.Metrics) -> None:
         self._metrics = metrics
         self.started: float | None = None
+        self._counted_reasons: collections.abc.Mapping[str, reasons.Reason] | None = None
 
     def cycle(
         self, result: cycle_decisions.CycleResult, *, snapshot: snapshot_types.Snapshot | None
@@ -475,10 +500,14 @@ class _MetricsFeed:
         for plugin, seconds in result.plugin_seconds.items():
             metrics.observe_plugin(plugin, extension_point="session", seconds=seconds)
         bound = result.bindings()
+        # The pods this session tried and left pending: it told the sink why. Parked pods keep
+        # their reasons in ``pod_why`` without being tried again, and a skipped session
+        # (nothing changed) tried nothing at all.
         outcomes = [berth_metrics.AttemptResult.SCHEDULED] * len(bound) + [
             berth_metrics.AttemptResult.UNSCHEDULABLE
-            for why in result.pod_why.values()
-            if why.code is not reasons.ReasonCode.NOT_TRIED
+            for told in result.of_kind(cycle_decisions.Unschedulable)
+            if told.subject is not cycle_decisions.Subject.GROUP
+            and told.reason.code is not reasons.ReasonCode.NOT_TRIED
         ]
         outcomes += [berth_metrics.AttemptResult.ERROR] * len(result.errors)
         durations = list(result.attempt_seconds)
@@ -486,9 +515,13 @@ class _MetricsFeed:
             metrics.record_attempt(
                 outcome, algorithm_seconds=durations[i] if i < len(durations) else None
             )
-        metrics.set_waiting_reasons(
-            collections.Counter(why.code.value for why in result.group_why.values())
-        )
+        if result.group_why is not self._counted_reasons:
+            # A skipped session repeats the last one's reasons (the same mapping): counting a
+            # long backlog's again would cost what the skipped session saved.
+            self._counted_reasons = result.group_why
+            metrics.set_waiting_reasons(
+                collections.Counter(why.code.value for why in result.group_why.values())
+            )
         victims = len(result.of_kind(cycle_decisions.EvictPod))
         if victims:
             metrics.count_preemption_victims(victims)

@@ -253,6 +253,21 @@ class Settings(pydantic_settings.BaseSettings):
     changes (changes wake it at once). The default, 1 s, is kube-batch's schedule period:
     backoffs and timeouts are noticed within a second without cycling idly."""
 
+    queueing_hints: bool = True
+    """Whether work that cannot fit waits, untried, for an event that could change that (a
+    node or queue change, a pod ending, its group edited...; kube-scheduler's queueing hints,
+    docs/scheduler.md) and a cycle with nothing new repeats the last one's reasons without
+    trying again. On by default: a cycle costs what changed, not the backlog. Off
+    (``BERTH_QUEUEING_HINTS=false``), every cycle tries every pending group, as a check when a
+    group seems to wait for nothing."""
+
+    queueing_hints_revisit: Seconds = 60.0
+    """Measured in seconds. With :attr:`queueing_hints`, the longest a group that could not
+    fit waits untried when no event wakes it (kube-scheduler flushes its unschedulable pods
+    after five minutes). The default, a minute, is how often a waiting pod's
+    ``FailedScheduling`` Event counts a repeat: a pod that waits shows a scheduling attempt a
+    minute, as without hints, while the cycles in between cost what changed."""
+
     bind_timeout: Seconds = 10.0
     """Measured in seconds. How long one binding request may take before it is retried. The
     default is generous: a slow binding is retried for the same node, never elsewhere."""

@@ -75,10 +75,9 @@ class Scheduler:
     ) -> None:
         """``hints``: park work that cannot fit until an event that could change that
         (:mod:`~berth.scheduler.framework.parking`); ``revisit_seconds`` bounds how long.
-        Off by default for now: the place in line a result gives a parked job follows where
-        it stood when parked, not the job order of the session that shows it, and the
-        operator's queue views read those places (the simulator and ``berth bench
-        backlog`` turn hints on)."""
+        Off by default here, so that a caller driving sessions by hand sees every job tried
+        every session; the operator (setting ``queueing_hints``), the simulator and ``berth
+        bench backlog`` turn hints on."""
         available = tuple(actions) if actions is not None else actions_registry.default_actions()
         by_name = {action.name: action for action in available}
         resolved = profiles.resolve(profile, registry=registry, actions=by_name)

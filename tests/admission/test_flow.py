@@ -14,7 +14,9 @@ aspects:
   recreated gated (a bare pod), its group's reason says why, and the group is admitted again;
 - a pod its scheduler reports Unschedulable where Berth pinned it is rejected at once;
 - a reservation's owner is pinned to the reserved node;
-- the PodGroup why-pending reason is the same for a gated group and a Berth-scheduled one.
+- the PodGroup why-pending reason is the same for a gated group and a Berth-scheduled one;
+- a gated gang that cannot fit waits parked (queueing hints): once nothing changes, cycles
+  decide nothing, and it keeps its reason.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 
 from berth.api import keys
 from berth.emulator import faults, testing
+from berth.scheduler.framework import decisions
 from tests.admission import stack
 
 pytestmark = pytest.mark.timeout(60)
@@ -111,6 +114,46 @@ async def test_gang_of_8_is_ungated_together_only_when_it_fits_its_queue(
             obj["spec"]["nodeName"] == obj["metadata"]["annotations"][keys.ADMITTED_NODE_ANNOTATION]
         )
         assert kube_scheduler.bound[f"train-{i}"] == obj["spec"]["nodeName"]
+
+
+async def test_a_gated_gang_that_cannot_fit_waits_parked(cluster: testing.RunningEmulator) -> None:
+    stack.create(cluster, keys.API_VERSION, "queues", _queue("q", cpu_limit="6"))
+    stack.create(cluster, keys.API_VERSION, "podgroups", _group("train", min_member=8, queue="q"))
+    for i in range(8):
+        stack.create(
+            cluster, "v1", "pods", stack.pod(f"train-{i}", labels={keys.POD_GROUP_LABEL: "train"})
+        )
+    async with stack.stand_in(cluster), stack.BerthStack(cluster) as berth:
+        await stack.eventually(
+            lambda: berth.group_reason("default/train") is not None, what="a reason"
+        )
+        reason = berth.group_reason("default/train")
+
+        def idle() -> bool:
+            last = berth.results[-10:]
+            return len(last) == 10 and all(not r.decisions for r in last)
+
+        await stack.eventually(idle, what="cycles that decide nothing")
+        assert berth.group_reason("default/train") == reason
+        # Something unrelated changes: a cycle runs, and the parked gang is not tried again.
+        seen = len(berth.results)
+        stack.create(cluster, keys.API_VERSION, "podgroups", _group("other", min_member=1))
+
+        def ran() -> bool:
+            last = berth.source.last
+            return last is not None and "default/other" in last.pod_groups
+
+        await stack.eventually(ran, what="a cycle seeing the other group")
+        await stack.eventually(lambda: len(berth.results) > seen + 5, what="more cycles")
+        tried = [
+            d
+            for r in berth.results[seen:]
+            for d in r.of_kind(decisions.Unschedulable)
+            if d.key == "default/train"
+        ]
+        assert tried == []
+        assert berth.group_reason("default/train") == reason
+        assert all(stack.gates(o) == [keys.ADMISSION_GATE] for o in stack.all_pods(cluster))
 
 
 def _events(emulator: testing.RunningEmulator, reason: str) -> list[dict[str, typing.Any]]:

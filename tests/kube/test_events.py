@@ -14,8 +14,9 @@ We test these aspects:
 - recording from another thread (Kopf's) is safe and posts on the recorder's loop;
 - recording never blocks or raises: when the API server refuses, Events are dropped and
   counted;
-- ``CacheSource`` leaves out pods in binding backoff and remembers its last snapshot; its node
-  view shows allocatable, requested and free per resource.
+- ``CacheSource`` leaves out pods in binding backoff (with queueing hints, a pod whose backoff
+  ends is tried again though the cache did not change) and remembers its last snapshot; its
+  node view shows allocatable, requested and free per resource.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import pytest
 
 from berth.emulator import faults, testing
 from berth.kube import clients, events, snapshots
+from berth.scheduler import loop
+from berth.scheduler.plugins import registry
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import clocks
 from tests.kube import conftest
@@ -249,3 +252,27 @@ def test_cache_source_leaves_out_pods_in_backoff(virtual_clock: clocks.VirtualCl
     assert view["freeMilli"]["cpu"] == 3900  # type: ignore[index]
     assert view["pods"] == ["default/c"]
     assert source.node("nowhere") is None
+
+
+def test_a_pod_whose_backoff_ends_is_tried_though_the_cache_did_not_change(
+    virtual_clock: clocks.VirtualClock,
+) -> None:
+    cache = cluster_cache.ClusterCache()
+    cache.add_node(conftest.node("n1", cpu="4"))
+    for name, cpu in (("a", "1"), ("big", "8")):
+        cache.add_pod(
+            conftest.pod(name, cpu=cpu)
+            | {"metadata": {"name": name, "namespace": "default", "uid": name}}
+        )
+    backoffs = Holding({"default/a"})
+    source = snapshots.CacheSource(cache, clock=virtual_clock, backoffs=backoffs)
+    scheduler = loop.Scheduler(
+        registry.default_profile(),
+        registry=registry.in_tree_registry(),
+        clock=virtual_clock,
+        hints=True,
+    )
+    assert scheduler.run_session(source.snapshot()).bindings() == {}  # big waits, a backs off
+    assert scheduler.run_session(source.snapshot()).decisions == ()  # nothing new
+    backoffs.keys = set()  # a's backoff ended: only the source knows
+    assert scheduler.run_session(source.snapshot()).bindings() == {"default/a": "n1"}

@@ -23,6 +23,7 @@ import socket
 import pydantic
 import pytest
 
+from berth.cli import run
 from berth.controllers import reservations
 from berth.operator import errors, settings
 
@@ -49,6 +50,7 @@ def test_defaults_are_kube_scheduler_timings_and_documented_values() -> None:
     assert s.kubeconfig is None
     assert s.config is None
     assert s.log_level == "info"
+    assert (s.queueing_hints, s.queueing_hints_revisit) == (True, 60.0)
 
 
 @pytest.mark.parametrize(
@@ -279,3 +281,18 @@ def test_every_field_documents_its_default(model: type[pydantic.BaseModel]) -> N
         if "default" not in (field.description or "").lower()
     ]
     assert undocumented == []
+
+
+def test_queueing_hints_turn_off_by_flag_env_or_file(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every source can turn parking off: a flag, ``BERTH_QUEUEING_HINTS``, the file's
+    ``queueingHints`` (and set how long a parked group waits at most)."""
+    assert run._load_settings({"queueing_hints": False}).queueing_hints is False
+    monkeypatch.setenv("BERTH_QUEUEING_HINTS", "false")
+    assert settings.Settings().queueing_hints is False
+    monkeypatch.delenv("BERTH_QUEUEING_HINTS")
+    config = tmp_path / "berth.yaml"
+    config.write_text("queueingHints: false\nqueueingHintsRevisit: 5m\n")
+    loaded = settings.Settings(config=config)
+    assert (loaded.queueing_hints, loaded.queueing_hints_revisit) == (False, 300.0)

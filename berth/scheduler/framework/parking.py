@@ -8,8 +8,9 @@ could let them fit:
 
 - their group changed (a member added, removed or updated; the PodGroup edited): that job
   wakes;
-- the *world* changed (a node added, removed or edited, a queue, reservation, namespace or
-  priority class changed): every job wakes;
+- the *world* changed (a node added, removed or edited, a queue, reservation, namespace,
+  priority class or storage object changed, or a source around the cache offers other pods:
+  a binding's backoff ended, admission's gates moved): every job wakes;
 - room was *freed* (a pod ended, was deleted or evicted): in each class, as many jobs wake as
   could fit into the free room at best (the count of the class's pods that fit node by node),
   plus one to carry the class's reason; the rest cannot fit whatever happens this cycle;
@@ -22,7 +23,9 @@ could let them fit:
 A class wakes its jobs in job order's fallback (creation time, UID, key): members of a class
 share priority and queue, so that is the order allocate would try them in.
 
-Work that is judged by more than its shape (no class) and starving jobs are never parked.
+Work that is judged by more than its shape (no class), starving jobs, and work in a
+``NamespaceFair`` queue (its turn counts what the other waiting jobs of its namespace need,
+parked or not) are never parked.
 When nothing at all changed since a session that decided nothing but reasons, and no parked
 job's time came, :meth:`Parking.quiet` says the next session would decide the same and may be
 skipped.
@@ -40,6 +43,7 @@ import typing
 import numpy as np
 
 from berth.scheduler.framework import equivalence, reasons
+from berth.scheduler.snapshot import queues
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.framework import jobs, sessions
@@ -63,7 +67,7 @@ class Parked:
     requests: tuple[tuple[str, int], ...]  # its largest pending pod's
     pods: int  # pending pods
     until: float
-    rank: tuple[int, int] = (0, 0)  # (session, place in its queue's line) when parked
+    job: jobs.Job  # as its last session saw it: where it stands in its queue's line
 
 
 class Parking:
@@ -77,7 +81,6 @@ class Parking:
         self._changes: changes.Changes | None = None
         self._quiet = False
         self._wake_at = math.inf
-        self._sessions = 0
 
     def clear(self) -> None:
         self.parked.clear()
@@ -105,12 +108,7 @@ class Parking:
         """Wake what the changes since the last session could let fit; the jobs left parked
         (by group key), for the session to leave out."""
         now, before, after = snapshot.now, self._changes, snapshot.changes
-        if (
-            after is None
-            or before is None
-            or after.source != before.source
-            or after.world != before.world
-        ):
+        if after is None or before is None or not after.same_world(before):
             self.clear()
             return types.MappingProxyType({})
         groups = snapshot.pod_groups
@@ -181,16 +179,12 @@ class Parking:
         if self._changes is None:
             self.clear()
             return
-        self._sessions += 1
-        # Where each job stood in its queue's line: parked jobs keep that order in the lines
-        # results show (job order needs the session's plugins, which parked jobs miss).
-        places = {key: i for line in session.lines.values() for i, key in enumerate(line)}
         added: dict[equivalence.ClassKey, list[tuple[tuple[float, str, str], str]]] = {}
         for key, job in session.jobs.items():
             reason = session.group_why.get(key)
             if reason is None or job.allocated or job.pipelined or job.evicted:
                 continue
-            if key in starving:
+            if key in starving or _turn_counts_others(snapshot, job.queue):
                 continue
             klass = equivalence.class_of(job, session=session)
             if klass is None:
@@ -201,7 +195,6 @@ class Parking:
                 reason=reason,
                 pod_why=session.pod_why,
                 until=min(now + self.revisit_seconds, revisit.get(key, math.inf)),
-                rank=(self._sessions, places.get(str(key), 0)),
             )
             self.parked[key] = entry
             added.setdefault(klass, []).append((entry.order, key))
@@ -217,6 +210,13 @@ class Parking:
         self._quiet = quiet
 
 
+def _turn_counts_others(snapshot: snapshots.Snapshot, queue: str) -> bool:
+    """Whether a job's turn in ``queue`` depends on the other jobs waiting in it (left out
+    while parked, they would change it): NamespaceFair's virtual finish times."""
+    info = snapshot.queues.get(queue)
+    return info is not None and info.job_order == queues.NAMESPACE_FAIR
+
+
 def _entry(
     job: jobs.Job,
     *,
@@ -224,7 +224,6 @@ def _entry(
     reason: reasons.Reason,
     pod_why: collections.abc.Mapping[str, reasons.Reason],
     until: float,
-    rank: tuple[int, int],
 ) -> Parked:
     largest = max(job.pending, key=lambda p: (sum(p.requests.values()), p.key))
     return Parked(
@@ -237,7 +236,7 @@ def _entry(
         requests=tuple(sorted(largest.requests.items())),
         pods=len(job.pending),
         until=until,
-        rank=rank,
+        job=job,
     )
 
 

@@ -531,7 +531,8 @@ def close_session(session: Session) -> decisions.CycleResult:
             if session.follows_group(key) and waiting.pod_group in session.group_why:
                 reason = session.group_why[waiting.pod_group]
         recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
-    in_line = session.lines = _waiting_in_line(session)
+    in_line = _waiting_in_line(session)
+    session.lines = {name: tuple(str(job.key) for job in line) for name, line in in_line.items()}
     pod_why: collections.abc.Mapping[str, reasons.Reason]
     group_why: collections.abc.Mapping[str, reasons.Reason]
     lines: collections.abc.Mapping[str, tuple[str, ...]]
@@ -542,11 +543,12 @@ def close_session(session: Session) -> decisions.CycleResult:
         own_pods, own_groups = dict(session.pod_why), dict(session.group_why)
         pod_why = parking.Lazy(lambda: _merged(own_pods, parking.carried_reasons(kept)[0]))
         group_why = parking.Lazy(lambda: _merged(own_groups, parking.carried_reasons(kept)[1]))
-        lines = parking.Lazy(lambda: _with_parked(in_line, kept))
+        order = session.hooks.job_order
+        lines = parking.Lazy(lambda: _with_parked(in_line, kept, order=order))
     else:
         pod_why = types.MappingProxyType(dict(sorted(session.pod_why.items())))
         group_why = types.MappingProxyType(dict(sorted(session.group_why.items())))
-        lines = types.MappingProxyType(in_line)
+        lines = types.MappingProxyType(dict(session.lines))
     errors, plugin_seconds = framework.end_session()
     return decisions.CycleResult(
         session_id=session.id,
@@ -574,27 +576,28 @@ def _merged(
 
 
 def _with_parked(
-    in_line: dict[str, tuple[str, ...]], parked: collections.abc.Mapping[str, parking.Parked]
+    in_line: dict[str, list[jobs.Job]],
+    parked: collections.abc.Mapping[str, parking.Parked],
+    *,
+    order: hooks.Ordering[jobs.Job],
 ) -> dict[str, tuple[str, ...]]:
-    """The lines with parked jobs after the session's own (their turn comes once they wake),
-    in the order they stood in when parked."""
-    extra: dict[str, list[tuple[tuple[int, int], str]]] = {}
-    for key, entry in parked.items():
-        extra.setdefault(entry.queue, []).append((entry.rank, key))
-    out = dict(in_line)
-    for queue in sorted(extra):
-        out[queue] = out.get(queue, ()) + tuple(key for _, key in sorted(extra[queue]))
-    return out
+    """The lines with parked jobs in their places: each queue's waiting jobs, the session's
+    own and the parked ones (as their last session saw them), in the session's job order —
+    a parked job keeps its turn, and work that arrived after it still stands behind it."""
+    merged = {name: list(line) for name, line in in_line.items()}
+    for entry in parked.values():
+        merged.setdefault(entry.queue, []).append(entry.job)
+    return {
+        name: tuple(str(job.key) for job in order.sorted(merged[name])) for name in sorted(merged)
+    }
 
 
-def _waiting_in_line(session: Session) -> dict[str, tuple[str, ...]]:
+def _waiting_in_line(session: Session) -> dict[str, list[jobs.Job]]:
     """Per queue, the jobs that stayed pending (they have a reason), in job order."""
     names = sorted({job.queue for job in session.jobs.values()})
-    out: dict[str, tuple[str, ...]] = {}
+    out: dict[str, list[jobs.Job]] = {}
     for name in names:
-        line = tuple(
-            str(job.key) for job in session.ordered_jobs(name) if job.key in session.group_why
-        )
+        line = [job for job in session.ordered_jobs(name) if job.key in session.group_why]
         if line:
             out[name] = line
     return out

@@ -579,6 +579,8 @@ class ClusterCache:
     def add_claim(self, raw: typing.Any, /) -> None:
         """Add or update a PersistentVolumeClaim."""
         info = volumes.claim_info(raw)
+        if self._claims.get(info.key) != info:
+            self._changes.world_changed()  # a claim bound or resized: a pod may fit now
         self._claims[info.key] = info
         self._volumes_view = None
 
@@ -587,6 +589,7 @@ class ClusterCache:
     def remove_claim(self, claim: typing.Any, /) -> None:
         """Remove a PersistentVolumeClaim (by ``namespace/name`` key or object)."""
         if self._claims.pop(_key_of(claim), None) is not None:
+            self._changes.world_changed()
             self._volumes_view = None
 
     def claim(self, key: str, /) -> volumes.ClaimInfo | None:
@@ -596,6 +599,8 @@ class ClusterCache:
     def add_volume(self, raw: typing.Any, /) -> None:
         """Add or update a PersistentVolume."""
         info = volumes.volume_info(raw)
+        if self._volumes.get(info.name) != info:
+            self._changes.world_changed()
         self._volumes[info.name] = info
         self._volumes_view = None
 
@@ -604,11 +609,14 @@ class ClusterCache:
     def remove_volume(self, volume: typing.Any, /) -> None:
         """Remove a PersistentVolume (by name or object)."""
         if self._volumes.pop(_name_of(volume), None) is not None:
+            self._changes.world_changed()
             self._volumes_view = None
 
     def add_storage_class(self, raw: typing.Any, /) -> None:
         """Add or update a StorageClass."""
         info = volumes.class_info(raw)
+        if self._storage_classes.get(info.name) != info:
+            self._changes.world_changed()
         self._storage_classes[info.name] = info
         self._volumes_view = None
 
@@ -617,11 +625,14 @@ class ClusterCache:
     def remove_storage_class(self, cls: typing.Any, /) -> None:
         """Remove a StorageClass (by name or object)."""
         if self._storage_classes.pop(_name_of(cls), None) is not None:
+            self._changes.world_changed()
             self._volumes_view = None
 
     def add_csi_node(self, raw: typing.Any, /) -> None:
         """Add or update a CSINode: its node's attach limit per CSI driver."""
         node, limits = volumes.attach_limits(raw)
+        if self._attach_limits.get(node) != limits:
+            self._changes.world_changed()
         self._attach_limits[node] = limits
         self._volumes_view = None
 
@@ -630,6 +641,7 @@ class ClusterCache:
     def remove_csi_node(self, csi_node: typing.Any, /) -> None:
         """Remove a CSINode (by name or object)."""
         if self._attach_limits.pop(_name_of(csi_node), None) is not None:
+            self._changes.world_changed()
             self._volumes_view = None
 
     def _storage(self) -> volumes.Volumes:

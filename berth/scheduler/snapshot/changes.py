@@ -6,11 +6,17 @@ the counters of the snapshot it parked a job under with those of the next one:
 
 - ``seq``: anything at all changed (every mutation of the cache counts);
 - ``world``: what every placement depends on — nodes (added, removed, their labels, taints,
-  capacity), queues, reservations, namespaces, priority classes;
+  capacity), queues, reservations, namespaces, priority classes, storage (claims, volumes,
+  storage classes, CSI nodes' attach limits);
 - ``freed``: a pod stopped counting on a node (it ended, was deleted, evicted, or its binding
   was forgotten): room appeared;
 - ``placed``: a pod started counting on a node (new victims for preemption, new neighbours for
   pod affinity).
+
+- ``outside``: the sources around the cache changed what they offer (the binder's backoffs
+  ended, admission lifted or held a gate): counted as a change of the world, since the cache
+  did not see it. Each such source adds its own running count (:meth:`Changes.plus_outside`),
+  so the sum moves whenever one of them does.
 
 ``source`` names the cache, so counters of two caches are never compared. ``taken`` counts the
 snapshots taken, and ``groups`` names the groups whose view changed since the previous one (a
@@ -43,10 +49,23 @@ class Changes:
     placed: int
     taken: int = 0
     groups: frozenset[str] = frozenset()
+    outside: int = 0
 
     def same_state(self, other: Changes | None) -> bool:
         """Nothing at all changed between ``other`` and these counters."""
-        return other is not None and (self.source, self.seq) == (other.source, other.seq)
+        return other is not None and (self.source, self.seq, self.outside) == (
+            other.source,
+            other.seq,
+            other.outside,
+        )
+
+    def same_world(self, other: Changes) -> bool:
+        """Neither the world nor what the sources around the cache offer changed."""
+        return (self.source, self.world, self.outside) == (other.source, other.world, other.outside)
+
+    def plus_outside(self, count: int) -> Changes:
+        """These counters with a source's running count of its own changes added."""
+        return dataclasses.replace(self, outside=self.outside + count) if count else self
 
 
 class Counter:

@@ -16,6 +16,7 @@ from berth.scheduler.plugins import registry
 from berth.scheduler.snapshot import cache
 from berth.sim import benchmarks
 from berth.util import clocks
+from tests.scheduler.constraints import specs
 
 EPOCH = benchmarks.EPOCH
 SHAPES = (("1", "2Gi"), ("2", "4Gi"), ("3", "4Gi"), ("4", "8Gi"))
@@ -61,6 +62,8 @@ class World:
         pod["metadata"]["creationTimestamp"] = (
             f"2026-01-01T00:{self.jobs // 60:02d}:{self.jobs % 60:02d}Z"
         )
+        # Later work may outrank earlier work: a line mixes parked jobs and fresh ones.
+        pod["spec"]["priority"] = (seed // 7) % 3
         self.cache.add_pod(pod)
         self.jobs += 1
 
@@ -98,7 +101,10 @@ def test_hints_place_what_trying_everything_places(
             world.apply(event)
         with_hints, without = hinted.cycle(now), plain.cycle(now)
         assert _placements(with_hints) == _placements(without), event
+        # Same groups waiting (a parked group keeps the words of the reason it was parked with).
         assert set(with_hints.group_reasons) == set(without.group_reasons)
+        # Parked or not, a group stands where job order puts it in its queue's line.
+        assert dict(with_hints.waiting) == dict(without.waiting), event
         now += 1.0
 
 
@@ -122,3 +128,54 @@ def test_a_pod_ending_wakes_what_fits_in_the_room_it_frees() -> None:
     world.apply(("end", 0))
     result = world.cycle(EPOCH + 2)
     assert result.bindings()  # the freed room went to parked work
+
+
+def test_a_parked_group_keeps_its_turn_ahead_of_later_lower_work() -> None:
+    # One queue, one shape of which the node holds one; priorities 0, 2, 0, 2, then 1 later.
+    seeds, later = (3, 15, 27, 39), 51
+    priorities = [(seed // 7) % 3 for seed in (*seeds, later)]
+    assert priorities == [0, 2, 0, 2, 1]
+    world = World(hints=True, nodes=1, jobs=0)
+    for seed in seeds:
+        world.add_job(seed)
+    world.cycle(EPOCH)
+    world.cycle(EPOCH + 1)
+    parked = typing.cast("loop.parking.Parking", world.scheduler.parking)
+    assert len(parked.parked) == 3  # what did not fit waits untried
+    world.add_job(later)  # fresh work meets parked work in the line
+    line = world.cycle(EPOCH + 2).waiting
+    # Job order: priority first, then age — the later job goes between the parked ones.
+    assert dict(line) == {
+        "qa": ("bench/pod:job-003", "bench/pod:job-004", "bench/pod:job-000", "bench/pod:job-002")
+    }
+
+
+def test_a_claim_appearing_wakes_the_pod_waiting_for_it() -> None:
+    world = World(hints=True, nodes=1, jobs=0)
+    pod = benchmarks._pod("uses-data", cpu="1", memory="1Gi", labels={keys.QUEUE_LABEL: "qa"})
+    pod["spec"].update(specs.claims("data"))
+    pod["metadata"]["namespace"] = "default"
+    world.cache.add_pod(pod)
+    first = world.cycle(EPOCH)
+    assert not first.bindings()  # no such claim yet
+    assert world.cycle(EPOCH + 1).decisions == ()  # nothing changed: nothing decided
+    world.cache.add_volume(specs.volume("pv-data", claim="default/data"))
+    world.cache.add_claim(specs.claim("data", volume="pv-data"))
+    assert world.cycle(EPOCH + 2).bindings() == {"default/uses-data": "node-000"}
+
+
+def test_work_in_a_namespace_fair_queue_is_never_parked() -> None:
+    # NamespaceFair orders a job after what its namespace's earlier waiting jobs need: left
+    # out while parked, they would let later work of the namespace jump ahead.
+    world = World(hints=True, nodes=1, jobs=0)
+    fair = benchmarks._queue("qa")
+    fair["spec"]["jobOrder"] = "NamespaceFair"
+    world.cache.add_queue(fair)
+    for seed in (3, 15, 27, 39):  # queue qa, 4 cpu each: the node holds one
+        world.add_job(seed)
+    world.add_job(1)  # queue qb, 2 cpu: fits beside it
+    world.cycle(EPOCH)
+    waiting = world.cycle(EPOCH + 1)
+    parked = typing.cast("loop.parking.Parking", world.scheduler.parking)
+    assert len(waiting.waiting["qa"]) == 3
+    assert parked.parked == {}

@@ -4,7 +4,9 @@
   naming the level; preferred falls back to spanning racks;
 - roles gate the gang: it runs only when every sub-group reaches its minimum, and the reason
   names the role short of it;
-- topology and roles together: workers in one rack, the launcher anywhere;
+- topology and roles together: workers in one rack, the launcher anywhere; a role preferring
+  a rack that no rack holds whole keeps to the first worker's rack while it has room (inside
+  the gang's zone when the gang requires one), where packing alone would spread it;
 - bad input names the field on the bad PodGroup while a good one runs;
 - every waiting group's reason carries the code of its obstacle (what the PodGroup's
   ``Scheduled`` condition shows): ``TopologyUnsatisfiable``, ``TopologyLevelUnknown``,
@@ -110,6 +112,18 @@ HALF_BUSY = [
     gpu_node("b2", "r2"),
     busy("a1", 1),
     busy("b1", 1),
+]
+
+# r1: a1 with 6 GPUs used, a2 empty (10 free); r2: b1 with 7 used, b2 with 4, b3 empty (13 free).
+SPREAD_OUT = [
+    gpu_node("a1", "r1"),
+    gpu_node("a2", "r1"),
+    gpu_node("b1", "r2"),
+    gpu_node("b2", "r2"),
+    gpu_node("b3", "r2"),
+    busy("a1", 6),
+    busy("b1", 7),
+    busy("b2", 4),
 ]
 
 SCENARIOS = [
@@ -240,6 +254,44 @@ SCENARIOS = [
         # Packing alone would start the workers on a1 (the fullest node) and strand them in
         # r1 (8 GPUs free for 12); their rack is chosen first: r2. The launcher needs no GPU.
         {"job-0": "c1", "job-1": "b1", "job-2": "b2", "job-3": "b2"},
+    ),
+    Scenario(
+        "a-role-preferring-a-rack-keeps-to-one-while-it-has-room",
+        [
+            cpu_node("c1"),
+            *SPREAD_OUT,
+            group(
+                "job",
+                5,
+                roles=[role("launcher", 1), role("workers", 4, topology={"preferred": "rack"})],
+            ),
+            *members("job", 1, gpu=0, role_name="launcher"),
+            *members("job", 4, gpu=4, role_name="workers", start=1),
+        ],
+        # No rack holds the four workers (16 GPUs; r1 has 10 free, r2 13), so they may span
+        # racks: packing alone would put them on b2, a2, a2, b3 (two racks, two each). Kept
+        # together, the first one's rack takes all it can: b2, b3, b3, then a2.
+        {"job-0": "c1", "job-1": "b2", "job-2": "b3", "job-3": "b3", "job-4": "a2"},
+    ),
+    Scenario(
+        "a-role-preferring-a-rack-keeps-to-one-inside-the-gangs-zone",
+        [
+            b.node("c1", cpu="16", memory="64Gi", labels={ZONE: "z1"}),
+            *SPREAD_OUT,
+            gpu_node("d1", "r3", zone="z2"),
+            busy("d1", 4),
+            group(
+                "job",
+                5,
+                topology={"required": "zone"},
+                roles=[role("launcher", 1), role("workers", 4, topology={"preferred": "rack"})],
+            ),
+            *members("job", 1, gpu=0, role_name="launcher"),
+            *members("job", 4, gpu=4, role_name="workers", start=1),
+        ],
+        # The gang needs zone z1 (z2 has 4 GPUs free, on a node packing would like); inside it
+        # the workers keep to the first one's rack while it has room, as above.
+        {"job-0": "c1", "job-1": "b2", "job-2": "b3", "job-3": "b3", "job-4": "a2"},
     ),
     Scenario(
         "a-role-requiring-a-rack-waits-naming-its-field",
