@@ -262,11 +262,12 @@ class Settings(pydantic_settings.BaseSettings):
     group seems to wait for nothing."""
 
     queueing_hints_revisit: Seconds = 60.0
-    """Measured in seconds. With :attr:`queueing_hints`, the longest a group that could not
-    fit waits untried when no event wakes it (kube-scheduler flushes its unschedulable pods
-    after five minutes). The default, a minute, is how often a waiting pod's
-    ``FailedScheduling`` Event counts a repeat: a pod that waits shows a scheduling attempt a
-    minute, as without hints, while the cycles in between cost what changed."""
+    """Measured in seconds. With :attr:`queueing_hints`, the longest a class of work that
+    could not fit waits untried when no event wakes it: its first group is tried again, and
+    the rest follow when it fits (kube-scheduler flushes its unschedulable pods after five
+    minutes). The default, a minute, is how often a waiting pod's ``FailedScheduling`` Event
+    counts a repeat: the first waiting pod of a shape shows a scheduling attempt a minute,
+    while the cycles in between cost what changed."""
 
     bind_timeout: Seconds = 10.0
     """Measured in seconds. How long one binding request may take before it is retried. The

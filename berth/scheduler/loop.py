@@ -121,10 +121,17 @@ class Scheduler:
         if lot is not None and self._last is not None and lot.quiet(snapshot):
             lot.saw(snapshot)
             return _repeat(self._last, session_id=f"{self._last.session_id}-again")
-        parked = lot.admit(snapshot) if lot is not None else None
+        parked = (
+            lot.admit(
+                snapshot, rows=lambda pod: self.framework.static_rows(pod, nodes=snapshot.nodes)
+            )
+            if lot is not None
+            else None
+        )
         session = sessions.open_session(snapshot, framework=self.framework, parked=parked)
         starving: set[str] = set()
         revisit: dict[str, float] = {}
+        class_revisit: dict[str, float] = {}
         try:
             for action in self.actions:
                 started = time.perf_counter()
@@ -135,7 +142,7 @@ class Scheduler:
                     logger.exception("action %s failed in session %s", action.name, session.id)
                 session.action_seconds[action.name] = time.perf_counter() - started
             if lot is not None:
-                starving, revisit = _time_bound(session)
+                starving, revisit, class_revisit = _time_bound(session)
         finally:
             result = sessions.close_session(session)
         if lot is not None:
@@ -143,7 +150,13 @@ class Scheduler:
             quiet = not result.errors and all(
                 isinstance(d, decisions.Unschedulable) for d in result.decisions
             )
-            lot.record(session, starving=starving, revisit=revisit, quiet=quiet)
+            lot.record(
+                session,
+                starving=starving,
+                revisit=revisit,
+                class_revisit=class_revisit,
+                quiet=quiet,
+            )
             self._last = result
         return result
 
@@ -154,12 +167,16 @@ class Scheduler:
         return result
 
 
-def _time_bound(session: sessions.Session) -> tuple[set[str], dict[str, float]]:
+def _time_bound(
+    session: sessions.Session,
+) -> tuple[set[str], dict[str, float], dict[str, float]]:
     """Of the jobs left pending, those the starvation guard holds room for, and when the
-    others' situation changes by time alone (plugins' ``revisit_at``)."""
+    others' situation changes by time alone: their own (plugins' ``revisit_at``) and their
+    class's (``class_revisit_at``)."""
     hooks = session.hooks
     starving: set[str] = set()
     revisit: dict[str, float] = {}
+    class_revisit: dict[str, float] = {}
     for key, job in session.jobs.items():
         if key not in session.group_why:
             continue
@@ -169,7 +186,10 @@ def _time_bound(session: sessions.Session) -> tuple[set[str], dict[str, float]]:
         times = [t for fn in hooks.revisit_at if (t := fn(job)) is not None]
         if times:
             revisit[key] = min(times)
-    return starving, revisit
+        times = [t for fn in hooks.class_revisit_at if (t := fn(job)) is not None]
+        if times:
+            class_revisit[key] = min(times)
+    return starving, revisit, class_revisit
 
 
 def _repeat(last: decisions.CycleResult, *, session_id: str) -> decisions.CycleResult:

@@ -5,11 +5,13 @@ queues with weights 1..4, and per queue a stream of small CPU jobs and a stream 
 all with Poisson arrivals over eight hours, sized so that each pool runs at roughly 70-75% of
 its bottleneck resource on average (queues form when arrivals bunch up). :func:`measure`
 simulates it and times the run (wall clock: this is the one place in ``berth.sim`` that reads
-real time, to report how long virtual time took).
+real time, to report how long virtual time took), and says how deep and how long the backlog
+was (:func:`backlog`): the simulator's cost should follow what changes, not how much waits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import sys
 import time
@@ -17,7 +19,7 @@ import typing
 
 from berth.sim import runner, scenarios
 
-__all__ = ["measure", "scenario"]
+__all__ = ["Backlog", "backlog", "measure", "scenario"]
 
 _QUEUES = (("research", 1), ("vision", 2), ("nlp", 3), ("prod", 4))
 _WINDOW_MINUTES = 480
@@ -108,6 +110,47 @@ def scenario(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Backlog:
+    """How many jobs waited to start at once, and for how long the queue stayed long."""
+
+    peak: int  # jobs submitted and not started yet, at the worst instant
+    at: float  # when (seconds of virtual time)
+    seconds_over: float  # virtual time during which at least ``threshold`` jobs waited
+    threshold: int
+
+
+def backlog(jobs: typing.Iterable[typing.Mapping[str, typing.Any]], *, end: float) -> Backlog:
+    """The backlog of a report's jobs (``workloads``: ``submitted`` and ``started`` seconds,
+    ``started`` ``None`` when the job never started); ``seconds_over`` counts the time at
+    least a tenth of the peak waited (at least one job)."""
+    changes: list[tuple[float, int]] = []
+    for job in jobs:
+        changes.append((float(job["submitted"]), 1))
+        started = job["started"]
+        changes.append((float(started) if started is not None else end, -1))
+    # At one instant, starts before arrivals: a job that starts as it arrives never waited.
+    changes.sort(key=lambda change: (change[0], change[1]))
+    waiting = peak = 0
+    peak_at = 0.0
+    for at, delta in changes:
+        waiting += delta
+        if waiting > peak:
+            peak, peak_at = waiting, at
+    threshold = max(peak // 10, 1)
+    over, waiting, since = 0.0, 0, None
+    for at, delta in changes:
+        waiting += delta
+        if waiting >= threshold and since is None:
+            since = at
+        elif waiting < threshold and since is not None:
+            over += at - since
+            since = None
+    if since is not None:
+        over += end - since
+    return Backlog(peak=peak, at=peak_at, seconds_over=over, threshold=threshold)
+
+
 def _gap_ms(count: int) -> int:
     """The mean gap between arrivals that spreads ``count`` jobs over the window."""
     return max(_WINDOW_MINUTES * 60_000 // count, 1)
@@ -124,6 +167,7 @@ def measure(
     cpu_seconds = time.process_time() - cpu_started
     summary = report["summary"]
     pods = sum(len(w["pods"]) for w in report["workloads"])
+    waited = backlog(report["workloads"], end=float(report["end"]))
     return {
         "scenario": "sim",
         "nodes": report["cluster"]["nodes"],
@@ -132,6 +176,12 @@ def measure(
         "seconds": round(seconds, 3),
         "cpu_seconds": round(cpu_seconds, 3),  # the run's own CPU time, whatever else runs
         "virtual_seconds": report["end"],
+        "virtual_hours": round(report["end"] / 3600, 2),
+        "peak_pending_jobs": waited.peak,
+        "peak_pending_at_hours": round(waited.at / 3600, 2),
+        # How long the backlog stayed at least a tenth of its peak deep.
+        "backlog_hours": round(waited.seconds_over / 3600, 2),
+        "backlog_threshold_jobs": waited.threshold,
         "speedup": round(report["end"] / seconds, 1) if seconds > 0 else None,
         "schedule_period": schedule_period,
         "cycles": summary["cycles"],

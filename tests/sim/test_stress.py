@@ -38,3 +38,23 @@ def test_bench_sim_prints_one_json_object() -> None:
     assert result.exit_code == 0, result.output
     (line,) = result.stdout.strip().splitlines()
     assert json.loads(line)["jobs"] == 80
+
+
+def test_the_backlog_counts_jobs_waiting_at_once_and_how_long_the_queue_stayed_long() -> None:
+    jobs = [
+        {"submitted": 0.0, "started": 10.0},
+        {"submitted": 0.0, "started": 3600.0},
+        {"submitted": 5.0, "started": None},  # never started: it waits until the end
+        {"submitted": 3600.0, "started": 3600.0},  # started as it arrived: never waited
+    ]
+    found = stress.backlog(jobs, end=7200.0)
+    assert (found.peak, found.at, found.threshold) == (3, 5.0, 1)
+    assert found.seconds_over == 7200.0  # from 0 s on, at least one job waited
+
+
+def test_an_overloaded_run_reports_a_backlog_of_most_of_its_jobs() -> None:
+    # Far more arrivals than 4 nodes serve: jobs pile up for hours.
+    result = stress.measure(jobs=160, nodes=4)
+    assert result["jobs_finished"] == 160 and result["partial_gangs"] == 0
+    assert result["peak_pending_jobs"] >= 40
+    assert result["backlog_hours"] >= 2 and result["virtual_hours"] >= result["backlog_hours"]

@@ -12,13 +12,20 @@ could let them fit:
   priority class or storage object changed, or a source around the cache offers other pods:
   a binding's backoff ended, admission's gates moved): every job wakes;
 - room was *freed* (a pod ended, was deleted or evicted): in each class, as many jobs wake as
-  could fit into the free room at best (the count of the class's pods that fit node by node),
-  plus one to carry the class's reason; the rest cannot fit whatever happens this cycle;
+  could fit into the free room at best (the count of the class's pods that fit node by node,
+  on the nodes its pods' node selector, affinity and tolerations allow), plus one to carry
+  the class's reason; the rest cannot fit whatever happens this cycle;
 - a pod was *placed*: the first job of every class wakes, for reclaim and preempt (new
   victims) — one is enough, as they would judge the rest of the class alike;
-- time: a job wakes when its parking expires (``revisit_seconds``, as kube-scheduler flushes
-  unschedulable pods after five minutes) or earlier when a plugin says its situation changes
-  then (the starvation guard's threshold).
+- time, for one job: a job wakes when a plugin says its own situation changes then (the
+  starvation guard's threshold, counted from its creation; a group's schedule timeout);
+- time, for a class: the head of a class's line wakes when the class's parking expires
+  (``revisit_seconds``, as kube-scheduler flushes unschedulable pods after five minutes) or
+  earlier when a plugin says what it says of every job of that shape changes then (a running
+  pod becoming reclaimable, decayed fair shares drifting). One job is enough, as for a
+  placement: the class is judged alike, and if the head now fits or reclaims, the room that
+  frees or fills wakes the rest. Waking every member instead would make a backlog cost its
+  length every ``revisit_seconds`` (or every cycle, while pods keep starting).
 
 A class wakes its jobs in job order's fallback (creation time, UID, key): members of a class
 share priority and queue, so that is the order allocate would try them in.
@@ -36,6 +43,8 @@ from __future__ import annotations
 import bisect
 import collections.abc
 import dataclasses
+import heapq
+import itertools
 import math
 import types
 import typing
@@ -46,8 +55,10 @@ from berth.scheduler.framework import equivalence, reasons
 from berth.scheduler.snapshot import queues
 
 if typing.TYPE_CHECKING:
-    from berth.scheduler.framework import jobs, sessions
-    from berth.scheduler.snapshot import changes, nodetable, podgroups, snapshots
+    from berth.scheduler.framework import filtering, jobs, sessions
+    from berth.scheduler.snapshot import changes, nodetable, podgroups, pods, snapshots
+
+    RowsFn = collections.abc.Callable[[pods.PodInfo], filtering.BoolArray]
 
 __all__ = ["DEFAULT_REVISIT_SECONDS", "Lazy", "Parked", "Parking", "carried_reasons"]
 
@@ -65,8 +76,9 @@ class Parked:
     reason: reasons.Reason
     pod_reasons: tuple[tuple[str, reasons.Reason], ...]
     requests: tuple[tuple[str, int], ...]  # its largest pending pod's
+    probe: pods.PodInfo  # that pod (its signature says which nodes it may use)
     pods: int  # pending pods
-    until: float
+    until: float  # when it wakes by its own time (``inf``: only with its class or an event)
     job: jobs.Job  # as its last session saw it: where it stands in its queue's line
 
 
@@ -78,16 +90,49 @@ class Parking:
         self.parked: dict[str, Parked] = {}
         # Keys by class in wake order; may hold keys that woke since (skipped when met).
         self._classes: dict[equivalence.ClassKey, list[tuple[tuple[float, str, str], str]]] = {}
+        # When each class's head wakes by time, and the same as a heap (stale items skipped).
+        self._class_until: dict[equivalence.ClassKey, float] = {}
+        self._class_times: list[tuple[float, int, equivalence.ClassKey]] = []
+        self._job_times: list[tuple[float, str]] = []  # (until, key); stale items skipped
+        self._ticket = itertools.count()  # heap tie-break: class keys need not be ordered
         self._changes: changes.Changes | None = None
         self._quiet = False
-        self._wake_at = math.inf
+        # Rows each pod signature may use (static filters), for the table they were read on.
+        self._rows: dict[collections.abc.Hashable, filtering.BoolArray] = {}
+        self._rows_table: nodetable.NodeTable | None = None
 
     def clear(self) -> None:
         self.parked.clear()
         self._classes.clear()
+        self._class_until.clear()
+        self._class_times.clear()
+        self._job_times.clear()
         self._changes = None
         self._quiet = False
-        self._wake_at = math.inf
+        self._rows.clear()
+        self._rows_table = None
+
+    @property
+    def _wake_at(self) -> float:
+        """The earliest time a parked job or class wakes by time alone."""
+        self._drop_stale()
+        first_job = self._job_times[0][0] if self._job_times else math.inf
+        first_class = self._class_times[0][0] if self._class_times else math.inf
+        return min(first_job, first_class)
+
+    def _drop_stale(self) -> None:
+        jobs_heap, classes_heap = self._job_times, self._class_times
+        while jobs_heap:
+            until, key = jobs_heap[0]
+            entry = self.parked.get(key)
+            if entry is not None and entry.until == until:
+                break
+            heapq.heappop(jobs_heap)
+        while classes_heap:
+            until, _, klass = classes_heap[0]
+            if self._class_until.get(klass) == until:
+                break
+            heapq.heappop(classes_heap)
 
     # Before a session -----------------------------------------------------------------------
     def quiet(self, snapshot: snapshots.Snapshot) -> bool:
@@ -104,9 +149,12 @@ class Parking:
         """A session over ``snapshot`` was skipped as :meth:`quiet`: its counters are ours."""
         self._changes = snapshot.changes
 
-    def admit(self, snapshot: snapshots.Snapshot) -> collections.abc.Mapping[str, Parked]:
+    def admit(
+        self, snapshot: snapshots.Snapshot, *, rows: RowsFn | None = None
+    ) -> collections.abc.Mapping[str, Parked]:
         """Wake what the changes since the last session could let fit; the jobs left parked
-        (by group key), for the session to leave out."""
+        (by group key), for the session to leave out. ``rows``: the nodes a pod may use by
+        its static filters (none: every node)."""
         now, before, after = snapshot.now, self._changes, snapshot.changes
         if after is None or before is None or not after.same_world(before):
             self.clear()
@@ -119,18 +167,34 @@ class Parking:
         else:
             suspects = [k for k, e in self.parked.items() if groups.get(k) is not e.group]
         woken = set(suspects)
+        due: list[equivalence.ClassKey] = []
         if now >= self._wake_at:
-            woken.update(k for k, e in self.parked.items() if e.until <= now)
-            self._wake_at = min(
-                (e.until for k, e in self.parked.items() if k not in woken), default=math.inf
-            )
+            while self._job_times and self._job_times[0][0] <= now:
+                woken.add(heapq.heappop(self._job_times)[1])  # stale keys: gone or re-timed
+            woken = {k for k in woken if k in self.parked}
+            while self._class_times and self._class_times[0][0] <= now:
+                until, _, klass = heapq.heappop(self._class_times)
+                if self._class_until.get(klass) == until:
+                    due.append(klass)
+                    # Re-armed: a head that wakes and is not parked again (placed, starving)
+                    # must not leave the rest of its line without a time.
+                    self._arm(klass, now + self.revisit_seconds)
         for key in woken:
             del self.parked[key]
+        for klass in due:
+            line = self._classes.get(klass)
+            if line is not None:
+                self._wake_head(klass, line, count=1)
         freed, placed = after.freed != before.freed, after.placed != before.placed
         if freed or placed:
+            if self._rows_table is not snapshot.nodes:
+                self._rows.clear()
+                self._rows_table = snapshot.nodes
             free = _free_rows(snapshot)
             for klass, line in self._classes.items():
-                self._wake_class(klass, line, free=free, freed=freed, placed=placed, at=snapshot)
+                self._wake_class(
+                    klass, line, free=free, freed=freed, placed=placed, at=snapshot, rows=rows
+                )
         return self.parked
 
     def _wake_class(
@@ -142,6 +206,7 @@ class Parking:
         freed: bool,
         placed: bool,
         at: snapshots.Snapshot,
+        rows: RowsFn | None,
     ) -> None:
         """Wake the head of ``klass``'s line: as many as could fit, plus one."""
         wake: int | None = None
@@ -153,13 +218,35 @@ class Parking:
             if wake is None:
                 wake = 1 if placed else 0
                 if freed:
-                    fits = _fitting(free, dict(entry.requests), columns=at.nodes)
+                    usable = free
+                    if rows is not None:
+                        signature = entry.probe.signature
+                        mask = self._rows.get(signature)
+                        if mask is None:
+                            mask = self._rows[signature] = rows(entry.probe)
+                        usable = free[mask]
+                    fits = _fitting(usable, dict(entry.requests), columns=at.nodes)
                     if fits:
                         wake = max(wake, -(-fits // max(entry.pods, 1)) + 1)
             if wake <= 0:
                 return
             del self.parked[line.pop(0)[1]]
             wake -= 1
+
+    def _wake_head(
+        self,
+        klass: equivalence.ClassKey,
+        line: list[tuple[tuple[float, str, str], str]],
+        *,
+        count: int,
+    ) -> None:
+        """Wake the first ``count`` jobs still parked in ``klass``'s line."""
+        while line and count > 0:
+            key = line.pop(0)[1]
+            entry = self.parked.get(key)
+            if entry is not None and entry.klass == klass:
+                del self.parked[key]
+                count -= 1
 
     # After a session ------------------------------------------------------------------------
     def record(
@@ -168,11 +255,14 @@ class Parking:
         *,
         starving: collections.abc.Set[str],
         revisit: collections.abc.Mapping[str, float],
+        class_revisit: collections.abc.Mapping[str, float] | None = None,
         quiet: bool,
     ) -> None:
         """Park what ``session`` left pending untouched; ``starving``: jobs the guard holds
-        room for (never parked); ``revisit``: when a job's situation changes by itself;
-        ``quiet``: the session decided nothing but reasons."""
+        room for (never parked); ``revisit``: when a job's own situation changes by itself;
+        ``class_revisit``: when that of every job of its shape does (by job key; the class's
+        head wakes then); ``quiet``: the session decided nothing but reasons."""
+        class_revisit = class_revisit or {}
         snapshot = session.snapshot
         now = snapshot.now
         self._changes = snapshot.changes
@@ -180,6 +270,8 @@ class Parking:
             self.clear()
             return
         added: dict[equivalence.ClassKey, list[tuple[tuple[float, str, str], str]]] = {}
+        # Each class just judged is timed afresh: its safety net restarts from now.
+        class_until: dict[equivalence.ClassKey, float] = {}
         for key, job in session.jobs.items():
             reason = session.group_why.get(key)
             if reason is None or job.allocated or job.pipelined or job.evicted:
@@ -194,10 +286,16 @@ class Parking:
                 klass=klass,
                 reason=reason,
                 pod_why=session.pod_why,
-                until=min(now + self.revisit_seconds, revisit.get(key, math.inf)),
+                until=revisit.get(key, math.inf),
             )
             self.parked[key] = entry
             added.setdefault(klass, []).append((entry.order, key))
+            if entry.until < math.inf:
+                heapq.heappush(self._job_times, (entry.until, key))
+            class_until[klass] = min(
+                class_until.get(klass, now + self.revisit_seconds),
+                class_revisit.get(key, math.inf),
+            )
         for klass, fresh in added.items():
             fresh.sort()
             line = self._classes.setdefault(klass, [])
@@ -206,8 +304,14 @@ class Parking:
             else:
                 for item in fresh:
                     bisect.insort(line, item)
-            self._wake_at = min(self._wake_at, min(self.parked[k].until for _, k in fresh))
+        for klass, until in class_until.items():
+            self._arm(klass, until)
         self._quiet = quiet
+
+    def _arm(self, klass: equivalence.ClassKey, until: float) -> None:
+        """The head of ``klass``'s line wakes at ``until`` (replacing its earlier time)."""
+        self._class_until[klass] = until
+        heapq.heappush(self._class_times, (until, next(self._ticket), klass))
 
 
 def _turn_counts_others(snapshot: snapshots.Snapshot, queue: str) -> bool:
@@ -234,6 +338,7 @@ def _entry(
         reason=reason,
         pod_reasons=tuple((p.key, pod_why[p.key]) for p in job.pending if p.key in pod_why),
         requests=tuple(sorted(largest.requests.items())),
+        probe=largest,
         pods=len(job.pending),
         until=until,
         job=job,
@@ -241,9 +346,11 @@ def _entry(
 
 
 def _free_rows(snapshot: snapshots.Snapshot) -> np.ndarray[typing.Any, np.dtype[np.int64]]:
+    """Free room per node row (cordoned rows: none)."""
     nodes = snapshot.nodes
     free = np.clip(nodes.free(), 0, None)
-    return typing.cast("np.ndarray[typing.Any, np.dtype[np.int64]]", free[~nodes.unschedulable])
+    free[nodes.unschedulable] = 0
+    return typing.cast("np.ndarray[typing.Any, np.dtype[np.int64]]", free)
 
 
 def _fitting(

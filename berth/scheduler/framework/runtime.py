@@ -413,6 +413,22 @@ class Framework:
             return Attempt(pod, row=None, state=state, status=row)
         return Attempt(pod, row=row, state=state)
 
+    def static_rows(self, pod: pods.PodInfo, *, nodes: nodetable.NodeTable) -> filtering.BoolArray:
+        """The rows of ``nodes`` the static Filter plugins let ``pod`` use (its signature's
+        node selector, affinity, tolerations...): where it could ever run while no node
+        changes. Outside a session (the parking lot, between sessions): nothing is cached."""
+        mask = np.ones(len(nodes), dtype=np.bool_)
+        for filter_plugin, static in self._filters:
+            if not static:
+                continue
+            try:
+                passed = filter_plugin.filter(cyclestate.CycleState(), pod, nodes).passed
+            except Exception as exc:
+                self.report(filter_plugin.name, exc)
+                continue  # a failing filter rules nothing out here; find_node reports it
+            mask &= passed
+        return mask
+
     def refusal(self, pod: pods.PodInfo) -> statuses.Status | None:
         """Why ``pod`` may not be placed by this profile: it uses constraint fields no enabled
         plugin implements (``None`` when it may). Only for pods Berth binds itself: an

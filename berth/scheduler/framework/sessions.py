@@ -148,6 +148,11 @@ class SessionHooks:
         self.revisit_at: list[collections.abc.Callable[[jobs.Job], float | None]] = []
         """When a waiting job's situation changes by time alone (e.g. the starvation guard's
         threshold passes): a job parked (:mod:`.parking`) wakes by the earliest answer."""
+        self.class_revisit_at: list[collections.abc.Callable[[jobs.Job], float | None]] = []
+        """When the situation of every waiting job of the same shape as this one (its
+        equivalence class: same queue, quorum and pods) changes by time alone, whatever the
+        job's own age (e.g. a running pod becomes reclaimable, decayed fair shares drift):
+        the head of a parked class (:mod:`.parking`) wakes by the earliest answer."""
         self.reserved_credit: hooks.FirstWins[[pods.PodInfo], resources.ResourceList | None] = (
             hooks.FirstWins(report=report)
         )

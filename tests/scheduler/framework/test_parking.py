@@ -33,13 +33,16 @@ events = st.lists(
 class World:
     """One cache and scheduler; binds what the scheduler decides, like a sink."""
 
-    def __init__(self, *, hints: bool, nodes: int, jobs: int) -> None:
+    def __init__(
+        self, *, hints: bool, nodes: int, jobs: int, revisit_seconds: float = 300.0
+    ) -> None:
         self.cache = cache.ClusterCache()
         self.scheduler = loop.Scheduler(
             registry.default_profile(),
             registry=registry.in_tree_registry(),
             clock=clocks.VirtualClock(EPOCH),
             hints=hints,
+            revisit_seconds=revisit_seconds,
         )
         for q in QUEUES:
             self.cache.add_queue(benchmarks._queue(q))
@@ -179,3 +182,51 @@ def test_work_in_a_namespace_fair_queue_is_never_parked() -> None:
     parked = typing.cast("loop.parking.Parking", world.scheduler.parking)
     assert len(waiting.waiting["qa"]) == 3
     assert parked.parked == {}
+
+
+def test_time_wakes_one_job_per_class_not_the_whole_backlog() -> None:
+    # Parking expires after 60 s (and the first pods may be reclaimed after their minute):
+    # each class's head is looked at again, not every parked job; the guard's threshold
+    # (five minutes from each job's creation) is still far.
+    world = World(hints=True, nodes=1, jobs=300, revisit_seconds=60)
+    world.cycle(EPOCH)
+    world.cycle(EPOCH + 1)
+    lot = typing.cast("loop.parking.Parking", world.scheduler.parking)
+    parked = dict(lot.parked)
+    classes = {entry.klass for entry in parked.values()}
+    assert len(parked) > 4 * len(classes)  # a backlog several times longer than its classes
+    assert world.cycle(EPOCH + 30).decisions == ()  # nothing due yet: nothing tried
+    assert dict(lot.parked) == parked
+    left = lot.admit(world.cache.snapshot(EPOCH + 62))
+    woken = set(parked) - set(left)
+    assert {parked[key].klass for key in woken} == classes
+    assert len(woken) == len(classes)
+    # The head of each class is the job its class would try first (oldest).
+    for key in woken:
+        same = [k for k, e in parked.items() if e.klass == parked[key].klass]
+        assert parked[key].order == min(parked[k].order for k in same)
+
+
+def test_room_freed_where_a_class_may_not_run_does_not_wake_it() -> None:
+    world = World(hints=True, nodes=1, jobs=30)
+    pinned = benchmarks._pod("pinned", cpu="1", memory="2Gi", labels={keys.QUEUE_LABEL: "qa"})
+    pinned["spec"]["nodeSelector"] = {"pool": "nowhere"}  # no node has the label
+    world.cache.add_pod(pinned)
+    world.cycle(EPOCH)
+    world.cycle(EPOCH + 1)
+    lot = typing.cast("loop.parking.Parking", world.scheduler.parking)
+    assert PINNED in lot.parked
+    before = set(lot.parked)
+    world.apply(("end", 0))  # room frees on the one node, which the pinned pod may not use
+    left = lot.admit(world.cache.snapshot(EPOCH + 2), rows=_static_rows(world))
+    assert PINNED in left
+    assert before - set(left)  # others woke for the room
+
+
+PINNED = "bench/pod:pinned"
+
+
+def _static_rows(world: World) -> typing.Any:
+    framework = world.scheduler.framework
+    nodes = world.cache.snapshot(EPOCH + 2).nodes
+    return lambda pod: framework.static_rows(pod, nodes=nodes)

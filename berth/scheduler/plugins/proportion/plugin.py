@@ -26,7 +26,10 @@ NAME = accounting.NAME
 
 
 class Books(
-    reclaim.ReclaimRules, starvation.StarvationGuard, ordering.JobOrder, publishing.Publishing
+    reclaim.ReclaimRules,
+    starvation.StarvationGuard,
+    ordering.JobOrder,
+    publishing.Publishing,
 ):
     """One session's books with every rule family (the modules of this package)."""
 
@@ -48,18 +51,26 @@ class Books(
         self._ripe = None
 
     def revisit_at(self, job: jobs.Job) -> float | None:
-        """When time alone changes what this plugin says of ``job``: it passes the starvation
-        threshold, or a running pod passes its minimum runtime and may be reclaimed. Parked
-        jobs wake then, so that the guard and reclaim see them."""
+        """When time alone changes what this plugin says of ``job`` itself: it passes the
+        starvation threshold (counted from its creation). A parked job wakes then, so that
+        the guard sees it."""
         now = self.session.snapshot.now
-        times = [self.next_ripe()]
+        times = [math.inf]
         if self.threshold is not None and job.creation_timestamp + self.threshold > now:
             times.append(job.creation_timestamp + self.threshold)
         if self.args.usage_half_life_seconds:
-            # Decayed shares drift with time alone, so what held a job back may be gone by
-            # the next cycle without any event: such jobs are looked at every cycle.
+            # Decayed shares drift with time alone, and which waiting jobs the guard holds
+            # room for follows them: every such job is looked at every cycle.
             times.append(now)
         found = min(times)
+        return found if found < math.inf else None
+
+    def class_revisit_at(self, job: jobs.Job) -> float | None:
+        """When time alone changes what this plugin says of every job shaped like ``job``: a
+        running pod passes its minimum runtime and may be reclaimed. The head of a parked
+        class wakes then, so that reclaim sees it (if it reclaims, what it frees wakes the
+        rest)."""
+        found = self.next_ripe()
         return found if found < math.inf else None
 
 
@@ -99,6 +110,7 @@ class Proportion(interfaces.SessionPlugin):
         registry.preempts_across_queues.add(books.preempts_across_queues, plugin=NAME)
         registry.job_starving.add(books.starving, plugin=NAME)
         registry.revisit_at.append(books.revisit_at)
+        registry.class_revisit_at.append(books.class_revisit_at)
         registry.nominations.add(books.nominations, plugin=NAME)
         session.add_event_handler(
             plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate
