@@ -31,6 +31,7 @@ import kopf
 from berth.api import keys
 from berth.controllers import (
     observed,
+    plugins,
     podgroups,
     queues,
     reservation_statuses,
@@ -72,10 +73,12 @@ def build(
     writer: statuses.StatusWriter | None = None,
     reservation_writer: reservation_statuses.ReservationStatusWriter | None = None,
     reservation_controller: reservations.ReservationController | None = None,
+    plugin_controllers: plugins.PluginControllers | None = None,
 ) -> kopf.OperatorRegistry:
     """A new registry with the login handler and every controller's handlers; with a
     ``writer`` (a ``reservation_writer``, and its ``reservation_controller``), the handlers
-    owning PodGroups' and Queues' (Reservations') statuses too."""
+    owning PodGroups' and Queues' (Reservations') statuses too; with ``plugin_controllers``,
+    the handler set that runs the plugins' controllers while Kopf runs."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(id="berth-login", registry=registry)
@@ -99,6 +102,8 @@ def build(
         reservation_statuses.register(
             registry, writer=reservation_writer, controller=reservation_controller
         )
+    if plugin_controllers is not None:
+        plugins.register(registry, controllers=plugin_controllers)
     return registry
 
 

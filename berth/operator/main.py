@@ -11,10 +11,9 @@
    (:mod:`berth.kube.fencing`) by the last renewal;
 4. as leader, start the leader-only :class:`~berth.operator.components.Component` list, in
    order: whatever ``leader_components`` builds from the :class:`Context` (informers -> cache,
-   the embedded Kopf operator, the scheduling loop), then the plugins' controllers
-   (:class:`~berth.operator.controllers.PluginControllers` over the scheduler handle's
-   registry, which the scheduler fills when it builds its plugins); lend the plugins' routes
-   to the HTTP server;
+   the scheduling loop, the embedded Kopf operator, whose handlers also start the plugins'
+   controllers that the scheduler registered in the handle: :mod:`berth.controllers.plugins`);
+   lend the plugins' routes to the HTTP server;
 5. on a stop request: stop the components, release the Lease, close the server: exit 0.
    On losing the Lease, or when a leader-only component dies: stop the components at once and
    exit 1, so that Kubernetes restarts the pod as a follower while another replica leads.
@@ -39,7 +38,6 @@ import logging
 from berth.kube import clients, fencing, leases, reviews
 from berth.operator import (
     components,
-    controllers,
     errors,
     http,
     leadership,
@@ -85,9 +83,9 @@ ComponentFactory = collections.abc.Callable[
 
 
 def no_components(context: Context) -> list[components.Component]:
-    """No leader-only components besides the plugin controllers: a process that only serves
-    HTTP and campaigns (the tests of leadership). ``berth run`` passes
-    :func:`berth.operator.scheduling.leader_components` instead."""
+    """No leader-only components: a process that only serves HTTP and campaigns (the tests
+    of leadership). ``berth run`` passes :func:`berth.operator.scheduling.leader_components`
+    instead."""
     return []
 
 
@@ -228,13 +226,7 @@ class _Process:
         return ExitCode.OK
 
     def _components(self, context: Context) -> list[components.Component]:
-        built = list(self._factory(context))
-        built.append(
-            controllers.PluginControllers(
-                self._handle.controllers, stop_timeout=self._config.shutdown_timeout
-            )
-        )
-        return built
+        return list(self._factory(context))
 
     async def _start_leading(self) -> None:
         assert self._supervisor is not None

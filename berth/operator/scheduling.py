@@ -20,8 +20,9 @@ operator.main.Context`:
 and returns them as components in start order: Events, informers, binder, admission, the
 scheduling loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
 would place pods on capacity that is taken), Kopf (whose status handlers also run the
-Reservations' lifetimes, :mod:`berth.controllers.reservations`). The plugins'
-controllers start after these (:mod:`berth.operator.main` appends them). After every cycle the
+Reservations' lifetimes, :mod:`berth.controllers.reservations`, and whose startup and cleanup
+handlers start and stop the plugins' controllers, :mod:`berth.controllers.plugins`: Kopf runs
+only while this replica leads, so they do too). After every cycle the
 metrics are fed and Kopf's status passes are kicked. ``/apis/v1/nodes/{name}`` and
 ``/debug/flags/s`` are lent the cache's node view and the score-table switch.
 
@@ -41,7 +42,7 @@ import logging
 import time
 
 from berth.api import keys
-from berth.controllers import observed, reservation_statuses, reservations, statuses
+from berth.controllers import observed, plugins, reservation_statuses, reservations, statuses
 from berth.controllers import registry as kopf_registry
 from berth.kube import (
     admission,
@@ -401,6 +402,9 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         return await asyncio.wrap_future(future)
 
     timeout = config.shutdown_timeout
+    # The plugins' controllers: started and stopped by Kopf's handlers, run on this loop.
+    plugin_controllers = plugins.PluginControllers(context.handle.controllers, stop_timeout=timeout)
+    plugin_controllers.bind(main_loop)
 
     def task(
         name: str, run: collections.abc.Callable[[asyncio.Event], collections.abc.Awaitable[None]]
@@ -424,6 +428,7 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
                 writer=parts.writer,
                 reservation_writer=reservation_writer,
                 reservation_controller=reserving,
+                plugin_controllers=plugin_controllers,
             ),
             settings=kopf_registry.operator_settings,
             stop_timeout=timeout,

@@ -20,7 +20,8 @@ import asyncio
 import looptime
 import pytest
 
-from berth.operator import components, controllers
+from berth.controllers import plugins as controllers
+from berth.operator import components
 from berth.scheduler.framework import handles, interfaces
 from tests.operator import conftest
 

@@ -9,7 +9,9 @@ We test these aspects:
   credentials, and records the PodGroups, Queues and Reservations it sees (and forgets deleted
   ones) — putting no finalizer on them, so deleting one never waits for Berth;
 - stopping it ends its thread; a Kopf that dies while starting makes ``start`` raise;
-- the main thread's signal handlers are left alone.
+- the main thread's signal handlers are left alone;
+- the plugins' controllers start with Kopf (its startup handler) on the operator's loop, not
+  Kopf's, and stop with it (its cleanup handler).
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ import typing
 import kopf
 import pytest
 
-from berth.controllers import observed
+from berth.controllers import observed, plugins
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
 from berth.kube import clients, credentials
 from berth.operator import embedding
+from berth.scheduler.framework import handles
 from tests.kube import conftest
 from tests.scheduler import builders as b
 
@@ -133,3 +136,52 @@ async def test_kopf_dying_while_starting_makes_start_raise() -> None:
     await asyncio.sleep(0)
     assert exits == []  # a failed start is the supervisor's to handle, not a later exit
     assert not component.running
+
+
+class LoopController:
+    """A plugin controller recording which loop and thread it ran on, and that it stopped."""
+
+    name = "expiry"
+
+    def __init__(self) -> None:
+        self.ran_on: asyncio.AbstractEventLoop | None = None
+        self.stopped = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.ran_on = asyncio.get_running_loop()
+        await stop.wait()
+        self.stopped.set()
+
+
+async def test_kopf_starts_and_stops_the_plugins_controllers_on_the_operators_loop(
+    berth_crds: testing.RunningEmulator, kube: clients.AsyncConnection
+) -> None:
+    controller = LoopController()
+    registered = handles.ControllerRegistry()
+    registered.register("Reservation", controllers=[controller])
+    runner = plugins.PluginControllers(registered, stop_timeout=5)
+    runner.bind(asyncio.get_running_loop())
+
+    async def login() -> credentials.Credentials:
+        return await credentials.credentials_of(kube.api)
+
+    objects = observed.ObservedObjects()
+    component = embedding.KopfComponent(
+        registry=lambda: kopf_registry.build(
+            objects=objects, login=login, plugin_controllers=runner
+        ),
+        settings=kopf_registry.operator_settings,
+        stop_timeout=10,
+    )
+    assert runner.running == []  # nothing runs before Kopf (this replica leading) starts
+    await component.start()
+    try:
+        await conftest.until(lambda: runner.running == ["Reservation/expiry"], timeout=15)
+        assert controller.ran_on is asyncio.get_running_loop()  # not Kopf's thread
+        # Kopf's watches are up too (stopping Kopf before they are leaves its sessions open).
+        conftest.create(berth_crds, b.queue("team"), plural="queues", namespace=None)
+        await conftest.until(lambda: objects.get("Queue", "team") is not None, timeout=15)
+    finally:
+        await component.stop()
+    assert controller.stopped.is_set()  # Kopf's cleanup stopped it before Kopf ended
+    assert runner.running == []

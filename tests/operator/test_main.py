@@ -26,6 +26,7 @@ import aiohttp
 import looptime
 import pytest
 
+from berth.controllers import plugins
 from berth.kube import clients, leases
 from berth.kube import errors as kube_errors
 from berth.operator import components, main, settings
@@ -107,12 +108,16 @@ def launch(
         context.handle.services.register(
             "Demo", routes=[interfaces.Route(method="GET", path="hello", handler=lambda r: "hi")]
         )
-        if factory is not None:
-            return factory(context, process.journal)
-        return [
-            conftest.Recorder("informers", process.journal),
-            conftest.Recorder("loop", process.journal),
-        ]
+        built = (
+            factory(context, process.journal)
+            if factory is not None
+            else [
+                conftest.Recorder("informers", process.journal),
+                conftest.Recorder("loop", process.journal),
+            ]
+        )
+        # berth run's Kopf starts the plugins' controllers; without Kopf, the runner leads.
+        return [*built, plugins.PluginControllers(context.handle.controllers, stop_timeout=5)]
 
     process.task = asyncio.create_task(
         main.run(
