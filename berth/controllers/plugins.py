@@ -105,10 +105,7 @@ class PluginControllers:
 
     async def at_home(self, call: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
         """Run ``call`` on the bound loop and wait for it here."""
-        home = self._home
-        if home is None or home is asyncio.get_running_loop():
-            return await call
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, home))
+        return await aiotasks.on_loop(self._home, call)
 
 
 def register(registry: kopf.OperatorRegistry, *, controllers: PluginControllers) -> None:

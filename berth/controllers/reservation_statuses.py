@@ -170,10 +170,7 @@ class ReservationStatusWriter:
         )
 
     async def _at_home(self, call: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
-        home = self._home
-        if home is None or home is asyncio.get_running_loop():
-            return await call
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, home))
+        return await aiotasks.on_loop(self._home, call)
 
 
 def register(

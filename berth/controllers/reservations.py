@@ -54,7 +54,7 @@ from berth.kube import clients, events, fencing, writes
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
 from berth.status import conditions, observations
-from berth.util import clocks, reporting
+from berth.util import aiotasks, clocks, reporting
 
 __all__ = [
     "DEFAULT_RETENTION_SECONDS",
@@ -298,10 +298,7 @@ class ReservationController:
         self._home = home
 
     async def _at_home(self, call: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
-        home = self._home
-        if home is None or home is asyncio.get_running_loop():
-            return await call
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, home))
+        return await aiotasks.on_loop(self._home, call)
 
     def kick(self) -> None:
         """Ask for a pass soon (a cycle ended, Kopf saw a change); safe from any thread."""

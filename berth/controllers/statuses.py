@@ -310,10 +310,7 @@ class StatusWriter:
 
     async def _at_home(self, write: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
         """Run ``write`` on the API client's loop and wait for it here."""
-        home = self._home
-        if home is None or home is asyncio.get_running_loop():
-            return await write
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(write, home))
+        return await aiotasks.on_loop(self._home, write)
 
     async def _send(
         self,

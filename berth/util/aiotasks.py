@@ -7,10 +7,14 @@ tests run these helpers under ``looptime`` in virtual seconds.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import contextlib
 import logging
+import typing
 
-__all__ = ["cancel_and_wait", "sleep_or_stop"]
+__all__ = ["cancel_and_wait", "on_loop", "sleep_or_stop"]
+
+_T = typing.TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -42,3 +46,15 @@ async def cancel_and_wait(task: asyncio.Task[object], *, timeout: float) -> bool
     if not task.cancelled() and task.exception() is not None:
         logger.error("task %s failed while stopping", task.get_name(), exc_info=task.exception())
     return True
+
+
+async def on_loop(
+    home: asyncio.AbstractEventLoop | None,
+    call: collections.abc.Coroutine[typing.Any, typing.Any, _T],
+) -> _T:
+    """Run ``call`` on ``home`` (another thread's loop; None: this one) and wait for it here:
+    Kopf's handlers run on Kopf's loop, the fenced API client and the scheduler on the
+    operator's."""
+    if home is None or home is asyncio.get_running_loop():
+        return await call
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, home))
