@@ -14,7 +14,9 @@ could let them fit:
 - room was *freed* (a pod ended, was deleted or evicted): in each class, as many jobs wake as
   could fit into the free room at best (the count of the class's pods that fit node by node,
   on the nodes its pods' node selector, affinity and tolerations allow), plus one to carry
-  the class's reason; the rest cannot fit whatever happens this cycle;
+  the class's reason; where none fits, the head alone wakes if some node it may use has room
+  left of something it asks for (with a victim's room beside it, preempt or reclaim may now
+  make it); the rest cannot fit whatever happens this cycle;
 - a pod was *placed*: the first job of every class wakes, for reclaim and preempt (new
   victims) — one is enough, as they would judge the rest of the class alike;
 - time, for one job: a job wakes when a plugin says its own situation changes then (the
@@ -216,7 +218,7 @@ class Parking:
                 line.pop(0)  # woke another way since
                 continue
             if wake is None:
-                wake = 1 if placed else 0
+                wake = 1 if placed else 0  # preempt and reclaim have new victims
                 if freed:
                     usable = free
                     if rows is not None:
@@ -225,9 +227,14 @@ class Parking:
                         if mask is None:
                             mask = self._rows[signature] = rows(entry.probe)
                         usable = free[mask]
-                    fits = _fitting(usable, dict(entry.requests), columns=at.nodes)
+                    requests = dict(entry.requests)
+                    fits = _fitting(usable, requests, columns=at.nodes)
                     if fits:
                         wake = max(wake, -(-fits // max(entry.pods, 1)) + 1)
+                    elif _partly_free(usable, requests, columns=at.nodes):
+                        # Too little alone, but with a victim's room beside it, preempt or
+                        # reclaim may now make it: the head tries.
+                        wake = max(wake, 1)
             if wake <= 0:
                 return
             del self.parked[line.pop(0)[1]]
@@ -368,6 +375,19 @@ def _fitting(
         return int(free.shape[0]) * 1_000_000
     per_node = (free[:, asked] // vec[asked]).min(axis=1)
     return int(per_node.sum())
+
+
+def _partly_free(
+    free: np.ndarray[typing.Any, np.dtype[np.int64]],
+    requests: dict[str, int],
+    *,
+    columns: nodetable.NodeTable,
+) -> bool:
+    """Whether some node has room left of a resource ``requests`` asks for."""
+    if columns.missing(requests) or free.shape[0] == 0:
+        return False
+    vec = columns.vector(requests, memo=False)
+    return bool((free[:, vec > 0] > 0).any())
 
 
 def carried_reasons(

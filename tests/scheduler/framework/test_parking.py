@@ -34,11 +34,21 @@ class World:
     """One cache and scheduler; binds what the scheduler decides, like a sink."""
 
     def __init__(
-        self, *, hints: bool, nodes: int, jobs: int, revisit_seconds: float = 300.0
+        self,
+        *,
+        hints: bool,
+        nodes: int,
+        jobs: int,
+        revisit_seconds: float = 300.0,
+        evicting: bool = True,
     ) -> None:
+        """``evicting``: the default profile's actions; else without reclaim and preempt."""
         self.cache = cache.ClusterCache()
+        profile = registry.default_profile()
+        if not evicting:
+            profile = profile.model_copy(update={"actions": ("allocate", "backfill")})
         self.scheduler = loop.Scheduler(
-            registry.default_profile(),
+            profile,
             registry=registry.in_tree_registry(),
             clock=clocks.VirtualClock(EPOCH),
             hints=hints,
@@ -72,6 +82,10 @@ class World:
 
     def cycle(self, now: float) -> decisions.CycleResult:
         result = self.scheduler.run_session(self.cache.snapshot(now))
+        for decision in result.decisions:
+            if isinstance(decision, decisions.EvictPod):  # the victim is gone, as in the API
+                self.cache.remove_pod(decision.key)
+                self.running.remove(decision.key)
         for key, node in sorted(result.bindings().items()):
             self.cache.assume_pod(key, node=node, started=now)
             self.running.append(key)
@@ -96,8 +110,10 @@ def _placements(result: decisions.CycleResult) -> dict[str, str]:
 def test_hints_place_what_trying_everything_places(
     events: list[Event], nodes: int, jobs: int
 ) -> None:
-    hinted = World(hints=True, nodes=nodes, jobs=jobs)
-    plain = World(hints=False, nodes=nodes, jobs=jobs)
+    # Without evictions: room a victim frees mid-session goes to a parked job one cycle later
+    # (when the victim's end wakes it, as in kube-scheduler), which the tests below show.
+    hinted = World(hints=True, nodes=nodes, jobs=jobs, evicting=False)
+    plain = World(hints=False, nodes=nodes, jobs=jobs, evicting=False)
     now = EPOCH
     for event in [("nothing", 0), *events]:
         for world in (hinted, plain):
@@ -109,6 +125,40 @@ def test_hints_place_what_trying_everything_places(
         # Parked or not, a group stands where job order puts it in its queue's line.
         assert dict(with_hints.waiting) == dict(without.waiting), event
         now += 1.0
+
+
+def _evicted(result: decisions.CycleResult) -> list[str]:
+    return [d.key for d in result.decisions if isinstance(d, decisions.EvictPod)]
+
+
+def test_room_a_pod_frees_beside_a_victim_wakes_a_parked_job_that_preempts() -> None:
+    # One node of 6 cpu; the last pod to end frees 1 cpu, too little for job-013's 2 alone,
+    # enough with the 1 cpu of job-004 (lower priority, same queue): it must wake and preempt.
+    hinted = World(hints=True, nodes=1, jobs=14)
+    plain = World(hints=False, nodes=1, jobs=14)
+    now = EPOCH
+    for event in [("nothing", 0), ("end", 0), ("end", 0), ("end", 2), ("job", 1), ("end", 0)]:
+        for world in (hinted, plain):
+            world.apply(event)
+        with_hints, without = hinted.cycle(now), plain.cycle(now)
+        assert _placements(with_hints) == _placements(without), event
+        now += 1.0
+    assert "bench/job-013" in _placements(with_hints)
+    assert _evicted(with_hints) == ["bench/job-004"]
+
+
+def test_room_a_victim_frees_reaches_parked_work_the_next_cycle() -> None:
+    world = World(hints=True, nodes=1, jobs=14)
+    lot = typing.cast("loop.parking.Parking", world.scheduler.parking)
+    now = EPOCH
+    for event in [("nothing", 0), ("end", 0), ("end", 0), ("end", 0), ("job", 0), ("job", 61)]:
+        world.apply(event)
+        result = world.cycle(now)
+        now += 1.0
+    assert _evicted(result)  # the new job preempted; the rest of the victim's room is free
+    parked = set(lot.parked)
+    after = world.cycle(now)  # nothing else happened: the victim's end wakes parked work
+    assert {f"bench/pod:{key.split('/')[1]}" for key in _placements(after)} & parked
 
 
 def test_a_cycle_with_nothing_new_decides_nothing_and_keeps_the_reasons() -> None:
