@@ -32,6 +32,7 @@ class, and each of its pods gets its own attempt and its own reason.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import logging
 import typing
 
@@ -218,12 +219,23 @@ class Allocate:
         *,
         queue: queues.QueueInfo,
     ) -> reasons.Reason | None:
-        """Try ``tasks`` in order inside ``stmt``; the first pod's failure, if any."""
+        """Try ``tasks`` in order inside ``stmt``; the first pod's failure, if any.
+
+        A pod shaped like one that failed since the last placement gets that pod's reason
+        without an attempt of its own: nothing changed that could judge it otherwise (a
+        job of four identical replicas that do not fit costs one attempt, not four)."""
         first_failure: reasons.Reason | None = None
+        failed: dict[collections.abc.Hashable, reasons.Reason] = {}
         for index, pod in enumerate(tasks):
-            reason = self._try(session, stmt, pod, queue=queue)
+            shape = equivalence.shape_of(pod, session=session)
+            reason = failed.get(shape) if shape is not None else None
             if reason is None:
-                continue
+                reason = self._try(session, stmt, pod, queue=queue)
+                if reason is None:
+                    failed.clear()  # the nodes changed
+                    continue
+                if shape is not None:
+                    failed[shape] = reason
             session.reject_pod(pod, reason=reason)
             first_failure = first_failure or reason
             untried = len(tasks) - index - 1

@@ -25,7 +25,7 @@ if typing.TYPE_CHECKING:
     from berth.scheduler.framework import jobs, sessions
     from berth.scheduler.snapshot import pods
 
-__all__ = ["ClassKey", "class_of", "classable"]
+__all__ = ["ClassKey", "class_of", "classable", "shape_of"]
 
 ClassKey = collections.abc.Hashable
 
@@ -51,6 +51,19 @@ def _pod_shape(pod: pods.PodInfo, *, labels: bool) -> collections.abc.Hashable:
     )
 
 
+def _labels_count(session: sessions.Session) -> bool:
+    """Whether pods' labels join their shape: other pods' constraints or a plugin read them."""
+    return bool(session.snapshot.constraining) or session.hooks.labels_judged()
+
+
+def shape_of(pod: pods.PodInfo, *, session: sessions.Session) -> collections.abc.Hashable | None:
+    """``pod``'s shape in ``session`` — pods of one shape are judged alike on the same nodes —
+    or ``None`` when it is judged by more than its shape."""
+    if not classable(pod, hooks=session.hooks):
+        return None
+    return _pod_shape(pod, labels=_labels_count(session))
+
+
 def class_of(job: jobs.Job, *, session: sessions.Session) -> ClassKey | None:
     """``job``'s class in ``session``, or ``None`` when it is judged by more than its shape."""
     group = job.group
@@ -59,7 +72,7 @@ def class_of(job: jobs.Job, *, session: sessions.Session) -> ClassKey | None:
     hooks = session.hooks
     if not all(classable(pod, hooks=hooks) for pod in job.pending):
         return None
-    labels = bool(session.snapshot.constraining) or hooks.labels_judged()
+    labels = _labels_count(session)
     first = _pod_shape(job.pending[0], labels=labels)
     shapes: collections.abc.Hashable = (
         first
