@@ -72,7 +72,7 @@ class Preempt:
                     continue
                 if by_queue is None:
                     by_queue = collections.defaultdict(list)
-                    for pod in solvers.running_pods(session):
+                    for pod in session.running_pods():
                         if pod.queue is not None:
                             by_queue[pod.queue].append(pod)
                 across = hooks.preempts_across_queues(job) is True

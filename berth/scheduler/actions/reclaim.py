@@ -72,7 +72,6 @@ class Reclaim:
         infos = session.snapshot.queues
         evicted = solvers.evicted_keys(session)
         before = len(evicted)
-        running: list[pods.PodInfo] | None = None
 
         def rank(pod: pods.PodInfo) -> solvers.Rank:
             info = infos.get(pod.queue) if pod.queue is not None else None
@@ -84,17 +83,17 @@ class Reclaim:
 
         def attempt(job: jobs.Job, queue: queues.QueueInfo) -> None:
             """Reclaim for ``job``: its evictions and placements committed, or nothing."""
-            nonlocal running, evicted
+            nonlocal evicted
             # The cheap questions first: most jobs may not reclaim at all.
             if not hooks.can_reclaim(job):
                 return
             shape = _shape(job)
             if shape in failed or not hooks.job_valid(job).is_success():
                 return
-            if running is None:
-                running = solvers.running_pods(session)
             candidates = [
-                pod for pod in running if pod.queue is not None and pod.queue != job.queue
+                pod
+                for pod in session.running_pods()
+                if pod.queue is not None and pod.queue != job.queue
             ]
             if solvers.evict_for(
                 session,

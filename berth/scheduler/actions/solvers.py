@@ -48,7 +48,6 @@ __all__ = [
     "pending_tasks",
     "place_job",
     "quorum_vector",
-    "running_pods",
     "solve",
     "victim_units",
 ]
@@ -75,27 +74,6 @@ class Unit:
 def evicted_keys(session: sessions.Session) -> set[str]:
     """Pods evicted by statements committed so far in this session."""
     return {d.key for d in session.recorder.decisions() if isinstance(d, decisions.EvictPod)}
-
-
-def running_pods(session: sessions.Session) -> list[pods.PodInfo]:
-    """Pods that could be victims: placed, running, not being deleted, evictable by every
-    plugin's say (``evictable``), by key."""
-    # The nodes' pods, not every pod: a long backlog of pending pods is no victim.
-    snapshot = session.snapshot
-    index = session.nodes.index
-    evictable = session.hooks.evictable
-    found = [
-        pod
-        for info in snapshot.node_infos.values()
-        for key in info.pods
-        if (pod := snapshot.pods.get(key)) is not None
-        and pod.node_name is not None
-        and not pod.terminal
-        and not pod.deleting
-        and pod.node_name in index
-        and evictable(pod)
-    ]
-    return sorted(found, key=lambda pod: pod.key)
 
 
 def needs_room(job: jobs.Job) -> bool:

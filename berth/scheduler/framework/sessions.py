@@ -268,6 +268,7 @@ class Session:
         """The snapshot's pending pods but the parked jobs' (those this session is about)."""
         self._job_of: dict[ids.PodKey, jobs.Job] = {}
         self._vectors: dict[ids.PodKey, npt.NDArray[np.int64]] = {}
+        self._running: list[pods.PodInfo] | None = None
         self.scope: scopes.Scope | None = None
         """While set (by an action trying a job in one scope), :meth:`place` rejects the rows
         outside it."""
@@ -347,6 +348,29 @@ class Session:
         )
         self.attempt_seconds.append(time.perf_counter() - started)
         return attempt
+
+    def running_pods(self) -> list[pods.PodInfo]:
+        """Pods that could be victims, by key: placed on a node of the session, running, not
+        being deleted, evictable by every plugin's say (``evictable``). Worked out once a
+        session (the snapshot does not change); what the session evicted is still in."""
+        if self._running is None:
+            # The nodes' pods, not every pod: a long backlog of pending pods is no victim.
+            snapshot = self.snapshot
+            index = self.nodes.index
+            evictable = self.hooks.evictable
+            found = [
+                pod
+                for info in snapshot.node_infos.values()
+                for key in info.pods
+                if (pod := snapshot.pods.get(key)) is not None
+                and pod.node_name is not None
+                and not pod.terminal
+                and not pod.deleting
+                and pod.node_name in index
+                and evictable(pod)
+            ]
+            self._running = sorted(found, key=lambda pod: pod.key)
+        return self._running
 
     def job_of(self, pod: pods.PodInfo) -> jobs.Job | None:
         """The job ``pod`` is a pending member of, if any."""

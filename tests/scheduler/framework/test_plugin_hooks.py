@@ -14,7 +14,6 @@ We test these aspects:
 
 from __future__ import annotations
 
-from berth.scheduler.actions import solvers
 from berth.scheduler.framework import decisions, equivalence, interfaces, jobs, sessions
 from berth.scheduler.snapshot import pods
 from tests.scheduler import builders as b
@@ -69,7 +68,7 @@ def test_a_pod_a_plugin_keeps_is_never_a_victim() -> None:
     framework = toys.framework_of(toys.Fit(), FirstJob(keep="default/a"))
     session = sessions.open_session(toys.snapshot_of(*objects), framework=framework)
     try:
-        assert [p.key for p in solvers.running_pods(session)] == ["default/b"]
+        assert [p.key for p in session.running_pods()] == ["default/b"]
     finally:
         sessions.close_session(session)
 

@@ -69,7 +69,11 @@ class Books(
         """When time alone changes what this plugin says of every job shaped like ``job``: a
         running pod passes its minimum runtime and may be reclaimed. The head of a parked
         class wakes then, so that reclaim sees it (if it reclaims, what it frees wakes the
-        rest)."""
+        rest). Only a job that may reclaim toward its fair share waits for that: the minimum
+        runtime binds nothing else, and whether a job may reclaim at all does not change by
+        time alone."""
+        if self.reclaim_mode(job) is not reclaim.ReclaimMode.FAIR_SHARE:
+            return None
         found = self.next_ripe()
         return found if found < math.inf else None
 
