@@ -170,6 +170,7 @@ class Accounting:
         self.evicted_from: dict[str, int] = {}  # group key -> members evicted this session
         self.evicted_vec: dict[str, IntArray] = {}  # group key -> requests evicted this session
         self.evictions = 0  # pods evicted by this session's statements (undone ones uncounted)
+        self.moves = 0  # changes to the books so far: what was judged at an older count is stale
 
     # Shares ---------------------------------------------------------------------------------
     def ratio(self, i: int) -> float:
@@ -252,6 +253,7 @@ class Accounting:
         # Called once per placement, pipelining, eviction and undo: plain loops over the
         # (short) path beat NumPy's fancy indexing here.
         pod = event.pod
+        self.moves += 1
         # A placed pod evicted (-1), or its eviction undone (+1).
         vec = self.session.vector(pod)
         if pod.node_name is not None:

@@ -42,6 +42,8 @@ class Books(
     ) -> None:
         super().__init__(session, args=args, usage=usage)
         self._modes = {}
+        self._sides = {}
+        self._verdicts = {}
         self._guarantors = {}
         self._fair = None
         self.holds = []

@@ -42,6 +42,10 @@ class ReclaimRules(admission.Admission):
     """The reclaim and cross-queue preemption rules over the books."""
 
     _modes: dict[str, ReclaimMode | None]
+    # (job, victim queue, victim requests) -> the levels that move, or None: never a victim
+    _sides: dict[tuple[str, str, object], tuple[list[int], list[int]] | None]
+    # The same key and the books' count of moves -> whether the shares allow the eviction
+    _verdicts: dict[tuple[str, str, object, int], bool]
     _guarantors: dict[str, str]  # job key -> the queue whose guarantee lets it reclaim
     _ripe: float | None  # next_ripe, once worked out this session
 
@@ -137,43 +141,65 @@ class ReclaimRules(admission.Admission):
         name = victim.queue
         if name is None or name == job.queue:
             return False
-        j = self.index.get(name)
-        if j is None or not self.tree.nodes[name].reclaimable:
-            return False
         mode = self.reclaim_mode(job)
         if mode is None:
             return False
-        vec = self.session.vector(victim)
-        need = self.quorum_need(job)
-        if not ((vec > 0) & (need > 0) & self.not_pods).any():
-            return False  # frees nothing the job asks for
-        # Only the levels below the one both queues share move: the victim's side gives,
-        # the job's side takes; a common ancestor keeps its total.
-        mine = self.rows[job.queue]
-        # A queue that is not reclaimable protects its whole subtree from the outside (a
-        # child saying otherwise does not open it); inside it, siblings still rebalance.
-        if not all(
-            self.tree.nodes[self.order[a]].reclaimable for a in self.rows[name] if a not in mine
-        ):
+        if mode is ReclaimMode.FAIR_SHARE:
+            if self.evictions >= self.args.reclaim_evictions_per_cycle:
+                return False
+            started = (
+                victim.start_time if victim.start_time is not None else victim.creation_timestamp
+            )
+            if self.session.snapshot.now - started < self.min_runtime(victim):
+                return False
+        # A search asks about hundreds of victims of a few shapes: what depends only on the
+        # job, the victim's queue and its requests is worked out once a session, and the
+        # shares' verdict once per change to the books.
+        key = (str(job.key), name, victim.requests)
+        if key in self._sides:
+            sides = self._sides[key]
+        else:
+            sides = self._sides[key] = self._sides_moving(job, victim)
+        if sides is None:
             return False
         if mode is ReclaimMode.GUARANTEE:
             # Held more than its entitlement before its gang started going: the solver asks
             # member by member, and a gang goes whole or not at all.
+            j = self.index[name]
             held = self.allocated[j]
             if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
                 held = held + self.evicted_vec[victim.pod_group]
-            useful = (held > self.share[j]) & (vec > 0) & (need > 0)
-            return bool((useful & self.not_pods).any())
-        if self.evictions >= self.args.reclaim_evictions_per_cycle:
-            return False
-        started = victim.start_time if victim.start_time is not None else victim.creation_timestamp
-        if self.session.snapshot.now - started < self.min_runtime(victim):
-            return False
-        ours = [a for a in mine if a not in self.rows[name]]
-        theirs = [a for a in self.rows[name] if a not in mine]
-        return all(self._within_share(a, need) for a in ours) and all(
-            self._keeps_share(a, vec) for a in theirs
-        )
+            useful = (held > self.share[j]) & (self.session.vector(victim) > 0)
+            return bool((useful & (self.quorum_need(job) > 0) & self.not_pods).any())
+        judged = (*key, self.moves)
+        verdict = self._verdicts.get(judged)
+        if verdict is None:
+            ours, theirs = sides
+            need, vec = self.quorum_need(job), self.session.vector(victim)
+            verdict = self._verdicts[judged] = all(
+                self._within_share(a, need) for a in ours
+            ) and all(self._keeps_share(a, vec) for a in theirs)
+        return verdict
+
+    def _sides_moving(
+        self, job: jobs.Job, victim: pods.PodInfo
+    ) -> tuple[list[int], list[int]] | None:
+        """The levels a reclaim of ``victim`` for ``job`` moves — the job's side takes, the
+        victim's gives, below the level both queues share (a common ancestor keeps its
+        total) — or ``None`` when the victim may never go for the job: its queue is not
+        reclaimable, or it frees nothing the job asks for."""
+        name = str(victim.queue)
+        if name not in self.index or not self.tree.nodes[name].reclaimable:
+            return None
+        vec, need = self.session.vector(victim), self.quorum_need(job)
+        if not ((vec > 0) & (need > 0) & self.not_pods).any():
+            return None
+        mine, yours = self.rows[job.queue], self.rows[name]
+        # A queue that is not reclaimable protects its whole subtree from the outside (a
+        # child saying otherwise does not open it); inside it, siblings still rebalance.
+        if not all(self.tree.nodes[self.order[a]].reclaimable for a in yours if a not in mine):
+            return None
+        return [a for a in mine if a not in yours], [a for a in yours if a not in mine]
 
     def preempts_across_queues(self, job: jobs.Job) -> bool:
         """The job's queue lets its jobs preempt other queues' work (``preemptAcrossQueues``)."""
