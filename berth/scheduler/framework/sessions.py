@@ -490,11 +490,7 @@ def open_session(
     framework.handle.attach(snapshot, recorder=session.recorder, placements=session.placements)
     members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
     left_out = session.parked
-    pending = (
-        [p for p in snapshot.pending if p.pod_group not in left_out]
-        if left_out
-        else snapshot.pending
-    )
+    pending = snapshot.pending_but(left_out) if left_out else snapshot.pending
     session.pending = pending
     for pod in pending:
         if pod.awaiting_group:

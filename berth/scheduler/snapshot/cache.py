@@ -106,8 +106,14 @@ class ClusterCache:
         self._counted: dict[str, tuple[str, resources.ResourceList]] = {}
         self._node_requested: dict[str, dict[str, int]] = {}
         self._node_pods: dict[str, set[str]] = {}
-        self._pending: set[str] = set()
-        self._gated: set[str] = set()
+        # Waiting pods by key (what the snapshot's views list, sorted on demand).
+        self._pending: dict[str, pods.PodInfo] = {}
+        self._gated: dict[str, pods.PodInfo] = {}
+        # Pending pods by group (None: plain pods), and the sorted tuples snapshots share,
+        # refreshed for the groups whose pending pods changed.
+        self._pending_groups: dict[str | None, dict[str, pods.PodInfo]] = {}
+        self._pending_index: dict[str | None, tuple[pods.PodInfo, ...]] = {}
+        self._pending_index_dirty: set[str | None] = set()
         # Per-queue sums and group counts, moved by each change (a cycle never re-sums pods).
         self._usage = usage.QueueTotals()
         self._groups: dict[str, podgroups.PodGroupInfo] = {}
@@ -203,10 +209,9 @@ class ClusterCache:
         self._uncount(key)
         self._usage.set_pod(key, running=None, waiting=None)
         if key in self._pending:
-            self._pending.discard(key)
-            self._pending_view = None
+            self._set_pending(key, None)
         if key in self._gated:
-            self._gated.discard(key)
+            del self._gated[key]
             self._gated_view = None
         if old.pod_group is not None:
             self._leave_group(old.pod_group, key)
@@ -285,14 +290,12 @@ class ClusterCache:
         )
         was_pending, was_gated = key in self._pending, key in self._gated
         is_pending, is_gated = waiting and not info.gated, waiting and info.gated
-        if is_pending:
-            self._pending.add(key)
-        else:
-            self._pending.discard(key)
+        if is_pending or was_pending:
+            self._set_pending(key, info if is_pending else None)
         if is_gated:
-            self._gated.add(key)
+            self._gated[key] = info
         else:
-            self._gated.discard(key)
+            self._gated.pop(key, None)
         if is_pending or was_pending or is_gated != was_gated:
             self._pending_view = None
         if is_gated or was_gated:
@@ -757,9 +760,16 @@ class ClusterCache:
         refreshed = frozenset(self._dirty_groups)
         self._dirty_groups.clear()
         if self._pending_view is None:
-            self._pending_view = tuple(self._pods[k] for k in sorted(self._pending))
+            self._pending_view = tuple(map(self._pending.__getitem__, sorted(self._pending)))
+        for group in self._pending_index_dirty:
+            members = self._pending_groups.get(group)
+            if members:
+                self._pending_index[group] = tuple(map(members.__getitem__, sorted(members)))
+            else:
+                self._pending_index.pop(group, None)
+        self._pending_index_dirty.clear()
         if self._gated_view is None:
-            self._gated_view = tuple(self._pods[k] for k in sorted(self._gated))
+            self._gated_view = tuple(map(self._gated.__getitem__, sorted(self._gated)))
         queue_views = dict(sorted(self._queues.items()))
         queue_views.setdefault(ids.QueueName(keys.DEFAULT_QUEUE), queues.default_queue())
         return snapshots.Snapshot(
@@ -779,7 +789,22 @@ class ClusterCache:
             namespaces=types.MappingProxyType(dict(sorted(self._namespaces.items()))),
             volumes=self._storage(),
             changes=self._changes.freeze(groups=refreshed),
-        )
+        ).with_pending_index(types.MappingProxyType(dict(self._pending_index)))
+
+    def _set_pending(self, key: str, info: pods.PodInfo | None) -> None:
+        """``info`` is now ``key``'s pending pod (``None``: the pod no longer waits)."""
+        previous = self._pending.pop(key, None)
+        if previous is not None:
+            members = self._pending_groups[previous.pod_group]
+            del members[key]
+            if not members:
+                del self._pending_groups[previous.pod_group]
+            self._pending_index_dirty.add(previous.pod_group)
+        if info is not None:
+            self._pending[key] = info
+            self._pending_groups.setdefault(info.pod_group, {})[key] = info
+            self._pending_index_dirty.add(info.pod_group)
+        self._pending_view = None
 
     def _master_table(self) -> nodetable.NodeTable:
         if self._table is None:

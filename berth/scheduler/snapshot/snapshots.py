@@ -31,6 +31,11 @@ from berth.scheduler.snapshot import (
 
 __all__ = ["Snapshot"]
 
+
+def _by_key(pod: pods.PodInfo) -> str:
+    return pod.key
+
+
 # The fields are named like the modules; these aliases keep the annotations readable to mypy.
 _NodeInfo = nodes.NodeInfo
 _PodInfo = pods.PodInfo
@@ -74,6 +79,28 @@ class Snapshot:
     volumes: _Volumes = _NO_VOLUMES
     # The cache's change counters (None: a snapshot built by hand, which parks nothing).
     changes: _Changes | None = None
+    # ``pending`` by group key (None: plain pods), sorted by key, as the cache keeps it; a
+    # snapshot built otherwise (or replaced) has none, and ``pending_but`` walks ``pending``.
+    pending_index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]] | None = (
+        dataclasses.field(default=None, init=False, repr=False)
+    )
+
+    def pending_but(self, groups: collections.abc.Mapping[str, object], /) -> list[_PodInfo]:
+        """``pending`` but the pods of ``groups`` (by group key), sorted by key. With the
+        cache's index this costs the groups left, not the whole backlog."""
+        index = self.pending_index
+        if index is None:
+            return [p for p in self.pending if p.pod_group not in groups]
+        kept = index.keys() - groups.keys()
+        return sorted((p for g in kept for p in index[g]), key=_by_key)
+
+    def with_pending_index(
+        self, index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]], /
+    ) -> Snapshot:
+        """This snapshot, knowing ``pending`` by group (``index`` must hold exactly
+        ``pending``: the cache's own, kept as pods change)."""
+        object.__setattr__(self, "pending_index", index)
+        return self
 
     def usage_of(self, queue: str, /) -> _QueueUsage:
         """What ``queue``'s own pods hold and wait for (not its subtree's)."""

@@ -15,11 +15,13 @@ We test these aspects:
 - per-queue usage (allocated, requested, running and pending groups) follows pods binding,
   finishing, leaving and changing queue, and an earlier snapshot's usage stays as it was;
 - property (hypothesis): any sequence of increments gives the same snapshot as a cache built
-  from the final objects at once, and every snapshot's per-queue usage equals a recount.
+  from the final objects at once, every snapshot's per-queue usage equals a recount, and its
+  pending pods by group leave out what filtering its pending pods would.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 
 import numpy as np
@@ -459,6 +461,7 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
         else:
             snap = live.snapshot(b.EPOCH)
             assert dict(snap.queue_usage) == _usage_recounted(snap)
+            _assert_pending_index_matches(snap)
     order = ["PriorityClass", "Node", "PodGroup", "Pod"]
     rebuilt = b.cache_of(
         *[obj for kind in order for (k, _), obj in sorted(objects.items()) if k == kind]
@@ -468,3 +471,13 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
     final = live.snapshot(b.EPOCH)
     assert _comparable(final) == _comparable(rebuilt.snapshot(b.EPOCH))
     assert dict(final.queue_usage) == _usage_recounted(final)
+    _assert_pending_index_matches(final)
+
+
+def _assert_pending_index_matches(snap: snapshots.Snapshot) -> None:
+    """The cache's pending pods by group leave out exactly what filtering ``pending`` does."""
+    groups = sorted({str(p.pod_group) for p in snap.pending if p.pod_group is not None})
+    for left_out in ({}, {g: None for g in groups}, {g: None for g in groups[::2]}):
+        plain = [p for p in snap.pending if p.pod_group not in left_out]
+        assert snap.pending_but(left_out) == plain
+        assert dataclasses.replace(snap).pending_but(left_out) == plain  # no index: a walk
