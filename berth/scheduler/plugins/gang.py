@@ -291,6 +291,8 @@ class Gang(interfaces.SessionPlugin):
                 assert timeout is not None  # a state exists only with a timeout (_state)
                 left = max(int(current.backoff_until - snapshot.now), 1)
                 return backing_off(timeout, current, left=left)
+            if not job.group.min_resources:
+                return statuses.SUCCESS  # asked by every action: skip the members' walk
             held = _held(snapshot.members(job.key))
             return min_resources_status(job.group, nodes=session.nodes, held=held)
 

@@ -121,19 +121,14 @@ class ReclaimRules(admission.Admission):
         """The first time after now a running pod passes its minimum runtime and may be
         reclaimed (worked out once a session; ``inf``: none)."""
         if self._ripe is None:
-            snapshot = self.session.snapshot
-            now, soonest = snapshot.now, math.inf
-            for info in snapshot.node_infos.values():
-                for key in info.pods:
-                    pod = snapshot.pods.get(key)
-                    if pod is None or pod.queue is None:
-                        continue
-                    started = (
-                        pod.start_time if pod.start_time is not None else pod.creation_timestamp
-                    )
-                    ripe = started + self.min_runtime(pod)
-                    if now < ripe < soonest:
-                        soonest = ripe
+            now, soonest = self.session.snapshot.now, math.inf
+            for pod in self.session.running_pods():  # what reclaim could ever take
+                if pod.queue is None:
+                    continue
+                started = pod.start_time if pod.start_time is not None else pod.creation_timestamp
+                ripe = started + self.min_runtime(pod)
+                if now < ripe < soonest:
+                    soonest = ripe
             self._ripe = soonest
         return self._ripe
 
