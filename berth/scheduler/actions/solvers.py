@@ -6,7 +6,10 @@ victim filter (the session's ``reclaimable`` or ``preemptable`` hook); it groups
 
 1. Units are tried in the caller's order (least valuable first). A unit is evicted only if the
    filter accepts every pod in it, each asked once the pods before it are gone (the filters
-   read per-queue usage, which the evictions already made keep lowering).
+   read per-queue usage, which the evictions already made keep lowering). A pod the filter
+   refuses before the search evicts anything is no candidate at all: evictions only lower
+   usage, so a filter never accepts what it refused earlier in the search (the contract of
+   the ``reclaimable`` and ``preemptable`` hooks).
 2. After each eviction, once the free capacity could hold the job's quorum at all, the job is
    placed tentatively (checkpoint; pods in task order through ``allocatable`` and the scheduling
    attempt); if ``job_ready`` agrees the search stops, otherwise the placement is rolled back
@@ -280,6 +283,11 @@ def evict_for(
     The part reclaim and preempt share once each has chosen its candidates, victim order and
     filter: :func:`victim_units`, then :func:`solve`, then commit or discard.
     """
+    # A filter's no stands for the whole search (the hooks' contract: evictions only lower
+    # what queues hold), so the pods refused before any eviction are left out up front: a
+    # hopeless search over hundreds of running pods then groups and walks only the few that
+    # could go.
+    candidates = [pod for pod in candidates if pod.key not in evicted and allowed(pod)]
     units = victim_units(candidates, session=session, evicted=evicted, rank=rank)
     if not units:
         return False

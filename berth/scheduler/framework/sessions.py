@@ -125,14 +125,18 @@ class SessionHooks:
         """May the job take capacity back from other queues at all (e.g. its queue is below
         its guarantee)? All must agree; asked before any victim is looked at."""
         self.reclaimable: hooks.AllTrue[[jobs.Job, pods.PodInfo]] = hooks.AllTrue(report=report)
-        """May the reclaiming job evict this victim pod (of another queue)? All must agree."""
+        """May the reclaiming job evict this victim pod (of another queue)? All must agree.
+        Asked as a search evicts; a callback must not accept a pod it refused earlier in the
+        same search (evictions only lower what queues hold), since the search leaves out
+        what is refused before it evicts anything."""
         self.reclaim_reason: hooks.FirstWins[[jobs.Job], str | None] = hooks.FirstWins(
             report=report
         )
         """Why the job's reclaim evicts (the text its victims carry: who took the room and on
         which promise). The first registered callback answers; ``None``: the action's own."""
         self.preemptable: hooks.AllTrue[[jobs.Job, pods.PodInfo]] = hooks.AllTrue(report=report)
-        """May the preempting job evict this victim pod (same queue)? All must agree."""
+        """May the preempting job evict this victim pod (same queue)? All must agree. The
+        same contract as :attr:`reclaimable`: a refusal stands for the whole search."""
         self.preempts_across_queues: hooks.FirstWins[[jobs.Job], bool] = hooks.FirstWins(
             report=report
         )
