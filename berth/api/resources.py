@@ -65,10 +65,11 @@ class ResourceList(collections.abc.Mapping[str, int]):
     not name does not fit).
     """
 
-    __slots__ = ("_items",)
+    __slots__ = ("_hash", "_items")
 
     def __init__(self, items: collections.abc.Mapping[str, int] | None = None) -> None:
         self._items: dict[str, int] = {k: v for k, v in (items or {}).items() if v != 0}
+        self._hash: int | None = None  # requests key the scheduler's caches: hashed once
 
     @classmethod
     def parse(cls, raw: collections.abc.Mapping[str, str | int | float] | None) -> ResourceList:
@@ -120,7 +121,9 @@ class ResourceList(collections.abc.Mapping[str, int]):
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(frozenset(self._items.items()))
+        if self._hash is None:
+            self._hash = hash(frozenset(self._items.items()))
+        return self._hash
 
     def __repr__(self) -> str:
         return f"ResourceList({self.to_api()!r})"
