@@ -24,8 +24,11 @@ kube-scheduler (the same function over what each scheduler bound).
   have no untolerated taint;
 - volumes (the PersistentVolumeClaims, PersistentVolumes and CSINodes given as ``storage``):
   a claim's volume (bound, or the one it was bound to since) must admit the node by its
-  required node affinity; a ``ReadWriteOncePod`` claim is used by one placed pod at most; the
-  distinct CSI volumes of a driver on a node stay within its CSINode's ``allocatable.count``.
+  required node affinity; a ``ReadWriteOncePod`` claim is used by one placed pod at most; a
+  pod attaching CSI volumes not yet attached to the node brings the distinct volumes of their
+  driver there to the CSINode's ``allocatable.count`` at most (kube-scheduler's
+  NodeVolumeLimits judges only the drivers of a pod's new volumes: a pod adding none passes
+  on a node already over the limit).
 """
 
 from __future__ import annotations
@@ -309,6 +312,15 @@ class _Storage:
                 return volume
         return None
 
+    def csi_volumes(self, pod: Obj) -> set[tuple[str, str]]:
+        """The (driver, volume handle) of each CSI volume the pod's claims attach."""
+        found: set[tuple[str, str]] = set()
+        for claim in self.claim_keys(pod):
+            csi = ((self.volume_of(claim) or {}).get("spec") or {}).get("csi") or {}
+            if csi.get("driver"):
+                found.add((str(csi["driver"]), str(csi.get("volumeHandle"))))
+        return found
+
 
 def _check_volumes(
     pod: Obj,
@@ -322,14 +334,14 @@ def _check_volumes(
     if not mine:
         return
     attached: dict[str, set[str]] = {}
-    for other, where in [*placed, (pod, name)]:
-        if where != name:
-            continue
-        for claim in storage.claim_keys(other):
-            volume = storage.volume_of(claim)
-            csi = ((volume or {}).get("spec") or {}).get("csi") or {}
-            if csi.get("driver"):
-                attached.setdefault(str(csi["driver"]), set()).add(str(csi.get("volumeHandle")))
+    for other, where in placed:
+        if where == name:
+            for driver, handle in storage.csi_volumes(other):
+                attached.setdefault(driver, set()).add(handle)
+    added: dict[str, set[str]] = {}
+    for driver, handle in storage.csi_volumes(pod):
+        if handle not in attached.get(driver, set()):
+            added.setdefault(driver, set()).add(handle)
     for claim in mine:
         found = storage.claims.get(claim)
         volume = storage.volume_of(claim)
@@ -344,10 +356,13 @@ def _check_volumes(
             users = [_key(o) for o, _ in placed if claim in storage.claim_keys(o)]
             if users:
                 broke("ReadWriteOncePod", f"{claim} already used by {', '.join(users)}")
-    for driver, handles in attached.items():
+    # Only the drivers the pod attaches new volumes of: a node already over a driver's limit
+    # (it was lowered, or another scheduler placed there) still takes a pod adding none.
+    for driver, handles in added.items():
         limit = storage.limits.get(name, {}).get(driver)
-        if limit is not None and len(handles) > limit:
-            broke("volume limits", f"{len(handles)} {driver} volumes > {limit}")
+        total = len(attached.get(driver, set())) + len(handles)
+        if limit is not None and total > limit:
+            broke("volume limits", f"{total} {driver} volumes > {limit}")
 
 
 Broke = collections.abc.Callable[..., None]

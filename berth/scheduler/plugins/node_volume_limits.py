@@ -6,10 +6,12 @@ A volume counts once per node however many of the node's pods use it: the sessio
 placements count, per row, the placed pods' volumes of each driver, less the repeats of the
 volumes of claims several pods use (counted per volume: few), so that an attempt costs what
 the drivers and shared volumes number, not every volume of the cluster. A row fails
-when the volumes already attached there plus the pod's volumes not yet attached there exceed
-the limit of their driver. A node without a limit for a driver (no CSINode, or no count) has
-none. A bound claim's driver is its PersistentVolume's ``spec.csi.driver``; an unbound one's is
-its StorageClass's provisioner (the volume it will get), as kube-scheduler counts.
+when the pod attaches volumes of a driver not yet attached there and, with the volumes already
+attached there, they exceed the driver's limit; a driver the pod attaches nothing new of is not
+judged (kube-scheduler's semantics: a node already over a limit still takes a pod sharing its
+volumes). A node without a limit for a driver (no CSINode, or no count) has none. A bound
+claim's driver is its PersistentVolume's ``spec.csi.driver``; an unbound one's is its
+StorageClass's provisioner (the volume it will get), as kube-scheduler counts.
 """
 
 from __future__ import annotations
@@ -127,7 +129,10 @@ class NodeVolumeLimits(interfaces.PreFilterPlugin, interfaces.FilterPlugin):
                     continue
                 sharing = shared_users.get((d, handle))
                 new += 1 if sharing is None else (sharing == 0)
-            passed &= in_use + new <= self._limits_of(storage, driver=driver, nodes=nodes)
+            # A row where the pod attaches nothing new of the driver passes even over its limit
+            # (lowered, or filled by another scheduler): sharing needs no attachment.
+            limits = self._limits_of(storage, driver=driver, nodes=nodes)
+            passed &= (new == 0) | (in_use + new <= limits)
         return filtering.NodeFilter(
             passed=passed,
             code=statuses.Code.UNSCHEDULABLE,

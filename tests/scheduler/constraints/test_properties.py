@@ -178,8 +178,25 @@ def clusters(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], list[Obj]]:
     return node_objs, running, pending
 
 
+def _node_over_its_attach_limit() -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """A node already over its attach limit (a running pod's CSI volume, none allowed) and a
+    pending pod whose only claim is a local volume there (found by Hypothesis)."""
+    objects = [
+        b.node("n0"),
+        s.storage_class("local"),
+        s.volume("pv0", nodes=["n0"]),
+        s.claim("c0"),
+        s.volume("pv1", claim="default/c1", driver=EBS),
+        s.claim("c1", volume="pv1"),
+        s.csi_node("n0", ebs_csi_aws_com=0),
+    ]
+    running = [b.pod("run-0", node="n0", spec=s.claims("c1"))]
+    return objects, running, [b.pod("p0", spec=s.claims("c0"))]
+
+
 @hypothesis.settings(max_examples=150, deadline=None)
 @hypothesis.given(clusters())
+@hypothesis.example(_node_over_its_attach_limit())
 def test_no_placement_breaks_a_required_constraint(
     cluster: tuple[list[Obj], list[Obj], list[Obj]],
 ) -> None:
@@ -237,4 +254,27 @@ def test_the_checker_finds_what_a_blind_scheduler_breaks() -> None:
         ("default/spread", "existing pod anti-affinity"),
         ("default/spread", "topology spread"),
         ("default/x", "existing pod anti-affinity"),
+    ]
+
+
+def test_the_checker_counts_only_the_volumes_a_pod_attaches_anew() -> None:
+    """As kube-scheduler's NodeVolumeLimits: on a node already over its limit, a pod adding a
+    CSI volume is reported; one adding none, or only a volume already attached there, is not."""
+    objects, running, _ = _node_over_its_attach_limit()
+    storage = [
+        *objects,
+        s.volume("pv2", claim="default/c2", driver=EBS),
+        s.claim("c2", volume="pv2"),
+    ]
+    local, same, new = (
+        b.pod(name, spec=s.claims(claim)) for name, claim in [("l", "c0"), ("s", "c1"), ("x", "c2")]
+    )
+    found = constraint_checker.violations(
+        [objects[0]],
+        running=running,
+        bindings=[(local, "n0"), (same, "n0"), (new, "n0")],
+        storage=storage,
+    )
+    assert [(v.pod, v.rule, v.detail) for v in found] == [
+        ("default/x", "volume limits", f"2 {EBS} volumes > 0")
     ]

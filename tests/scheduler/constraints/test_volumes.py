@@ -13,7 +13,7 @@ cases follow kube-scheduler's documented behaviour:
   whose claim is not created yet: the pod waits naming the field, the others are placed;
 - ``ReadWriteOncePod``: a second user waits, two gang members never share one;
 - CSI attach limits: a node at its limit takes no new volume, a volume already attached there
-  does not count twice;
+  does not count twice; a node over its limit still takes a pod attaching no new volume;
 - each waiting pod's reason carries its obstacle's code (``VolumeNodeConflict``,
   ``VolumeClaimProblem``, ``VolumeInUse``, ``VolumeLimitExceeded``; ``Unschedulable`` when
   filters of different kinds share the nodes).
@@ -290,6 +290,30 @@ SCENARIOS = [
             b.pod("other", spec=s.claims("c2")),
         ],
         {"same": "n1"},
+        pods={"other": "0/1 nodes fit: 1 node(s) exceed max volume count"},
+        codes={"other": "VolumeLimitExceeded"},
+    ),
+    Scenario(
+        # The limit was lowered under the node's volumes: only a pod attaching a new volume of
+        # the driver is refused; one sharing the attached volume, or using none of the
+        # driver's, needs no new attachment.
+        "node-over-its-limit-takes-pods-adding-no-volume",
+        [
+            b.node("n1"),
+            s.csi_node("n1", ebs_csi_aws_com=0),
+            LOCAL,
+            s.volume("pv1", claim="c1", driver=EBS),
+            s.volume("pv2", claim="c2", driver=EBS),
+            s.volume("pv3", nodes=["n1"]),
+            s.claim("c1", volume="pv1"),
+            s.claim("c2", volume="pv2"),
+            s.claim("c3"),
+            b.pod("old", node="n1", spec=s.claims("c1")),
+            b.pod("same", spec=s.claims("c1")),
+            b.pod("local", spec=s.claims("c3")),
+            b.pod("other", spec=s.claims("c2", "c1")),
+        ],
+        {"same": "n1", "local": "n1"},
         pods={"other": "0/1 nodes fit: 1 node(s) exceed max volume count"},
         codes={"other": "VolumeLimitExceeded"},
     ),
