@@ -146,9 +146,8 @@ class SessionHooks:
         """Must the job be placed before plain pods and other jobs (e.g. a pod standing for
         capacity that other pods of the same cycle are to use)? Any says yes."""
         self.evictable: hooks.AllTrue[[pods.PodInfo]] = hooks.AllTrue(report=report)
-        """May this running pod be a victim of reclaim or preemption at all (e.g. not an
-        in-memory pod standing for capacity)? All must agree; asked before the actions' own
-        checks."""
+        """May this running pod be a victim of reclaim or preemption at all? All must agree;
+        asked before the actions' own checks (a stand-in never is: :attr:`stand_ins`)."""
         self.revisit_at: list[collections.abc.Callable[[jobs.Job], float | None]] = []
         """When a waiting job's situation changes by time alone (e.g. the starvation guard's
         threshold passes): a job parked (:mod:`.parking`) wakes by the earliest answer."""
@@ -168,9 +167,9 @@ class SessionHooks:
         self.stand_ins: set[str] = set()
         """Keys of in-memory pods that stand for capacity, not for pods in the API (a plugin
         adds its own at session open): placed like any pod and holding room on their node,
-        but no other pod's constraints count them, no node is nominated for them, and their
-        "why pending" is about the object :attr:`reported_as` names. Every plugin's keys
-        count (a union)."""
+        but no other pod's constraints count them, reclaim and preemption never evict them,
+        no node is nominated for them, and their "why pending" is about the object
+        :attr:`reported_as` names. Every plugin's keys count (a union)."""
         self.reported_as: hooks.FirstWins[[pods.PodInfo], tuple[decisions.Subject, str] | None] = (
             hooks.FirstWins(report=report)
         )
@@ -355,24 +354,28 @@ class Session:
 
     def running_pods(self) -> list[pods.PodInfo]:
         """Pods that could be victims, by key: placed on a node of the session, running, not
-        being deleted, evictable by every plugin's say (``evictable``). Worked out once a
-        session (the snapshot does not change); what the session evicted is still in."""
+        being deleted, no stand-in, evictable by every plugin's say (``evictable``). Worked
+        out once a session (the snapshot does not change); what the session evicted is
+        still in."""
         if self._running is None:
             # The nodes' pods, not every pod: a long backlog of pending pods is no victim.
             snapshot = self.snapshot
             index = self.nodes.index
-            evictable = self.hooks.evictable
+            stand_ins = self.hooks.stand_ins  # capacity held in memory: no pod to evict
             found = [
                 pod
                 for info in snapshot.node_infos.values()
                 for key in info.pods
-                if (pod := snapshot.pods.get(key)) is not None
+                if key not in stand_ins
+                and (pod := snapshot.pods.get(key)) is not None
                 and pod.node_name is not None
                 and not pod.terminal
                 and not pod.deleting
                 and pod.node_name in index
-                and evictable(pod)
             ]
+            evictable = self.hooks.evictable
+            if len(evictable):
+                found = [pod for pod in found if evictable(pod)]
             self._running = sorted(found, key=lambda pod: pod.key)
         return self._running
 

@@ -42,6 +42,7 @@ class Books(
     ) -> None:
         super().__init__(session, args=args, usage=usage)
         self._modes = {}
+        self._min_runtimes = {}
         self._sides = {}
         self._verdicts = {}
         self._guarantors = {}

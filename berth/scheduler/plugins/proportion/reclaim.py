@@ -42,6 +42,7 @@ class ReclaimRules(admission.Admission):
     """The reclaim and cross-queue preemption rules over the books."""
 
     _modes: dict[str, ReclaimMode | None]
+    _min_runtimes: dict[str | None, int]  # queue -> its minimum runtime, once asked
     # (job, victim queue, victim requests) -> the levels that move, or None: never a victim
     _sides: dict[tuple[str, str, object], tuple[list[int], list[int]] | None]
     # The same key and the books' count of moves -> whether the shares allow the eviction
@@ -111,11 +112,16 @@ class ReclaimRules(admission.Admission):
         return bool((((after >= share) & (share > 0)) | ((share <= 0) & (after > 0))).any())
 
     def min_runtime(self, victim: pods.PodInfo) -> int:
-        """Seconds ``victim`` must have run before fair-share reclaim may take it."""
-        info = self.session.snapshot.queues.get(victim.queue) if victim.queue else None
-        if info is not None and info.min_runtime_seconds is not None:
-            return info.min_runtime_seconds
-        return self.args.reclaim_min_runtime_seconds
+        """Seconds ``victim`` must have run before fair-share reclaim may take it (its
+        queue's, else the plugin's; asked of every candidate, so kept per queue)."""
+        found = self._min_runtimes.get(victim.queue)
+        if found is None:
+            info = self.session.snapshot.queues.get(victim.queue) if victim.queue else None
+            found = self.args.reclaim_min_runtime_seconds
+            if info is not None and info.min_runtime_seconds is not None:
+                found = info.min_runtime_seconds
+            self._min_runtimes[victim.queue] = found
+        return found
 
     def next_ripe(self) -> float:
         """The first time after now a running pod passes its minimum runtime and may be

@@ -92,10 +92,6 @@ def _holds_capacity(job: jobs.Job) -> bool:
     return any(pod.reserve for pod in job.pending)
 
 
-def _is_api_pod(pod: pods.PodInfo) -> bool:
-    return not pod.reserve
-
-
 def _reported_as(pod: pods.PodInfo) -> tuple[decisions.Subject, str] | None:
     """A reserve pod's "why pending" is its Reservation's (the sink writes its condition)."""
     if pod.reserve and pod.reservation is not None:
@@ -177,11 +173,9 @@ class Reservation(
         session.recorder.extend(books.endings)
         session.hooks.reserved_credit.add(books.credit, plugin=NAME)
         session.hooks.job_first.add(_holds_capacity, plugin=NAME)
-        # A reserve pod is no pod in the API: reclaim and preemption cannot evict it (a
-        # Reservation ends by its lifetime or its deletion).
-        session.hooks.evictable.add(_is_api_pod, plugin=NAME)
-        # A reserve pod holds room but is no pod others see or a node is nominated for, and
-        # its reason goes on its Reservation.
+        # A reserve pod holds room but is no pod others see, evict (a Reservation ends by its
+        # lifetime or its deletion) or a node is nominated for, and its reason goes on its
+        # Reservation.
         session.hooks.stand_ins.update(_stand_ins(session.snapshot))
         session.hooks.reported_as.add(_reported_as, plugin=NAME)
         # Owners are matched by name and by label selectors: no class for pods naming one,
