@@ -64,10 +64,13 @@ class Preempt:
         evicted = solvers.evicted_keys(session)
         before = len(evicted)
         by_queue: dict[str, list[pods.PodInfo]] | None = None
+        floor = session.snapshot.priority_floor
         for queue in session.ordered_queues():
             for job in session.ordered_jobs(queue.name):
                 if not solvers.needs_room(job):
                     continue
+                if floor is not None and job.priority <= floor:
+                    continue  # no pod has a lower priority: no candidate, whatever runs
                 if any(pod.preemption_policy == NEVER for pod in job.pending):
                     continue
                 if by_queue is None:

@@ -143,6 +143,8 @@ class ClusterCache:
         }
         self._class_values: dict[str, int] = dict(SYSTEM_PRIORITY_CLASSES)
         self._default_priority = 0
+        # The lowest priority any pod has had: no pod, now or earlier, is below it.
+        self._priority_floor: int | None = None
         # Derived views, refreshed lazily at snapshot time.
         self._table: nodetable.NodeTable | None = None
         self._node_views: cowmaps.CowMap[nodes.NodeInfo] = cowmaps.CowMap()
@@ -277,6 +279,8 @@ class ClusterCache:
         old = self._pods.get(key)
         self._pods[key] = info
         self._changes.touch()
+        if self._priority_floor is None or info.priority < self._priority_floor:
+            self._priority_floor = info.priority
         if info.constrains_others:
             self._constraining[key] = info
         elif key in self._constraining:
@@ -789,6 +793,7 @@ class ClusterCache:
             namespaces=types.MappingProxyType(dict(sorted(self._namespaces.items()))),
             volumes=self._storage(),
             changes=self._changes.freeze(groups=refreshed),
+            priority_floor=self._priority_floor,
         ).with_pending_index(types.MappingProxyType(dict(self._pending_index)))
 
     def _set_pending(self, key: str, info: pods.PodInfo | None) -> None:

@@ -79,6 +79,8 @@ class Snapshot:
     volumes: _Volumes = _NO_VOLUMES
     # The cache's change counters (None: a snapshot built by hand, which parks nothing).
     changes: _Changes | None = None
+    # No pod the cache has known, now or earlier, has a lower priority (None: not known).
+    priority_floor: int | None = None
     # ``pending`` by group key (None: plain pods), sorted by key, as the cache keeps it; a
     # snapshot built otherwise (or replaced) has none, and ``pending_but`` walks ``pending``.
     pending_index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]] | None = (

@@ -15,8 +15,9 @@ We test these aspects:
 - per-queue usage (allocated, requested, running and pending groups) follows pods binding,
   finishing, leaving and changing queue, and an earlier snapshot's usage stays as it was;
 - property (hypothesis): any sequence of increments gives the same snapshot as a cache built
-  from the final objects at once, every snapshot's per-queue usage equals a recount, and its
-  pending pods by group leave out what filtering its pending pods would.
+  from the final objects at once, every snapshot's per-queue usage equals a recount, its
+  pending pods by group leave out what filtering its pending pods would, and no pod's
+  priority is below its priority floor.
 """
 
 from __future__ import annotations
@@ -462,6 +463,7 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
             snap = live.snapshot(b.EPOCH)
             assert dict(snap.queue_usage) == _usage_recounted(snap)
             _assert_pending_index_matches(snap)
+            _assert_no_pod_below_the_floor(snap)
     order = ["PriorityClass", "Node", "PodGroup", "Pod"]
     rebuilt = b.cache_of(
         *[obj for kind in order for (k, _), obj in sorted(objects.items()) if k == kind]
@@ -472,6 +474,14 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
     assert _comparable(final) == _comparable(rebuilt.snapshot(b.EPOCH))
     assert dict(final.queue_usage) == _usage_recounted(final)
     _assert_pending_index_matches(final)
+
+
+def _assert_no_pod_below_the_floor(snap: snapshots.Snapshot) -> None:
+    """Preempt skips jobs at the priority floor: no pod the snapshot knows is below it."""
+    priorities = [pod.priority for pod in snap.pods.values()]
+    if priorities:
+        assert snap.priority_floor is not None
+        assert snap.priority_floor <= min(priorities)
 
 
 def _assert_pending_index_matches(snap: snapshots.Snapshot) -> None:
