@@ -44,7 +44,7 @@ def classable(pod: pods.PodInfo, *, hooks: sessions.SessionHooks) -> bool:
 def _pod_shape(pod: pods.PodInfo, *, labels: bool) -> collections.abc.Hashable:
     return (
         pod.signature,
-        tuple(sorted(pod.requests.items())),
+        pod.requests,  # hashed once (ResourceList), equal by content
         pod.priority,
         pod.preemption_policy,
         tuple(sorted(pod.labels.items())) if labels else None,

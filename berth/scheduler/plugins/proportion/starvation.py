@@ -98,17 +98,20 @@ class StarvationGuard(admission.Admission):
             return False
         if not job.pending or not self.queue_problem(job.queue, running=True).is_success():
             return False
-        if self._hopeless(job):
-            return False
-        if not self.session.hooks.job_valid(job).is_success():
-            return False  # e.g. a group backing off after its schedule timeout holds nothing
+        # The room left in the queue's share first: cached per queue, it answers most jobs
+        # of a long backlog before the costlier questions below.
         i = self.index[job.queue]
         room = self._rooms[i]
         if room is None:
             room = self._rooms[i] = self._room(i, self.paths[job.queue], used=self.allocated)
             self._rooms_cached = True
         asked = self._smallest(job) > 0
-        return bool((room[asked] > 0).all())
+        if not (room[asked] > 0).all():
+            return False
+        if self._hopeless(job):
+            return False
+        # e.g. a group backing off after its schedule timeout holds nothing
+        return self.session.hooks.job_valid(job).is_success()
 
     def take_holds(self) -> None:
         """Nominate nodes for each starving job's pods and hold what is free there, within
