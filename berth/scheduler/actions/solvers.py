@@ -158,7 +158,7 @@ def place_job(
             break
         shape = (pod.signature, pod.requests)
         if shape not in failed and session.hooks.allocatable(queue, pod).is_success():
-            attempt = session.place(pod)
+            attempt = session.place(pod, explain=False)
             if attempt.row is not None:
                 status = stmt.allocate(pod, attempt.row, state=attempt.state)
                 if status.is_success() or status.is_wait():

@@ -73,14 +73,15 @@ def class_of(job: jobs.Job, *, session: sessions.Session) -> ClassKey | None:
     if not all(classable(pod, hooks=hooks) for pod in job.pending):
         return None
     labels = _labels_count(session)
-    first = _pod_shape(job.pending[0], labels=labels)
-    shapes: collections.abc.Hashable = (
-        first
-        if len(job.pending) == 1
-        else frozenset(
-            collections.Counter(_pod_shape(p, labels=labels) for p in job.pending).items()
-        )
-    )
+    each = [_pod_shape(p, labels=labels) for p in job.pending]
+    first = each[0]
+    shapes: collections.abc.Hashable
+    if len(each) == 1:
+        shapes = first
+    elif all(shape == first for shape in each):  # replicas of one template, the usual case
+        shapes = frozenset({(first, len(each))})
+    else:
+        shapes = frozenset(collections.Counter(each).items())
     return (
         group.queue,
         group.namespace,

@@ -65,6 +65,8 @@ REPORT_WINDOW = 300.0
 time; the log once per window)."""
 _LOGGED_LIMIT = 1024  # distinct error lines remembered before old ones are dropped
 _perf = time.perf_counter
+_NO_NODE_FITS = statuses.new(statuses.Code.UNSCHEDULABLE, "no node fits")
+"""What an attempt that need not explain says when no node fits."""
 
 
 class Attempt:
@@ -313,8 +315,11 @@ class Framework:
         nodes: nodetable.NodeTable,
         predicates: hooks.NodePredicates | None = None,
         node_scores: hooks.NodeScores | None = None,
+        explain: bool = True,
     ) -> Attempt:
-        """One attempt to place ``pod`` on ``nodes``; see the module docstring for the steps."""
+        """One attempt to place ``pod`` on ``nodes``; see the module docstring for the steps.
+        ``explain=False``: a caller that drops the reason when no node fits (a trial
+        placement) gets a terse one, without counting which filter rejected each node."""
         state = cyclestate.CycleState()
         seconds = self._seconds
         if pod.invalid is not None:
@@ -396,6 +401,8 @@ class Framework:
             mask = np.ones(rows, dtype=np.bool_)
         feasible_count = int(np.count_nonzero(mask))
         if feasible_count == 0:
+            if not explain:
+                return Attempt(pod, row=None, state=state, status=_NO_NODE_FITS)
             status = filtering.unplaceable(results, rows=rows)
             status = self._run_post_filter(state, view_pod, view, status=status)
             return Attempt(pod, row=None, state=state, status=status)

@@ -334,8 +334,9 @@ class Session:
         """A new transaction over this session (use as a context manager)."""
         return statements.Statement(self)
 
-    def place(self, pod: pods.PodInfo) -> runtime.Attempt:
-        """One scheduling attempt for ``pod`` over the session's nodes (nothing is changed)."""
+    def place(self, pod: pods.PodInfo, *, explain: bool = True) -> runtime.Attempt:
+        """One scheduling attempt for ``pod`` over the session's nodes (nothing is changed);
+        ``explain=False`` for a trial whose reason is dropped when no node fits."""
         started = time.perf_counter()
         predicates = self.hooks.predicates
         scope = self.scope
@@ -348,6 +349,7 @@ class Session:
             nodes=self.nodes,
             predicates=predicates,
             node_scores=self.hooks.node_order,
+            explain=explain,
         )
         self.attempt_seconds.append(time.perf_counter() - started)
         return attempt

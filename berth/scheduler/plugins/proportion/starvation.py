@@ -156,7 +156,9 @@ class StarvationGuard(admission.Admission):
                 shape = (pod.signature, pod.requests)
                 if len(targets) >= wanted or shape in failed:
                     continue
-                attempt = session.framework.find_node(pod, nodes=emptied, node_scores=scorer)
+                attempt = session.framework.find_node(
+                    pod, nodes=emptied, node_scores=scorer, explain=False
+                )
                 if attempt.row is None:
                     failed.add(shape)
                     continue
