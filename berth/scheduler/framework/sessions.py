@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections.abc
 import itertools
 import logging
+import operator
 import time
 import types
 import typing
@@ -50,6 +51,7 @@ FRAMEWORK = "framework"
 logger = logging.getLogger(__name__)
 
 _session_ids = itertools.count(1)
+_BY_KEY = operator.attrgetter("key")
 
 
 class SessionHooks:
@@ -378,7 +380,7 @@ class Session:
             evictable = self.hooks.evictable
             if len(evictable):
                 found = [pod for pod in found if evictable(pod)]
-            self._running = sorted(found, key=lambda pod: pod.key)
+            self._running = sorted(found, key=_BY_KEY)
         return self._running
 
     def job_of(self, pod: pods.PodInfo) -> jobs.Job | None:

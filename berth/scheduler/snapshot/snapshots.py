@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import operator
 
 from berth.scheduler.snapshot import (
     changes,
@@ -32,8 +33,7 @@ from berth.scheduler.snapshot import (
 __all__ = ["Snapshot"]
 
 
-def _by_key(pod: pods.PodInfo) -> str:
-    return pod.key
+_by_key = operator.attrgetter("key")
 
 
 # The fields are named like the modules; these aliases keep the annotations readable to mypy.
