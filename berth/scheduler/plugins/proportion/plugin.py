@@ -16,6 +16,7 @@ from berth.scheduler.plugins.proportion import (
     ordering,
     publishing,
     reclaim,
+    ripening,
     starvation,
 )
 from berth.scheduler.plugins.proportion import args as arguments
@@ -91,6 +92,7 @@ class Proportion(interfaces.SessionPlugin):
         self._args = args
         self._books: Books | None = None
         self._shadows: dict[str, float] = {}  # starving job -> its earliest shadow time
+        self._ripening = ripening.Ripening()  # when running pods pass their minimum runtime
         # The one thing kept from cycle to cycle: the decayed usage (usageHalfLifeSeconds).
         half_life = args.usage_half_life_seconds
         self._history = decay.UsageHistory(half_life=float(half_life)) if half_life else None
@@ -103,6 +105,7 @@ class Proportion(interfaces.SessionPlugin):
             usage = self._history.advance(session.snapshot.now)
         books = self._books = Books(session, args=self._args, usage=usage)
         books.shadows = self._shadows
+        books.ripening = self._ripening
         registry = session.hooks
         registry.queue_order.add_key(books.queue_key, plugin=NAME)
         if books.ordered_queues():

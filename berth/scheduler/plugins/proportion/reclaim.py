@@ -5,10 +5,10 @@ capacity back (a guarantee, or its fair share), and which victims it may take
 from __future__ import annotations
 
 import enum
-import math
 
 from berth.scheduler.framework import jobs
 from berth.scheduler.plugins.proportion import accounting, admission
+from berth.scheduler.plugins.proportion import ripening as ripening_
 from berth.scheduler.snapshot import pods
 
 __all__ = ["ReclaimMode", "ReclaimRules", "reclaimed_reason"]
@@ -49,6 +49,7 @@ class ReclaimRules(admission.Admission):
     _verdicts: dict[tuple[str, str, object, int], bool]
     _guarantors: dict[str, str]  # job key -> the queue whose guarantee lets it reclaim
     _ripe: float | None  # next_ripe, once worked out this session
+    ripening: ripening_.Ripening  # the plugin's, across sessions
 
     def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
         """Whether (and on which promise) ``job`` may take capacity back from other queues:
@@ -125,17 +126,12 @@ class ReclaimRules(admission.Admission):
 
     def next_ripe(self) -> float:
         """The first time after now a running pod passes its minimum runtime and may be
-        reclaimed (worked out once a session; ``inf``: none)."""
+        reclaimed (worked out once a session, from the plugin's :class:`Ripening`; ``inf``:
+        none)."""
         if self._ripe is None:
-            now, soonest = self.session.snapshot.now, math.inf
-            for pod in self.session.running_pods():  # what reclaim could ever take
-                if pod.queue is None:
-                    continue
-                started = pod.start_time if pod.start_time is not None else pod.creation_timestamp
-                ripe = started + self.min_runtime(pod)
-                if now < ripe < soonest:
-                    soonest = ripe
-            self._ripe = soonest
+            self._ripe = self.ripening.next_after(
+                self.session.snapshot, min_runtime=self.min_runtime
+            )
         return self._ripe
 
     def reclaimable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:

@@ -1,0 +1,76 @@
+"""When the next running pod passes its minimum runtime: kept across sessions, so a long
+backlog's parked classes learn it without a walk over every running pod each cycle.
+
+Fair-share reclaim may take a pod only once it ran its queue's minimum runtime; a parked class
+that may reclaim wakes when the next pod ripens (``class_revisit_at``). :class:`Ripening` keeps
+a heap of ripening times. Between consecutive snapshots only the groups the cache names as
+changed can have new running pods, and only theirs are added; any other snapshot (the first,
+a gap, a changed world: queues' minimum runtimes may have moved) rebuilds the heap from every
+running pod. A pod that stopped running leaves a stale entry, dropped when it reaches the top;
+until then it can only make the answer earlier (a class head wakes once more), never later.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import heapq
+import math
+
+from berth.scheduler.snapshot import changes, pods, snapshots
+
+__all__ = ["Ripening"]
+
+MinRuntime = collections.abc.Callable[[pods.PodInfo], int]
+
+
+class Ripening:
+    """Ripening times of running pods across sessions; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, str]] = []
+        self._last: changes.Changes | None = None
+
+    def next_after(self, snapshot: snapshots.Snapshot, *, min_runtime: MinRuntime) -> float:
+        """The first time after ``snapshot.now`` a running pod of a queue may be reclaimed
+        (``inf``: none)."""
+        now, last, current = snapshot.now, self._last, snapshot.changes
+        if (
+            current is None
+            or last is None
+            or current.taken != last.taken + 1
+            or not current.same_world(last)
+        ):
+            self._heap = [
+                entry
+                for pod in snapshot.pods.values()
+                if (entry := _entry(pod, min_runtime=min_runtime, now=now)) is not None
+            ]
+            heapq.heapify(self._heap)
+        else:
+            for group in current.groups:
+                for pod in snapshot.members(group):
+                    entry = _entry(pod, min_runtime=min_runtime, now=now)
+                    if entry is not None:
+                        heapq.heappush(self._heap, entry)
+        self._last = current
+        heap = self._heap
+        while heap:
+            ripe, key = heap[0]
+            found = snapshot.pods.get(key)
+            if ripe > now and found is not None and _running(found):
+                return ripe
+            heapq.heappop(heap)  # ripe already, or the pod stopped running
+        return math.inf
+
+
+def _running(pod: pods.PodInfo) -> bool:
+    return pod.node_name is not None and not pod.terminal and not pod.deleting
+
+
+def _entry(pod: pods.PodInfo, *, min_runtime: MinRuntime, now: float) -> tuple[float, str] | None:
+    """``pod``'s ripening time and key, when it runs in a queue and is not ripe yet."""
+    if pod.queue is None or not _running(pod):
+        return None
+    started = pod.start_time if pod.start_time is not None else pod.creation_timestamp
+    ripe = started + min_runtime(pod)
+    return (ripe, pod.key) if ripe > now else None
