@@ -171,6 +171,7 @@ class InMemoryCluster:
         scheduler_names: collections.abc.Iterable[str] = (keys.DEFAULT_SCHEDULER_NAME,),
     ) -> None:
         self._clock = clock
+        self._stamp: tuple[float, str] | None = None  # the last time stamped, and its text
         names = tuple(scheduler_names)
         self._scheduler_name = names[0] if names else keys.DEFAULT_SCHEDULER_NAME
         self._cache = cache.ClusterCache(scheduler_names=names)
@@ -689,11 +690,15 @@ class InMemoryCluster:
         return str(self._version)
 
     def _timestamp(self) -> str:
+        now = self._clock.now()
+        if self._stamp is not None and self._stamp[0] == now:
+            return self._stamp[1]  # a cycle stamps many objects at one instant
         # Exact to the millisecond: no float rounding decides an order between objects.
         when = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
-            milliseconds=round(self._clock.now() * 1000)
+            milliseconds=round(now * 1000)
         )
         text = when.strftime("%Y-%m-%dT%H:%M:%S")
         if when.microsecond:
             text += f".{when.microsecond // 1000:03d}"
-        return text + "Z"
+        self._stamp = (now, text + "Z")
+        return self._stamp[1]
