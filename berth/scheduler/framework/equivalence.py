@@ -9,7 +9,8 @@ parking lot (:mod:`.parking`) keeps a class's members parked together.
 
 Some work is never classed (:func:`class_of` returns ``None``), because a plugin judges it by
 more than its shape: pods with pod (anti-)affinity, spread constraints or host ports (they
-depend on where other pods are), pods a session plugin says are judged alone
+depend on where other pods are), pods with PersistentVolumeClaims (each claim's volume
+decides where its pod may go), pods a session plugin says are judged alone
 (``SessionHooks.judged_alone``: a pod naming an object, a stand-in pod), and invalid groups.
 When other pods' constraints could match a pod by its labels, or a plugin judges pods by them
 (``SessionHooks.labels_judged``), the labels join the key.
@@ -36,6 +37,7 @@ def classable(pod: pods.PodInfo, *, hooks: sessions.SessionHooks) -> bool:
         pod.pod_affinity is None
         and not pod.spread
         and not pod.host_ports
+        and not pod.claims  # its own claims decide where it may go
         and pod.invalid is None
         and not hooks.judged_alone(pod)
     )

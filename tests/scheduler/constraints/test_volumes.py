@@ -9,6 +9,8 @@ cases follow kube-scheduler's documented behaviour:
   ``allowedTopologies`` do; no volume fits anywhere; a claim already annotated with a selected
   node keeps the pod there; gang members sharing an unbound claim land on one node;
 - a bound claim's PersistentVolume node affinity, also against the pod's own node selector;
+- pods alike but for their claims (replicas of one job, jobs of one shape) are each judged by
+  their own claims;
 - an unbound ``Immediate`` claim, a missing claim, a missing StorageClass, an ephemeral volume
   whose claim is not created yet: the pod waits naming the field, the others are placed;
 - ``ReadWriteOncePod``: a second user waits, two gang members never share one;
@@ -154,6 +156,41 @@ SCENARIOS = [
             " 1 node(s) had volume node affinity conflict"
         },
         codes={"p": "Unschedulable"},
+    ),
+    # Pods alike but for their claims are judged each by its own: n1 is full, so the pod
+    # whose volume is there waits, and the one whose volume is on n2 still goes.
+    Scenario(
+        "replicas-of-one-job-with-claims-on-different-nodes",
+        [
+            b.node("n1", cpu="1"),
+            b.node("n2", cpu="1"),
+            b.pod("busy", node="n1", cpu="1"),
+            LOCAL,
+            s.volume("pv0", nodes=["n1"], claim="c0"),
+            s.claim("c0", volume="pv0"),
+            s.volume("pv1", nodes=["n2"], claim="c1"),
+            s.claim("c1", volume="pv1"),
+            b.pod_group("job", min_member=1),
+            b.pod("job-0", group="job", cpu="1", spec=s.claims("c0")),
+            b.pod("job-1", group="job", cpu="1", spec=s.claims("c1")),
+        ],
+        {"job-1": "n2"},
+    ),
+    Scenario(
+        "jobs-alike-but-for-their-claims",
+        [
+            b.node("n1", cpu="1"),
+            b.node("n2", cpu="1"),
+            b.pod("busy", node="n1", cpu="1"),
+            LOCAL,
+            s.volume("pv0", nodes=["n1"], claim="c0"),
+            s.claim("c0", volume="pv0"),
+            s.volume("pv1", nodes=["n2"], claim="c1"),
+            s.claim("c1", volume="pv1"),
+            b.pod("a", queue="default", cpu="1", spec=s.claims("c0"), created=b.EPOCH - 2),
+            b.pod("b", queue="default", cpu="1", spec=s.claims("c1"), created=b.EPOCH - 1),
+        ],
+        {"b": "n2"},
     ),
     # VolumeBinding: the pod waits, naming the field ----------------------------------------
     Scenario(
