@@ -50,6 +50,7 @@ class Books(
         self._fair = None
         self.holds = []
         self.shadows = {}
+        self.ripening = ripening.Ripening()  # the plugin hands its own, kept across sessions
         self._hopeless_jobs = {}
         self._smallest_pods = {}
         self._ripe = None
