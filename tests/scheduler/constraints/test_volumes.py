@@ -54,6 +54,18 @@ class Scenario:
 TWO = [b.node("n1"), b.node("n2")]
 LOCAL = s.storage_class("local")
 
+# n1 is full; claim c0's volume is on n1, c1's on n2.
+CLAIMS_ON_A_FULL_AND_A_FREE_NODE = [
+    b.node("n1", cpu="1"),
+    b.node("n2", cpu="1"),
+    b.pod("busy", node="n1", cpu="1"),
+    LOCAL,
+    s.volume("pv0", nodes=["n1"], claim="c0"),
+    s.claim("c0", volume="pv0"),
+    s.volume("pv1", nodes=["n2"], claim="c1"),
+    s.claim("c1", volume="pv1"),
+]
+
 SCENARIOS = [
     # VolumeBinding: WaitForFirstConsumer -----------------------------------------------------
     Scenario(
@@ -162,14 +174,7 @@ SCENARIOS = [
     Scenario(
         "replicas-of-one-job-with-claims-on-different-nodes",
         [
-            b.node("n1", cpu="1"),
-            b.node("n2", cpu="1"),
-            b.pod("busy", node="n1", cpu="1"),
-            LOCAL,
-            s.volume("pv0", nodes=["n1"], claim="c0"),
-            s.claim("c0", volume="pv0"),
-            s.volume("pv1", nodes=["n2"], claim="c1"),
-            s.claim("c1", volume="pv1"),
+            *CLAIMS_ON_A_FULL_AND_A_FREE_NODE,
             b.pod_group("job", min_member=1),
             b.pod("job-0", group="job", cpu="1", spec=s.claims("c0")),
             b.pod("job-1", group="job", cpu="1", spec=s.claims("c1")),
@@ -179,14 +184,7 @@ SCENARIOS = [
     Scenario(
         "jobs-alike-but-for-their-claims",
         [
-            b.node("n1", cpu="1"),
-            b.node("n2", cpu="1"),
-            b.pod("busy", node="n1", cpu="1"),
-            LOCAL,
-            s.volume("pv0", nodes=["n1"], claim="c0"),
-            s.claim("c0", volume="pv0"),
-            s.volume("pv1", nodes=["n2"], claim="c1"),
-            s.claim("c1", volume="pv1"),
+            *CLAIMS_ON_A_FULL_AND_A_FREE_NODE,
             b.pod("a", queue="default", cpu="1", spec=s.claims("c0"), created=b.EPOCH - 2),
             b.pod("b", queue="default", cpu="1", spec=s.claims("c1"), created=b.EPOCH - 1),
         ],
