@@ -12,13 +12,19 @@ could let them fit:
   priority class or storage object changed, or a source around the cache offers other pods:
   a binding's backoff ended, admission's gates moved): every job wakes;
 - room was *freed* (a pod ended, was deleted or evicted): in each class, as many jobs wake as
-  could fit into the free room at best (the count of the class's pods that fit node by node,
-  on the nodes its pods' node selector, affinity and tolerations allow), plus one to carry
-  the class's reason; where none fits, the head alone wakes if some node it may use has room
-  left of something it asks for (with a victim's room beside it, preempt or reclaim may now
-  make it); the rest cannot fit whatever happens this cycle;
-- a pod was *placed*: the first job of every class wakes, for reclaim and preempt (new
-  victims) — one is enough, as they would judge the rest of the class alike;
+  could reach their quorum in the free room at best (the free room counted in pods of the
+  least any of a job's pending pods asks for, node by node, on the nodes its pods' node
+  selector, affinity and tolerations allow; a job's quorum takes that many); where no job
+  can, the head alone wakes if some node it may use has room left of something it asks for
+  (with a victim's room beside it, preempt or reclaim may now make it); the rest cannot fit
+  whatever happens this cycle, and keep their reasons;
+- a pod was *placed*: the first job of every class that may evict wakes, for reclaim and
+  preempt (new victims) — one is enough, as they would judge the rest of the class alike.
+  A class may evict when some pod ever known has a lower priority than its jobs (the
+  snapshot's ``priority_floor``: a preemption victim), when its jobs could reclaim as they
+  were parked, or when pods of its queue ended since (the queue fell back, and may now
+  reclaim). A queue's standing that moves otherwise (another queue's demand falling raises
+  its fair share) is looked at again when the class's parking expires;
 - time, for one job: a job wakes when a plugin says its own situation changes then (the
   starvation guard's threshold, counted from its creation; a group's schedule timeout);
 - time, for a class: the head of a class's line wakes when the class's parking expires
@@ -57,6 +63,7 @@ from berth.scheduler.framework import equivalence, reasons
 from berth.scheduler.snapshot import queues
 
 if typing.TYPE_CHECKING:
+    from berth.api import resources
     from berth.scheduler.framework import filtering, jobs, sessions
     from berth.scheduler.snapshot import changes, nodetable, podgroups, pods, snapshots
 
@@ -79,7 +86,11 @@ class Parked:
     pod_reasons: tuple[tuple[str, reasons.Reason], ...]
     requests: tuple[tuple[str, int], ...]  # its largest pending pod's
     probe: pods.PodInfo  # that pod (its signature says which nodes it may use)
-    pods: int  # pending pods
+    least: tuple[tuple[str, int], ...]  # what each of its pending pods asks at least
+    quorum: int  # pods it must place to make progress (its quorum's missing members, or one)
+    priority: int
+    reclaims: bool  # it could reclaim from other queues when parked
+    held: resources.ResourceList  # what its queue's placed pods held then
     until: float  # when it wakes by its own time (``inf``: only with its class or an event)
     job: jobs.Job  # as its last session saw it: where it stands in its queue's line
 
@@ -210,7 +221,7 @@ class Parking:
         at: snapshots.Snapshot,
         rows: RowsFn | None,
     ) -> None:
-        """Wake the head of ``klass``'s line: as many as could fit, plus one."""
+        """Wake the head of ``klass``'s line: as many as could fit (module docstring)."""
         wake: int | None = None
         while line:
             entry = self.parked.get(line[0][1])
@@ -218,7 +229,9 @@ class Parking:
                 line.pop(0)  # woke another way since
                 continue
             if wake is None:
-                wake = 1 if placed else 0  # preempt and reclaim have new victims
+                evicts = _may_evict(entry, at)
+                # Preempt and reclaim have new victims: for the classes that may evict.
+                wake = 1 if placed and evicts else 0
                 if freed:
                     usable = free
                     if rows is not None:
@@ -227,11 +240,12 @@ class Parking:
                         if mask is None:
                             mask = self._rows[signature] = rows(entry.probe)
                         usable = free[mask]
-                    requests = dict(entry.requests)
-                    fits = _fitting(usable, requests, columns=at.nodes)
-                    if fits:
-                        wake = max(wake, -(-fits // max(entry.pods, 1)) + 1)
-                    elif _partly_free(usable, requests, columns=at.nodes):
+                    fits = _fitting(usable, dict(entry.least), columns=at.nodes)
+                    if fits >= entry.quorum:
+                        wake = max(wake, fits // entry.quorum)
+                    elif evicts and (
+                        fits or _partly_free(usable, dict(entry.requests), columns=at.nodes)
+                    ):
                         # Too little alone, but with a victim's room beside it, preempt or
                         # reclaim may now make it: the head tries.
                         wake = max(wake, 1)
@@ -276,6 +290,8 @@ class Parking:
         if self._changes is None:
             self.clear()
             return
+        hooks = session.hooks
+        reclaiming = len(hooks.reclaimable) > 0 and len(hooks.can_reclaim) > 0
         added: dict[equivalence.ClassKey, list[tuple[tuple[float, str, str], str]]] = {}
         # Each class just judged is timed afresh: its safety net restarts from now.
         class_until: dict[equivalence.ClassKey, float] = {}
@@ -294,6 +310,8 @@ class Parking:
                 reason=reason,
                 pod_why=session.pod_why,
                 until=revisit.get(key, math.inf),
+                reclaims=reclaiming and hooks.can_reclaim(job),
+                held=snapshot.usage_of(job.queue).allocated,
             )
             self.parked[key] = entry
             added.setdefault(klass, []).append((entry.order, key))
@@ -335,8 +353,13 @@ def _entry(
     reason: reasons.Reason,
     pod_why: collections.abc.Mapping[str, reasons.Reason],
     until: float,
+    reclaims: bool,
+    held: resources.ResourceList,
 ) -> Parked:
     largest = max(job.pending, key=lambda p: (sum(p.requests.values()), p.key))
+    least = dict(largest.requests)
+    for pod in job.pending:
+        least = {name: min(milli, pod.requests[name]) for name, milli in least.items()}
     return Parked(
         group=job.group,
         klass=klass,
@@ -346,10 +369,24 @@ def _entry(
         pod_reasons=tuple((p.key, pod_why[p.key]) for p in job.pending if p.key in pod_why),
         requests=tuple(sorted(largest.requests.items())),
         probe=largest,
-        pods=len(job.pending),
+        least=tuple(sorted((name, milli) for name, milli in least.items() if milli > 0)),
+        quorum=max(job.group.min_member - job.occupied(), 1),
+        priority=job.priority,
+        reclaims=reclaims,
+        held=held,
         until=until,
         job=job,
     )
+
+
+def _may_evict(entry: Parked, snapshot: snapshots.Snapshot) -> bool:
+    """Whether ``entry``'s job may evict to fit (module docstring): some pod could be
+    preempt's victim, it could reclaim when parked, or its queue's pods ended since."""
+    floor = snapshot.priority_floor
+    if entry.reclaims or floor is None or entry.priority > floor:
+        return True
+    held = snapshot.usage_of(entry.queue).allocated
+    return held is not entry.held and any(held[name] < milli for name, milli in entry.held.items())
 
 
 def _free_rows(snapshot: snapshots.Snapshot) -> np.ndarray[typing.Any, np.dtype[np.int64]]:

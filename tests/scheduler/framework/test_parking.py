@@ -41,8 +41,11 @@ class World:
         jobs: int,
         revisit_seconds: float = 300.0,
         evicting: bool = True,
+        gangs: bool = False,
     ) -> None:
-        """``evicting``: the default profile's actions; else without reclaim and preempt."""
+        """``evicting``: the default profile's actions; else without reclaim and preempt.
+        ``gangs``: some jobs are gangs of two or three pods, some with a smaller launcher."""
+        self.gangs = gangs
         self.cache = cache.ClusterCache()
         profile = registry.default_profile()
         if not evicting:
@@ -70,15 +73,27 @@ class World:
 
     def add_job(self, seed: int) -> None:
         cpu, memory = SHAPES[seed % len(SHAPES)]
-        label = {keys.QUEUE_LABEL: QUEUES[seed % len(QUEUES)]}
-        pod = benchmarks._pod(f"job-{self.jobs:03d}", cpu=cpu, memory=memory, labels=label)
-        pod["metadata"]["creationTimestamp"] = (
-            f"2026-01-01T00:{self.jobs // 60:02d}:{self.jobs % 60:02d}Z"
-        )
+        queue = QUEUES[seed % len(QUEUES)]
+        name = f"job-{self.jobs:03d}"
+        created = f"2026-01-01T00:{self.jobs // 60:02d}:{self.jobs % 60:02d}Z"
         # Later work may outrank earlier work: a line mixes parked jobs and fresh ones.
-        pod["spec"]["priority"] = (seed // 7) % 3
-        self.cache.add_pod(pod)
+        priority = (seed // 7) % 3
         self.jobs += 1
+        if not (self.gangs and seed % 4 == 3):
+            label = {keys.QUEUE_LABEL: queue}
+            self.cache.add_pod(_pod(name, cpu, memory, labels=label, at=created, priority=priority))
+            return
+        members = 2 + seed % 2
+        group = benchmarks._pod_group(name, min_member=members, queue=queue)
+        group["metadata"]["creationTimestamp"] = created
+        self.cache.add_pod_group(group)
+        label = {keys.POD_GROUP_LABEL: name}
+        for i in range(members):
+            # Every other gang has a launcher smaller than its workers.
+            small = i == 0 and seed % 8 == 7
+            shape = ("1", "1Gi") if small else (cpu, memory)
+            pod = _pod(f"{name}-{i}", *shape, labels=label, at=created, priority=priority)
+            self.cache.add_pod(pod)
 
     def cycle(self, now: float) -> decisions.CycleResult:
         result = self.scheduler.run_session(self.cache.snapshot(now))
@@ -101,6 +116,15 @@ class World:
             self.add_job(seed)
 
 
+def _pod(
+    name: str, cpu: str, memory: str, *, labels: dict[str, str], at: str, priority: int
+) -> dict[str, typing.Any]:
+    pod = benchmarks._pod(name, cpu=cpu, memory=memory, labels=labels)
+    pod["metadata"]["creationTimestamp"] = at
+    pod["spec"]["priority"] = priority
+    return pod
+
+
 def _placements(result: decisions.CycleResult) -> dict[str, str]:
     return result.bindings()
 
@@ -112,8 +136,8 @@ def test_hints_place_what_trying_everything_places(
 ) -> None:
     # Without evictions: room a victim frees mid-session goes to a parked job one cycle later
     # (when the victim's end wakes it, as in kube-scheduler), which the tests below show.
-    hinted = World(hints=True, nodes=nodes, jobs=jobs, evicting=False)
-    plain = World(hints=False, nodes=nodes, jobs=jobs, evicting=False)
+    hinted = World(hints=True, nodes=nodes, jobs=jobs, evicting=False, gangs=True)
+    plain = World(hints=False, nodes=nodes, jobs=jobs, evicting=False, gangs=True)
     now = EPOCH
     for event in [("nothing", 0), *events]:
         for world in (hinted, plain):
@@ -145,6 +169,40 @@ def test_room_a_pod_frees_beside_a_victim_wakes_a_parked_job_that_preempts() -> 
         now += 1.0
     assert "bench/job-013" in _placements(with_hints)
     assert _evicted(with_hints) == ["bench/job-004"]
+
+
+def _fallen_back(hints: bool) -> list[decisions.CycleResult]:
+    """One 8-cpu node: qa runs 5 pods of 1 cpu (above its share of 4), qb runs 1 + 2 cpu
+    and waits for 2 more (past its share: it may not reclaim); then qb's 1-cpu pod ends."""
+    world = World(hints=hints, nodes=0, jobs=0)
+    world.cache.add_node(benchmarks._node("node-000", cpu="8", memory="64Gi"))
+    running = [("qa", f"a-{i}", "1") for i in range(5)] + [("qb", "b-0", "1"), ("qb", "b-1", "2")]
+    for queue, name, cpu in running:
+        pod = benchmarks._pod(name, cpu=cpu, memory="1Gi", node="node-000")
+        pod["metadata"]["labels"] = {keys.QUEUE_LABEL: queue}
+        world.cache.add_pod(pod)
+        world.running.append(f"bench/{name}")
+    for queue, name, cpu in [("qa", "a-late", "1"), ("qb", "b-late", "2")]:
+        labels = {keys.QUEUE_LABEL: queue}
+        # A minute old: far from starving, while the running pods passed their minimum runtime.
+        at = "2026-01-01T00:09:00Z"
+        world.cache.add_pod(_pod(name, cpu, "1Gi", labels=labels, at=at, priority=0))
+    results = [world.cycle(EPOCH + 600), world.cycle(EPOCH + 601)]
+    world.apply(("end", world.running.index("bench/b-0")))
+    results.append(world.cycle(EPOCH + 602))
+    return results
+
+
+def test_a_queue_falling_back_wakes_its_parked_work_to_reclaim() -> None:
+    # Once qb's 1-cpu pod ends, qb holds 2 cpu of its share of 4, so its 2-cpu job may reclaim:
+    # 1 cpu is free, and qa holds 1 cpu above its share. Parked while it could not reclaim,
+    # the job must wake although the free room alone is too small for it.
+    with_hints, without = _fallen_back(hints=True), _fallen_back(hints=False)
+    assert [r.bindings() for r in with_hints] == [r.bindings() for r in without]
+    assert [_evicted(r) for r in with_hints] == [_evicted(r) for r in without]
+    assert not with_hints[1].decisions  # nothing changed: qb's job stays parked
+    assert "bench/b-late" in with_hints[-1].bindings()
+    assert "bench/a-0" in _evicted(with_hints[-1])
 
 
 def test_room_a_victim_frees_reaches_parked_work_the_next_cycle() -> None:
