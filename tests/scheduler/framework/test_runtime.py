@@ -9,6 +9,7 @@ We test these aspects:
 - a StaticFilterPlugin is evaluated once per pod signature per session;
 - PreFilter ``SKIP`` skips the plugin's Filter; a single feasible row is not scored;
 - weights multiply, ties go to the lowest row;
+- plugin seconds count every attempt, estimated from the timed tenth;
 - the debug score table's exact text, switched on at run time;
 - an unplaceable pod's reason aggregates the filters' reasons.
 """
@@ -185,6 +186,21 @@ def test_a_single_feasible_row_is_not_scored() -> None:
     )
     assert result.bindings() == {"default/one": "n2", "default/two": "n1"}
     assert scorer.calls == 1
+
+
+def test_plugin_seconds_count_every_attempt_from_a_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A clock that moves one second per reading: a timed Filter call lasts one second.
+    ticks = iter(range(1_000_000))
+    monkeypatch.setattr(runtime, "_perf", lambda: float(next(ticks)))
+    framework = toys.framework_of(toys.Fit(), toys.Binder())
+    pending = [b.pod(f"p{i:02d}", cpu="1") for i in range(25)]
+    snapshot = toys.snapshot_of(b.node("n1", cpu="64"), *pending)
+    result = toys.run_allocate(framework, snapshot)
+    assert len(result.bindings()) == 25
+    # Every tenth attempt is timed (3 of 25), and stands for the ones that were not.
+    assert result.plugin_seconds["Fit"] == pytest.approx(25.0)
 
 
 @pytest.mark.parametrize(
