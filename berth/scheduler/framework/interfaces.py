@@ -231,7 +231,9 @@ class ScorePlugin(Plugin, typing.Protocol):
         normalisation the feasible scores must lie in ``MIN..MAX_NODE_SCORE``; the runtime
         multiplies them by the profile's weight, sums all plugins, and takes the highest,
         ties going to the lowest row (node-name order). An exception makes this plugin's
-        scores zero for this pod (logged once).
+        scores zero for this pod (logged once). Without a normaliser the runtime only reads
+        the array, so a cached read-only one may be returned as it is; a normaliser may change
+        it in place, so with one, return an array of your own.
         """
         ...
 

@@ -112,7 +112,8 @@ class BalancedAllocation(interfaces.ScorePlugin):
         nodes: nodetable.NodeTable,
         feasible: filtering.BoolArray,
     ) -> interfaces.ScoreArray:
-        return scores(nodes.vector(pod.requests), nodes=nodes, names_=self._names).copy()
+        # The table's cached scores, read-only: the runtime only reads them (no normaliser).
+        return scores(nodes.vector(pod.requests), nodes=nodes, names_=self._names)
 
     def score_extensions(self) -> None:
         return None

@@ -132,13 +132,13 @@ class Scorer:
         self._key = (key, strategy.model_dump_json())
 
     def scores(self, pod: pods.PodInfo, nodes: nodetable.NodeTable) -> interfaces.ScoreArray:
-        """Per row, the pod's score (a new array)."""
+        """Per row, the pod's score (may be the table's cached, read-only array)."""
         vec = nodes.vector(pod.score_requests)
         mean = allocation_scores.weighted_scores(vec, nodes=nodes, terms=self._terms, key=self._key)
         scarce = [nodes.column[n] for n in self._scarce if n in nodes.column]
         if not scarce or any(int(vec[col]) > 0 for col in scarce):
-            return mean.copy()
+            return mean
         offers = (nodes.allocatable[:, scarce] > 0).any(axis=1)
         if not offers.any():
-            return mean.copy()
+            return mean
         return np.where(offers, mean // 2, HALF + mean // 2)
