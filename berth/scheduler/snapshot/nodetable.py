@@ -181,7 +181,8 @@ class _Static:
     def memo(self, key: typing.Hashable, compute: collections.abc.Callable[[], T]) -> T:
         memo = self._derived.memo
         try:
-            return typing.cast(T, memo[key])
+            found: T = memo[key]  # called a few times per attempt: no cast() call
+            return found
         except KeyError:
             value = memo[key] = compute()
             return value
