@@ -12,8 +12,8 @@ Kubernetes' ``VolumeBinding`` plugin, vectorised over the node table (the snapsh
   unbound claim of a ``WaitForFirstConsumer`` class needs, on the node, an available volume of
   its class (capacity, access modes, node affinity), or a provisioner whose
   ``allowedTopologies`` include the node; once another pod using it is placed (earlier in the
-  session too: gang members sharing a claim), or once annotated with a selected node, only
-  that node.
+  session too: gang members sharing a claim), only the nodes such pods are on, and still only
+  where a volume is found for it; once annotated with a selected node, only that node.
 - PreBind does what kube-scheduler's volume binder does for each such claim: it reserves the
   static volume chosen on the node for it (``spec.claimRef``,
   :class:`~berth.scheduler.framework.decisions.BindClaimVolume`), which kube-controller-manager's
@@ -226,11 +226,13 @@ class VolumeBinding(
         users = self._handle.placements().grouped((NAME, "claims"), extract=_claim_keys)
         for claim, cls in found.delayed:
             # A pod already placed with this claim (bound, assumed, or earlier in this session:
-            # a gang's members sharing it) decided its node: the claim gets one volume.
+            # a gang's members sharing it) decided its node: the claim gets one volume. That
+            # narrows where the volume may be, it does not vouch for one: the volume is still
+            # chosen where the pod lands, so its node must also offer one (users may sit on
+            # nodes no volume of the claim admits, and the first pod's pick binds them all).
             placed = users.get(claim.key)
             if placed is not None and placed.any():
                 selected &= placed > 0
-                continue
             if claim.selected_node is None:
                 waiting.append((claim, cls))
                 continue

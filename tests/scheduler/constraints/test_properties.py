@@ -194,9 +194,25 @@ def _node_over_its_attach_limit() -> tuple[list[Obj], list[Obj], list[Obj]]:
     return objects, running, [b.pod("p0", spec=s.claims("c0"))]
 
 
+def _claim_users_where_its_volume_is_not() -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """Pods already using an unbound claim on two nodes, its only volume on one of them, and a
+    gang sharing it whose host ports keep its members apart (found by Hypothesis)."""
+    objects = [
+        b.node("n1"),
+        b.node("n2"),
+        s.storage_class("local"),
+        s.volume("pv0", nodes=["n1"]),
+        s.claim("c0"),
+    ]
+    running = [b.pod(f"run-{n}", node=n, spec=s.claims("c0")) for n in ("n1", "n2")]
+    spec = {**s.claims("c0"), **s.ports((80, "TCP", ""))}
+    return objects, running, b.gang("g0", 2, spec=spec)
+
+
 @hypothesis.settings(max_examples=150, deadline=None)
 @hypothesis.given(clusters())
 @hypothesis.example(_node_over_its_attach_limit())
+@hypothesis.example(_claim_users_where_its_volume_is_not())
 def test_no_placement_breaks_a_required_constraint(
     cluster: tuple[list[Obj], list[Obj], list[Obj]],
 ) -> None:

@@ -7,7 +7,8 @@ cases follow kube-scheduler's documented behaviour:
 
 - ``WaitForFirstConsumer``: a static local volume decides the node; a provisioner's
   ``allowedTopologies`` do; no volume fits anywhere; a claim already annotated with a selected
-  node keeps the pod there; gang members sharing an unbound claim land on one node;
+  node keeps the pod there; gang members sharing an unbound claim land on one node; pods
+  already using an unbound claim narrow its node but never stand in for its volume;
 - a bound claim's PersistentVolume node affinity, also against the pod's own node selector;
 - pods alike but for their claims (replicas of one job, jobs of one shape) are each judged by
   their own claims;
@@ -65,6 +66,17 @@ CLAIMS_ON_A_FULL_AND_A_FREE_NODE = [
     s.volume("pv1", nodes=["n2"], claim="c1"),
     s.claim("c1", volume="pv1"),
 ]
+
+# Claim "shared" is unbound, its only volume on n1, yet pods already use it on n1 and n2.
+USERS_OF_AN_UNBOUND_CLAIM = [
+    *TWO,
+    LOCAL,
+    s.volume("pv", nodes=["n1"]),
+    s.claim("shared"),
+    b.pod("old-1", node="n1", spec=s.claims("shared")),
+    b.pod("old-2", node="n2", spec=s.claims("shared")),
+]
+PORT = s.ports((80, "TCP", ""))
 
 SCENARIOS = [
     # VolumeBinding: WaitForFirstConsumer -----------------------------------------------------
@@ -140,6 +152,32 @@ SCENARIOS = [
             *b.gang("g", 2, spec=s.claims("shared")),
         ],
         {"g-0": "n1", "g-1": "n1"},
+    ),
+    # Pods already use the unbound claim on n1 and n2, but its only volume admits n1: the
+    # users do not vouch for a volume, so a new user goes where one is found, or waits (found
+    # by Hypothesis: the gang went to n1 and n2 and the claim bound to n1's volume).
+    Scenario(
+        "claim-users-on-a-node-without-its-volume-do-not-admit-it",
+        [
+            *USERS_OF_AN_UNBOUND_CLAIM,
+            b.pod("p", spec={**s.claims("shared"), **PORT}),
+            b.pod("q", spec={**s.claims("shared"), **PORT}),
+        ],
+        {"p": "n1"},
+        pods={
+            "q": "0/2 nodes fit: 1 node(s) didn't find available persistent volumes to bind,"
+            " 1 node(s) didn't have free ports for the requested pod ports"
+        },
+    ),
+    Scenario(
+        "gang-sharing-a-claim-whose-volume-admits-one-node-of-its-users-waits",
+        [*USERS_OF_AN_UNBOUND_CLAIM, *b.gang("g", 2, spec={**s.claims("shared"), **PORT})],
+        {},
+        groups={
+            "g": "gang needs minMember 2, only 1 could be placed; 0/2 nodes fit: 1 node(s)"
+            " didn't find available persistent volumes to bind, 1 node(s) didn't have free"
+            " ports for the requested pod ports"
+        },
     ),
     # VolumeBinding: bound claims ---------------------------------------------------------------
     Scenario(
