@@ -125,7 +125,21 @@ def cpu(text: str | None) -> int:
     return quantities.parse_milli(text) if text is not None else 0
 
 
+# Found by Hypothesis: q0 and q1 (priority 1, shares of half a cpu) went first and each took
+# one pod past its share, leaving q3 (priority 0) one cpu short of its guarantee of 3.
+_GUARANTEE_AFTER_PRIORITY = (
+    [2, 4],
+    [
+        QueueDraw("q0", 1, 1, None, None, False, 0, None, 1, None),
+        QueueDraw("q1", 1, 1, None, None, True, 0, None, 1, None),
+        QueueDraw("q2", 1, 2, None, None, False, 0, (2, 1), 0, None),
+        QueueDraw("q3", 1, 0, 3, None, False, 0, None, 3, None),
+    ],
+)
+
+
 @hypothesis.given(clusters())
+@hypothesis.example(_GUARANTEE_AFTER_PRIORITY)
 @hypothesis.settings(max_examples=80, deadline=None)
 def test_a_cycle_keeps_limits_books_and_guarantees(
     drawn: tuple[list[int], list[QueueDraw]],

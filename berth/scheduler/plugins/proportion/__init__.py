@@ -7,9 +7,11 @@ each queue runs (placed pods, by their queue) and waits for (pending pods) — t
 cache keeps per queue (``Snapshot.queue_usage``), so opening costs the queues and the
 pending jobs, not every running pod — (:mod:`.accounting`), then registers:
 
-- **queue order**: the queue furthest through its entitlement last — its *ratio* is the
-  largest ``allocated / entitlement`` over the resources it asks for (a resource it asks for
-  but is entitled to none of counts as 1, reached) —, then higher ``priority``, then name;
+- **queue order**: the queues below the guarantee the tree honours them first (a queue's
+  priority orders only what lies beyond guarantees, as KAI's over-quota priority); then the
+  queue furthest through its entitlement last — its *ratio* is the largest
+  ``allocated / entitlement`` over the resources it asks for (a resource it asks for but is
+  entitled to none of counts as 1, reached) —, then higher ``priority``, then name;
 - **job_valid**: a job whose queue is unusable (``queue team-a is invalid: parent queue org
   does not exist``), not a leaf (``queue team is not a leaf queue``) or closed (``queue team-a
   is closed``; a group that already runs may complete) waits with that reason, and so does

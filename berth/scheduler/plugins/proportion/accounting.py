@@ -153,6 +153,7 @@ class Accounting:
             where=asked & (self.share > 0),
         )
         self.unshared = asked & (self.share <= 0)  # asked for, entitled to none of it
+        self.promised = asked & (self.honored > 0)  # asked for, and guaranteed some of it
         self._ratios: list[float | None] = [None] * len(order)
         # Leaf queues that take work this session, with their jobs, for "others wait".
         by_queue: dict[str, list[jobs.Job]] = {}
@@ -212,9 +213,21 @@ class Accounting:
                 return True
         return False
 
-    def queue_key(self, queue: queues.QueueInfo) -> tuple[float, int]:
+    def below_guarantee(self, i: int) -> bool:
+        """Queue ``i`` holds less than the guarantee the tree honours of a resource it asks
+        for."""
+        promised = self.promised[i]
+        return bool(
+            promised.any() and (self.allocated[i][promised] < self.honored[i][promised]).any()
+        )
+
+    def queue_key(self, queue: queues.QueueInfo) -> tuple[bool, float, int]:
+        """Queues below their guarantee first (their priority orders only what lies beyond
+        it, as KAI's over-quota priority does), then by ratio, then priority."""
         i = self.index.get(queue.name)
-        return (_INF if i is None else self.ratio(i), -queue.priority)
+        if i is None:
+            return (True, _INF, -queue.priority)
+        return (not self.below_guarantee(i), self.ratio(i), -queue.priority)
 
     def overused(self, queue: queues.QueueInfo) -> bool:
         i = self.index.get(queue.name)
