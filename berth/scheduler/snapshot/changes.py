@@ -19,8 +19,9 @@ the counters of the snapshot it parked a job under with those of the next one:
   so the sum moves whenever one of them does.
 
 ``source`` names the cache, so counters of two caches are never compared. ``taken`` counts the
-snapshots taken, and ``groups`` names the groups whose view changed since the previous one (a
-reader that saw that previous snapshot need not compare every group).
+snapshots taken, and ``groups`` names the groups whose view changed since the previous one,
+whose ``seq`` was ``since`` (a reader that saw a snapshot at that ``seq`` need not compare
+every group, even when snapshots that changed nothing came between).
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ class Changes:
     taken: int = 0
     groups: frozenset[str] = frozenset()
     outside: int = 0
+    since: int = -1  # the previous snapshot's ``seq`` (-1: none)
+
+    def follows(self, other: Changes) -> bool:
+        """``groups`` names every group changed since ``other`` (taken from the same cache)."""
+        return self.source == other.source and self.since == other.seq
 
     def same_state(self, other: Changes | None) -> bool:
         """Nothing at all changed between ``other`` and these counters."""
@@ -71,11 +77,12 @@ class Changes:
 class Counter:
     """The cache's running counters (mutable; :meth:`freeze` gives the snapshot's copy)."""
 
-    __slots__ = ("freed", "placed", "seq", "source", "taken", "world")
+    __slots__ = ("freed", "frozen_at", "placed", "seq", "source", "taken", "world")
 
     def __init__(self) -> None:
         self.source = new_source()
         self.seq = self.world = self.freed = self.placed = self.taken = 0
+        self.frozen_at = -1  # ``seq`` at the last snapshot
 
     def touch(self) -> None:
         """Something changed."""
@@ -96,6 +103,7 @@ class Counter:
     def freeze(self, *, groups: frozenset[str]) -> Changes:
         """The counters for a new snapshot, in which ``groups`` changed."""
         self.taken += 1
+        since, self.frozen_at = self.frozen_at, self.seq
         return Changes(
             source=self.source,
             seq=self.seq,
@@ -104,4 +112,5 @@ class Counter:
             placed=self.placed,
             taken=self.taken,
             groups=groups,
+            since=since,
         )

@@ -34,7 +34,9 @@ def _walked(snapshot: snapshots.Snapshot) -> float:
 
 Step = tuple[str, int]
 steps = st.lists(
-    st.tuples(st.sampled_from(["add", "bind", "end", "remove", "tick", "snap"]), st.integers(0, 7)),
+    st.tuples(
+        st.sampled_from(["add", "bind", "end", "remove", "tick", "snap", "skip"]), st.integers(0, 7)
+    ),
     min_size=1,
     max_size=40,
 )
@@ -44,6 +46,8 @@ steps = st.lists(
 @given(steps=steps)
 @example(steps=[("add", 1), ("bind", 1), ("snap", 0), ("tick", 3), ("snap", 0)])
 @example(steps=[("add", 1), ("add", 3), ("bind", 1), ("tick", 2), ("bind", 3), ("end", 1)])
+@example(steps=[("add", 2), ("snap", 0), ("skip", 0), ("bind", 2), ("snap", 0)])
+@example(steps=[("add", 2), ("snap", 0), ("bind", 2), ("skip", 0), ("tick", 2), ("snap", 0)])
 def test_the_kept_answer_is_the_walked_one(steps: list[Step]) -> None:
     live = cache.ClusterCache()
     live.add_node(b.node("n1", cpu="64"))
@@ -72,6 +76,8 @@ def test_the_kept_answer_is_the_walked_one(steps: list[Step]) -> None:
             running.discard(i)
         elif kind == "tick":
             now += 10 * (i + 1)
+        elif kind == "skip":
+            live.snapshot(now)  # a snapshot the plugin never saw (a session skipped)
         if kind == "snap" or i % 2:  # sessions do not see every change one by one
             snapshot = live.snapshot(now)
             answer = kept.next_after(snapshot, min_runtime=_min_runtime)

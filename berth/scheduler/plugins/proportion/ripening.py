@@ -3,11 +3,13 @@ backlog's parked classes learn it without a walk over every running pod each cyc
 
 Fair-share reclaim may take a pod only once it ran its queue's minimum runtime; a parked class
 that may reclaim wakes when the next pod ripens (``class_revisit_at``). :class:`Ripening` keeps
-a heap of ripening times. Between consecutive snapshots only the groups the cache names as
+a heap of ripening times, and the plugin shows it every session's snapshot
+(:meth:`Ripening.observe`). Since the snapshot it saw last, only the groups the cache names as
 changed can have new running pods, and only theirs are added; any other snapshot (the first,
-a gap, a changed world: queues' minimum runtimes may have moved) rebuilds the heap from every
-running pod. A pod that stopped running leaves a stale entry, dropped when it reaches the top;
-until then it can only make the answer earlier (a class head wakes once more), never later.
+one after snapshots it did not see, a changed world: queues' minimum runtimes may have moved)
+rebuilds the heap from the pods on nodes. A pod that stopped running leaves a stale entry,
+dropped when it reaches the top; until then it can only make the answer earlier (a class
+head wakes once more), never later.
 """
 
 from __future__ import annotations
@@ -30,20 +32,23 @@ class Ripening:
         self._heap: list[tuple[float, str]] = []
         self._last: changes.Changes | None = None
 
-    def next_after(self, snapshot: snapshots.Snapshot, *, min_runtime: MinRuntime) -> float:
-        """The first time after ``snapshot.now`` a running pod of a queue may be reclaimed
-        (``inf``: none)."""
+    def observe(self, snapshot: snapshots.Snapshot, *, min_runtime: MinRuntime) -> None:
+        """Take in the pods that started running by ``snapshot`` (once per snapshot)."""
         now, last, current = snapshot.now, self._last, snapshot.changes
+        if current is not None and current is last:
+            return
         if (
             current is None
             or last is None
-            or current.taken != last.taken + 1
+            or not current.follows(last)
             or not current.same_world(last)
         ):
             self._heap = [
                 entry
-                for pod in snapshot.pods.values()
-                if (entry := _entry(pod, min_runtime=min_runtime, now=now)) is not None
+                for info in snapshot.node_infos.values()
+                for key in info.pods
+                if (pod := snapshot.pods.get(key)) is not None
+                and (entry := _entry(pod, min_runtime=min_runtime, now=now)) is not None
             ]
             heapq.heapify(self._heap)
         else:
@@ -53,7 +58,12 @@ class Ripening:
                     if entry is not None:
                         heapq.heappush(self._heap, entry)
         self._last = current
-        heap = self._heap
+
+    def next_after(self, snapshot: snapshots.Snapshot, *, min_runtime: MinRuntime) -> float:
+        """The first time after ``snapshot.now`` a running pod of a queue may be reclaimed
+        (``inf``: none)."""
+        self.observe(snapshot, min_runtime=min_runtime)
+        now, heap = snapshot.now, self._heap
         while heap:
             ripe, key = heap[0]
             found = snapshot.pods.get(key)
