@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import operator
 import types
 import typing
 
@@ -45,6 +46,8 @@ from berth.scheduler.snapshot import (
 )
 
 __all__ = ["SYSTEM_PRIORITY_CLASSES", "ClusterCache"]
+
+_by_key = operator.attrgetter("key")
 
 SYSTEM_PRIORITY_CLASSES: collections.abc.Mapping[str, int] = types.MappingProxyType(
     {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
@@ -151,7 +154,7 @@ class ClusterCache:
         self._dirty_nodes: set[str] = set()
         self._group_views: cowmaps.CowMap[podgroups.PodGroupInfo] = cowmaps.CowMap()
         self._dirty_groups: set[str] = set()
-        self._pending_view: tuple[pods.PodInfo, ...] | None = None
+        self._pending_view: cowmaps.SortedOnRead[pods.PodInfo] | None = None
         self._gated_view: tuple[pods.PodInfo, ...] | None = None
         self._changes = changes.Counter()
 
@@ -764,7 +767,8 @@ class ClusterCache:
         refreshed = frozenset(self._dirty_groups)
         self._dirty_groups.clear()
         if self._pending_view is None:
-            self._pending_view = tuple(map(self._pending.__getitem__, sorted(self._pending)))
+            # Sorted only if read: sessions take the pending pods by group, from the index.
+            self._pending_view = cowmaps.SortedOnRead(tuple(self._pending.values()), key=_by_key)
         for group in self._pending_index_dirty:
             members = self._pending_groups.get(group)
             if members:

@@ -10,6 +10,8 @@ changed since the previous one, not the whole map, and what a view holds never c
 
 A :class:`FrozenMap` iterates in sorted key order (sorted once, on first iteration), so its
 order is deterministic and does not depend on string hashing. Keys are ``str``.
+:class:`SortedOnRead` is the same idea for a sequence: the items as they were, put in key
+order when first read (a snapshot's pending pods, which most cycles read only by group).
 
 Writes and :meth:`CowMap.freeze` must come from one thread (the cache's); a frozen view may be
 read from any thread, since nothing writes to a dict it holds.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import collections.abc
 import typing
 
-__all__ = ["SHARDS", "CowMap", "FrozenMap"]
+__all__ = ["SHARDS", "CowMap", "FrozenMap", "SortedOnRead"]
 
 SHARDS = 64
 """Dicts per map: a snapshot copies the changed ones. 64 keeps both the per-snapshot bookkeeping
@@ -29,6 +31,49 @@ _MASK = SHARDS - 1
 
 V = typing.TypeVar("V")
 _MISSING: typing.Any = object()
+
+
+class SortedOnRead(collections.abc.Sequence[V]):
+    """``items`` in ``key`` order, sorted when first read; equal to a tuple of the same."""
+
+    __slots__ = ("_items", "_key", "_sorted")
+
+    def __init__(self, items: tuple[V, ...], /, *, key: collections.abc.Callable[[V], str]) -> None:
+        self._items = items
+        self._key = key
+        self._sorted: tuple[V, ...] | None = None
+
+    def _get(self) -> tuple[V, ...]:
+        if self._sorted is None:
+            self._sorted = tuple(sorted(self._items, key=self._key))
+        return self._sorted
+
+    @typing.overload
+    def __getitem__(self, index: int) -> V: ...
+
+    @typing.overload
+    def __getitem__(self, index: slice) -> tuple[V, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> V | tuple[V, ...]:
+        return self._get()[index]
+
+    def __iter__(self) -> collections.abc.Iterator[V]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SortedOnRead):
+            return self._get() == other._get()
+        if isinstance(other, tuple):
+            return self._get() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SortedOnRead({self._get()!r})"
 
 
 class FrozenMap(collections.abc.Mapping[str, V]):

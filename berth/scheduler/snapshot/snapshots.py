@@ -62,7 +62,7 @@ class Snapshot:
     namespace_labels: collections.abc.Mapping[str, collections.abc.Mapping[str, str]] = (
         dataclasses.field(default_factory=dict)
     )
-    pending: tuple[_PodInfo, ...]  # Berth's pods waiting for a node, ungated, by key
+    pending: collections.abc.Sequence[_PodInfo]  # Berth's pods waiting for a node, ungated, by key
     gated: tuple[_PodInfo, ...] = ()  # Berth's waiting pods held by scheduling gates
     pod_groups: collections.abc.Mapping[str, _PodGroupInfo]
     queues: collections.abc.Mapping[str, _QueueInfo]
