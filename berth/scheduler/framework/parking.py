@@ -110,9 +110,9 @@ class Parking:
         self._ticket = itertools.count()  # heap tie-break: class keys need not be ordered
         self._changes: changes.Changes | None = None
         self._quiet = False
-        # Rows each pod signature may use (static filters), for the table they were read on.
+        # Rows each pod signature may use (static filters): kept while the world is the same
+        # (nodes' rows, labels and taints move only with it, and it clears the lot).
         self._rows: dict[collections.abc.Hashable, filtering.BoolArray] = {}
-        self._rows_table: nodetable.NodeTable | None = None
 
     def clear(self) -> None:
         self.parked.clear()
@@ -123,7 +123,6 @@ class Parking:
         self._changes = None
         self._quiet = False
         self._rows.clear()
-        self._rows_table = None
 
     @property
     def _wake_at(self) -> float:
@@ -200,26 +199,35 @@ class Parking:
                 self._wake_head(klass, line, count=1)
         freed, placed = after.freed != before.freed, after.placed != before.placed
         if freed or placed:
-            if self._rows_table is not snapshot.nodes:
-                self._rows.clear()
-                self._rows_table = snapshot.nodes
-            free = _free_rows(snapshot)
+            room = _Room(_free_rows(snapshot), nodes=snapshot.nodes, rows=self._usable_rows(rows))
             for klass, line in self._classes.items():
-                self._wake_class(
-                    klass, line, free=free, freed=freed, placed=placed, at=snapshot, rows=rows
-                )
+                self._wake_class(klass, line, room=room, freed=freed, placed=placed, at=snapshot)
         return self.parked
+
+    def _usable_rows(
+        self, rows: RowsFn | None
+    ) -> collections.abc.Callable[[pods.PodInfo], filtering.BoolArray | None]:
+        """The rows a pod may use, kept by signature while the node table is the same."""
+
+        def usable(pod: pods.PodInfo) -> filtering.BoolArray | None:
+            if rows is None:
+                return None
+            mask = self._rows.get(pod.signature)
+            if mask is None:
+                mask = self._rows[pod.signature] = rows(pod)
+            return mask
+
+        return usable
 
     def _wake_class(
         self,
         klass: equivalence.ClassKey,
         line: list[tuple[tuple[float, str, str], str]],
         *,
-        free: np.ndarray[typing.Any, np.dtype[np.int64]],
+        room: _Room,
         freed: bool,
         placed: bool,
         at: snapshots.Snapshot,
-        rows: RowsFn | None,
     ) -> None:
         """Wake the head of ``klass``'s line: as many as could fit (module docstring)."""
         wake: int | None = None
@@ -233,19 +241,10 @@ class Parking:
                 # Preempt and reclaim have new victims: for the classes that may evict.
                 wake = 1 if placed and evicts else 0
                 if freed:
-                    usable = free
-                    if rows is not None:
-                        signature = entry.probe.signature
-                        mask = self._rows.get(signature)
-                        if mask is None:
-                            mask = self._rows[signature] = rows(entry.probe)
-                        usable = free[mask]
-                    fits = _fitting(usable, dict(entry.least), columns=at.nodes)
+                    fits = room.fitting(entry)
                     if fits >= entry.quorum:
                         wake = max(wake, fits // entry.quorum)
-                    elif evicts and (
-                        fits or _partly_free(usable, dict(entry.requests), columns=at.nodes)
-                    ):
+                    elif evicts and (fits or room.partly_free(entry)):
                         # Too little alone, but with a victim's room beside it, preempt or
                         # reclaim may now make it: the head tries.
                         wake = max(wake, 1)
@@ -387,6 +386,48 @@ def _may_evict(entry: Parked, snapshot: snapshots.Snapshot) -> bool:
         return True
     held = snapshot.usage_of(entry.queue).allocated
     return held is not entry.held and any(held[name] < milli for name, milli in entry.held.items())
+
+
+class _Room:
+    """The free room one :meth:`Parking.admit` offers the parked classes: each question
+    answered once per admit (classes of several queues share their pods' shapes)."""
+
+    def __init__(
+        self,
+        free: np.ndarray[typing.Any, np.dtype[np.int64]],
+        *,
+        nodes: nodetable.NodeTable,
+        rows: collections.abc.Callable[[pods.PodInfo], filtering.BoolArray | None],
+    ) -> None:
+        self._free = free
+        self._nodes = nodes
+        self._rows = rows
+        self._fitting: dict[tuple[collections.abc.Hashable, tuple[tuple[str, int], ...]], int] = {}
+        self._partly: dict[tuple[collections.abc.Hashable, tuple[tuple[str, int], ...]], bool] = {}
+
+    def _usable(self, entry: Parked) -> np.ndarray[typing.Any, np.dtype[np.int64]]:
+        mask = self._rows(entry.probe)
+        return self._free if mask is None else self._free[mask]
+
+    def fitting(self, entry: Parked) -> int:
+        """How many pods of the least ``entry``'s pods ask for fit, at best."""
+        key = (entry.probe.signature, entry.least)
+        found = self._fitting.get(key)
+        if found is None:
+            found = self._fitting[key] = _fitting(
+                self._usable(entry), dict(entry.least), columns=self._nodes
+            )
+        return found
+
+    def partly_free(self, entry: Parked) -> bool:
+        """Whether a node ``entry``'s pods may use has room of something its largest asks."""
+        key = (entry.probe.signature, entry.requests)
+        found = self._partly.get(key)
+        if found is None:
+            found = self._partly[key] = _partly_free(
+                self._usable(entry), dict(entry.requests), columns=self._nodes
+            )
+        return found
 
 
 def _free_rows(snapshot: snapshots.Snapshot) -> np.ndarray[typing.Any, np.dtype[np.int64]]:
