@@ -125,7 +125,8 @@ class Metrics:
         )
         self._plugin = prometheus_client.Histogram(
             f"{PREFIX}_plugin_duration_seconds",
-            "Time one plugin spent at one extension point in one session.",
+            "Time one plugin spent at one extension point in one session (in scheduling"
+            " attempts: estimated from the one attempt in ten that is timed).",
             ["plugin", "extension_point"],
             buckets=_FAST_BUCKETS,
             registry=reg,
