@@ -207,7 +207,8 @@ class Parking:
     def _usable_rows(
         self, rows: RowsFn | None
     ) -> collections.abc.Callable[[pods.PodInfo], filtering.BoolArray | None]:
-        """The rows a pod may use, kept by signature while the node table is the same."""
+        """The rows a pod may use by ``rows`` (none: every row), kept by signature while the
+        world stays the same."""
 
         def usable(pod: pods.PodInfo) -> filtering.BoolArray | None:
             if rows is None:
