@@ -15,9 +15,11 @@ could let them fit:
   could reach their quorum in the free room at best (the free room counted in pods of the
   least any of a job's pending pods asks for, node by node, on the nodes its pods' node
   selector, affinity and tolerations allow; a job's quorum takes that many); where no job
-  can, the head alone wakes if some node it may use has room left of something it asks for
-  (with a victim's room beside it, preempt or reclaim may now make it); the rest cannot fit
-  whatever happens this cycle, and keep their reasons;
+  can, the head alone wakes if its queue's pods ended since (the queue fell back: it may
+  reclaim now, or the starvation guard hold room for it), or if the class may evict (below)
+  and some node it may use has room left of something it asks for (with a victim's room
+  beside it, preempt or reclaim may now make it); the rest cannot fit whatever happens this
+  cycle, and keep their reasons;
 - a pod was *placed*: the first job of every class that may evict wakes, for reclaim and
   preempt (new victims) — one is enough, as they would judge the rest of the class alike.
   A class may evict when some pod ever known has a lower priority than its jobs (the
@@ -238,16 +240,19 @@ class Parking:
                 line.pop(0)  # woke another way since
                 continue
             if wake is None:
-                evicts = _may_evict(entry, at)
+                fell_back = _fell_back(entry, at)
+                evicts = fell_back or _may_evict(entry, at)
                 # Preempt and reclaim have new victims: for the classes that may evict.
                 wake = 1 if placed and evicts else 0
                 if freed:
                     fits = room.fitting(entry)
                     if fits >= entry.quorum:
                         wake = max(wake, fits // entry.quorum)
-                    elif evicts and (fits or room.partly_free(entry)):
-                        # Too little alone, but with a victim's room beside it, preempt or
-                        # reclaim may now make it: the head tries.
+                    elif fell_back or (evicts and (fits or room.partly_free(entry))):
+                        # Its queue's standing moved (it may reclaim, or the starvation
+                        # guard hold room for it, now); or, too little alone but with a
+                        # victim's room beside it, preempt or reclaim may now make it: the
+                        # head tries.
                         wake = max(wake, 1)
             if wake <= 0:
                 return
@@ -380,11 +385,14 @@ def _entry(
 
 
 def _may_evict(entry: Parked, snapshot: snapshots.Snapshot) -> bool:
-    """Whether ``entry``'s job may evict to fit (module docstring): some pod could be
-    preempt's victim, it could reclaim when parked, or its queue's pods ended since."""
+    """Whether ``entry``'s job may evict to fit: some pod could be preempt's victim, or it
+    could reclaim when parked."""
     floor = snapshot.priority_floor
-    if entry.reclaims or floor is None or entry.priority > floor:
-        return True
+    return entry.reclaims or floor is None or entry.priority > floor
+
+
+def _fell_back(entry: Parked, snapshot: snapshots.Snapshot) -> bool:
+    """Whether pods of ``entry``'s queue ended since it was parked: the queue holds less."""
     held = snapshot.usage_of(entry.queue).allocated
     return held is not entry.held and any(held[name] < milli for name, milli in entry.held.items())
 
