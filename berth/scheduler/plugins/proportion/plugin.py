@@ -107,8 +107,8 @@ class Proportion(interfaces.SessionPlugin):
         books = self._books = Books(session, args=self._args, usage=usage)
         books.shadows = self._shadows
         books.ripening = self._ripening
-        if self._args.reclaim_to_fair_share:
-            # Every snapshot, so that the next one adds only what changed since.
+        if self._args.reclaim_to_fair_share and self._ripening.started:
+            # Every snapshot once asked, so that the next one adds only what changed since.
             self._ripening.observe(session.snapshot, min_runtime=books.min_runtime)
         registry = session.hooks
         registry.queue_order.add_key(books.queue_key, plugin=NAME)

@@ -3,13 +3,13 @@ backlog's parked classes learn it without a walk over every running pod each cyc
 
 Fair-share reclaim may take a pod only once it ran its queue's minimum runtime; a parked class
 that may reclaim wakes when the next pod ripens (``class_revisit_at``). :class:`Ripening` keeps
-a heap of ripening times, and the plugin shows it every session's snapshot
-(:meth:`Ripening.observe`). Since the snapshot it saw last, only the groups the cache names as
-changed can have new running pods, and only theirs are added; any other snapshot (the first,
-one after snapshots it did not see, a changed world: queues' minimum runtimes may have moved)
-rebuilds the heap from the pods on nodes. A pod that stopped running leaves a stale entry,
-dropped when it reaches the top; until then it can only make the answer earlier (a class
-head wakes once more), never later.
+a heap of ripening times, built when first asked; from then on the plugin shows it every
+session's snapshot (:meth:`Ripening.observe`). Since the snapshot it saw last, only the groups
+the cache names as changed can have new running pods, and only theirs are added; any other
+snapshot (the first, one after snapshots it did not see, a changed world: queues' minimum
+runtimes may have moved) rebuilds the heap from the pods on nodes. A pod that stopped running
+leaves a stale entry, dropped when it reaches the top; until then it can only make the answer
+earlier (a class head wakes once more), never later.
 """
 
 from __future__ import annotations
@@ -31,6 +31,12 @@ class Ripening:
     def __init__(self) -> None:
         self._heap: list[tuple[float, str]] = []
         self._last: changes.Changes | None = None
+        self._started = False
+
+    @property
+    def started(self) -> bool:
+        """Whether it was asked once: from then on it should see every snapshot."""
+        return self._started
 
     def observe(self, snapshot: snapshots.Snapshot, *, min_runtime: MinRuntime) -> None:
         """Take in the pods that started running by ``snapshot`` (once per snapshot)."""
@@ -62,6 +68,7 @@ class Ripening:
     def next_after(self, snapshot: snapshots.Snapshot, *, min_runtime: MinRuntime) -> float:
         """The first time after ``snapshot.now`` a running pod of a queue may be reclaimed
         (``inf``: none)."""
+        self._started = True
         self.observe(snapshot, min_runtime=min_runtime)
         now, heap = snapshot.now, self._heap
         while heap:
