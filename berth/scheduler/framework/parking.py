@@ -397,6 +397,10 @@ def _fell_back(entry: Parked, snapshot: snapshots.Snapshot) -> bool:
     return held is not entry.held and any(held[name] < milli for name, milli in entry.held.items())
 
 
+_Count = collections.abc.Callable[..., int | bool]
+"""A question about the free room: :func:`_fitting` or :func:`_partly_free`."""
+
+
 class _Room:
     """The free room one :meth:`Parking.admit` offers the parked classes: each question
     answered once per admit (classes of several queues share their pods' shapes)."""
@@ -411,32 +415,26 @@ class _Room:
         self._free = free
         self._nodes = nodes
         self._rows = rows
-        self._fitting: dict[tuple[collections.abc.Hashable, tuple[tuple[str, int], ...]], int] = {}
-        self._partly: dict[tuple[collections.abc.Hashable, tuple[tuple[str, int], ...]], bool] = {}
+        self._answers: dict[tuple[object, ...], int] = {}
 
-    def _usable(self, entry: Parked) -> np.ndarray[typing.Any, np.dtype[np.int64]]:
-        mask = self._rows(entry.probe)
-        return self._free if mask is None else self._free[mask]
+    def _answer(self, entry: Parked, shape: tuple[tuple[str, int], ...], count: _Count) -> int:
+        """``count`` over the free room of the nodes ``entry``'s pods may use, for pods of
+        ``shape``: worked out once per admit for each signature and shape."""
+        key = (count, entry.probe.signature, shape)
+        found = self._answers.get(key)
+        if found is None:
+            mask = self._rows(entry.probe)
+            usable = self._free if mask is None else self._free[mask]
+            found = self._answers[key] = int(count(usable, dict(shape), columns=self._nodes))
+        return found
 
     def fitting(self, entry: Parked) -> int:
         """How many pods of the least ``entry``'s pods ask for fit, at best."""
-        key = (entry.probe.signature, entry.least)
-        found = self._fitting.get(key)
-        if found is None:
-            found = self._fitting[key] = _fitting(
-                self._usable(entry), dict(entry.least), columns=self._nodes
-            )
-        return found
+        return self._answer(entry, entry.least, _fitting)
 
     def partly_free(self, entry: Parked) -> bool:
         """Whether a node ``entry``'s pods may use has room of something its largest asks."""
-        key = (entry.probe.signature, entry.requests)
-        found = self._partly.get(key)
-        if found is None:
-            found = self._partly[key] = _partly_free(
-                self._usable(entry), dict(entry.requests), columns=self._nodes
-            )
-        return found
+        return bool(self._answer(entry, entry.requests, _partly_free))
 
 
 def _free_rows(snapshot: snapshots.Snapshot) -> np.ndarray[typing.Any, np.dtype[np.int64]]:
