@@ -228,14 +228,15 @@ class Allocate:
         failed: dict[collections.abc.Hashable, reasons.Reason] = {}
         for index, pod in enumerate(tasks):
             # A pod's shape is asked only once one failed: most pods of a job that fits place.
-            shape = equivalence.shape_of(pod, session=session) if failed else None
+            asked = bool(failed)
+            shape = equivalence.shape_of(pod, session=session) if asked else None
             reason = failed.get(shape) if shape is not None else None
             if reason is None:
                 reason = self._try(session, stmt, pod, queue=queue)
                 if reason is None:
                     failed.clear()  # the nodes changed
                     continue
-                if shape is None:
+                if not asked:
                     shape = equivalence.shape_of(pod, session=session)
                 if shape is not None:
                     failed[shape] = reason
