@@ -32,6 +32,7 @@ from berth.api import keys, resources
 from berth.scheduler.snapshot import (
     changes,
     cowmaps,
+    devicestore,
     ids,
     nodes,
     nodetable,
@@ -39,6 +40,7 @@ from berth.scheduler.snapshot import (
     pods,
     queues,
     reservations,
+    resourceclaims,
     snapshots,
     usage,
     volumes,
@@ -83,6 +85,7 @@ class ClusterCache:
         scheduler_names: collections.abc.Iterable[str] = (keys.DEFAULT_SCHEDULER_NAME,),
         plain_pods_queue: str | None = None,
         group_by_owner: bool = False,
+        dynamic_resources: bool = False,
     ) -> None:
         """``scheduler_names``: the profile's name first, then the other schedulers' names whose
         pods Berth claims (setting ``interop_volcano_pods``...). ``plain_pods_queue``: the queue
@@ -91,7 +94,11 @@ class ClusterCache:
         ``admit_plain_pods``); ``None``: there they bypass queues and quota (in a namespace that
         names one they join it all the same). ``group_by_owner``: pods with owners and no group wait
         until Berth derived their group from the owners
-        (:func:`~berth.scheduler.snapshot.pods.awaits_owner_group`)."""
+        (:func:`~berth.scheduler.snapshot.pods.awaits_owner_group`). ``dynamic_resources``: the
+        source feeds the cache DRA objects (DeviceClasses, ResourceSlices, ResourceClaims and
+        their templates); without it, pods with ``spec.resourceClaims`` are left to
+        kube-scheduler (admission mode) or refused (:attr:`Devices.watched
+        <berth.scheduler.snapshot.devices.Devices.watched>`)."""
         ordered_names = tuple(scheduler_names)
         self._plain_pods_queue = plain_pods_queue
         self._group_by_owner = group_by_owner
@@ -131,6 +138,8 @@ class ClusterCache:
         self._storage_classes: dict[str, volumes.ClassInfo] = {}
         self._attach_limits: dict[str, dict[str, int]] = {}
         self._volumes_view: volumes.Volumes | None = volumes.EMPTY
+        # DRA: DeviceClasses, ResourceSlices, ResourceClaims, templates, pods using claims.
+        self._devices = devicestore.DeviceStore(watched=dynamic_resources)
         self._group_members: dict[str, set[str]] = {}
         self._queues: dict[str, queues.QueueInfo] = {}
         self._reservations: dict[str, reservations.ReservationInfo] = {}
@@ -211,6 +220,7 @@ class ClusterCache:
         self._changes.touch()
         self._assumed.pop(key, None)
         self._constraining.pop(key, None)
+        self._devices.pod_changed(key, None)
         self._uncount(key)
         self._usage.set_pod(key, running=None, waiting=None)
         if key in self._pending:
@@ -288,6 +298,7 @@ class ClusterCache:
             self._constraining[key] = info
         elif key in self._constraining:
             del self._constraining[key]
+        self._devices.pod_changed(key, info)
         self._count(info)
         waiting = (
             info.node_name is None
@@ -666,6 +677,55 @@ class ClusterCache:
             )
         return self._volumes_view
 
+    # Dynamic Resource Allocation (resource.k8s.io) -----------------------------------------
+    def _device_change(self, changed: bool) -> None:
+        if changed:
+            self._changes.world_changed()  # devices appeared, freed or were allocated
+
+    def add_device_class(self, raw: typing.Any, /) -> None:
+        """Add or update a DeviceClass."""
+        self._device_change(self._devices.add_device_class(raw))
+
+    update_device_class = add_device_class
+
+    def remove_device_class(self, obj: typing.Any, /) -> None:
+        """Remove a DeviceClass (by name or object)."""
+        self._device_change(self._devices.remove_device_class(obj))
+
+    def add_resource_slice(self, raw: typing.Any, /) -> None:
+        """Add or update a ResourceSlice."""
+        self._device_change(self._devices.add_resource_slice(raw))
+
+    update_resource_slice = add_resource_slice
+
+    def remove_resource_slice(self, obj: typing.Any, /) -> None:
+        """Remove a ResourceSlice (by name or object)."""
+        self._device_change(self._devices.remove_resource_slice(obj))
+
+    def add_resource_claim(self, raw: typing.Any, /) -> None:
+        """Add or update a ResourceClaim."""
+        self._device_change(self._devices.add_resource_claim(raw))
+
+    update_resource_claim = add_resource_claim
+
+    def remove_resource_claim(self, obj: typing.Any, /) -> None:
+        """Remove a ResourceClaim (by ``namespace/name`` key or object)."""
+        self._device_change(self._devices.remove_resource_claim(obj))
+
+    def resource_claim(self, key: str, /) -> resourceclaims.ResourceClaimInfo | None:
+        """The ResourceClaim ``namespace/name`` as last seen (the binder checks it)."""
+        return self._devices.claim(key)
+
+    def add_resource_claim_template(self, raw: typing.Any, /) -> None:
+        """Add or update a ResourceClaimTemplate."""
+        self._device_change(self._devices.add_resource_claim_template(raw))
+
+    update_resource_claim_template = add_resource_claim_template
+
+    def remove_resource_claim_template(self, obj: typing.Any, /) -> None:
+        """Remove a ResourceClaimTemplate (by ``namespace/name`` key or object)."""
+        self._device_change(self._devices.remove_resource_claim_template(obj))
+
     # Namespaces ---------------------------------------------------------------------------
     def add_namespace(self, raw: typing.Any, /) -> None:
         """Add or update a Namespace: its labels (queues' namespaceSelectors, pod affinity's
@@ -796,6 +856,7 @@ class ClusterCache:
             queue_usage=self._usage.views(),
             namespaces=types.MappingProxyType(dict(sorted(self._namespaces.items()))),
             volumes=self._storage(),
+            devices=self._devices.view(),
             changes=self._changes.freeze(groups=refreshed),
             priority_floor=self._priority_floor,
         ).with_pending_index(types.MappingProxyType(dict(self._pending_index)))

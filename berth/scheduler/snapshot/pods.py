@@ -17,7 +17,15 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, quantities, resources, workload_refs
-from berth.scheduler.snapshot import ids, nodes, podconstraints, selectors, taints, wire
+from berth.scheduler.snapshot import (
+    ids,
+    nodes,
+    podclaims,
+    podconstraints,
+    selectors,
+    taints,
+    wire,
+)
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -108,6 +116,8 @@ class PodInfo:
     spread: tuple[podconstraints.SpreadConstraint, ...] = ()
     host_ports: tuple[podconstraints.HostPort, ...] = ()
     claims: tuple[podconstraints.PodClaim, ...] = ()  # PersistentVolumeClaims, in its namespace
+    # ResourceClaims (spec.resourceClaims, devices), resolved through resourceClaimStatuses.
+    resource_claims: tuple[podclaims.PodResourceClaim, ...] = ()
     uses: frozenset[podconstraints.Field] = frozenset()
     images: tuple[str, ...] = ()  # container and init container images, normalised
     reserve: bool = False
@@ -150,6 +160,16 @@ class PodInfo:
     def claim_keys(self) -> tuple[str, ...]:
         """The ``namespace/name`` keys of the claims its volumes use."""
         return tuple(ids.key_of(self.namespace, name=c.name) for c in self.claims)
+
+    @property
+    def resource_claim_keys(self) -> tuple[str, ...]:
+        """The ``namespace/name`` keys of the ResourceClaims made for or named by the pod (each
+        once, in the order the pod names them)."""
+        return tuple(
+            dict.fromkeys(
+                key for c in self.resource_claims if (key := c.key(self.namespace)) is not None
+            )
+        )
 
     @property
     def terminal(self) -> bool:
@@ -469,8 +489,10 @@ def pod_info(
     class_name = str(spec.get("priorityClassName") or "")
     required, preferred = selectors.parse_node_affinity(spec.get("affinity"))
     constraints = podconstraints.parse(spec, namespace=namespace, labels=labels, name=name)
-    if constraints.problems and invalid is None:
-        invalid = "; ".join(constraints.problems)
+    resource_claims, claim_problems = podclaims.parse(spec, status)
+    problems = constraints.problems + claim_problems
+    if problems and invalid is None:
+        invalid = "; ".join(problems)
     group_name = _group_name(labels, annotations, spec)
     label_queue = labels.get(QUEUE_LABEL)
     if group_name:
@@ -532,6 +554,7 @@ def pod_info(
         spread=constraints.spread,
         host_ports=constraints.host_ports,
         claims=constraints.claims,
+        resource_claims=resource_claims,
         uses=constraints.uses,
         images=tuple(
             nodes.normalized_image(str(c["image"]))

@@ -20,6 +20,7 @@ import operator
 
 from berth.scheduler.snapshot import (
     changes,
+    devices,
     nodes,
     nodetable,
     podgroups,
@@ -45,6 +46,8 @@ _ReservationInfo = reservations.ReservationInfo
 _QueueUsage = usage.QueueUsage
 _Volumes = volumes.Volumes
 _NO_VOLUMES = volumes.EMPTY
+_Devices = devices.Devices
+_NO_DEVICES = devices.EMPTY
 _Changes = changes.Changes
 
 
@@ -77,6 +80,8 @@ class Snapshot:
     )
     # PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSI attach limits.
     volumes: _Volumes = _NO_VOLUMES
+    # DeviceClasses, ResourceSlices, ResourceClaims and their templates (DRA).
+    devices: _Devices = _NO_DEVICES
     # The cache's change counters (None: a snapshot built by hand, which parks nothing).
     changes: _Changes | None = None
     # No pod the cache has known, now or earlier, has a lower priority (None: not known).
