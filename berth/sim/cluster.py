@@ -1,7 +1,8 @@
 """``InMemoryCluster``: the simulator's stand-in for the API server and the kubelets.
 
 It holds the objects of a simulated cluster (Nodes, Pods, PodGroups, Queues, Reservations,
-PriorityClasses) as API dicts, feeds every change to a
+PriorityClasses, storage, and DRA's DeviceClasses, ResourceSlices, ResourceClaims and their
+templates) as API dicts, feeds every change to a
 :class:`~berth.scheduler.snapshot.cache.ClusterCache`, and implements both ports of the
 scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
 ``DecisionSink``), applying what a cycle decided to its own objects:
@@ -15,6 +16,12 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
   ``allocated``, and an allocate-once reservation becomes ``Succeeded``;
 - ``EndReservation``: the Reservation becomes ``Expired`` or ``Failed``, ``Ready`` says why;
 - ``NominatePod``: ``status.nominatedNodeName`` is set;
+- ``ReserveClaim``: the ResourceClaim gets the allocation (only if it has none) and the pod in
+  ``reservedFor``; a ``BindPod`` whose ResourceClaims do not all list the pod is not done, and
+  what was reserved for it is released. Playing the resourceclaim controller
+  (:mod:`berth.sim.claims`), a pod's claims are made from its templates when it is put, and a
+  pod that is deleted or finishes leaves its claims (deallocated once nobody reserves them;
+  the claims made for it deleted);
 - ``BindClaimVolume``: the volume is reserved for the claim and, playing kube-controller-manager's
   PV binder at once, both are bound;
 - ``SelectClaimNode``: the claim is annotated with the node and, when its class has a
@@ -57,6 +64,7 @@ import typing
 from berth.api import keys
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache, snapshots, volumes, wire
+from berth.sim import claims
 from berth.status import cycles, observations
 from berth.status import reservations as reservation_owner
 from berth.util import clocks
@@ -84,6 +92,10 @@ KINDS = (
     "PersistentVolume",
     "StorageClass",
     "CSINode",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 )
 """The kinds the in-memory cluster stores."""
 # The order changes reach the cache: what pods refer to before the pods (deletions the other
@@ -95,6 +107,10 @@ _FLUSH_ORDER = {
     "PersistentVolume": 0,
     "PersistentVolumeClaim": 0,
     "CSINode": 0,
+    "DeviceClass": 0,
+    "ResourceSlice": 0,
+    "ResourceClaimTemplate": 0,
+    "ResourceClaim": 0,
     "Queue": 1,
     "Node": 2,
     "PodGroup": 3,
@@ -102,7 +118,17 @@ _FLUSH_ORDER = {
     "Pod": 5,
 }
 _CLUSTER_SCOPED = frozenset(
-    {"Node", "Queue", "PriorityClass", "Namespace", "PersistentVolume", "StorageClass", "CSINode"}
+    {
+        "Node",
+        "Queue",
+        "PriorityClass",
+        "Namespace",
+        "PersistentVolume",
+        "StorageClass",
+        "CSINode",
+        "DeviceClass",
+        "ResourceSlice",
+    }
 )
 _HOSTNAME = "kubernetes.io/hostname"
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -174,7 +200,7 @@ class InMemoryCluster:
         self._stamp: tuple[float, str] | None = None  # the last time stamped, and its text
         names = tuple(scheduler_names)
         self._scheduler_name = names[0] if names else keys.DEFAULT_SCHEDULER_NAME
-        self._cache = cache.ClusterCache(scheduler_names=names)
+        self._cache = cache.ClusterCache(scheduler_names=names, dynamic_resources=True)
         self._dirty: dict[ObjectKey, Object | None] = {}  # changed since the last flush
         self._cached: set[ObjectKey] = set()  # what the cache has been told about
         self._assumed: set[ObjectKey] = set()  # bound pods the cache only assumed
@@ -190,6 +216,7 @@ class InMemoryCluster:
         self._statuses_current = True
         self._uids = 0
         self._version = 0
+        self._claims = claims.ClaimController(self)
 
     # Objects ------------------------------------------------------------------------------
     def put(self, obj: Object) -> Object:
@@ -218,13 +245,16 @@ class InMemoryCluster:
         metadata["resourceVersion"] = self._next_version()
         obj = {**obj, "metadata": metadata}
         if kind == "Pod":
-            obj = self._pod_defaults(obj, old)
+            obj = self._claims.pod_with_claims(self._pod_defaults(obj, old))
         elif kind in cycles.KINDS and old is not None and "status" not in obj:
             # Applying a manifest leaves the status subresource, which its owner writes.
             obj["status"] = old.get("status") or {}
         if kind in cycles.KINDS:
             self._statuses_current = False
         self._store(key, obj)
+        if kind == claims.TEMPLATE:
+            for pod in self._claims.template_added(obj):
+                self._store(object_key(pod), pod)
         return obj
 
     def delete(self, kind: str, *, namespace: str | None, name: str) -> Object | None:
@@ -247,6 +277,7 @@ class InMemoryCluster:
                     members.discard(key)
                     if not members:
                         del self._group_pods[group]
+            self._claims.pod_done(obj)
         self._dirty[key] = None
         return obj
 
@@ -307,6 +338,7 @@ class InMemoryCluster:
             return False
         obj = {**obj, "status": {**obj["status"], "phase": "Succeeded"}}
         self._store(object_key(obj), obj)
+        self._claims.pod_done(obj)
         group = self._group_of(obj)
         if group is None:
             self.delete("Pod", namespace=namespace, name=name)
@@ -344,6 +376,7 @@ class InMemoryCluster:
 
     def apply(self, result: decisions.CycleResult) -> None:
         """Apply a cycle's decisions in order (``DecisionSink``)."""
+        self._claims.begin()
         for decision in result.decisions:
             if isinstance(decision, decisions.BindPod):
                 self._bind(decision)
@@ -363,6 +396,8 @@ class InMemoryCluster:
                 self._select_claim_node(decision)
             elif isinstance(decision, decisions.BindClaimVolume):
                 self._bind_claim_volume(decision)
+            elif isinstance(decision, decisions.ReserveClaim):
+                self._claims.reserve(decision)
             else:
                 self._unschedulable(decision)
         self._result = result
@@ -384,6 +419,8 @@ class InMemoryCluster:
             return  # deleted or already bound: the API server would refuse the binding
         if not all(self._claim_bound(key) for key in decision.claims):
             return  # the binder waits for the claims (PreBind); it stays pending meanwhile
+        if decision.resource_claims and not self._claims.bindable(decision):
+            return  # a ResourceClaim could not be reserved for it: the API refused the write
         status = {**obj["status"], "phase": "Running", "startTime": self._timestamp()}
         status.pop("nominatedNodeName", None)
         status.pop("conditions", None)
@@ -651,6 +688,14 @@ class InMemoryCluster:
             target.add_storage_class(obj)
         elif kind == "CSINode":
             target.add_csi_node(obj)
+        elif kind == "DeviceClass":
+            target.add_device_class(obj)
+        elif kind == "ResourceSlice":
+            target.add_resource_slice(obj)
+        elif kind == claims.CLAIM:
+            target.add_resource_claim(obj)
+        elif kind == claims.TEMPLATE:
+            target.add_resource_claim_template(obj)
         else:
             target.add_priority_class(obj)
 
@@ -677,6 +722,14 @@ class InMemoryCluster:
             target.remove_storage_class(name)
         elif kind == "CSINode":
             target.remove_csi_node(name)
+        elif kind == "DeviceClass":
+            target.remove_device_class(name)
+        elif kind == "ResourceSlice":
+            target.remove_resource_slice(name)
+        elif kind == claims.CLAIM:
+            target.remove_resource_claim(f"{namespace}/{name}")
+        elif kind == claims.TEMPLATE:
+            target.remove_resource_claim_template(f"{namespace}/{name}")
         else:
             target.remove_priority_class(name)
 

@@ -14,7 +14,7 @@ import enum
 import types
 import typing
 
-from berth.api import resources
+from berth.api import dra, resources
 from berth.scheduler.framework import reasons
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "NOT_TRIED",
     "NominatePod",
     "QueueStatusSummary",
+    "ReserveClaim",
     "SelectClaimNode",
     "SetReservationAvailable",
     "Subject",
@@ -58,11 +59,35 @@ class _Addressed:
 class BindPod(_Addressed):
     """Bind the pod to ``node`` (``POST pods/{name}/binding``), once every claim in ``claims``
     (``namespace/name`` of PersistentVolumeClaims its volumes use) is bound: kube-scheduler's
-    VolumeBinding PreBind wait, done by the sink."""
+    VolumeBinding PreBind wait, done by the sink. ``resource_claims`` are the ResourceClaims
+    (``namespace/name``) the pod uses: the sink binds only once each lists the pod in its
+    ``status.reservedFor`` (the :class:`ReserveClaim` decisions recorded before this one), and
+    releases what those wrote when the binding fails."""
 
     uid: str
     node: str
     claims: tuple[str, ...] = ()
+    resource_claims: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReserveClaim(_Addressed):
+    """Reserve the ResourceClaim for the pod ``pod`` (same namespace) before it is bound:
+    kube-scheduler's DynamicResources PreBind. The sink adds ``{resource: pods, name: pod,
+    uid: pod_uid}`` to ``status.reservedFor``, first writing ``allocation`` into
+    ``status.allocation`` (with the ``resource.kubernetes.io/delete-protection`` finalizer)
+    when it is given. The write is conditional on the claim being the one the scheduler saw
+    (``uid``) and, with an allocation, still unallocated: a claim allocated meanwhile (by
+    kube-scheduler or another leader) is never overwritten, and the pod is then not bound.
+    ``after`` names the pod (same namespace) whose ReserveClaim earlier in the same cycle's
+    decisions writes the claim's allocation (gang members sharing a claim the cycle
+    allocated): this reservation is made only if that write succeeded."""
+
+    uid: str  # the claim's
+    pod: str
+    pod_uid: str
+    allocation: dra.AllocationResult | None = None
+    after: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -174,6 +199,7 @@ Decision = (
     | NominatePod
     | SelectClaimNode
     | BindClaimVolume
+    | ReserveClaim
     | Unschedulable
 )
 """Everything a cycle can ask for."""

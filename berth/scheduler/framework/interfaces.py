@@ -336,10 +336,13 @@ class ConstraintPlugin(Plugin, typing.Protocol):
 
     The runtime refuses a pod Berth binds itself (it names the profile's scheduler) when the
     pod uses a field no enabled plugin lists here: the pod waits, its reason naming the field
-    and pointing to admission mode, instead of the field being silently ignored.
+    and pointing to admission mode, instead of the field being silently ignored. The runtime
+    reads ``understands`` at each attempt: a plugin may list a field only while the session's
+    snapshot carries what it needs to implement it.
     """
 
-    understands: frozenset[podconstraints.Field]
+    @property
+    def understands(self) -> frozenset[podconstraints.Field]: ...
 
 
 # --------------------------------------------------------------------------------------------

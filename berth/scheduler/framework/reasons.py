@@ -97,6 +97,18 @@ class ReasonCode(enum.Enum):
     VOLUME_LIMIT_EXCEEDED = "VolumeLimitExceeded"
     """The nodes that could run the pod have no room for more volumes of its CSI driver."""
 
+    RESOURCE_CLAIM_PROBLEM = "ResourceClaimProblem"
+    """A ResourceClaim the pod uses cannot be allocated as it stands, wherever the pod goes:
+    missing (or not made from its template yet), being deleted, not the pod's own, malformed,
+    naming a DeviceClass that does not exist, with a selector that does not compile or fails
+    on a device, asking for all devices of a pool being updated or broken, or reserved by
+    as many consumers as a claim may have (``details``: ``claim``)."""
+
+    DEVICES_UNAVAILABLE = "DevicesUnavailable"
+    """No node left offers devices that satisfy the pod's ResourceClaims: none there match
+    its requests and constraints, their pools are broken, or a claim is allocated where the
+    pod cannot go. (Matching devices taken by other claims are ``NotEnoughResources``.)"""
+
     RESERVATION_UNAVAILABLE = "ReservationUnavailable"
     """The pod must go into a Reservation (it names one, or its queue admitted it on one's
     room) that does not exist, has ended, is not Available yet, takes no owners, holds

@@ -192,10 +192,7 @@ class Framework:
         self._bind = [p for p in built if isinstance(p, interfaces.BindPlugin)]
         self._post_bind = [p for p in built if isinstance(p, interfaces.PostBindPlugin)]
         self._session_plugins = [p for p in built if isinstance(p, interfaces.SessionPlugin)]
-        self.understood: frozenset[podconstraints.Field] = frozenset().union(
-            *(p.understands for p in built if isinstance(p, interfaces.ConstraintPlugin))
-        )
-        """The constraint fields some enabled plugin implements (others are refused)."""
+        self._constraint_plugins = [p for p in built if isinstance(p, interfaces.ConstraintPlugin)]
 
         self.debug_top_n = 0
         """When above 0, each scored attempt emits its top-N score table (set at run time)."""
@@ -455,6 +452,13 @@ class Framework:
                 continue  # a failing filter rules nothing out here; find_node reports it
             mask &= passed
         return mask
+
+    @property
+    def understood(self) -> frozenset[podconstraints.Field]:
+        """The constraint fields some enabled plugin implements now (others are refused);
+        asked afresh each time, since a plugin may implement a field only while the cluster
+        view carries what it needs."""
+        return frozenset().union(*(p.understands for p in self._constraint_plugins))
 
     def refusal(self, pod: pods.PodInfo) -> statuses.Status | None:
         """Why ``pod`` may not be placed by this profile: it uses constraint fields no enabled

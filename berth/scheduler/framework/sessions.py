@@ -166,6 +166,15 @@ class SessionHooks:
         in that queue already). A non-empty answer admits the pod on that reservation's room,
         and the pod is then placed only into it. The first registered callback answers;
         ``None`` (or nothing registered): no credit."""
+        self.device_requests: hooks.FirstWins[[pods.PodInfo], resources.ResourceList | None] = (
+            hooks.FirstWins(report=report)
+        )
+        """Asked by a queue plugin: the devices ``pod``'s ResourceClaims take, per DeviceClass
+        (``deviceclass/<name>``, milli-devices) — for a pod placed in this session, what its
+        allocations hold; for a pending pod, what its claims not yet allocated would take;
+        for a running pod, what evicting it would free. Answers for one pod stay the same
+        between its placement and the undoing of it. The first registered callback answers;
+        ``None`` (nothing registered): no devices."""
         self.stand_ins: set[str] = set()
         """Keys of in-memory pods that stand for capacity, not for pods in the API (a plugin
         adds its own at session open): placed like any pod and holding room on their node,

@@ -46,6 +46,7 @@ class DefaultBinder(interfaces.BindPlugin):
                 uid=pod.uid,
                 node=node,
                 claims=pod.claim_keys if pod.claims else (),
+                resource_claims=pod.resource_claim_keys if pod.resource_claims else (),
             )
         )
         return statuses.SUCCESS

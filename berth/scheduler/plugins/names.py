@@ -8,6 +8,7 @@ from __future__ import annotations
 __all__ = [
     "BALANCED_ALLOCATION",
     "DEFAULT_BINDER",
+    "DYNAMIC_RESOURCES",
     "GANG",
     "IMAGE_LOCALITY",
     "INTER_POD_AFFINITY",
@@ -47,6 +48,9 @@ INTER_POD_AFFINITY = "InterPodAffinity"
 VOLUME_RESTRICTIONS = "VolumeRestrictions"
 NODE_VOLUME_LIMITS = "NodeVolumeLimits"
 VOLUME_BINDING = "VolumeBinding"
+
+# Devices (Dynamic Resource Allocation: claims, classes, slices)
+DYNAMIC_RESOURCES = "DynamicResources"
 
 # Scoring
 BALANCED_ALLOCATION = "BalancedAllocation"

@@ -14,6 +14,7 @@ from berth.scheduler.framework import profiles, registries
 from berth.scheduler.plugins import (
     balanced_allocation,
     default_binder,
+    dynamic_resources,
     gang,
     image_locality,
     inter_pod_affinity,
@@ -80,6 +81,8 @@ def in_tree_registry() -> registries.Registry:
             names.VOLUME_RESTRICTIONS: registries.PluginFactory(new=volume_restrictions.new),
             names.NODE_VOLUME_LIMITS: registries.PluginFactory(new=node_volume_limits.new),
             names.VOLUME_BINDING: registries.PluginFactory(new=volume_binding.new),
+            # Devices
+            names.DYNAMIC_RESOURCES: registries.PluginFactory(new=dynamic_resources.new),
             # Scoring
             names.BALANCED_ALLOCATION: registries.PluginFactory(
                 new=balanced_allocation.new, args=balanced_allocation.BalancedAllocationArgs
@@ -145,6 +148,8 @@ plugins:
   - name: VolumeRestrictions
   - name: NodeVolumeLimits
   - name: VolumeBinding
+  # Devices: every ResourceClaim of the pod allocated on the node (DRA, as kube-scheduler)
+  - name: DynamicResources
   # Pods near or away from other pods, spread over domains (they read the session's placements,
   # so a gang's members constrain each other); weight 2 as in kube-scheduler
   - name: PodTopologySpread

@@ -2,9 +2,8 @@
 
 We test these aspects:
 
-- a pod using a field no enabled plugin implements (DRA claims, inline CSI and in-tree disks)
-  waits, its reason naming the field and pointing to admission mode; the rest of the cycle
-  goes on;
+- a pod using a field no enabled plugin implements (inline CSI and in-tree disks) waits, its
+  reason naming the field and pointing to admission mode; the rest of the cycle goes on;
 - a pod Berth does not bind itself (admission mode: kube-scheduler binds it) is not refused;
 - a profile without a constraint plugin refuses that plugin's field instead of ignoring it;
 - malformed constraints make the pod wait with a reason naming the field;
@@ -26,14 +25,14 @@ from tests.scheduler.plugins import harness
 Obj = dict[str, typing.Any]
 
 CLAIM = {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}
+CSI = {"volumes": [{"name": "d", "csi": {"driver": "x"}}]}
 PVC = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
 
 
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        (CLAIM, "spec.resourceClaims"),
-        ({"volumes": [{"name": "d", "csi": {"driver": "x"}}]}, "spec.volumes[].csi"),
+        (CSI, "spec.volumes[].csi"),
         (
             {"volumes": [{"name": "d", "gcePersistentDisk": {"pdName": "x"}}]},
             "spec.volumes[] in-tree disk",
@@ -49,8 +48,8 @@ def test_unimplemented_field_waits_with_reason_naming_it(spec: Obj, field: str) 
 
 def test_admission_mode_pod_is_not_refused() -> None:
     framework = harness.scheduler(clock=clocks.VirtualClock(b.EPOCH)).framework
-    ours = harness.info(spec=CLAIM)
-    admitted = harness.info(spec=CLAIM, scheduler="default-scheduler", queue="q")
+    ours = harness.info(spec=CSI)
+    admitted = harness.info(spec=CSI, scheduler="default-scheduler", queue="q")
     assert framework.refusal(ours) is not None
     assert framework.refusal(admitted) is None
 
@@ -59,6 +58,7 @@ def test_admission_mode_pod_is_not_refused() -> None:
     ("without", "spec", "field"),
     [
         ("VolumeBinding", PVC, "spec.volumes[].persistentVolumeClaim"),
+        ("DynamicResources", CLAIM, "spec.resourceClaims"),
         ("NodePorts", {"containers": [{"name": "c", "ports": [{"hostPort": 80}]}]}, "hostPort"),
         (
             "PodTopologySpread",

@@ -1,0 +1,516 @@
+"""DynamicResources: a pod fits a node only if every ResourceClaim it uses can be met there.
+
+kube-scheduler's DynamicResources plugin (structured parameters), vectorised over the node
+table and held in the session's transaction:
+
+- **PreFilter** resolves each of the pod's claims (``spec.resourceClaims``: by name, or made
+  from a template by the resourceclaim controller). The pod waits,
+  ``UNSCHEDULABLE_AND_UNRESOLVABLE`` with a ``ResourceClaimProblem`` naming the claim and the
+  field, when a claim is missing (or not made yet), being deleted, not made for this pod,
+  malformed, names a DeviceClass that does not exist or one whose selector does not compile,
+  or is reserved by as many consumers as a claim may have. A claim allocated already (by
+  kube-scheduler, another leader, or earlier in this session) is used as it is: never
+  allocated again.
+- **Filter**: on each node, allocated claims' node selectors must match, and the allocator
+  (:mod:`.allocator`) must find devices for every unallocated claim at once. A selector that
+  fails at run time, or ``All`` over a pool being updated, fails the pod everywhere with the
+  reason. The reasons per node name the claim that cannot be met (too few free devices, no
+  matching devices, a broken pool).
+- **Reserve** allocates on the chosen node and holds the allocation in the session
+  (:mod:`.ledger`): the next pods of the session see its devices taken, and a gang's members
+  sharing the claim see it allocated. **Unreserve** gives it back. A gang's claims are thus
+  allocated in one transaction or none: the statement's rollback undoes every Reserve.
+- **PreBind** records, before the binding, a :class:`~berth.scheduler.framework.decisions.
+  ReserveClaim` per claim the pod does not already hold: the allocation to write (from the
+  pod whose Reserve made it) and the pod to add to ``status.reservedFor``.
+
+As a session plugin it holds the ledger, frees for the session the devices of the claims of
+pods it evicts, says pods with claims are judged alone (their claims, not their shape, decide
+where they go), and answers ``device_requests`` for queue accounting.
+
+Not done (kube-scheduler does): devices with binding conditions are never chosen, DRA-backed
+extended resources (``DeviceClass.spec.extendedResourceName``) and DeviceTaintRules are not
+read, and the prioritized list does not score nodes by the alternative they would get.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+
+import numpy as np
+
+from berth.api import dra
+from berth.scheduler.framework import (
+    cyclestate,
+    decisions,
+    filtering,
+    handles,
+    interfaces,
+    jobs,
+    reasons,
+    registries,
+    sessions,
+    statuses,
+)
+from berth.scheduler.plugins import names
+from berth.scheduler.plugins.dynamic_resources import allocator, ledger
+from berth.scheduler.snapshot import nodetable, podconstraints, pods, resourceclaims, selectors
+
+__all__ = ["NAME", "DynamicResources", "new"]
+
+NAME = names.DYNAMIC_RESOURCES
+_STATE = cyclestate.StateKey(f"{NAME}/claims")
+_FIELDS = frozenset({podconstraints.Field.RESOURCE_CLAIMS})
+
+
+@dataclasses.dataclass
+class _PodClaims:
+    """The pod's claims as PreFilter found them, and what Filter worked out per node."""
+
+    allocated: tuple[tuple[str, resourceclaims.AllocationInfo], ...]  # used as they are
+    reused: tuple[str, ...]  # claim keys allocated already (the pod only reserves them)
+    to_allocate: tuple[resourceclaims.ResourceClaimInfo, ...]
+    version: int  # the ledger's when PreFilter ran
+    outcomes: dict[str, allocator.Outcome] = dataclasses.field(default_factory=dict)
+
+    @property
+    def specs(self) -> tuple[resourceclaims.ClaimSpec, ...]:
+        """What the claims to allocate ask for (what the allocator's answer depends on)."""
+        return tuple(claim.spec for claim in self.to_allocate)
+
+    def clone(self) -> _PodClaims:
+        return self  # read-only once Filter ran; Reserve recomputes when the ledger moved
+
+
+def _problem(text: str, *, claim: str) -> statuses.Status:
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        text,
+        reason_code=reasons.ReasonCode.RESOURCE_CLAIM_PROBLEM,
+        details={"claim": claim},
+    )
+
+
+def _describe(claim: resourceclaims.ResourceClaimInfo) -> str:
+    """``resourceclaim ns/x (request gpu: 2 of deviceclass gpu.example.com)``."""
+    parts = []
+    for request in claim.spec.requests:
+        alternatives = [
+            f"{'all' if s.all else s.count} of deviceclass {s.class_name}"
+            for s in request.alternatives
+        ]
+        parts.append(f"request {request.name}: {' or '.join(alternatives)}")
+    return (
+        f"resourceclaim {claim.key} ({'; '.join(parts)})" if parts else f"resourceclaim {claim.key}"
+    )
+
+
+class DynamicResources(
+    interfaces.PreFilterPlugin,
+    interfaces.FilterPlugin,
+    interfaces.ReservePlugin,
+    interfaces.PreBindPlugin,
+    interfaces.SessionPlugin,
+    interfaces.ConstraintPlugin,
+):
+    """PreFilter, Filter, Reserve, PreBind and the session's ledger; see the module docstring."""
+
+    name = NAME
+
+    def __init__(self, handle: handles.ExtendedHandle) -> None:
+        self._handle = handle
+        self._ledger: ledger.Ledger | None = None
+
+    @property
+    def understands(self) -> frozenset[podconstraints.Field]:
+        """``spec.resourceClaims``, unless the session's snapshot knows no DRA object because
+        its source does not feed them (then Berth's own pods with claims are refused, and
+        admission mode leaves them to kube-scheduler)."""
+        if self._handle.in_session and not self._handle.snapshot().devices.watched:
+            return frozenset()
+        return _FIELDS
+
+    # Session ----------------------------------------------------------------------------------
+    def on_session_open(self, session: sessions.Session) -> None:
+        snapshot = session.snapshot
+        books = self._ledger = ledger.Ledger(snapshot.devices, pods_by_key=snapshot.pods)
+        hooks = session.hooks
+        hooks.judged_alone.add(lambda pod: bool(pod.resource_claims), plugin=NAME)
+        hooks.device_requests.add(books.device_requests, plugin=NAME)
+        session.add_event_handler(
+            plugin=NAME, allocate=self._on_allocated, deallocate=self._on_deallocated
+        )
+
+    def on_session_close(self, session: sessions.Session) -> None:
+        self._ledger = None
+
+    def _books(self) -> ledger.Ledger:
+        if self._ledger is None or self._ledger.devices is not self._handle.snapshot().devices:
+            # Used without a session plugin's open (a test placing pods by hand): a fresh one.
+            snapshot = self._handle.snapshot()
+            self._ledger = ledger.Ledger(snapshot.devices, pods_by_key=snapshot.pods)
+        return self._ledger
+
+    def _active(self, pod: pods.PodInfo) -> bool:
+        """Whether this plugin handles ``pod``: it has claims and DRA objects are watched (else
+        Berth's own such pods are refused, and kube-scheduler handles admission mode's)."""
+        return bool(pod.resource_claims) and self._handle.snapshot().devices.watched
+
+    def _on_allocated(self, event: jobs.Event) -> None:
+        if event.pod.node_name is not None and event.pod.resource_claims:
+            self._books().restored(event.pod)  # an eviction undone
+
+    def _on_deallocated(self, event: jobs.Event) -> None:
+        if event.pod.node_name is not None and event.pod.resource_claims:
+            self._books().evicted(event.pod)
+
+    # PreFilter --------------------------------------------------------------------------------
+    def _resolve(self, pod: pods.PodInfo) -> _PodClaims | statuses.Status:
+        books = self._books()
+        known = books.devices
+        allocated: list[tuple[str, resourceclaims.AllocationInfo]] = []
+        reused: list[str] = []
+        to_allocate: list[resourceclaims.ResourceClaimInfo] = []
+        seen: set[str] = set()
+        for entry in pod.resource_claims:
+            if entry.skipped:
+                continue  # the controller made no claim on purpose: nothing to allocate
+            key = entry.key(pod.namespace)
+            if key is not None and key in seen:
+                continue  # two entries naming one claim: it is allocated once
+            if key is not None:
+                seen.add(key)
+            if key is None:
+                template = f"{pod.namespace}/{entry.template}"
+                if template not in known.templates:
+                    return _problem(
+                        f"resourceclaimtemplate {template} not found "
+                        f"({entry.field}.resourceClaimTemplateName)",
+                        claim=template,
+                    )
+                return _problem(
+                    f"waiting for the resourceclaim controller to make the claim of "
+                    f"{entry.field} from resourceclaimtemplate {template}",
+                    claim=template,
+                )
+            claim = known.claims.get(key)
+            if claim is None:
+                return _problem(f"resourceclaim {key} not found ({entry.field})", claim=key)
+            if claim.deleting:
+                return _problem(f"resourceclaim {key} is being deleted", claim=key)
+            if entry.from_template and (claim.controller is None or claim.controller[2] != pod.uid):
+                return _problem(
+                    f"resourceclaim {key} was not made for pod {pod.key} ({entry.field}: "
+                    "the pod is not its owner)",
+                    claim=key,
+                )
+            if claim.problem is not None:
+                return _problem(f"resourceclaim {key}: {claim.problem}", claim=key)
+            allocation = books.allocation_of(key)
+            if allocation is not None:
+                if not claim.reserved_for_pod(pod.uid):
+                    if books.consumers(key) >= dra.RESERVED_FOR_MAX_SIZE:
+                        return _problem(
+                            f"resourceclaim {key} is in use by "
+                            f"{dra.RESERVED_FOR_MAX_SIZE} consumers, the most a claim may have",
+                            claim=key,
+                        )
+                    reused.append(key)
+                allocated.append((key, allocation))
+                continue
+            for request in claim.spec.requests:
+                for spec in request.alternatives:
+                    cls = known.classes.get(spec.class_name)
+                    if cls is None:
+                        return _problem(
+                            f"resourceclaim {key}: request {spec.name}: deviceclass "
+                            f"{spec.class_name} does not exist",
+                            claim=key,
+                        )
+                    if cls.problem is not None:
+                        return _problem(
+                            f"deviceclass {cls.name} (used by resourceclaim {key}): {cls.problem}",
+                            claim=key,
+                        )
+            to_allocate.append(claim)
+        return _PodClaims(
+            allocated=tuple(allocated),
+            reused=tuple(reused),
+            to_allocate=tuple(to_allocate),
+            version=books.version,
+        )
+
+    def pre_filter(
+        self, state: cyclestate.CycleState, pod: pods.PodInfo, nodes: nodetable.NodeTable
+    ) -> statuses.Status:
+        if not self._active(pod):
+            return statuses.SKIP
+        found = self._resolve(pod)
+        if isinstance(found, statuses.Status):
+            return found
+        if not found.allocated and not found.to_allocate:
+            return statuses.SKIP  # every claim was skipped on purpose
+        state.write(_STATE, found)
+        return statuses.SUCCESS
+
+    # Filter -----------------------------------------------------------------------------------
+    def _outcome(
+        self, found: _PodClaims, node: str, *, labels: collections.abc.Mapping[str, str]
+    ) -> allocator.Outcome:
+        """The allocation of the pod's claims on ``node`` (computed once per attempt)."""
+        outcome = found.outcomes.get(node)
+        if outcome is None:
+            books = self._books()
+            outcome = allocator.allocate(
+                found.to_allocate,
+                node=node,
+                pools=books.pools_for(node, labels=labels),
+                catalog=books.catalog,
+                in_use=books.in_use,
+            )
+            found.outcomes[node] = outcome
+        return outcome
+
+    def _fits(
+        self, found: _PodClaims, node: str, *, labels: collections.abc.Mapping[str, str]
+    ) -> bool | allocator.Unallocatable | allocator.Failure:
+        """Whether claims like the pod's can be allocated on ``node`` now: shared by pods
+        whose claims have the same specs while the pools the node reaches do not change."""
+        books = self._books()
+        pools = books.pools_for(node, labels=labels)
+        key = (found.specs, node, books.in_use.versions(p.id for p in pools))
+        known = books.feasible.get(key)
+        if known is not None:
+            return known
+        outcome = self._outcome(found, node, labels=labels)
+        if isinstance(outcome, allocator.Failure):
+            return outcome  # names this pod's claim: not shared
+        answer: bool | allocator.Unallocatable = (
+            True if isinstance(outcome, allocator.Allocated) else outcome
+        )
+        books.feasible[key] = answer
+        return answer
+
+    def _labels(self, node: str) -> collections.abc.Mapping[str, str]:
+        info = self._handle.snapshot().node_infos.get(node)
+        return info.labels if info is not None else {}
+
+    def _feasibility(
+        self, found: _PodClaims, nodes: nodetable.NodeTable
+    ) -> ledger.Feasibility | allocator.Failure:
+        """Where the pod's claims fit, row by row: the mask of pods with claims of the same
+        specs, brought up to date by the rows whose pools changed since it was made."""
+        books = self._books()
+        names = nodes.names
+        known = books.masks.get(found.specs)
+        if known is None or len(known.fits) != len(names):
+            rows: collections.abc.Iterable[int] = range(len(names))
+            current = ledger.Feasibility(
+                fits=np.zeros(len(names), dtype=np.bool_), failures={}, seen=0
+            )
+        else:
+            rows = books.rows_changed(
+                known.seen,
+                rows=lambda: (
+                    (row, books.pools_for(name, labels=self._labels(name)))
+                    for row, name in enumerate(names)
+                ),
+            )
+            current = ledger.Feasibility(
+                fits=known.fits.copy(), failures=dict(known.failures), seen=known.seen
+            )
+        for row in sorted(rows):
+            name = names[row]
+            outcome = self._fits(found, name, labels=self._labels(name))
+            if isinstance(outcome, allocator.Failure):
+                return outcome
+            current.fits[row] = outcome is True
+            if isinstance(outcome, allocator.Unallocatable):
+                current.failures[row] = outcome
+            else:
+                current.failures.pop(row, None)
+        current.seen = len(books.in_use.log)
+        books.masks[found.specs] = current
+        return current
+
+    def filter(
+        self, state: cyclestate.CycleState, pod: pods.PodInfo, nodes: nodetable.NodeTable
+    ) -> filtering.NodeFilter:
+        found = state.read_as(_STATE, kind=_PodClaims)
+        if isinstance(found, statuses.Status):
+            raise RuntimeError(found.message())
+        size = len(nodes)
+        placed = np.ones(size, dtype=np.bool_)
+        elsewhere: list[tuple[str, filtering.BoolArray]] = []
+        for key, allocation in found.allocated:
+            if allocation.node_selector is None:
+                continue
+            here = np.zeros(size, dtype=np.bool_)
+            for term in allocation.node_selector:
+                here |= nodes.term_mask(term)
+            elsewhere.append((key, ~here))
+            placed &= here
+        passed = placed.copy()
+        failures: dict[int, allocator.Unallocatable] = {}
+        if found.to_allocate:
+            feasibility = self._feasibility(found, nodes)
+            if isinstance(feasibility, allocator.Failure):
+                return filtering.NodeFilter(
+                    passed=np.zeros(size, dtype=np.bool_),
+                    code=statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                    reason=feasibility.reason,
+                    reason_code=reasons.ReasonCode.RESOURCE_CLAIM_PROBLEM,
+                )
+            passed &= feasibility.fits
+            failures = {row: f for row, f in feasibility.failures.items() if placed[row]}
+        contended = any(f.contended for f in failures.values())
+
+        def explain() -> filtering.Reasons:
+            out: dict[str, filtering.BoolArray] = {}
+
+            def mark(
+                text: str, row: int | None = None, rows: filtering.BoolArray | None = None
+            ) -> None:
+                into = out.setdefault(text, np.zeros(size, dtype=np.bool_))
+                if rows is not None:
+                    into |= rows
+                if row is not None:
+                    into[row] = True
+
+            for key, rows in elsewhere:
+                mark(
+                    f"node(s) didn't match the node selector of resourceclaim {key}'s allocation",
+                    rows=rows,
+                )
+            for row, failure in failures.items():
+                mark(f"node(s) {self._why_not(found, nodes.names[row], failure)}", row=row)
+                for broken in failure.broken:
+                    mark(f"node(s) reach {broken}", row=row)
+            return out
+
+        return filtering.NodeFilter(
+            passed=passed,
+            code=statuses.Code.UNSCHEDULABLE,
+            explain=explain,
+            reason_code=reasons.ReasonCode.NOT_ENOUGH_RESOURCES
+            if contended
+            else reasons.ReasonCode.DEVICES_UNAVAILABLE,
+        )
+
+    def _why_not(self, found: _PodClaims, node: str, failure: allocator.Unallocatable) -> str:
+        """Which claim this node cannot serve (the first that fails alone, else all together),
+        as what the node did: ``had too few free devices for resourceclaim ...``."""
+        books = self._books()
+        info = self._handle.snapshot().node_infos.get(node)
+        pools = books.pools_for(node, labels=info.labels if info else {})
+        for claim in found.to_allocate:
+            alone = allocator.allocate(
+                (claim,), node=node, pools=pools, catalog=books.catalog, in_use=books.in_use
+            )
+            if isinstance(alone, allocator.Unallocatable):
+                if alone.contended:
+                    return f"had too few free devices for {_describe(claim)}"
+                return f"had no devices matching {_describe(claim)}"
+        listed = ", ".join(c.key for c in found.to_allocate)
+        if failure.contended:
+            return f"had too few free devices for resourceclaims {listed} together"
+        return f"could not allocate resourceclaims {listed} together"
+
+    # Reserve ----------------------------------------------------------------------------------
+    def reserve(
+        self, state: cyclestate.CycleState, pod: pods.PodInfo, node: str
+    ) -> statuses.Status:
+        if not self._active(pod):
+            return statuses.SUCCESS
+        books = self._books()
+        found = state.read_as(_STATE, kind=_PodClaims)
+        if isinstance(found, statuses.Status) or found.version != books.version:
+            # Placed without this attempt's PreFilter, or the session moved since: start over.
+            resolved = self._resolve(pod)
+            if isinstance(resolved, statuses.Status):
+                return resolved
+            found = resolved
+            state.write(_STATE, found)
+        snapshot = self._handle.snapshot()
+        info = snapshot.node_infos.get(node)
+        labels = info.labels if info is not None else {}
+        for key, allocation in found.allocated:
+            if allocation.node_selector is not None and not any(
+                selectors.matches(term, labels=labels, node_name=node)
+                for term in allocation.node_selector
+            ):
+                return statuses.new(
+                    statuses.Code.UNSCHEDULABLE,
+                    f"resourceclaim {key} is allocated where node {node} is not",
+                    reason_code=reasons.ReasonCode.DEVICES_UNAVAILABLE,
+                    details={"claim": key},
+                )
+        allocations: tuple[allocator.ClaimAllocation, ...] = ()
+        if found.to_allocate:
+            outcome = self._outcome(found, node, labels=labels)
+            if isinstance(outcome, allocator.Failure):
+                return _problem(outcome.reason, claim=outcome.claim)
+            if isinstance(outcome, allocator.Unallocatable):
+                return statuses.new(
+                    statuses.Code.UNSCHEDULABLE,
+                    f"node {node} {self._why_not(found, node, outcome)}",
+                    reason_code=reasons.ReasonCode.NOT_ENOUGH_RESOURCES
+                    if outcome.contended
+                    else reasons.ReasonCode.DEVICES_UNAVAILABLE,
+                )
+            allocations = outcome.allocations
+        books.reserve(pod, allocations=allocations, reused=found.reused)
+        return statuses.SUCCESS
+
+    def unreserve(self, state: cyclestate.CycleState, pod: pods.PodInfo, node: str) -> None:
+        if pod.resource_claims and self._ledger is not None:
+            self._ledger.unreserve(pod)
+
+    # PreBind ----------------------------------------------------------------------------------
+    def pre_bind(
+        self,
+        state: cyclestate.CycleState,
+        pod: pods.PodInfo,
+        node: str,
+        *,
+        recorder: decisions.DecisionRecorder,
+    ) -> statuses.Status:
+        if not self._active(pod):
+            return statuses.SUCCESS
+        books = self._books()
+        known = books.devices.claims
+        for key in pod.resource_claim_keys:
+            claim = known.get(key)
+            if claim is None or claim.reserved_for_pod(pod.uid):
+                continue
+            allocation: dra.AllocationResult | None = None
+            after: str | None = None
+            held = books.held.get(key)
+            if claim.allocation is None:
+                if held is None:
+                    return statuses.new(
+                        statuses.Code.ERROR,
+                        f"resourceclaim {key} has no allocation to write for pod {pod.key}",
+                    )
+                if held.holder == pod.key:
+                    allocation = held.allocation.result
+                else:
+                    after = held.holder.partition("/")[2]  # its PreBind came first
+            recorder.record(
+                decisions.ReserveClaim(
+                    namespace=claim.namespace,
+                    name=claim.name,
+                    uid=claim.uid,
+                    pod=pod.name,
+                    pod_uid=pod.uid,
+                    allocation=allocation,
+                    after=after,
+                )
+            )
+        return statuses.SUCCESS
+
+
+def new(args: registries.NoArgs, handle: handles.ExtendedHandle) -> DynamicResources:
+    """Build the plugin (it takes no arguments)."""
+    return DynamicResources(handle)
