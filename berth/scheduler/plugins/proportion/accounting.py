@@ -12,13 +12,13 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from berth.api import resources
+from berth.api import dra, resources
 from berth.scheduler.framework import jobs, sessions
 from berth.scheduler.plugins import names
 from berth.scheduler.plugins.proportion import args as arguments
 from berth.scheduler.plugins.proportion import shares as fair_shares
 from berth.scheduler.plugins.proportion import tree as trees
-from berth.scheduler.snapshot import queues
+from berth.scheduler.snapshot import pods, queues
 
 __all__ = ["NAME", "Accounting", "IntArray", "build_layout"]
 
@@ -88,11 +88,25 @@ class Accounting:
         self.session = session
         self.args = args
         self.threshold = args.starvation_threshold_seconds or None
-        self.resources = table.resources
         infos = tuple(snapshot.queues.values())
+        # Devices (DRA) count per DeviceClass in columns of their own after the node table's
+        # (``deviceclass/<name>``): the classes quotas name, claims hold or ask for, or exist.
+        devices = snapshot.devices
+        held = devices.queue_usage(snapshot.pods) if devices.claimants else {}
+        device_capacity = devices.catalog.class_capacity()
+        named = {
+            name
+            for info in infos
+            for name in (*info.guaranteed, *(info.limit or {}))
+            if name.startswith(dra.DEVICE_CLASS_RESOURCE_PREFIX)
+        }
+        named.update(device_capacity, *(n for pair in held.values() for n in pair))
+        self.device_columns: tuple[str, ...] = tuple(sorted(named))
+        self._plain_vectors: dict[str, IntArray] = {}
+        self.resources = resources_ = table.resources + self.device_columns
         layout = table.cached(
-            (NAME, "layout", infos),
-            compute=lambda: build_layout(infos, resource_names=table.resources),
+            (NAME, "layout", infos, self.device_columns),
+            compute=lambda: build_layout(infos, resource_names=resources_),
         )
         self.tree = layout.tree
         order = self.order = layout.order
@@ -103,19 +117,24 @@ class Accounting:
         self.guaranteed = layout.guaranteed
         self.limited = layout.limited
         self.not_pods = layout.not_pods
-        width = len(table.resources)
+        width = len(self.resources)
         shape = (len(order), width)  # one row per usable queue, one column per resource
         # Usage: placed pods count until they finish; pending pods are demand. The cache
-        # keeps both summed per queue, so opening costs the queues, not the pods.
+        # keeps both summed per queue, so opening costs the queues, not the pods (the devices'
+        # claims are summed per queue by the snapshot, each claim once).
         self.used_at_open = {
-            name: table.vector(used.allocated, memo=False)
+            name: self.vector_of(
+                used.allocated + (held[name][0] if name in held else resources.ResourceList())
+            )
             for name, used in snapshot.queue_usage.items()
-            if used.allocated
+            if used.allocated or name in held
         }
         self.waiting_at_open = {
-            name: table.vector(used.requested, memo=False)
+            name: self.vector_of(
+                used.requested + (held[name][1] if name in held else resources.ResourceList())
+            )
             for name, used in snapshot.queue_usage.items()
-            if used.requested
+            if used.requested or name in held
         }
         self.allocated = np.zeros(shape, dtype=np.int64)
         self.pending = np.zeros_like(self.allocated)
@@ -131,6 +150,10 @@ class Accounting:
             capacity = table.allocatable[~cordoned].sum(axis=0) + table.requested[cordoned].sum(0)
         else:
             capacity = table.allocatable.sum(axis=0)
+        if self.device_columns:
+            capacity = np.concatenate(
+                (capacity, [device_capacity.get(name, 0) for name in self.device_columns])
+            )
         self.capacity = np.asarray(capacity, dtype=np.int64).reshape(width)
         demand = {
             name: self.allocated[self.index[name]] + self.pending[self.index[name]]
@@ -172,6 +195,32 @@ class Accounting:
         self.evicted_vec: dict[str, IntArray] = {}  # group key -> requests evicted this session
         self.evictions = 0  # pods evicted by this session's statements (undone ones uncounted)
         self.moves = 0  # changes to the books so far: what was judged at an older count is stale
+
+    # Vectors ---------------------------------------------------------------------------------
+    def vector_of(self, amounts: collections.abc.Mapping[str, int]) -> IntArray:
+        """``amounts`` over the books' columns: the node table's, then the device classes'."""
+        base = self.session.nodes.vector(amounts, memo=False)
+        if not self.device_columns:
+            return base
+        devices = [amounts.get(name, 0) for name in self.device_columns]
+        return np.concatenate((base, np.asarray(devices, dtype=np.int64)))
+
+    def vector(self, pod: pods.PodInfo) -> IntArray:
+        """What ``pod`` takes over the books' columns: its requests, and the devices its
+        ResourceClaims take (``SessionHooks.device_requests``, asked each time: they are
+        known exactly once its claims are allocated in the session)."""
+        base = self.session.vector(pod)
+        if not self.device_columns:
+            return base
+        if not pod.resource_claims:
+            found = self._plain_vectors.get(pod.key)
+            if found is None:
+                zeros = np.zeros(len(self.device_columns), dtype=np.int64)
+                found = self._plain_vectors[pod.key] = np.concatenate((base, zeros))
+            return found
+        taken: collections.abc.Mapping[str, int] = self.session.hooks.device_requests(pod) or {}
+        devices = [taken.get(name, 0) for name in self.device_columns]
+        return np.concatenate((base, np.asarray(devices, dtype=np.int64)))
 
     # Shares ---------------------------------------------------------------------------------
     def ratio(self, i: int) -> float:
@@ -243,7 +292,7 @@ class Accounting:
             ordered = sorted(job.pending, key=lambda p: (-p.priority, p.creation_timestamp, p.key))
             need = np.zeros(len(self.resources), dtype=np.int64)
             for pod in ordered[:count]:
-                need += self.session.vector(pod)
+                need += self.vector(pod)
             self._needs[job.key] = need
         return need
 
@@ -268,7 +317,7 @@ class Accounting:
         pod = event.pod
         self.moves += 1
         # A placed pod evicted (-1), or its eviction undone (+1).
-        vec = self.session.vector(pod)
+        vec = self.vector(pod)
         if pod.node_name is not None:
             self.evictions -= sign
             group = pod.pod_group

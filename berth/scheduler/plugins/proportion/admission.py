@@ -79,10 +79,10 @@ class Admission(accounting.Accounting):
         if job.pending:
             # Per resource, the smallest amount any minMember of its pods could ask: a bound
             # below the real need, so "never" is never said of a gang that could fit.
-            asks = np.sort(np.array([self.session.vector(p) for p in job.pending]), axis=0)
+            asks = np.sort(np.array([self.vector(p) for p in job.pending]), axis=0)
             need = np.asarray(asks[: group.min_member].sum(axis=0), dtype=np.int64)
         if group.min_resources:
-            need = np.maximum(need, self.session.nodes.vector(group.min_resources, memo=False))
+            need = np.maximum(need, self.vector_of(group.min_resources))
         path = self.paths[job.queue]
         over = (need > self.limit[path]) & self.not_pods
         if not over.any():
@@ -103,14 +103,14 @@ class Admission(accounting.Accounting):
         i = self.index.get(name)
         if i is None or not self.tree.nodes[name].leaf:
             return self.queue_problem(name, running=True)
-        vec = self.session.vector(pod)
+        vec = self.vector(pod)
         status = self._admit(name, i, vec)
         if not status.is_success():
             # What a reservation of this queue holds for the pod is counted here already: the
             # pod may come in on that room (the Reservation plugin then places it only there).
             credit = self.session.hooks.reserved_credit(pod)
             if credit:
-                rest = np.clip(vec - self.session.nodes.vector(credit), 0, None)
+                rest = np.clip(vec - self.vector_of(credit), 0, None)
                 status = self._admit(name, i, rest)
         return status
 

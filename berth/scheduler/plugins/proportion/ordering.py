@@ -60,7 +60,7 @@ class JobOrder(accounting.Accounting):
         for pod in session.snapshot.pods.values():
             if pod.queue in fair and pod.node_name is not None and not pod.terminal:
                 where = (str(pod.queue), pod.namespace)
-                held[where] = held.get(where, 0.0) + dominant(session.vector(pod))
+                held[where] = held.get(where, 0.0) + dominant(self.vector(pod))
         out: dict[str, float] = {}
         by_namespace: dict[tuple[str, str], list[jobs.Job]] = {}
         for job in session.jobs.values():

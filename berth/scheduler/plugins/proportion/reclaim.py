@@ -166,13 +166,13 @@ class ReclaimRules(admission.Admission):
             held = self.allocated[j]
             if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
                 held = held + self.evicted_vec[victim.pod_group]
-            useful = (held > self.share[j]) & (self.session.vector(victim) > 0)
+            useful = (held > self.share[j]) & (self.vector(victim) > 0)
             return bool((useful & (self.quorum_need(job) > 0) & self.not_pods).any())
         judged = (*key, self.moves)
         verdict = self._verdicts.get(judged)
         if verdict is None:
             ours, theirs = sides
-            need, vec = self.quorum_need(job), self.session.vector(victim)
+            need, vec = self.quorum_need(job), self.vector(victim)
             verdict = self._verdicts[judged] = all(
                 self._within_share(a, need) for a in ours
             ) and all(self._keeps_share(a, vec) for a in theirs)
@@ -188,7 +188,7 @@ class ReclaimRules(admission.Admission):
         name = str(victim.queue)
         if name not in self.index or not self.tree.nodes[name].reclaimable:
             return None
-        vec, need = self.session.vector(victim), self.quorum_need(job)
+        vec, need = self.vector(victim), self.quorum_need(job)
         if not ((vec > 0) & (need > 0) & self.not_pods).any():
             return None
         mine, yours = self.rows[job.queue], self.rows[name]
@@ -215,7 +215,7 @@ class ReclaimRules(admission.Admission):
         j = self.index.get(name)
         if info is None or not info.preempt_across_queues or j is None:
             return False
-        vec = self.session.vector(victim)
+        vec = self.vector(victim)
         cols = (vec > 0) & self.not_pods
         mine = self.rows.get(job.queue, ())
         held = self.allocated[j]

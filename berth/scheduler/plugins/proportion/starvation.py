@@ -83,7 +83,7 @@ class StarvationGuard(admission.Admission):
         """The job's smallest pending pod (by summed milli-units), cached for the session."""
         found = self._smallest_pods.get(job.key)
         if found is None:
-            vectors = [self.session.vector(p) for p in job.pending]
+            vectors = [self.vector(p) for p in job.pending]
             found = self._smallest_pods[job.key] = min(vectors, key=lambda v: int(v.sum()))
         return found
 
@@ -143,6 +143,7 @@ class StarvationGuard(admission.Admission):
         scorer = hooks.NodeScores()
         scorer.add(_fits_now_scorer(free), plugin=accounting.NAME)
         planned = self.allocated.copy()  # usage if every hold so far became placements
+        width = len(table.resources)  # holds are on nodes: the books' device columns aside
         for job in candidates[:MAX_HOLDERS]:
             path, i = self.paths[job.queue], self.index[job.queue]
             room = np.maximum(self._room(i, path, used=planned), 0)
@@ -165,13 +166,14 @@ class StarvationGuard(admission.Admission):
                 row = attempt.row
                 vec = emptied.vector(pod.requests)
                 emptied.assume(row, vec)
-                take = np.minimum(np.minimum(vec, free[row]), room)
+                take = np.minimum(np.minimum(vec, free[row]), room[:width])
                 held[row] += take
                 free[row] -= take
-                room = room - take
+                room = room.copy()
+                room[:width] -= take
                 targets[pod.key] = table.names[row]
             if targets:
-                planned[path] += held.sum(axis=0)
+                planned[path, :width] += held.sum(axis=0)
                 self.holds.append(
                     _Hold(
                         job=job,
