@@ -38,7 +38,7 @@ import dataclasses
 import math
 import typing
 
-from berth.api import durations, keys, resources
+from berth.api import dra, durations, keys, resources
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions
 from berth.scheduler.plugins import registry as plugin_registry
@@ -119,6 +119,8 @@ class Simulation:
         for pool in spec.nodes:
             for name in scenarios.node_names(pool):
                 self.cluster.put(_node(pool, name=name))
+                for devices in pool.devices:
+                    self.cluster.put(_node_slice(devices, node=name))
                 capacity = capacity + _allocatable(pool)
                 node_count += 1
         self.recorder = records.Recorder(capacity=capacity, nodes=node_count)
@@ -519,6 +521,32 @@ def _node(pool: scenarios.NodePool, *, name: str) -> dict[str, typing.Any]:
         "metadata": {"name": name, "labels": {**pool.labels, "kubernetes.io/hostname": name}},
         "spec": spec,
         "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
+
+
+def _node_slice(devices: scenarios.NodeDevices, *, node: str) -> dict[str, typing.Any]:
+    """The ResourceSlice of ``node``'s devices of one driver (its pool is named after it)."""
+    items: list[dict[str, typing.Any]] = []
+    for index in range(devices.count):
+        device: dict[str, typing.Any] = {
+            "name": f"{devices.name_prefix}{index}",
+            "attributes": {**devices.attributes, "index": {"int": index}},
+        }
+        if devices.capacity:
+            device["capacity"] = dict(devices.capacity)
+        if devices.allow_multiple_allocations:
+            device["allowMultipleAllocations"] = True
+        items.append(device)
+    return {
+        "apiVersion": dra.API_VERSION,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{devices.driver}"},
+        "spec": {
+            "driver": devices.driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": items,
+        },
     }
 
 

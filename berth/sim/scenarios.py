@@ -1,14 +1,18 @@
 """Scenario files: ``apiVersion: sim.berth.io/v1alpha1``, ``kind: Scenario``.
 
-A scenario says what cluster to simulate (node pools), what exists at time zero (``objects``:
-Queues, PodGroups, Pods, Reservations, PriorityClasses), what work arrives (``workloads``,
-generators of jobs) and what changes when (``events``), up to ``until``. The models here are
+A scenario says what cluster to simulate (node pools, with the DRA devices of each node),
+what exists at time zero (``objects``: Queues, PodGroups, Pods, Reservations, PriorityClasses,
+and DRA's DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates), what work
+arrives (``workloads``, generators of jobs, whose pods may claim devices) and what changes when
+(``events``), up to ``until``. The models here are
 the file's schema; :func:`load` and :func:`loads` read YAML and report *every* problem at once,
 each with the path in the file and its line (``scenario.yaml:14:9:
 spec.workloads[2].requests.cpu: ...``), so that nothing half-runs on a bad file.
 
-Manifests in ``objects`` and ``events[].apply`` are validated with Berth's API models and kept
-as the API would store them (defaults filled in). References are checked across the file: a
+Manifests in ``objects`` and ``events[].apply`` are validated with Berth's API models (the DRA
+kinds with their typed wire records and the scheduler's own parsing: a selector that does not
+compile is refused here, as the API server refuses it) and kept as the API would store them
+(defaults filled in). References are checked across the file: a
 workload, PodGroup, pod, Reservation or queue parent naming a queue that no Queue object
 defines (``default`` always exists) is an error.
 
@@ -25,18 +29,31 @@ import typing
 import pydantic
 import pydantic_core
 
-from berth.api import durations, keys, meta, podgroups, pods, quantities, queues, reservations
+from berth.api import (
+    dra,
+    durations,
+    keys,
+    meta,
+    podgroups,
+    pods,
+    quantities,
+    queues,
+    reservations,
+)
 from berth.api import errors as api_errors
 from berth.scheduler.actions import registry as actions_registry
 from berth.scheduler.framework import errors as framework_errors
 from berth.scheduler.framework import profiles
 from berth.scheduler.plugins import registry as plugin_registry
+from berth.scheduler.snapshot import deviceclasses, resourceclaims, resourceslices
 from berth.sim import errors, locations
 
 __all__ = [
     "API_VERSION",
     "KINDS",
+    "NodeDevices",
     "NodePool",
+    "PodClaim",
     "ObjectRef",
     "PriorityClass",
     "Resources",
@@ -105,6 +122,24 @@ class Taint(SimModel):
     """NoSchedule, PreferNoSchedule or NoExecute."""
 
 
+class NodeDevices(SimModel):
+    """DRA devices every node of a pool has: one ResourceSlice per node and driver (its pool
+    named after the node), with ``count`` devices ``<namePrefix><index>``."""
+
+    driver: str = pydantic.Field(min_length=1, max_length=63)
+    """The DRA driver publishing them, e.g. ``gpu.example.com``."""
+    count: int = pydantic.Field(ge=1, le=128)
+    """Devices per node."""
+    name_prefix: str = pydantic.Field(default="dev-", pattern=r"^[a-z0-9]([-a-z0-9]*)$")
+    """Start of each device's name; the index follows."""
+    attributes: dict[str, dra.DeviceAttribute] = pydantic.Field(default_factory=dict)
+    """Attributes of every device (``{model: {string: a100}}``); each also gets ``index``."""
+    capacity: dict[str, dra.DeviceCapacity] = pydantic.Field(default_factory=dict)
+    """Capacities of every device (``{memory: {value: 80Gi}}``)."""
+    allow_multiple_allocations: bool = False
+    """Shared by several claims up to their capacity (consumable capacity)."""
+
+
 class NodePool(SimModel):
     """``count`` identical nodes named ``<namePrefix><index>``."""
 
@@ -120,6 +155,35 @@ class NodePool(SimModel):
     """Taints of every node."""
     unschedulable: bool = False
     """Cordoned: no new pods are placed on these nodes."""
+    devices: list[NodeDevices] = pydantic.Field(default_factory=list)
+    """DRA devices of every node (a ResourceSlice each), by driver."""
+
+    @pydantic.model_validator(mode="after")
+    def _drivers_once(self) -> NodePool:
+        drivers = [d.driver for d in self.devices]
+        if len(set(drivers)) != len(drivers):
+            raise ValueError("each driver's devices are listed once per pool")
+        return self
+
+
+class PodClaim(SimModel):
+    """One ``spec.resourceClaims`` entry of each pod of a workload: a claim by name (shared by
+    every pod naming it) or a template (each pod gets its own claim)."""
+
+    name: str = pydantic.Field(pattern=_DNS_LABEL, max_length=63)
+    """The entry's name."""
+    resource_claim_name: str | None = None
+    """A ResourceClaim of the scenario, in the workload's namespace."""
+    resource_claim_template_name: str | None = None
+    """A ResourceClaimTemplate of the scenario, in the workload's namespace."""
+
+    @pydantic.model_validator(mode="after")
+    def _one_source(self) -> PodClaim:
+        if (self.resource_claim_name is None) == (self.resource_claim_template_name is None):
+            raise ValueError(
+                "exactly one of resourceClaimName and resourceClaimTemplateName must be set"
+            )
+        return self
 
 
 class Role(SimModel):
@@ -193,6 +257,8 @@ class Workload(SimModel):
     should share."""
     roles: list[Role] = pydantic.Field(default_factory=list, max_length=podgroups.MAX_SUB_GROUPS)
     """Roles inside each job (PodGroup ``subGroups``); their replicas add up to ``replicas``."""
+    resource_claims: list[PodClaim] = pydantic.Field(default_factory=list)
+    """DRA claims of each pod (``spec.resourceClaims``)."""
 
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> Workload:
@@ -221,15 +287,36 @@ class Workload(SimModel):
         )
 
 
-KINDS = ("Queue", "PodGroup", "Pod", "Reservation", "PriorityClass")
+KINDS = (
+    "Queue",
+    "PodGroup",
+    "Pod",
+    "Reservation",
+    "PriorityClass",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+)
 """The kinds a scenario may create, apply or delete."""
-_CLUSTER_SCOPED = frozenset({"Queue", "PriorityClass"})
+_CLUSTER_SCOPED = frozenset({"Queue", "PriorityClass", "DeviceClass", "ResourceSlice"})
+_DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"})
 
 
 class ObjectRef(SimModel):
     """The object a timed ``delete`` removes."""
 
-    kind: typing.Literal["Queue", "PodGroup", "Pod", "Reservation", "PriorityClass"]
+    kind: typing.Literal[
+        "Queue",
+        "PodGroup",
+        "Pod",
+        "Reservation",
+        "PriorityClass",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaim",
+        "ResourceClaimTemplate",
+    ]
     """Kind of the object."""
     namespace: str | None = None
     """Namespace of a namespaced object (``default`` when left out)."""
@@ -319,6 +406,24 @@ _MODELS: dict[str, type[meta.ApiModel]] = {
     "Reservation": reservations.Reservation,
     "PriorityClass": PriorityClass,
 }
+# The DRA kinds: their typed wire records, and what the scheduler's parsing finds wrong.
+_WIRE: dict[str, pydantic.TypeAdapter[typing.Any]] = {
+    "DeviceClass": pydantic.TypeAdapter(dra.DeviceClass),
+    "ResourceSlice": pydantic.TypeAdapter(dra.ResourceSlice),
+    "ResourceClaim": pydantic.TypeAdapter(dra.ResourceClaim),
+    "ResourceClaimTemplate": pydantic.TypeAdapter(dra.ResourceClaimTemplate),
+}
+
+
+def _dra_problem(kind: str, obj: dict[str, typing.Any]) -> str | None:
+    if kind == "DeviceClass":
+        return deviceclasses.device_class_info(obj).problem
+    if kind == "ResourceSlice":
+        return resourceslices.resource_slice_info(obj).problem
+    if kind == "ResourceClaim":
+        return resourceclaims.resource_claim_info(obj).problem
+    problem = resourceclaims.resource_claim_template_info(obj).spec.problem
+    return problem.replace("spec.", "spec.spec.", 1) if problem is not None else None
 
 
 # Loading ----------------------------------------------------------------------------------
@@ -411,11 +516,20 @@ def _manifest(
     """Validate one manifest with its kind's model; return it as the API would store it."""
     kind = obj.get("kind")
     model = _MODELS.get(kind) if isinstance(kind, str) else None
-    if model is None:
+    wire = _WIRE.get(kind) if isinstance(kind, str) else None
+    if model is None and wire is None:
         issues.append(where.issue((*path, "kind"), f"kind must be one of {', '.join(KINDS)}"))
         return obj
     try:
-        stored = model.model_validate(obj).to_api()
+        if model is not None:
+            stored = model.model_validate(obj).to_api()
+        else:
+            assert wire is not None and isinstance(kind, str)
+            stored = dict(wire.validate_python(obj))
+            problem = _dra_problem(kind, stored)
+            if problem is not None:
+                issues.append(where.issue(path, problem))
+                return obj
     except pydantic.ValidationError as exc:
         issues.extend(_issues(exc, path, where))
         return obj
@@ -517,10 +631,34 @@ def _check_references(
                 (*path, "spec", "priorityClassName"), obj_spec.get("priorityClassName")
             )
 
+    dra_objects = {
+        (obj["kind"], obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+        for _, obj in manifests
+        if obj.get("kind") in _DRA_KINDS
+    }
+
+    def need_dra(path: locations.Path, kind: str, namespace: str, name: str | None) -> None:
+        if name is not None and (kind, namespace, name) not in dra_objects:
+            issues.append(where.issue(path, f"{kind} {namespace}/{name} is not in the scenario"))
+
     seen_workloads: dict[tuple[str, str], int] = {}
     for i, workload in enumerate(spec.workloads):
         path = ("spec", "workloads", i)
         need_queue((*path, "queue"), workload.queue)
+        for j, claim in enumerate(workload.resource_claims):
+            at = (*path, "resourceClaims", j)
+            need_dra(
+                (*at, "resourceClaimName"),
+                "ResourceClaim",
+                workload.namespace,
+                claim.resource_claim_name,
+            )
+            need_dra(
+                (*at, "resourceClaimTemplateName"),
+                "ResourceClaimTemplate",
+                workload.namespace,
+                claim.resource_claim_template_name,
+            )
         need_priority_class((*path, "priorityClassName"), workload.priority_class_name)
         ident = (workload.namespace, workload.name)
         if ident in seen_workloads:

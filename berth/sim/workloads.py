@@ -161,6 +161,8 @@ def _pod(
         spec["priority"] = workload.priority
     if workload.priority_class_name is not None:
         spec["priorityClassName"] = workload.priority_class_name
+    if workload.resource_claims:
+        spec["resourceClaims"] = [c.to_api() for c in workload.resource_claims]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
