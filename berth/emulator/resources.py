@@ -70,6 +70,7 @@ def _in(group: str, version: str, kind: str, plural: str, **extra: typing.Any) -
 
 
 _RBAC = "rbac.authorization.k8s.io"
+_RESOURCE = "resource.k8s.io"
 BUILTINS: tuple[Resource, ...] = (
     _core(
         "Namespace",
@@ -179,6 +180,12 @@ BUILTINS: tuple[Resource, ...] = (
         short_names=("sc",),
     ),
     _in("storage.k8s.io", "v1", "CSINode", "csinodes", namespaced=False),
+    # Dynamic Resource Allocation: strategies in berth.emulator.dra, the resourceclaim
+    # controller's part in berth.emulator.claimcontroller.
+    _in(_RESOURCE, "v1", "DeviceClass", "deviceclasses", namespaced=False),
+    _in(_RESOURCE, "v1", "ResourceSlice", "resourceslices", namespaced=False),
+    _in(_RESOURCE, "v1", "ResourceClaim", "resourceclaims", subresources=("status",)),
+    _in(_RESOURCE, "v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
     _in(
         "admissionregistration.k8s.io",
         "v1",

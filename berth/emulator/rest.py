@@ -24,7 +24,17 @@ import random
 import typing
 import uuid
 
-from berth.emulator import crds, errors, patches, pods, resources, selectors, storage, strategies
+from berth.emulator import (
+    crds,
+    dra,
+    errors,
+    patches,
+    pods,
+    resources,
+    selectors,
+    storage,
+    strategies,
+)
 from berth.util import clocks
 
 __all__ = ["Api", "ListResult", "Write"]
@@ -77,6 +87,7 @@ class Api:
         self.clock = clock
         self.strategies: dict[resources.StorageKey, strategies.Strategy] = {
             **strategies.builtin_strategies(),
+            **dra.dra_strategies(),
             pods.PODS: pods.PodStrategy(),
             crds.CRD_KEY: crds.CrdStrategy(),
         }

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from berth.emulator import (
     auditing,
+    claimcontroller,
     errors,
     faults,
     handlers,
@@ -94,6 +95,8 @@ class Emulator:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self.kubelets: list[kubelets.Kubelets] = []
+        self.claims = claimcontroller.ResourceClaimController(self.api)
+        """The resourceclaim controller (DRA): claims from templates, clean-up after pods."""
 
     # ----- lifecycle ------------------------------------------------------------------------
 
@@ -119,6 +122,7 @@ class Emulator:
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or ()
         self._port = int(sockets[0].getsockname()[1]) if sockets else self.requested_port
+        await self.claims.start()
 
     async def start_kubelets(
         self,
@@ -137,6 +141,7 @@ class Emulator:
         return simulated
 
     async def stop(self) -> None:
+        await self.claims.stop()
         for simulated in self.kubelets:
             await simulated.stop()
         self.kubelets.clear()

@@ -44,9 +44,13 @@ class Watcher:
     ``None`` in the queue means the server is stopping and the watch must end.
     """
 
-    def __init__(self, *, key: resources.StorageKey, namespace: str | None) -> None:
+    def __init__(
+        self, *, key: resources.StorageKey, namespace: str | None, internal: bool = False
+    ) -> None:
         self.key = key
         self.namespace = namespace
+        self.internal = internal
+        """One of the emulator's own components (a controller), not a client's watch."""
         self.queue: asyncio.Queue[Change | None] = asyncio.Queue()
 
     def wants(self, change: Change) -> bool:
@@ -144,8 +148,10 @@ class Storage:
         if rv < self._first_kept:
             raise errors.expired(f"too old resource version: {rv} ({self._first_kept})")
 
-    def subscribe(self, *, key: resources.StorageKey, namespace: str | None) -> Watcher:
-        watcher = Watcher(key=key, namespace=namespace)
+    def subscribe(
+        self, *, key: resources.StorageKey, namespace: str | None, internal: bool = False
+    ) -> Watcher:
+        watcher = Watcher(key=key, namespace=namespace, internal=internal)
         self._watchers.setdefault(key, set()).add(watcher)
         return watcher
 
@@ -154,7 +160,8 @@ class Storage:
 
     @property
     def watcher_count(self) -> int:
-        return sum(len(w) for w in self._watchers.values())
+        """Watches the clients hold (the emulator's own controllers' aside)."""
+        return sum(1 for ws in self._watchers.values() for w in ws if not w.internal)
 
     def close(self) -> None:
         """Tell every watcher to end (the server is stopping)."""
