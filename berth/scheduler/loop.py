@@ -147,8 +147,10 @@ class Scheduler:
             result = sessions.close_session(session)
         if lot is not None:
             # A session with errors is never repeated silently: its errors are news each time.
+            # Reasons to wait (per pod, and per gang for autoscalers) are no action.
             quiet = not result.errors and all(
-                isinstance(d, decisions.Unschedulable) for d in result.decisions
+                isinstance(d, decisions.Unschedulable | decisions.MarkPending)
+                for d in result.decisions
             )
             lot.record(
                 session,
