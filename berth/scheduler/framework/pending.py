@@ -63,6 +63,7 @@ NEEDS_CAPACITY: collections.abc.Mapping[Code, bool] = types.MappingProxyType(
         Code.VOLUME_LIMIT_EXCEEDED: True,  # a new node has attach slots of its own
         Code.DEVICES_UNAVAILABLE: True,  # a node whose devices match may be added (the
         # autoscaler judges, as for kube-scheduler's pods: Karpenter ignores DRA by default)
+        Code.PREEMPTION_DELAYED: True,  # it waits for new nodes before evicting: ask for them
         # Not capacity: more nodes would stay empty or go to others.
         Code.NOT_ENOUGH_PODS: False,  # the gang waits for its members
         Code.GANG_TIMED_OUT: False,  # failed, or backing off until its next attempt
@@ -154,8 +155,9 @@ def decide(gang: Gang) -> MarkPending | None:
     """The decision for ``gang``'s waiting pods; None when no pod has news (module docstring).
 
     A whole gang needs capacity only if its own reason and every member's do; then each
-    member is ``Unschedulable`` with its own message. Otherwise the first obstacle capacity
-    cannot remove — the group's, else the first member's in key order — is
+    member is ``Unschedulable`` with its own message (or, for a gang in its preemption
+    window, the group's, which says how long it waits for nodes). Otherwise the first
+    obstacle capacity cannot remove — the group's, else the first member's in key order — is
     what every member whose own reason is a capacity one says instead (worded ``pod group
     <key>: ...``), so a member never claims to wait for nodes when its gang waits for
     something else.
@@ -173,9 +175,13 @@ def decide(gang: Gang) -> MarkPending | None:
         )
     blocker = _blocker(gang, told)
     if blocker is None:
+        window = gang.reason is not None and gang.reason.code is Code.PREEMPTION_DELAYED
+        shown = _for_members(gang.key, gang.reason) if window and gang.reason else None
         return MarkPending(
             group=gang.key,
-            pods=tuple(PodPending(key=k, reason=why, capacity=True) for k, why in told.items()),
+            pods=tuple(
+                PodPending(key=k, reason=shown or why, capacity=True) for k, why in told.items()
+            ),
         )
     return MarkPending(
         group=gang.key,

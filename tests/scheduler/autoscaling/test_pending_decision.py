@@ -163,3 +163,21 @@ def test_a_whole_gang_is_one_verdict_that_capacity_codes_alone_make(
         # (not even one whose own code's value is that word).
         assert all(not pending.needs_capacity(p.reason.code) for p in marked.pods)
         assert all(p.condition != pending.UNSCHEDULABLE for p in marked.pods)
+
+
+def test_a_gang_in_its_preemption_window_asks_for_nodes_and_says_how_long_it_waits() -> None:
+    window = why(Code.PREEMPTION_DELAYED, "could preempt to fit, but waits for new nodes first")
+    marked = pending.decide(
+        pending.Gang(
+            key="ns/g",
+            whole=True,
+            reason=window,
+            pods={"ns/g-0": why(Code.NOT_ENOUGH_RESOURCES, "0/1 nodes fit")},
+        )
+    )
+    assert marked is not None and marked.capacity
+    (only,) = marked.pods
+    assert (only.condition, only.reason.message) == (
+        "Unschedulable",
+        "pod group ns/g: could preempt to fit, but waits for new nodes first",
+    )
