@@ -13,7 +13,7 @@ import typing
 
 import pydantic
 
-from berth.api import keys, meta, reservations, resources, rules
+from berth.api import durations, keys, meta, reservations, resources, rules
 
 __all__ = [
     "CONDITION_SCHEDULED",
@@ -113,6 +113,7 @@ class PodGroupSpec(meta.ApiModel):
                 message="subGroups names must be unique",
                 field_path=".subGroups",
             ),
+            rules.duration("preemptionDelay"),
         )
     )
 
@@ -130,6 +131,11 @@ class PodGroupSpec(meta.ApiModel):
     on_schedule_timeout: ScheduleTimeoutPolicy = ScheduleTimeoutPolicy.REQUEUE
     """Requeue (release, back off exponentially, retry from the back of the queue) or Fail
     (mark the group Failed) when ``scheduleTimeoutSeconds`` passes."""
+    preemption_delay: durations.DurationField | None = None
+    """How long the group waits for new capacity — nodes an autoscaler adds — before Berth
+    preempts or reclaims for it, counted from when its ``minMember``-th pod exists; free room
+    is used at once all the same. Unset: its queue's ``preemptionDelay``; ``0``: evict at
+    once."""
     topology: TopologyConstraint | None = None
     """A topology domain (zone, block, rack, host: the levels the scheduler's profile
     declares) the gang's pods must or should share; it goes to the one that fits it best."""

@@ -15,7 +15,7 @@ import typing
 
 import pydantic
 
-from berth.api import keys, meta, reservations, resources, rules
+from berth.api import durations, keys, meta, reservations, resources, rules
 
 __all__ = [
     "JobOrder",
@@ -101,6 +101,7 @@ class QueueSpec(meta.ApiModel):
                 message="limit must be at least guaranteed for every resource both name",
                 field_path=".limit",
             ),
+            rules.duration("preemptionDelay"),
         )
     )
 
@@ -141,6 +142,13 @@ class QueueSpec(meta.ApiModel):
     """Whether this queue's groups may preempt lower-priority work of other queues that hold
     more than their fair share (never taking such a queue below its guarantee). Off: priority
     only orders work and preempts inside the queue."""
+    preemption_delay: durations.DurationField | None = None
+    """How long this queue's waiting work waits for new capacity — nodes an autoscaler adds —
+    before Berth preempts or reclaims for it (KAI's ``preemption-delay``), counted from when
+    it began waiting (a gang: once its ``minMember``-th pod exists); free room is used at
+    once all the same. A PodGroup's own ``preemptionDelay`` overrides it; on a parent queue
+    it holds for the queues below that set none. Unset (here and above) or ``0``: evict at
+    once."""
     namespace_selector: reservations.LabelSelector | None = None
     """Namespaces (by their labels) whose pods and PodGroups may use this queue; unset, every
     namespace may. A pod naming a queue its namespace may not use is refused at admission, and

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import typing
 
-__all__ = ["KEY", "Rule", "non_negative", "rule", "rules"]
+from berth.api import durations
+
+__all__ = ["KEY", "Rule", "duration", "non_negative", "rule", "rules"]
 
 KEY = "x-kubernetes-validations"
 """The schema key that holds CEL rules."""
@@ -44,6 +46,20 @@ def non_negative(field: str) -> Rule:
         f"!has(self.{field}) || self.{field}.all(k, "
         f"!quantity(string(self.{field}[k])).isLessThan(quantity('0')))",
         message=f"{field}: resource quantities must not be negative",
+        field_path=f".{field}",
+    )
+
+
+def duration(field: str) -> Rule:
+    """``field`` (of ``self``), when set, is a duration in Go's syntax and not negative: the
+    API server refuses ``-5s`` or ``forever`` saying how to write one."""
+    pattern = durations.API_PATTERN.replace("\\.", "[.]")  # no escapes in the CEL string
+    return rule(
+        f"!has(self.{field}) || self.{field}.matches('{pattern}')",
+        message=(
+            f"{field} must be a duration such as 30s, 2m or 1h30m: a number and a unit "
+            "(ns, us, ms, s, m, h), never negative"
+        ),
         field_path=f".{field}",
     )
 

@@ -282,6 +282,12 @@ def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing
     show_default=True,
     help="With --real: scheduler (Berth binds) or admission (kube-scheduler binds).",
 )
+@click.option(
+    "--autoscale",
+    is_flag=True,
+    help="With --real: run Karpenter (its KWOK provider) too, with a NodePool of CPU and GPU "
+    "machines it adds when pods fit no node and removes when empty (docs/autoscaling.md).",
+)
 @click.pass_context
 def up_command(
     ctx: click.Context,
@@ -294,6 +300,7 @@ def up_command(
     audit_log: pathlib.Path | None,
     real: bool,
     mode: str,
+    autoscale: bool,
 ) -> None:
     """Run Berth on an embedded cluster with simulated nodes until interrupted."""
     berth_logging.configure(log_level)
@@ -308,8 +315,11 @@ def up_command(
                 log_level=log_level,
                 mode=mode,
                 directory=state_directory() / "real-cluster",
+                autoscale=autoscale,
             )
         )
+    if autoscale:
+        raise click.UsageError("--autoscale applies to --real (Karpenter needs a real plane)")
     if ctx.get_parameter_source("mode") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError(
             "--mode applies to --real (the embedded cluster runs both executors)"

@@ -6,7 +6,9 @@ Berth's chart into it (CRDs, the ServiceAccount and its RBAC), prints the admini
 kubeconfig for the real ``kubectl``, and runs the operator in this process as the chart's
 ServiceAccount until interrupted; then stops every component. The binaries come from
 ``BERTH_K8S_BIN``, ``KUBEBUILDER_ASSETS`` or the build cache, and are built with
-``hack/build-k8s`` when a checkout has none yet.
+``hack/build-k8s`` when a checkout has none yet. With ``--autoscale``, Karpenter runs beside
+them (:mod:`berth.realcluster.karpenter`; built with ``hack/build-k8s --with karpenter`` when
+missing) with a NodePool of CPU and GPU machines.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import berth
 from berth.cli import signals
 from berth.emulator import kubelets
 from berth.operator import main, scheduling, settings
-from berth.realcluster import binaries, controlplane, install, processes
+from berth.realcluster import binaries, controlplane, install, karpenter, processes
 
 __all__ = ["run_real"]
 
@@ -41,6 +43,21 @@ def _binaries() -> binaries.Binaries:
             raise click.ClickException(str(failed)) from None
 
 
+def _karpenter() -> pathlib.Path:
+    try:
+        return binaries.extra("karpenter")
+    except binaries.BinariesMissing as missing:
+        checkout = pathlib.Path(berth.__file__).resolve().parent.parent
+        if not (checkout / "hack" / "build-k8s").is_file():
+            raise click.ClickException(str(missing)) from None
+        click.echo("berth up --real --autoscale: no Karpenter yet; building it (hack/build-k8s)")
+        try:
+            binaries.build(checkout, extras=("karpenter",))
+            return binaries.extra("karpenter")
+        except binaries.BinariesMissing as failed:
+            raise click.ClickException(str(failed)) from None
+
+
 def run_real(
     *,
     pools: collections.abc.Sequence[kubelets.NodePool],
@@ -48,9 +65,11 @@ def run_real(
     log_level: str,
     mode: str,
     directory: pathlib.Path,
+    autoscale: bool = False,
 ) -> int:
     """Run the whole of ``berth up --real``; the process's exit code."""
     found = _binaries()
+    autoscaler = _karpenter() if autoscale else None
     shutil.rmtree(directory, ignore_errors=True)  # a fresh cluster every time
     plane = controlplane.ControlPlane(
         directory,
@@ -61,6 +80,8 @@ def run_real(
     )
     try:
         plane.start()
+        if autoscaler is not None:
+            karpenter.Karpenter(plane, directory=autoscaler).start()
         click.echo("berth up --real: installing Berth's chart")
         installation = asyncio.run(install.install(plane, mode=mode))
         code = asyncio.run(_operate(plane, installation, http_port=http_port, log_level=log_level))
@@ -99,12 +120,19 @@ async def _operate(
         leader_election={"identity": identity},
     )
     nodes = sum(p.count for p in plane.pools)
+    autoscaled = (
+        f"; Karpenter adds {', '.join(t.name for t in karpenter.INSTANCE_TYPES)} machines "
+        "(kubectl get nodepools,nodeclaims)"
+        if "karpenter" in plane.processes
+        else ""
+    )
 
     def serving(port: int) -> None:
         click.echo(
             f"berth up --real: Kubernetes {binaries.KUBERNETES_VERSION} at {plane.url} "
             f"(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with {nodes} "
-            f"node(s)); Berth runs as {install.USER} in {installation.mode} mode, its HTTP API "
+            f"node(s){autoscaled}); Berth runs as {install.USER} in {installation.mode} mode, "
+            "its HTTP API "
             f"at http://127.0.0.1:{port}; logs in {plane.directory / 'logs'}\n"
             f"  export KUBECONFIG={plane.admin_kubeconfig}\n"
             f"  kubectl apply -f examples/01-queues/ -f examples/02-gang/\n"

@@ -237,6 +237,10 @@ class ApiSink:
                 self._binds.put_nowait(_Job(decision, 0.0, ref))
             elif isinstance(decision, decisions.Unschedulable):
                 self._unschedulable(decision, snapshot=snapshot)
+            elif isinstance(decision, decisions.MarkPending):
+                # Not written yet: the pods' conditions still come from their Unschedulable
+                # decisions; the binder takes these over next (docs/autoscaling.md).
+                continue
             elif isinstance(
                 decision,
                 decisions.SetReservationAvailable

@@ -284,10 +284,21 @@ class ControlPlane:
             "rules": rules,
         }
 
-    def _spawn(self, component: str, argv: list[str]) -> processes.Process:
-        process = processes.Process(component, argv, log=self.log(component))
+    def spawn(
+        self,
+        component: str,
+        argv: list[str],
+        *,
+        env: collections.abc.Mapping[str, str] | None = None,
+    ) -> processes.Process:
+        """Start one more component of this plane (Kueue, say): logged to :meth:`log`, checked
+        by :meth:`check`, stopped by :meth:`stop` (before the components started earlier)."""
+        process = processes.Process(component, argv, log=self.log(component), env=env)
         self.processes[component] = process
         return process.start()
+
+    def _spawn(self, component: str, argv: list[str]) -> processes.Process:
+        return self.spawn(component, argv)
 
     def _start_etcd(self) -> None:
         self.progress("starting etcd")

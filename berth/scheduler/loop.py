@@ -23,12 +23,14 @@ import time
 import typing
 
 from berth.scheduler.actions import registry as actions_registry
+from berth.scheduler.actions import solvers
 from berth.scheduler.framework import (
     decisions,
     handles,
     interfaces,
     parking,
     profiles,
+    reasons,
     registries,
     runtime,
     sessions,
@@ -147,8 +149,10 @@ class Scheduler:
             result = sessions.close_session(session)
         if lot is not None:
             # A session with errors is never repeated silently: its errors are news each time.
+            # Reasons to wait (per pod, and per gang for autoscalers) are no action.
             quiet = not result.errors and all(
-                isinstance(d, decisions.Unschedulable) for d in result.decisions
+                isinstance(d, decisions.Unschedulable | decisions.MarkPending)
+                for d in result.decisions
             )
             lot.record(
                 session,
@@ -171,8 +175,8 @@ def _time_bound(
     session: sessions.Session,
 ) -> tuple[set[str], dict[str, float], dict[str, float]]:
     """Of the jobs left pending, those the starvation guard holds room for, and when the
-    others' situation changes by time alone: their own (plugins' ``revisit_at``) and their
-    class's (``class_revisit_at``)."""
+    others' situation changes by time alone: their own (plugins' ``revisit_at``, and the end
+    of a preemption window a job waits in) and their class's (``class_revisit_at``)."""
     hooks = session.hooks
     starving: set[str] = set()
     revisit: dict[str, float] = {}
@@ -184,6 +188,12 @@ def _time_bound(
             starving.add(key)
             continue
         times = [t for fn in hooks.revisit_at if (t := fn(job)) is not None]
+        if session.group_why[key].code is reasons.ReasonCode.PREEMPTION_DELAYED:
+            # It may evict once its preemption window closes: it looks again then.
+            queue = session.snapshot.queues.get(job.queue)
+            ends = solvers.window_end(session, job, queue) if queue is not None else None
+            if ends is not None:
+                times.append(ends)
         if times:
             revisit[key] = min(times)
         times = [t for fn in hooks.class_revisit_at if (t := fn(job)) is not None]

@@ -28,8 +28,10 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
   provisioner, bound at once to a new volume provisioned for that node; a ``BindPod`` whose
   claims are not all bound leaves the pod pending (kube-scheduler's PreBind wait, which cannot
   end in virtual time);
-- ``Unschedulable``: the pod's ``PodScheduled`` / the Reservation's ``Scheduled`` condition
-  says why.
+- ``Unschedulable``: the Reservation's ``Scheduled`` condition says why;
+- ``MarkPending``: each waiting pod's ``PodScheduled`` condition says why, with reason
+  ``Unschedulable`` only where more nodes would place its gang, else the code of what it waits
+  for (:mod:`berth.scheduler.framework.pending`), as the binder writes it.
 
 PodGroup and Queue statuses are the live operator's: the same owners
 (:func:`berth.status.cycles.desired` from :func:`~berth.status.cycles.facts_of` the last
@@ -209,6 +211,8 @@ class InMemoryCluster:
         self._group_pods: dict[ObjectKey, set[ObjectKey]] = {}
         self._outbox: list[Applied] = []
         self._reasons: dict[tuple[decisions.Subject, str], reasons.Reason] = {}  # last told
+        # pod key -> the PodScheduled (reason, message) last written for it
+        self._conditions: dict[str, tuple[str, str]] = {}
         # The newest facts for PodGroup and Queue statuses: the last snapshot and the last
         # cycle's result, and whether statuses were written from them since they changed.
         self._seen: snapshots.Snapshot | None = None
@@ -270,6 +274,7 @@ class InMemoryCluster:
             subject = decisions.Subject.POD if kind == "Pod" else decisions.Subject.GROUP
             self._reasons.pop((subject, f"{key[1]}/{name}"), None)
         if kind == "Pod":
+            self._conditions.pop(f"{key[1]}/{name}", None)
             group = self._group_of(obj)
             if group is not None:
                 members = self._group_pods.get(group)
@@ -398,6 +403,8 @@ class InMemoryCluster:
                 self._bind_claim_volume(decision)
             elif isinstance(decision, decisions.ReserveClaim):
                 self._claims.reserve(decision)
+            elif isinstance(decision, decisions.MarkPending):
+                self._mark_pending(decision)
             else:
                 self._unschedulable(decision)
         self._result = result
@@ -425,6 +432,7 @@ class InMemoryCluster:
         status.pop("nominatedNodeName", None)
         status.pop("conditions", None)
         self._reasons.pop((decisions.Subject.POD, decision.key), None)
+        self._conditions.pop(decision.key, None)
         key = object_key(obj)
         was_dirty = key in self._dirty
         self._update(obj, spec={**obj["spec"], "nodeName": decision.node}, status=status)
@@ -567,13 +575,22 @@ class InMemoryCluster:
                 Waiting(subject=decision.subject, key=decision.key, reason=decision.reason)
             )
             return
-        # A group's Scheduled condition is its status owner's (write_statuses).
-        obj = (
-            self.get("Pod", namespace=namespace, name=name)
-            if decision.subject is decisions.Subject.POD
-            else None
+        # A group's Scheduled condition is its status owner's (write_statuses); a pod's is
+        # written from its gang's MarkPending.
+        self._outbox.append(
+            Waiting(subject=decision.subject, key=decision.key, reason=decision.reason)
         )
-        if obj is not None:
+
+    def _mark_pending(self, decision: decisions.MarkPending) -> None:
+        for waiting in decision.pods:
+            written = (waiting.condition, waiting.reason.message)
+            if self._conditions.get(waiting.key) == written:
+                continue  # every cycle repeats the decisions of everything still waiting
+            namespace, _, name = waiting.key.partition("/")
+            obj = self.get("Pod", namespace=namespace, name=name)
+            if obj is None or obj["spec"].get("nodeName"):
+                continue
+            self._conditions[waiting.key] = written
             # Written in place: the scheduler never reads these conditions back, so the cache
             # need not re-parse a pod for every cycle it keeps waiting.
             status = obj.get("status") or {}
@@ -582,15 +599,12 @@ class InMemoryCluster:
                 {
                     "type": "PodScheduled",
                     "status": "False",
-                    "reason": "Unschedulable",  # Kubernetes' reason, which tools match on
-                    "message": decision.reason.message,
+                    "reason": waiting.condition,  # "Unschedulable" is what autoscalers act on
+                    "message": waiting.reason.message,
                     "lastTransitionTime": self._timestamp(),
                 },
             ]
             obj["status"] = status
-        self._outbox.append(
-            Waiting(subject=decision.subject, key=decision.key, reason=decision.reason)
-        )
 
     # Internals ----------------------------------------------------------------------------
     def _update(

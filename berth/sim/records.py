@@ -106,6 +106,10 @@ class Recorder:
         self.decisions = 0
         self.end = 0
         self._touched: set[str] = set()
+        # Pods holding each node; how many nodes hold none, over time (what an autoscaler's
+        # consolidation could remove at once: placement that packs leaves more of them).
+        self._on_node: collections.Counter[str] = collections.Counter()
+        self.empty_nodes: list[tuple[int, int]] = [(0, nodes)]
 
     # Queues -------------------------------------------------------------------------------
     def queues_changed(
@@ -164,6 +168,7 @@ class Recorder:
         self._add_pending(pod.queue, pod.requests * -1, at=at)
         self._add_allocated(pod.queue, pod.requests, at=at)
         self._touched.add(pod.job)
+        self._occupy(node, 1, at=at)
 
     def pod_succeeded(self, key: str, *, at: int) -> None:
         """The pod ran its duration and finished; its resources are free."""
@@ -172,6 +177,8 @@ class Recorder:
         job = self.jobs[pod.job]
         job.succeeded += 1
         self._add_allocated(pod.queue, pod.requests * -1, at=at)
+        if pod.node is not None:
+            self._occupy(pod.node, -1, at=at)
         if job.succeeded >= len(job.pods) and job.bound >= len(job.pods):
             job.finished = at
 
@@ -198,6 +205,7 @@ class Recorder:
             job.bound -= 1
             self._add_allocated(pod.queue, pod.requests * -1, at=at)
             self._touched.add(pod.job)
+            self._occupy(pod.node, -1, at=at)
 
     def job_restarted(self, job_key: str) -> None:
         """The job's pods were recreated from scratch (after an eviction of a gang member)."""
@@ -229,6 +237,18 @@ class Recorder:
         self.end = at
 
     # Internals ----------------------------------------------------------------------------
+    def _occupy(self, node: str, delta: int, *, at: int) -> None:
+        held = self._on_node[node] + delta
+        if held > 0:
+            self._on_node[node] = held
+        else:
+            del self._on_node[node]
+        empty = max(self.nodes - len(self._on_node), 0)
+        if self.empty_nodes[-1][0] == at:
+            self.empty_nodes[-1] = (at, empty)
+        elif self.empty_nodes[-1][1] != empty:
+            self.empty_nodes.append((at, empty))
+
     def _add_pending(self, queue: str | None, delta: resources.ResourceList, *, at: int) -> None:
         if queue is not None:
             self._queue(queue)

@@ -17,7 +17,8 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
                            running, pendingPods, runningPods}}
     summary:      utilization {resource: fraction}, wait {queue: {p50, p90, jobs, started,
                   pendingAtEnd}}, jainIndex, contendedSeconds, partialGangs, jobs, evictions,
-                  workLost {resource: unit-seconds}, cycles, decisions
+                  workLost {resource: unit-seconds}, emptyNodes {mean, atEnd}, cycles,
+                  decisions
 
 How the summary is computed (the README of ``examples/sim`` repeats it):
 
@@ -40,6 +41,9 @@ How the summary is computed (the README of ``examples/sim`` repeats it):
 - ``evictions`` (per queue and in total): pods the scheduler evicted; ``workLost``: what
   they, and the members of their gangs taken down with them, had run since they were bound,
   thrown away (no checkpoints), in resource-seconds (cpu: core-seconds; memory: byte-seconds).
+- ``emptyNodes``: nodes holding no pod, time-averaged (``mean``) and at ``end``: what an
+  autoscaler's consolidation could remove without moving anything (a placement that packs
+  leaves more of them; docs/autoscaling.md).
 - ``podGroups`` and ``queueStatuses``: the PodGroups and Queues left at the end with the
   status the live operator would have written (the shared owners of :mod:`berth.status`),
   the ``Scheduled`` condition's reason (its code) and message; a finished job's group is
@@ -295,8 +299,25 @@ def _summary(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:
                 for name in {n for lost in recorder.work_lost.values() for n in lost}
             }
         ),
+        "emptyNodes": _empty_nodes(recorder, end=end),
         "cycles": recorder.cycles,
         "decisions": recorder.decisions,
+    }
+
+
+def _empty_nodes(recorder: records.Recorder, *, end: int) -> dict[str, float | int]:
+    """Nodes holding no pod: time-averaged over [0, end], and at ``end``."""
+    samples = recorder.empty_nodes
+    total = 0.0
+    for i, (t, empty) in enumerate(samples):
+        if t >= end:
+            break
+        until = min(samples[i + 1][0], end) if i + 1 < len(samples) else end
+        total += empty * (until - t)
+    last = [empty for t, empty in samples if t <= end]
+    return {
+        "mean": round(total / end, 3) if end > 0 else float(samples[0][1]),
+        "atEnd": last[-1] if last else samples[0][1],
     }
 
 

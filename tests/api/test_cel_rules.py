@@ -132,6 +132,27 @@ REJECTED: list[tuple[str, str, Doc, str, str]] = [
         "spec.owners[0]",
         "exactly one",
     ),
+    (
+        "queue-negative-preemption-delay",
+        "Queue",
+        {"spec": {"preemptionDelay": "-5s"}},
+        "spec.preemptionDelay",
+        "must be a duration such as 30s",
+    ),
+    (
+        "queue-preemption-delay-forever",
+        "Queue",
+        {"spec": {"preemptionDelay": "forever"}},
+        "spec.preemptionDelay",
+        "never negative",
+    ),
+    (
+        "group-preemption-delay-no-unit",
+        "PodGroup",
+        {"spec": {"preemptionDelay": "120"}},
+        "spec.preemptionDelay",
+        "must be a duration such as 30s",
+    ),
 ]
 
 ACCEPTED: list[tuple[str, str, Doc]] = [
@@ -156,6 +177,9 @@ ACCEPTED: list[tuple[str, str, Doc]] = [
         {"metadata": {"name": ..., "generateName": "team-a"}, "spec": {"parent": "team-a"}},
     ),
     ("group-base", "PodGroup", {}),
+    ("group-preemption-delay", "PodGroup", {"spec": {"preemptionDelay": "1.5m"}}),
+    ("queue-preemption-delay", "Queue", {"spec": {"preemptionDelay": "2m0s"}}),
+    ("queue-preemption-delay-zero", "Queue", {"spec": {"preemptionDelay": "0"}}),
     ("group-defaulted", "PodGroup", {"spec": ...}),
     (
         "group-roles-and-topology",

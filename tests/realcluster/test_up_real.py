@@ -6,7 +6,8 @@ We test these aspects:
   their status, the gang of four runs, the reservation is taken by its owner (Succeeded) on its
   node, and the plain pod runs;
 - Ctrl+C stops Berth and every component of the control plane, and the command exits 0;
-- options of the embedded cluster that mean nothing with ``--real`` are refused.
+- options of the embedded cluster that mean nothing with ``--real`` are refused, and
+  ``--autoscale`` (Karpenter) without it.
 """
 
 from __future__ import annotations
@@ -103,3 +104,11 @@ def test_up_real_refuses_options_of_the_embedded_cluster() -> None:
     )
     assert result.returncode == 2
     assert "--speedup does not apply to --real" in result.stderr
+
+
+def test_autoscale_needs_the_real_control_plane() -> None:
+    result = subprocess.run(
+        [BERTH, "up", "--autoscale"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "--autoscale applies to --real" in result.stderr

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from berth.api import keys, resources
-from berth.scheduler.framework import decisions, reasons
+from berth.scheduler.framework import decisions, pending, reasons
 from berth.sim import cluster
 from berth.util import clocks
 
@@ -161,13 +161,21 @@ def test_annotations_nominations_and_reasons(sim: cluster.InMemoryCluster) -> No
         decisions.Unschedulable(
             subject=decisions.Subject.GROUP, key="a/g", reason=waiting("waiting")
         ),
+        decisions.MarkPending(
+            group="a/g",
+            pods=(pending.PodPending(key="a/p1", reason=waiting("0/2 nodes fit"), capacity=True),),
+        ),
     )
     stored = sim.get("Pod", namespace="a", name="p1")
     assert stored is not None
     assert stored["metadata"]["annotations"] == {"x": "y"}
     assert stored["status"]["nominatedNodeName"] == "n2"
     (condition,) = stored["status"]["conditions"]
-    assert (condition["type"], condition["message"]) == ("PodScheduled", "0/2 nodes fit")
+    assert (condition["type"], condition["reason"], condition["message"]) == (
+        "PodScheduled",
+        "Unschedulable",
+        "0/2 nodes fit",
+    )
     pod_group = sim.get("PodGroup", namespace="a", name="g")
     assert pod_group is not None
     assert pod_group["status"]["conditions"][0]["type"] == "Scheduled"

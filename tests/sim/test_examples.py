@@ -17,6 +17,8 @@ We test these aspects (one test per scenario, asserting the README's "Today" lin
   pods stay off that node until it is done;
 - topology-roles: every training job starts, its eight workers in one rack and its launcher
   on a cpu node;
+- autoscaling-packing: its packing profile leaves far more nodes empty than the default
+  profile on the same arrivals, at the same utilization;
 - no example ever leaves a gang partly bound.
 """
 
@@ -40,6 +42,7 @@ NAMES = (
     "starvation-guard",
     "reservation",
     "topology-roles",
+    "autoscaling-packing",
 )
 GPU = "nvidia.com/gpu"
 
@@ -201,3 +204,15 @@ def test_topology_roles_keeps_each_jobs_workers_in_one_rack() -> None:
         assert len(workers) == 8
         assert len({node.split("-gpu-")[0] for node in workers}) == 1, job["pods"]
     assert result["summary"]["jobs"]["started"] == result["summary"]["jobs"]["submitted"]
+
+
+def test_packing_leaves_whole_nodes_for_an_autoscaler_to_remove() -> None:
+    packed = report("autoscaling-packing")["summary"]
+    scenario = scenarios.load(EXAMPLES / "autoscaling-packing.yaml")
+    spread = runner.run(
+        scenario.model_copy(update={"spec": scenario.spec.model_copy(update={"profile": None})})
+    )["summary"]
+    assert packed["emptyNodes"]["mean"] > 6.0  # of 16 nodes
+    assert spread["emptyNodes"]["mean"] < 1.0
+    assert packed["utilization"] == spread["utilization"]
+    assert packed["jobs"]["started"] == spread["jobs"]["started"] == 900

@@ -7,6 +7,7 @@ We test these aspects:
 - Jain's index is 1 when queues get their demand-capped fair shares, lower when one is
   starved, and null when queues never compete;
 - a gang with some but not all of ``minMember`` pods bound after a cycle is a partial gang;
+- nodes holding no pod are averaged over time and counted at the end;
 - the report is plain JSON data.
 """
 
@@ -169,3 +170,14 @@ def test_the_report_is_plain_json() -> None:
         }
     ]
     assert (report["kind"], report["seed"]) == ("Report", 7)
+
+
+def test_empty_nodes_are_time_averaged_and_counted_at_the_end() -> None:
+    rec = recorder("a")
+    keys = submit(rec, "j", queue="a", at=0, pods=2)
+    rec.pod_bound(keys[0], node="n1", at=0)  # one of the two nodes empty from 0 ...
+    rec.pod_bound(keys[1], node="n2", at=4_000)  # ... none from 4 s ...
+    rec.pod_succeeded(keys[1], at=6_000)  # ... one again from 6 s
+    rec.finish(at=10_000)
+    empty = reports.build(rec, scenario="s", seed=1)["summary"]["emptyNodes"]
+    assert empty == {"mean": (4 * 1 + 2 * 0 + 4 * 1) / 10, "atEnd": 1}

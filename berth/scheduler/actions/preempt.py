@@ -89,15 +89,19 @@ class Preempt:
                 ]
                 if not candidates or not hooks.job_valid(job).is_success():
                     continue
-                if solvers.evict_for(
-                    session,
-                    candidates,
-                    job=job,
-                    queue=queue,
-                    evicted=evicted,
-                    rank=_rank,
-                    allowed=functools.partial(hooks.preemptable, job),
-                    reason=_reason(job, across=across),
+                if (
+                    solvers.evict_for(
+                        session,
+                        candidates,
+                        job=job,
+                        queue=queue,
+                        evicted=evicted,
+                        rank=_rank,
+                        allowed=functools.partial(hooks.preemptable, job),
+                        reason=_reason(job, across=across),
+                        doing="preempt",
+                    )
+                    is solvers.Search.EVICTED
                 ):
                     evicted = solvers.evicted_keys(session)
         return len(evicted) - before

@@ -95,7 +95,7 @@ class Reclaim:
                 for pod in session.running_pods()
                 if pod.queue is not None and pod.queue != job.queue
             ]
-            if solvers.evict_for(
+            found = solvers.evict_for(
                 session,
                 candidates,
                 job=job,
@@ -104,10 +104,12 @@ class Reclaim:
                 rank=rank,
                 allowed=functools.partial(hooks.reclaimable, job),
                 reason=hooks.reclaim_reason(job) or _reason(job),
-            ):
+                doing="reclaim",
+            )
+            if found is solvers.Search.EVICTED:
                 evicted = solvers.evicted_keys(session)
-            else:
-                failed.add(shape)
+            elif found is solvers.Search.NOT_FOUND:
+                failed.add(shape)  # a job of another window may still reclaim alike
 
         # Backfill nominated nodes for the starving jobs: reclaim goes first. Their
         # nominations are taken back while it searches (else they would count as their

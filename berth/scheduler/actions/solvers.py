@@ -19,22 +19,31 @@ victim filter (the session's ``reclaimable`` or ``preemptable`` hook); it groups
    depend on node scores moving pods around.
 
 Nothing is left evicted unless the job's quorum then fits (the issue's rule): on failure the
-statement is rolled back to where it was. :func:`victim_units` keeps gangs whole: the members a
-group holds above ``minMember`` may go one by one; beyond them, only the whole gang goes. The
-searches are bounded (:data:`MAX_UNITS`, :data:`MAX_PLACEMENT_TRIES`), so one hopeless job
-costs a bounded number of attempts.
+statement is rolled back to where it was. A job inside its preemption window (its
+``preemptionDelay``, the PodGroup's else its queue's or an ancestor's, counted from when it
+began waiting: KAI's ``preemption-delay``) evicts nothing even when victims were found: it
+waits for an autoscaler's new nodes first, and its reason says so (``PreemptionDelayed``,
+:func:`delayed`); once the window passes, the search evicts as before.
+
+:func:`victim_units` keeps gangs whole: the members a group holds above ``minMember`` may go
+one by one; beyond them, only the whole gang goes. The searches are bounded
+(:data:`MAX_UNITS`, :data:`MAX_PLACEMENT_TRIES`), so one hopeless job costs a bounded number
+of attempts.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import enum
 import typing
 
 import numpy as np
 import numpy.typing as npt
 
-from berth.scheduler.framework import decisions, jobs, sessions, statements
+from berth.api import durations
+from berth.scheduler.framework import decisions, jobs, reasons, sessions, statements
+from berth.scheduler.snapshot import podgroups
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import pods, queues
@@ -43,16 +52,20 @@ __all__ = [
     "MAX_PLACEMENT_TRIES",
     "MAX_PRUNED",
     "MAX_UNITS",
+    "Search",
     "Unit",
     "could_fit",
+    "delayed",
     "evict_for",
     "evicted_keys",
     "needs_room",
     "pending_tasks",
     "place_job",
+    "preemption_delay",
     "quorum_vector",
     "solve",
     "victim_units",
+    "window_end",
 ]
 
 MAX_UNITS = 512
@@ -64,6 +77,14 @@ MAX_PRUNED = 16
 
 Rank = tuple[typing.Any, ...]
 IntArray = npt.NDArray[np.int64]
+
+
+class Search(enum.Enum):
+    """How a victim search for one job ended (:func:`evict_for`)."""
+
+    EVICTED = "evicted"  # committed: the victims go and the job is placed
+    NOT_FOUND = "not found"  # no victims would make the job fit
+    DELAYED = "delayed"  # victims were found, but the job's preemption window is open
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,6 +288,61 @@ def solve(
     return False
 
 
+def preemption_delay(
+    session: sessions.Session, job: jobs.Job, queue: queues.QueueInfo
+) -> tuple[float, str] | None:
+    """``job``'s ``preemptionDelay`` in seconds and whose it is (``its``, ``queue q's``):
+    the PodGroup's, else its queue's, else the nearest ancestor queue's that sets one (an
+    ancestor's setting is meant for its subtree, as only leaves take work); None if none."""
+    if job.group.preemption_delay is not None:
+        return job.group.preemption_delay, "its"
+    known = session.snapshot.queues
+    current: queues.QueueInfo | None = queue
+    seen: set[str] = set()
+    while current is not None and current.name not in seen:
+        if current.preemption_delay is not None:
+            return current.preemption_delay, f"queue {current.name}'s"
+        seen.add(current.name)
+        current = known.get(current.parent) if current.parent is not None else None
+    return None
+
+
+def window_end(session: sessions.Session, job: jobs.Job, queue: queues.QueueInfo) -> float | None:
+    """When ``job``'s preemption window closes: its :func:`preemption_delay` after it began
+    waiting (its ``minMember``-th pod's creation, or the group's, if later:
+    :func:`~berth.scheduler.snapshot.podgroups.quorum_since`); None without one."""
+    found = preemption_delay(session, job, queue)
+    if found is None or not found[0]:
+        return None
+    since = podgroups.quorum_since(job.group, members=session.snapshot.members(job.key))
+    return None if since is None else since + found[0]
+
+
+def delayed(
+    session: sessions.Session, job: jobs.Job, queue: queues.QueueInfo, *, doing: str
+) -> reasons.Reason | None:
+    """Why ``job`` does not ``doing`` (preempt, reclaim) now although it could: its
+    preemption window is still open; None once it has closed (or it has none)."""
+    ends = window_end(session, job, queue)
+    now = session.snapshot.now
+    found = preemption_delay(session, job, queue)
+    if ends is None or ends <= now or found is None:
+        return None
+    delay, whose = found
+    left = ends - now
+    return reasons.new(
+        reasons.ReasonCode.PREEMPTION_DELAYED,
+        f"could {doing} to fit, but waits for new nodes first: "
+        f"{whose} preemptionDelay {_text(delay)} ends in {_text(left)}",
+        delaySeconds=delay,
+        remainingSeconds=round(left, 3),
+    )
+
+
+def _text(seconds: float) -> str:
+    return durations.format_duration(max(round(seconds * 1000), 0))
+
+
 def evict_for(
     session: sessions.Session,
     candidates: collections.abc.Iterable[pods.PodInfo],
@@ -277,11 +353,15 @@ def evict_for(
     rank: collections.abc.Callable[[pods.PodInfo], Rank],
     allowed: collections.abc.Callable[[pods.PodInfo], bool],
     reason: str,
-) -> bool:
-    """Evict some of ``candidates`` so that ``job`` fits, in one statement; True if committed.
+    doing: str,
+) -> Search:
+    """Evict some of ``candidates`` so that ``job`` fits, in one statement.
 
-    The part reclaim and preempt share once each has chosen its candidates, victim order and
-    filter: :func:`victim_units`, then :func:`solve`, then commit or discard.
+    The part reclaim and preempt (``doing``) share once each has chosen its candidates, victim
+    order and filter: :func:`victim_units`, then :func:`solve`, then commit or discard. A
+    search that found victims for a job inside its preemption window discards them, and the
+    job's reason says it waits for new nodes (:func:`delayed`, explaining what it waited for
+    so far).
     """
     # A filter's no stands for the whole search (the hooks' contract: evictions only lower
     # what queues hold), so the pods refused before any eviction are left out up front: a
@@ -290,7 +370,7 @@ def evict_for(
     candidates = [pod for pod in candidates if pod.key not in evicted and allowed(pod)]
     units = victim_units(candidates, session=session, evicted=evicted, rank=rank)
     if not units:
-        return False
+        return Search.NOT_FOUND
     tasks = pending_tasks(session, job)
     with session.statement() as stmt:
         if not solve(
@@ -304,6 +384,15 @@ def evict_for(
             reason=reason,
         ):
             stmt.discard()
-            return False
+            return Search.NOT_FOUND
+        waiting = delayed(session, job, queue, doing=doing)
+        if waiting is not None:
+            stmt.discard()
+            before = session.group_why.get(job.key)
+            if before is None or before.code is not reasons.ReasonCode.PREEMPTION_DELAYED:
+                session.reject_job(
+                    job, reason=waiting if before is None else waiting.explained_by(before)
+                )
+            return Search.DELAYED
         stmt.commit()
-    return True
+    return Search.EVICTED

@@ -15,7 +15,7 @@ import types
 import typing
 
 from berth.api import dra, resources
-from berth.scheduler.framework import reasons
+from berth.scheduler.framework import pending, reasons
 
 __all__ = [
     "AllocateReservation",
@@ -27,6 +27,7 @@ __all__ = [
     "DecisionRecorder",
     "EndReservation",
     "EvictPod",
+    "MarkPending",
     "NOT_TRIED",
     "NominatePod",
     "QueueStatusSummary",
@@ -189,6 +190,10 @@ class Unschedulable:
     reason: reasons.Reason
 
 
+MarkPending = pending.MarkPending
+"""The waiting pods of one gang and what autoscalers should make of them
+(:mod:`berth.scheduler.framework.pending`)."""
+
 Decision = (
     BindPod
     | EvictPod
@@ -201,6 +206,7 @@ Decision = (
     | BindClaimVolume
     | ReserveClaim
     | Unschedulable
+    | MarkPending
 )
 """Everything a cycle can ask for."""
 

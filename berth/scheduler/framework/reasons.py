@@ -114,6 +114,11 @@ class ReasonCode(enum.Enum):
     room) that does not exist, has ended, is not Available yet, takes no owners, holds
     nothing any more, or does not list the pod as an owner (``details``: ``reservation``)."""
 
+    PREEMPTION_DELAYED = "PreemptionDelayed"
+    """The work could evict others to fit, but waits for new nodes first: its
+    ``preemptionDelay`` (the PodGroup's, else its queue's) has not passed since it began
+    waiting (``details``: ``delaySeconds``, ``remainingSeconds``). Capacity may still come."""
+
     NAMESPACE_NOT_ADMITTED = "NamespaceNotAdmitted"
     """The work's queue does not admit its namespace (the queue's ``namespaceSelector``;
     ``details``: ``queue``, ``namespace``)."""

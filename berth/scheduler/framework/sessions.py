@@ -28,6 +28,7 @@ from berth.scheduler.framework import (
     hooks,
     jobs,
     parking,
+    pending,
     placements,
     reasons,
     runtime,
@@ -510,9 +511,9 @@ def open_session(
     framework.handle.attach(snapshot, recorder=session.recorder, placements=session.placements)
     members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
     left_out = session.parked
-    pending = snapshot.pending_but(left_out) if left_out else snapshot.pending
-    session.pending = pending
-    for pod in pending:
+    waiting = snapshot.pending_but(left_out) if left_out else snapshot.pending
+    session.pending = waiting
+    for pod in waiting:
         if pod.awaiting_group:
             session.reject_pod(pod, reason=_awaiting_reason(pod))
         elif pod.pod_group is None:
@@ -576,6 +577,10 @@ def close_session(session: Session) -> decisions.CycleResult:
             if session.follows_group(key) and waiting.pod_group in session.group_why:
                 reason = session.group_why[waiting.pod_group]
         recorder.record(decisions.Unschedulable(subject=subject, key=key_out, reason=reason))
+    for gang in _waiting_gangs(session):
+        marked = pending.decide(gang)
+        if marked is not None:
+            recorder.record(marked)
     in_line = _waiting_in_line(session)
     session.lines = {name: tuple(str(job.key) for job in line) for name, line in in_line.items()}
     pod_why: collections.abc.Mapping[str, reasons.Reason]
@@ -607,6 +612,32 @@ def close_session(session: Session) -> decisions.CycleResult:
         queues=types.MappingProxyType(dict(sorted(session.queue_statuses.items()))),
         waiting=lines,
     )
+
+
+def _waiting_gangs(session: Session) -> list[pending.Gang]:
+    """The session's waiting pods (not the parked jobs', not stand-ins) by gang, with what
+    :func:`pending.decide` reads: a PodGroup's members together (a gang below quorum as a
+    whole), a pod of no group on its own."""
+    stand_ins = session.hooks.stand_ins
+    members: dict[str, dict[str, reasons.Reason]] = {}
+    for key, why in session.pod_why.items():
+        if key in stand_ins:
+            continue
+        pod = session.snapshot.pods.get(key)
+        group = pod.pod_group if pod is not None and pod.pod_group is not None else key
+        members.setdefault(group, {})[key] = why
+    out: list[pending.Gang] = []
+    for group in sorted(members):
+        job = session.jobs.get(typing.cast("ids.PodGroupKey", group))
+        out.append(
+            pending.Gang(
+                key=group,
+                whole=job is None or job.occupied() < job.group.min_member,
+                reason=session.group_why.get(group),
+                pods=members[group],
+            )
+        )
+    return out
 
 
 def _stands_in(job: jobs.Job, *, session: Session) -> bool:

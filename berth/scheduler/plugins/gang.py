@@ -200,15 +200,8 @@ def backing_off(timeout: float, state: TimeoutState, *, left: int) -> statuses.S
     )
 
 
-def quorum_since(
-    group: podgroups.PodGroupInfo, /, *, members: collections.abc.Iterable[pods.PodInfo]
-) -> float | None:
-    """When the group's ``minMember``-th live pod was created (or the group, if later);
-    ``None`` while fewer exist."""
-    created = sorted(p.creation_timestamp for p in members if p.phase != "Failed")
-    if len(created) < group.min_member:
-        return None
-    return max(created[group.min_member - 1], group.creation_timestamp)
+quorum_since = podgroups.quorum_since
+"""When the group's ``minMember``-th live pod was created (the timeout's clock starts then)."""
 
 
 def _held(members: collections.abc.Iterable[pods.PodInfo]) -> resources.ResourceList:

@@ -15,7 +15,7 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, resources
-from berth.scheduler.snapshot import ids, podconstraints, pods, wire
+from berth.scheduler.snapshot import ids, podconstraints, pods, queues, wire
 
 __all__ = [
     "PodGroupInfo",
@@ -23,6 +23,7 @@ __all__ = [
     "TopologyRequest",
     "implicit_group",
     "pod_group_info",
+    "quorum_since",
     "with_members",
 ]
 
@@ -79,6 +80,7 @@ class PodGroupInfo:
     failed: int = 0
     topology: TopologyRequest | None = None  # spec.topology
     sub_groups: tuple[SubGroupInfo, ...] = ()  # spec.subGroups, in order
+    preemption_delay: float | None = None  # spec.preemptionDelay (s); None: its queue's
 
     @property
     def created(self) -> int:
@@ -127,7 +129,8 @@ def pod_group_info(
         invalid, min_member = invalid or f"invalid minMember {min_member!r}", 1
     topology, problem = _topology(spec.get("topology"), field="spec.topology")
     sub_groups, sub_problem = _sub_groups(spec.get("subGroups"))
-    invalid = invalid or problem or sub_problem
+    delay, delay_problem = queues.preemption_delay(spec)
+    invalid = invalid or problem or sub_problem or delay_problem
     marked = wire.sub(meta, "annotations").get(keys.INVALID_ANNOTATION)
     if marked:
         # A mirror of another scheduler's PodGroup that cannot be honoured (berth.workloads.
@@ -154,6 +157,7 @@ def pod_group_info(
         fail_on_timeout=spec.get("onScheduleTimeout") == "Fail",
         topology=topology,
         sub_groups=sub_groups,
+        preemption_delay=delay,
     )
 
 
@@ -219,6 +223,18 @@ def _sub_groups(raw: typing.Any, /) -> tuple[tuple[SubGroupInfo, ...], str | Non
             )
         )
     return tuple(out), None
+
+
+def quorum_since(
+    group: PodGroupInfo, /, *, members: collections.abc.Iterable[pods.PodInfo]
+) -> float | None:
+    """When the group's ``minMember``-th live pod was created (or the group, if later): when
+    it began waiting for room rather than for its pods (a gang's schedule timeout and its
+    preemption window count from then). ``None`` while fewer exist."""
+    created = sorted(p.creation_timestamp for p in members if p.phase != "Failed")
+    if len(created) < group.min_member:
+        return None
+    return max(created[group.min_member - 1], group.creation_timestamp)
 
 
 def implicit_group(pod: pods.PodInfo, /) -> PodGroupInfo:

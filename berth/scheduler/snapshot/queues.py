@@ -13,7 +13,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import errors, keys, resources
+from berth.api import durations, errors, keys, resources
 from berth.scheduler.snapshot import ids, selectors, wire
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "QueueInfo",
     "default_queue",
     "namespace_selector",
+    "preemption_delay",
     "queue_info",
 ]
 
@@ -99,6 +100,7 @@ class QueueInfo:
     job_order: str = PRIORITY_FIFO  # one of PriorityFIFO, FIFO, NamespaceFair
     preempt_across_queues: bool = False  # its jobs may preempt other queues above their share
     namespaces: NamespaceSelector | None = None  # who may use it; None: every namespace
+    preemption_delay: float | None = None  # seconds its work waits for nodes before evicting
 
     @property
     def open(self) -> bool:
@@ -132,6 +134,8 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
             limit = _quantities(wire.sub(spec, "limit"), field="limit")
     except errors.QuantityError as exc:
         invalid, guaranteed, limit = f"invalid quota: {exc}", {}, {}
+    delay, problem = preemption_delay(spec)
+    invalid = invalid or problem
     weight = spec.get("weight", 1)
     priority = spec.get("priority", 0)
     parent = spec.get("parent")
@@ -160,7 +164,20 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         job_order=job_order if job_order in _JOB_ORDERS else PRIORITY_FIFO,
         preempt_across_queues=spec.get("preemptAcrossQueues") is True,
         namespaces=namespace_selector(spec.get("namespaceSelector")),
+        preemption_delay=delay,
     )
+
+
+def preemption_delay(spec: wire.Raw, /) -> tuple[float | None, str | None]:
+    """A Queue's or PodGroup's ``spec.preemptionDelay`` in seconds (None: unset), and what
+    is wrong with it, naming the field (the object then waits, saying so)."""
+    raw = spec.get("preemptionDelay")
+    if raw is None:
+        return None, None
+    try:
+        return durations.parse_duration(raw).seconds, None
+    except errors.DurationError as exc:
+        return None, f"spec.preemptionDelay: {exc}"
 
 
 def default_queue() -> QueueInfo:

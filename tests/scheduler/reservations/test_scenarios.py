@@ -138,7 +138,9 @@ def test_the_owner_lands_on_the_reserved_node_even_when_the_rest_of_the_cluster_
     ]
     assert world.status("r")["allocated"] == {"cpu": "4"}
     kinds = [
-        type(d).__name__ for d in result.decisions if not isinstance(d, decisions.Unschedulable)
+        type(d).__name__
+        for d in result.decisions
+        if not isinstance(d, decisions.Unschedulable | decisions.MarkPending)
     ]
     assert kinds == ["AnnotatePod", "BindPod", "AllocateReservation"]
 

@@ -98,6 +98,38 @@ class Admission(accounting.Accounting):
             resource=res,
         )
 
+    def limit_keeps_out(self, job: jobs.Job) -> reasons.Reason | None:
+        """Why ``job``, waiting at session close, would stay out even with more nodes: its
+        quorum's requests exceed what a limit on its queue's path leaves now. The allocate
+        action stops a gang at its first pod that finds no room, so the pods after it were
+        never held against the limit; without this a gang short of both nodes and limit
+        would ask an autoscaler for nodes it then leaves idle. None when the limits leave
+        room for the quorum (or a reservation's room may count for its pods)."""
+        name = job.queue
+        if not self.limited.get(name) or name not in self.index or not job.pending:
+            return None
+        if any(self.session.hooks.reserved_credit(pod) for pod in job.pending):
+            return None  # what a reservation holds for a pod is counted already
+        path = self.paths[name]
+        need = self.quorum_need(job)
+        left = self.limit[path] - self.allocated[path]
+        over = (need > left) & self.not_pods
+        if not over.any():
+            return None
+        row, col = (int(x) for x in np.argwhere(over)[0])
+        q, res = int(path[row]), self.resources[col]
+        whose = "queue" if self.order[q] == name else "parent queue"
+        return reasons.new(
+            reasons.ReasonCode.QUEUE_AT_LIMIT,
+            f"{whose} {self.order[q]} has {trees.format_quantity(res, int(left[row, col]))} "
+            f"{res} left under its limit of "
+            f"{trees.format_quantity(res, int(self.limit[q, col]))}; "
+            f"the gang's quorum needs {trees.format_quantity(res, int(need[col]))}",
+            plugin=accounting.NAME,
+            queue=self.order[q],
+            resource=res,
+        )
+
     def allocatable(self, queue: queues.QueueInfo, pod: pods.PodInfo) -> statuses.Status:
         name = queue.name
         i = self.index.get(name)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import collections.abc
 import math
+import typing
 
 import numpy as np
 
 from berth.api import resources
-from berth.scheduler.framework import handles, interfaces, jobs, sessions
+from berth.scheduler.framework import handles, interfaces, jobs, pending, sessions
 from berth.scheduler.plugins.proportion import (
     accounting,
     decay,
@@ -20,6 +21,9 @@ from berth.scheduler.plugins.proportion import (
     starvation,
 )
 from berth.scheduler.plugins.proportion import args as arguments
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.snapshot import ids
 
 __all__ = ["Books", "Proportion", "new"]
 
@@ -137,6 +141,7 @@ class Proportion(interfaces.SessionPlugin):
     def on_session_close(self, session: sessions.Session) -> None:
         books, self._books = self._books, None
         if books is not None and books.session is session:
+            _limits_over_capacity(session, books)
             session.queue_statuses.update(books.publish())
             # A shadow lasts while its job is held for; a job held again later starts afresh.
             held = {hold.job.key for hold in books.holds}
@@ -144,6 +149,21 @@ class Proportion(interfaces.SessionPlugin):
                 del self._shadows[key]
             if self._history is not None:
                 self._history.hold(books.holdings())
+
+
+def _limits_over_capacity(session: sessions.Session, books: Books) -> None:
+    """A gang still waiting for nodes whose quorum its queue's limits would refuse anyway
+    waits for the limit: so it says, and autoscalers are not asked for nodes it cannot use
+    (:meth:`~.admission.Admission.limit_keeps_out`)."""
+    for key, why in list(session.group_why.items()):
+        job = session.jobs.get(typing.cast("ids.PodGroupKey", key))
+        if job is None or not pending.needs_capacity(why.code):
+            continue
+        if job.occupied() >= job.group.min_member:
+            continue  # at quorum: each further pod was held against the limit on its own
+        limited = books.limit_keeps_out(job)
+        if limited is not None:
+            session.reject_job(job, reason=limited)
 
 
 def _running_usage(session: sessions.Session, history: decay.UsageHistory) -> dict[str, float]:
