@@ -86,6 +86,8 @@ class ControlPlane:
         ports: Ports | None = None,
         start_timeout: float = _START_TIMEOUT,
         scheduler_qps: float = 50.0,
+        feature_gates: collections.abc.Mapping[str, bool] | None = None,
+        runtime_config: collections.abc.Sequence[str] = (),
     ) -> None:
         self.directory = directory.resolve()
         self.pools = tuple(pools)
@@ -97,6 +99,12 @@ class ControlPlane:
         self.scheduler_qps = scheduler_qps
         """kube-scheduler's client rate limit (its default is 50/s, burst 100; benchmarks
         raise it to match Berth's)."""
+        self.feature_gates = dict(feature_gates or {})
+        """Feature gates of the API server, the controller manager and kube-scheduler (alpha
+        APIs such as 1.36's gang scheduling: ``GenericWorkload``, ``GangScheduling``)."""
+        self.runtime_config = tuple(runtime_config)
+        """API groups/versions the API server serves beyond its defaults
+        (``scheduling.k8s.io/v1alpha2=true``)."""
         self.processes: dict[str, processes.Process] = {}
         self.kubectl_path = find_kubectl()
         self._pki = self.directory / "pki"
@@ -297,8 +305,20 @@ class ControlPlane:
         self.processes[component] = process
         return process.start()
 
+    def retire(self, component: str) -> None:
+        """Stop one component started with :meth:`spawn` and forget it (no longer checked)."""
+        process = self.processes.pop(component, None)
+        if process is not None:
+            process.stop()
+
     def _spawn(self, component: str, argv: list[str]) -> processes.Process:
         return self.spawn(component, argv)
+
+    def _gates(self) -> list[str]:
+        if not self.feature_gates:
+            return []
+        pairs = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items()))
+        return [f"--feature-gates={pairs}"]
 
     def _start_etcd(self) -> None:
         self.progress("starting etcd")
@@ -360,6 +380,12 @@ class ControlPlane:
                 # Room for benchmarks: thousands of nodes and pods from a few clients.
                 "--max-requests-inflight=2000",
                 "--max-mutating-requests-inflight=1000",
+                *self._gates(),
+                *(
+                    ["--runtime-config=" + ",".join(self.runtime_config)]
+                    if self.runtime_config
+                    else []
+                ),
             ],
         )
         processes.wait_until(
@@ -394,6 +420,7 @@ class ControlPlane:
                 "--controllers=*,-nodelifecycle,-nodeipam",
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
+                *self._gates(),
             ],
         )
         sched = self._kubeconfig_paths["kube-scheduler"]
@@ -421,6 +448,7 @@ class ControlPlane:
                 f"--authorization-kubeconfig={sched}",
                 f"--secure-port={self.ports.scheduler}",
                 *delegated,
+                *self._gates(),
             ],
         )
         kwok = self._spawn(
