@@ -47,6 +47,17 @@ _NAMESPACE = "default"
 _NODE_SHAPE = "cpu=32,memory=128Gi,pods=110"
 
 
+_SHAPES = (
+    "basic",
+    "anti-affinity",
+    "spread",
+    "preferred-affinity",
+    "gang",
+    "unschedulable-backlog",
+)
+"""``--shape`` with ``--real`` (:mod:`berth.cli.e2e_shapes`; named here so the CLI loads
+without the real control plane's dependencies)."""
+
 _TOO_BIG = "64"  # cpu: more than a node has
 
 
@@ -363,23 +374,95 @@ def measure(
 @click.option(
     "--real",
     is_flag=True,
-    help="On a real control plane, Berth and the real kube-scheduler side by side (ratio).",
+    help="On a real control plane: Berth, kube-scheduler and a null scheduler side by side.",
+)
+@click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    type=click.Choice([*_SHAPES, "all"]),
+    help="With --real: a shape to race (repeatable; 'all': every one). Default: basic.",
+)
+@click.option(
+    "--standing",
+    default="0,10000",
+    show_default=True,
+    help="With --real and unschedulable-backlog: the standing backlogs to stream past "
+    "(comma-separated counts of pods no node fits).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, writable=True, path_type=pathlib.Path),
+    default=None,
+    help="With --real: also draw the schedulers side by side, shape by shape, into this PNG.",
 )
 def command(
-    nodes: int, pods: int, concurrency: int, timeout: float, backlog: int, real: bool
+    nodes: int,
+    pods: int,
+    concurrency: int,
+    timeout: float,
+    backlog: int,
+    real: bool,
+    shapes: tuple[str, ...],
+    standing: str,
+    plot: pathlib.Path | None,
 ) -> None:
-    """Pods created through the API server until Berth bound them all: pods/s (JSON)."""
-    if real:
-        if backlog:
-            raise click.UsageError("--backlog measures the emulator's operator only")
-        # berth.cli.e2e_real imports the real control plane only when asked for it.
-        from berth.cli import e2e_real
+    """Pods created through the API server until the scheduler bound them all (JSON).
 
-        measured = e2e_real.measure(
-            nodes=nodes, pods=pods, concurrency=concurrency, timeout=timeout
-        )
-    else:
+    Without --real, Berth's operator against the emulator. With --real, on a real control
+    plane (kube-apiserver, etcd, KWOK nodes), Berth, kube-scheduler and a null scheduler (the
+    ceiling: binds round-robin, checks nothing) race shape by shape, after kube-scheduler's
+    scheduler_perf workloads; every rate is also a fraction of the null scheduler's.
+    """
+    source = click.get_current_context().get_parameter_source
+    if not real:
+        for name, given in (("--shape", shapes), ("--plot", plot)):
+            if given:
+                raise click.UsageError(f"{name} needs --real")
         measured = measure(
             nodes=nodes, pods=pods, concurrency=concurrency, timeout=timeout, backlog=backlog
         )
+        click.echo(json.dumps(measured))
+        return
+    if backlog:
+        raise click.UsageError("--backlog measures the emulator's operator only")
+    chosen = list(_SHAPES) if "all" in shapes else list(dict.fromkeys(shapes or ("basic",)))
+    try:
+        levels = [int(part) for part in standing.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{standing!r}: write counts such as 0,10000,50000", param_hint="--standing"
+        ) from None
+    if not levels or min(levels) < 0:
+        raise click.BadParameter(
+            f"{standing!r}: at least one count, none negative", param_hint="--standing"
+        )
+    # berth.cli.e2e_real imports the real control plane only when asked for it.
+    from berth.cli import e2e_real
+
+    measured = e2e_real.measure(
+        nodes=nodes,
+        shapes=chosen,
+        pods=pods if source("pods") is not click.core.ParameterSource.DEFAULT else None,
+        standing=levels,
+        concurrency=concurrency,
+        timeout=timeout if source("timeout") is not click.core.ParameterSource.DEFAULT else 300.0,
+    )
+    if plot is not None:
+        from berth.cli import e2e_plot
+
+        e2e_plot.draw(measured, plot)
     click.echo(json.dumps(measured))
+    if measured["errors"]:
+        raise click.ClickException(
+            "not everything finished: "
+            + "; ".join(
+                " ".join(str(e[k]) for k in ("shape", "scheduler", "phase", "error") if k in e)
+                + (
+                    f" (log: {e.get('log') or e.get('logs')})"
+                    if e.get("log") or e.get("logs")
+                    else ""
+                )
+                for e in measured["errors"]
+            )
+        )

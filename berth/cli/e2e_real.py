@@ -1,29 +1,51 @@
-"""``berth bench e2e --real``: Berth against the real kube-scheduler on one real control plane.
+"""``berth bench e2e --real``: Berth, kube-scheduler and a null scheduler on one real plane.
 
-:func:`measure` starts a real control plane (:mod:`berth.realcluster`) with ``nodes`` KWOK
-nodes, installs Berth's chart and runs ``berth run`` as its own process (as kube-scheduler is),
-then races the two schedulers one after the other on the same cluster: ``pods`` pods created
-through the API server (``concurrency`` clients) naming kube-scheduler, then as many naming
-Berth. kube-scheduler goes first, so Berth places its pods on a cluster already holding the
-others. A watch on the API server times each pod from its create to the first event with a node:
-``pods_per_second`` is created→bound throughput, with latency percentiles (``stream``). Then
-the same again with the scheduler stopped (SIGSTOP) while its pods are created and the clock
-started when it resumes (``backlog``): its placement rate, whatever the create rate on this
-machine. Both run without leader election (a paused leader would lose its Lease). Neither is
-throttled on the client side: Berth has no client rate limit (its binder sends at most
-``bind_concurrency`` bindings at once) and kube-scheduler's ``clientConnection.qps`` is raised
-from its default 50/s to :data:`KUBE_SCHEDULER_QPS`. One JSON object, with the ratio.
+:func:`measure` starts a real control plane (:mod:`berth.realcluster`) with ``nodes`` KWOK nodes
+(:func:`berth.cli.e2e_shapes.pools`), installs Berth's chart and runs ``berth run`` as its own
+process (as kube-scheduler is), and the null scheduler (:mod:`berth.cli.e2e_null`: binds
+round-robin, checks nothing) as a third. Then, for each shape asked (:mod:`berth.cli.
+e2e_shapes`, after scheduler_perf's workloads), each scheduler in turn — null, kube-scheduler,
+Berth — races twice on the same cluster (:func:`berth.cli.e2e_race.phase`), each race in a
+fresh namespace deleted after it, so every race starts from the same cluster:
+
+- ``stream``: the pods created through the API server (``concurrency`` clients) while the
+  scheduler runs, timed from the first create until each is seen bound;
+- ``backlog``: the scheduler stopped (SIGSTOP) while its pods are created, the clock started
+  when it resumes: its placement rate, whatever the create rate.
+
+Each race reports pods/s, p50/p99 create-to-bound, the scheduler's own CPU seconds (``/proc``,
+user + system over the clock's window) per 1000 pods bound and its mean cores, its peak RSS,
+the mean cores of every other component (API server, etcd, KWOK, controller manager, this
+process creating the pods) to show what bounds the rate, and the scheduler's own cycle
+histogram (Berth's sessions, kube-scheduler's per-pod attempts). Every rate is also given as a
+fraction of the null scheduler's in the same shape and phase: the share of what the API server,
+etcd and KWOK allow on this machine that the scheduler reaches.
+
+``unschedulable-backlog`` instead raises a standing backlog of pods no node fits (for each
+level of ``standing``: 0, 10 000, 50 000 ...) and streams plain pods past it, reporting the
+stream at each level, the scheduler's cycles while idle beside the backlog, and the rate as a
+fraction of its own rate with none standing.
+
+The schedulers run without leader election (a paused leader would lose its Lease) and without
+a client rate limit: Berth has none (its binder sends at most ``bind_concurrency`` bindings at
+once, and so does the null scheduler), kube-scheduler's ``clientConnection.qps`` is raised from
+50/s to :data:`KUBE_SCHEDULER_QPS`. With the ``gang`` shape, the plane runs kube-scheduler's
+alpha gang scheduling (``GenericWorkload``, ``GangScheduling``).
+
+Faults: a component that dies ends the run; a race whose pods are not all bound within
+``timeout`` is marked ``timed_out`` and the run goes on. Either way the JSON says what finished
+(``complete``, ``errors`` naming the component and its log) and every process is stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import collections.abc
+import functools
 import os
 import pathlib
-import signal
+import shutil
 import ssl
-import statistics
 import sys
 import tempfile
 import time
@@ -35,35 +57,18 @@ import aiohttp
 import click
 
 from berth.api import keys
-from berth.emulator import kubelets
+from berth.cli import e2e_race, e2e_shapes, proc_usage
 from berth.realcluster import binaries, controlplane, install, processes
 
-__all__ = ["KUBE_SCHEDULER_QPS", "measure"]
+__all__ = ["CONTENDERS", "KUBE_SCHEDULER_QPS", "measure"]
 
 KUBE_SCHEDULER_QPS = 5000.0
-_NODE_SHAPE = "cpu=32,memory=128Gi,pods=110"
-_SCHEDULERS = (("kube_scheduler", "default-scheduler"), ("berth", keys.DEFAULT_SCHEDULER_NAME))
+NULL_SCHEDULER = "berth-bench-null"
+NOBODY = "berth-bench-nobody"  # the null scheduler's standing backlog names no live scheduler
+CONTENDERS = ("null", "kube_scheduler", "berth")
+_IDLE_SECONDS = 10.0
 
 Object = dict[str, typing.Any]
-
-
-def _pod(name: str, scheduler: str) -> Object:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": scheduler,
-            "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-                }
-            ],
-        },
-    }
 
 
 def _client_ssl(plane: controlplane.ControlPlane) -> ssl.SSLContext:
@@ -73,146 +78,37 @@ def _client_ssl(plane: controlplane.ControlPlane) -> ssl.SSLContext:
     return context
 
 
-async def _race_one(
-    session: aiohttp.ClientSession,
-    *,
-    namespace: str,
-    scheduler: str,
-    pods: int,
-    concurrency: int,
-    timeout: float,
-    paused: processes.Process | None = None,
-) -> Object:
-    """Create ``pods`` pods for ``scheduler`` and time them until bound (see the module
-    docstring); with ``paused``, that scheduler is stopped while they are created and the clock
-    starts when it resumes (a backlog, whatever the create rate)."""
-    async with session.post(
-        "/api/v1/namespaces", json={"metadata": {"name": namespace}}
-    ) as response:
-        if response.status != 201:
-            raise click.ClickException(f"creating namespace {namespace}: {response.status}")
-    async with asyncio.timeout(60):
-        while True:  # pods may be created once the controllers made its ServiceAccount
-            async with session.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default") as r:
-                if r.status == 200:
-                    break
-            await asyncio.sleep(0.2)
-    async with session.get(f"/api/v1/namespaces/{namespace}/pods") as response:
-        version = (await response.json())["metadata"]["resourceVersion"]
-    sent: dict[str, float] = {}
-    bound: dict[str, float] = {}
-    everything = asyncio.Event()
-
-    def seen(obj: Object) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        if name and (obj.get("spec") or {}).get("nodeName") and name not in bound:
-            bound[name] = time.perf_counter()
-            if len(bound) >= pods:
-                everything.set()
-
-    async def watch() -> None:
-        # As an informer does: the API server may end a watch (a slow client on a busy machine
-        # is cut off), so it is resumed from the last version seen, relisting when too old.
-        resume = version
-        while not everything.is_set():
-            params = {"watch": "1", "resourceVersion": resume, "allowWatchBookmarks": "true"}
-            async with session.get(
-                f"/api/v1/namespaces/{namespace}/pods",
-                params=params,
-                timeout=aiohttp.ClientTimeout(),
-            ) as response:
-                async for line in response.content:
-                    event = json.loads(line)
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        async with session.get(f"/api/v1/namespaces/{namespace}/pods") as r:
-                            listed = await r.json()
-                        for item in listed.get("items") or ():
-                            seen(item)
-                        resume = listed["metadata"]["resourceVersion"]
-                        break
-                    resume = (obj.get("metadata") or {}).get("resourceVersion") or resume
-                    seen(obj)
-                    if everything.is_set():
-                        return
-
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for index in range(pods):
-        queue.put_nowait(index)
-
-    async def create() -> None:
-        while not queue.empty():
-            name = f"p-{queue.get_nowait():06d}"
-            sent[name] = time.perf_counter()
-            async with session.post(
-                f"/api/v1/namespaces/{namespace}/pods", json=_pod(name, scheduler)
-            ) as response:
-                if response.status != 201:
-                    raise click.ClickException(f"creating a pod: {response.status}")
-
-    watcher = asyncio.create_task(watch())
-    if paused is not None:
-        paused.signal(signal.SIGSTOP)
-    started = time.perf_counter()
-    try:
-        await asyncio.gather(*(create() for _ in range(concurrency)))
-    finally:
-        created = time.perf_counter()
-        if paused is not None:
-            paused.signal(signal.SIGCONT)
-    if paused is not None:
-        started = created
-        sent = dict.fromkeys(sent, created)
-    try:
-        async with asyncio.timeout(timeout):
-            await asyncio.wait(
-                [watcher, asyncio.create_task(everything.wait())],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-    except TimeoutError:
-        pass
-    if watcher.done():
-        watcher.result()  # a watch that failed says why
-    finished = max(bound.values(), default=time.perf_counter())
-    watcher.cancel()
-    latencies = sorted((bound[k] - sent[k]) * 1000 for k in bound if k in sent)
-    seconds = finished - started
-    return {
-        "bound": len(bound),
-        "seconds": round(seconds, 3),
-        "pods_per_second": round(len(bound) / seconds, 1) if seconds > 0 else 0.0,
-        "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
-        "p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))], 1) if latencies else None,
-    }
+def _histogram(text: str, name: str) -> tuple[float, float]:
+    """(sum, count) of histogram ``name`` summed over its label sets."""
+    found = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for part in found:
+            prefix = f"{name}_{part}"
+            if line.startswith(prefix) and line[len(prefix)] in " {":
+                found[part] += float(line.rsplit(" ", 1)[1])
+    return found["sum"], found["count"]
 
 
-async def _race(
-    plane: controlplane.ControlPlane,
-    berth: processes.Process,
-    *,
-    pods: int,
-    concurrency: int,
-    timeout: float,
-) -> Object:
-    connector = aiohttp.TCPConnector(limit=concurrency + 4, ssl=_client_ssl(plane))
-    schedulers = {
-        "kube_scheduler": ("default-scheduler", plane.processes["kube-scheduler"]),
-        "berth": (keys.DEFAULT_SCHEDULER_NAME, berth),
-    }
-    results: Object = {label: {} for label in schedulers}
-    async with aiohttp.ClientSession(base_url=plane.url, connector=connector) as session:
-        for shape in ("stream", "backlog"):
-            for label, (name, process) in schedulers.items():
-                results[label][shape] = await _race_one(
-                    session,
-                    namespace=f"{shape}-{label.replace('_', '-')}",
-                    scheduler=name,
-                    pods=pods,
-                    concurrency=concurrency,
-                    timeout=timeout,
-                    paused=process if shape == "backlog" else None,
-                )
-    return results
+def _metrics_reader(
+    url: str, histogram: str
+) -> collections.abc.Callable[[], collections.abc.Awaitable[tuple[float, float] | None]]:
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+
+    async def read() -> tuple[float, float] | None:
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(url, ssl=insecure if url.startswith("https") else True) as response,
+            ):
+                if response.status != 200:
+                    return None
+                return _histogram(await response.text(), histogram)
+        except aiohttp.ClientError:
+            return None
+
+    return read
 
 
 def _berth_ready(port: int) -> bool:
@@ -223,65 +119,352 @@ def _berth_ready(port: int) -> bool:
         return False
 
 
+def _start_null(plane: controlplane.ControlPlane) -> processes.Process:
+    pair = plane.authority.client("null-scheduler", user="system:kube-scheduler")
+    process = plane.spawn(
+        "null-scheduler",
+        [
+            sys.executable,
+            "-m",
+            "berth.cli.e2e_null",
+            f"--server={plane.url}",
+            f"--ca={plane.authority.cert}",
+            f"--cert={pair.cert}",
+            f"--key={pair.key}",
+            f"--scheduler={NULL_SCHEDULER}",
+        ],
+    )
+    processes.wait_until(
+        "the null scheduler",
+        lambda: "watching pods" in processes.tail(process.log),
+        timeout=60.0,
+        watch=[process],
+    )
+    return process
+
+
+def _start_berth(plane: controlplane.ControlPlane) -> tuple[processes.Process, int]:
+    installation = asyncio.run(install.install(plane, mode="scheduler"))
+    port = processes.free_port()
+    env = {**os.environ, **installation.environment(http_port=port, identity="bench")}
+    # As kube-scheduler here: one instance, no Lease (a paused leader would lose it).
+    env["BERTH_LEADER_ELECTION__ENABLED"] = "false"
+    berth = plane.spawn(
+        "berth",
+        [str(pathlib.Path(sys.executable).parent / "berth"), "run", "--log-level", "warning"],
+        env=env,
+    )
+    processes.wait_until("berth's caches", lambda: _berth_ready(port), timeout=180.0, watch=[berth])
+    return berth, port
+
+
+def _marked(tracker: e2e_race.Tracker, count: int) -> bool:
+    return len(tracker.unschedulable) >= count
+
+
+def _contenders(plane: controlplane.ControlPlane) -> dict[str, e2e_race.Contender]:
+    """Start the null scheduler and Berth beside the plane's kube-scheduler."""
+    null = _start_null(plane)
+    berth, port = _start_berth(plane)
+    return {
+        "null": e2e_race.Contender("null", NULL_SCHEDULER, null),
+        "kube_scheduler": e2e_race.Contender(
+            "kube_scheduler",
+            "default-scheduler",
+            plane.processes["kube-scheduler"],
+            _metrics_reader(
+                f"https://127.0.0.1:{plane.ports.scheduler}/metrics",
+                "scheduler_scheduling_attempt_duration_seconds",
+            ),
+            "attempt",
+        ),
+        "berth": e2e_race.Contender(
+            "berth",
+            keys.DEFAULT_SCHEDULER_NAME,
+            berth,
+            _metrics_reader(f"http://127.0.0.1:{port}/metrics", "berth_session_duration_seconds"),
+            "cycle",
+        ),
+    }
+
+
+def _fractions(shape: Object) -> None:
+    """Each contender's rate as a fraction of the null scheduler's, phase by phase."""
+    null = shape.get("null") or {}
+    for label in CONTENDERS[1:]:
+        for phase_name, result in (shape.get(label) or {}).items():
+            ceiling = (null.get(phase_name) or {}).get("pods_per_second")
+            if ceiling and isinstance(result, dict) and "pods_per_second" in result:
+                result["fraction_of_null"] = round(result["pods_per_second"] / ceiling, 2)
+    ours, theirs = shape.get("berth") or {}, shape.get("kube_scheduler") or {}
+    ratio: Object = {}
+    for phase_name in ("stream", "backlog"):
+        a = (ours.get(phase_name) or {}).get("pods_per_second")
+        b = (theirs.get(phase_name) or {}).get("pods_per_second")
+        if a is not None and b:
+            ratio[phase_name] = round(a / b, 2)
+    if ratio:
+        shape["ratio_berth_to_kube_scheduler"] = ratio
+
+
+class _Bench:
+    """The run's state: the plane, the contenders, what was measured so far."""
+
+    def __init__(
+        self,
+        plane: controlplane.ControlPlane,
+        contenders: dict[str, e2e_race.Contender],
+        *,
+        nodes: int,
+        pods: int | None,
+        standing: collections.abc.Sequence[int],
+        concurrency: int,
+        timeout: float,
+        report: Object,
+    ) -> None:
+        self.plane = plane
+        self.contenders = contenders
+        self.nodes = nodes
+        self.pods = pods
+        self.standing = sorted(set(standing))
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.report = report
+        self.node_names = [n for pool in e2e_shapes.pools(nodes) for n in pool.names()]
+
+    def _race(self, session: aiohttp.ClientSession) -> e2e_race.Race:
+        return e2e_race.Race(
+            session=session,
+            processes=dict(self.plane.processes),
+            concurrency=self.concurrency,
+            timeout=self.timeout,
+            bench_pid=os.getpid(),
+        )
+
+    async def run(self, shapes: collections.abc.Sequence[str]) -> None:
+        connector = aiohttp.TCPConnector(limit=self.concurrency + 8, ssl=_client_ssl(self.plane))
+        async with aiohttp.ClientSession(base_url=self.plane.url, connector=connector) as session:
+            race = self._race(session)
+            for name in shapes:
+                shape = e2e_shapes.SHAPES[name]
+                init, measured = shape.counts(self.nodes, self.pods)
+                entry: Object = {"mirrors": shape.mirrors, "init": init, "pods": measured}
+                self.report["shapes"][name] = entry
+                if name == e2e_shapes.UNSCHEDULABLE:
+                    await self._unschedulable(race, shape, entry, init=init, measured=measured)
+                else:
+                    await self._shape(race, shape, entry, init=init, measured=measured)
+                _fractions(entry)
+
+    def _timed_out(self, shape: str, label: str, phase: str, result: Object) -> None:
+        if result.get("timed_out"):
+            process = self.contenders[label].process
+            self.report["errors"].append(
+                {
+                    "shape": shape,
+                    "scheduler": label,
+                    "phase": phase,
+                    "error": f"{result['bound']} of {result['pods']} pods bound after "
+                    f"{self.timeout:.0f} s",
+                    "log": str(process.log),
+                }
+            )
+
+    async def _shape(
+        self,
+        race: e2e_race.Race,
+        shape: e2e_shapes.Shape,
+        entry: Object,
+        *,
+        init: int,
+        measured: int,
+    ) -> None:
+        for label, contender in self.contenders.items():
+            entry[label] = {}
+            for phase_name in ("stream", "backlog"):
+                namespace = f"{shape.name}-{label.replace('_', '-')}-{phase_name}"
+                result = await e2e_race.phase(
+                    race,
+                    contender,
+                    namespace=namespace,
+                    init=e2e_shapes.init_pods(shape, init, nodes=self.node_names),
+                    before=e2e_shapes.gang_objects(shape, measured, contender=contender.label),
+                    pods=e2e_shapes.measured_pods(
+                        shape, measured, contender=contender.label, scheduler=contender.scheduler
+                    ),
+                    paused=phase_name == "backlog",
+                )
+                entry[label][phase_name] = result
+                self._timed_out(shape.name, label, phase_name, result)
+                await e2e_race.delete_namespace(race, namespace, timeout=self.timeout)
+
+    async def _unschedulable(
+        self,
+        race: e2e_race.Race,
+        shape: e2e_shapes.Shape,
+        entry: Object,
+        *,
+        init: int,
+        measured: int,
+    ) -> None:
+        entry["standing"] = self.standing
+        for label, contender in self.contenders.items():
+            levels: Object = {}
+            entry[label] = levels
+            backlog = f"standing-{label.replace('_', '-')}"
+            await e2e_race.create_namespace(race, backlog)
+            tracker = await e2e_race.Tracker(race.session, backlog).start()
+            scheduler = NOBODY if label == "null" else contender.scheduler
+            created = 0
+            try:
+                for level in self.standing:
+                    marking = time.perf_counter()
+                    await e2e_race.create(
+                        race.session,
+                        backlog,
+                        e2e_shapes.standing_pods(created, level, scheduler=scheduler),
+                        concurrency=race.concurrency,
+                    )
+                    created = level
+                    marked = True
+                    if label != "null":
+                        # Until the scheduler has looked at every one and said it cannot fit.
+                        marked = await tracker.wait(
+                            functools.partial(_marked, tracker, created),
+                            timeout=self.timeout + created / 50,
+                            race=race,
+                        )
+                    level_entry: Object = {
+                        "standing": level,
+                        "marked_unschedulable": len(tracker.unschedulable),
+                        "seconds_to_mark": round(time.perf_counter() - marking, 1),
+                    }
+                    if not marked:
+                        level_entry["not_all_marked"] = True
+                    level_entry["idle"] = await self._idle(race, contender)
+                    namespace = f"unsched-{label.replace('_', '-')}-{level}"
+                    result = await e2e_race.phase(
+                        race,
+                        contender,
+                        namespace=namespace,
+                        init=e2e_shapes.init_pods(shape, init, nodes=self.node_names),
+                        before=[],
+                        pods=e2e_shapes.measured_pods(
+                            shape,
+                            measured,
+                            contender=contender.label,
+                            scheduler=contender.scheduler,
+                        ),
+                        paused=False,
+                    )
+                    level_entry["stream"] = result
+                    self._timed_out(shape.name, label, f"stream with {level} standing", result)
+                    levels[str(level)] = level_entry
+                    await e2e_race.delete_namespace(race, namespace, timeout=self.timeout)
+            finally:
+                await tracker.stop()
+            await e2e_race.delete_namespace(race, backlog, timeout=self.timeout + created / 20)
+            base = (levels.get(str(self.standing[0])) or {}).get("stream", {})
+            for level_entry in levels.values():
+                rate, first = level_entry["stream"]["pods_per_second"], base.get("pods_per_second")
+                if first:
+                    level_entry["stream"]["fraction_of_first_level"] = round(rate / first, 2)
+
+    async def _idle(self, race: e2e_race.Race, contender: e2e_race.Contender) -> Object:
+        """The contender beside the standing backlog with nothing else happening."""
+        await e2e_race.settle(race)
+        pid = contender.process.pid
+        assert pid is not None
+        before = await contender.cycles() if contender.cycles else None
+        window = proc_usage.Window({"own": pid}).start()
+        await asyncio.sleep(_IDLE_SECONDS)
+        after = await contender.cycles() if contender.cycles else None
+        wall, used = window.read()
+        idle: Object = {
+            "seconds": round(wall, 1),
+            "scheduler_cores": round(used["own"] / wall, 3) if used["own"] is not None else None,
+        }
+        if before is not None and after is not None:
+            count = after[1] - before[1]
+            idle[f"{contender.cycle_unit}s"] = int(count)
+            idle[f"{contender.cycle_unit}_ms"] = (
+                round((after[0] - before[0]) / count * 1000, 2) if count else None
+            )
+        return idle
+
+
 def measure(
-    *, nodes: int = 1000, pods: int = 5000, concurrency: int = 32, timeout: float = 300.0
+    *,
+    nodes: int = 1000,
+    shapes: collections.abc.Sequence[str] = ("basic",),
+    pods: int | None = None,
+    standing: collections.abc.Sequence[int] = (0, 10_000),
+    concurrency: int = 32,
+    timeout: float = 300.0,
 ) -> Object:
-    """Run the benchmark (see the module docstring); the JSON-ready result."""
+    """Run the benchmark (see the module docstring); the JSON-ready result, partial when
+    something failed (``complete`` false, ``errors`` saying what)."""
+    unknown = [s for s in shapes if s not in e2e_shapes.SHAPES]
+    if unknown:
+        raise click.UsageError(
+            f"--shape: no shape {', '.join(unknown)} (known: {', '.join(e2e_shapes.SHAPES)})"
+        )
     try:
         found = binaries.find()
     except binaries.BinariesMissing as missing:
         raise click.ClickException(str(missing)) from None
-    with tempfile.TemporaryDirectory(prefix="berth-e2e-real-") as directory:
-        plane = controlplane.ControlPlane(
-            pathlib.Path(directory),
-            pools=[kubelets.parse_pool(f"{nodes}x {_NODE_SHAPE} name=node")],
-            binaries=found,
-            scheduler_qps=KUBE_SCHEDULER_QPS,
-        )
-        berth: processes.Process | None = None
-        try:
-            plane.start()
-            installation = asyncio.run(install.install(plane, mode="scheduler"))
-            port = processes.free_port()
-            env = {**os.environ, **installation.environment(http_port=port, identity="bench")}
-            # As kube-scheduler here: one instance, no Lease (a paused leader would lose it).
-            env["BERTH_LEADER_ELECTION__ENABLED"] = "false"
-            berth = processes.Process(
-                "berth",
-                [
-                    str(pathlib.Path(sys.executable).parent / "berth"),
-                    "run",
-                    "--log-level",
-                    "warning",
-                ],
-                log=plane.log("berth"),
-                env=env,
-            ).start()
-            processes.wait_until(
-                "berth's caches", lambda: _berth_ready(port), timeout=120.0, watch=[berth]
-            )
-            raced = asyncio.run(
-                _race(plane, berth, pods=pods, concurrency=concurrency, timeout=timeout)
-            )
-        except processes.ComponentFailed as failed:
-            raise click.ClickException(str(failed)) from None
-        finally:
-            if berth is not None:
-                berth.stop()
-            plane.stop()
-    kube, ours = raced["kube_scheduler"], raced["berth"]
-
-    def ratio(shape: str) -> float | None:
-        theirs = kube[shape]["pods_per_second"]
-        return round(ours[shape]["pods_per_second"] / theirs, 2) if theirs else None
-
-    return {
+    gangs = "gang" in shapes
+    report: Object = {
         "scenario": "e2e-real",
         "kubernetes": binaries.KUBERNETES_VERSION,
         "nodes": nodes,
-        "pods": pods,
+        "machine": {"cpus": os.cpu_count(), "load_before": _load()},
         "kube_scheduler_qps": KUBE_SCHEDULER_QPS,
-        "kube_scheduler": kube,
-        "berth": ours,
-        "ratio": {"stream": ratio("stream"), "backlog": ratio("backlog")},
+        "feature_gates": e2e_shapes.GANG_FEATURE_GATES if gangs else {},
+        "shapes": {},
+        "errors": [],
+        "complete": False,
     }
+    started = time.monotonic()
+    # Not a TemporaryDirectory: after a failure the logs the errors name are kept.
+    directory = pathlib.Path(tempfile.mkdtemp(prefix="berth-e2e-real-"))
+    plane = controlplane.ControlPlane(
+        directory,
+        pools=e2e_shapes.pools(nodes),
+        binaries=found,
+        scheduler_qps=KUBE_SCHEDULER_QPS,
+        feature_gates=e2e_shapes.GANG_FEATURE_GATES if gangs else None,
+        runtime_config=e2e_shapes.GANG_RUNTIME_CONFIG if gangs else (),
+    )
+    try:
+        plane.start()
+        bench = _Bench(
+            plane,
+            _contenders(plane),
+            nodes=nodes,
+            pods=pods,
+            standing=standing,
+            concurrency=concurrency,
+            timeout=timeout,
+            report=report,
+        )
+        asyncio.run(bench.run(shapes))
+        report["complete"] = not report["errors"]
+    except processes.ComponentFailed as failed:
+        report["errors"].append({"error": str(failed), "logs": str(directory / "logs")})
+    finally:
+        plane.stop()
+        report["seconds"] = round(time.monotonic() - started, 1)
+        report["machine"]["load_after"] = _load()
+        if report["complete"]:
+            shutil.rmtree(directory, ignore_errors=True)
+        else:
+            report["logs"] = str(directory / "logs")
+    return report
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
