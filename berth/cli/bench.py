@@ -12,6 +12,8 @@ benchmarks (``sim``, ``emulator``) join the same group as subcommands.
 from __future__ import annotations
 
 import json
+import pathlib
+import typing
 
 import click
 
@@ -20,6 +22,8 @@ from berth.cli import emulator as emulator_cli
 from berth.sim import benchmarks, stress
 
 __all__ = ["command"]
+
+T = typing.TypeVar("T", int, float)
 
 
 @click.group("bench")
@@ -98,6 +102,98 @@ def sim(jobs: int, nodes: int, seed: int, schedule_period: str) -> None:
     """berth sim on a generated scenario: JOBS jobs in four queues on NODES nodes."""
     result = stress.measure(jobs=jobs, nodes=nodes, seed=seed, schedule_period=schedule_period)
     click.echo(json.dumps(result))
+
+
+@command.command("peers")
+@click.option(
+    "--real",
+    is_flag=True,
+    help="On a real control plane (required: Kueue runs only there).",
+)
+@click.option("--nodes", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option(
+    "--jobs", type=click.IntRange(min=1), default=240, show_default=True, help="Jobs of 4 pods."
+)
+@click.option(
+    "--weights",
+    default="1,1,2,4",
+    show_default=True,
+    help="One queue per weight (comma-separated), the same for Kueue and Berth.",
+)
+@click.option(
+    "--run-seconds",
+    default="10,30",
+    show_default=True,
+    help="Each Job's run time is drawn uniformly between these (seconds, played by KWOK).",
+)
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=1800.0,
+    show_default=True,
+    help="Seconds each system has to run every Job.",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, writable=True, path_type=pathlib.Path),
+    default=None,
+    help="Also draw each queue's share over time, per system, into this PNG.",
+)
+def peers(
+    real: bool,
+    nodes: int,
+    jobs: int,
+    weights: str,
+    run_seconds: str,
+    seed: int,
+    timeout: float,
+    plot: pathlib.Path | None,
+) -> None:
+    """The same batch Jobs to Kueue + kube-scheduler, then to Berth, on one cluster (JSON).
+
+    Jobs of parallelism 4 in queues of the given weights, more than the cluster holds: Jobs
+    started per minute, time until all ran, each queue's share against its weighted fair
+    share, partial gangs, and the CPU each system's controller and scheduler used.
+    """
+    if not real:
+        raise click.UsageError("berth bench peers runs Kueue on a real control plane: add --real")
+    parsed_weights = _numbers(weights, "--weights", float)
+    bounds = _numbers(run_seconds, "--run-seconds", int)
+    if len(bounds) != 2 or not 0 < bounds[0] <= bounds[1]:
+        raise click.BadParameter(
+            f"{run_seconds!r}: two counts of seconds, low then high", param_hint="--run-seconds"
+        )
+    if any(w <= 0 for w in parsed_weights):
+        raise click.BadParameter(f"{weights!r}: weights must be above 0", param_hint="--weights")
+    # berth.cli.peers imports the real control plane only when asked for it.
+    from berth.cli import peers as peers_bench
+
+    measured = peers_bench.measure(
+        nodes=nodes,
+        jobs=jobs,
+        weights=parsed_weights,
+        seconds=(bounds[0], bounds[1]),
+        seed=seed,
+        timeout=timeout,
+    )
+    if plot is not None and measured["complete"]:
+        from berth.cli import peers_plot
+
+        peers_plot.draw(measured, plot)
+    click.echo(json.dumps(measured))
+    if measured["errors"]:
+        raise click.ClickException(
+            "not everything finished: "
+            + "; ".join(f"{e['error']} (logs: {e['logs']})" for e in measured["errors"])
+        )
+
+
+def _numbers(text: str, option: str, kind: type[T]) -> list[T]:
+    try:
+        return [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: comma-separated numbers", param_hint=option) from None
 
 
 command.add_command(emulator_cli.bench_command)
