@@ -349,7 +349,14 @@ def measure(
 
 @click.command("e2e")
 @click.option("--nodes", type=click.IntRange(min=1), default=1000, show_default=True)
-@click.option("--pods", type=click.IntRange(min=1), default=5000, show_default=True)
+@click.option(
+    "--pods",
+    type=click.IntRange(min=1),
+    default=5000,
+    show_default=True,
+    help="Pods to create. With --real, when given: the measured pods of every shape, instead "
+    "of its scheduler_perf count scaled to --nodes.",
+)
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
@@ -362,7 +369,7 @@ def measure(
     type=click.FloatRange(min=1),
     default=120.0,
     show_default=True,
-    help="Seconds to wait for every pod to be bound.",
+    help="Seconds to wait for every pod to be bound (with --real, per race; 300 unless given).",
 )
 @click.option(
     "--backlog",

@@ -250,11 +250,13 @@ class _Bench:
                 init, measured = shape.counts(self.nodes, self.pods)
                 entry: Object = {"mirrors": shape.mirrors, "init": init, "pods": measured}
                 self.report["shapes"][name] = entry
-                if name == e2e_shapes.UNSCHEDULABLE:
-                    await self._unschedulable(race, shape, entry, init=init, measured=measured)
-                else:
-                    await self._shape(race, shape, entry, init=init, measured=measured)
-                _fractions(entry)
+                try:
+                    if name == e2e_shapes.UNSCHEDULABLE:
+                        await self._unschedulable(race, shape, entry, init=init, measured=measured)
+                    else:
+                        await self._shape(race, shape, entry, init=init, measured=measured)
+                finally:
+                    _fractions(entry)  # of what finished, also when the run ends here
 
     def _timed_out(self, shape: str, label: str, phase: str, result: Object) -> None:
         if result.get("timed_out"):
