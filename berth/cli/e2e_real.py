@@ -32,9 +32,10 @@ once, and so does the null scheduler), kube-scheduler's ``clientConnection.qps``
 50/s to :data:`KUBE_SCHEDULER_QPS`. With the ``gang`` shape, the plane runs kube-scheduler's
 alpha gang scheduling (``GenericWorkload``, ``GangScheduling``).
 
-Faults: a component that dies ends the run; a race whose pods are not all bound within
-``timeout`` is marked ``timed_out`` and the run goes on. Either way the JSON says what finished
-(``complete``, ``errors`` naming the component and its log) and every process is stopped.
+Faults: a component that dies ends the run, and so do SIGTERM and Ctrl+C; a race whose pods are
+not all bound within ``timeout`` is marked ``timed_out`` and the run goes on. Either way the
+JSON says what finished (``complete``, ``errors`` naming the component and its log, kept) and
+every process is stopped.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ import aiohttp
 import click
 
 from berth.api import keys
-from berth.cli import e2e_race, e2e_shapes, proc_usage
+from berth.cli import e2e_race, e2e_shapes, interrupts, proc_usage
 from berth.realcluster import binaries, controlplane, install, processes
 
 __all__ = ["CONTENDERS", "KUBE_SCHEDULER_QPS", "measure"]
@@ -439,21 +440,21 @@ def measure(
         runtime_config=e2e_shapes.GANG_RUNTIME_CONFIG if gangs else (),
     )
     try:
-        plane.start()
-        bench = _Bench(
-            plane,
-            _contenders(plane),
-            nodes=nodes,
-            pods=pods,
-            standing=standing,
-            concurrency=concurrency,
-            timeout=timeout,
-            report=report,
+        with interrupts.terminated_raises():
+            _run(
+                plane,
+                report,
+                shapes=shapes,
+                nodes=nodes,
+                pods=pods,
+                standing=standing,
+                concurrency=concurrency,
+                timeout=timeout,
+            )
+    except (processes.ComponentFailed, interrupts.Terminated, KeyboardInterrupt) as failed:
+        report["errors"].append(
+            {"error": str(failed) or type(failed).__name__, "logs": str(directory / "logs")}
         )
-        asyncio.run(bench.run(shapes))
-        report["complete"] = not report["errors"]
-    except processes.ComponentFailed as failed:
-        report["errors"].append({"error": str(failed), "logs": str(directory / "logs")})
     finally:
         plane.stop()
         report["seconds"] = round(time.monotonic() - started, 1)
@@ -463,6 +464,33 @@ def measure(
         else:
             report["logs"] = str(directory / "logs")
     return report
+
+
+def _run(
+    plane: controlplane.ControlPlane,
+    report: Object,
+    *,
+    shapes: collections.abc.Sequence[str],
+    nodes: int,
+    pods: int | None,
+    standing: collections.abc.Sequence[int],
+    concurrency: int,
+    timeout: float,
+) -> None:
+    """Start the plane and the contenders, race every shape into ``report``."""
+    plane.start()
+    bench = _Bench(
+        plane,
+        _contenders(plane),
+        nodes=nodes,
+        pods=pods,
+        standing=standing,
+        concurrency=concurrency,
+        timeout=timeout,
+        report=report,
+    )
+    asyncio.run(bench.run(shapes))
+    report["complete"] = not report["errors"]
 
 
 def _load() -> list[float] | None:

@@ -59,7 +59,7 @@ import aiohttp
 import click
 
 from berth.api import keys
-from berth.cli import e2e_race, peers_workload, proc_usage
+from berth.cli import e2e_race, interrupts, peers_workload, proc_usage
 from berth.emulator import kubelets
 from berth.realcluster import binaries, controlplane, install, kueue, processes
 
@@ -493,17 +493,20 @@ def measure(
         scheduler_qps=QPS,
     )
     try:
-        plane.start()
-        report["kueue_kube_scheduler"] = _kueue_phase(
-            plane, specs, queues, nodes=nodes, concurrency=concurrency, timeout=timeout
+        with interrupts.terminated_raises():  # SIGTERM: stop, and say what was measured
+            plane.start()
+            report["kueue_kube_scheduler"] = _kueue_phase(
+                plane, specs, queues, nodes=nodes, concurrency=concurrency, timeout=timeout
+            )
+            report["berth"] = _berth_phase(
+                plane, specs, queues, nodes=nodes, concurrency=concurrency, timeout=timeout
+            )
+            _compare(report)
+            report["complete"] = True
+    except (processes.ComponentFailed, interrupts.Terminated, KeyboardInterrupt) as failed:
+        report["errors"].append(
+            {"error": str(failed) or type(failed).__name__, "logs": str(directory / "logs")}
         )
-        report["berth"] = _berth_phase(
-            plane, specs, queues, nodes=nodes, concurrency=concurrency, timeout=timeout
-        )
-        _compare(report)
-        report["complete"] = True
-    except processes.ComponentFailed as failed:
-        report["errors"].append({"error": str(failed), "logs": str(directory / "logs")})
     finally:
         plane.stop()
         report["seconds"] = round(time.monotonic() - started, 1)

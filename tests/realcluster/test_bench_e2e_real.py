@@ -1,0 +1,74 @@
+"""``berth bench e2e --real`` on a tiny real cluster, with Berth killed mid-run.
+
+The full benchmark takes an hour at 5000 nodes; this runs the ``basic`` shape on 6 nodes with
+40 pods a race, and kills Berth once kube-scheduler's races are done, so it checks both what a
+finished race reports on the real plane and what a fault leaves behind.
+
+We test these aspects:
+- the null scheduler's and kube-scheduler's races finish and report rates, CPU per 1000 pods,
+  the API server's cores, and kube-scheduler's rate as a fraction of the ceiling;
+- Berth dying mid-run ends it with a partial JSON: not complete, Berth's races missing, an
+  error naming Berth and its log, which is kept and says why;
+- no process of the run is left.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import typing
+
+import pytest
+
+from berth.cli import e2e_race, e2e_real
+from berth.realcluster import binaries
+
+pytestmark = [pytest.mark.realcluster, pytest.mark.slow]
+
+
+def test_a_scheduler_dying_leaves_a_partial_report_and_no_process() -> None:
+    try:
+        binaries.find()
+    except binaries.BinariesMissing as missing:
+        pytest.skip(f"no real control plane: {missing}")
+    original = e2e_race.phase
+
+    async def phase(race: e2e_race.Race, contender: e2e_race.Contender, **kw: typing.Any) -> object:
+        result = await original(race, contender, **kw)
+        if contender.label == "kube_scheduler" and kw["paused"]:
+            race.processes["berth"].signal(signal.SIGKILL)
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(e2e_race, "phase", phase)
+        report = e2e_real.measure(nodes=6, shapes=["basic"], pods=40, timeout=120.0)
+    basic = report["shapes"]["basic"]
+    for label in ("null", "kube_scheduler"):
+        for name in ("stream", "backlog"):
+            race = basic[label][name]
+            assert race["bound"] == 40 and race["pods_per_second"] > 0
+            assert race["cpu_seconds_per_1000_pods"] is not None
+            assert race["cores"]["kube-apiserver"] is not None
+    assert basic["kube_scheduler"]["stream"]["fraction_of_null"] > 0
+    assert not basic.get("berth")  # none of its races finished
+    assert report["complete"] is False
+    (error,) = report["errors"]
+    assert "berth exited" in error["error"]
+    logs = pathlib.Path(report["logs"])
+    assert str(logs / "berth.log") in error["error"] and (logs / "berth.log").is_file()
+    assert _children() == []
+
+
+def _children() -> list[str]:
+    """The command lines of this process's live children (a stray component would be one)."""
+    found = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_text().replace("\0", " ")
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.append(cmdline)
+    return found
