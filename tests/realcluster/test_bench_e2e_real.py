@@ -14,7 +14,6 @@ We test these aspects:
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
 import typing
@@ -24,6 +23,8 @@ import pytest
 from berth.cli import e2e_race, e2e_real
 from berth.realcluster import binaries
 
+from . import processes
+
 pytestmark = [pytest.mark.realcluster, pytest.mark.slow]
 
 
@@ -32,6 +33,7 @@ def test_a_scheduler_dying_leaves_a_partial_report_and_no_process() -> None:
         binaries.find()
     except binaries.BinariesMissing as missing:
         pytest.skip(f"no real control plane: {missing}")
+    before = processes.children()
     original = e2e_race.phase
 
     async def phase(race: e2e_race.Race, contender: e2e_race.Contender, **kw: typing.Any) -> object:
@@ -57,18 +59,4 @@ def test_a_scheduler_dying_leaves_a_partial_report_and_no_process() -> None:
     assert "berth exited" in error["error"]
     logs = pathlib.Path(report["logs"])
     assert str(logs / "berth.log") in error["error"] and (logs / "berth.log").is_file()
-    assert _children() == []
-
-
-def _children() -> list[str]:
-    """The command lines of this process's live children (a stray component would be one)."""
-    found = []
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_text().replace("\0", " ")
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
-            found.append(cmdline)
-    return found
+    assert processes.left_behind(before) == []

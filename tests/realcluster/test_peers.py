@@ -15,13 +15,12 @@ We test these aspects:
 
 from __future__ import annotations
 
-import os
-import pathlib
-
 import pytest
 
 from berth.cli import peers
 from berth.realcluster import binaries
+
+from . import processes
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.slow]
 
@@ -32,6 +31,7 @@ def test_kueue_and_berth_each_run_the_same_jobs() -> None:
         binaries.extra("kueue")
     except binaries.BinariesMissing as missing:
         pytest.skip(f"no real control plane or Kueue: {missing}")
+    before = processes.children()
     report = peers.measure(nodes=2, jobs=8, weights=(1, 3), seconds=(3, 6), timeout=300.0)
     assert report["complete"], report["errors"]
     kueue, berth = report["kueue_kube_scheduler"], report["berth"]
@@ -45,18 +45,4 @@ def test_kueue_and_berth_each_run_the_same_jobs() -> None:
     assert berth["partial_gangs"] == 0
     assert kueue["cpu_seconds"]["kueue"] > 0 and kueue["cpu_seconds"]["kube-scheduler"] > 0
     assert berth["controller_and_scheduler_cpu_seconds"] > 0
-    assert _children() == []
-
-
-def _children() -> list[str]:
-    """The command lines of this process's live children (a stray component would be one)."""
-    found = []
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_text().replace("\0", " ")
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
-            found.append(cmdline)
-    return found
+    assert processes.left_behind(before) == []
