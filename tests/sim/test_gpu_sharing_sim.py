@@ -7,7 +7,9 @@ We test these aspects:
   for several GPUs) and its ``gpu_spec`` column the models accepted; a bad value names the
   column and line;
 - the shipped GPU-sharing example runs: shares pack onto devices, model-constrained pods
-  land on their model, queue usage counts fractions.
+  land on their model, queue usage counts fractions;
+- ``berth bench gpu-sharing`` on a small cluster: one JSON object, every policy on the same
+  arrivals, fractions of GPUs counted, the same result for the same seed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pathlib
 import pytest
 
 from berth.api import quantities
-from berth.sim import errors, runner, scenarios, traces, workloads
+from berth.sim import errors, gpusharing, runner, scenarios, traces, workloads
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -94,3 +96,16 @@ def test_the_gpu_sharing_example_runs() -> None:
     assert max(held) <= 12_000
     assert any(value % 1000 for value in held)  # quarters of a GPU counted
     assert summary["utilization"]["nvidia.com/gpu"] > 0.25
+
+
+def test_the_bench_compares_policies_on_the_same_arrivals() -> None:
+    first = gpusharing.measure(mixes=["paper"], policies=["berth-default", "random"], scale=0.1)
+    again = gpusharing.measure(mixes=["paper"], policies=["berth-default", "random"], scale=0.1)
+    for result in (first, again):
+        for outcome in result["mixes"]["paper"]["policies"].values():
+            outcome.pop("cpuSeconds")
+    assert first == again
+    paper = first["mixes"]["paper"]
+    assert first["gpus"] == 54 and paper["tasks"] > 54  # 3+2+2+2+2 nodes of 8, 8, 4, 2, 1
+    for outcome in paper["policies"].values():
+        assert 0 < outcome["allocatedAt100"] <= outcome["allocatedAt130"] <= 1
