@@ -6,7 +6,8 @@
 ``rss_mb`` and ``errors``. ``--nodes``/``--pods`` shrink or grow a workload. ``backlog``
 times the cycles of a full cluster with a long backlog (parked work; see
 :func:`berth.sim.benchmarks.run_backlog`). Other engineers'
-benchmarks (``sim``, ``emulator``) join the same group as subcommands.
+benchmarks (``sim``, ``emulator``) join the same group as subcommands. ``gpu-sharing``
+compares GPU placement policies on the same arrivals (:mod:`berth.sim.gpusharing`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import click
 
 from berth.cli import e2e, soak
 from berth.cli import emulator as emulator_cli
-from berth.sim import benchmarks, stress
+from berth.sim import benchmarks, gpusharing, stress
 
 __all__ = ["command"]
 
@@ -194,6 +195,51 @@ def _numbers(text: str, option: str, kind: type[T]) -> list[T]:
         return [kind(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise click.BadParameter(f"{text!r}: comma-separated numbers", param_hint=option) from None
+
+
+@command.command("gpu-sharing")
+@click.option(
+    "--mix",
+    "mixes",
+    type=click.Choice([*gpusharing.MIXES, "all"]),
+    multiple=True,
+    default=("all",),
+    show_default=True,
+    help="Task mixes to run (repeat the option for several).",
+)
+@click.option(
+    "--policy",
+    "policies",
+    type=click.Choice([*gpusharing.POLICIES, "all"]),
+    multiple=True,
+    default=("all",),
+    show_default=True,
+    help="Placement policies to compare on the same arrivals (repeat for several).",
+)
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0.05, max=20),
+    default=1.0,
+    show_default=True,
+    help="Multiplies the node counts (1: 110 GPU nodes, 540 GPUs).",
+)
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1, max=100),
+    default=1,
+    show_default=True,
+    help="Arrival draws per mix (seeds 1..N); results are their mean.",
+)
+def gpu_sharing(
+    mixes: tuple[str, ...], policies: tuple[str, ...], scale: float, seeds: int
+) -> None:
+    """GPU allocation at 100 % and 130 % of the GPUs arrived, per policy (FGD's experiment)."""
+    chosen_mixes = list(gpusharing.MIXES) if "all" in mixes else list(dict.fromkeys(mixes))
+    chosen = list(gpusharing.POLICIES) if "all" in policies else list(dict.fromkeys(policies))
+    result = gpusharing.measure(
+        mixes=chosen_mixes, policies=chosen, scale=scale, seeds=tuple(range(1, seeds + 1))
+    )
+    click.echo(json.dumps(result))
 
 
 command.add_command(emulator_cli.bench_command)

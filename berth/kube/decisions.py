@@ -5,8 +5,9 @@ on the event loop and must not block it, so :meth:`ApiSink.apply` only updates t
 queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded number at a time:
 
 - ``BindPod``: the cache assumes the pod on its node at once (the next cycle already counts
-  it there), then ``POST pods/{name}/binding`` with the pod's UID as precondition. On success
-  the pod gets a ``Scheduled`` Event. A 409 saying the pod is already on *this* node is a
+  it there, on the GPU devices its binding records for a shared GPU), then
+  ``POST pods/{name}/binding`` with the pod's UID as precondition. On success the pod gets a
+  ``Scheduled`` Event. A 409 saying the pod is already on *this* node is a
   success (an earlier attempt landed although its answer was lost). A 404, a UID mismatch or
   a pod being deleted means the pod is gone: forget it, no retry. A 409 naming another node
   means somebody else bound it: the cache holds the pod on *that* node (the truth the watch
@@ -279,7 +280,7 @@ class ApiSink:
         key = decision.key
         self._gone.discard(key)
         try:
-            self._cache.assume_pod(key, node=decision.node)
+            self._cache.assume_pod(key, node=decision.node, annotations=annotations)
         except KeyError:
             return  # deleted while the session ran: nothing to bind
         self._binding.add(key)

@@ -154,9 +154,21 @@ class Recorder:
         self.jobs[job].pods.setdefault(key.partition("/")[2], None)
         self._add_pending(queue, requests, at=at)
 
-    def pod_bound(self, key: str, *, node: str, at: int) -> None:
-        """The scheduler bound the pod to ``node``."""
+    def pod_bound(
+        self,
+        key: str,
+        *,
+        node: str,
+        at: int,
+        requests: resources.ResourceList | None = None,
+    ) -> None:
+        """The scheduler bound the pod to ``node``; ``requests``: what it holds there when
+        that differs from what it asked waiting (a share of a GPU sized by the node's)."""
         pod = self.pods[key]
+        if requests is not None and requests != pod.requests:
+            self._add_pending(pod.queue, pod.requests * -1, at=at)
+            pod.requests = requests
+            self._add_pending(pod.queue, requests, at=at)
         pod.node = node
         pod.bound_at = at
         job = self.jobs[pod.job]

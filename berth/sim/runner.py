@@ -42,6 +42,7 @@ from berth.api import dra, durations, keys, resources
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions
 from berth.scheduler.plugins import registry as plugin_registry
+from berth.scheduler.snapshot import gpushare
 from berth.scheduler.snapshot import pods as pod_infos
 from berth.scheduler.snapshot import reservations as resv
 from berth.sim import cluster, events, fairness, records, reports, scenarios, workloads
@@ -396,13 +397,32 @@ class Simulation:
             self._queues_changed()
         return True
 
+    def _bound_requests(self, key: str, *, node: str) -> resources.ResourceList | None:
+        """What a pod asking GPU memory (``gpu-memory``) holds on ``node``'s devices, as the
+        scheduler charges it; ``None`` for every other pod (its requests do not change)."""
+        namespace, _, name = key.partition("/")
+        pod = self.cluster.get("Pod", namespace=namespace, name=name)
+        if pod is None:
+            return None
+        share = gpushare.parse(pod["metadata"].get("annotations") or {})
+        if share is None or share.problem is not None or not share.by_memory:
+            return None
+        labels = (self.cluster.get("Node", name=node) or {}).get("metadata", {}).get("labels")
+        memory = gpushare.device_memory(labels or {})
+        return gpushare.charged(self.recorder.pods[key].requests, share, memory=memory)
+
     # What a cycle did ---------------------------------------------------------------------
     def _absorb(self, applied: cluster.Bound | cluster.ReservationPlaced | cluster.Waiting) -> bool:
         """Record one applied decision (evictions: :meth:`_requeue`); True when it opened
         capacity for another cycle."""
         if isinstance(applied, cluster.Bound):
             self._waiting.discard(applied.key)
-            self.recorder.pod_bound(applied.key, node=applied.node, at=self.now)
+            self.recorder.pod_bound(
+                applied.key,
+                node=applied.node,
+                at=self.now,
+                requests=self._bound_requests(applied.key, node=applied.node),
+            )
             self._schedule_completion(applied.key, uid=applied.uid)
             return False
         if isinstance(applied, cluster.ReservationPlaced):
@@ -551,7 +571,14 @@ def _node_slice(devices: scenarios.NodeDevices, *, node: str) -> dict[str, typin
 
 
 def _requests(pod: collections.abc.Mapping[str, typing.Any]) -> resources.ResourceList:
-    return pod_infos.pod_requests(pod.get("spec") or {})
+    """What the pod asks, as the scheduler counts it: a share of a GPU (``gpu-fraction``) is
+    charged its thousandths of ``nvidia.com/gpu`` (a ``gpu-memory`` one once bound)."""
+    requests = pod_infos.pod_requests(pod.get("spec") or {})
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    share = gpushare.parse(annotations, whole_gpus=requests.get(resources.GPU, 0))
+    if share is None or share.problem is not None:
+        return requests
+    return gpushare.charged(requests, share, memory=None)
 
 
 def _duration_ms(pod: collections.abc.Mapping[str, typing.Any]) -> int | None:

@@ -248,8 +248,14 @@ class Workload(SimModel):
     """Requests of each pod."""
     labels: dict[str, str] = pydantic.Field(default_factory=dict)
     """Extra labels of each pod."""
+    annotations: dict[str, str] = pydantic.Field(default_factory=dict)
+    """Extra annotations of each pod, e.g. a share of a GPU as KAI-Scheduler's pods ask it:
+    ``gpu-fraction: "0.5"``, ``gpu-memory: "10000"`` (MiB), ``gpu-fraction-num-devices``."""
     node_selector: dict[str, str] = pydantic.Field(default_factory=dict)
     """Labels a node must have."""
+    gpu_models: list[str] = pydantic.Field(default_factory=list)
+    """GPU models the pods accept (any when empty): a required node affinity on the node label
+    ``nvidia.com/gpu.product``, as GPU feature discovery labels nodes."""
     tolerations: list[pods.Toleration] = pydantic.Field(default_factory=list)
     """Taints the pods tolerate."""
     topology: podgroups.TopologyConstraint | None = None

@@ -11,7 +11,12 @@ job id         ``job_id``, ``jobid``, ``job_name``, ``jobname``, ``id``         
 submit time    ``submit_time``, ``submitted_time``, ``submit``                    yes
 run time       ``duration``, ``run_time``, ``runtime`` (seconds), or             yes
                ``start_time`` and ``end_time``
-GPUs           ``gpu_num``, ``num_gpus``, ``gpus``, ``gpu``                       no (0)
+GPUs           ``gpu_num``, ``num_gpus``, ``num_gpu``, ``gpus``, ``gpu``          no (0)
+GPU share      ``gpu_milli`` (Alibaba PAI's openb traces): thousandths of each    no (whole)
+               GPU; below 1000 the pods ask that share of ``GPUs`` devices with
+               KAI-Scheduler's ``gpu-fraction`` annotation
+GPU models     ``gpu_spec``, ``gpu_model``, ``gpu_type``: the models the job      no (any)
+               accepts, ``|``-separated (``V100M16|V100M32``)
 CPUs           ``cpu_num``, ``num_cpus``, ``cpus``, ``cpu``                       no (1/pod)
 memory         ``memory``, ``mem`` (a quantity, e.g. ``64Gi``)                    no
 workers        ``node_num``, ``num_nodes``, ``nodes``, ``workers``, ``replicas``  no (1)
@@ -40,6 +45,7 @@ import re
 import typing
 
 from berth.api import durations, keys, quantities, resources
+from berth.scheduler.snapshot import gpushare
 from berth.sim import errors, scenarios
 
 __all__ = ["Trace", "TraceJob", "load", "parse_rows"]
@@ -50,7 +56,9 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "duration": ("duration", "run_time", "runtime"),
     "start": ("start_time",),
     "end": ("end_time",),
-    "gpus": ("gpu_num", "num_gpus", "gpus", "gpu"),
+    "gpus": ("gpu_num", "num_gpus", "num_gpu", "gpus", "gpu"),
+    "gpu_milli": ("gpu_milli",),
+    "gpu_models": ("gpu_spec", "gpu_model", "gpu_type"),
     "cpus": ("cpu_num", "num_cpus", "cpus", "cpu"),
     "memory": ("memory", "mem"),
     "workers": ("node_num", "num_nodes", "nodes", "workers", "replicas"),
@@ -76,6 +84,8 @@ class TraceJob:
     workers: int
     queue: str
     estimate_ms: int | None = None  # what the pods declare they run for, if the trace says
+    gpu_milli: int | None = None  # thousandths of each GPU (below 1000: a share), if the trace says
+    gpu_models: tuple[str, ...] = ()  # the GPU models the job accepts (any when empty)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +241,12 @@ def _row(row: list[str], where: dict[str, int | None], *, line: int) -> tuple[fl
         raise ValueError(f"the job has {workers} workers; it needs at least one")
     gpus_text, cpus_text, memory_text = cell("gpus"), cell("cpus"), cell("memory")
     gpus = int(_number(gpus_text, column="GPU count")) if gpus_text else 0
+    milli_text = cell("gpu_milli")
+    gpu_milli = round(_number(milli_text, column="gpu_milli")) if milli_text else None
+    if gpu_milli is not None and not 0 <= gpu_milli <= 1000:
+        raise ValueError(f"gpu_milli {milli_text!r} must be between 0 and 1000 (of one GPU)")
+    models_text = cell("gpu_models")
+    models = tuple(m.strip() for m in models_text.split("|") if m.strip()) if models_text else ()
     cpus = round(_number(cpus_text, column="CPU count") * 1000) if cpus_text else None
     memory = _quantity(memory_text) if memory_text else None
     if gpus < 0 or (cpus is not None and cpus < 0):
@@ -251,6 +267,8 @@ def _row(row: list[str], where: dict[str, int | None], *, line: int) -> tuple[fl
         workers=workers,
         queue=_dns_label(owner),
         estimate_ms=math.ceil(estimate * 1000) if estimate is not None else None,
+        gpu_milli=gpu_milli,
+        gpu_models=models,
     )
     return submit, job
 
@@ -306,16 +324,29 @@ def _per_worker(total: int, workers: int) -> int:
 def _workload(job: TraceJob, *, name: str) -> scenarios.Workload:
     """One job of the trace as a workload of one arrival."""
     requests: dict[str, int] = {}
-    if job.gpus:
+    annotations: dict[str, str] = {}
+    shared = job.gpu_milli is not None and 0 < job.gpu_milli < 1000
+    if shared:
+        # A share of each of its GPUs (at least one), as KAI-Scheduler's pods ask it.
+        assert job.gpu_milli is not None
+        annotations[gpushare.FRACTION_ANNOTATION] = f"{job.gpu_milli / 1000:g}"
+        devices = max(_per_worker(job.gpus, job.workers), 1)
+        if devices > 1:
+            annotations[gpushare.DEVICES_ANNOTATION] = str(devices)
+    elif job.gpus:
         requests[resources.GPU] = _per_worker(job.gpus, job.workers) * 1000
     requests[resources.CPU] = (
         _per_worker(job.cpus_milli, job.workers) if job.cpus_milli is not None else 1000
     )
     if job.memory_milli is not None:
         requests[resources.MEMORY] = _per_worker(job.memory_milli, job.workers)
-    extra: dict[str, str] = {}
+    extra: dict[str, typing.Any] = {}
     if job.estimate_ms is not None:
         extra["expectedRuntime"] = durations.format_duration(job.estimate_ms)
+    if annotations:
+        extra["annotations"] = annotations
+    if job.gpu_models:
+        extra["gpuModels"] = list(job.gpu_models)
     return scenarios.Workload.model_validate(
         {
             **extra,

@@ -7,9 +7,10 @@ cluster adds uids and timestamps when it creates them, as the API server does):
 
 - the PodGroup ``<workload>-<index>`` with ``minMember``, ``queue`` and ``priorityClassName``;
 - pods ``<job>-<replica>`` with ``schedulerName: berth-scheduler``, the group label, the
-  annotation ``sim.berth.io/duration`` (how long the pod runs once bound), the workload's
-  labels plus ``sim.berth.io/workload`` and ``sim.berth.io/job``, its requests, node selector,
-  tolerations and priority.
+  annotation ``sim.berth.io/duration`` (how long the pod runs once bound) beside the workload's
+  annotations (a share of a GPU: ``gpu-fraction``), the workload's labels plus
+  ``sim.berth.io/workload`` and ``sim.berth.io/job``, its requests, node selector, GPU models
+  (a required node affinity on ``nvidia.com/gpu.product``), tolerations and priority.
 
 Indices are zero-padded so that name order is arrival order. Poisson arrivals draw their gaps
 from a generator seeded with the scenario's seed and the workload's name, so adding a workload
@@ -25,7 +26,15 @@ import typing
 from berth.api import keys, resources
 from berth.sim import scenarios
 
-__all__ = ["JOB_LABEL", "ROLE_LABEL", "WORKLOAD_LABEL", "Job", "arrival_times", "make_job"]
+__all__ = [
+    "GPU_MODEL_LABEL",
+    "JOB_LABEL",
+    "ROLE_LABEL",
+    "WORKLOAD_LABEL",
+    "Job",
+    "arrival_times",
+    "make_job",
+]
 
 WORKLOAD_LABEL = "sim.berth.io/workload"
 """Label of every generated pod and PodGroup: the workload (generator) it came from."""
@@ -33,6 +42,8 @@ JOB_LABEL = "sim.berth.io/job"
 """Label of every generated pod: the job (one arrival) it belongs to."""
 ROLE_LABEL = "sim.berth.io/role"
 """Label of a generated pod of a role: the role (PodGroup sub-group) it belongs to."""
+GPU_MODEL_LABEL = "nvidia.com/gpu.product"
+"""The node label a workload's ``gpuModels`` select (GPU feature discovery's)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +166,8 @@ def _pod(
     }
     if workload.node_selector:
         spec["nodeSelector"] = dict(workload.node_selector)
+    if workload.gpu_models:
+        spec["affinity"] = _gpu_models(workload.gpu_models)
     if workload.tolerations:
         spec["tolerations"] = [t.to_api() for t in workload.tolerations]
     if workload.priority is not None:
@@ -177,8 +190,20 @@ def _pod(
     }
 
 
+def _gpu_models(models: list[str]) -> dict[str, typing.Any]:
+    """A required node affinity on the GPU model label (``In`` the models)."""
+    expression = {"key": GPU_MODEL_LABEL, "operator": "In", "values": list(models)}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
+        }
+    }
+
+
 def _annotations(workload: scenarios.Workload) -> dict[str, str]:
-    out = {keys.SIM_DURATION_ANNOTATION: str(workload.duration)}
+    out = {**workload.annotations, keys.SIM_DURATION_ANNOTATION: str(workload.duration)}
     if workload.expected_runtime is not None:
         out[keys.EXPECTED_RUNTIME_ANNOTATION] = str(workload.expected_runtime)
     return out

@@ -4,6 +4,7 @@ We test these aspects:
 - each scenario prints exactly one JSON object with the documented keys, and places every pod;
 - the workloads have the documented shape at full size (counted, not run);
 - an unknown output format is a usage error;
+- ``gpu-sharing`` prints one object: per mix, the policies asked for and Berth's margin;
 - the constraint shapes place every pod without breaking a constraint (independent checker).
 """
 
@@ -167,3 +168,33 @@ def test_soak_under_tracemalloc_names_the_lines_that_grew() -> None:
         assert (path.endswith(".py") or path.startswith("<")) and number.isdigit()
         assert line["kib"] > 0
     assert [line["kib"] for line in grew] == sorted((line["kib"] for line in grew), reverse=True)
+
+
+def test_gpu_sharing_prints_one_object_per_run() -> None:
+    result = click.testing.CliRunner().invoke(
+        main.cli,
+        [
+            "bench",
+            "gpu-sharing",
+            "--mix",
+            "fractional",
+            "--policy",
+            "berth-default",
+            "--policy",
+            "best-fit",
+            "--scale",
+            "0.1",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["scenario"] == "gpu-sharing" and report["seeds"] == [1]
+    (mix,) = report["mixes"].values()
+    assert set(mix["policies"]) == {"berth-default", "best-fit"}
+    assert set(mix["policies"]["best-fit"]) == {
+        "allocatedAt100",
+        "allocatedAt130",
+        "waitingAt130",
+        "cpuSeconds",
+    }
+    assert isinstance(mix["berthOverBestFitAt130"], float)

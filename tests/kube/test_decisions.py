@@ -347,6 +347,30 @@ async def test_annotations_of_a_pod_being_bound_ride_on_its_binding(harness: Har
     assert harness.emulator.count("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}") == 0
 
 
+async def test_the_device_of_a_shared_gpu_rides_on_the_binding_and_counts_at_once(
+    harness: Harness,
+) -> None:
+    manifest = conftest.pod("p")
+    manifest["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    pod = conftest.create(harness.emulator, manifest, plural="pods")
+    harness.cache.add_pod(pod)
+    uid = pod["metadata"]["uid"]
+    harness.apply(
+        d.AnnotatePod(namespace="default", name="p", uid=uid, annotations={"runai-gpu": "1"}),
+        harness.bind(pod, "n1"),
+    )
+    # Assumed with its device before the binding is even sent: the next cycle counts it there.
+    assumed = harness.cache.snapshot(harness.clock.now()).pods["default/p"]
+    assert (assumed.node_name, assumed.gpu_devices) == ("n1", (1,))
+    harness.start()
+    await harness.settle()
+    stored = harness.stored("pods", "p")
+    assert stored is not None
+    assert stored["spec"]["nodeName"] == "n1"
+    assert stored["metadata"]["annotations"]["runai-gpu"] == "1"
+    assert harness.emulator.count("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}") == 0
+
+
 async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> None:
     pod = harness.add_pod("p")
     harness.start()

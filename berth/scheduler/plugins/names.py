@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_BINDER",
     "DYNAMIC_RESOURCES",
     "GANG",
+    "GPU_SHARING",
     "IMAGE_LOCALITY",
     "INTER_POD_AFFINITY",
     "LEAST_ALLOCATED",
@@ -51,6 +52,9 @@ VOLUME_BINDING = "VolumeBinding"
 
 # Devices (Dynamic Resource Allocation: claims, classes, slices)
 DYNAMIC_RESOURCES = "DynamicResources"
+
+# Shares of GPUs (KAI-Scheduler's annotations) and where GPU pods go (fragmentation)
+GPU_SHARING = "GpuSharing"
 
 # Scoring
 BALANCED_ALLOCATION = "BalancedAllocation"

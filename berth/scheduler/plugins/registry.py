@@ -16,6 +16,7 @@ from berth.scheduler.plugins import (
     default_binder,
     dynamic_resources,
     gang,
+    gpu_sharing,
     image_locality,
     inter_pod_affinity,
     names,
@@ -77,6 +78,10 @@ def in_tree_registry() -> registries.Registry:
             names.INTER_POD_AFFINITY: registries.PluginFactory(
                 new=inter_pod_affinity.new, args=inter_pod_affinity.InterPodAffinityArgs
             ),
+            # Shares of GPUs, and where GPU pods go (fragmentation)
+            names.GPU_SHARING: registries.PluginFactory(
+                new=gpu_sharing.new, args=gpu_sharing.GpuSharingArgs
+            ),
             # Volumes
             names.VOLUME_RESTRICTIONS: registries.PluginFactory(new=volume_restrictions.new),
             names.NODE_VOLUME_LIMITS: registries.PluginFactory(new=node_volume_limits.new),
@@ -120,11 +125,12 @@ plugins:
   - name: Topology
   - name: Proportion
   # Reservations: before the node filters (a pod naming one is told first where it must go) and
-  # before DefaultBinder (it binds reserve pods). Weight 4: a node holding an owner's
-  # reservation outscores any spread (NodeResourcesFit's score + BalancedAllocation +
-  # ImageLocality add at most 300).
+  # before DefaultBinder (it binds reserve pods). Weight 40: a node holding an owner's
+  # reservation outscores every other default score (GpuSharing's ranking adds at most 3100;
+  # NodeResourcesFit, BalancedAllocation, ImageLocality, PodTopologySpread and
+  # InterPodAffinity at most 700).
   - name: Reservation
-    weight: 4
+    weight: 40
   # Node basics: the static filters first (cached per pod shape), then resources
   - name: NodeName
   - name: NodeUnschedulable
@@ -144,6 +150,14 @@ plugins:
           - {name: nvidia.com/gpu, weight: 50, type: MostAllocated}
           - {name: amd.com/gpu, weight: 50, type: MostAllocated}
         scarce: [nvidia.com/gpu, amd.com/gpu]
+  # Shares of a GPU (KAI-Scheduler's gpu-fraction / gpu-memory annotations): which devices, never
+  # more than one device's worth on one; and GPU pods (and cpu-only pods that would go to GPU
+  # nodes) go where the fewest GPUs are left stranded for the pods arriving (fragmentation
+  # gradient descent). It ranks nodes 10 points apart; weight 31: one rank outweighs the
+  # spread of every resource score (at most 300), which decide only between nodes it ranks
+  # alike. Inactive on clusters without GPUs (docs/gpu.md).
+  - name: GpuSharing
+    weight: 31
   # Volumes: a ReadWriteOncePod claim in use, CSI attach limits, claims' nodes (as kube-scheduler)
   - name: VolumeRestrictions
   - name: NodeVolumeLimits

@@ -8,6 +8,12 @@ queue, else ``plain_pods_queue``, as a group of one), and pods assumed by the de
 while their binding is in flight (they count as placed until the API confirms the binding or
 the sink forgets them).
 
+GPU sharing (:mod:`.gpushare`): the cache indexes the placed pods holding a share of a GPU by
+node (the snapshot's ``shared_gpus``: where they are on its devices, from which a session builds
+its devices), charges a
+``gpu-memory`` pod what it takes of its node's devices (a waiting one: of the smallest device
+it fits), and learns the GPU workload mix from the pods it sees arrive (:mod:`.gpumix`).
+
 Reservations become *reserve pods* here (docs/architecture.md, :mod:`.reservations`): a
 Pending one is a pending pod of its queue, an Available one a placed pod holding what its
 owners do not use — the owners are the pods annotated
@@ -33,6 +39,9 @@ from berth.scheduler.snapshot import (
     changes,
     cowmaps,
     devicestore,
+    gpudevices,
+    gpumix,
+    gpushare,
     ids,
     nodes,
     nodetable,
@@ -166,6 +175,16 @@ class ClusterCache:
         self._pending_view: cowmaps.SortedOnRead[pods.PodInfo] | None = None
         self._gated_view: tuple[pods.PodInfo, ...] | None = None
         self._changes = changes.Counter()
+        # GPU sharing: node -> the placed pods holding a share there (and the reverse), the
+        # snapshots' view of it, the GPU memories nodes offer (sorted), the pods asking memory.
+        self._shared_on: dict[str, set[str]] = {}
+        self._shared_node: dict[str, str] = {}
+        self._shared_view: dict[str, gpudevices.NodeShares] = {}
+        self._shared_dirty: set[str] = set()
+        self._node_memory: dict[str, int] = {}
+        self._memories: tuple[int, ...] = ()
+        self._memory_pods: set[str] = set()
+        self._gpu_mix = gpumix.Mix()
 
     # Nodes --------------------------------------------------------------------------------
     def add_node(self, raw: typing.Any, /) -> None:
@@ -177,6 +196,7 @@ class ClusterCache:
         if old is None or not old.static_equal(info):
             self._table = None
             self._changes.world_changed()
+            self._gpu_memory_changed(info.name, gpushare.device_memory(info.labels))
         else:
             self._changes.touch()
 
@@ -190,6 +210,22 @@ class ClusterCache:
             self._dirty_nodes.discard(name)
             self._table = None
             self._changes.world_changed()
+            self._gpu_memory_changed(name, None)
+
+    def _gpu_memory_changed(self, name: str, memory: int | None) -> None:
+        """Node ``name``'s devices now hold ``memory`` MiB (``None``: unknown, or it is gone):
+        the pods asking GPU memory are charged again where that changes what they take."""
+        if self._node_memory.get(name) == memory:
+            return
+        if memory is None:
+            del self._node_memory[name]
+        else:
+            self._node_memory[name] = memory
+        self._memories = tuple(sorted(set(self._node_memory.values())))
+        for key in sorted(self._memory_pods):
+            info = self._pods.get(key)
+            if info is not None:
+                self._store_pod(info, from_api=False)
 
     # Pods ---------------------------------------------------------------------------------
     def add_pod(self, raw: typing.Any, /) -> None:
@@ -207,6 +243,9 @@ class ClusterCache:
             # A new pod under an old name (deleted and recreated before the deletion was
             # seen): nothing of the old one, its assumed binding above all, carries over.
             self.remove_pod(info.key)
+            old = None
+        if old is None and not info.terminal:
+            self._gpu_mix.observe(info)  # an arrival: the mix GPU scoring expects
         self._store_pod(self._resolved(info), from_api=True)
 
     update_pod = add_pod
@@ -221,6 +260,8 @@ class ClusterCache:
         self._assumed.pop(key, None)
         self._constraining.pop(key, None)
         self._devices.pod_changed(key, None)
+        self._memory_pods.discard(key)
+        self._track_shared(key, node=None)
         self._uncount(key)
         self._usage.set_pod(key, running=None, waiting=None)
         if key in self._pending:
@@ -237,13 +278,28 @@ class ClusterCache:
                 del self._charged[charged]
             self._refresh_reserve_pod(charged)
 
-    def assume_pod(self, key: str, /, *, node: str, started: float | None = None) -> None:
+    def assume_pod(
+        self,
+        key: str,
+        /,
+        *,
+        node: str,
+        started: float | None = None,
+        annotations: collections.abc.Mapping[str, str] | None = None,
+    ) -> None:
         """Count the pod as placed on ``node`` while its binding is in flight (``started``:
-        when it counts as started until the API says, if the caller knows)."""
+        when it counts as started until the API says, if the caller knows). ``annotations``
+        are those its binding carries (the API server sets them with ``spec.nodeName``, in one
+        write): the devices of a shared GPU recorded there count at once, as the bound pod's
+        will; the rest waits for the watch."""
         pod_key = ids.PodKey(key)
         info = self._pods.get(pod_key)
         if info is None:
             raise KeyError(f"cannot assume unknown pod {key!r}")
+        if annotations and info.gpu_share is not None:
+            devices = gpushare.devices_of(annotations)
+            if devices is not None:
+                info = dataclasses.replace(info, gpu_devices=devices)
         self._assumed[pod_key] = ids.NodeName(node)
         # Until the API says when it started, it counts as started when the caller bound it
         # (fair-share reclaim spares pods that have not run their minimum yet).
@@ -261,9 +317,12 @@ class ClusterCache:
             return False
         info = self._pods.get(pod_key)
         if info is not None:
-            # A pod whose binding failed never started (the API gives no startTime to one).
+            # A pod whose binding failed never started (the API gives no startTime to one),
+            # nor holds the devices its binding would have recorded.
+            devices = gpushare.devices_of(info.annotations) if info.gpu_share is not None else None
             self._store_pod(
-                dataclasses.replace(info, node_name=None, start_time=None), from_api=False
+                dataclasses.replace(info, node_name=None, start_time=None, gpu_devices=devices),
+                from_api=False,
             )
         return True
 
@@ -289,6 +348,10 @@ class ClusterCache:
                 info = dataclasses.replace(info, node_name=assumed)  # the bind is in flight
             else:
                 del self._assumed[key]  # the binding landed, or the API says otherwise
+        share = info.gpu_share
+        if share is not None and share.by_memory and share.problem is None:
+            self._memory_pods.add(key)
+            info = self._memory_charged(info, share)
         old = self._pods.get(key)
         self._pods[key] = info
         self._changes.touch()
@@ -300,6 +363,9 @@ class ClusterCache:
             del self._constraining[key]
         self._devices.pod_changed(key, info)
         self._count(info)
+        if share is not None or key in self._shared_node:
+            placed = share is not None and share.problem is None and not info.terminal
+            self._track_shared(key, node=info.node_name if placed else None)
         waiting = (
             info.node_name is None
             and not info.terminal
@@ -335,6 +401,51 @@ class ClusterCache:
         )
         if not info.reserve:
             self._track_charge(info)
+
+    def _memory_charged(self, info: pods.PodInfo, share: gpushare.ShareRequest) -> pods.PodInfo:
+        """``info`` charged the share of a GPU its ``gpu-memory`` takes: on its node's devices
+        once placed, else on the smallest device it fits (the most it may take)."""
+        memory = self._node_memory.get(info.node_name) if info.node_name is not None else None
+        if memory is None:
+            memory = gpushare.reference_memory(share, memories=self._memories)
+        requests = gpushare.charged(info.requests, share, memory=memory)
+        if requests == info.requests:
+            return info
+        nonzero = info.nonzero_requests
+        if nonzero is not None:
+            nonzero = gpushare.charged(nonzero, share, memory=memory)
+        return dataclasses.replace(info, requests=requests, nonzero_requests=nonzero)
+
+    def _track_shared(self, key: str, *, node: str | None) -> None:
+        """Index the shared-GPU pod ``key`` on ``node`` (``None``: on none); its node's view
+        is rebuilt at the next snapshot (its info may have changed even if the node did not)."""
+        before = self._shared_node.pop(key, None)
+        if before is not None:
+            self._shared_dirty.add(before)
+            members = self._shared_on[before]
+            members.discard(key)
+            if not members:
+                del self._shared_on[before]
+        if node is not None:
+            self._shared_node[key] = node
+            self._shared_on.setdefault(node, set()).add(key)
+            self._shared_dirty.add(node)
+
+    def _refresh_shares(self, name: str) -> None:
+        """The snapshots' view of node ``name``'s shared GPUs (:mod:`.gpudevices`)."""
+        members = self._shared_on.get(name)
+        node = self._nodes.get(name)
+        if not members or node is None:
+            self._shared_view.pop(name, None)
+            return
+        allocatable = node.allocatable.get(resources.GPU, 0)
+        requested = self._node_requested.get(name, {}).get(resources.GPU, 0)
+        self._shared_view[name] = gpudevices.node_shares(
+            [self._pods[k] for k in sorted(members)],
+            count=allocatable // gpushare.WHOLE,
+            memory=self._node_memory.get(name),
+            column_free=allocatable - requested,
+        )
 
     def _track_charge(self, info: pods.PodInfo) -> None:
         """Keep the owners of reservations current for an owner pod that changed."""
@@ -814,6 +925,9 @@ class ClusterCache:
         for key in sorted(k for k, ends in self._deadlines.items() if ends <= now):
             self._refresh_reserve_pod(key)
         table = self._master_table().fresh_copy()
+        # A node's shared GPUs are placed again when anything on it changed (what its other
+        # pods hold decides where a share with no recorded device goes).
+        self._shared_dirty.update(n for n in self._dirty_nodes if n in self._shared_on)
         for name in self._dirty_nodes:
             static = self._nodes.get(name)
             if static is not None:
@@ -840,6 +954,9 @@ class ClusterCache:
             self._gated_view = tuple(map(self._gated.__getitem__, sorted(self._gated)))
         queue_views = dict(sorted(self._queues.items()))
         queue_views.setdefault(ids.QueueName(keys.DEFAULT_QUEUE), queues.default_queue())
+        for name in self._shared_dirty:
+            self._refresh_shares(name)
+        self._shared_dirty.clear()
         return snapshots.Snapshot(
             now=now,
             nodes=table,
@@ -859,6 +976,8 @@ class ClusterCache:
             devices=self._devices.view(),
             changes=self._changes.freeze(groups=refreshed),
             priority_floor=self._priority_floor,
+            shared_gpus=types.MappingProxyType(dict(self._shared_view)),
+            gpu_mix=self._gpu_mix.view(),
         ).with_pending_index(types.MappingProxyType(dict(self._pending_index)))
 
     def _set_pending(self, key: str, info: pods.PodInfo | None) -> None:

@@ -76,6 +76,7 @@ class Field(enum.StrEnum):
     EPHEMERAL_VOLUME = "spec.volumes[].ephemeral"
     CSI_VOLUME = "spec.volumes[].csi"
     IN_TREE_DISK = "spec.volumes[] in-tree disk (gcePersistentDisk, awsElasticBlockStore, ...)"
+    GPU_SHARING = "metadata.annotations gpu-fraction / gpu-memory (a share of a GPU)"
 
 
 # Volume sources kube-scheduler's volume plugins look at (binding, restrictions, attach limits).

@@ -18,6 +18,7 @@ import typing
 
 from berth.api import errors, keys, quantities, resources, workload_refs
 from berth.scheduler.snapshot import (
+    gpushare,
     ids,
     nodes,
     podclaims,
@@ -133,6 +134,10 @@ class PodInfo:
     group_error: str | None = None
     # Kubernetes 1.35's spec.workloadRef: the interop mirrors make a replica's PodGroup from it.
     workload_ref: workload_refs.WorkloadRef | None = None
+    # A share of GPUs asked with KAI-Scheduler's annotations (gpushare), its charge already in
+    # ``requests``; and, once placed, the devices recorded on it (None: not recorded).
+    gpu_share: gpushare.ShareRequest | None = None
+    gpu_devices: tuple[int, ...] | None = None
     signature: Signature = dataclasses.field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -142,6 +147,7 @@ class PodInfo:
             self.required_affinity,
             self.preferred_affinity,
             self.tolerations,
+            self.gpu_share,
         )
         object.__setattr__(self, "signature", signature)
 
@@ -478,8 +484,13 @@ def pod_info(
     annotations = {str(k): str(v) for k, v in wire.sub(meta, "annotations").items()}
     invalid: str | None = _group_claims(labels, annotations, spec)
     nonzero: resources.ResourceList | None = None
+    share: gpushare.ShareRequest | None = None
     try:
         requests = pod_requests(spec)
+        share = gpushare.parse(annotations, whole_gpus=requests.get(resources.GPU, 0))
+        if share is not None and share.problem is None:
+            # A gpu-memory share counts whole devices until the cache knows the cluster's GPUs.
+            requests = gpushare.charged(requests, share, memory=None)
         nonzero = nonzero_requests(spec, requests)
     except errors.QuantityError as exc:
         invalid, requests = f"invalid resource request: {exc}", _ONE_POD
@@ -555,7 +566,11 @@ def pod_info(
         host_ports=constraints.host_ports,
         claims=constraints.claims,
         resource_claims=resource_claims,
-        uses=constraints.uses,
+        uses=(
+            constraints.uses | {podconstraints.Field.GPU_SHARING}
+            if share is not None
+            else constraints.uses
+        ),
         images=tuple(
             nodes.normalized_image(str(c["image"]))
             for field in ("initContainers", "containers")
@@ -566,4 +581,6 @@ def pod_info(
         awaiting_group=group_by_owner and awaits_owner_group(obj),
         workload_ref=workload_refs.from_pod_spec(spec),
         group_error=annotations.get(keys.GROUP_ERROR_ANNOTATION) or None,
+        gpu_share=share,
+        gpu_devices=gpushare.devices_of(annotations) if share is not None else None,
     )

@@ -21,6 +21,8 @@ import operator
 from berth.scheduler.snapshot import (
     changes,
     devices,
+    gpudevices,
+    gpumix,
     nodes,
     nodetable,
     podgroups,
@@ -86,6 +88,12 @@ class Snapshot:
     changes: _Changes | None = None
     # No pod the cache has known, now or earlier, has a lower priority (None: not known).
     priority_floor: int | None = None
+    # Node name -> its placed pods holding a share of a GPU, on its devices (gpudevices).
+    shared_gpus: collections.abc.Mapping[str, gpudevices.NodeShares] = dataclasses.field(
+        default_factory=dict
+    )
+    # The GPU workload mix arriving, as the cache learned it (gpumix; the prior by default).
+    gpu_mix: gpumix.View = dataclasses.field(default_factory=gpumix.Mix().view)
     # ``pending`` by group key (None: plain pods), sorted by key, as the cache keeps it; a
     # snapshot built otherwise (or replaced) has none, and ``pending_but`` walks ``pending``.
     pending_index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]] | None = (

@@ -42,7 +42,8 @@ def whole(i: int) -> Obj:
 
 
 SPREAD = harness.profile_with(
-    # every resource spread: the scoring before GPUs were packed
+    # every resource spread: the scoring before GPUs were packed (nor placed by fragmentation)
+    without=("GpuSharing",),
     args={"NodeResourcesFit": {"scoringStrategy": {"type": "LeastAllocated"}}},
 )
 
