@@ -37,9 +37,10 @@ import yaml
 import berth
 from berth.api import crds, keys
 from berth.cli import emulator as emulator_cli
-from berth.cli import signals, up_real
+from berth.cli import signals
 from berth.emulator import kubelets, rest, server, tables
 from berth.operator import main, scheduling, settings
+from berth.util import extras
 from berth.util import logging as berth_logging
 
 __all__ = [
@@ -308,6 +309,14 @@ def up_command(
         for option in ("speedup", "kubeconfig", "port", "audit_log"):
             if ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT:
                 raise click.UsageError(f"--{option.replace('_', '-')} does not apply to --real")
+        # The real control plane's libraries come with the [real] extra: imported only here.
+        try:
+            from berth.cli import up_real
+        except extras.MissingExtra as missing:
+            raise click.ClickException(
+                f"berth up --real needs Berth's [real] extra ({missing.module} is not "
+                f"installed): {extras.install_hint('real')}"
+            ) from None
         raise SystemExit(
             up_real.run_real(
                 pools=pools,
@@ -390,6 +399,11 @@ def demo_command(
         # Piped or captured: no terminal width to respect, so keep table cells whole.
         console = rich.console.Console(width=200)
     directory = examples if examples is not None else default_examples()
+    if not directory.is_dir():
+        raise click.ClickException(
+            f"no examples folder at {directory}: run berth demo in a checkout of Berth, or "
+            "pass --examples DIR"
+        )
     with contextlib.ExitStack() as stack:
         scratch = pathlib.Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="berth-demo-"))

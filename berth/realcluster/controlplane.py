@@ -30,12 +30,16 @@ import urllib.error
 import urllib.request
 
 import yaml
-from cryptography.hazmat.primitives import serialization
 
 from berth.emulator import kubelets
 from berth.realcluster import binaries as binaries_
 from berth.realcluster import nodes, pki, processes
 from berth.util import extras
+
+try:
+    from cryptography.hazmat.primitives import serialization
+except ModuleNotFoundError as exc:
+    raise extras.missing("emulator", exc) from exc
 
 __all__ = ["ControlPlane", "Ports", "find_kubectl", "server_version"]
 
