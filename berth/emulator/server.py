@@ -106,6 +106,7 @@ class Emulator:
         app.router.add_get("/version", h.version)
         for probe in ("/healthz", "/livez", "/readyz"):
             app.router.add_get(probe, h.health)
+        app.router.add_get("/openapi/v2", h.openapi_v2)
         app.router.add_get("/openapi/v3", h.openapi_root)
         app.router.add_get("/openapi/v3/{tail:.+}", h.openapi_document)
         app.router.add_route("*", "/api", h.dispatch)
