@@ -17,6 +17,7 @@ It is the test bed for every real-client test (kubectl, kopf, ``kubernetes``,
   :mod:`~berth.emulator.routes`, :mod:`~berth.emulator.watches`,
   :mod:`~berth.emulator.webhooks`, :mod:`~berth.emulator.handlers`,
   :mod:`~berth.emulator.faults` and :mod:`~berth.emulator.server` (HTTP);
-- :mod:`~berth.emulator.kubelets` (simulated nodes), :mod:`~berth.emulator.bench`
+- :mod:`~berth.emulator.kubelets` (simulated nodes), :mod:`~berth.emulator.binder` (a stand-in
+  for kube-scheduler), :mod:`~berth.emulator.bench`
   (throughput), :mod:`~berth.emulator.testing` (the pytest plugin).
 """

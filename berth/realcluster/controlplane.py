@@ -200,7 +200,9 @@ class ControlPlane:
 
     def apply(self, objects: collections.abc.Iterable[Object], *, create: bool = False) -> None:
         """``kubectl apply`` (or ``create``) of objects given as dicts."""
-        body = yaml.safe_dump_all(list(objects), sort_keys=False)
+        # JSON, never YAML: kubectl reads YAML 1.1, where a label value such as n, yes or off
+        # that PyYAML writes bare is a boolean, and the API server refuses a boolean label.
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
         self.kubectl("create" if create else "apply", "-f", "-", input=body, timeout=600.0)
 
     def kubeconfig_for(

@@ -188,6 +188,18 @@ def probe_berth_up(venv: Venv, tmp: pathlib.Path) -> None:
     assert "server:" in kubeconfig.read_text()
 
 
+def probe_berth_up_admission(venv: Venv, tmp: pathlib.Path) -> None:
+    """``berth up --mode admission``: the webhook's certificate is made, the chart's webhooks
+    registered, and it serves until interrupted."""
+    lines = _serves_until_interrupted(
+        venv,
+        [venv.bin("berth"), "up", "--mode", "admission", "--nodes", "1x cpu=2",
+         "--kubeconfig", str(tmp / "admission.kubeconfig")],
+        "Press Ctrl+C",
+    )  # fmt: skip
+    assert "Berth runs in admission mode" in "".join(lines)
+
+
 def probe_berth_demo(venv: Venv, tmp: pathlib.Path) -> None:
     """In a checkout, ``berth demo`` runs the examples to the end; elsewhere, without
     ``--examples``, it says where to run it (the wheel holds no examples)."""
@@ -221,6 +233,7 @@ PROBES: dict[str, Probe] = {
     "kubectl berth": probe_kubectl_berth,
     "kubectl create reservation": probe_kubectl_create_reservation,
     "berth up": probe_berth_up,
+    "berth up --mode admission": probe_berth_up_admission,
     "berth demo": probe_berth_demo,
     "berth emulator": probe_berth_emulator,
     "kubectl": probe_kubectl,
