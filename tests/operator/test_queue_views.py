@@ -266,6 +266,11 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
         assert status == 200
         assert {q["name"] for q in overview["queues"]} >= {"team-a", "orphan", "shut"}
         assert [n["name"] for n in overview["nodes"]] == ["pool0-0"]
+        assert overview["resources"][0] == "cpu"
+        (team_a,) = [q for q in overview["queues"] if q["name"] == "team-a"]
+        amounts = team_a["amounts"]  # milli-units, the numbers the dashboard draws
+        assert (amounts["allocated"]["cpu"], amounts["fairShare"]["cpu"]) == (2000, 4000)
+        assert amounts["guaranteed"]["cpu"] == 4000
         status, page = await get(port, "/dashboard")
         assert status == 200 and "/apis/v1/overview" in page
 
