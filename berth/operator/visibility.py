@@ -32,7 +32,7 @@ from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots
 from berth.status import queues as queue_status
 from berth.status import reservations as reservation_status
-from berth.util import clocks
+from berth.util import clocks, suggestions
 
 __all__ = [
     "MAX_PAGE",
@@ -178,7 +178,9 @@ class Visibility:
         """One page of ``queue``'s line (see the module docstring)."""
         snapshot, result = self._seen()
         if queue not in snapshot.queues:
-            raise NotFound(f"queue {queue!r} does not exist")
+            raise NotFound(
+                f"queue {queue!r} does not exist{suggestions.suffix(queue, snapshot.queues)}"
+            )
         size = _number(limit, default=DEFAULT_PAGE, what="limit", low=1, high=MAX_PAGE)
         start = _number(token, default=0, what="continue", low=0, high=None)
         line = result.waiting.get(queue, ()) if result is not None else ()
