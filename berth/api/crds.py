@@ -211,7 +211,7 @@ DEFINITIONS: tuple[Definition, ...] = (
         columns=(
             PrinterColumn("Phase", "string", ".status.phase", "Where the reservation is."),
             PrinterColumn("Node", "string", ".status.nodeName", "Node holding the capacity."),
-            PrinterColumn("Owner", "string", ".spec.owners[*]", "Who may use the capacity."),
+            PrinterColumn("Owner", "string", ".status.ownerSelector", "Who may use the capacity."),
             # A string, not a date: kubectl shows future dates as "<invalid>".
             PrinterColumn("Expires", "string", ".status.expiresAt", "When it expires."),
             _AGE,

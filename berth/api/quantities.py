@@ -35,6 +35,7 @@ __all__ = [
     "MAX_TEXT",
     "Quantity",
     "QuantityField",
+    "SHAPE",
     "format_milli",
     "parse_bounded_milli",
     "parse_milli",
@@ -57,6 +58,8 @@ _PATTERN = re.compile(
     r"^(?P<sign>[+-])?(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
     r"(?P<suffix>[numkMGTPE]|[KMGTPE]i|[eE][+-]?[0-9]+)?$"
 )
+SHAPE = "write a number with an optional suffix, e.g. 500m, 4, 8Gi, 1e3"
+"""How a quantity is written, in words (what a malformed one's message says)."""
 API_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -115,10 +118,7 @@ def parse_quantity(text: str | int | float) -> Quantity:
         raise errors.QuantityError(f"quantity {text!r} must be a string or a number")
     match = _PATTERN.match(text.strip())
     if match is None or text != text.strip() or not text:
-        raise errors.QuantityError(
-            f"quantities must match the regular expression "
-            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}"
-        )
+        raise errors.QuantityError(f"{text!r} is not a quantity: {SHAPE}")
     number = fractions.Fraction(match["number"])
     suffix = match["suffix"] or ""
     if suffix in _BINARY_SI:

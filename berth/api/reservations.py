@@ -215,6 +215,9 @@ class ReservationStatus(meta.ApiModel):
     """Resources of the held capacity used by owners."""
     current_owners: list[CurrentOwner] | None = None
     """Owner pods placed into the reservation."""
+    owner_selector: str | None = pydantic.Field(default=None, max_length=4096)
+    """The owners as selectors people read (pod/NAME, KIND/NAME, app=train), what the OWNER
+    column of kubectl get resv shows."""
     expires_at: meta.TimestampField | None = None
     """When the reservation expires; unset when it never does."""
     conditions: list[meta.Condition] | None = None

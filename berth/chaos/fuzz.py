@@ -34,12 +34,16 @@ import subprocess
 import time
 import typing
 
-import hypothesis
-import hypothesis.strategies as st
-
 from berth.api import keys
 from berth.chaos import audits
 from berth.kube import clients, errors, rest
+from berth.util import extras
+
+try:
+    import hypothesis
+    import hypothesis.strategies as st
+except ModuleNotFoundError as exc:
+    raise extras.missing("chaos", exc) from exc
 
 __all__ = ["Report", "hostile_objects", "run"]
 

@@ -296,14 +296,16 @@ Examples:
 
 async def _read_line_objects(
     *, name: str, kubeconfig: str | None, context: str | None
-) -> tuple[listing.Body | None, tuple[listing.Body, ...]]:
+) -> tuple[listing.Body | None, tuple[listing.Body, ...], list[str]]:
+    """The Queue ``name`` (None: none), every PodGroup, and every queue's name."""
     async with clients.connect_async(kubeconfig=kubeconfig, context=context) as connection:
         queues, groups = await asyncio.gather(
             listing.list_all(connection.api, listing.QUEUES),
             listing.list_all(connection.api, listing.PODGROUPS),
         )
+    names = [str((q.get("metadata") or {}).get("name")) for q in queues]
     found = [q for q in queues if (q.get("metadata") or {}).get("name") == name]
-    return (found[0] if found else None), groups
+    return (found[0] if found else None), groups, names
 
 
 @cli.command(name="queue", epilog=_QUEUE_EXAMPLES, context_settings=_CONTEXT)
@@ -335,10 +337,10 @@ def queue_command(
         if operator_url:
             line = queue_lines.from_operator(operator_url, name, limit=limit)
         else:
-            queue, groups = asyncio.run(
+            queue, groups, names = asyncio.run(
                 _read_line_objects(name=name, kubeconfig=kubeconfig, context=context)
             )
-            line = queue_lines.from_objects(queue, groups, name=name, limit=limit)
+            line = queue_lines.from_objects(queue, groups, name=name, limit=limit, known=names)
     except queue_lines.NoSuchQueue as exc:
         raise click.ClickException(f"(NotFound): {exc}") from None
     except RuntimeError as exc:

@@ -90,12 +90,8 @@ def _fail(flag: str, why: str) -> click.ClickException:
 def _quantity(flag: str, text: str) -> quantities.Quantity:
     try:
         quantity = quantities.parse_quantity(text)
-    except errors.QuantityError:
-        raise _fail(
-            flag,
-            f"{text!r} is not a quantity: write a number with an optional suffix, "
-            "e.g. 500m, 4, 8Gi, 1e3",
-        ) from None
+    except errors.QuantityError as exc:
+        raise _fail(flag, str(exc)) from None
     if quantity.milli < 0:
         raise _fail(flag, f"{text!r} is negative: a reservation holds zero or more")
     return quantity

@@ -27,6 +27,7 @@ import rich.table
 import rich.text
 
 from berth.api import podgroups
+from berth.util import suggestions
 
 __all__ = ["Line", "NoSuchQueue", "Waiting", "from_objects", "from_operator", "render"]
 
@@ -66,7 +67,8 @@ def from_operator(url: str, queue: str, *, limit: int, timeout: float = 10.0) ->
     listed = _get(url, "/apis/v1/queues", timeout=timeout)
     found = [q for q in listed.get("items", ()) if q.get("name") == queue]
     if not found:
-        raise NoSuchQueue(f'queue "{queue}" not found')
+        names = [str(q.get("name")) for q in listed.get("items", ())]
+        raise NoSuchQueue(f'queue "{queue}" not found{suggestions.suffix(queue, names)}')
     item = found[0]
     waiting: list[Waiting] = []
     token: str | None = None
@@ -107,11 +109,17 @@ def from_operator(url: str, queue: str, *, limit: int, timeout: float = 10.0) ->
 
 
 def from_objects(
-    queue: Body | None, groups: collections.abc.Iterable[Body], *, name: str, limit: int
+    queue: Body | None,
+    groups: collections.abc.Iterable[Body],
+    *,
+    name: str,
+    limit: int,
+    known: collections.abc.Iterable[str] = (),
 ) -> Line:
-    """The line from the listed Queue (None: it does not exist) and every PodGroup."""
+    """The line from the listed Queue (None: it does not exist) and every PodGroup;
+    ``known``: every queue's name, for the closest one when ``name`` is not among them."""
     if queue is None and name != "default":
-        raise NoSuchQueue(f'queue "{name}" not found')
+        raise NoSuchQueue(f'queue "{name}" not found{suggestions.suffix(name, known)}')
     status = (queue or {}).get("status") or {}
     summary = status.get("summary") or {}
     waiting: list[Waiting] = []

@@ -28,6 +28,7 @@ import rich.text
 import rich.tree
 
 from berth.api import keys, queues, resources
+from berth.util import suggestions
 
 __all__ = ["ConditionView", "QueueNode", "build", "to_json", "tree"]
 
@@ -143,7 +144,9 @@ def build(
         elif parent not in flat:
             roots.append(name)
             flat[name] = dataclasses.replace(
-                flat[name], problem=flat[name].problem or f"parent queue {parent} does not exist"
+                flat[name],
+                problem=flat[name].problem
+                or f"parent queue {parent} does not exist{suggestions.suffix(parent, flat)}",
             )
         else:
             children.setdefault(parent, []).append(name)

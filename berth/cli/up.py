@@ -2,10 +2,13 @@
 
 ``berth up`` starts the in-memory API server (:mod:`berth.emulator`) on its own thread with
 simulated nodes (``--nodes SPEC``, repeatable; kubelets run pods ``--speedup`` times faster
-than real time, the flag ``berth emulator`` has too), installs Berth's CRDs, writes a kubeconfig
-under the state directory (:func:`state_directory`, or ``--kubeconfig``), prints its path and
-how to point ``kubectl`` at it, and runs the operator (:func:`berth.operator.main.run`, the
-same process ``berth run`` is) until interrupted.
+than real time, the flag ``berth emulator`` has too) and a stand-in for kube-scheduler
+(:mod:`berth.emulator.binder`), installs Berth's CRDs, writes a kubeconfig under the state
+directory (:func:`state_directory`, or ``--kubeconfig``), prints its path and what to type next
+for the mode chosen (:func:`next_steps`), and runs the operator (:func:`berth.operator.main.run`,
+the same process ``berth run`` is) until interrupted. ``--mode admission`` also registers the
+chart's admission webhooks, pointed at the operator (:mod:`berth.cli.up_webhooks`). With
+``--real`` the same options act on a real control plane (:mod:`berth.cli.up_real`).
 
 ``berth demo`` does the same, then applies ``examples/`` (queues, a gang, a reservation with
 its owner, a plain pod, in folder order), shows progress while they are placed and run,
@@ -23,6 +26,8 @@ import logging
 import os
 import pathlib
 import re
+import shutil
+import socket
 import tempfile
 import time
 import typing
@@ -37,9 +42,10 @@ import yaml
 import berth
 from berth.api import crds, keys
 from berth.cli import emulator as emulator_cli
-from berth.cli import signals, up_real
+from berth.cli import signals, up_steps
 from berth.emulator import kubelets, rest, server, tables
 from berth.operator import main, scheduling, settings
+from berth.util import extras
 from berth.util import logging as berth_logging
 
 __all__ = [
@@ -124,13 +130,15 @@ def start_cluster(
     port: int = 0,
     audit_log: pathlib.Path | None = None,
 ) -> LocalCluster:
-    """Start the API server with simulated nodes and Berth's CRDs; write the kubeconfig (and,
-    with ``audit_log``, one audit line per request served there)."""
+    """Start the API server with simulated nodes, the stand-in for kube-scheduler
+    (:mod:`berth.emulator.binder`) and Berth's CRDs; write the kubeconfig (and, with
+    ``audit_log``, one audit line per request served there)."""
     emulator = server.Emulator(host=host, port=port, audit_log=audit_log)
     threaded = server.ThreadedEmulator(emulator).start()
     try:
         emulator = threaded.emulator
         threaded.run(emulator.start_kubelets(list(pools), speedup=speed))
+        threaded.run(emulator.start_binder())
         definitions = threaded.call(
             emulator.api.resource, "apiextensions.k8s.io/v1", "customresourcedefinitions"
         )
@@ -251,6 +259,16 @@ def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing
     return fn
 
 
+_MODE_HELP = (
+    "scheduler: Berth binds the pods that name its scheduler (berth-scheduler). admission: "
+    "Berth's webhook gates new pods that carry a queue or group label, or are in a namespace "
+    "labelled scheduling.berth.io/admission=enabled; Berth pins each one it admits to a node and "
+    "removes the gate, and kube-scheduler binds it — on the embedded cluster, Berth's stand-in "
+    "binder plays kube-scheduler (it binds pinned pods to their node, others to the first node "
+    "with room; no scoring, no preemption)."
+)
+
+
 @click.command("up", epilog=f"SPEC:\n\n{kubelets.SPEC_HELP}".replace("\n", "\n\n"))
 @_common
 @click.option(
@@ -258,29 +276,34 @@ def _common(fn: typing.Callable[..., typing.Any]) -> typing.Callable[..., typing
     type=click.Path(dir_okay=False, path_type=pathlib.Path),
     default=None,
     help="Where to write the kubeconfig for kubectl. Default: up/kubeconfig in the state "
-    "directory ($BERTH_STATE_DIR, else $XDG_STATE_HOME/berth, else ~/.local/state/berth).",
+    "directory ($BERTH_STATE_DIR, else $XDG_STATE_HOME/berth, else ~/.local/state/berth); with "
+    "--real, real-cluster/admin.kubeconfig there.",
 )
-@click.option("--port", default=0, show_default=True, help="API server port (0: any free).")
+@click.option(
+    "--port", default=0, show_default=True, help="The API server's port (0: any free port)."
+)
 @click.option("--log-level", default="info", show_default=True, help="The operator's log level.")
 @click.option(
     "--audit-log",
     type=click.Path(dir_okay=False, path_type=pathlib.Path),
     default=None,
     help="Write the API server's audit log here (JSON lines, kube-apiserver's format): who "
-    "sent which request, e.g. which Kopf handler wrote a status.",
+    "sent which request, e.g. which Kopf handler wrote a status. The real control plane always "
+    "writes its own (real-cluster/logs/audit.log in the state directory).",
 )
 @click.option(
     "--real",
     is_flag=True,
     help="A real control plane (kube-apiserver, kube-controller-manager, kube-scheduler, KWOK "
-    "nodes) instead of the embedded emulator; pods run in real time.",
+    "nodes) instead of the embedded emulator; pods run in real time. Needs a checkout of Berth "
+    "and its [real] extra.",
 )
 @click.option(
     "--mode",
     type=click.Choice([m.value for m in settings.Mode]),
     default=settings.Mode.SCHEDULER.value,
     show_default=True,
-    help="With --real: scheduler (Berth binds) or admission (kube-scheduler binds).",
+    help=_MODE_HELP,
 )
 @click.option(
     "--autoscale",
@@ -302,28 +325,45 @@ def up_command(
     mode: str,
     autoscale: bool,
 ) -> None:
-    """Run Berth on an embedded cluster with simulated nodes until interrupted."""
+    """Run Berth on a local cluster with simulated nodes until interrupted: the embedded API
+    server (default) or a real control plane (--real), in either mode."""
     berth_logging.configure(log_level)
+    chosen = settings.Mode(mode)
     if real:
-        for option in ("speedup", "kubeconfig", "port", "audit_log"):
+        for option, why in (
+            ("speedup", "KWOK runs pods in real time"),
+            (
+                "audit_log",
+                "the real control plane writes kube-apiserver's audit log to "
+                "real-cluster/logs/audit.log in the state directory",
+            ),
+        ):
             if ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT:
-                raise click.UsageError(f"--{option.replace('_', '-')} does not apply to --real")
+                raise click.UsageError(
+                    f"--{option.replace('_', '-')} does not apply to --real: {why}"
+                )
+        # The real control plane's libraries come with the [real] extra: imported only here.
+        try:
+            from berth.cli import up_real
+        except extras.MissingExtra as missing:
+            raise click.ClickException(
+                f"berth up --real needs Berth's [real] extra ({missing.module} is not "
+                f"installed): {extras.install_hint('real')}"
+            ) from None
         raise SystemExit(
             up_real.run_real(
                 pools=pools,
                 http_port=http_port,
                 log_level=log_level,
-                mode=mode,
+                mode=chosen,
                 directory=state_directory() / "real-cluster",
+                kubeconfig=kubeconfig,
+                port=port,
                 autoscale=autoscale,
             )
         )
     if autoscale:
         raise click.UsageError("--autoscale applies to --real (Karpenter needs a real plane)")
-    if ctx.get_parameter_source("mode") is not click.core.ParameterSource.DEFAULT:
-        raise click.UsageError(
-            "--mode applies to --real (the embedded cluster runs both executors)"
-        )
     if kubeconfig is None:
         kubeconfig = state_directory() / "up" / "kubeconfig"
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
@@ -331,28 +371,78 @@ def up_command(
         pools=pools, speed=speedup, kubeconfig=kubeconfig, port=port, audit_log=audit_log
     )
     try:
-        code = asyncio.run(_up(cluster, http_port=http_port, log_level=log_level))
+        admission = settings.AdmissionSettings(webhook=False)
+        if chosen is settings.Mode.ADMISSION:
+            admission = _register_webhooks(cluster, state_directory() / "up" / "admission")
+        code = asyncio.run(
+            _up(
+                cluster,
+                http_port=http_port,
+                log_level=log_level,
+                mode=chosen,
+                admission=admission,
+            )
+        )
     finally:
         cluster.stop()
     raise SystemExit(int(code))
 
 
-async def _up(cluster: LocalCluster, *, http_port: int, log_level: str) -> main.ExitCode:
+def _register_webhooks(
+    cluster: LocalCluster, directory: pathlib.Path
+) -> settings.AdmissionSettings:
+    """Admission mode on the embedded cluster: a certificate for the operator's webhook server
+    and the chart's webhook configurations pointing at it (:mod:`berth.cli.up_webhooks`)."""
+    try:
+        from berth.cli import up_webhooks
+    except extras.MissingExtra as missing:
+        raise click.ClickException(f"berth up --mode admission: {missing}") from None
+    shutil.rmtree(directory, ignore_errors=True)
+    certificate = up_webhooks.serving_certificate(directory)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    api = cluster.threaded.emulator.api
+    for body in up_webhooks.configurations(f"https://127.0.0.1:{port}", certificate.ca_pem):
+        plural = str(body["kind"]).lower() + "s"
+        resource = cluster.threaded.call(api.resource, "admissionregistration.k8s.io/v1", plural)
+        cluster.threaded.call(api.create, resource, body)
+    return settings.AdmissionSettings(
+        webhook_host="127.0.0.1",
+        webhook_port=port,
+        cert_file=certificate.cert,
+        key_file=certificate.key,
+    )
+
+
+async def _up(
+    cluster: LocalCluster,
+    *,
+    http_port: int,
+    log_level: str,
+    mode: settings.Mode,
+    admission: settings.AdmissionSettings,
+) -> main.ExitCode:
     stop = signals.stop_on_signals()
 
     def serving(port: int) -> None:
         click.echo(
-            f"berth up: Kubernetes API at {cluster.url} with {cluster.nodes} simulated node(s),"
-            f" Berth's CRDs installed, the operator's HTTP API at http://127.0.0.1:{port}\n"
-            f"  export KUBECONFIG={cluster.kubeconfig}   # the kubeconfig written for kubectl\n"
-            f"  kubectl apply -f examples/01-queues/ -f examples/02-gang/\n"
-            f"  kubectl get berth,pods -o wide\n"
-            f"  dashboard: http://127.0.0.1:{port}/dashboard\n"
-            f"Press Ctrl+C to stop."
+            f"berth up: Kubernetes API at {cluster.url} with {cluster.nodes} simulated node(s)"
+            f" and Berth's stand-in binder for kube-scheduler, Berth's CRDs installed; Berth "
+            f"runs in {mode.value} mode, its HTTP API at http://127.0.0.1:{port}\n"
+            + up_steps.next_steps(
+                mode=mode,
+                kubeconfig=cluster.kubeconfig,
+                binder="Berth's stand-in binder (in place of kube-scheduler)",
+            )
+            + f"\n  dashboard: http://127.0.0.1:{port}/dashboard\nPress Ctrl+C to stop."
         )
 
+    config = _settings(cluster, http_port=http_port, log_level=log_level).model_copy(
+        update={"mode": mode, "admission": admission}
+    )
     return await main.run(
-        _settings(cluster, http_port=http_port, log_level=log_level),
+        config,
         stop=stop,
         leader_components=scheduling.leader_components,
         on_serving=serving,
@@ -390,6 +480,11 @@ def demo_command(
         # Piped or captured: no terminal width to respect, so keep table cells whole.
         console = rich.console.Console(width=200)
     directory = examples if examples is not None else default_examples()
+    if not directory.is_dir():
+        raise click.ClickException(
+            f"no examples folder at {directory}: run berth demo in a checkout of Berth, or "
+            "pass --examples DIR"
+        )
     with contextlib.ExitStack() as stack:
         scratch = pathlib.Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="berth-demo-"))

@@ -3,8 +3,9 @@
 Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK's simulated nodes
 (:mod:`berth.realcluster`) in ``real-cluster`` under ``berth up``'s state directory, installs
 Berth's chart into it (CRDs, the ServiceAccount and its RBAC), prints the administrator's
-kubeconfig for the real ``kubectl``, and runs the operator in this process as the chart's
-ServiceAccount until interrupted; then stops every component. The binaries come from
+kubeconfig for the real ``kubectl`` (copied to ``--kubeconfig`` when given) and what to type
+next for the mode chosen (the same as ``berth up``'s), and runs the operator in this process as
+the chart's ServiceAccount until interrupted; then stops every component. The binaries come from
 ``BERTH_K8S_BIN``, ``KUBEBUILDER_ASSETS`` or the build cache, and are built with
 ``hack/build-k8s`` when a checkout has none yet. With ``--autoscale``, Karpenter runs beside
 them (:mod:`berth.realcluster.karpenter`; built with ``hack/build-k8s --with karpenter`` when
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import dataclasses
 import pathlib
 import shutil
 
 import click
 
 import berth
-from berth.cli import signals
+from berth.cli import signals, up_steps
 from berth.emulator import kubelets
 from berth.operator import main, scheduling, settings
 from berth.realcluster import binaries, controlplane, install, karpenter, processes
@@ -63,28 +65,50 @@ def run_real(
     pools: collections.abc.Sequence[kubelets.NodePool],
     http_port: int,
     log_level: str,
-    mode: str,
+    mode: settings.Mode,
     directory: pathlib.Path,
+    kubeconfig: pathlib.Path | None = None,
+    port: int = 0,
     autoscale: bool = False,
 ) -> int:
-    """Run the whole of ``berth up --real``; the process's exit code."""
+    """Run the whole of ``berth up --real``; the process's exit code. ``kubeconfig``: where to
+    write the administrator's kubeconfig too; ``port``: the API server's (0: any free)."""
+    if not install.CHART.is_dir():
+        raise click.ClickException(
+            f"berth up --real installs the Helm chart of a checkout of Berth, and there is none "
+            f"at {install.CHART}: run it from a checkout (pip install -e '.[real]' there)"
+        )
     found = _binaries()
     autoscaler = _karpenter() if autoscale else None
     shutil.rmtree(directory, ignore_errors=True)  # a fresh cluster every time
+    ports = controlplane.Ports.free()
+    if port:
+        ports = dataclasses.replace(ports, apiserver=port)
     plane = controlplane.ControlPlane(
         directory,
         pools=pools,
         binaries=found,
         audited_users=[install.USER],
         progress=lambda step: click.echo(f"berth up --real: {step}"),
+        ports=ports,
     )
     try:
         plane.start()
         if autoscaler is not None:
             karpenter.Karpenter(plane, directory=autoscaler).start()
+        written = plane.admin_kubeconfig
+        if kubeconfig is not None:
+            kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(plane.admin_kubeconfig, kubeconfig)
+            kubeconfig.chmod(0o600)  # it holds the administrator's key
+            written = kubeconfig.resolve()
         click.echo("berth up --real: installing Berth's chart")
-        installation = asyncio.run(install.install(plane, mode=mode))
-        code = asyncio.run(_operate(plane, installation, http_port=http_port, log_level=log_level))
+        installation = asyncio.run(install.install(plane, mode=mode.value))
+        code = asyncio.run(
+            _operate(
+                plane, installation, http_port=http_port, log_level=log_level, kubeconfig=written
+            )
+        )
     except processes.ComponentFailed as failed:
         raise click.ClickException(str(failed)) from None
     finally:
@@ -98,6 +122,7 @@ async def _operate(
     *,
     http_port: int,
     log_level: str,
+    kubeconfig: pathlib.Path,
 ) -> main.ExitCode:
     admission = settings.AdmissionSettings(webhook=False)
     if installation.webhook_cert is not None and installation.webhook_key is not None:
@@ -134,10 +159,12 @@ async def _operate(
             f"node(s){autoscaled}); Berth runs as {install.USER} in {installation.mode} mode, "
             "its HTTP API "
             f"at http://127.0.0.1:{port}; logs in {plane.directory / 'logs'}\n"
-            f"  export KUBECONFIG={plane.admin_kubeconfig}\n"
-            f"  kubectl apply -f examples/01-queues/ -f examples/02-gang/\n"
-            f"  kubectl get berth,pods -o wide\n"
-            f"Press Ctrl+C to stop."
+            + up_steps.next_steps(
+                mode=settings.Mode(installation.mode),
+                kubeconfig=kubeconfig,
+                binder="kube-scheduler",
+            )
+            + f"\n  dashboard: http://127.0.0.1:{port}/dashboard\nPress Ctrl+C to stop."
         )
 
     return await main.run(

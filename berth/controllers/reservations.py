@@ -8,7 +8,8 @@ controller keeps the rest of its status true over time:
   make the ``Valid`` condition ``False`` with the exact reason (and a Warning Event); the
   scheduler keeps such a reservation Pending and says so in ``Scheduled``;
 - ``status.expiresAt`` from ``expires``, else creation time plus ``ttl`` (``0``: never; unset
-  ``ttl`` and ``expires``: 24 h);
+  ``ttl`` and ``expires``: 24 h); ``status.ownerSelector``, the owners worded as selectors
+  (:func:`berth.status.reservations.owner_selector`: the ``OWNER`` column);
 - **expiry on time**: when ``expiresAt`` passes, an Available reservation becomes ``Expired``,
   a Pending one ``Failed`` (it never held anything), with a ``Ready`` condition and an Event —
   what the Reservation plugin also does at the next cycle, whichever comes first;
@@ -54,6 +55,7 @@ from berth.kube import clients, events, fencing, writes
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
 from berth.status import conditions, observations
+from berth.status import reservations as reservation_status
 from berth.util import aiotasks, clocks, reporting
 
 __all__ = [
@@ -207,6 +209,10 @@ def plan(
     # before this controller has seen it once.
     ends = resv.deadline(info)
     expires_at = conditions.timestamp(ends) if ends is not None else None
+    # Who it holds for, worded for the OWNER column (whatever the phase, as expiresAt).
+    owner_selector = reservation_status.owner_selector(info.owners)
+    if status.get("ownerSelector") != owner_selector:
+        status["ownerSelector"] = owner_selector
     if status.get("expiresAt") != expires_at:
         if expires_at is None:
             status.pop("expiresAt", None)

@@ -12,10 +12,12 @@ It is the test bed for every real-client test (kubectl, kopf, ``kubernetes``,
   :mod:`~berth.emulator.addresses`: pure helpers;
 - :mod:`~berth.emulator.strategies`, :mod:`~berth.emulator.pods`, :mod:`~berth.emulator.crds`
   and :mod:`~berth.emulator.rest` (the API's semantics, also the in-process Python API);
-- :mod:`~berth.emulator.discovery`, :mod:`~berth.emulator.openapi`,
+- :mod:`~berth.emulator.discovery`, :mod:`~berth.emulator.openapi` (v3),
+  :mod:`~berth.emulator.openapiv2`,
   :mod:`~berth.emulator.routes`, :mod:`~berth.emulator.watches`,
   :mod:`~berth.emulator.webhooks`, :mod:`~berth.emulator.handlers`,
   :mod:`~berth.emulator.faults` and :mod:`~berth.emulator.server` (HTTP);
-- :mod:`~berth.emulator.kubelets` (simulated nodes), :mod:`~berth.emulator.bench`
+- :mod:`~berth.emulator.kubelets` (simulated nodes), :mod:`~berth.emulator.binder` (a stand-in
+  for kube-scheduler), :mod:`~berth.emulator.bench`
   (throughput), :mod:`~berth.emulator.testing` (the pytest plugin).
 """

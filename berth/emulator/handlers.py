@@ -23,6 +23,7 @@ from berth.emulator import (
     discovery,
     errors,
     openapi,
+    openapiv2,
     patches,
     protobuf,
     renderings,
@@ -108,6 +109,15 @@ class Handlers:
 
     async def openapi_root(self, request: web.Request) -> web.Response:
         return json_response(openapi.root(self.registry))
+
+    async def openapi_v2(self, request: web.Request) -> web.Response:
+        doc = openapiv2.document(self.registry)
+        accept = request.headers.get("Accept", "")
+        if any(media_type in accept for media_type in openapiv2.PROTOBUF_MEDIA_TYPES):
+            return web.Response(
+                body=openapiv2.encode(doc), content_type=openapiv2.PROTOBUF_CONTENT_TYPE
+            )
+        return json_response(doc)
 
     async def openapi_document(self, request: web.Request) -> web.Response:
         parts = request.match_info["tail"].strip("/").split("/")

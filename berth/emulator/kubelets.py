@@ -31,7 +31,15 @@ from berth.api import durations, keys, quantities
 from berth.api import errors as api_errors
 from berth.emulator import addresses, errors, patches, resources, rest, storage
 
-__all__ = ["DURATION_ANNOTATION", "Kubelets", "NodePool", "POOL_LABEL", "SPEC_HELP", "parse_pool"]
+__all__ = [
+    "DURATION_ANNOTATION",
+    "Kubelets",
+    "NodePool",
+    "POOL_LABEL",
+    "SPEC_HELP",
+    "parse_pool",
+    "pod_requests",
+]
 
 DURATION_ANNOTATION = keys.SIM_DURATION_ANNOTATION
 POOL_LABEL = "sim.berth.io/pool"
@@ -128,7 +136,7 @@ def _map(value: typing.Any) -> dict[str, typing.Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _requests(pod: Object) -> dict[str, int]:
+def pod_requests(pod: Object) -> dict[str, int]:
     """A pod's effective requests in milli-units (containers summed, max with init containers).
 
     Malformed parts (a list where a map belongs, an unparsable quantity: the API refuses them,
@@ -399,7 +407,7 @@ class Kubelets:
             return
         self._started.add(uid)
         try:
-            requests = _requests(pod)
+            requests = pod_requests(pod)
         except ValueError as exc:
             # Fail this pod as a kubelet refuses what it cannot admit; the node runs on.
             failure = {

@@ -2,7 +2,8 @@
 
 :class:`PodStrategy` is what real clients notice about pods on write: kube-apiserver's defaults
 (scheduler name, restart policy, ...), priority admission (the PriorityClass's value; an
-unknown class is 403), the initial phase and QoS class, and a spec that is immutable but for the
+unknown class is 403), the initial phase and QoS class, ``PodScheduled=False/SchedulingGated``
+on a pod created with scheduling gates, and a spec that is immutable but for the
 fields Kubernetes allows (a gated pod's scheduling directives may only be narrowed, KEP-3838).
 
 :func:`bind` and :func:`evict` are the pod subresources a scheduler uses: a binding sets
@@ -24,10 +25,17 @@ from berth.emulator import errors, resources, selectors, strategies
 if typing.TYPE_CHECKING:
     from berth.emulator import rest
 
-__all__ = ["PODS", "PodStrategy", "bind", "evict"]
+__all__ = ["PODS", "SCHEDULING_GATED", "PodStrategy", "bind", "evict"]
 
 Object = dict[str, typing.Any]
 PODS: resources.StorageKey = ("", "pods")
+SCHEDULING_GATED: typing.Mapping[str, str] = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "SchedulingGated",
+    "message": "Scheduling is blocked due to non-empty scheduling gates",
+}
+"""The condition kube-apiserver gives a pod created with scheduling gates."""
 _BUDGETS: resources.StorageKey = ("policy", "poddisruptionbudgets")
 
 
@@ -135,6 +143,9 @@ class PodStrategy(strategies.Strategy):
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
         if spec.get("nodeName"):
             obj["status"]["conditions"] = []
+        elif spec.get("schedulingGates"):
+            # As kube-apiserver's pod strategy says so at creation (no scheduler will).
+            obj["status"]["conditions"] = [dict(SCHEDULING_GATED)]
 
     def validate(
         self,

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from berth.emulator import (
     auditing,
+    binder,
     claimcontroller,
     errors,
     faults,
@@ -97,6 +98,7 @@ class Emulator:
         self.kubelets: list[kubelets.Kubelets] = []
         self.claims = claimcontroller.ResourceClaimController(self.api)
         """The resourceclaim controller (DRA): claims from templates, clean-up after pods."""
+        self.binder: binder.Binder | None = None
 
     # ----- lifecycle ------------------------------------------------------------------------
 
@@ -106,6 +108,7 @@ class Emulator:
         app.router.add_get("/version", h.version)
         for probe in ("/healthz", "/livez", "/readyz"):
             app.router.add_get(probe, h.health)
+        app.router.add_get("/openapi/v2", h.openapi_v2)
         app.router.add_get("/openapi/v3", h.openapi_root)
         app.router.add_get("/openapi/v3/{tail:.+}", h.openapi_document)
         app.router.add_route("*", "/api", h.dispatch)
@@ -140,8 +143,19 @@ class Emulator:
         self.kubelets.append(simulated)
         return simulated
 
+    async def start_binder(self) -> binder.Binder:
+        """Bind the default scheduler's pods with the stand-in for kube-scheduler (see
+        :mod:`berth.emulator.binder`); it stops with the server."""
+        if self.binder is None:
+            self.binder = binder.Binder(self.api)
+            await self.binder.start()
+        return self.binder
+
     async def stop(self) -> None:
         await self.claims.stop()
+        if self.binder is not None:
+            await self.binder.stop()
+            self.binder = None
         for simulated in self.kubelets:
             await simulated.stop()
         self.kubelets.clear()

@@ -3,8 +3,8 @@
 kubectl asks for ``Accept: application/json;as=Table;v=v1;g=meta.k8s.io`` and prints whatever
 columns the server sends. CRDs get their ``additionalPrinterColumns`` (JSONPath via
 :mod:`berth.emulator.jsonpaths`, ``date`` columns rendered as ages like the API server's
-``HumanDuration``); pods, nodes and a few other built-ins get kubectl's usual columns; everything
-else gets NAME and AGE. Rows carry the object as ``PartialObjectMetadata`` unless
+``HumanDuration``); pods, nodes, Jobs and a few other built-ins get kube-apiserver's columns;
+everything else gets NAME and AGE. Rows carry the object as ``PartialObjectMetadata`` unless
 ``includeObject=Object`` (or ``None``) is asked for.
 """
 
@@ -237,7 +237,117 @@ def _deployment_ready(obj: Object, now: float) -> str:
     return f"{ready}/{_get(obj, 'spec', 'replicas') or 0}"
 
 
+# ----- jobs -----------------------------------------------------------------------------------
+
+
+def _has_condition(obj: Object, kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in _get(obj, "status", "conditions") or ()
+        if isinstance(c, typing.Mapping)
+    )
+
+
+def _job_status(obj: Object, now: float) -> str:
+    for kind, shown in (("Complete", "Complete"), ("Failed", "Failed")):
+        if _has_condition(obj, kind):
+            return shown
+    if _meta(obj).get("deletionTimestamp"):
+        return "Terminating"
+    for kind in ("Suspended", "FailureTarget"):
+        if _has_condition(obj, kind):
+            return kind
+    return "Running"
+
+
+def _job_completions(obj: Object, now: float) -> str:
+    succeeded = int(_get(obj, "status", "succeeded") or 0)
+    completions = _get(obj, "spec", "completions")
+    if completions is not None:
+        return f"{succeeded}/{completions}"
+    parallelism = int(_get(obj, "spec", "parallelism") or 0)
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def _timestamp(value: typing.Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _job_duration(obj: Object, now: float) -> str:
+    started = _timestamp(_get(obj, "status", "startTime"))
+    if started is None:
+        return ""
+    completed = _timestamp(_get(obj, "status", "completionTime"))
+    return human_duration((completed if completed is not None else now) - started)
+
+
+def _template_containers(obj: Object) -> list[typing.Mapping[str, typing.Any]]:
+    containers = _get(obj, "spec", "template", "spec", "containers") or []
+    return [c for c in containers if isinstance(c, typing.Mapping)]
+
+
+def _label_selector(selector: typing.Any) -> str:
+    """``metav1.FormatLabelSelector``: ``k=v,k2 in (a,b)``, keys sorted; ``<none>`` if empty."""
+    if not isinstance(selector, typing.Mapping):
+        return "<none>"
+    parts: list[tuple[str, str]] = [
+        (str(k), f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()
+    ]
+    for expression in selector.get("matchExpressions") or ():
+        key, operator = str(expression.get("key")), expression.get("operator")
+        values = ",".join(sorted(str(v) for v in expression.get("values") or ()))
+        text = {
+            "In": f"{key} in ({values})",
+            "NotIn": f"{key} notin ({values})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(str(operator), "<error>")
+        parts.append((key, text))
+    return ",".join(text for _, text in sorted(parts)) or "<none>"
+
+
+_JOB_COLUMNS = (
+    _NAME,
+    Column("Status", "string", _job_status, description="Status of the job."),
+    Column(
+        "Completions",
+        "string",
+        _job_completions,
+        description="The number of pods which reached phase Succeeded.",
+    ),
+    Column("Duration", "string", _job_duration, description="Time required to complete the job."),
+    _AGE,
+    Column(
+        "Containers",
+        "string",
+        lambda o, n: ",".join(str(c.get("name", "")) for c in _template_containers(o)),
+        priority=1,
+        description="Names of each container in the template.",
+    ),
+    Column(
+        "Images",
+        "string",
+        lambda o, n: ",".join(str(c.get("image", "")) for c in _template_containers(o)),
+        priority=1,
+        description="Images referenced by each container in the template.",
+    ),
+    Column(
+        "Selector",
+        "string",
+        lambda o, n: _label_selector(_get(o, "spec", "selector")),
+        priority=1,
+        description="A label query over pods that should match the pod count.",
+    ),
+)
+
+
 _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
+    ("batch", "jobs"): _JOB_COLUMNS,
     ("", "pods"): _POD_COLUMNS,
     ("", "nodes"): _NODE_COLUMNS,
     ("", "namespaces"): (

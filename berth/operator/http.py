@@ -191,8 +191,8 @@ def build_app(
     app.router.add_get(
         "/apis/v1/namespaces/{namespace}/podgroups/{name}/position", handlers.position
     )
-    app.router.add_get("/apis/v1/overview", handlers.overview)
-    app.router.add_get("/dashboard", handlers.dashboard)
+    app.router.add_get(dashboards.OVERVIEW_PATH, handlers.overview)
+    app.router.add_get(dashboards.DASHBOARD_PATH, handlers.dashboard)
     app.router.add_route("*", PLUGINS_PREFIX + "/{plugin}/{tail:.*}", handlers.plugin)
     app.router.add_route("*", PLUGINS_PREFIX + "/{plugin}", handlers.plugin)
     if debug_api:

@@ -31,7 +31,8 @@ from berth.api import resources
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots
 from berth.status import queues as queue_status
-from berth.util import clocks
+from berth.status import reservations as reservation_status
+from berth.util import clocks, suggestions
 
 __all__ = [
     "MAX_PAGE",
@@ -177,7 +178,9 @@ class Visibility:
         """One page of ``queue``'s line (see the module docstring)."""
         snapshot, result = self._seen()
         if queue not in snapshot.queues:
-            raise NotFound(f"queue {queue!r} does not exist")
+            raise NotFound(
+                f"queue {queue!r} does not exist{suggestions.suffix(queue, snapshot.queues)}"
+            )
         size = _number(limit, default=DEFAULT_PAGE, what="limit", low=1, high=MAX_PAGE)
         start = _number(token, default=0, what="continue", low=0, high=None)
         line = result.waiting.get(queue, ()) if result is not None else ()
@@ -216,16 +219,33 @@ class Visibility:
 
     # The dashboard --------------------------------------------------------------------------
     def overview(self) -> JSON:
-        """Everything the dashboard draws, in one answer."""
-        snapshot, _ = self._seen()
+        """Everything the dashboard draws, in one answer. Amounts are milli-units of the main
+        resources (cpu, memory, nvidia.com/gpu); ``resources`` lists those the nodes have."""
+        snapshot, result = self._seen()
         queues = self.queues()["items"]
         for item in queues:
-            item["history"] = self.history.series(item["name"])
-            page = self.waiting(item["name"], limit=str(_DASHBOARD_LINE))
+            name = item["name"]
+            summary = result.queues.get(name) if result is not None else None
+            info = snapshot.queues[name]
+            item["amounts"] = {
+                "allocated": _main(summary.allocated) if summary else {},
+                "fairShare": _main(summary.fair_share) if summary else {},
+                "guaranteed": _main(info.guaranteed),
+                "limit": _main(info.limit) if info.limit else {},
+            }
+            item["history"] = self.history.series(name)
+            page = self.waiting(name, limit=str(_DASHBOARD_LINE))
             item["line"] = page["items"]
+        table = snapshot.nodes
+        present = [
+            c
+            for i, c in enumerate(table.resources)
+            if c in _MAIN and len(table.index) and int(table.allocatable[:, i].sum()) > 0
+        ]
         return {
             "kind": "Overview",
             "now": snapshot.now,
+            "resources": [c for c in _MAIN if c in present],
             "queues": queues,
             "reservations": _reservations(snapshot),
             "nodes": _nodes(snapshot),
@@ -302,6 +322,7 @@ def _reservations(snapshot: snapshots.Snapshot) -> list[JSON]:
                 "node": info.node_name,
                 "holds": _text(info.allocatable),
                 "used": _text(info.allocated),
+                "ownerSelector": reservation_status.owner_selector(info.owners),
                 "owners": list(info.current_owners),
                 "queue": info.queue,
             }

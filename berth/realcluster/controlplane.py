@@ -30,12 +30,16 @@ import urllib.error
 import urllib.request
 
 import yaml
-from cryptography.hazmat.primitives import serialization
 
 from berth.emulator import kubelets
 from berth.realcluster import binaries as binaries_
 from berth.realcluster import nodes, pki, processes
 from berth.util import extras
+
+try:
+    from cryptography.hazmat.primitives import serialization
+except ModuleNotFoundError as exc:
+    raise extras.missing("emulator", exc) from exc
 
 __all__ = ["ControlPlane", "Ports", "find_kubectl", "server_version"]
 
@@ -196,7 +200,9 @@ class ControlPlane:
 
     def apply(self, objects: collections.abc.Iterable[Object], *, create: bool = False) -> None:
         """``kubectl apply`` (or ``create``) of objects given as dicts."""
-        body = yaml.safe_dump_all(list(objects), sort_keys=False)
+        # JSON, never YAML: kubectl reads YAML 1.1, where a label value such as n, yes or off
+        # that PyYAML writes bare is a boolean, and the API server refuses a boolean label.
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
         self.kubectl("create" if create else "apply", "-f", "-", input=body, timeout=600.0)
 
     def kubeconfig_for(

@@ -16,6 +16,7 @@ cluster the admin kubeconfig reaches.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -83,7 +84,7 @@ def bound_kubeconfig(
     afresh, so an earlier token for a pod of that name no longer works); written to ``to``."""
     remove(admin, namespace=namespace, pod=pod)
     body = stand_in(pod, namespace=namespace, service_account=service_account)
-    _kubectl(admin, "create", "-f", "-", input=yaml.safe_dump(body))
+    _kubectl(admin, "create", "-f", "-", input=json.dumps(body))  # JSON: no YAML 1.1 booleans
     token = _kubectl(
         admin,
         "create",

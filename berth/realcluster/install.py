@@ -23,6 +23,7 @@ import typing
 
 import berth
 from berth.realcluster import controlplane, identities, processes
+from berth.util import extras
 
 __all__ = ["CHART", "USER", "Installation", "install", "webhook_configuration"]
 
@@ -99,8 +100,15 @@ async def install(
         import helm_sdkpy
     except ImportError:
         raise processes.ComponentFailed(
-            "installing the chart needs helm-sdkpy (bash hack/setup installs it)"
+            f"installing the chart needs helm-sdkpy, which Berth's [real] extra brings "
+            f"({extras.install_hint('real')}); on Python 3.11 pip leaves it out of the extra: "
+            f"{extras.HELM_ON_PYTHON_311}"
         ) from None
+    if not (CHART / "Chart.yaml").is_file():
+        raise processes.ComponentFailed(
+            f"no Helm chart at {CHART}: the real control plane installs the chart of a checkout "
+            "of Berth (pip install -e '.[real]' there)"
+        )
     chart_values: Object = {"replicaCount": 1, "mode": mode, **(values or {})}
     configuration = helm_sdkpy.Configuration(
         namespace=NAMESPACE, kubeconfig=str(plane.admin_kubeconfig)

@@ -13,10 +13,15 @@ import ipaddress
 import pathlib
 import typing
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from berth.util import extras
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ModuleNotFoundError as exc:
+    raise extras.missing("emulator", exc) from exc
 
 __all__ = ["Authority", "KeyPair", "write_private_key"]
 

@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import collections.abc
 import functools
+import hashlib
+import json
 import pathlib
+import struct
 import typing
 
 from berth.api import quantities
@@ -40,16 +43,42 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised by tests/packaging
     raise extras.missing("sim", exc) from exc
 
-__all__ = ["figure", "plot"]
+__all__ = ["figure", "plot", "provenance", "recorded_provenance"]
 
 Report = collections.abc.Mapping[str, typing.Any]
 _Samples = list[tuple[float, dict[str, int]]]
 _STYLES = ("-", "--", "-.", ":")
 
 
+def provenance(report: Report) -> str:
+    """What a plot of ``report`` depends on, as a digest: the report's JSON and the code that
+    draws it. Written into each PNG (its ``Description``), so a plot can be checked against
+    what the current scheduler and plotting code would draw (``hack/gen-sim-plots --check``)."""
+    digest = hashlib.sha256(json.dumps(report, sort_keys=True).encode())
+    digest.update(pathlib.Path(__file__).read_bytes())
+    return f"berth sim plot sha256:{digest.hexdigest()}"
+
+
 def plot(report: Report, *, path: pathlib.Path | str) -> None:
-    """Draw ``report`` into the PNG file at ``path``."""
-    figure(report).savefig(pathlib.Path(path), format="png", metadata={"Software": None})
+    """Draw ``report`` into the PNG file at ``path`` (its :func:`provenance` recorded)."""
+    metadata = {"Software": None, "Description": provenance(report)}
+    figure(report).savefig(pathlib.Path(path), format="png", metadata=metadata)
+
+
+def recorded_provenance(path: pathlib.Path) -> str | None:
+    """The provenance a PNG written by :func:`plot` records (None: it records none)."""
+    data = path.read_bytes()
+    at = 8  # past the PNG signature; then chunks of length, type, data, CRC
+    while at + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind = data[at + 4 : at + 8]
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            if key == b"Description":
+                return value.decode("latin-1")
+        at += 12 + length
+    return None
 
 
 def figure(report: Report) -> matplotlib.figure.Figure:

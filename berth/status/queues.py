@@ -24,6 +24,7 @@ from berth.api import queues, resources
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots
 from berth.status import conditions, observations
+from berth.util import suggestions
 
 __all__ = [
     "CONDITION_VALID",
@@ -94,7 +95,7 @@ def tree_problem(name: str, *, parents: collections.abc.Mapping[str, str | None]
     current = parents.get(name)
     while current is not None:
         if current not in parents:
-            return f"parent queue {current} does not exist"
+            return f"parent queue {current} does not exist{suggestions.suffix(current, parents)}"
         if current in seen:
             return "queue hierarchy has a cycle: " + " -> ".join([*seen, current])
         seen.append(current)

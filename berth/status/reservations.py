@@ -9,6 +9,10 @@ simulator and the cluster cannot drift: in both, an ended reservation (``Succeed
 ``Expired``, ``Failed``) never becomes ``Available`` again, whatever order a cycle's facts land
 in. See "Status owners" in docs/architecture.md.
 
+:func:`owner_selector` words a reservation's owners as selectors people read (``app=train``,
+``pod/trainer``, ``Job/train``), for ``status.ownerSelector`` (the ``OWNER`` column of ``kubectl
+get resv``) and the dashboard.
+
 Pure functions of JSON dicts; conditions follow :mod:`berth.status.conditions`. Nothing here
 talks to the API server.
 """
@@ -21,9 +25,11 @@ import typing
 
 from berth.api import resources
 from berth.scheduler.framework import decisions
+from berth.scheduler.snapshot import reservations as snapshot_reservations
+from berth.scheduler.snapshot import selectors
 from berth.status import conditions
 
-__all__ = ["ENDED_PHASES", "ReservationFact", "reservation_status"]
+__all__ = ["ENDED_PHASES", "ReservationFact", "owner_selector", "reservation_status"]
 
 ENDED_PHASES = frozenset({"Succeeded", "Expired", "Failed"})
 """Phases a reservation never leaves: it holds nothing any more."""
@@ -37,6 +43,36 @@ ReservationFact = (
 """The facts of a cycle about one Reservation."""
 
 _Status = dict[str, typing.Any]
+_WORDED = {
+    selectors.IN: "{key} in ({values})",
+    selectors.NOT_IN: "{key} notin ({values})",
+    selectors.EXISTS: "{key}",
+    selectors.DOES_NOT_EXIST: "!{key}",
+}
+
+
+def _one_owner(owner: snapshot_reservations.ReservationOwner) -> str:
+    if owner.object_name is not None:
+        return f"pod/{owner.object_name}"
+    if owner.controller_kind is not None or owner.controller_name is not None:
+        return f"{owner.controller_kind or '?'}/{owner.controller_name or '?'}"
+    # A label selector, in kubectl's form (metav1.FormatLabelSelector): keys sorted.
+    parts = [(key, f"{key}={value}") for key, value in owner.match_labels]
+    for requirement in owner.match_expressions:
+        worded = _WORDED.get(requirement.operator, "{key} {operator} ({values})")
+        values = ",".join(sorted(requirement.values))
+        parts.append(
+            (requirement.key, worded.format(key=requirement.key, values=values,
+                                            operator=requirement.operator))
+        )  # fmt: skip
+    return ",".join(text for _, text in sorted(parts)) or "every pod"
+
+
+def owner_selector(owners: collections.abc.Sequence[snapshot_reservations.ReservationOwner]) -> str:
+    """The owners as selectors people read, ``; `` between owners: ``pod/NAME`` for a pod
+    named, ``KIND/NAME`` for the pods a controller owns, ``k=v,k2 in (a,b)`` for a label
+    selector (``every pod`` for an empty one)."""
+    return "; ".join(_one_owner(owner) for owner in owners)
 
 
 def reservation_status(

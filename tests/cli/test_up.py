@@ -11,7 +11,11 @@ We test these aspects:
   Event with the reason;
 - ``berth up`` prints how to point kubectl at it; kubectl then sees the simulated nodes and
   Berth's CRDs, a pod applied with kubectl is bound by Berth; SIGINT stops it with exit 0;
-- ``berth bench e2e`` on a small cluster prints one JSON object with every pod bound.
+- ``berth bench e2e`` on a small cluster prints one JSON object with every pod bound;
+- ``berth up --mode admission`` (nodes of a pool named ``n`` labelled ``gpu=yes``) prints which
+  pods its webhook gates and who binds them; the printed next steps, run as printed, get a pod
+  gated, admitted, and bound by the stand-in binder on the node Berth pinned; a gang of three
+  with room for two stays gated, none started, each pod ``PodScheduled=False/SchedulingGated``.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import time
+import typing
 
 import pytest
 
@@ -220,6 +226,119 @@ def test_up_keeps_its_kubeconfig_in_the_state_directory_and_describe_shows_why(
             r"2 Insufficient cpu",
             rows[0],
         ), described
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+GANG_OF_THREE = """
+apiVersion: scheduling.berth.io/v1alpha1
+kind: PodGroup
+metadata: {name: trio}
+spec: {minMember: 3, queue: team-a}
+"""
+
+
+def _trio_pod(index: int) -> str:
+    return f"""
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trio-{index}
+  labels: {{scheduling.berth.io/pod-group: trio}}
+spec:
+  restartPolicy: Never
+  containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "2500m"}}}}}}]
+"""
+
+
+@pytest.mark.slow
+def test_up_in_admission_mode_gates_and_the_stand_in_binder_binds_what_berth_admits(
+    tmp_path: pathlib.Path,
+) -> None:
+    """``berth up --mode admission`` on the embedded cluster, with the node spec of a pool
+    named ``n`` whose label value is ``yes``; the printed next steps are run as printed."""
+    kubeconfig = tmp_path / "admission.kubeconfig"
+    env = environment(tmp_path)
+    process = subprocess.Popen(
+        [BERTH, "up", "--mode", "admission", "--kubeconfig", str(kubeconfig),
+         "--nodes", "2x cpu=4 name=n label=gpu=yes", "--log-level", "warning"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        printed: list[str] = []
+        for line in process.stdout:
+            printed.append(line)
+            if "Press Ctrl+C" in line:
+                break
+        text = "".join(printed)
+        assert "Berth runs in admission mode" in text, text
+        assert "every new pod of a namespace labelled scheduling.berth.io/admission=enabled" in (
+            " ".join(text.split())
+        )
+        assert "Berth's stand-in binder (in place of kube-scheduler) binds them" in text
+        assert f"export KUBECONFIG={kubeconfig.resolve()}" in text
+        kubectl_env = env | {"KUBECONFIG": str(kubeconfig)}
+
+        def kubectl(*args: str, input: str | None = None) -> str:
+            return subprocess.run(
+                [testing.kubectl_binary(), *args], env=kubectl_env, input=input,
+                capture_output=True, text=True, check=True, timeout=30, cwd=ROOT,
+            ).stdout  # fmt: skip
+
+        assert kubectl("get", "nodes", "-l", "gpu=yes", "-o", "name").split() == [
+            "node/n-0",
+            "node/n-1",
+        ]
+        # The next steps, as a user would type them (from the checkout, for examples/).
+        for line in printed:
+            command = line.split("#")[0].strip()
+            if command.startswith("kubectl "):
+                kubectl(*shlex.split(command)[1:])
+        deadline = time.monotonic() + 30
+        hello: dict[str, typing.Any] = {}
+        while time.monotonic() < deadline:
+            hello = json.loads(kubectl("get", "pod", "hello", "-o", "json"))
+            if hello["status"].get("phase") in ("Running", "Succeeded"):
+                break
+            time.sleep(0.2)
+        assert hello["status"].get("phase") in ("Running", "Succeeded"), hello["status"]
+        admitted = hello["metadata"]["annotations"]["scheduling.berth.io/admitted-node"]
+        assert hello["spec"]["nodeName"] == admitted  # bound where Berth pinned it
+
+        # A gang of three with room for two (4 cpu per node, 2.5 per pod: 7.5 of the 8 the
+        # cluster has, but one a node): none starts.
+        kubectl("apply", "-f", "-", input=GANG_OF_THREE + "".join(_trio_pod(i) for i in range(3)))
+        deadline = time.monotonic() + 30
+        reason = ""
+        while time.monotonic() < deadline and reason != "NotEnoughResources":
+            reason = kubectl(
+                "get", "podgroup", "trio",
+                "-o", "jsonpath={.status.conditions[?(@.type=='Scheduled')].reason}",
+            )  # fmt: skip
+            time.sleep(0.2)
+        assert reason == "NotEnoughResources"
+        pods = json.loads(kubectl("get", "pods", "-l", "scheduling.berth.io/pod-group=trio",
+                                  "-o", "json"))["items"]  # fmt: skip
+        assert len(pods) == 3
+        for pod in pods:
+            assert not pod["spec"].get("nodeName"), pod["metadata"]["name"]
+            assert pod["spec"]["schedulingGates"] == [{"name": "scheduling.berth.io/admission"}]
+            assert {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "SchedulingGated",
+            }.items() <= next(
+                c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"
+            ).items()
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
     finally:

@@ -215,3 +215,72 @@ def test_binding_sets_the_node_once_and_eviction_removes_the_pod(server: Server)
     server.kubectl("create", "--raw", f"/api/v1/namespaces/{ns}/pods/bound/eviction", "-f", "-",
                    input=json.dumps(eviction))  # fmt: skip
     server.kubectl("wait", "-n", ns, "pod/bound", "--for=delete", "--timeout=60s")
+
+
+def test_a_gated_pod_is_created_pod_scheduled_false_scheduling_gated(server: Server) -> None:
+    ns = server.namespace()
+    gated = _pod("held", schedulingGates=[{"name": "example.com/wait"}])
+    server.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(gated))
+    conditions = server.json("get", "-n", ns, "pod", "held")["status"]["conditions"]
+    (scheduled,) = [c for c in conditions if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "SchedulingGated")
+    assert scheduled["message"] == "Scheduling is blocked due to non-empty scheduling gates"
+    assert server.kubectl("get", "-n", ns, "pod", "held").stdout.split()[7] == "SchedulingGated"
+
+
+def test_apply_of_a_list_with_validation(server: Server) -> None:
+    """``kubectl apply -f`` of a ``kind: List`` (what ``kubectl get -o yaml`` writes): kubectl
+    validates each item against the OpenAPI v2 document, then applies them one by one."""
+    ns = server.namespace()
+    queue = f"l-{ns}"
+    items = [
+        yaml.safe_load(_configmap("listed", a="1")),
+        {"apiVersion": keys.API_VERSION, "kind": "Queue", "metadata": {"name": queue},
+         "spec": {"weight": 2}},
+        _pod("listed"),
+    ]  # fmt: skip
+    listed = {"apiVersion": "v1", "kind": "List", "items": items}
+    applied = server.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(listed))
+    assert applied.stdout.split("\n")[:3] == [
+        "configmap/listed created",
+        f"queue.scheduling.berth.io/{queue} created",
+        "pod/listed created",
+    ]
+    assert server.json("get", "queue", queue)["spec"]["weight"] == 2
+    # Client-side validation of the items: a Queue field of the wrong type is refused before
+    # anything is sent, naming the field.
+    items[1]["spec"] = {"weight": "heavy"}
+    refused = server.kubectl(
+        "apply", "-n", ns, "-f", "-", input=yaml.safe_dump(listed), check=False
+    )
+    assert refused.returncode != 0
+    assert "spec.weight" in refused.stderr, refused.stderr
+    assert server.json("get", "queue", queue)["spec"]["weight"] == 2
+    server.kubectl("delete", "queue", queue)
+
+
+def test_job_table_columns(server: Server) -> None:
+    ns = server.namespace()
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "counted"},
+        "spec": {
+            "suspend": True,  # no pod runs: the row stays what the columns say of a new job
+            "completions": 3,
+            "parallelism": 3,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "busybox:1.37"}]}},
+        },
+    }  # fmt: skip
+    server.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(job))
+    header, row = server.kubectl("get", "-n", ns, "job", "counted", "-o", "wide").stdout.split(
+        "\n"
+    )[:2]
+    assert header.split() == [
+        "NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE", "CONTAINERS", "IMAGES", "SELECTOR",
+    ]  # fmt: skip
+    cells = row.split()
+    assert cells[0] == "counted"
+    assert cells[2] == "0/3"
+    assert cells[-3:-1] == ["main", "busybox:1.37"]

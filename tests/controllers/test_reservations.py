@@ -112,6 +112,17 @@ def test_expires_at_is_filled(fields: dict[str, typing.Any], expires_at: str | N
     assert planned.events == ()
 
 
+def test_the_owners_are_worded_as_selectors_for_the_owner_column() -> None:
+    obj = w.reservation(
+        "r", owners=[w.owner_labels({"app": "train"}), {"object": {"name": "solo"}}]
+    )
+    planned = status_after(obj)
+    assert planned.status is not None
+    assert planned.status["ownerSelector"] == "app=train; pod/solo"
+    again = status_after(with_status(obj, **planned.status))
+    assert again.status is None  # written once
+
+
 @pytest.mark.parametrize(
     ("obj", "message"),
     [

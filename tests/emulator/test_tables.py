@@ -4,7 +4,9 @@ We test these aspects:
 - the JSONPath subset (fields, quoted keys, indexes, slices, wildcards, recursion, filters);
 - ``HumanDuration`` ages at each of its boundaries;
 - CRD printer columns (condition filter, integer, date as age, missing as null), the default
-  Age column, pod and node columns, ``includeObject`` and ``-o wide`` priorities.
+  Age column, pod, node and Job columns (kube-apiserver's: status from the conditions,
+  completions, duration, the template's containers and images, the selector), ``includeObject``
+  and ``-o wide`` priorities.
 """
 
 from __future__ import annotations
@@ -201,3 +203,56 @@ def test_pod_columns(pod: dict[str, typing.Any], status: str, ready: str) -> Non
     }
     cells = tables.render(pods, [obj], now=NOW)["rows"][0]["cells"]
     assert cells[:4] == ["p", ready, status, 0]
+
+
+JOBS = resources.Resource(group="batch", version="v1", kind="Job", plural="jobs", namespaced=True)
+_TEMPLATE = {"spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "y"}]}}
+
+
+@pytest.mark.parametrize(
+    ("job", "cells"),
+    [
+        (
+            {"spec": {"completions": 4, "parallelism": 2}, "status": {"succeeded": 1,
+             "startTime": "2026-01-01T00:00:10Z"}},
+            ["Running", "1/4", "90s"],
+        ),
+        (
+            {"spec": {"parallelism": 3}, "status": {"startTime": "2026-01-01T00:00:00Z",
+             "completionTime": "2026-01-01T00:00:40Z", "succeeded": 1,
+             "conditions": [{"type": "Complete", "status": "True"}]}},
+            ["Complete", "1/1 of 3", "40s"],
+        ),
+        (
+            {"spec": {"completions": 1}, "status": {"conditions": [
+                {"type": "Suspended", "status": "True"}]}},
+            ["Suspended", "0/1", ""],
+        ),
+        (
+            {"spec": {}, "status": {"conditions": [{"type": "Failed", "status": "True"},
+             {"type": "FailureTarget", "status": "True"}]}},
+            ["Failed", "0/1", ""],
+        ),
+    ],
+    ids=["running", "complete-parallel", "suspended", "failed"],
+)  # fmt: skip
+def test_job_columns(job: dict[str, typing.Any], cells: list[str]) -> None:
+    obj = {
+        "metadata": {"name": "j", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            **job["spec"],
+            "template": _TEMPLATE,
+            "selector": {
+                "matchLabels": {"b": "2", "a": "1"},
+                "matchExpressions": [{"key": "c", "operator": "In", "values": ["y", "x"]}],
+            },
+        },
+        "status": job["status"],
+    }
+    table = tables.render(JOBS, [obj], now=NOW)
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name", "Status", "Completions", "Duration", "Age", "Containers", "Images", "Selector",
+    ]  # fmt: skip
+    assert table["rows"][0]["cells"] == [
+        "j", *cells, "100s", "a,b", "x:1,y", "a=1,b=2,c in (x,y)",
+    ]  # fmt: skip

@@ -192,7 +192,7 @@ def test_waiting_podgroups_are_counted_by_reason_code() -> None:
         b.node("n1", cpu="4"),
         runs.queue("open"),
         runs.queue("shut", state="Closed"),
-        *runs.gang("big", 8, queue="open"),  # eight one-cpu pods on a four-cpu node
+        *runs.gang("big", 8, queue="open"),  # eight one-cpu pods on a four-cpu node: never
         *runs.gang("new", 1, queue="shut"),
         *runs.gang("lost", 1, queue="gone"),
     )
@@ -203,7 +203,7 @@ def test_waiting_podgroups_are_counted_by_reason_code() -> None:
         labels: v for (name, labels), v in samples(m).items() if name == "berth_waiting_podgroups"
     }
     assert got == {
-        (("reason", "NotEnoughResources"),): 1,
+        (("reason", "ClusterTooSmall"),): 1,
         (("reason", "QueueClosed"),): 1,
         (("reason", "QueueNotFound"),): 1,
     }

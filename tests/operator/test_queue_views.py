@@ -206,8 +206,9 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
         for i in range(3):
             assert line[f"wide-{i}"][5] == "NotEnoughResources"
             assert line[f"wide-{i}"][7] == "3"
-            assert line[f"wide-{i}"][8] == (
-                "gang needs minMember 1, only 0 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
+            # minMember 1 is no gang: no "gang needs minMember 1".
+            assert (
+                line[f"wide-{i}"][8] == "no pod could be placed; 0/1 nodes fit: 1 Insufficient cpu"
             )
 
         # The same, from the operator's visibility API.
@@ -235,7 +236,7 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
             (2, f"wide-{ordered[1]}"),
         ]
         assert first["items"][0]["reason"] == (
-            "gang needs minMember 1, only 0 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
+            "no pod could be placed; 0/1 nodes fit: 1 Insufficient cpu"
         )
         status, rest = await get(port, "/apis/v1/queues/team-a/waiting?limit=2&continue=2")
         assert [(g["position"], g["name"]) for g in rest["items"]] == [(3, f"wide-{ordered[2]}")]
@@ -266,6 +267,11 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
         assert status == 200
         assert {q["name"] for q in overview["queues"]} >= {"team-a", "orphan", "shut"}
         assert [n["name"] for n in overview["nodes"]] == ["pool0-0"]
+        assert overview["resources"][0] == "cpu"
+        (team_a,) = [q for q in overview["queues"] if q["name"] == "team-a"]
+        amounts = team_a["amounts"]  # milli-units, the numbers the dashboard draws
+        assert (amounts["allocated"]["cpu"], amounts["fairShare"]["cpu"]) == (2000, 4000)
+        assert amounts["guaranteed"]["cpu"] == 4000
         status, page = await get(port, "/dashboard")
         assert status == 200 and "/apis/v1/overview" in page
 
@@ -280,8 +286,8 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
             assert lines[1].split() == ["POSITION", "KIND", "NAME", "WHY", "IT", "WAITS"]
             for place, index in enumerate(ordered, start=1):
                 assert re.match(
-                    rf"{place}/3\s+PodGroup\s+default/wide-{index}\s+gang needs minMember 1, "
-                    r"only 0 could be placed; 0/1 nodes fit: 1 Insufficient cpu$",
+                    rf"{place}/3\s+PodGroup\s+default/wide-{index}\s+no pod could be placed; "
+                    r"0/1 nodes fit: 1 Insufficient cpu$",
                     lines[1 + place],
                 ), shown.stdout
             assert lines[-1] == "3 waiting"
@@ -290,3 +296,6 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
             assert 'queue "nowhere" not found' in missing.stderr or (
                 "queue 'nowhere' does not exist" in missing.stderr
             ), missing.stderr
+            typo = await plugin(emulator, "queue", "team-z", *extra)
+            assert typo.returncode == 1
+            assert 'queue "team-z" not found (did you mean team-a?)' in typo.stderr, typo.stderr

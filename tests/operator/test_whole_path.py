@@ -174,14 +174,15 @@ async def test_examples_applied_with_kubectl_are_placed_run_and_explained(
 
         for _ in range(100):
             table = await groups()
-            if re.search(r"train\s+Finished", table) and "NotEnoughResources" in table:
+            if re.search(r"train\s+Finished", table) and "ClusterTooSmall" in table:
                 break
             await asyncio.sleep(0.1)
         assert re.search(r"^train\s+Finished\s+team-a\s+4\s+0\s+Scheduled", table, re.M), table
-        assert re.search(r"^huge\s+Inqueue\s+default\s+2\s+0\s+NotEnoughResources", table, re.M)
+        # Two pods of 64 cpu on four nodes of 8: it can never fit, and says so.
+        assert re.search(r"^huge\s+Inqueue\s+default\s+2\s+0\s+ClusterTooSmall", table, re.M)
         huge = json.loads(await kubectl(emulator, "get", "bpg", "huge", "-o", "json"))
         (condition,) = huge["status"]["conditions"]
-        assert "Insufficient cpu" in condition["message"]
+        assert condition["message"] == "can never fit: needs 128 cpu, the cluster has 32"
 
         queues = await kubectl(emulator, "get", "bq")
         assert re.search(r"^team-a\s+Open\s+research\s+8 cpu, 32Gi mem\s", queues, re.M), queues

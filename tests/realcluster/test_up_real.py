@@ -6,14 +6,21 @@ We test these aspects:
   their status, the gang of four runs, the reservation is taken by its owner (Succeeded) on its
   node, and the plain pod runs;
 - Ctrl+C stops Berth and every component of the control plane, and the command exits 0;
-- options of the embedded cluster that mean nothing with ``--real`` are refused, and
+- installed as the README's install table says (a fresh virtualenv, the checkout with its
+  ``[real]`` extra), ``berth up --real --mode admission --kubeconfig F`` with nodes of a pool
+  named ``n`` labelled ``gpu=yes`` (YAML 1.1 booleans, were they written bare) writes F, prints
+  admission mode's next steps, and those steps, run as printed, get a pod gated, admitted and
+  bound by kube-scheduler on the node Berth pinned;
+- options of the embedded cluster that mean nothing with ``--real`` are refused, saying why, and
   ``--autoscale`` (Karpenter) without it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import shlex
 import signal
 import subprocess
 import sys
@@ -21,6 +28,7 @@ import sys
 import pytest
 
 from berth.realcluster import binaries
+from tests.packaging import venvs
 from tests.realcluster import cluster
 
 pytestmark = pytest.mark.realcluster
@@ -64,7 +72,7 @@ def test_up_real_runs_the_examples_then_stops_everything(tmp_path: pathlib.Path)
             if "export KUBECONFIG=" in line:
                 break
         assert lines and "export KUBECONFIG=" in lines[-1], "".join(lines)
-        kubeconfig = lines[-1].split("export KUBECONFIG=", 1)[1].strip()
+        kubeconfig = lines[-1].split("export KUBECONFIG=", 1)[1].split("#")[0].strip()
         assert kubeconfig == str(state / "admin.kubeconfig")
         assert any("Berth runs as system:serviceaccount:berth-system:berth" in x for x in lines)
         kube = dict(env, KUBECONFIG=kubeconfig)
@@ -103,7 +111,75 @@ def test_up_real_refuses_options_of_the_embedded_cluster() -> None:
         [BERTH, "up", "--real", "--speedup", "5"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2
-    assert "--speedup does not apply to --real" in result.stderr
+    assert "--speedup does not apply to --real: KWOK runs pods in real time" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_up_real_from_a_fresh_install_in_admission_mode_writes_the_kubeconfig_asked(
+    tmp_path: pathlib.Path,
+) -> None:
+    try:
+        binaries.find()
+    except binaries.BinariesMissing as missing:
+        pytest.skip(f"no real control plane: {missing}")
+    (row,) = [s for s in venvs.documented_sets() if "berth up --real" in s.commands]
+    venv = venvs.editable_venv(tmp_path / "install", row)
+    kubeconfig = tmp_path / "mine.kubeconfig"
+    # The virtualenv's home is fresh: point it at the binaries this machine has (never build).
+    found = {k: os.environ[k] for k in ("BERTH_K8S_BIN", "KUBEBUILDER_ASSETS") if k in os.environ}
+    cache = os.environ.get("BERTH_CACHE") or str(pathlib.Path.home() / ".cache" / "berth")
+    env = venv.env(BERTH_CACHE=cache, **found)
+    process = subprocess.Popen(
+        [venv.bin("berth"), "up", "--real", "--mode", "admission", "--kubeconfig", str(kubeconfig),
+         "--nodes", "2x cpu=4 name=n label=gpu=yes", "--log-level", "warning"],
+        env=env, cwd=venvs.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        printed: list[str] = []
+        for line in process.stdout:
+            printed.append(line)
+            if "Press Ctrl+C" in line:
+                break
+        text = "".join(printed)
+        assert "Press Ctrl+C" in text, text
+        assert "in admission mode" in text
+        assert "and kube-scheduler binds them" in " ".join(text.split())
+        assert f"export KUBECONFIG={kubeconfig.resolve()}" in text
+        assert kubeconfig.stat().st_mode & 0o077 == 0  # the administrator's key: owner only
+        kube = dict(env, KUBECONFIG=str(kubeconfig))
+
+        def kubectl(*args: str) -> str:
+            return subprocess.run(
+                [venv.bin("kubectl"), *args], env=kube, cwd=venvs.REPO, capture_output=True,
+                text=True, check=True, timeout=150,
+            ).stdout  # fmt: skip
+
+        assert kubectl("get", "nodes", "-l", "gpu=yes", "-o", "name").split() == [
+            "node/n-0",
+            "node/n-1",
+        ]
+        assert (
+            kubectl("get", "node", "n-0", "-o", "jsonpath={.metadata.labels.sim\\.berth\\.io/pool}")
+            == "n"
+        )
+        for line in printed:
+            command = line.split("#")[0].strip()
+            if command.startswith("kubectl "):
+                kubectl(*shlex.split(command)[1:])
+        kubectl("wait", "pod/hello", "--for=jsonpath={.spec.nodeName}", f"--timeout={cluster.WAIT}")
+        hello = json.loads(kubectl("get", "pod/hello", "-o", "json"))
+        admitted = hello["metadata"]["annotations"]["scheduling.berth.io/admitted-node"]
+        assert hello["spec"]["nodeName"] == admitted
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def test_autoscale_needs_the_real_control_plane() -> None:

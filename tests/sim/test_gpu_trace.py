@@ -3,13 +3,16 @@ offering 130 % of 256 GPUs (``hack/gen-trace --kind gpu-scale --hours 1.5``), on
 example's cluster with the default profile (``examples/sim/gpu-scale.yaml``, which packs
 GPUs). Every job starts before the end, no
 gang is ever partly bound, GPUs stay at least 90 % busy while any job waits, and the four
-equal queues are served fairly (Jain's index at least 0.9)."""
+equal queues are served fairly (Jain's index at least 0.9). On the whole trace (slow), the
+numbers examples/sim/README.md gives under "Today"."""
 
 from __future__ import annotations
 
 import functools
 import pathlib
 import typing
+
+import pytest
 
 from berth.api import durations
 from berth.sim import runner, scenarios, traces
@@ -43,3 +46,19 @@ def test_the_four_queues_are_served_fairly() -> None:
     summary = report()["summary"]
     assert set(summary["wait"]) == {"vc-a", "vc-b", "vc-c", "vc-d"}
     assert summary["jainIndex"] >= 0.9
+
+
+@pytest.mark.slow
+def test_the_whole_trace_gives_what_the_readme_says() -> None:
+    scenario = traces.compose(
+        scenarios.load(EXAMPLES / "gpu-scale.yaml"),
+        trace=traces.load(EXAMPLES / "traces" / "gpu-scale.csv"),
+        until=None,
+    )
+    summary = runner.run(scenario)["summary"]
+    assert round(summary["utilizationWhileWaiting"][GPU] * 100, 1) == 94.5
+    assert summary["jobs"] == {"submitted": 447, "started": 447, "finished": 447}
+    assert summary["partialGangs"] == 0
+    assert round(summary["jainIndex"], 2) == 0.98
+    p90 = {queue: waits["p90"] for queue, waits in summary["wait"].items()}
+    assert p90 == {"vc-a": 292.0, "vc-b": 5487.0, "vc-c": 453.0, "vc-d": 2698.0}

@@ -43,7 +43,7 @@ def test_defaults_are_one_node_and_a_numbered_prefix() -> None:
     [
         ("", "empty"),
         ("10x", "no resources"),
-        ("cpu=abc", "cpu: quantities must match"),
+        ("cpu=abc", "cpu: 'abc' is not a quantity"),
         ("cpu=-1", "must not be negative"),
         ("cpu=1 taint=x:Sometimes", "a taint is"),
         ("cpu=1 label=pool", "a label is"),

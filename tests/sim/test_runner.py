@@ -60,7 +60,7 @@ workloads:
     assert job["started"] is None and job["finished"] is None
     assert job["pods"] == {"big-0-0": None, "big-0-1": None, "big-0-2": None}
     assert job["wait"] == 3600.0
-    assert "minMember 3" in job["reason"]
+    assert job["reason"] == "can never fit: needs 12 nvidia.com/gpu, the cluster has 8"
     assert report["cluster"]["allocated"] == [{"t": 0.0, "resources": {}}]
     assert report["summary"]["partialGangs"] == 0
 
@@ -75,7 +75,7 @@ objects:
 workloads:
   - {name: train, namespace: ml, queue: ml, replicas: 2, minMember: 2, duration: 5h,
      requests: {cpu: "8", nvidia.com/gpu: "4"}}
-  - {name: big, namespace: ml, queue: ml, at: 1m, replicas: 3, minMember: 3, duration: 30m,
+  - {name: big, namespace: ml, queue: ml, at: 1m, replicas: 2, minMember: 2, duration: 30m,
      requests: {nvidia.com/gpu: "4"}}
 """
     )
@@ -88,7 +88,7 @@ workloads:
     assert waiting["message"] == builders.jobs(report)["ml/big-0"]["reason"]
     assert (waiting["queuePosition"], waiting["queuePending"]) == (1, 1)
     queue = report["queueStatuses"]["ml"]
-    assert (queue["state"], queue["runningPods"], queue["pendingPods"]) == ("Open", 2, 3)
+    assert (queue["state"], queue["runningPods"], queue["pendingPods"]) == ("Open", 2, 2)
     assert queue["allocated"]["nvidia.com/gpu"] == "8"
 
 

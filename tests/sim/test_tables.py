@@ -43,7 +43,7 @@ def test_tables_show_the_report() -> None:
     assert "Jain's index" in text and "queues never competed" in text
     row = next(line for line in text.splitlines() if line.startswith("│ a "))
     assert "100%" in row  # fair share: the only queue is entitled to everything
-    assert "a/never waits: " in text and "minMember 3" in text
+    assert "a/never waits: can never fit: needs 3 nvidia.com/gpu, the cluster has 2" in text
     assert "1h00m" in text  # the never-started job waited the whole run
 
 

@@ -36,6 +36,7 @@ import collections.abc
 import logging
 import typing
 
+from berth.api import keys
 from berth.scheduler.framework import (
     equivalence,
     jobs,
@@ -45,6 +46,7 @@ from berth.scheduler.framework import (
     statements,
     statuses,
 )
+from berth.util import suggestions
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import pods, queues
@@ -125,7 +127,12 @@ class Allocate:
         grouped: dict[str, list[jobs.Job]] = {}
         for job in candidates:
             if job.queue not in known:
-                session.reject_job(job, reason=queue_missing(job.queue))
+                session.reject_job(
+                    job,
+                    reason=queue_missing(
+                        job.queue, known=[keys.DEFAULT_QUEUE, *session.snapshot.queues]
+                    ),
+                )
             else:
                 grouped.setdefault(job.queue, []).append(job)
         by_queue: dict[str, collections.deque[jobs.Job]] = {}
@@ -198,7 +205,9 @@ class Allocate:
                 stmt.discard()
                 why = ready.reason()
                 if first_failure is not None:
-                    why = why.followed_by(first_failure)
+                    # A pod's group of one is no gang: what kept the pod out is the reason.
+                    alone = job.group.implicit
+                    why = first_failure if alone else why.followed_by(first_failure)
                 session.reject_job(job, reason=why)
                 return
             if len(stmt) == 0:
@@ -306,10 +315,19 @@ class Allocate:
         return status.reason()
 
 
-def queue_missing(queue: str) -> reasons.Reason:
-    """Why a job of a queue that does not exist waits."""
+def queue_missing(queue: str, *, known: collections.abc.Iterable[str] = ()) -> reasons.Reason:
+    """Why a job of a queue that does not exist waits (naming the closest of the ``known``
+    queues, if one is close: a typo)."""
+    best = suggestions.did_you_mean(queue, known)
+    if best is None:
+        return reasons.new(
+            reasons.ReasonCode.QUEUE_NOT_FOUND, f"queue {queue} does not exist", queue=queue
+        )
     return reasons.new(
-        reasons.ReasonCode.QUEUE_NOT_FOUND, f"queue {queue} does not exist", queue=queue
+        reasons.ReasonCode.QUEUE_NOT_FOUND,
+        f"queue {queue} does not exist (did you mean {best}?)",
+        queue=queue,
+        suggestion=best,
     )
 
 

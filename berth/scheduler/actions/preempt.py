@@ -115,5 +115,5 @@ def new() -> Preempt:
 def _reason(job: jobs.Job, *, across: bool) -> str:
     """What a victim is told: the job that took the room, its priority, and its queue when
     the job's queue preempts across queues."""
-    taker = f"preempted by pod group {job.key} (priority {job.priority})"
+    taker = f"preempted by {job.group.title} (priority {job.priority})"
     return f"{taker} of queue {job.queue}" if across else taker

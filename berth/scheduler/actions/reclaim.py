@@ -138,7 +138,7 @@ class Reclaim:
 
 def _reason(job: jobs.Job) -> str:
     """What a victim is told when no plugin says on which promise its queue was reclaimed."""
-    return f"reclaimed by queue {job.queue} for pod group {job.key}"
+    return f"reclaimed by queue {job.queue} for {job.group.title}"
 
 
 def _shape(job: jobs.Job) -> tuple[typing.Hashable, ...]:

@@ -56,6 +56,7 @@ NEEDS_CAPACITY: collections.abc.Mapping[Code, bool] = types.MappingProxyType(
         # Capacity: a node an autoscaler adds (of the shape its node pools make) could take it.
         Code.UNSCHEDULABLE: True,  # no node matches its labels, taints, affinity: a new one may
         Code.NOT_ENOUGH_RESOURCES: True,
+        Code.CLUSTER_TOO_SMALL: True,  # the gang asks more than every node has: add nodes
         Code.TOPOLOGY_UNSATISFIABLE: True,  # no domain has room now: new nodes add room
         Code.TOPOLOGY_DOMAIN_TOO_SMALL: True,  # a domain grows with the nodes added to it
         Code.SUB_GROUP_BELOW_MINIMUM: True,  # a role lacked room for its minMember

@@ -53,6 +53,11 @@ class ReasonCode(enum.Enum):
     NEVER_FITS = "OverQueueLimit"
     """The gang's quorum exceeds a limit on its queue's path even with the queue empty."""
 
+    CLUSTER_TOO_SMALL = "ClusterTooSmall"
+    """The gang's quorum asks more of some resource than the cluster's schedulable nodes
+    have in all, even empty: it can never fit the cluster as it is (``details``:
+    ``resource``, ``needs``, ``has``, in milli-units)."""
+
     QUEUE_AT_LIMIT = "QueueOverLimit"
     """Placing the work now would take its queue (or a parent) over its ``limit``."""
 

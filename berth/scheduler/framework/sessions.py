@@ -440,11 +440,14 @@ class Session:
 
     def reject_job(self, job: jobs.Job, *, reason: reasons.Reason) -> None:
         """``job`` stays pending because of ``reason``; its pods without a reason of their own
-        get (or keep following) the group's, worded ``pod group <key>: <message>``."""
+        get (or keep following) the group's, worded ``pod group <key>: <message>`` — or, for a
+        pod's group of one, the reason as it is (the pod is the group)."""
         self.group_why[job.key] = reason
         derived = reasons.Reason(
             code=reason.code,
-            message=f"pod group {job.key}: {reason.message}",
+            message=reason.message
+            if job.group.implicit
+            else f"{job.group.title}: {reason.message}",
             plugin=reason.plugin,
             details={**reason.details, "group": str(job.key)},
         )

@@ -9,9 +9,11 @@ cannot reach quorum holds nothing):
   its pods exist
   (``waiting for pods: 3/8 created, minMember 8``), and not when the cluster's free capacity
   (on schedulable nodes, plus what the group already holds) cannot cover ``minResources``
-  (scheduler-plugins' coscheduling PreFilter check).
+  (scheduler-plugins' coscheduling PreFilter check); never when, with nothing placed, its
+  ``minMember`` pods ask more of some resource than the schedulable nodes have in all
+  (``ClusterTooSmall``: ``can never fit: needs 40 nvidia.com/gpu, the cluster has 32``).
 - ``job_ready``: ``minMember`` pods are placed (already running or done, plus those this
-  session placed, minus those it evicts).
+  session placed, minus those it evicts). A group of one is no gang: its reason is its pod's.
 - ``job_pipelined``: the same, counting pods nominated to nodes that are freeing up.
 - Timeout (``scheduleTimeoutSeconds``, else the ``defaultScheduleTimeoutSeconds`` argument).
   The clock starts when the ``minMember``-th pod was created (or the group, if later):
@@ -33,15 +35,18 @@ cannot reach quorum holds nothing):
     wait expired.
 
 Every reason it gives is built by one function here (:func:`quorum_status`,
-:func:`min_resources_status`, :func:`ready_status`, :func:`timed_out`, :func:`backing_off`).
+:func:`min_resources_status`, :func:`cluster_status`, :func:`ready_status`, :func:`timed_out`,
+:func:`backing_off`).
 """
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import typing
 
 import numpy as np
+import numpy.typing as npt
 import pydantic
 import pydantic.alias_generators
 
@@ -57,6 +62,7 @@ __all__ = [
     "GangArgs",
     "TimeoutState",
     "backing_off",
+    "cluster_status",
     "min_resources_status",
     "new",
     "quorum_since",
@@ -163,13 +169,56 @@ def min_resources_status(
 
 
 def ready_status(job: jobs.Job, /, *, pipelined: bool = False) -> statuses.Status:
-    """``SUCCESS`` when ``minMember`` pods are placed (counting pipelined ones if asked)."""
+    """``SUCCESS`` when ``minMember`` pods are placed (counting pipelined ones if asked).
+    ``minMember 1`` is no gang: it says no pod could be placed (and the allocate action gives
+    a pod's group of one its pod's reason alone)."""
     have = job.occupied() + (len(job.pipelined) if pipelined else 0)
     need = job.group.min_member
     if have >= need:
         return statuses.SUCCESS
+    if need == 1:
+        return statuses.new(statuses.Code.UNSCHEDULABLE, "no pod could be placed")
     return statuses.new(
         statuses.Code.UNSCHEDULABLE, f"gang needs minMember {need}, only {have} could be placed"
+    )
+
+
+def cluster_status(
+    job: jobs.Job,
+    /,
+    *,
+    vector: typing.Callable[[pods.PodInfo], npt.NDArray[np.int64]],
+    nodes: nodetable.NodeTable,
+    total: npt.NDArray[np.int64],
+) -> statuses.Status:
+    """``UNSCHEDULABLE_AND_UNRESOLVABLE`` (``ClusterTooSmall``) when a gang with nothing placed
+    asks, for its ``minMember`` pods, more of some resource than ``total`` (the schedulable
+    nodes' allocatable summed): it can never fit the cluster as it is. The need is a bound
+    below the real one (per resource, the ``minMember`` smallest asks of its pending pods, or
+    ``minResources`` if larger), so "never" is never said of a gang that could fit."""
+    group = job.group
+    if (
+        group.min_member < 2
+        or group.placed + group.succeeded
+        or len(job.pending) < group.min_member
+    ):
+        return statuses.SUCCESS
+    asks = np.sort(np.array([vector(p) for p in job.pending]), axis=0)
+    need = np.asarray(asks[: group.min_member].sum(axis=0), dtype=np.int64)
+    if group.min_resources:
+        need = np.maximum(need, nodes.vector(group.min_resources, memo=False))
+    over = np.flatnonzero(need > total)
+    if not len(over):
+        return statuses.SUCCESS
+    col = int(over[0])
+    name = nodes.resources[col]
+    needs, has = int(need[col]), int(total[col])
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        f"can never fit: needs {_quantity(name, needs)} {name}, the cluster has "
+        f"{_quantity(name, has)}",
+        reason_code=reasons.ReasonCode.CLUSTER_TOO_SMALL,
+        details={"resource": name, "needs": needs, "has": has},
     )
 
 
@@ -260,6 +309,11 @@ class Gang(interfaces.SessionPlugin):
             job.group.schedule_timeout_seconds for job in session.jobs.values()
         )
         states: dict[str, TimeoutState | None] = {}
+        # What the schedulable nodes have in all (a gang asking more can never fit), and each
+        # gang's verdict on it, once a session: every action asks.
+        nodes = session.nodes
+        total = np.asarray(nodes.allocatable[~nodes.unschedulable].sum(axis=0), dtype=np.int64)
+        too_big: dict[str, statuses.Status] = {}
 
         def state(job: jobs.Job) -> TimeoutState | None:
             if job.key not in states:
@@ -284,6 +338,12 @@ class Gang(interfaces.SessionPlugin):
                 assert timeout is not None  # a state exists only with a timeout (_state)
                 left = max(int(current.backoff_until - snapshot.now), 1)
                 return backing_off(timeout, current, left=left)
+            if job.key not in too_big:
+                too_big[job.key] = cluster_status(
+                    job, vector=session.vector, nodes=session.nodes, total=total
+                )
+            if not too_big[job.key].is_success():
+                return too_big[job.key]
             if not job.group.min_resources:
                 return statuses.SUCCESS  # asked by every action: skip the members' walk
             held = _held(snapshot.members(job.key))

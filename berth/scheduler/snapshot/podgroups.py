@@ -83,6 +83,14 @@ class PodGroupInfo:
     preemption_delay: float | None = None  # spec.preemptionDelay (s); None: its queue's
 
     @property
+    def title(self) -> str:
+        """How people name it: ``pod NS/NAME`` for a pod's group of one, else ``pod group
+        NS/NAME`` (never the internal ``NS/pod:NAME`` key)."""
+        if self.implicit:
+            return f"pod {self.namespace}/{self.name}"  # its name is the pod's
+        return f"pod group {self.key}"
+
+    @property
     def created(self) -> int:
         """Members that exist and count towards quorum (failed ones do not)."""
         return self.pending + self.gated + self.placed + self.succeeded

@@ -113,8 +113,8 @@ CASES = [
         ],
         {"plain": "n1", "queued": None},
         {
-            "group/pod:queued": "gang needs minMember 1, only 0 could be placed;"
-            " 0/1 nodes fit: 1 Insufficient cpu"
+            # A group of one is no gang: its reason is its pod's.
+            "group/pod:queued": "0/1 nodes fit: 1 Insufficient cpu"
         },
     ),
     # Node basics ------------------------------------------------------------------------------
@@ -349,14 +349,30 @@ CASES = [
     ),
     Case(
         "gang-that-does-not-fit-takes-nothing",
-        [b.node("n1", cpu="4"), b.node("n2", cpu="4"), *b.gang("g", 3, cpu="3")],
+        [
+            b.node("n1", cpu="4"),
+            b.node("n2", cpu="4"),
+            b.node("n3", cpu="4"),
+            b.pod("busy", node="n3", cpu="2"),
+            *b.gang("g", 3, cpu="3"),
+        ],
         {"g-0": None, "g-1": None, "g-2": None},
         {
             "group/g": "gang needs minMember 3, only 2 could be placed;"
-            " 0/2 nodes fit: 2 Insufficient cpu",
+            " 0/3 nodes fit: 3 Insufficient cpu",
             "pod/g-0": "pod group default/g: gang needs minMember 3, only 2 could be placed;"
-            " 0/2 nodes fit: 2 Insufficient cpu",
-            "pod/g-2": "0/2 nodes fit: 2 Insufficient cpu",
+            " 0/3 nodes fit: 3 Insufficient cpu",
+            "pod/g-2": "0/3 nodes fit: 3 Insufficient cpu",
+        },
+    ),
+    Case(
+        "gang-larger-than-the-cluster-is-never-tried",
+        [b.node("n1", cpu="4"), b.node("n2", cpu="4"), *b.gang("g", 3, cpu="3")],
+        {"g-0": None, "g-1": None, "g-2": None},
+        {
+            "group/g": "can never fit: needs 9 cpu, the cluster has 8",
+            "pod/g-0": "pod group default/g: can never fit: needs 9 cpu, the cluster has 8",
+            "pod/g-2": "pod group default/g: can never fit: needs 9 cpu, the cluster has 8",
         },
     ),
     Case(
@@ -450,6 +466,21 @@ CASES = [
         },
     ),
     Case(
+        "a-queue-name-with-a-typo-gets-a-did-you-mean",
+        [
+            b.queue("research"),
+            b.node("n1"),
+            b.pod("typo", queue="reserch"),
+            b.pod("close", queue="defualt"),
+        ],
+        {"typo": None, "close": None},
+        {
+            "group/pod:typo": "queue reserch does not exist (did you mean research?)",
+            "group/pod:close": "queue defualt does not exist (did you mean default?)",
+            "pod/typo": "queue reserch does not exist (did you mean research?)",
+        },
+    ),
+    Case(
         "jobs-of-several-queues-all-placed",
         [
             b.queue("a"),
@@ -472,8 +503,8 @@ CASES = [
         [b.node("n1"), b.pod("bad", memory="lots")],
         {"bad": None},
         {
-            "pod/bad": "invalid resource request: containers[0] (main) memory: quantities must"
-            " match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': 'lots'"
+            "pod/bad": "invalid resource request: containers[0] (main) memory: 'lots' is not a"
+            " quantity: write a number with an optional suffix, e.g. 500m, 4, 8Gi, 1e3"
         },
     ),
 ]

@@ -174,8 +174,8 @@ def test_a_malformed_delay_keeps_only_its_own_work_waiting() -> None:
     )
     outcome = run.cycle()
     assert outcome.bound == {"runs": "n1"}
-    assert outcome.pod_reasons["stuck"] == (
-        "pod group default/pod:stuck: queue broken is invalid: spec.preemptionDelay: "
+    assert outcome.pod_reasons["stuck"] == (  # a pod's group of one: the reason as it is
+        "queue broken is invalid: spec.preemptionDelay: "
         "duration 'forever' is malformed: use a number and a unit (ns, us, ms, s, m, h), "
         "e.g. '90m', '1h30m', '1.5h', or '0'"
     )

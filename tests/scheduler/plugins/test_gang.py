@@ -158,16 +158,50 @@ def test_a_gang_spans_several_nodes_whole() -> None:
     assert groups == {}
 
 
+BUSY = b.pod("busy", node="gpu-0", cpu="1", memory="1Gi", gpu=1)  # 7 of the 8 GPUs free
+
+
 def test_a_gang_that_does_not_fit_holds_nothing_and_says_why() -> None:
+    bound, pods_, groups = harness.cycle(
+        *GPU_NODES, BUSY, *b.gang("train", 8, cpu="1", memory="1Gi", gpu=1)
+    )
+    assert bound == {}
+    assert groups == {
+        "default/train": "gang needs minMember 8, only 7 could be placed; "
+        "0/4 nodes fit: 4 Insufficient nvidia.com/gpu"
+    }
+    assert pods_["default/train-7"] == "0/4 nodes fit: 4 Insufficient nvidia.com/gpu"
+
+
+def test_a_gang_larger_than_the_cluster_is_never_tried_and_says_so() -> None:
     bound, pods_, groups = harness.cycle(
         *GPU_NODES, *b.gang("train", 9, cpu="1", memory="1Gi", gpu=1)
     )
     assert bound == {}
-    assert groups == {
-        "default/train": "gang needs minMember 9, only 8 could be placed; "
-        "0/4 nodes fit: 4 Insufficient nvidia.com/gpu"
-    }
-    assert pods_["default/train-8"] == "0/4 nodes fit: 4 Insufficient nvidia.com/gpu"
+    said = "can never fit: needs 9 nvidia.com/gpu, the cluster has 8"
+    assert groups == {"default/train": said}
+    assert pods_["default/train-0"] == f"pod group default/train: {said}"
+
+
+def test_the_cluster_check_is_coded_and_never_says_never_of_what_could_fit() -> None:
+    nodes = [b.node("n0", cpu="4", memory="8Gi"), b.node("n1", cpu="4", memory="8Gi")]
+    # Three pods of 3 cpu ask 9 of 8: never. With minMember 2 they ask 6: they could fit.
+    never = b.gang("g", 3, cpu="3")
+    assert harness.cycle(*nodes, *never)[2]["default/g"] == (
+        "can never fit: needs 9 cpu, the cluster has 8"
+    )
+    pods_codes, group_codes = harness.reason_codes(*nodes, *never)
+    assert group_codes["default/g"] == "ClusterTooSmall"
+    assert pods_codes["default/g-0"] == "ClusterTooSmall"
+    group = b.pod_group("part", min_member=2)
+    members = [b.pod(f"p{i}", group="part", cpu="3") for i in range(3)]
+    bound, _, groups = harness.cycle(*nodes, group, *members)
+    assert len(bound) == 2 and "default/part" not in groups
+    # A cordoned node's capacity is not the cluster's.
+    cordoned = [nodes[0], {**nodes[1], "spec": {"unschedulable": True}}]
+    assert harness.cycle(*cordoned, *b.gang("two", 2, cpu="3"))[2]["default/two"] == (
+        "can never fit: needs 6 cpu, the cluster has 4"
+    )
 
 
 def test_min_member_below_size_places_what_fits() -> None:
@@ -228,11 +262,12 @@ def test_timeout_with_fail(
     timeout: int | None, default: int | None, age: int, timed_out: bool
 ) -> None:
     created = b.EPOCH - age
-    group = b.pod_group("stuck", min_member=9, timeout=timeout, created=created)
+    group = b.pod_group("stuck", min_member=8, timeout=timeout, created=created)
     group["spec"]["onScheduleTimeout"] = "Fail"
     objs = [
+        BUSY,
         group,
-        *[b.pod(f"s{i}", group="stuck", gpu=1, created=created) for i in range(9)],
+        *[b.pod(f"s{i}", group="stuck", gpu=1, created=created) for i in range(8)],
     ]
     gang_args = {} if default is None else {"defaultScheduleTimeoutSeconds": default}
     # The starvation guard (Proportion) would hold room for the old gang: not the point here.
@@ -242,7 +277,7 @@ def test_timeout_with_fail(
     _, _, groups = harness.cycle(*GPU_NODES, *objs, profile=profile)
     reason = groups["default/stuck"]
     waited = (
-        "gang needs minMember 9, only 8 could be placed; "
+        "gang needs minMember 8, only 7 could be placed; "
         "0/4 nodes fit: 4 Insufficient nvidia.com/gpu"
     )
     if timed_out:

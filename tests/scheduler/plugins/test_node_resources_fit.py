@@ -120,7 +120,7 @@ def test_reasons(fields: dict[str, typing.Any], message: str, code: statuses.Cod
     ("fields", "fragment"),
     [
         ({"cpu": "-500m"}, "cpu: negative quantity '-500m'"),
-        ({"memory": "lots"}, "memory: quantities must match"),
+        ({"memory": "lots"}, "memory: 'lots' is not a quantity"),
     ],
     ids=["negative", "malformed"],
 )

@@ -1,7 +1,8 @@
 """Gang timeouts that act (``scheduleTimeoutSeconds``; issue 16, "Must show" 4).
 
-A gang of nine one-GPU pods waits on eight GPUs; its quorum exists ``age`` seconds before the
-cycle.
+A gang of eight one-GPU pods waits on the seven GPUs a running pod leaves of eight (a gang
+asking more than the cluster has is never tried: ClusterTooSmall); its quorum exists ``age``
+seconds before the cycle.
 
 We test these aspects:
 - ``Requeue`` (the default) alternates attempts and back-offs — the timeout, then a back-off
@@ -24,17 +25,19 @@ from tests.scheduler.queues.runs import queue
 
 NODES = [b.node(f"n{i}", cpu="8", memory="64Gi", gpu=2) for i in range(4)]  # 8 GPUs
 WAITING = (
-    "gang needs minMember 9, only 8 could be placed; 0/4 nodes fit: 4 Insufficient nvidia.com/gpu"
+    "gang needs minMember 8, only 7 could be placed; 0/4 nodes fit: 4 Insufficient nvidia.com/gpu"
 )
 BACKING_OFF = "schedule timeout of 60s exceeded (attempt {}): backing off {}s, retrying in {}s "
 BACK = "at the back of its queue"
 
 
 def stuck(age: int, *, policy: str | None = None, timeout: int = 60) -> list[runs.Obj]:
-    group = b.pod_group("stuck", min_member=9, timeout=timeout, created=runs.t(-age))
+    group = b.pod_group("stuck", min_member=8, timeout=timeout, created=runs.t(-age))
     if policy is not None:
         group["spec"]["onScheduleTimeout"] = policy
-    return [group, *[b.pod(f"s{i}", group="stuck", gpu=1, created=runs.t(-age)) for i in range(9)]]
+    busy = b.pod("busy", gpu=1, node="n0", created=runs.t(-900))
+    members = [b.pod(f"s{i}", group="stuck", gpu=1, created=runs.t(-age)) for i in range(8)]
+    return [busy, group, *members]
 
 
 def no_guard(**gang: int) -> profiles.Profile:

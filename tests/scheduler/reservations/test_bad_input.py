@@ -34,8 +34,8 @@ PENDING = [
     ),
     pytest.param(
         w.reservation("bad", cpu="lots"),
-        "spec.template has an invalid resource request: containers[0] (main) cpu: quantities "
-        "must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': 'lots'",
+        "spec.template has an invalid resource request: containers[0] (main) cpu: 'lots' is "
+        "not a quantity: write a number with an optional suffix, e.g. 500m, 4, 8Gi, 1e3",
         reasons.ReasonCode.INVALID,
         id="template-with-a-malformed-quantity",
     ),

@@ -125,13 +125,13 @@ def test_requests_are_sized_like_kubernetes(
     ("fields", "fragment"),
     [
         ({"cpu": "-1"}, "containers[0] (main) cpu: negative quantity '-1'"),
-        ({"cpu": "5parsecs"}, "containers[0] (main) cpu: quantities must match"),
-        ({"requests": {b.GPU: "1.2.3"}}, f"{b.GPU}: quantities must match"),
+        ({"cpu": "5parsecs"}, "containers[0] (main) cpu: '5parsecs' is not a quantity"),
+        ({"requests": {b.GPU: "1.2.3"}}, f"{b.GPU}: '1.2.3' is not a quantity"),
         (
             {"containers": [C()], "init_containers": [C("init", requests={"memory": "-1Gi"})]},
             "initContainers[0] (init) memory: negative quantity",
         ),
-        ({"containers": [C()], "overhead": {"cpu": "x"}}, "overhead cpu: quantities must match"),
+        ({"containers": [C()], "overhead": {"cpu": "x"}}, "overhead cpu: 'x' is not a quantity"),
     ],
     ids=["negative", "malformed", "malformed-extended", "negative-init", "malformed-overhead"],
 )

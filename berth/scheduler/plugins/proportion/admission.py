@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from berth.api import keys
 from berth.scheduler.framework import jobs, reasons, statuses
 from berth.scheduler.plugins.proportion import accounting
 from berth.scheduler.plugins.proportion import tree as trees
 from berth.scheduler.snapshot import pods, queues
+from berth.util import suggestions
 
 __all__ = ["Admission"]
 
@@ -36,9 +38,18 @@ class Admission(accounting.Accounting):
     def queue_problem(self, name: str, *, running: bool) -> statuses.Status:
         """Why a job of queue ``name`` may not be placed, or SUCCESS (``running``: the group
         already has members placed, which a closed queue lets finish)."""
-        if name not in self.session.snapshot.queues:
+        known = self.session.snapshot.queues
+        if name not in known:
+            best = suggestions.did_you_mean(name, [keys.DEFAULT_QUEUE, *known])
+            if best is None:
+                return _unresolvable(
+                    reasons.ReasonCode.QUEUE_NOT_FOUND, f"queue {name} does not exist", queue=name
+                )
             return _unresolvable(
-                reasons.ReasonCode.QUEUE_NOT_FOUND, f"queue {name} does not exist", queue=name
+                reasons.ReasonCode.QUEUE_NOT_FOUND,
+                f"queue {name} does not exist (did you mean {best}?)",
+                queue=name,
+                suggestion=best,
             )
         problem = self.tree.problems.get(name)
         if problem is not None:

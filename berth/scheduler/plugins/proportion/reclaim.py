@@ -24,10 +24,12 @@ class ReclaimMode(enum.Enum):
 
 
 def reclaimed_reason(*, queue: str, group: str, mode: ReclaimMode, guarantor: str | None) -> str:
-    """What a pod evicted by reclaim is told: who took the room, and on which promise
+    """What a pod evicted by reclaim is told: who took the room (``group``: the taker as
+    people name it, :attr:`~berth.scheduler.snapshot.podgroups.PodGroupInfo.title`), and on
+    which promise
     (``guarantor``: the queue whose guarantee covered the job, for
     :attr:`ReclaimMode.GUARANTEE`)."""
-    taker = f"reclaimed by queue {queue} for pod group {group}"
+    taker = f"reclaimed by queue {queue} for {group}"
     if mode is ReclaimMode.GUARANTEE:
         whose = (
             "its guarantee"
@@ -91,7 +93,10 @@ class ReclaimRules(admission.Admission):
         if mode is None:
             return None
         return reclaimed_reason(
-            queue=job.queue, group=job.key, mode=mode, guarantor=self._guarantors.get(job.key)
+            queue=job.queue,
+            group=job.group.title,
+            mode=mode,
+            guarantor=self._guarantors.get(job.key),
         )
 
     def _within_share(self, i: int, need: IntArray) -> bool:

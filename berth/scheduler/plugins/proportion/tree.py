@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from berth.api import quantities, resources
 from berth.scheduler.snapshot import queues
+from berth.util import suggestions
 
 __all__ = [
     "UNLIMITED",
@@ -110,7 +111,7 @@ def _vector(
     return vec
 
 
-def _own_problem(info: queues.QueueInfo, *, known: collections.abc.Container[str]) -> str | None:
+def _own_problem(info: queues.QueueInfo, *, known: collections.abc.Collection[str]) -> str | None:
     if info.invalid is not None:
         return info.invalid
     if info.limit is not None:
@@ -122,7 +123,7 @@ def _own_problem(info: queues.QueueInfo, *, known: collections.abc.Container[str
                     f"{format_quantity(name, info.guaranteed[name])})"
                 )
     if info.parent is not None and info.parent not in known:
-        return f"parent queue {info.parent} does not exist"
+        return f"parent queue {info.parent} does not exist{suggestions.suffix(info.parent, known)}"
     return None
 
 

@@ -1,0 +1,191 @@
+"""Admission mode on ``berth up``'s embedded cluster: the chart's webhooks, pointed at this process.
+
+On a real cluster the chart registers Berth's admission webhooks
+(``helm/berth/templates/admission-webhook.yaml``); ``berth up --real`` installs the chart and
+points them at the local operator. The embedded cluster has no Helm, so ``berth up --mode
+admission`` registers the same configurations, written here as the chart renders them in
+admission mode with its default values (``tests/cli/test_up_webhooks.py`` renders the chart and
+compares), each webhook's ``clientConfig`` a URL on 127.0.0.1 with the CA of a certificate made
+for this run (:func:`serving_certificate`).
+
+The emulator calls them as kube-apiserver does (:mod:`berth.emulator.webhooks`), except that it
+does not evaluate ``matchConditions``: the webhook for pods naming a gang by an annotation or
+``spec.schedulingGroup`` is called for every other pod too, and Berth's webhook answers those
+unchanged, as it answers any pod that is not Berth's.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import pathlib
+import typing
+
+from berth.operator import webhooks
+from berth.realcluster import pki
+
+__all__ = ["NAME", "ServingCertificate", "configurations", "serving_certificate"]
+
+NAME = "berth-admission"
+"""The configurations' name (the chart's for the release ``berth``)."""
+_EXCLUDED_NAMESPACES = ["kube-system", "berth-system"]  # the chart's: kube-system, its own
+_ADMISSION = "scheduling.berth.io/admission"
+_FAILURE_POLICY = "Fail"
+_TIMEOUT_SECONDS = 5
+# (webhook name prefix, the pod label it selects; "" for opted-in namespaces), as the chart
+# lists them with interop.schedulerPlugins enabled (its default).
+_POD_WEBHOOKS = (
+    ("group", "scheduling.berth.io/pod-group"),
+    ("queue", "scheduling.berth.io/queue"),
+    ("scheduler-plugins-group", "scheduling.x-k8s.io/pod-group"),
+    ("namespace", ""),
+)
+# interop.volcano and interop.workloadAPI enabled (the defaults): the keys no selector sees.
+_INTEROP_KEYS = (
+    "(has(object.metadata.annotations) && "
+    "'scheduling.k8s.io/group-name' in object.metadata.annotations)",
+    "has(object.spec.schedulingGroup)",
+    "has(object.spec.workloadRef)",
+)
+
+Object = dict[str, typing.Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingCertificate:
+    """The webhook server's certificate and key files, and the CA (PEM) that signed them."""
+
+    cert: pathlib.Path
+    key: pathlib.Path
+    ca_pem: bytes
+
+
+def serving_certificate(directory: pathlib.Path) -> ServingCertificate:
+    """A fresh CA in ``directory`` and a serving certificate for 127.0.0.1 signed by it."""
+    authority = pki.Authority(directory, name="berth-up-admission-ca")
+    pair = authority.serving("berth-webhook", hosts=["127.0.0.1"])
+    return ServingCertificate(pair.cert, pair.key, authority.pem)
+
+
+def _pods_rule() -> Object:
+    return {
+        "operations": ["CREATE"],
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["pods"],
+        "scope": "Namespaced",
+    }
+
+
+def _webhook(name: str, url: str, bundle: str, **rest: typing.Any) -> Object:
+    return {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": _FAILURE_POLICY,
+        "timeoutSeconds": _TIMEOUT_SECONDS,
+        "clientConfig": {"url": url, "caBundle": bundle},
+        **rest,
+    }
+
+
+def _not_excluded(*more: Object) -> Object:
+    return {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": list(_EXCLUDED_NAMESPACES),
+            },
+            *more,
+        ]
+    }
+
+
+def configurations(base_url: str, ca_pem: bytes) -> list[Object]:
+    """The chart's Mutating- and ValidatingWebhookConfiguration (admission mode, default
+    values), sent to ``base_url`` (``https://127.0.0.1:PORT``) and trusting ``ca_pem``."""
+    bundle = base64.b64encode(ca_pem).decode()
+    opted_in = {"key": _ADMISSION, "operator": "In", "values": ["enabled"]}
+    optional = {"key": _ADMISSION, "operator": "NotIn", "values": ["enabled"]}
+    mutating: list[Object] = []
+    for prefix, label in _POD_WEBHOOKS:
+        if label:
+            mutating.append(
+                _webhook(
+                    f"{prefix}.pods.admission.scheduling.berth.io",
+                    base_url + webhooks.PATH,
+                    bundle,
+                    reinvocationPolicy="Never",
+                    rules=[_pods_rule()],
+                    namespaceSelector=_not_excluded(optional),
+                    objectSelector={
+                        "matchExpressions": [
+                            {"key": label, "operator": "Exists"},
+                            {"key": _ADMISSION, "operator": "NotIn", "values": ["disabled"]},
+                        ]
+                    },
+                )
+            )
+        else:
+            mutating.append(
+                _webhook(
+                    f"{prefix}.pods.admission.scheduling.berth.io",
+                    base_url + webhooks.OPTED_IN_PATH,
+                    bundle,
+                    reinvocationPolicy="Never",
+                    rules=[_pods_rule()],
+                    namespaceSelector=_not_excluded(opted_in),
+                )
+            )
+    mutating.append(
+        _webhook(
+            "interop-keys.pods.admission.scheduling.berth.io",
+            base_url + webhooks.PATH,
+            bundle,
+            reinvocationPolicy="Never",
+            rules=[_pods_rule()],
+            namespaceSelector=_not_excluded(optional),
+            objectSelector={
+                "matchExpressions": [
+                    {"key": _ADMISSION, "operator": "NotIn", "values": ["disabled"]}
+                ]
+            },
+            matchConditions=[{"name": "names-a-gang", "expression": " || ".join(_INTEROP_KEYS)}],
+        )
+    )
+    validating = [
+        _webhook(
+            f"{name}.validation.scheduling.berth.io",
+            base_url + path,
+            bundle,
+            failurePolicy="Ignore",
+            rules=[
+                {
+                    "operations": ["CREATE", "UPDATE"],
+                    "apiGroups": ["scheduling.berth.io"],
+                    "apiVersions": ["*"],
+                    "resources": [plural],
+                    "scope": scope,
+                }
+            ],
+        )
+        for name, path, plural, scope in (
+            ("parent.queues", webhooks.QUEUES_PATH, "queues", "Cluster"),
+            ("queue.podgroups", webhooks.PODGROUPS_PATH, "podgroups", "Namespaced"),
+        )
+    ]
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": NAME},
+            "webhooks": mutating,
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": NAME},
+            "webhooks": validating,
+        },
+    ]
