@@ -128,7 +128,7 @@ LAYOUT = """
 
 
 def _overview(base: str) -> dict[str, typing.Any]:
-    with urllib.request.urlopen(f"{base}/apis/v1/overview") as answer:
+    with urllib.request.urlopen(f"{base}/berth/v1/overview") as answer:
         loaded: dict[str, typing.Any] = json.loads(answer.read())
         return loaded
 

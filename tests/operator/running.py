@@ -36,6 +36,7 @@ async def operator_on(
         kubeconfig=emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         leader_election={"identity": identity},
     )

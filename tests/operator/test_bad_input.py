@@ -31,6 +31,7 @@ def config(emulator: testing.RunningEmulator, identity: str) -> settings.Setting
         kubeconfig=emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         leader_election={
             "identity": identity,

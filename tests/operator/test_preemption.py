@@ -64,6 +64,7 @@ async def test_preemptor_runs_after_its_slow_victim_is_gone_bound_once(
         kubeconfig=emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         leader_election={"enabled": False},
     )

@@ -326,6 +326,7 @@ async def test_flaky_bindings_still_bind_every_pod_exactly_once(cluster: Cluster
         kubeconfig=cluster.emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         bind_timeout=0.5,
         leader_election={"identity": "flaky"},
