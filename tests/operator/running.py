@@ -52,7 +52,7 @@ async def operator_on(
         )
     )
     try:
-        await conftest.until(lambda: bool(ports) or operator.done(), timeout=20)
+        await conftest.until(lambda: bool(ports) or operator.done(), timeout=60)
         assert not operator.done(), "the operator stopped"
         yield ports[0]
     finally:

@@ -52,7 +52,7 @@ def lease_spec(emulator: testing.RunningEmulator) -> dict[str, typing.Any] | Non
     return emulator.call(read)
 
 
-def wait_for(condition: collections.abc.Callable[[], bool], *, limit: float = 20) -> None:
+def wait_for(condition: collections.abc.Callable[[], bool], *, limit: float = 60) -> None:
     """Poll another process's effect (no event to await across processes), bounded."""
     deadline = time.monotonic() + limit
     while not condition():
@@ -101,7 +101,7 @@ def test_berth_run_serves_leads_and_stops_on_sigterm(
     wait_for(lambda: (lease_spec(emulator) or {}).get("holderIdentity") == "berth-0")
 
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=20) == 0
+    assert process.wait(timeout=60) == 0
     assert (lease_spec(emulator) or {}).get("holderIdentity") == ""
 
 
@@ -120,7 +120,7 @@ def test_berth_run_exits_1_when_its_lease_is_taken(
         api.replace(resource, lease, namespace="default", name=LEASE)
 
     emulator.call(steal)
-    assert process.wait(timeout=20) == 1  # at its next renewal, within the retry period
+    assert process.wait(timeout=60) == 1  # at its next renewal, within the retry period
     assert (lease_spec(emulator) or {}).get("holderIdentity") == "usurper"
 
 

@@ -122,9 +122,9 @@ async def test_examples_applied_with_kubectl_are_placed_run_and_explained(
         )
     )
     try:
-        await conftest.until(lambda: bool(ports), timeout=10)
+        await conftest.until(lambda: bool(ports), timeout=60)
         port = ports[0]
-        await conftest.until(lambda: emulator.faults.pending == 0, timeout=10)
+        await conftest.until(lambda: emulator.faults.pending == 0, timeout=60)
         status, body = await get(port, "/readyz")
         conditions = {c["name"]: c for c in json.loads(body)["conditions"]}
         assert status == 503
@@ -149,7 +149,7 @@ async def test_examples_applied_with_kubectl_are_placed_run_and_explained(
             found = emulator.call(api.storage.get, resource.key, "default", "train-capacity")
             return bool(found and (found.get("status") or {}).get("phase") == "Available")
 
-        await conftest.until(placed, timeout=10)
+        await conftest.until(placed, timeout=60)
         await kubectl(emulator, "apply", "-f", str(examples / "03-reservation/20-owner.yaml"))
 
         examples = ("train-0", "train-1", "train-2", "train-3", "trainer", "hello")
