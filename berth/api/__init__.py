@@ -12,7 +12,7 @@ from __future__ import annotations
 from berth.api.errors import ApiError, DurationError, ManifestError, QuantityError
 from berth.api.quantities import Quantity, QuantityField, format_milli, parse_milli, parse_quantity
 from berth.api.quantities import Format as QuantityFormat
-from berth.api.resources import ResourceList, ResourceListField
+from berth.api.resources import ResourceList, ResourceListField, ResourceTotalsField
 from berth.api.durations import Duration, DurationField, format_duration, parse_duration
 from berth.api.keys import (
     ADMISSION_GATE,
@@ -153,6 +153,7 @@ __all__ = [
     "ResourceList",
     "ResourceListField",
     "ResourceRequirements",
+    "ResourceTotalsField",
     "SIM_DURATION_ANNOTATION",
     "ScheduleTimeoutPolicy",
     "SubGroup",

@@ -35,6 +35,7 @@ __all__ = [
     "MAX_LENGTH",
     "MAX_MS",
     "MAX_TEXT",
+    "RANGE_MESSAGE",
     "format_duration",
     "parse_duration",
     "parse_ms",
@@ -63,6 +64,9 @@ MAX_MS = (2**63 - 1) // 10**6
 years), as ``metav1.Duration`` and kubectl parse it. Longer ones (``99999999999h``) cannot be
 added to a timestamp: refused where they are parsed, so only their object is invalid."""
 MAX_TEXT = "2562047h"
+RANGE_MESSAGE = f"duration is out of range (at most {MAX_TEXT})"
+"""What a longer duration is told, by the API server (the CRDs' rule, ``berth.api.rules.
+duration_range``) and by Berth alike."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +125,7 @@ def parse_duration(text: str) -> Duration:
         start=fractions.Fraction(0),
     )
     if total > MAX_MS:
-        raise errors.DurationError(f"duration {text!r} is out of range (at most {MAX_TEXT})")
+        raise errors.DurationError(f"{RANGE_MESSAGE}: {text!r}")
     return Duration(math.ceil(total), text)
 
 
@@ -164,4 +168,5 @@ DurationField = typing.Annotated[
     pydantic.PlainSerializer(str, return_type=str),
     pydantic.WithJsonSchema({"type": "string", "pattern": API_PATTERN, "maxLength": MAX_LENGTH}),
 ]
-"""A pydantic field type for a duration; the wire keeps the text as written."""
+"""A pydantic field type for a duration (at most :data:`MAX_TEXT`: a model declaring one adds
+``berth.api.rules.duration_range`` for the CRD); the wire keeps the text as written."""

@@ -18,11 +18,13 @@ from berth.api import durations, keys, meta, reservations, resources, rules
 __all__ = [
     "CONDITION_SCHEDULED",
     "KIND",
+    "MIN_MEMBER",
     "PLURAL",
     "PodGroup",
     "PodGroupPhase",
     "PodGroupSpec",
     "PodGroupStatus",
+    "SUB_GROUP_NAMES",
     "ScheduleTimeoutPolicy",
     "SubGroup",
     "SubGroupStatus",
@@ -57,6 +59,12 @@ class ScheduleTimeoutPolicy(enum.StrEnum):
     then try again from the back of its queue."""
     FAIL = "Fail"
     """Mark the group Failed."""
+
+
+MIN_MEMBER = "minMember must be at least 1"
+"""What a group (or role) of fewer than one pod is told, by the API server and Berth alike."""
+SUB_GROUP_NAMES = "subGroups names must be unique"
+"""What two roles of one name are told, by the API server and Berth alike."""
 
 
 class TopologyConstraint(meta.ApiModel):
@@ -103,14 +111,13 @@ class PodGroupSpec(meta.ApiModel):
         json_schema_extra=rules.rules(
             rules.rule(
                 "!has(self.minMember) || self.minMember >= 1",
-                message="minMember must be at least 1",
+                message=MIN_MEMBER,
                 field_path=".minMember",
             ),
-            rules.non_negative("minResources"),
             rules.rule(
                 "!has(self.subGroups) || self.subGroups.all(a, "
                 "self.subGroups.exists_one(b, b.name == a.name))",
-                message="subGroups names must be unique",
+                message=SUB_GROUP_NAMES,
                 field_path=".subGroups",
             ),
             rules.duration("preemptionDelay"),

@@ -91,8 +91,6 @@ class QueueSpec(meta.ApiModel):
                 message=f"weight must be between 1 and {MAX_WEIGHT}",
                 field_path=".weight",
             ),
-            rules.non_negative("guaranteed"),
-            rules.non_negative("limit"),
             rules.rule(
                 "!has(self.guaranteed) || !has(self.limit) || self.guaranteed.all(k, "
                 "!(k in self.limit) || "
@@ -174,11 +172,11 @@ class QueueSpec(meta.ApiModel):
 class QueueStatus(meta.ApiModel):
     """What the queue holds and is entitled to, as the scheduler last computed it."""
 
-    allocated: resources.ResourceListField | None = None
+    allocated: resources.ResourceTotalsField | None = None
     """Resources used by this queue's running pods (and reservations)."""
-    requested: resources.ResourceListField | None = None
+    requested: resources.ResourceTotalsField | None = None
     """Resources asked for by this queue's pending pods."""
-    fair_share: resources.ResourceListField | None = None
+    fair_share: resources.ResourceTotalsField | None = None
     """Resources this queue is entitled to now: its guarantee plus its weighted share of the
     rest."""
     children: list[str] | None = None

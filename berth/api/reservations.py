@@ -19,19 +19,26 @@ from berth.api import durations, keys, meta, pods, resources, rules
 __all__ = [
     "CurrentOwner",
     "DEFAULT_TTL",
+    "EXACTLY_ONE_OWNER",
     "KIND",
     "LabelSelector",
     "LabelSelectorOperator",
     "LabelSelectorRequirement",
+    "MAX_EXPRESSIONS",
     "MAX_OWNERS",
+    "NO_OWNER",
     "OwnerController",
     "OwnerObject",
     "PLURAL",
+    "REQUESTS_NOTHING",
     "Reservation",
     "ReservationOwner",
     "ReservationPhase",
     "ReservationSpec",
     "ReservationStatus",
+    "VALUES_FORBIDDEN",
+    "VALUES_REQUIRED",
+    "template_asks",
 ]
 
 KIND = "Reservation"
@@ -52,8 +59,21 @@ class LabelSelectorOperator(enum.StrEnum):
     DOES_NOT_EXIST = "DoesNotExist"
 
 
+MAX_EXPRESSIONS = 64
+"""Most requirements a label selector lists (bounded so that the CRDs' rules on each have a
+bounded cost, which the API server requires)."""
+VALUES_REQUIRED = rules.VALUES_REQUIRED
+VALUES_FORBIDDEN = rules.VALUES_FORBIDDEN
+
+
 class LabelSelectorRequirement(meta.ApiModel):
     """A requirement on one label key."""
+
+    model_config = pydantic.ConfigDict(
+        json_schema_extra=rules.rules(
+            *rules.values_fit_operator(),
+        )
+    )
 
     key: str = pydantic.Field(min_length=1)
     """The label key the requirement applies to."""
@@ -66,9 +86,9 @@ class LabelSelectorRequirement(meta.ApiModel):
     def _values_fit_operator(self) -> LabelSelectorRequirement:
         in_like = self.operator in (LabelSelectorOperator.IN, LabelSelectorOperator.NOT_IN)
         if in_like and not self.values:
-            raise ValueError(f"values must be non-empty when operator is {self.operator}")
+            raise ValueError(VALUES_REQUIRED)
         if not in_like and self.values:
-            raise ValueError(f"values must be empty when operator is {self.operator}")
+            raise ValueError(VALUES_FORBIDDEN)
         return self
 
 
@@ -77,8 +97,10 @@ class LabelSelector(meta.ApiModel):
 
     match_labels: dict[str, str] | None = None
     """Labels a pod must have, with these values."""
-    match_expressions: list[LabelSelectorRequirement] | None = None
-    """Requirements a pod's labels must all meet."""
+    match_expressions: list[LabelSelectorRequirement] | None = pydantic.Field(
+        default=None, max_length=MAX_EXPRESSIONS
+    )
+    """Requirements a pod's labels must all meet (at most 64)."""
 
 
 class OwnerObject(meta.ApiModel):
@@ -97,6 +119,12 @@ class OwnerController(meta.ApiModel):
     """Name of the controlling object, in the reservation's namespace."""
 
 
+EXACTLY_ONE_OWNER = "an owner sets exactly one of object, controller or labelSelector"
+"""What an owner entry setting none or several ways is told (API server and Berth alike)."""
+NO_OWNER = "owners must name at least one owner"
+"""What a Reservation without owners is told (API server and Berth alike)."""
+
+
 class ReservationOwner(meta.ApiModel):
     """One way to match the pods that may use the reservation; set exactly one field."""
 
@@ -105,7 +133,7 @@ class ReservationOwner(meta.ApiModel):
             rules.rule(
                 "(has(self.object) ? 1 : 0) + (has(self.controller) ? 1 : 0) + "
                 "(has(self.labelSelector) ? 1 : 0) == 1",
-                message="an owner sets exactly one of object, controller or labelSelector",
+                message=EXACTLY_ONE_OWNER,
             ),
         )
     )
@@ -121,10 +149,7 @@ class ReservationOwner(meta.ApiModel):
     def _exactly_one(self) -> ReservationOwner:
         given = [f for f in (self.object, self.controller, self.label_selector) if f is not None]
         if len(given) != 1:
-            raise ValueError(
-                "an owner sets exactly one of object, controller or labelSelector "
-                f"(this one sets {len(given)})"
-            )
+            raise ValueError(f"{EXACTLY_ONE_OWNER} (this one sets {len(given)})")
         return self
 
 
@@ -138,6 +163,62 @@ class ReservationPhase(enum.StrEnum):
     FAILED = "Failed"
 
 
+REQUESTS_NOTHING = (
+    "a reservation holds what its template requests, and this one requests no resources: set "
+    "resources.requests on its containers"
+)
+"""What a Reservation whose template requests nothing is told (API server and Berth alike)."""
+
+
+def _positive(resource_list: str, *, unless_in: str | None = None) -> str:
+    """CEL: ``resource_list`` (a path) names a resource other than pods above 0 (not named in
+    ``unless_in``: a limit counts as the request only where no request is given)."""
+    skip = f" && !(has({unless_in}) && k in {unless_in})" if unless_in else ""
+    return (
+        f"(has({resource_list}) && {resource_list}.exists(k, k != 'pods'{skip} && "
+        f"quantity(string({resource_list}[k])).isGreaterThan(quantity('0'))))"
+    )
+
+
+def _asks(resources_path: str) -> str:
+    """CEL: the requirements at ``resources_path`` ask for something (requests, or limits
+    standing for absent requests)."""
+    requests, limits = f"{resources_path}.requests", f"{resources_path}.limits"
+    return (
+        f"(has({resources_path}) && ({_positive(requests)} || "
+        f"{_positive(limits, unless_in=requests)}))"
+    )
+
+
+_TEMPLATE_ASKS = (
+    f"self.template.spec.containers.exists(c, {_asks('c.resources')}) || "
+    f"(has(self.template.spec.initContainers) && "
+    f"self.template.spec.initContainers.exists(c, {_asks('c.resources')})) || "
+    f"{_asks('self.template.spec.resources')} || "
+    f"{_positive('self.template.spec.overhead')}"
+)
+
+
+def _requirements_ask(found: pods.ResourceRequirements | None) -> bool:
+    if found is None:
+        return False
+    requests = found.requests or resources.ResourceList()
+    limits = found.limits or resources.ResourceList()
+    return any(v > 0 and k != resources.PODS for k, v in requests.items()) or any(
+        v > 0 and k != resources.PODS and k not in requests for k, v in limits.items()
+    )
+
+
+def template_asks(spec: pods.PodSpec, /) -> bool:
+    """Whether a pod of ``spec`` requests anything but its pod slot (what the CRD's rule says)."""
+    return (
+        any(_requirements_ask(c.resources) for c in spec.containers)
+        or any(_requirements_ask(c.resources) for c in spec.init_containers or ())
+        or _requirements_ask(spec.resources)
+        or any(v > 0 and k != resources.PODS for k, v in (spec.overhead or {}).items())
+    )
+
+
 class ReservationSpec(meta.ApiModel):
     """What to hold, for whom and for how long."""
 
@@ -148,9 +229,10 @@ class ReservationSpec(meta.ApiModel):
                 message="set ttl or expires, not both",
                 field_path=".expires",
             ),
+            rules.rule(_TEMPLATE_ASKS, message=REQUESTS_NOTHING, field_path=".template"),
             rules.rule(
                 "has(self.owners) && size(self.owners) > 0",
-                message="owners must name at least one owner",
+                message=NO_OWNER,
                 field_path=".owners",
             ),
         )
@@ -162,7 +244,9 @@ class ReservationSpec(meta.ApiModel):
     owners: list[ReservationOwner] = pydantic.Field(min_length=1, max_length=MAX_OWNERS)
     """Pods (in this namespace) that may use the reserved capacity; at least one entry, each
     matching by object, controller or labelSelector."""
-    ttl: durations.DurationField | None = None
+    ttl: durations.DurationField | None = pydantic.Field(
+        default=None, json_schema_extra=rules.rules(rules.duration_range())
+    )
     """How long the reservation lives once created, e.g. 24h or 90m; "0" never expires.
     Defaults to 24h when expires is not set. Exclusive with expires."""
     expires: meta.TimestampField | None = None
@@ -182,6 +266,13 @@ class ReservationSpec(meta.ApiModel):
         if expires is not None and info.data.get("ttl") is not None:
             raise ValueError("set ttl or expires, not both")
         return expires
+
+    @pydantic.field_validator("template")
+    @classmethod
+    def _template_asks(cls, template: pods.PodTemplate) -> pods.PodTemplate:
+        if not template_asks(template.spec):
+            raise ValueError(REQUESTS_NOTHING)
+        return template
 
     @property
     def effective_ttl(self) -> durations.Duration | None:
@@ -209,9 +300,9 @@ class ReservationStatus(meta.ApiModel):
     """Pending, Available, Succeeded, Expired or Failed."""
     node_name: str | None = None
     """Node holding the reserved capacity."""
-    allocatable: resources.ResourceListField | None = None
+    allocatable: resources.ResourceTotalsField | None = None
     """Resources held on the node."""
-    allocated: resources.ResourceListField | None = None
+    allocated: resources.ResourceTotalsField | None = None
     """Resources of the held capacity used by owners."""
     current_owners: list[CurrentOwner] | None = None
     """Owner pods placed into the reservation."""

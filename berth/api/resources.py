@@ -13,7 +13,7 @@ import typing
 import pydantic
 import pydantic_core
 
-from berth.api import errors, quantities
+from berth.api import errors, quantities, rules
 
 __all__ = [
     "CPU",
@@ -23,8 +23,10 @@ __all__ = [
     "MAX_QUANTITY_LENGTH",
     "MEMORY",
     "PODS",
+    "RANGE_MESSAGE",
     "ResourceList",
     "ResourceListField",
+    "ResourceTotalsField",
     "format_for",
     "is_scalar",
 ]
@@ -179,7 +181,27 @@ class ResourceList(collections.abc.Mapping[str, int]):
         return max(self.share_of(total).values(), default=0.0)
 
 
+def _validate_spec(value: typing.Any) -> ResourceList:
+    parsed = _parse_list(value)
+    outside = sorted(k for k, v in parsed.items() if v < 0 or v > quantities.MAX_MILLI)
+    if outside:
+        raise pydantic_core.PydanticCustomError(
+            "quantity_range", "{message}: {names}", {"message": RANGE_MESSAGE, "names": outside}
+        )
+    return parsed
+
+
 def _validate(value: typing.Any) -> ResourceList:
+    parsed = _parse_list(value)
+    negative = [k for k, v in parsed.items() if v < 0]
+    if negative:
+        raise pydantic_core.PydanticCustomError(
+            "negative_quantity", "quantities must be non-negative: {names}", {"names": negative}
+        )
+    return parsed
+
+
+def _parse_list(value: typing.Any) -> ResourceList:
     if isinstance(value, ResourceList):
         return value
     if not isinstance(value, collections.abc.Mapping):
@@ -198,32 +220,43 @@ def _validate(value: typing.Any) -> ResourceList:
             {"max": MAX_QUANTITY_LENGTH, "names": too_long},
         )
     try:
-        parsed = ResourceList.parse(value)
+        return ResourceList.parse(value)
     except errors.QuantityError as exc:
         raise pydantic_core.PydanticCustomError("quantity", str(exc)) from None
-    negative = [k for k, v in parsed.items() if v < 0]
-    if negative:
-        raise pydantic_core.PydanticCustomError(
-            "negative_quantity", "quantities must be non-negative: {names}", {"names": negative}
-        )
-    return parsed
 
+
+_MAP_SCHEMA: dict[str, typing.Any] = {
+    "type": "object",
+    "maxProperties": MAX_NAMES,
+    "additionalProperties": {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": True,
+        "pattern": quantities.API_PATTERN,
+        "maxLength": MAX_QUANTITY_LENGTH,
+    },
+}
+RANGE_MESSAGE = rules.QUANTITY_RANGE_MESSAGE.format(max=quantities.MAX_TEXT)
+"""What a spec's resource list with a quantity below 0 or past ``128Ti`` is told, by the API
+server (the CRDs) and by Berth alike."""
 
 ResourceListField = typing.Annotated[
     ResourceList,
-    pydantic.PlainValidator(_validate),
+    pydantic.PlainValidator(_validate_spec),
     pydantic.PlainSerializer(lambda v: v.to_api(), return_type=dict[str, str]),
     pydantic.WithJsonSchema(
-        {
-            "type": "object",
-            "maxProperties": MAX_NAMES,
-            "additionalProperties": {
-                "anyOf": [{"type": "integer"}, {"type": "string"}],
-                "x-kubernetes-int-or-string": True,
-                "pattern": quantities.API_PATTERN,
-                "maxLength": MAX_QUANTITY_LENGTH,
-            },
-        }
+        {**_MAP_SCHEMA, rules.KEY: [rules.quantity_range(quantities.MAX_TEXT)]}
     ),
 ]
-"""A pydantic field type for a non-negative ResourceList, serialized in the API's form."""
+"""A pydantic field type for a ResourceList a user writes (a queue's quota, a group's minimum,
+a template's requests): every quantity at least 0 and at most
+:data:`~berth.api.quantities.MAX_MILLI` (``128Ti``), as the scheduler reads them — checked
+here and, by the CRDs' rule, by the API server; serialized in the API's form."""
+
+ResourceTotalsField = typing.Annotated[
+    ResourceList,
+    pydantic.PlainValidator(_validate),
+    pydantic.PlainSerializer(lambda v: v.to_api(), return_type=dict[str, str]),
+    pydantic.WithJsonSchema(_MAP_SCHEMA),
+]
+"""A pydantic field type for a non-negative ResourceList Berth writes into a status (a queue's
+usage may add up past what one object may ask for)."""

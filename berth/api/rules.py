@@ -14,7 +14,20 @@ import typing
 
 from berth.api import durations
 
-__all__ = ["KEY", "Rule", "duration", "non_negative", "rule", "rules"]
+__all__ = [
+    "DURATION_FORM",
+    "KEY",
+    "QUANTITY_RANGE_MESSAGE",
+    "Rule",
+    "VALUES_FORBIDDEN",
+    "VALUES_REQUIRED",
+    "duration",
+    "duration_range",
+    "quantity_range",
+    "rule",
+    "rules",
+    "values_fit_operator",
+]
 
 KEY = "x-kubernetes-validations"
 """The schema key that holds CEL rules."""
@@ -40,13 +53,20 @@ def rule(text: str, *, message: str, field_path: str | None = None) -> Rule:
     return out
 
 
-def non_negative(field: str) -> Rule:
-    """Every quantity of the resource list ``field`` (of ``self``) is at least zero."""
+QUANTITY_RANGE_MESSAGE = "resource quantities must be at least 0 and at most {max}"
+"""What a resource list out of Berth's range is told (``{max}``: the largest quantity): the
+API server's message (the CRDs' rule) and Berth's own (the models, the scheduler's "invalid")
+say the same."""
+
+
+def quantity_range(largest: str) -> Rule:
+    """Every quantity of the resource list (``self``, a map) is at least 0 and at most
+    ``largest``: what the scheduler's arithmetic can hold (a typo such as ``10Pi`` cpu, or a
+    negative request, is refused at the door)."""
     return rule(
-        f"!has(self.{field}) || self.{field}.all(k, "
-        f"!quantity(string(self.{field}[k])).isLessThan(quantity('0')))",
-        message=f"{field}: resource quantities must not be negative",
-        field_path=f".{field}",
+        "self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')) && "
+        f"!quantity(string(self[k])).isGreaterThan(quantity('{largest}')))",
+        message=QUANTITY_RANGE_MESSAGE.format(max=largest),
     )
 
 
@@ -56,14 +76,52 @@ def duration(field: str) -> Rule:
     pattern = durations.API_PATTERN.replace("\\.", "[.]")  # no escapes in the CEL string
     return rule(
         f"!has(self.{field}) || self.{field}.matches('{pattern}')",
-        message=(
-            f"{field} must be a duration such as 30s, 2m or 1h30m: a number and a unit "
-            "(ns, us, ms, s, m, h), never negative"
-        ),
+        message=f"{field} {DURATION_FORM}",
         field_path=f".{field}",
+    )
+
+
+DURATION_FORM = (
+    "must be a duration such as 30s, 2m or 1h30m: a number and a unit (ns, us, ms, s, m, h), "
+    "never negative"
+)
+"""What :func:`duration` tells a field that is not a duration (after the field's name)."""
+
+
+def duration_range() -> Rule:
+    """The duration (``self``, a string its pattern admitted) is no longer than Go's
+    ``time.Duration`` holds (``durations.MAX_TEXT``); on the field itself, so that a refusal
+    names it.
+
+    CEL's ``duration()`` cannot represent a longer one: the rule fails to evaluate, which the
+    API server reports as a refusal of the field with the rule's message, as Berth says it
+    (:data:`berth.api.durations.RANGE_MESSAGE`)."""
+    return rule(
+        f"self == '0' || duration(self) <= duration('{durations.MAX_TEXT}')",
+        message=durations.RANGE_MESSAGE,
     )
 
 
 def rules(*items: Rule) -> dict[str, typing.Any]:
     """The ``json_schema_extra`` that puts ``items`` on a model's schema."""
     return {KEY: list(items)}
+
+
+VALUES_REQUIRED = "values must be non-empty when operator is In or NotIn"
+VALUES_FORBIDDEN = "values must be empty when operator is Exists or DoesNotExist"
+
+
+def values_fit_operator() -> tuple[Rule, Rule]:
+    """A selector requirement's (``self``: key, operator, values) values fit its operator:
+    some for In and NotIn, none for Exists and DoesNotExist (label and node selectors)."""
+    return (
+        rule(
+            "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
+            message=VALUES_REQUIRED,
+        ),
+        rule(
+            "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || "
+            "size(self.values) == 0",
+            message=VALUES_FORBIDDEN,
+        ),
+    )

@@ -249,6 +249,8 @@ async def _measure(
         kubeconfig=kubeconfig,
         namespace=_NAMESPACE,
         http_host="127.0.0.1",
+        # The bench reads its own operator's /metrics; the emulator reviews no tokens.
+        http_authorization=False,
         http_port=0,
         log_level="warning",
         leader_election={"identity": "berth-bench"},

@@ -9,8 +9,9 @@ get`` cannot show well:
   queue_trees`); ``-o json|yaml`` for scripts;
 - ``queue QUEUE``: the queue's state and usage and the groups waiting in it, in the order the
   scheduler tries them, each with its position and reason (:mod:`berth.cli.queue_lines`): from
-  the operator's visibility API with ``--operator URL`` (or ``$BERTH_OPERATOR_URL``), else
-  from the PodGroups' status as the operator wrote it;
+  the operator's visibility API with ``--operator URL`` (or ``$BERTH_OPERATOR_URL``; asked
+  with the kubeconfig user's bearer token, or ``--token``'s: the operator authorizes it for the
+  path), else from the PodGroups' status as the operator wrote it;
 - ``why POD | podgroup/NAME``: the scheduler's reason (the PodGroup's ``Scheduled``
   condition, the latest ``FailedScheduling`` Event) and the nodes: the cluster is listed and a
   dry-run session of the same scheduler code runs over it client-side (:mod:`berth.cli.
@@ -39,6 +40,7 @@ import yaml
 from berth.api import keys, podgroups
 from berth.cli import explaining, kubectl_common, queue_lines, queue_trees, why_reports
 from berth.kube import clients, listing
+from berth.kube import errors as kube_errors
 from berth.operator import errors as operator_errors
 from berth.operator import settings as operator_settings
 from berth.scheduler.framework import errors as framework_errors
@@ -289,9 +291,25 @@ Examples:
   kubectl berth queue team-a
 
 \b
-  # The same from the operator's visibility API (every group, pods' groups of one included)
+  # The same from the operator's visibility API (every group, pods' groups of one included),
+  # asked with your kubeconfig user's bearer token (or --token's)
   kubectl berth queue team-a --operator http://127.0.0.1:8080
 """
+
+
+async def _bearer_token(*, kubeconfig: str | None, context: str | None) -> str | None:
+    """The bearer token the kubeconfig's user sends the API server (a token, a token file or
+    an exec plugin's), if it uses one: what the operator's HTTP API reviews."""
+    try:
+        async with clients.connect_async(kubeconfig=kubeconfig, context=context) as connection:
+            keys = connection.api.configuration.api_key
+            found = keys.get("BearerToken") or keys.get("authorization")
+    except kube_errors.ConfigError:
+        return None  # no kubeconfig: ask without a token (berth up's operator needs none)
+    if not found:
+        return None
+    text = str(found)
+    return text[7:].strip() if text.lower().startswith("bearer ") else text
 
 
 async def _read_line_objects(
@@ -315,6 +333,10 @@ async def _read_line_objects(
     help="The operator's HTTP address (berth up prints it); default: read PodGroups' status.",
 )  # fmt: skip
 @click.option(
+    "--token", "operator_token", envvar="BERTH_OPERATOR_TOKEN", metavar="TOKEN",
+    help="Bearer token for --operator; default: your kubeconfig user's, if it has one.",
+)  # fmt: skip
+@click.option(
     "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, metavar="N",
     help="Show at most the first N waiting groups.",
 )  # fmt: skip
@@ -325,6 +347,7 @@ def queue_command(
     name: str,
     *,
     operator_url: str | None,
+    operator_token: str | None,
     limit: int,
     namespace: str | None,
     context: str | None,
@@ -335,7 +358,10 @@ def queue_command(
     del namespace, verbosity
     try:
         if operator_url:
-            line = queue_lines.from_operator(operator_url, name, limit=limit)
+            token = operator_token or asyncio.run(
+                _bearer_token(kubeconfig=kubeconfig, context=context)
+            )
+            line = queue_lines.from_operator(operator_url, name, limit=limit, token=token)
         else:
             queue, groups, names = asyncio.run(
                 _read_line_objects(name=name, kubeconfig=kubeconfig, context=context)

@@ -3,7 +3,7 @@
 Two sources give the same :class:`Line`:
 
 - :func:`from_operator`: the operator's visibility API
-  (``/apis/v1/queues`` and ``/apis/v1/queues/{name}/waiting``, a page at a time), which knows
+  (``/berth/v1/queues`` and ``/berth/v1/queues/{name}/waiting``, a page at a time), which knows
   every waiting group, a pod's group of one included;
 - :func:`from_objects`: the Queue and PodGroups as the API server lists them — their status
   as the operator last wrote it (``queuePosition``, ``queuePending``, the ``Scheduled``
@@ -62,24 +62,29 @@ class NoSuchQueue(LookupError):
     """The queue does not exist."""
 
 
-def from_operator(url: str, queue: str, *, limit: int, timeout: float = 10.0) -> Line:
-    """The line from the operator at ``url`` (its first ``limit`` groups, page by page)."""
-    listed = _get(url, "/apis/v1/queues", timeout=timeout)
+def from_operator(
+    url: str, queue: str, *, limit: int, token: str | None = None, timeout: float = 10.0
+) -> Line:
+    """The line from the operator at ``url`` (its first ``limit`` groups, page by page), asked
+    with the bearer ``token`` when given (the operator authorizes each path through the API
+    server: RBAC on the non-resource URL ``/berth/*``)."""
+    listed = _get(url, "/berth/v1/queues", token=token, timeout=timeout)
     found = [q for q in listed.get("items", ()) if q.get("name") == queue]
     if not found:
         names = [str(q.get("name")) for q in listed.get("items", ())]
         raise NoSuchQueue(f'queue "{queue}" not found{suggestions.suffix(queue, names)}')
     item = found[0]
     waiting: list[Waiting] = []
-    token: str | None = None
+    page_token: str | None = None
     total = 0
     while len(waiting) < limit:
         query = {"limit": str(min(limit - len(waiting), 500))}
-        if token is not None:
-            query["continue"] = token
+        if page_token is not None:
+            query["continue"] = page_token
         page = _get(
             url,
-            f"/apis/v1/queues/{urllib.parse.quote(queue)}/waiting?{urllib.parse.urlencode(query)}",
+            f"/berth/v1/queues/{urllib.parse.quote(queue)}/waiting?{urllib.parse.urlencode(query)}",
+            token=token,
             timeout=timeout,
         )
         total = int(page.get("total", 0))
@@ -93,8 +98,8 @@ def from_operator(url: str, queue: str, *, limit: int, timeout: float = 10.0) ->
                     str(entry.get("reason") or "waiting for its turn"),
                 )
             )
-        token = page.get("continue")
-        if token is None:
+        page_token = page.get("continue")
+        if page_token is None:
             break
     return Line(
         queue=queue,
@@ -185,9 +190,11 @@ def render(line: Line) -> rich.console.RenderableType:
     return rich.console.Group(heading, table, shown)
 
 
-def _get(url: str, path: str, *, timeout: float) -> Body:
+def _get(url: str, path: str, *, token: str | None, timeout: float) -> Body:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url.rstrip("/") + path, headers=headers)
     try:
-        with urllib.request.urlopen(url.rstrip("/") + path, timeout=timeout) as answer:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
             body: Body = json.loads(answer.read())
             return body
     except urllib.error.HTTPError as exc:
@@ -197,6 +204,12 @@ def _get(url: str, path: str, *, timeout: float) -> Body:
             message = exc.reason
         if exc.code == 404:
             raise NoSuchQueue(str(message)) from None
+        if exc.code in (401, 403):
+            raise RuntimeError(
+                f"the operator at {url} answered {exc.code}: {message} (it authorizes each path"
+                " through the API server: your user needs get on nonResourceURLs /berth/*, e.g."
+                " the chart's berth-viewer ClusterRole; --token TOKEN sends another identity's)"
+            ) from None
         raise RuntimeError(f"the operator at {url} answered {exc.code}: {message}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise RuntimeError(f"cannot reach the operator at {url}: {exc}") from None

@@ -220,7 +220,11 @@ def _settings(cluster: LocalCluster, *, http_port: int, log_level: str) -> setti
     return settings.Settings(
         kubeconfig=cluster.kubeconfig,
         namespace="default",
+        # A local cluster's convenience, chosen here: the HTTP API (dashboard, `kubectl berth
+        # --operator`) answers without a token, on loopback only (the embedded API server
+        # reviews no tokens). `berth run` authenticates and authorizes by default.
         http_host="127.0.0.1",
+        http_authorization=False,
         http_port=http_port,
         log_level=log_level,
         leader_election={"identity": "berth-up", "lease_duration": 15},

@@ -139,7 +139,11 @@ async def _operate(
         namespace=installation.namespace,
         mode=settings.Mode(installation.mode),
         admission=admission,
+        # A local cluster's convenience, chosen here: the HTTP API (dashboard, `kubectl berth
+        # --operator`) answers without a token, on loopback only. `berth run` (and the chart)
+        # authenticate and authorize by default.
         http_host="127.0.0.1",
+        http_authorization=False,
         http_port=http_port,
         log_level=log_level,
         leader_election={"identity": identity},

@@ -6,7 +6,10 @@ the kubelet before the provisioner or kube-controller-manager's PV binder has bo
 The binder (:class:`~berth.kube.decisions.ApiSink`) holds such a binding, the pod assumed on
 its node, in one :class:`ClaimWaits`, which the claim informer wakes
 (:meth:`ClaimWaits.changed`) on every change of a claim. Nothing is polled; each wait is bounded
-by ``claim_wait`` (kube-scheduler's ``bindTimeoutSeconds``). Runs on the event loop.
+by ``claim_wait`` (kube-scheduler's ``bindTimeoutSeconds``), and ends at once when the volume
+chosen for one of its claims could not be reserved (:meth:`ClaimWaits.refuse`: the volume
+changed since it was chosen, e.g. another claim has it): the pod is then tried again, as
+kube-scheduler's PreBind fails the pod when its volume update fails. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import contextlib
+import typing
 
-__all__ = ["ClaimWaits", "waiting_message"]
+__all__ = ["ClaimWaits", "Refused", "waiting_message"]
+
+_MAX_REFUSED = 4096
 
 
 def waiting_message(node: str, claims: collections.abc.Iterable[str], /) -> str:
@@ -26,6 +32,13 @@ def waiting_message(node: str, claims: collections.abc.Iterable[str], /) -> str:
     )
 
 
+class Refused(typing.NamedTuple):
+    """A wait ended because the volume chosen for ``claim`` could not be reserved."""
+
+    claim: str
+    why: str
+
+
 class ClaimWaits:
     """Bindings waiting for their claims; see the module docstring."""
 
@@ -34,6 +47,21 @@ class ClaimWaits:
         self.timeout = timeout
         """Seconds a binding waits at most (``claim_wait``)."""
         self._wakeups: dict[str, set[asyncio.Event]] = {}  # claim or pod key -> waits
+        # Claims whose chosen volume could not be reserved -> why; until chosen for again.
+        self._refused: dict[str, str] = {}
+
+    def choosing(self, claim: str) -> None:
+        """A volume is being reserved for ``claim`` (again): an earlier refusal is over."""
+        self._refused.pop(claim, None)
+
+    def refuse(self, claim: str, why: str) -> None:
+        """The volume chosen for ``claim`` could not be reserved: the bindings waiting for it
+        give up now (the scheduler chooses again)."""
+        self._refused.pop(claim, None)
+        self._refused[claim] = why
+        while len(self._refused) > _MAX_REFUSED:  # claims deleted since: bounded all the same
+            del self._refused[next(iter(self._refused))]
+        self.changed(claim)
 
     def unbound(self, claims: collections.abc.Iterable[str]) -> tuple[str, ...]:
         """The claims (``namespace/name``) not bound yet."""
@@ -50,9 +78,10 @@ class ClaimWaits:
         claims: collections.abc.Collection[str],
         *,
         abandoned: collections.abc.Callable[[], bool],
-    ) -> tuple[str, ...] | None:
+    ) -> tuple[str, ...] | Refused | None:
         """Wait until every one of ``claims`` is bound (``()``), ``abandoned()`` holds (``None``,
-        checked whenever ``pod`` leaves) or :attr:`timeout` passes (the claims still unbound)."""
+        checked whenever ``pod`` leaves), the volume chosen for one of them is refused
+        (:class:`Refused`) or :attr:`timeout` passes (the claims still unbound)."""
         wake = asyncio.Event()
         watched = {pod, *claims}
         for key in watched:
@@ -65,6 +94,9 @@ class ClaimWaits:
                 if abandoned():
                     return None
                 left = self.unbound(claims)
+                refused = next((c for c in left if c in self._refused), None)
+                if refused is not None:
+                    return Refused(refused, self._refused[refused])
                 if not left or deadline - loop.time() <= 0:
                     return left
                 with contextlib.suppress(TimeoutError):

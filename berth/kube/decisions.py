@@ -36,8 +36,13 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   backoff and a ``FailedScheduling`` Event names the claims. The informers wake the wait
   (:meth:`ApiSink.claim_changed`).
 - ``SelectClaimNode``: the claim's ``volume.kubernetes.io/selected-node`` annotation (a merge
-  patch); ``BindClaimVolume``: the PersistentVolume's ``spec.claimRef`` (a merge patch, as
-  kube-scheduler's volume binder pre-binds; kube-controller-manager completes the binding).
+  patch); ``BindClaimVolume``: the PersistentVolume's ``spec.claimRef``, as kube-scheduler's
+  volume binder pre-binds (kube-controller-manager completes the binding). The cache assumes
+  the volume the claim's at once (no later cycle gives it to another claim), and the patch
+  carries the ``resourceVersion`` the volume was chosen at, so it lands only on the volume as
+  it was then: a 409 (or any refusal) means the volume may be another claim's now, so the
+  assumption is forgotten and the pods waiting for the claim give up at once and back off, to
+  be placed again on a fresh view (kube-scheduler's PreBind fails the pod the same way).
 - ``EvictPod``: the Eviction API (``POST pods/{name}/eviction``, UID precondition), and a
   ``Preempted`` Event explaining why.
 - ``AnnotatePod``: carried by the pod's Binding when the same result binds the pod (the API
@@ -254,6 +259,12 @@ class ApiSink:
                     # Placed: a later reason to wait is news again.
                     self._reasons.pop((decisions.Subject.RESERVATION.value, decision.key), None)
                     self._assume_reservation(decision)
+            elif isinstance(decision, decisions.BindClaimVolume):
+                self.claims.choosing(decision.key)
+                self._cache.assume_volume(
+                    decision.volume, claim=decision.key, version=decision.version
+                )
+                self._writes.put_nowait(_Job(decision, 0.0))
             elif isinstance(decision, decisions.NominatePod):
                 if self._nominated.get(decision.key) != decision.node:
                     self._nominated[decision.key] = decision.node
@@ -344,6 +355,15 @@ class ApiSink:
         if left is None:
             self._cache.forget_pod(decision.key)
             outcome = BindOutcome(decision.key, decision.node, False, "gone")
+        elif isinstance(left, claim_waits.Refused):
+            message = f"PersistentVolumeClaim {left.claim}: {left.why}; the pod will be tried again"
+            self._event(
+                events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+                type=events.WARNING,
+                reason="FailedScheduling",
+                message=message,
+            )
+            outcome = self._failed(decision, failure="claims", detail=message)
         else:
             message = (
                 f"PersistentVolumeClaims {', '.join(left)} were not bound after"
@@ -525,19 +545,7 @@ class ApiSink:
                 content_type=rest.MERGE_PATCH,
             )
         elif isinstance(decision, decisions.BindClaimVolume):
-            claim_ref = {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "namespace": decision.namespace,
-                "name": decision.name,
-                "uid": decision.uid,
-            }
-            await self._patch(
-                f"/api/v1/persistentvolumes/{decision.volume}",
-                {"spec": {"claimRef": claim_ref}},
-                what=f"volume {decision.volume} for claim {decision.key}",
-                content_type=rest.MERGE_PATCH,
-            )
+            await self._reserve_volume(decision)
         elif isinstance(decision, decisions.NominatePod):
             await self._patch(
                 pod_edits.path(decision.key) + "/status",
@@ -734,6 +742,42 @@ class ApiSink:
             type=events.WARNING,
             reason="Preempted",
             message=f"Evicted from {decision.node}: {decision.reason}",
+        )
+
+    async def _reserve_volume(self, decision: decisions.BindClaimVolume) -> None:
+        """Write the volume's ``claimRef`` at the version it was chosen; on refusal, forget
+        the assumption and end the waits for the claim (the pod is placed again)."""
+        claim_ref = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "namespace": decision.namespace,
+            "name": decision.name,
+            "uid": decision.uid,
+        }
+        written = await self._writer.patch(
+            f"/api/v1/persistentvolumes/{decision.volume}",
+            {"metadata": {"resourceVersion": decision.version}, "spec": {"claimRef": claim_ref}},
+            what=f"volume {decision.volume} for claim {decision.key}",
+            content_type=rest.MERGE_PATCH,
+            retry=False,  # decided on that version: sending it again cannot help
+        )
+        if written.outcome is writes.Outcome.WRITTEN:
+            return
+        self._cache.forget_volume(decision.volume, version=decision.version)
+        why = {
+            writes.Outcome.CONFLICTED: "it changed since it was chosen",
+            writes.Outcome.GONE: "it is gone",
+            writes.Outcome.FENCED: "this replica may not write for the leader",
+        }.get(written.outcome, "the write failed")
+        logger.info(
+            "volume %s not reserved for claim %s (%s); its pod %s is placed again",
+            decision.volume,
+            decision.key,
+            why,
+            decision.pod,
+        )
+        self.claims.refuse(
+            decision.key, f"persistentvolume {decision.volume} was not reserved for it: {why}"
         )
 
     async def _pod_condition(

@@ -3,7 +3,7 @@
 :class:`CacheSource` takes a snapshot of the cache at the clock's time for every cycle, leaving
 out the pending pods the binder is backing off (their last binding failed: they are retried
 when their backoff ends, not at the very next cycle). It remembers the last snapshot it handed
-out — the status controllers, the metrics and ``/apis/v1/nodes/{name}`` read it, so nothing but
+out — the status controllers, the metrics and ``/berth/v1/nodes/{name}`` read it, so nothing but
 the scheduling loop ever walks the cache. Runs on the event loop; the session that consumes a
 snapshot may run in a worker thread (a snapshot is private to it).
 """
@@ -67,7 +67,7 @@ class CacheSource:
         return taken
 
     def node(self, name: str) -> dict[str, typing.Any] | None:
-        """The scheduler's view of one node in the last snapshot (``/apis/v1/nodes/{name}``)."""
+        """The scheduler's view of one node in the last snapshot (``/berth/v1/nodes/{name}``)."""
         if self.last is None:
             return None
         return node_view(self.last, name)

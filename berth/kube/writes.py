@@ -213,7 +213,10 @@ class Writer:
             if delay is None:
                 break
             await self._sleep(delay)
-        message = f"{what} kept conflicting ({self._retry.attempts} attempts)"
+        if not retry:
+            message = f"{what} changed since the version the patch names"
+        else:
+            message = f"{what} kept conflicting ({self._retry.attempts} attempts)"
         return self._failed(what, message, outcome=Outcome.CONFLICTED)
 
     async def delete(self, path: str, *, uid: str, what: str = "") -> Written:

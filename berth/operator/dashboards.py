@@ -23,7 +23,7 @@ __all__ = ["DASHBOARD_PATH", "OVERVIEW_PATH", "page"]
 
 DASHBOARD_PATH = "/dashboard"
 """Where the page is served."""
-OVERVIEW_PATH = "/apis/v1/overview"
+OVERVIEW_PATH = "/berth/v1/overview"
 """What the page draws: the overview's JSON."""
 _DATA_URLS = "/*BERTH_DATA_URLS*/"
 

@@ -7,20 +7,28 @@ Routes (docs/architecture.md):
   else 503; the body lists the conditions either way;
 - ``GET /metrics``: :class:`~berth.operator.metrics.Metrics` in the Prometheus text format (or
   OpenMetrics when the scraper asks for it);
-- ``GET /apis/v1/__services__``: every route this server answers, grouped by method;
-- ``GET /apis/v1/nodes/{name}``: the scheduler's view of one node;
-- the visibility API (:mod:`berth.operator.visibility`): ``GET /apis/v1/queues``,
-  ``GET /apis/v1/queues/{name}/waiting?limit=N&continue=T`` (the line, a page at a time),
-  ``GET /apis/v1/namespaces/{namespace}/podgroups/{name}/position``, ``GET /apis/v1/overview``;
-- ``GET /dashboard``: one read-only HTML page drawing ``/apis/v1/overview`` (no build step);
-- ``/apis/v1/plugins/<Plugin>/...``: the routes plugins offer as ``APIServiceProvider``;
+- ``GET /berth/v1/__services__``: every route this server answers, grouped by method;
+- ``GET /berth/v1/nodes/{name}``: the scheduler's view of one node;
+- the visibility API (:mod:`berth.operator.visibility`): ``GET /berth/v1/queues``,
+  ``GET /berth/v1/queues/{name}/waiting?limit=N&continue=T`` (the line, a page at a time),
+  ``GET /berth/v1/namespaces/{namespace}/podgroups/{name}/position``, ``GET /berth/v1/overview``;
+- ``GET /dashboard``: one read-only HTML page drawing ``/berth/v1/overview`` (no build step);
+- ``/berth/v1/plugins/<Plugin>/...``: the routes plugins offer as ``APIServiceProvider``;
 - ``POST /debug/flags/s`` (body: N) and ``POST /debug/flags/v`` (body: a log level), only when
   the debug API is enabled: they change the process's behaviour.
 
-With authorization on (``httpAuthorization``, on in the chart), every route but ``/healthz``,
-``/readyz`` and ``/livez`` needs a bearer token that the API server authenticates
-(TokenReview) and authorizes for the path and verb (SubjectAccessReview), as kube-scheduler's
-secure port does: 401 without one, 403 when RBAC says no.
+Berth's own routes live under :data:`API_PREFIX` (``/berth/v1``), a path no default
+Kubernetes role grants: ``system:discovery`` lets every authenticated identity ``get``
+``/api/*`` and ``/apis/*`` (which is where they used to be), ``system:monitoring`` the
+``/metrics`` of its group. Like kube-scheduler's own endpoints (``/configz``, ``/metrics``),
+they are read only by those RBAC names: the chart's ``berth-viewer`` ClusterRole grants ``get``
+on ``/berth/*``, ``/dashboard`` and ``/metrics``.
+
+With authorization on (``httpAuthorization``, the default; ``berth up`` turns it off for its
+local cluster), every route but ``/healthz``, ``/readyz`` and ``/livez`` needs a bearer token
+that the API server authenticates (TokenReview) and authorizes for the path and verb
+(SubjectAccessReview, per path), as kube-scheduler's secure port does: 401 without one (or
+with one the API server does not accept), 403 when RBAC says no.
 
 The server starts before the leader election and serves followers too. What only a leader has
 (the scheduler's cache, the plugins) reaches it late, through :class:`Providers`: the leader-side
@@ -47,6 +55,7 @@ from berth.scheduler.framework import handles, interfaces
 from berth.util import logging as berth_logging
 
 __all__ = [
+    "API_PREFIX",
     "OPEN_PATHS",
     "Authorizer",
     "HttpServer",
@@ -60,8 +69,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PLUGINS_PREFIX = "/apis/v1/plugins"
-SERVICES_PATH = "/apis/v1/__services__"
+API_PREFIX = "/berth/v1"
+"""Where Berth's read-only API is served: a path no default Kubernetes role grants."""
+PLUGINS_PREFIX = f"{API_PREFIX}/plugins"
+SERVICES_PATH = f"{API_PREFIX}/__services__"
 
 _PATH_PARAM = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 # A debug body is one short token; anything longer is a mistake, not a level.
@@ -102,7 +113,7 @@ class Providers:
 def match_route(route: interfaces.Route, *, method: str, tail: str) -> dict[str, str] | None:
     """The path parameters if ``route`` answers ``method`` on ``tail``, else None.
 
-    ``tail`` is the request path after ``/apis/v1/plugins/<plugin>/``; a ``{param}`` segment of
+    ``tail`` is the request path after ``/berth/v1/plugins/<plugin>/``; a ``{param}`` segment of
     the route's path matches exactly one non-empty segment.
     """
     if method != route.method.upper():
@@ -185,11 +196,11 @@ def build_app(
     app.router.add_get("/readyz", handlers.readyz)
     app.router.add_get("/metrics", handlers.metrics)
     app.router.add_get(SERVICES_PATH, handlers.services)
-    app.router.add_get("/apis/v1/nodes/{name}", handlers.node)
-    app.router.add_get("/apis/v1/queues", handlers.queues)
-    app.router.add_get("/apis/v1/queues/{name}/waiting", handlers.waiting)
+    app.router.add_get(f"{API_PREFIX}/nodes/{{name}}", handlers.node)
+    app.router.add_get(f"{API_PREFIX}/queues", handlers.queues)
+    app.router.add_get(f"{API_PREFIX}/queues/{{name}}/waiting", handlers.waiting)
     app.router.add_get(
-        "/apis/v1/namespaces/{namespace}/podgroups/{name}/position", handlers.position
+        f"{API_PREFIX}/namespaces/{{namespace}}/podgroups/{{name}}/position", handlers.position
     )
     app.router.add_get(dashboards.OVERVIEW_PATH, handlers.overview)
     app.router.add_get(dashboards.DASHBOARD_PATH, handlers.dashboard)

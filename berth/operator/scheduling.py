@@ -23,7 +23,7 @@ would place pods on capacity that is taken), Kopf (whose status handlers also ru
 Reservations' lifetimes, :mod:`berth.controllers.reservations`, and whose startup and cleanup
 handlers start and stop the plugins' controllers, :mod:`berth.controllers.plugins`: Kopf runs
 only while this replica leads, so they do too). After every cycle the
-metrics are fed and Kopf's status passes are kicked. ``/apis/v1/nodes/{name}`` and
+metrics are fed and Kopf's status passes are kicked. ``/berth/v1/nodes/{name}`` and
 ``/debug/flags/s`` are lent the cache's node view and the score-table switch.
 
 :func:`build` is the composition root: it builds every part from :class:`Inputs` with its

@@ -228,17 +228,20 @@ class Settings(pydantic_settings.BaseSettings):
 
     http_host: str = "0.0.0.0"
     """Address the HTTP server (probes, metrics, debug API) listens on. The default is every
-    interface, because the kubelet's probes and Prometheus connect to the pod's IP."""
+    interface, because the kubelet's probes and Prometheus connect to the pod's IP (which is
+    why ``http_authorization`` is on by default)."""
 
     http_port: int = pydantic.Field(default=8080, ge=0, le=65535)
     """TCP port of the HTTP server; 0 picks a free one (tests). The default, 8080, is the
     chart's container port and needs no privilege."""
 
-    http_authorization: bool = False
+    http_authorization: bool = True
     """Serve everything but the probes only to callers the Kubernetes API authenticates
     (TokenReview) and authorizes (SubjectAccessReview) for the path and verb, as
-    kube-scheduler's secure port does. Off by default for local runs (``berth up``, tests);
-    the chart turns it on, since the server listens on every interface of the pod."""
+    kube-scheduler's secure port does: an anonymous request gets 401. On by default, since the
+    server lists every tenant's pods per node and listens on every interface; ``berth up``
+    turns it off for its local cluster (on loopback, where the embedded API server reviews no
+    tokens), and so may a test."""
 
     log_level: str = "info"
     """A level name (``debug`` .. ``critical``) or klog verbosity (``0``..``10``, ``4`` and

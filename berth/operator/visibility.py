@@ -2,7 +2,7 @@
 
 What users of every batch scheduler ask — where does my job stand, and why — answered from the
 scheduler's last snapshot and cycle result (the same :class:`Board` the status writer reads),
-like Kueue's visibility API. :mod:`berth.operator.http` serves it under ``/apis/v1/``:
+like Kueue's visibility API. :mod:`berth.operator.http` serves it under ``/berth/v1/``:
 
 - :meth:`Visibility.queues`: every queue with its state (Open, Closed, Invalid and why),
   guaranteed, allocated and fair share, pods and groups pending and running;

@@ -2,7 +2,9 @@
 
 The log is the independent witness of the real-cluster tests: a binding counted here was
 accepted by the API server, whatever the client believed. Each line is one ``audit.k8s.io/v1``
-Event in JSON (``--audit-log-format=json``) at the ResponseComplete stage.
+Event in JSON (``--audit-log-format=json``) at the ResponseComplete stage. The API server
+appends to the log while tests read it, so the last line may be half-written: only complete
+lines (ended by a newline) are read; the rest is the next read's.
 """
 
 from __future__ import annotations
@@ -35,16 +37,21 @@ class Request:
 
 
 def read(path: pathlib.Path) -> list[Request]:
-    """Every completed request in the log (a missing log has none)."""
+    """Every completed request in the log (a missing log has none), from its complete lines."""
     try:
-        lines = path.read_text().splitlines()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return []
+    # A line being written has no newline yet (and may end inside a character): leave it.
+    complete = raw[: raw.rfind(b"\n") + 1]
     out: list[Request] = []
-    for line in lines:
+    for number, line in enumerate(complete.decode("utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        event: dict[str, typing.Any] = json.loads(line)
+        try:
+            event: dict[str, typing.Any] = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: not an audit event: {exc}") from None
         if event.get("stage") != "ResponseComplete":
             continue
         ref = event.get("objectRef") or {}

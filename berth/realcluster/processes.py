@@ -155,6 +155,6 @@ def wait_until(
         if ready():
             return
         if time.monotonic() >= deadline:
-            logs = ", ".join(str(p.log) for p in watch)
-            raise ComponentFailed(f"{what} not ready after {timeout:.0f} s (logs: {logs})")
+            logs = f" (logs: {', '.join(str(p.log) for p in watch)})" if watch else ""
+            raise ComponentFailed(f"{what} not ready after {timeout:.0f} s{logs}")
         time.sleep(interval)

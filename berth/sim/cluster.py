@@ -23,7 +23,10 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
   pod that is deleted or finishes leaves its claims (deallocated once nobody reserves them;
   the claims made for it deleted);
 - ``BindClaimVolume``: the volume is reserved for the claim and, playing kube-controller-manager's
-  PV binder at once, both are bound;
+  PV binder at once, both are bound — refused, as the API server refuses the conditional write,
+  when the volume is not at the ``resourceVersion`` it was chosen at (it changed since, e.g.
+  another claim has it): the claim stays unbound and the refusal is kept in
+  :attr:`InMemoryCluster.refused_volumes`;
 - ``SelectClaimNode``: the claim is annotated with the node and, when its class has a
   provisioner, bound at once to a new volume provisioned for that node; a ``BindPod`` whose
   claims are not all bound leaves the pod pending (kube-scheduler's PreBind wait, which cannot
@@ -221,6 +224,8 @@ class InMemoryCluster:
         self._uids = 0
         self._version = 0
         self._claims = claims.ClaimController(self)
+        self.refused_volumes: list[decisions.BindClaimVolume] = []
+        """Volume reservations refused because the volume changed since it was chosen."""
 
     # Objects ------------------------------------------------------------------------------
     def put(self, obj: Object) -> Object:
@@ -483,6 +488,9 @@ class InMemoryCluster:
         claim = self.get("PersistentVolumeClaim", namespace=decision.namespace, name=decision.name)
         volume = self.get("PersistentVolume", name=decision.volume)
         if claim is None or volume is None or claim["metadata"]["uid"] != decision.uid:
+            return
+        if volume["metadata"].get("resourceVersion") != decision.version:
+            self.refused_volumes.append(decision)  # 409: it changed since it was chosen
             return
         self._bind_claim(claim, volume=volume)
 

@@ -45,7 +45,8 @@ def test_a_file_and_a_folder_load(tmp_path: pathlib.Path) -> None:
     (tmp_path / "b.yaml").write_text(TEXT)
     (tmp_path / "a.yml").write_text(
         "apiVersion: scheduling.berth.io/v1alpha1\nkind: Reservation\nmetadata: {name: r}\n"
-        "spec:\n  template: {spec: {containers: [{name: c}]}}\n  owners: [{object: {name: p}}]\n"
+        "spec:\n  template: {spec: {containers: [{name: c, resources: {requests: {cpu: 1}}}]}}\n"
+        "  owners: [{object: {name: p}}]\n"
     )
     (tmp_path / "notes.txt").write_text("not a manifest")
     assert len(manifests.load(tmp_path / "b.yaml")) == 3

@@ -221,7 +221,7 @@ INVALID: list[tuple[str, str, Doc, str, str]] = [
         "Queue",
         {"spec": {"guaranteed": {"cpu": "-1"}}},
         "spec.guaranteed",
-        "non-negative",
+        "at least 0 and at most 128Ti",
     ),
     (
         "queue-malformed-quantity",
@@ -279,7 +279,7 @@ INVALID: list[tuple[str, str, Doc, str, str]] = [
         "PodGroup",
         {"spec": {"minResources": {"memory": "-1Gi"}}},
         "spec.minResources",
-        "non-negative",
+        "at least 0 and at most 128Ti",
     ),
     (
         "group-timeout-zero",
@@ -391,7 +391,7 @@ INVALID: list[tuple[str, str, Doc, str, str]] = [
             }
         },
         "spec.template.spec.containers[0].resources.requests",
-        "non-negative",
+        "at least 0 and at most 128Ti",
     ),
     (
         "resv-unknown-operator",

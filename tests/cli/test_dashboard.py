@@ -128,7 +128,7 @@ LAYOUT = """
 
 
 def _overview(base: str) -> dict[str, typing.Any]:
-    with urllib.request.urlopen(f"{base}/apis/v1/overview") as answer:
+    with urllib.request.urlopen(f"{base}/berth/v1/overview") as answer:
         loaded: dict[str, typing.Any] = json.loads(answer.read())
         return loaded
 
@@ -173,7 +173,7 @@ def test_the_dashboard_shows_queues_with_charts_aligned_and_scaled(
         )  # fmt: skip
         # Two history samples (one every 10 s) with the trainer's GPUs allocated, and the
         # huge pod waiting: the charts have something to draw.
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a bound a loaded machine meets
         overview: dict[str, typing.Any] = {}
         while time.monotonic() < deadline:
             overview = _overview(base)

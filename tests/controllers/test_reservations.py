@@ -128,8 +128,8 @@ def test_the_owners_are_worded_as_selectors_for_the_owner_column() -> None:
     [
         pytest.param(
             w.reservation("r", cpu=None, memory=None),
-            "spec.template requests no resources: set resources.requests on its containers "
-            "(a reservation holds what its template requests)",
+            "spec.template: a reservation holds what its template requests, and this one "
+            "requests no resources: set resources.requests on its containers",
             id="template-without-requests",
         ),
         pytest.param(
@@ -139,7 +139,8 @@ def test_the_owners_are_worded_as_selectors_for_the_owner_column() -> None:
                     w.owner_labels(expressions=[b.expr("a", "In", "x"), b.expr("a", "In", "y")])
                 ],
             ),
-            "no owner can ever match a pod: owners[0] labelSelector can never match: no value of "
+            "no owner can ever match a pod: spec.owners[0].labelSelector: can never match: "
+            "no value of "
             "label 'a' satisfies all its requirements",
             id="owners-never-match",
         ),
@@ -160,7 +161,7 @@ def test_a_ttl_past_the_longest_duration_makes_only_that_reservation_invalid() -
     assert planned.status is not None
     (valid,) = [c for c in planned.status["conditions"] if c["type"] == "Valid"]
     assert valid["status"] == "False"
-    assert "invalid ttl" in valid["message"] and "out of range" in valid["message"]
+    assert valid["message"].startswith("spec.ttl: duration is out of range (at most 2562047h)")
     assert "99999999999h" in valid["message"]
     assert "expiresAt" not in planned.status
 

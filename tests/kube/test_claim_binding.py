@@ -11,7 +11,14 @@ We test these aspects:
   once, right after the claim is bound; the pod then runs on that node;
 - a claim that stays unbound: after ``claim_wait`` the pod is forgotten (not bound, backing
   off) and a ``FailedScheduling`` Event names the claim;
-- a pod whose claims are already bound binds at once.
+- a pod whose claims are already bound binds at once;
+- ``BindClaimVolume`` at the volume's version: the cache shows the volume as the claim's from
+  the decision on (before the write lands or the watch tells), the write lands with the claim's
+  ``claimRef``, and the pod binds once the claim is bound;
+- ``BindClaimVolume`` at a version the volume is no longer at (another claim took it since):
+  the write is refused and changes nothing, the assumption is dropped, and the pod waiting for
+  the claim gives up at once (no ``claim_wait``): forgotten, backing off, a ``FailedScheduling``
+  Event naming the claim and the volume.
 """
 
 from __future__ import annotations
@@ -97,7 +104,6 @@ async def cluster(
     async def make(*, claim_wait: float = 10.0) -> Cluster:
         running = Cluster(berth_crds, connection.api, presence=True, eviction_wait=10.0)
         running.sink.claims.timeout = claim_wait
-        running.informers.on_claim_changed = running.sink.claim_changed
         made.append(running)
         await running.start()
         return running
@@ -195,3 +201,96 @@ async def test_a_pod_whose_claims_are_bound_binds_at_once(cluster: Factory) -> N
     await asyncio.wait_for(running.sink.drain(), 10)
     assert [(o.key, o.bound) for o in running.outcomes] == [("default/p", True)]
     assert not any(e[1] == "WaitingForVolumes" for e in running.events())
+
+
+def local_volume(name: str) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "storageClassName": "local",
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "local": {"path": f"/mnt/{name}"},
+        },
+    }
+
+
+def _reserve(pod: Object, node: str, *, volume: str, version: str) -> list[d.Decision]:
+    name = pod["metadata"]["name"]
+    return [
+        d.BindClaimVolume(
+            namespace="default",
+            name=f"{name}-data",
+            uid="",
+            volume=volume,
+            version=version,
+            pod=f"default/{name}",
+        ),
+        *_decisions(pod, node, select=False),
+    ]
+
+
+def _holder(running: Cluster, volume: str) -> str | None:
+    return running.cache.snapshot(running.clock.now()).volumes.volumes[volume].claim
+
+
+async def test_a_volume_reserved_at_its_version_is_the_claims_at_once(cluster: Factory) -> None:
+    running = await cluster()
+    conftest.create(
+        running.emulator, local_volume("pv-a"), plural="persistentvolumes", namespace=None
+    )
+    pod = await _pending_with_claim(running, "p")
+    await conftest.until(
+        lambda: "pv-a" in running.cache.snapshot(running.clock.now()).volumes.volumes
+    )
+    version = running.cache.snapshot(running.clock.now()).volumes.volumes["pv-a"].version
+    running.apply(*_reserve(pod, "n-0", volume="pv-a", version=version))
+    assert _holder(running, "pv-a") == "default/p-data"  # assumed: no later cycle may take it
+    resource = running.emulator.call(running.emulator.api.resource, "v1", "persistentvolumes")
+
+    def stored() -> Object:
+        found = running.emulator.call(running.emulator.api.storage.get, resource.key, "", "pv-a")
+        return dict(found or {})
+
+    await conftest.until(lambda: (stored()["spec"].get("claimRef") or {}).get("name") == "p-data")
+    assert _holder(running, "pv-a") == "default/p-data"  # the API's word now, the same
+    Claims(running.emulator).bind("p-data", volume="pv-a")
+    await conftest.until(lambda: running.phase("p") == "Running")
+    assert [(o.key, o.bound) for o in running.outcomes] == [("default/p", True)]
+
+
+async def test_a_volume_changed_since_it_was_chosen_is_not_written(cluster: Factory) -> None:
+    running = await cluster(claim_wait=60.0)
+    conftest.create(
+        running.emulator, local_volume("pv-b"), plural="persistentvolumes", namespace=None
+    )
+    pod = await _pending_with_claim(running, "p")
+    await conftest.until(
+        lambda: "pv-b" in running.cache.snapshot(running.clock.now()).volumes.volumes
+    )
+    version = running.cache.snapshot(running.clock.now()).volumes.volumes["pv-b"].version
+    # Another claim took the volume meanwhile (another scheduler, a user's claimRef).
+    resource = running.emulator.call(running.emulator.api.resource, "v1", "persistentvolumes")
+    running.emulator.call(
+        running.emulator.api.patch,
+        resource,
+        {"spec": {"claimRef": {"namespace": "default", "name": "someone-else"}}},
+        namespace=None,
+        name="pv-b",
+        patch_type=patches.MERGE_PATCH,
+    )
+    running.apply(*_reserve(pod, "n-0", volume="pv-b", version=version))
+    await asyncio.wait_for(running.sink.drain(), 10)  # long before the 60 s claim_wait
+    stored = running.emulator.call(running.emulator.api.storage.get, resource.key, "", "pv-b")
+    assert stored["spec"]["claimRef"]["name"] == "someone-else"  # refused: nothing changed
+    assert running.outcomes == [decisions.BindOutcome("default/p", "n-0", False, "claims")]
+    assert running.bindings("p") == 0
+    assert running.cache.snapshot(running.clock.now()).pods["default/p"].node_name is None
+    assert "default/p" in running.sink.holding(running.clock.now())
+    await conftest.until(lambda: _holder(running, "pv-b") == "default/someone-else")
+    failed = [e[2] for e in running.events() if e[1] == "FailedScheduling"]
+    assert failed and failed[0].startswith(
+        "PersistentVolumeClaim default/p-data: persistentvolume pv-b was not reserved for it:"
+    ), failed

@@ -73,6 +73,7 @@ class Cluster:
             live=live,
             on_pod_removed=self.sink.pod_removed,
             on_pod_released=self.sink.pod_released,
+            on_claim_changed=self.sink.claim_changed,
         )
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []

@@ -36,6 +36,7 @@ async def operator_on(
         kubeconfig=emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         leader_election={"identity": identity},
     )
@@ -51,7 +52,7 @@ async def operator_on(
         )
     )
     try:
-        await conftest.until(lambda: bool(ports) or operator.done(), timeout=20)
+        await conftest.until(lambda: bool(ports) or operator.done(), timeout=60)
         assert not operator.done(), "the operator stopped"
         yield ports[0]
     finally:

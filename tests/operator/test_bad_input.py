@@ -13,8 +13,8 @@ We test these aspects:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import typing
 
 import aiohttp
 import pytest
@@ -31,6 +31,7 @@ def config(emulator: testing.RunningEmulator, identity: str) -> settings.Setting
         kubeconfig=emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         leader_election={
             "identity": identity,
@@ -46,6 +47,18 @@ async def readyz(port: int) -> tuple[int, dict[str, object]]:
         return r.status, await r.json()
 
 
+async def _until_async(
+    check: typing.Callable[[], typing.Awaitable[bool]], *, what: str, timeout: float = 60.0
+) -> None:
+    """Poll ``check`` (another component's state, no event to await) until true, bounded."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not await check():
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        pytest.fail(f"not within {timeout:g} s: {what}")
+
+
 def node_of(emulator: testing.RunningEmulator, name: str) -> str | None:
     api = emulator.api
     resource = emulator.call(api.resource, "v1", "pods")
@@ -58,8 +71,10 @@ async def test_refused_lists_make_it_unready_with_reasons_until_they_work(
 ) -> None:
     conftest.install_crds(emulator)
     emulator.start_kubelets(["2x cpu=4,memory=8Gi"], speedup=10)
-    emulator.faults.add(faults.Fault("GET", "/api/v1/pods", status=403, times=3))
-    emulator.faults.add(faults.Fault("GET", "/api/v1/nodes", status=401, times=3))
+    # Refused until the test has seen the operator say so (not a number of tries: under load
+    # the informers may retry them all before the first look at /readyz).
+    emulator.faults.add(faults.Fault("GET", "/api/v1/pods", status=403, times=10**9))
+    emulator.faults.add(faults.Fault("GET", "/api/v1/nodes", status=401, times=10**9))
     stop = asyncio.Event()
     ports: list[int] = []
     caplog.set_level(logging.WARNING, logger="berth.kube.informers")
@@ -78,25 +93,24 @@ async def test_refused_lists_make_it_unready_with_reasons_until_they_work(
             status, body = await readyz(ports[0])
             reasons = [str(c["reason"]) for c in body["conditions"]]  # type: ignore[attr-defined]
             seen.extend(reasons)
-            return status == 503 and any("RBAC" in r for r in reasons)
+            said = " ".join(seen)
+            return status == 503 and "RBAC" in said and "rejected the credentials" in said
 
-        await conftest.until(lambda: bool(ports), timeout=10)
-        for _ in range(200):
-            if await unready_for_both():
-                break
-            await asyncio.sleep(0.02)
+        await conftest.until(lambda: bool(ports), timeout=30)
+        await _until_async(unready_for_both, what="/readyz 503 naming RBAC and the credentials")
         text = " ".join(seen)
         assert "RBAC forbids list/watch /api/v1/pods: grant list and watch on pods" in text
-        assert "rejected the credentials" in text
         assert not operator.done()
-        for _ in range(300):
-            status, body = await readyz(ports[0])
-            if status == 200:
-                break
-            await asyncio.sleep(0.05)
-        assert status == 200, json.dumps(body)
+        emulator.faults.clear()  # the API server answers again
+        answered: list[tuple[int, dict[str, object]]] = []
+
+        async def ready() -> bool:
+            answered.append(await readyz(ports[0]))
+            return answered[-1][0] == 200
+
+        await _until_async(ready, what="/readyz 200")
         conftest.create(emulator, conftest.pod("late"), plural="pods")
-        await conftest.until(lambda: node_of(emulator, "late") is not None, timeout=10)
+        await conftest.until(lambda: node_of(emulator, "late") is not None, timeout=60)
         logged = [r.getMessage() for r in caplog.records]
         assert any("RBAC forbids" in line for line in logged)
     finally:
@@ -122,9 +136,9 @@ async def test_stolen_lease_stops_everything_and_exits_1(emulator: testing.Runni
         return None if lease is None else lease["spec"].get("holderIdentity")
 
     try:
-        await conftest.until(lambda: holder() == "victim", timeout=10)
+        await conftest.until(lambda: holder() == "victim", timeout=60)
         conftest.create(emulator, conftest.pod("before"), plural="pods")
-        await conftest.until(lambda: node_of(emulator, "before") is not None, timeout=10)
+        await conftest.until(lambda: node_of(emulator, "before") is not None, timeout=60)
         emulator.call(
             api.patch,
             leases,
@@ -136,7 +150,7 @@ async def test_stolen_lease_stops_everything_and_exits_1(emulator: testing.Runni
         code = await asyncio.wait_for(operator, 15)
         assert code is main.ExitCode.FAILED
         conftest.create(emulator, conftest.pod("after"), plural="pods")
-        await asyncio.sleep(1.0)
+        # It has exited (awaited above): nothing of it is left to bind the pod, now or later.
         assert node_of(emulator, "after") is None
         assert holder() == "thief"
     finally:

@@ -5,6 +5,10 @@ We test these aspects:
 - it starts, serves ``/healthz``, becomes the leader under its pod name (``POD_NAME``), and on
   SIGTERM releases the Lease and exits 0;
 - when another holder takes the Lease it exits 1 (so that Kubernetes restarts it);
+- with default settings (no flag about HTTP) it authenticates and authorizes its HTTP API: an
+  anonymous request gets 401 from every route it serves (metrics, the scheduler's API under
+  ``/berth/v1``, the plugins' routes, the dashboard), from the debug routes it does not serve
+  and from paths it does not know, and only the probes answer;
 - unusable settings (a missing config file, a bad flag value) exit 2 with a clear message,
   before anything starts.
 """
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import time
 import typing
+import urllib.error
 import urllib.request
 
 import click.testing
@@ -27,6 +32,7 @@ import pytest
 
 from berth.cli import main as cli_main
 from berth.emulator import testing
+from berth.operator import http, metrics, probing
 
 LEASE = "berth-scheduler"
 BERTH = str(pathlib.Path(sys.executable).parent / "berth")  # the venv's console script
@@ -46,7 +52,7 @@ def lease_spec(emulator: testing.RunningEmulator) -> dict[str, typing.Any] | Non
     return emulator.call(read)
 
 
-def wait_for(condition: collections.abc.Callable[[], bool], *, limit: float = 20) -> None:
+def wait_for(condition: collections.abc.Callable[[], bool], *, limit: float = 60) -> None:
     """Poll another process's effect (no event to await across processes), bounded."""
     deadline = time.monotonic() + limit
     while not condition():
@@ -95,7 +101,7 @@ def test_berth_run_serves_leads_and_stops_on_sigterm(
     wait_for(lambda: (lease_spec(emulator) or {}).get("holderIdentity") == "berth-0")
 
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=20) == 0
+    assert process.wait(timeout=60) == 0
     assert (lease_spec(emulator) or {}).get("holderIdentity") == ""
 
 
@@ -114,8 +120,59 @@ def test_berth_run_exits_1_when_its_lease_is_taken(
         api.replace(resource, lease, namespace="default", name=LEASE)
 
     emulator.call(steal)
-    assert process.wait(timeout=20) == 1  # at its next renewal, within the retry period
+    assert process.wait(timeout=60) == 1  # at its next renewal, within the retry period
     assert (lease_spec(emulator) or {}).get("holderIdentity") == "usurper"
+
+
+def every_route() -> list[tuple[str, str]]:
+    """(method, path) of every route the HTTP server has, debug ones included, parameters
+    filled in, plus paths it does not know."""
+    app = http.build_app(
+        readiness=probing.Readiness(),
+        metrics=metrics.Metrics(),
+        providers=http.Providers(),
+        debug_api=True,
+    )
+    found = set()
+    for route in app.router.routes():
+        if route.method in ("HEAD", "*") or route.resource is None:
+            continue
+        path = re.sub(r"\{[^}]+\}", "x", route.resource.canonical)
+        found.add((route.method, path))
+    found |= {
+        ("GET", f"{http.PLUGINS_PREFIX}/Reservation/nodeReservations/n"),
+        ("GET", "/berth/v1/unknown"),
+        ("GET", "/apis/v1/queues"),  # where the API used to be
+    }
+    return sorted(found)
+
+
+def status_of(port: int, method: str, path: str) -> int:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_berth_run_by_default_answers_anonymous_requests_401_but_for_the_probes(
+    emulator: testing.RunningEmulator,
+    berth_run: collections.abc.Callable[[str], tuple[subprocess.Popen[str], int]],
+) -> None:
+    _, port = berth_run("berth-0")
+    # Connected (it leads): the reviewer is there, every answer below is its verdict.
+    wait_for(lambda: (lease_spec(emulator) or {}).get("holderIdentity") == "berth-0")
+    assert status_of(port, "GET", "/healthz") == 200
+    assert status_of(port, "GET", "/readyz") in (200, 503)  # open, whatever it says
+    routes = every_route()
+    assert ("GET", "/berth/v1/queues") in routes and ("POST", "/debug/flags/v") in routes
+    answers = {
+        (method, path): status_of(port, method, path)
+        for method, path in routes
+        if path not in http.OPEN_PATHS
+    }
+    assert answers == dict.fromkeys(answers, 401)
 
 
 @pytest.mark.parametrize(

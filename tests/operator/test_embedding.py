@@ -104,7 +104,7 @@ async def test_kopf_observes_berths_objects_without_finalizers(
             objects.get("Queue", "team") is not None
             and objects.get("PodGroup", "default/g") is not None
         ),
-        timeout=15,
+        timeout=60,
     )
     group = objects.get("PodGroup", "default/g")
     assert group is not None and group.spec["minMember"] == 3
@@ -114,7 +114,7 @@ async def test_kopf_observes_berths_objects_without_finalizers(
     assert not (stored or {}).get("metadata", {}).get("finalizers")
     berth_crds.call(api.delete, resource, namespace="default", name="g")
     assert berth_crds.call(api.storage.get, resource.key, "default", "g") is None
-    await conftest.until(lambda: objects.get("PodGroup", "default/g") is None, timeout=15)
+    await conftest.until(lambda: objects.get("PodGroup", "default/g") is None, timeout=60)
     await component.stop()
     assert not component.running
 
@@ -176,11 +176,11 @@ async def test_kopf_starts_and_stops_the_plugins_controllers_on_the_operators_lo
     assert runner.running == []  # nothing runs before Kopf (this replica leading) starts
     await component.start()
     try:
-        await conftest.until(lambda: runner.running == ["Reservation/expiry"], timeout=15)
+        await conftest.until(lambda: runner.running == ["Reservation/expiry"], timeout=60)
         assert controller.ran_on is asyncio.get_running_loop()  # not Kopf's thread
         # Kopf's watches are up too (stopping Kopf before they are leaves its sessions open).
         conftest.create(berth_crds, b.queue("team"), plural="queues", namespace=None)
-        await conftest.until(lambda: objects.get("Queue", "team") is not None, timeout=15)
+        await conftest.until(lambda: objects.get("Queue", "team") is not None, timeout=60)
     finally:
         await component.stop()
     assert controller.stopped.is_set()  # Kopf's cleanup stopped it before Kopf ended

@@ -5,9 +5,9 @@ We test these aspects:
 - ``/healthz`` answers while the loop runs; ``/readyz`` is 503 while any condition is false,
   lists the conditions, and turns 200 when they clear;
 - ``/metrics`` serves the process's own registry in Prometheus text, or OpenMetrics on request;
-- ``/apis/v1/__services__`` lists every route grouped by method, including the plugins' current
+- ``/berth/v1/__services__`` lists every route grouped by method, including the plugins' current
   routes and the debug routes only when enabled;
-- ``/apis/v1/nodes/{name}``: 503 on a replica without a cache, 404 for an unknown node;
+- ``/berth/v1/nodes/{name}``: 503 on a replica without a cache, 404 for an unknown node;
 - plugin routes: path and query parameters reach the handler, KeyError is 404, a failing
   handler is a logged 500, a wrong method is 405 with ``Allow``;
 - ``POST /debug/flags/s`` and ``/debug/flags/v``: absent unless enabled; set the score table's
@@ -158,35 +158,35 @@ async def test_services_lists_every_route_by_method(
         ("Gang", interfaces.Route(method="post", path="/gangs/", handler=dict)),
     )
     client = await make_client(debug_api=debug_api)
-    response = await client.get("/apis/v1/__services__")
+    response = await client.get("/berth/v1/__services__")
     assert await response.json() == {
         "GET": [
-            "/apis/v1/__services__",
-            "/apis/v1/namespaces/{namespace}/podgroups/{name}/position",
-            "/apis/v1/nodes/{name}",
-            "/apis/v1/overview",
-            "/apis/v1/plugins/Reservation/reservations/{name}",
-            "/apis/v1/queues",
-            "/apis/v1/queues/{name}/waiting",
+            "/berth/v1/__services__",
+            "/berth/v1/namespaces/{namespace}/podgroups/{name}/position",
+            "/berth/v1/nodes/{name}",
+            "/berth/v1/overview",
+            "/berth/v1/plugins/Reservation/reservations/{name}",
+            "/berth/v1/queues",
+            "/berth/v1/queues/{name}/waiting",
             "/dashboard",
             "/healthz",
             "/metrics",
             "/readyz",
         ],
-        "POST": sorted(["/apis/v1/plugins/Gang/gangs", *posts]),
+        "POST": sorted(["/berth/v1/plugins/Gang/gangs", *posts]),
     }
 
 
 async def test_visibility_is_unavailable_on_a_follower(make_client: ClientFactory) -> None:
     client = await make_client()
-    response = await client.get("/apis/v1/queues/team-a/waiting")
+    response = await client.get("/berth/v1/queues/team-a/waiting")
     assert response.status == 503
     assert "only on the leader" in (await response.json())["error"]
 
 
 async def test_node_view_is_unavailable_without_a_cache(make_client: ClientFactory) -> None:
     client = await make_client()
-    response = await client.get("/apis/v1/nodes/node-1")
+    response = await client.get("/berth/v1/nodes/node-1")
     assert response.status == 503
     assert "only on the leader" in (await response.json())["error"]
 
@@ -198,9 +198,9 @@ async def test_node_view_comes_from_the_provider(
     providers.node_lookup = nodes.get
     client = await make_client()
 
-    found = await client.get("/apis/v1/nodes/node-1")
+    found = await client.get("/berth/v1/nodes/node-1")
     assert (found.status, await found.json()) == (200, nodes["node-1"])
-    missing = await client.get("/apis/v1/nodes/node-2")
+    missing = await client.get("/berth/v1/nodes/node-2")
     assert missing.status == 404
     assert await missing.json() == {"error": "node 'node-2' is not in the scheduler's cache"}
 
@@ -222,28 +222,28 @@ def broken(request: interfaces.RouteRequest) -> interfaces.JSONValue:
     [
         (
             "GET",
-            "/apis/v1/plugins/Demo/things/ns-1/thing-1?verbose=1",
+            "/berth/v1/plugins/Demo/things/ns-1/thing-1?verbose=1",
             200,
             {"path": {"namespace": "ns-1", "name": "thing-1"}, "query": {"verbose": "1"}},
         ),
-        ("GET", "/apis/v1/plugins/Demo", 200, {"path": {}, "query": {}}),
-        ("GET", "/apis/v1/plugins/Demo/missing/x", 404, {"error": "reservation x not found"}),
+        ("GET", "/berth/v1/plugins/Demo", 200, {"path": {}, "query": {}}),
+        ("GET", "/berth/v1/plugins/Demo/missing/x", 404, {"error": "reservation x not found"}),
         (
             "GET",
-            "/apis/v1/plugins/Demo/broken",
+            "/berth/v1/plugins/Demo/broken",
             500,
             {"error": "plugin Demo failed; see the scheduler's log"},
         ),
-        ("DELETE", "/apis/v1/plugins/Demo/broken", 405, {"error": "DELETE is not allowed here"}),
+        ("DELETE", "/berth/v1/plugins/Demo/broken", 405, {"error": "DELETE is not allowed here"}),
         (
             "GET",
-            "/apis/v1/plugins/Demo/nothing/here",
+            "/berth/v1/plugins/Demo/nothing/here",
             404,
             {"error": "plugin 'Demo' has no route 'nothing/here'"},
         ),
         (
             "GET",
-            "/apis/v1/plugins/Other/x",
+            "/berth/v1/plugins/Other/x",
             404,
             {"error": "no plugin 'Other' serves routes on this replica"},
         ),
@@ -287,7 +287,7 @@ async def test_failing_plugin_handler_is_logged_with_the_plugin_name(
         ("Demo", interfaces.Route(method="GET", path="broken", handler=broken))
     )
     client = await make_client()
-    await client.get("/apis/v1/plugins/Demo/broken")
+    await client.get("/berth/v1/plugins/Demo/broken")
     assert "plugin Demo failed to serve GET broken" in caplog.text
     assert "RuntimeError: plugin bug" in caplog.text
 

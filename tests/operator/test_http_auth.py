@@ -70,7 +70,7 @@ async def test_probes_are_open_and_everything_else_needs_an_authorized_token(
 ) -> None:
     assert await status_of(f"{guarded}/healthz") == 200
     assert await status_of(f"{guarded}/readyz") == 200
-    for path in ("/metrics", "/apis/v1/__services__", "/apis/v1/nodes/n1"):
+    for path in ("/metrics", "/berth/v1/__services__", "/berth/v1/nodes/n1"):
         assert await status_of(f"{guarded}{path}") == 401
         assert await status_of(f"{guarded}{path}", "stolen") == 401
         assert await status_of(f"{guarded}{path}", "weak") == 403

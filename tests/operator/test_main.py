@@ -44,6 +44,7 @@ def make_settings(
     values: dict[str, object] = {
         "kubeconfig": kubeconfig,
         "http_host": "127.0.0.1",
+        "http_authorization": False,  # the emulator reviews no tokens
         "http_port": 0,
         "namespace": "default",
         "shutdown_timeout": 3,
@@ -154,8 +155,8 @@ async def test_leader_serves_runs_components_and_stops_cleanly(
     assert (await process.get("/readyz"))[0] == 200
     status, text = await process.get("/metrics")
     assert status == 200 and "berth_leader_status 1.0" in text
-    assert (await process.get("/apis/v1/plugins/Demo/hello")) == (200, '"hi"')
-    assert "/apis/v1/plugins/Demo/hello" in (await process.get("/apis/v1/__services__"))[1]
+    assert (await process.get("/berth/v1/plugins/Demo/hello")) == (200, '"hi"')
+    assert "/berth/v1/plugins/Demo/hello" in (await process.get("/berth/v1/__services__"))[1]
 
     process.stop.set()
     assert await finish(process) == main.ExitCode.OK
@@ -179,8 +180,8 @@ async def test_only_one_of_two_processes_leads(
     assert (await second.get("/readyz"))[0] == 200
     _, text = await second.get("/metrics")
     assert "berth_leader_status 0.0" in text
-    assert (await second.get("/apis/v1/nodes/node-1"))[0] == 503
-    assert (await second.get("/apis/v1/plugins/Demo/hello"))[0] == 404
+    assert (await second.get("/berth/v1/nodes/node-1"))[0] == 503
+    assert (await second.get("/berth/v1/plugins/Demo/hello"))[0] == 404
 
     for process in (first, second):
         process.stop.set()

@@ -64,6 +64,7 @@ async def test_preemptor_runs_after_its_slow_victim_is_gone_bound_once(
         kubeconfig=emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         leader_election={"enabled": False},
     )
@@ -73,11 +74,11 @@ async def test_preemptor_runs_after_its_slow_victim_is_gone_bound_once(
     )
     try:
         conftest.create(emulator, prioritised("victim", priority="low"), plural="pods")
-        await conftest.until(lambda: phase(emulator, "victim") == "Running", timeout=15)
+        await conftest.until(lambda: phase(emulator, "victim") == "Running", timeout=60)
         emulator.faults.add(faults.Fault("POST", EVICTION, delay=1.5))
         conftest.create(emulator, prioritised("preemptor", priority="high"), plural="pods")
         await conftest.until(
-            lambda: phase(emulator, "preemptor") in ("Running", "Failed"), timeout=10
+            lambda: phase(emulator, "preemptor") in ("Running", "Failed"), timeout=60
         )
         preemptor = stored(emulator, "preemptor")
         assert preemptor is not None

@@ -10,10 +10,10 @@ everything read with the real ``kubectl``):
 - ``kubectl get bq -o wide`` adds weight, priority, limit and the PodGroup counts;
 - ``kubectl get bpg`` shows each waiting group's position in its queue's line, ``-o wide``
   how many wait and the full reason;
-- the operator's visibility API agrees: ``/apis/v1/queues`` (states and counts), the line of
+- the operator's visibility API agrees: ``/berth/v1/queues`` (states and counts), the line of
   a queue a page at a time (``limit``, ``continue``), a PodGroup's position and its queue's
   share; an unknown queue or group is 404 with a message, a bad page size 400;
-  ``/apis/v1/overview`` and ``/dashboard`` answer;
+  ``/berth/v1/overview`` and ``/dashboard`` answer;
 - ``kubectl berth queue team-a`` prints the line with positions and reasons, from the
   PodGroups' status and from the operator's API alike; an unknown queue is an error.
 """
@@ -212,7 +212,7 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
             )
 
         # The same, from the operator's visibility API.
-        status, body = await get(port, "/apis/v1/queues")
+        status, body = await get(port, "/berth/v1/queues")
         assert status == 200
         by_name = {q["name"]: q for q in body["items"]}
         assert (by_name["orphan"]["state"], by_name["orphan"]["stateReason"]) == (
@@ -228,7 +228,7 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
             3,
         )
         ordered = sorted(range(3), key=lambda i: int(line[f"wide-{i}"][6]))
-        status, first = await get(port, "/apis/v1/queues/team-a/waiting?limit=2")
+        status, first = await get(port, "/berth/v1/queues/team-a/waiting?limit=2")
         assert status == 200
         assert (first["total"], first["continue"]) == (3, "2")
         assert [(g["position"], g["name"]) for g in first["items"]] == [
@@ -238,11 +238,11 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
         assert first["items"][0]["reason"] == (
             "no pod could be placed; 0/1 nodes fit: 1 Insufficient cpu"
         )
-        status, rest = await get(port, "/apis/v1/queues/team-a/waiting?limit=2&continue=2")
+        status, rest = await get(port, "/berth/v1/queues/team-a/waiting?limit=2&continue=2")
         assert [(g["position"], g["name"]) for g in rest["items"]] == [(3, f"wide-{ordered[2]}")]
         assert "continue" not in rest
         status, where = await get(
-            port, f"/apis/v1/namespaces/default/podgroups/wide-{ordered[1]}/position"
+            port, f"/berth/v1/namespaces/default/podgroups/wide-{ordered[1]}/position"
         )
         assert (status, where["queue"], where["position"], where["waiting"]) == (
             200,
@@ -251,19 +251,19 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
             3,
         )
         assert where["queueShare"]["allocated"] == "2 cpu"
-        assert await get(port, "/apis/v1/queues/nowhere/waiting") == (
+        assert await get(port, "/berth/v1/queues/nowhere/waiting") == (
             404,
             {"error": "queue 'nowhere' does not exist"},
         )
-        assert await get(port, "/apis/v1/namespaces/default/podgroups/nobody/position") == (
+        assert await get(port, "/berth/v1/namespaces/default/podgroups/nobody/position") == (
             404,
             {"error": "podgroup 'default/nobody' does not exist (or is not Berth's)"},
         )
-        assert await get(port, "/apis/v1/queues/team-a/waiting?limit=100000") == (
+        assert await get(port, "/berth/v1/queues/team-a/waiting?limit=100000") == (
             400,
             {"error": "limit must be between 1 and 500, got 100000"},
         )
-        status, overview = await get(port, "/apis/v1/overview")
+        status, overview = await get(port, "/berth/v1/overview")
         assert status == 200
         assert {q["name"] for q in overview["queues"]} >= {"team-a", "orphan", "shut"}
         assert [n["name"] for n in overview["nodes"]] == ["pool0-0"]
@@ -273,7 +273,7 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
         assert (amounts["allocated"]["cpu"], amounts["fairShare"]["cpu"]) == (2000, 4000)
         assert amounts["guaranteed"]["cpu"] == 4000
         status, page = await get(port, "/dashboard")
-        assert status == 200 and "/apis/v1/overview" in page
+        assert status == 200 and "/berth/v1/overview" in page
 
         for extra in ([], ["--operator", f"http://127.0.0.1:{port}"]):
             shown = await plugin(emulator, "queue", "team-a", *extra)

@@ -198,16 +198,16 @@ async def test_failover_during_a_burst_binds_every_pod_exactly_once(
     first = Replica(cluster, tmp_path, "replica-a")
     second: Replica | None = None
     try:
-        await wait_for(lambda: cluster.holder() == "replica-a", timeout=20, what="a to lead")
-        await wait_for(lambda: bool(first.beats()), timeout=20, what="a's plugin controller")
+        await wait_for(lambda: cluster.holder() == "replica-a", timeout=60, what="a to lead")
+        await wait_for(lambda: bool(first.beats()), timeout=60, what="a's plugin controller")
         second = Replica(cluster, tmp_path, "replica-b")
         await wait_for(
             lambda: second is not None and second.logged("is held by replica-a"),
-            timeout=20,
+            timeout=60,
             what="b to follow",
         )
         creating = asyncio.create_task(asyncio.to_thread(cluster.create_pods, BURST))
-        await wait_for(lambda: cluster.bound() >= 300, timeout=30, what="a to bind some pods")
+        await wait_for(lambda: cluster.bound() >= 300, timeout=120, what="a to bind some pods")
         first.process.send_signal(signal.SIGKILL)
         killed = time.time()
         first.process.wait(5)
@@ -273,12 +273,12 @@ async def test_restart_mid_burst_rebuilds_state_and_finishes(
     try:
         await wait_for(
             lambda: reservation(cluster).get("phase") == "Available",
-            timeout=20,
+            timeout=60,
             what="the reservation to be placed",
         )
         placed = reservation(cluster)
         creating = asyncio.create_task(asyncio.to_thread(cluster.create_pods, BURST))
-        await wait_for(lambda: cluster.bound() >= 500, timeout=30, what="some pods bound")
+        await wait_for(lambda: cluster.bound() >= 500, timeout=120, what="some pods bound")
         assert replica.stop(signal.SIGTERM) == 0
         stopped_at = cluster.bound()
         assert cluster.holder() == ""  # released on the way out
@@ -326,6 +326,7 @@ async def test_flaky_bindings_still_bind_every_pod_exactly_once(cluster: Cluster
         kubeconfig=cluster.emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         bind_timeout=0.5,
         leader_election={"identity": "flaky"},

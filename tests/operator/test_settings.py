@@ -46,6 +46,7 @@ def test_defaults_are_kube_scheduler_timings_and_documented_values() -> None:
     assert s.scheduler_name == "berth-scheduler"
     assert s.mode is settings.Mode.SCHEDULER
     assert s.http_port == 8080
+    assert s.http_authorization is True  # secure by default, as kube-scheduler's secure port
     assert s.enable_debug_api is False
     assert s.kubeconfig is None
     assert s.config is None

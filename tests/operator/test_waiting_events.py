@@ -63,7 +63,7 @@ async def test_a_waiting_pod_has_one_event_counting_ten_minutes_of_repeats(
         await kubectl(emulator, "apply", "-f", "-", input=HUGE)
         pod = json.loads(await kubectl(emulator, "get", "pod", "huge-0", "-o", "json"))
         uid = pod["metadata"]["uid"]
-        await conftest.until(lambda: bool(events_of(emulator, uid)), timeout=20)
+        await conftest.until(lambda: bool(events_of(emulator, uid)), timeout=60)
         described = await kubectl(emulator, "describe", "pod", "huge-0")
         (row,) = event_rows(described)
         assert re.match(
@@ -78,7 +78,7 @@ async def test_a_waiting_pod_has_one_event_counting_ten_minutes_of_repeats(
             def counted(minute: int = minute) -> bool:
                 return any(e.get("count", 0) > minute for e in events_of(emulator, uid))
 
-            await conftest.until(counted, timeout=20)
+            await conftest.until(counted, timeout=60)
         found = events_of(emulator, uid)
         assert len(found) <= 3, found
         (failed,) = [e for e in found if e["reason"] == "FailedScheduling"]

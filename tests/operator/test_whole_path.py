@@ -13,7 +13,7 @@ simulated nodes; CRDs and ``examples/`` are applied with the real ``kubectl``):
   scheduler's full explanation in its condition;
 - ``kubectl get bq`` shows queue usage; ``kubectl get events`` shows ``Scheduled`` for pods
   and ``FailedScheduling`` for the gang that waits;
-- ``/apis/v1/__services__`` lists every route, plugin routes included; ``/apis/v1/nodes/{n}``
+- ``/berth/v1/__services__`` lists every route, plugin routes included; ``/berth/v1/nodes/{n}``
   shows the scheduler's view of a node; ``/metrics`` has sensible values.
 """
 
@@ -107,6 +107,7 @@ async def test_examples_applied_with_kubectl_are_placed_run_and_explained(
         kubeconfig=emulator.kubeconfig,
         namespace="default",
         http_host="127.0.0.1",
+        http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
         leader_election={"identity": "whole-path"},
     )
@@ -121,9 +122,9 @@ async def test_examples_applied_with_kubectl_are_placed_run_and_explained(
         )
     )
     try:
-        await conftest.until(lambda: bool(ports), timeout=10)
+        await conftest.until(lambda: bool(ports), timeout=60)
         port = ports[0]
-        await conftest.until(lambda: emulator.faults.pending == 0, timeout=10)
+        await conftest.until(lambda: emulator.faults.pending == 0, timeout=60)
         status, body = await get(port, "/readyz")
         conditions = {c["name"]: c for c in json.loads(body)["conditions"]}
         assert status == 503
@@ -148,7 +149,7 @@ async def test_examples_applied_with_kubectl_are_placed_run_and_explained(
             found = emulator.call(api.storage.get, resource.key, "default", "train-capacity")
             return bool(found and (found.get("status") or {}).get("phase") == "Available")
 
-        await conftest.until(placed, timeout=10)
+        await conftest.until(placed, timeout=60)
         await kubectl(emulator, "apply", "-f", str(examples / "03-reservation/20-owner.yaml"))
 
         examples = ("train-0", "train-1", "train-2", "train-3", "trainer", "hello")
@@ -193,17 +194,17 @@ async def test_examples_applied_with_kubectl_are_placed_run_and_explained(
         )
         assert re.search(r"Warning\s+FailedScheduling\s+podgroup/huge", listed), listed
 
-        status, body = await get(port, "/apis/v1/__services__")
+        status, body = await get(port, "/berth/v1/__services__")
         services = json.loads(body)
         assert {
             "/healthz",
             "/readyz",
             "/metrics",
-            "/apis/v1/__services__",
-            "/apis/v1/nodes/{name}",
+            "/berth/v1/__services__",
+            "/berth/v1/nodes/{name}",
         } <= set(services["GET"])
-        assert any(path.startswith("/apis/v1/plugins/Reservation/") for path in services["GET"])
-        status, body = await get(port, "/apis/v1/nodes/gpu-0")
+        assert any(path.startswith("/berth/v1/plugins/Reservation/") for path in services["GET"])
+        status, body = await get(port, "/berth/v1/nodes/gpu-0")
         node = json.loads(body)
         assert node["allocatableMilli"]["nvidia.com/gpu"] == 4000
         assert node["requestedMilli"]["nvidia.com/gpu"] == 1000

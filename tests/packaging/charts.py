@@ -146,7 +146,10 @@ EVERY_OPTION: Values = {
     "extraPlugins": [{"name": "BalancedAllocation", "weight": 2}],
     "extraArgs": ["--namespace=batch-system"],
     "extraEnv": [{"name": "PYTHONFAULTHANDLER", "value": "1"}],
-    "http": {"port": 9090},
+    "http": {
+        "port": 9090,
+        "viewers": [{"kind": "Group", "name": "ops", "apiGroup": "rbac.authorization.k8s.io"}],
+    },
     "serviceAccount": {
         "create": True,
         "name": "batch-scheduler-sa",

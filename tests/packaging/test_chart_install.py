@@ -8,6 +8,8 @@ Aspects:
 - the profile ConfigMap holds the profile with the extra plugins appended;
 - the ClusterRole and the leader-election Role are bound to the chart's ServiceAccount (what
   they grant is checked against recorded operator runs in ``test_rbac_recorded.py``);
+- the viewer ClusterRole grants reading the HTTP API (``/berth/*``, ``/dashboard``,
+  ``/metrics``) and is bound only to the subjects ``http.viewers`` names;
 - the leader fence (a ValidatingAdmissionPolicy with the release's Lease as its parameter)
   names the release's ServiceAccount and Lease, and is left out without leader election or
   when turned off;
@@ -126,6 +128,8 @@ EXPECTED_OBJECTS = {
         ("RoleBinding", "berth-leader-election"),
         ("ClusterRole", "berth"),
         ("ClusterRoleBinding", "berth"),
+        # Who may read the HTTP API (viewer-rbac.yaml): granted, bound to nobody by default.
+        ("ClusterRole", "berth-viewer"),
         # The server-side leader fence (leader-fence.yaml).
         ("ValidatingAdmissionPolicy", "berth-leader-fence"),
         ("ValidatingAdmissionPolicyBinding", "berth-leader-fence"),
@@ -141,6 +145,8 @@ EXPECTED_OBJECTS = {
         ("RoleBinding", "batch-scheduler-leader-election"),
         ("ClusterRole", "batch-scheduler"),
         ("ClusterRoleBinding", "batch-scheduler"),
+        ("ClusterRole", "batch-scheduler-viewer"),
+        ("ClusterRoleBinding", "batch-scheduler-viewer"),
         ("ValidatingAdmissionPolicy", "batch-scheduler-leader-fence"),
         ("ValidatingAdmissionPolicyBinding", "batch-scheduler-leader-fence"),
         # Admission mode (admission-*.yaml): the webhook, its Service and TLS Secret, and the
@@ -413,6 +419,22 @@ def test_cluster_role_is_bound_to_the_service_account(cluster: testing.RunningEm
     }
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "berth", "namespace": "berth-system"}
+    ]
+
+
+def test_the_viewer_role_grants_reading_the_http_api_and_binds_only_who_is_named(
+    cluster: testing.RunningEmulator,
+) -> None:
+    defaults = get(cluster, CLUSTER_SCOPED, release="berth", namespace=None)
+    assert defaults[("ClusterRole", "berth-viewer")]["rules"] == [
+        {"nonResourceURLs": ["/berth/*", "/dashboard", "/metrics"], "verbs": ["get"]}
+    ]
+    assert ("ClusterRoleBinding", "berth-viewer") not in defaults  # nobody unless named
+    named = get(cluster, CLUSTER_SCOPED, release="batch", namespace=None)
+    binding = named[("ClusterRoleBinding", "batch-scheduler-viewer")]
+    assert binding["roleRef"]["name"] == "batch-scheduler-viewer"
+    assert binding["subjects"] == [
+        {"kind": "Group", "name": "ops", "apiGroup": "rbac.authorization.k8s.io"}
     ]
 
 

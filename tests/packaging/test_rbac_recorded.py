@@ -733,9 +733,12 @@ def test_the_lease_is_reached_through_the_role_in_the_release_namespace(
 def test_no_wildcards_and_no_secrets(recording: Recording) -> None:
     for role in roles(recording):
         for rule in role["rules"]:
-            values = [*rule["apiGroups"], *rule["resources"], *rule["verbs"]]
+            # The viewer role's rule names paths (nonResourceURLs), no API group or resource.
+            resources = rule.get("resources", [])
+            values = [*rule.get("apiGroups", []), *resources, *rule["verbs"]]
             assert "*" not in values, (role["metadata"]["name"], rule)
-            assert not any(r.split("/")[0] == "secrets" for r in rule["resources"]), rule
+            assert "*" not in rule.get("nonResourceURLs", []), (role["metadata"]["name"], rule)
+            assert not any(r.split("/")[0] == "secrets" for r in resources), rule
     assert not any(call.resource.startswith("secrets") for call in recording.calls)
 
 

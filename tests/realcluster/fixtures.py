@@ -26,6 +26,41 @@ from tests.realcluster import cluster
 NODES = ("6x cpu=8,memory=32Gi,pods=110", "2x cpu=4,memory=16Gi label=pool=small name=small")
 
 
+LOG_LINES = 60
+"""Lines of each component's log a failed real-cluster test shows."""
+
+
+def _tail(path: pathlib.Path, lines: int) -> str:
+    try:
+        text = path.read_bytes()[-200_000:].decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> collections.abc.Iterator[None]:
+    """A failed real-cluster test shows the end of each component's log and of each Berth
+    process's it started (kept after the session in the logs folder), not just their paths."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    handle = getattr(item, "funcargs", {}).get("real")
+    if (
+        not report.failed
+        or report.when == "teardown"
+        or not isinstance(handle, cluster.RealCluster)
+    ):
+        return
+    logs = [(name, p.log) for name, p in handle.plane.processes.items()]
+    logs += [(f"berth {b.identity}", b.process.log) for b in handle.started]
+    for name, path in logs:
+        report.sections.append(
+            (f"{name}: last {LOG_LINES} lines of {path}", _tail(path, LOG_LINES))
+        )
+
+
 @pytest.fixture(scope="session")
 def real_cluster() -> collections.abc.Iterator[cluster.RealCluster]:
     try:

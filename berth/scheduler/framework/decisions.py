@@ -106,10 +106,12 @@ class BindClaimVolume(_Addressed):
     """Reserve the PersistentVolume ``volume`` for the claim (its ``spec.claimRef``): the
     pre-binding kube-scheduler's volume binder does for a delayed-binding claim it matched to
     a static volume; kube-controller-manager's PV binder then completes the binding. For the
-    pod ``pod`` (``namespace/name``)."""
+    pod ``pod`` (``namespace/name``). Written only onto the volume at ``version`` (its
+    ``resourceVersion`` when chosen): a volume changed since may be another claim's."""
 
     uid: str  # the claim's
     volume: str
+    version: str
     pod: str
 
 

@@ -50,7 +50,7 @@ class ControllerRegistry:
 
 
 class ServiceRegistry:
-    """HTTP routes by plugin, mounted by the operator under ``/apis/v1/plugins/<Plugin>/``.
+    """HTTP routes by plugin, mounted by the operator under ``/berth/v1/plugins/<Plugin>/``.
 
     Registering the same plugin twice is ignored (first wins); two routes of one plugin with
     the same method and path are an error.
@@ -79,8 +79,8 @@ class ServiceRegistry:
 
     @staticmethod
     def full_path(plugin: str, route: interfaces.Route) -> str:
-        """Where the operator serves ``route``: ``/apis/v1/plugins/<plugin>/<path>``."""
-        return f"/apis/v1/plugins/{plugin}/{route.path.strip('/')}"
+        """Where the operator serves ``route``: ``/berth/v1/plugins/<plugin>/<path>``."""
+        return f"/berth/v1/plugins/{plugin}/{route.path.strip('/')}"
 
 
 class ExtendedHandle:

@@ -454,7 +454,7 @@ class RouteRequest:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Route:
-    """One HTTP route, served at ``/apis/v1/plugins/<Plugin>/<path>``.
+    """One HTTP route, served at ``/berth/v1/plugins/<Plugin>/<path>``.
 
     ``path`` is relative and may hold ``{name}`` parameters (``"gangs/{namespace}/{name}"``).
     ``handler`` must be quick and must not block: it reads what the plugin last published.

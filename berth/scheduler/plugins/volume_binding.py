@@ -14,21 +14,33 @@ Kubernetes' ``VolumeBinding`` plugin, vectorised over the node table (the snapsh
   ``allowedTopologies`` include the node; once another pod using it is placed (earlier in the
   session too: gang members sharing a claim), only the nodes such pods are on, and still only
   where a volume is found for it; once annotated with a selected node, only that node.
-- PreBind does what kube-scheduler's volume binder does for each such claim: it reserves the
-  static volume chosen on the node for it (``spec.claimRef``,
-  :class:`~berth.scheduler.framework.decisions.BindClaimVolume`), which kube-controller-manager's
-  PV binder then completes, or, to be provisioned, annotates it with the node
-  (``volume.kubernetes.io/selected-node``, :class:`~berth.scheduler.framework.decisions.
-  SelectClaimNode`); the binder then holds the pod's binding until its claims are bound
-  (``BindPod.claims``).
+- Reserve chooses, for each such claim, the volume it gets on the node: the static volume
+  already reserved for it (``spec.claimRef``, or assumed so by the cache while the sink writes
+  it) if any, else the smallest fitting available one, else a provisioner's. The choice is the
+  session's (kube-scheduler's ``AssumePodVolumes``): a volume chosen for one claim is no other
+  claim's for the rest of the session, Filter included, and a claim chosen for once (gang
+  members, or two pods sharing it) keeps that volume; Unreserve gives it back.
+- PreBind does what kube-scheduler's volume binder does for each chosen claim, once (the first
+  pod that chose it): it reserves the chosen static volume for it (``spec.claimRef``,
+  :class:`~berth.scheduler.framework.decisions.BindClaimVolume`, carrying the volume's
+  ``resourceVersion`` so that the write lands only on the volume as it was when chosen), which
+  kube-controller-manager's PV binder then completes, or, to be provisioned, annotates it with
+  the node (``volume.kubernetes.io/selected-node``,
+  :class:`~berth.scheduler.framework.decisions.SelectClaimNode`); the binder then holds the
+  pod's binding until its claims are bound (``BindPod.claims``).
 
-Not done (kube-scheduler does): two unbound claims of one session matched to the same static
-volume are not told apart, and storage capacity tracking (CSIStorageCapacity) is not read.
+Across sessions the cache holds a volume the sink reserves as the claim's until the API shows
+a newer version of it (:meth:`~berth.scheduler.snapshot.cache.ClusterCache.assume_volume`), and
+the sink's write is refused (409) if the volume changed since it was chosen: the pod is then
+tried again on a fresh view. So one volume never goes to two claims.
+
+Not done (kube-scheduler does): storage capacity tracking (CSIStorageCapacity) is not read.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import numpy as np
 
@@ -44,6 +56,9 @@ from berth.scheduler.framework import (
 )
 from berth.scheduler.plugins import names
 from berth.scheduler.snapshot import nodetable, podconstraints, pods, selectors, volumes
+
+if typing.TYPE_CHECKING:
+    from berth.scheduler.framework import sessions
 
 __all__ = [
     "NAME",
@@ -126,14 +141,50 @@ def _terms_mask(
     return found
 
 
-def _fits(volume: volumes.VolumeInfo, claim: volumes.ClaimInfo) -> bool:
-    """Whether the PV binder could bind ``claim`` to ``volume`` (class, size, modes)."""
+@dataclasses.dataclass
+class _Choice:
+    """The volume a claim gets this session (None: one its class provisions on ``node``), and
+    the pods placed with it, first the one whose PreBind writes the choice."""
+
+    volume: str | None
+    node: str
+    users: list[str]
+
+
+class _Chosen:
+    """The session's choices (kube-scheduler's assumed volumes): claim -> choice, and the
+    volumes they take."""
+
+    def __init__(self) -> None:
+        self.claims: dict[str, _Choice] = {}
+        self.volumes: dict[str, str] = {}  # volume -> the claim that took it
+        self.of_pod: dict[str, tuple[str, ...]] = {}  # pod -> claims it is a user of
+
+    def holder(self, volume: volumes.VolumeInfo) -> str | None:
+        """The claim ``volume`` is reserved for, this session's choices included."""
+        return self.volumes.get(volume.name, volume.claim)
+
+
+def _fits(volume: volumes.VolumeInfo, claim: volumes.ClaimInfo, *, chosen: _Chosen) -> bool:
+    """Whether the PV binder could bind ``claim`` to ``volume`` (free or reserved for it, class,
+    size, modes), with the session's choices counted."""
+    holder = chosen.holder(volume)
     return (
-        (volume.available or volume.claim == claim.key)
+        (holder == claim.key or (holder is None and volume.available))
         and volume.storage_class == claim.storage_class
         and volume.capacity >= claim.request
         and claim.access_modes <= volume.access_modes
     )
+
+
+def _ordered(
+    claim: volumes.ClaimInfo, storage: volumes.Volumes, *, chosen: _Chosen
+) -> list[volumes.VolumeInfo]:
+    """The volumes ``claim`` could get, in the order the PV binder matches them: one reserved
+    for it first (``FindMatchingVolume`` returns a pre-bound volume at once), then the smallest."""
+    found = [v for v in storage.candidates(claim) if _fits(v, claim, chosen=chosen)]
+    found.sort(key=lambda v: chosen.holder(v) != claim.key)  # stable: smallest first after
+    return found
 
 
 def _bindable(
@@ -141,20 +192,28 @@ def _bindable(
     *,
     storage: volumes.Volumes,
     nodes: nodetable.NodeTable,
+    chosen: _Chosen,
 ) -> filtering.BoolArray:
-    """Rows where every one of ``claims`` gets a volume of its own: per row, each claim in
-    turn takes the smallest fitting static volume no earlier claim took there (as
-    kube-scheduler's binder matches), else one its class's provisioner creates there."""
+    """Rows where every one of ``claims`` gets a volume of its own: a claim chosen for earlier
+    in the session where its volume is (or its provisioner, for one to be provisioned); else,
+    per row, each claim in turn takes the first volume in the binder's order that no earlier
+    claim took there, else one its class's provisioner creates there."""
     size = len(nodes)
     every = np.ones(size, dtype=np.bool_)
     if not claims:
         return every
     taken: dict[str, filtering.BoolArray] = {}  # volume -> rows where an earlier claim took it
     for claim, cls in claims:
+        choice = chosen.claims.get(claim.key)
+        if choice is not None:
+            volume = storage.volumes.get(choice.volume) if choice.volume is not None else None
+            if volume is not None:
+                every &= _terms_mask(volume.node_affinity, nodes)
+            elif cls.provisions:
+                every &= _terms_mask(cls.allowed_topologies, nodes)
+            continue
         got = np.zeros(size, dtype=np.bool_)
-        for volume in storage.candidates(claim):
-            if not _fits(volume, claim):
-                continue
+        for volume in _ordered(claim, storage, chosen=chosen):
             free = _terms_mask(volume.node_affinity, nodes) & ~got
             used = taken.get(volume.name)
             if used is not None:
@@ -171,10 +230,12 @@ def _bindable(
 class VolumeBinding(
     interfaces.PreFilterPlugin,
     interfaces.FilterPlugin,
+    interfaces.ReservePlugin,
     interfaces.PreBindPlugin,
+    interfaces.SessionPlugin,
     interfaces.ConstraintPlugin,
 ):
-    """PreFilter, Filter, PreBind; see the module docstring."""
+    """PreFilter, Filter, Reserve, PreBind; see the module docstring."""
 
     name = NAME
     understands = frozenset(
@@ -183,6 +244,13 @@ class VolumeBinding(
 
     def __init__(self, handle: handles.ExtendedHandle) -> None:
         self._handle = handle
+        self._chosen = _Chosen()  # the open session's; empty between sessions (R8)
+
+    def on_session_open(self, session: sessions.Session) -> None:
+        self._chosen = _Chosen()
+
+    def on_session_close(self, session: sessions.Session) -> None:
+        self._chosen = _Chosen()
 
     def pre_filter(
         self, state: cyclestate.CycleState, pod: pods.PodInfo, nodes: nodetable.NodeTable
@@ -241,7 +309,7 @@ class VolumeBinding(
             if row is not None:
                 only[row] = True
             selected &= only
-        bindable = _bindable(waiting, storage=storage, nodes=nodes)
+        bindable = _bindable(waiting, storage=storage, nodes=nodes, chosen=self._chosen)
         passed = affinity & selected & bindable
 
         def explain() -> filtering.Reasons:
@@ -258,13 +326,8 @@ class VolumeBinding(
             reason_code=reasons.ReasonCode.VOLUME_NODE_CONFLICT,
         )
 
-    def pre_bind(
-        self,
-        state: cyclestate.CycleState,
-        pod: pods.PodInfo,
-        node: str,
-        *,
-        recorder: decisions.DecisionRecorder,
+    def reserve(
+        self, state: cyclestate.CycleState, pod: pods.PodInfo, node: str
     ) -> statuses.Status:
         if not pod.claims:
             return statuses.SUCCESS
@@ -273,30 +336,66 @@ class VolumeBinding(
         storage = snapshot.volumes
         info = snapshot.node_infos.get(node)
         labels = info.labels if info is not None else {}
-        taken: set[str] = set()
+        chosen = self._chosen
+        mine: list[str] = []
         for key in pod.claim_keys:
             claim = storage.claims.get(key)
-            if claim is None or claim.volume_name:
+            if claim is None or claim.volume_name or key in mine:
                 continue
-            namespace, _, name = key.partition("/")
+            mine.append(key)
+            choice = chosen.claims.get(key)
+            if choice is not None:
+                choice.users.append(pod.key)
+                continue
             volume = next(
                 (
                     v
-                    for v in storage.candidates(claim)
-                    if v.name not in taken
-                    and _fits(v, claim)
-                    and (
-                        v.node_affinity is None
-                        or any(
-                            selectors.matches(t, labels=labels, node_name=node)
-                            for t in v.node_affinity
-                        )
+                    for v in _ordered(claim, storage, chosen=chosen)
+                    if v.node_affinity is None
+                    or any(
+                        selectors.matches(t, labels=labels, node_name=node) for t in v.node_affinity
                     )
                 ),
                 None,
             )
             if volume is not None:
-                taken.add(volume.name)
+                chosen.volumes[volume.name] = key
+            chosen.claims[key] = _Choice(
+                volume.name if volume is not None else None, node, [pod.key]
+            )
+        chosen.of_pod[pod.key] = tuple(mine)
+        return statuses.SUCCESS
+
+    def unreserve(self, state: cyclestate.CycleState, pod: pods.PodInfo, node: str) -> None:
+        chosen = self._chosen
+        for key in chosen.of_pod.pop(pod.key, ()):
+            choice = chosen.claims.get(key)
+            if choice is None or pod.key not in choice.users:
+                continue
+            choice.users.remove(pod.key)
+            if not choice.users:
+                del chosen.claims[key]
+                if choice.volume is not None:
+                    chosen.volumes.pop(choice.volume, None)
+
+    def pre_bind(
+        self,
+        state: cyclestate.CycleState,
+        pod: pods.PodInfo,
+        node: str,
+        *,
+        recorder: decisions.DecisionRecorder,
+    ) -> statuses.Status:
+        chosen = self._chosen
+        storage = self._handle.snapshot().volumes
+        for key in chosen.of_pod.get(pod.key, ()):
+            choice = chosen.claims.get(key)
+            claim = storage.claims.get(key)
+            if choice is None or claim is None or choice.users[0] != pod.key:
+                continue  # the first pod placed with the claim writes its choice
+            namespace, _, name = key.partition("/")
+            volume = storage.volumes.get(choice.volume) if choice.volume is not None else None
+            if volume is not None:
                 if volume.claim != key:
                     recorder.record(
                         decisions.BindClaimVolume(
@@ -304,6 +403,7 @@ class VolumeBinding(
                             name=name,
                             uid=claim.uid,
                             volume=volume.name,
+                            version=volume.version,
                             pod=pod.key,
                         )
                     )

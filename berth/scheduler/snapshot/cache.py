@@ -6,7 +6,10 @@ re-sums every pod), group membership, the resolution of pod priorities (Priority
 queues (a pod's label, else its group's; a plain pod of Berth's joins its namespace's default
 queue, else ``plain_pods_queue``, as a group of one), and pods assumed by the decision sink
 while their binding is in flight (they count as placed until the API confirms the binding or
-the sink forgets them).
+the sink forgets them). PersistentVolumes the sink reserves for a claim are assumed the same way
+(kube-scheduler's assume cache): the volume counts as the claim's from the decision on, until the
+informer brings a newer version of it (the API's word, whatever it says) or the sink forgets the
+assumption because its write was refused.
 
 GPU sharing (:mod:`.gpushare`): the cache indexes the placed pods holding a share of a GPU by
 node (the snapshot's ``shared_gpus``: where they are on its devices, from which a session builds
@@ -144,6 +147,10 @@ class ClusterCache:
         # by node; frozen into one Volumes view until the next change.
         self._claims: dict[str, volumes.ClaimInfo] = {}
         self._volumes: dict[str, volumes.VolumeInfo] = {}
+        # Volumes reserved by the sink for a claim, not confirmed yet: name -> (claim key, the
+        # resourceVersion the reservation was decided on). Shown as the claim's while the
+        # informer's version is that one (kube-scheduler's passive assume cache).
+        self._assumed_volumes: dict[str, tuple[str, str]] = {}
         self._storage_classes: dict[str, volumes.ClassInfo] = {}
         self._attach_limits: dict[str, dict[str, int]] = {}
         self._volumes_view: volumes.Volumes | None = volumes.EMPTY
@@ -729,20 +736,48 @@ class ClusterCache:
         return self._claims.get(key)
 
     def add_volume(self, raw: typing.Any, /) -> None:
-        """Add or update a PersistentVolume."""
+        """Add or update a PersistentVolume; a newer version ends its assumption."""
         info = volumes.volume_info(raw)
         if self._volumes.get(info.name) != info:
             self._changes.world_changed()
         self._volumes[info.name] = info
+        assumed = self._assumed_volumes.get(info.name)
+        if assumed is not None and assumed[1] != info.version:
+            del self._assumed_volumes[info.name]  # the API has spoken since: its word stands
         self._volumes_view = None
 
     update_volume = add_volume
 
     def remove_volume(self, volume: typing.Any, /) -> None:
         """Remove a PersistentVolume (by name or object)."""
-        if self._volumes.pop(_name_of(volume), None) is not None:
+        name = _name_of(volume)
+        self._assumed_volumes.pop(name, None)
+        if self._volumes.pop(name, None) is not None:
             self._changes.world_changed()
             self._volumes_view = None
+
+    def assume_volume(self, name: str, /, *, claim: str, version: str) -> bool:
+        """Count the PersistentVolume ``name`` as reserved for ``claim`` (``namespace/name``)
+        while the sink's write of its ``claimRef`` is in flight, decided on the volume at
+        ``version``. False (nothing assumed) when the cache holds another version of it, or
+        none: the decision was made on a view the API has already moved past."""
+        info = self._volumes.get(name)
+        if info is None or info.version != version:
+            return False
+        self._assumed_volumes[name] = (claim, version)
+        self._volumes_view = None
+        return True
+
+    def forget_volume(self, name: str, /, *, version: str) -> bool:
+        """Undo :meth:`assume_volume` (its write was refused): the volume is as the informer
+        last showed it again. False when that assumption is not held (any more)."""
+        assumed = self._assumed_volumes.get(name)
+        if assumed is None or assumed[1] != version:
+            return False
+        del self._assumed_volumes[name]
+        self._changes.world_changed()  # free again: a pod waiting for it may fit now
+        self._volumes_view = None
+        return True
 
     def add_storage_class(self, raw: typing.Any, /) -> None:
         """Add or update a StorageClass."""
@@ -778,9 +813,12 @@ class ClusterCache:
 
     def _storage(self) -> volumes.Volumes:
         if self._volumes_view is None:
+            shown = dict(self._volumes)
+            for name, (claim, _) in self._assumed_volumes.items():
+                shown[name] = dataclasses.replace(shown[name], claim=claim)
             self._volumes_view = volumes.Volumes(
                 claims=types.MappingProxyType(dict(self._claims)),
-                volumes=types.MappingProxyType(dict(self._volumes)),
+                volumes=types.MappingProxyType(shown),
                 classes=types.MappingProxyType(dict(self._storage_classes)),
                 attach_limits=types.MappingProxyType(
                     {n: types.MappingProxyType(dict(d)) for n, d in self._attach_limits.items()}

@@ -28,6 +28,7 @@ import dataclasses
 import enum
 import typing
 
+from berth.api import reservations as api_reservations
 from berth.scheduler.snapshot import selectors, wire
 
 __all__ = [
@@ -274,7 +275,13 @@ def parse_label_selector(
         elif req.operator not in _LABEL_OPERATORS:
             sink.add(where, f"operator {req.operator!r} is not In, NotIn, Exists or DoesNotExist")
         elif not req.valid:
-            sink.add(where, f"operator {req.operator} with values {list(req.values)}")
+            # As the API server says it of Berth's own kinds (the CRDs' rule).
+            wants = (
+                api_reservations.VALUES_REQUIRED
+                if req.operator in (selectors.IN, selectors.NOT_IN)
+                else api_reservations.VALUES_FORBIDDEN
+            )
+            sink.add(where, f"{wants} (operator {req.operator} with values {list(req.values)})")
         reqs.append(req)
     return LabelSelector(tuple(reqs))
 

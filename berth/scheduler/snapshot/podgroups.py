@@ -15,6 +15,7 @@ import dataclasses
 import typing
 
 from berth.api import errors, keys, resources
+from berth.api import podgroups as api_podgroups
 from berth.scheduler.snapshot import ids, podconstraints, pods, queues, wire
 
 __all__ = [
@@ -119,22 +120,20 @@ def pod_group_info(
     meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
-    invalid: str | None = None
     min_resources = resources.ResourceList()
+    # Out of range: said as the API server says it (the field, the CRDs' message).
+    invalid = wire.range_problem(wire.sub(spec, "minResources"), field="spec.minResources")
     try:
-        min_resources = resources.ResourceList(
-            {str(k): wire.milli(v) for k, v in wire.sub(spec, "minResources").items()}
-        )
-        if min_resources.is_negative():
-            invalid, min_resources = (
-                "invalid minResources: negative quantity",
-                resources.ResourceList(),
+        if invalid is None:
+            min_resources = resources.ResourceList(
+                {str(k): wire.milli(v) for k, v in wire.sub(spec, "minResources").items()}
             )
     except errors.QuantityError as exc:
         invalid = f"invalid minResources: {exc}"
     min_member = spec.get("minMember", 1)
     if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
-        invalid, min_member = invalid or f"invalid minMember {min_member!r}", 1
+        too_few = f"spec.minMember: {api_podgroups.MIN_MEMBER} (got {min_member!r})"
+        invalid, min_member = invalid or too_few, 1
     topology, problem = _topology(spec.get("topology"), field="spec.topology")
     sub_groups, sub_problem = _sub_groups(spec.get("subGroups"))
     delay, delay_problem = queues.preemption_delay(spec)
@@ -205,7 +204,7 @@ def _sub_groups(raw: typing.Any, /) -> tuple[tuple[SubGroupInfo, ...], str | Non
         if not isinstance(name, str) or not name:
             return (), f"{field}.name: must be a non-empty string"
         if name in seen:
-            return (), f"{field}.name: {name} is listed twice"
+            return (), f"spec.subGroups: {api_podgroups.SUB_GROUP_NAMES} ({name} is listed twice)"
         seen.add(name)
         min_member = item.get("minMember", 1)
         if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:

@@ -13,7 +13,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import durations, errors, keys, resources
+from berth.api import durations, errors, keys, resources, rules
 from berth.scheduler.snapshot import ids, selectors, wire
 
 __all__ = [
@@ -114,9 +114,9 @@ def _quantities(raw: wire.Raw, /, *, field: str) -> dict[str, int]:
         try:
             value = wire.milli(text)
         except errors.QuantityError as exc:
-            raise errors.QuantityError(f"{field} {name}: {exc}") from None
+            raise errors.QuantityError(f"spec.{field}.{name}: {exc}") from None
         if value < 0:
-            raise errors.QuantityError(f"{field} {name}: negative quantity {text!r}")
+            raise errors.QuantityError(f"spec.{field}.{name}: negative quantity {text!r}")
         out[str(name)] = value
     return out
 
@@ -133,7 +133,10 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         if isinstance(spec.get("limit"), collections.abc.Mapping):
             limit = _quantities(wire.sub(spec, "limit"), field="limit")
     except errors.QuantityError as exc:
-        invalid, guaranteed, limit = f"invalid quota: {exc}", {}, {}
+        # Out of range: said as the API server says it (the field, the CRDs' message).
+        found = wire.range_problem(wire.sub(spec, "guaranteed"), field="spec.guaranteed")
+        found = found or wire.range_problem(wire.sub(spec, "limit"), field="spec.limit")
+        invalid, guaranteed, limit = f"invalid quota: {found or exc}", {}, {}
     delay, problem = preemption_delay(spec)
     invalid = invalid or problem
     weight = spec.get("weight", 1)
@@ -177,7 +180,8 @@ def preemption_delay(spec: wire.Raw, /) -> tuple[float | None, str | None]:
     try:
         return durations.parse_duration(raw).seconds, None
     except errors.DurationError as exc:
-        return None, f"spec.preemptionDelay: {exc}"
+        # As the API server says it (the CRDs' rule), then what exactly is wrong.
+        return None, f"spec.preemptionDelay: preemptionDelay {rules.DURATION_FORM} ({exc})"
 
 
 def default_queue() -> QueueInfo:

@@ -30,6 +30,7 @@ import json
 import typing
 
 from berth.api import durations, errors, keys, resources
+from berth.api import reservations as api_reservations
 from berth.scheduler.snapshot import ids, pods, selectors, wire
 
 __all__ = [
@@ -164,7 +165,7 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
         try:
             ttl = durations.parse_ms(str(spec["ttl"])) / 1000
         except errors.DurationError as exc:
-            invalid = f"invalid ttl: {exc}"
+            invalid = f"spec.ttl: {exc}"
     elif expires is None:
         ttl = DEFAULT_TTL_SECONDS
     try:
@@ -263,13 +264,19 @@ def _selector_problem(owner: ReservationOwner) -> str | None:
     excluded: dict[str, set[str]] = {}
     for key, value in owner.match_labels:
         must[key] = {value}
-    for req in owner.match_expressions:
+    for i, req in enumerate(owner.match_expressions):
         if req.operator not in _LABEL_OPERATORS:
             return f"operator {req.operator!r} on label {req.key!r} is not one of " + ", ".join(
                 _LABEL_OPERATORS
             )
         if not req.valid:
-            return f"operator {req.operator} on label {req.key!r} has the wrong number of values"
+            # As the API server says it (the CRD's rule): the requirement, and why.
+            wants = (
+                api_reservations.VALUES_REQUIRED
+                if req.operator in (selectors.IN, selectors.NOT_IN)
+                else api_reservations.VALUES_FORBIDDEN
+            )
+            return f".matchExpressions[{i}]: {wants} (label {req.key!r})"
         if req.operator == selectors.IN:
             allowed = must.get(req.key)
             must[req.key] = set(req.values) if allowed is None else allowed & set(req.values)
@@ -289,28 +296,34 @@ def _selector_problem(owner: ReservationOwner) -> str | None:
 
 
 def owner_problem(owner: ReservationOwner, /) -> str | None:
-    """Why an owner entry can never match any pod, or ``None`` when some pod could match."""
+    """Why an owner entry can never match any pod, or ``None`` when some pod could match: the
+    part of the entry at fault (``.controller``, empty for the entry) and why, to follow the
+    entry's field path."""
     if owner.object_name is not None:
         return None
     if owner.controller_kind is not None or owner.controller_name is not None:
         if owner.controller_kind is None or owner.controller_name is None:
-            return "controller needs both kind and name"
+            return ".controller: controller needs both kind and name"
         return None
     if owner.selects:
         problem = _selector_problem(owner)
-        return f"labelSelector can never match: {problem}" if problem else None
-    return "sets none of object, controller or labelSelector"
+        if problem is None:
+            return None
+        if problem.startswith("."):
+            return f".labelSelector{problem}"
+        return f".labelSelector: can never match: {problem}"
+    return f": {api_reservations.EXACTLY_ONE_OWNER} (this one sets none)"
 
 
 def owners_problem(info: ReservationInfo, /) -> str | None:
     """Why no pod can ever use the reservation (every owner entry is broken), or ``None``."""
     if not info.owners:
-        return "spec.owners names no owner, so no pod could ever use the reservation"
+        return f"spec.owners: {api_reservations.NO_OWNER}, so no pod could ever use the reservation"
     problems = [owner_problem(owner) for owner in info.owners]
     if any(problem is None for problem in problems):
         return None
     return "no owner can ever match a pod: " + "; ".join(
-        f"owners[{i}] {problem}" for i, problem in enumerate(problems)
+        f"spec.owners[{i}]{problem}" for i, problem in enumerate(problems)
     )
 
 
@@ -353,17 +366,33 @@ def reserve_pod_key(key: str, /) -> ids.PodKey:
     return ids.PodKey(ids.key_of(namespace, name=_RESERVE_PREFIX + name))
 
 
+def _template_lists(spec: wire.Raw, /) -> collections.abc.Iterator[tuple[str, wire.Raw]]:
+    """Every resource list of a template's pod spec, with its field path."""
+    for group in ("containers", "initContainers"):
+        listed = spec.get(group)
+        for i, container in enumerate(listed if isinstance(listed, list) else ()):
+            needs = wire.sub(container, "resources") if isinstance(container, dict) else {}
+            for kind in ("requests", "limits"):
+                yield f"spec.template.spec.{group}[{i}].resources.{kind}", wire.sub(needs, kind)
+    for kind in ("requests", "limits"):
+        yield f"spec.template.spec.resources.{kind}", wire.sub(spec, "resources", kind)
+    yield "spec.template.spec.overhead", wire.sub(spec, "overhead")
+
+
 def template_problem(info: ReservationInfo, /) -> str | None:
-    """Why ``spec.template`` cannot be held as written, or ``None``."""
+    """Why ``spec.template`` cannot be held as written, or ``None`` (what the CRD's rules
+    refuse is said with the same field and message as the API server's refusal)."""
+    spec = wire.sub(info.template, "spec")
+    for field, listed in _template_lists(spec):
+        found = wire.range_problem(listed, field=field)
+        if found is not None:
+            return found
     try:
-        requests = pods.pod_requests(wire.sub(info.template, "spec"))
+        requests = pods.pod_requests(spec)
     except errors.QuantityError as exc:
         return f"spec.template has an invalid resource request: {exc}"
     if not any(v > 0 for name, v in requests.items() if name != resources.PODS):
-        return (
-            "spec.template requests no resources: set resources.requests on its containers "
-            "(a reservation holds what its template requests)"
-        )
+        return f"spec.template: {api_reservations.REQUESTS_NOTHING}"
     return None
 
 

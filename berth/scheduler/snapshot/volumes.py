@@ -7,7 +7,8 @@ What kube-scheduler's volume plugins read, in frozen form:
   ``status.phase`` is ``Bound``), access modes, requested storage and the node kube-scheduler's
   way of delayed binding selected for it (annotation :data:`SELECTED_NODE`);
 - :class:`VolumeInfo`: a PersistentVolume's class, capacity, access modes, required node
-  affinity, the claim it is reserved for or bound to (``spec.claimRef``) and its CSI driver;
+  affinity, the claim it is reserved for or bound to (``spec.claimRef``), its CSI driver and
+  the ``resourceVersion`` it was read at (a reservation of it is written conditional on it);
 - :class:`ClassInfo`: a StorageClass's provisioner, binding mode and allowed topologies;
 - :class:`Volumes`: all of them for one snapshot, plus per node the CSI drivers' attach limits
   (CSINode ``spec.drivers[].allocatable.count``).
@@ -92,6 +93,7 @@ class VolumeInfo:
     handle: str  # the CSI volume handle (the name when not CSI): what counts as one attachment
     phase: str
     deleting: bool
+    version: str = ""  # metadata.resourceVersion as read
 
     @property
     def available(self) -> bool:
@@ -269,6 +271,7 @@ def volume_info(raw: typing.Any, /) -> VolumeInfo:
         handle=str(csi.get("volumeHandle") or name),
         phase=str(status.get("phase") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
+        version=str(meta.get("resourceVersion") or ""),
     )
 
 

@@ -12,9 +12,16 @@ import datetime
 import functools
 import typing
 
-from berth.api import quantities
+from berth.api import errors, quantities, resources
 
-__all__ = ["Raw", "as_raw", "milli", "parse_time", "sub"]
+__all__ = [
+    "Raw",
+    "as_raw",
+    "milli",
+    "parse_time",
+    "range_problem",
+    "sub",
+]
 
 Raw = collections.abc.Mapping[str, typing.Any]
 """An API object in its wire form (camelCase keys)."""
@@ -74,3 +81,17 @@ def milli(text: typing.Any) -> int:
     if isinstance(text, str | int | float) and not isinstance(text, bool):
         return _milli(text)
     return quantities.parse_bounded_milli(text)  # raises with the API's message
+
+
+def range_problem(raw: Raw, /, *, field: str) -> str | None:
+    """Why the resource list ``raw`` at ``field`` (``spec.limit``) is out of Berth's range, as
+    the API server says it (the CRDs' rule: the same field and message), or None when every
+    quantity is in range. Malformed quantities are left to the caller's parser."""
+    for name, text in raw.items():
+        try:
+            value = quantities.parse_milli(text)
+        except errors.QuantityError:
+            continue
+        if value < 0 or value > quantities.MAX_MILLI:
+            return f"{field}: {resources.RANGE_MESSAGE} ({name}: {text!r})"
+    return None

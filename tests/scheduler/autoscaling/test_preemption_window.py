@@ -176,8 +176,9 @@ def test_a_malformed_delay_keeps_only_its_own_work_waiting() -> None:
     assert outcome.bound == {"runs": "n1"}
     assert outcome.pod_reasons["stuck"] == (  # a pod's group of one: the reason as it is
         "queue broken is invalid: spec.preemptionDelay: "
-        "duration 'forever' is malformed: use a number and a unit (ns, us, ms, s, m, h), "
-        "e.g. '90m', '1h30m', '1.5h', or '0'"
+        "preemptionDelay must be a duration such as 30s, 2m or 1h30m: a number and a unit "
+        "(ns, us, ms, s, m, h), never negative (duration 'forever' is malformed: use a number "
+        "and a unit (ns, us, ms, s, m, h), e.g. '90m', '1h30m', '1.5h', or '0')"
     )
     bad_group = runs.Run(
         b.node("n1", cpu="4", memory="64Gi"),
@@ -188,4 +189,8 @@ def test_a_malformed_delay_keeps_only_its_own_work_waiting() -> None:
     assert outcome.bound == {}
     why = outcome.result.group_why["default/hi"]
     assert why.code is reasons.ReasonCode.INVALID
-    assert why.message == "spec.preemptionDelay: duration '-5s' must not be negative"
+    assert why.message == (
+        "spec.preemptionDelay: preemptionDelay must be a duration such as 30s, 2m or 1h30m: a "
+        "number and a unit (ns, us, ms, s, m, h), never negative (duration '-5s' must not be "
+        "negative)"
+    )

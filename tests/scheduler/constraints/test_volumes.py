@@ -127,6 +127,71 @@ SCENARIOS = [
         {"p": "n2"},
     ),
     Scenario(
+        # kube-scheduler's assumed volumes: the first pod's claim takes the only volume, the
+        # second claim finds none left in the same cycle (never the same volume twice).
+        "wffc-two-claims-one-volume-one-pod-placed",
+        [
+            *TWO,
+            LOCAL,
+            s.volume("pv", nodes=["n1"]),
+            s.claim("a"),
+            s.claim("b"),
+            b.pod("p-a", spec=s.claims("a"), created=b.EPOCH + 1),
+            b.pod("p-b", spec=s.claims("b"), created=b.EPOCH + 2),
+        ],
+        {"p-a": "n1"},
+        pods={"p-b": "0/2 nodes fit: 2 node(s) didn't find available persistent volumes to bind"},
+        codes={"p-b": "VolumeNodeConflict"},
+    ),
+    Scenario(
+        # The smallest fitting volume goes first; the next claim takes the next one there.
+        "wffc-claims-of-different-pods-share-no-volume-on-one-node",
+        [
+            b.node("n1"),
+            LOCAL,
+            s.volume("small", nodes=["n1"], size="1Gi"),
+            s.volume("big", nodes=["n1"], size="10Gi"),
+            s.claim("a", size="1Gi"),
+            s.claim("b", size="1Gi"),
+            s.claim("c", size="1Gi"),
+            b.pod("p-a", spec=s.claims("a"), created=b.EPOCH + 1),
+            b.pod("p-b", spec=s.claims("b"), created=b.EPOCH + 2),
+            b.pod("p-c", spec=s.claims("c"), created=b.EPOCH + 3),
+        ],
+        {"p-a": "n1", "p-b": "n1"},
+        pods={"p-c": "0/1 nodes fit: 1 node(s) didn't find available persistent volumes to bind"},
+    ),
+    Scenario(
+        # A gang of four, a claim each, one volume per node: each member on its own node.
+        "wffc-gang-members-each-get-their-own-volume",
+        [
+            *(b.node(f"n{i}") for i in range(4)),
+            LOCAL,
+            *(s.volume(f"pv{i}", nodes=[f"n{i}"]) for i in range(4)),
+            *(s.claim(f"data-{i}") for i in range(4)),
+            b.pod_group("g", min_member=4),
+            *(b.pod(f"g-{i}", group="g", spec=s.claims(f"data-{i}")) for i in range(4)),
+        ],
+        {"g-0": "n0", "g-1": "n1", "g-2": "n2", "g-3": "n3"},
+    ),
+    Scenario(
+        # Three members, two volumes: no member binds (the third finds no volume left, and the
+        # gang is all or nothing), and the volumes the first two took are given back.
+        "wffc-gang-short-of-volumes-binds-none",
+        [
+            *TWO,
+            LOCAL,
+            s.volume("pv0", nodes=["n1"]),
+            s.volume("pv1", nodes=["n2"]),
+            *(s.claim(f"data-{i}") for i in range(3)),
+            s.claim("later"),
+            b.pod_group("g", min_member=3),
+            *(b.pod(f"g-{i}", group="g", spec=s.claims(f"data-{i}")) for i in range(3)),
+            b.pod("after", spec=s.claims("later"), created=b.EPOCH + 60),
+        ],
+        {"after": "n1"},
+    ),
+    Scenario(
         "two-claims-need-one-node-holding-both",
         [
             b.node("n1"),

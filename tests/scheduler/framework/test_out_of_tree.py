@@ -154,7 +154,7 @@ def test_out_of_tree_controllers_and_routes_are_discovered() -> None:
     ((owner, route),) = [(o, r) for o, r in sched.services.routes() if o == "Maintenance"]
     assert (
         framework.ServiceRegistry.full_path(owner, route)
-        == "/apis/v1/plugins/Maintenance/placements"
+        == "/berth/v1/plugins/Maintenance/placements"
     )
     assert route.handler(framework.RouteRequest()) == {"placed": 0}
 

@@ -110,7 +110,7 @@ def test_proxy_registers_controllers_and_routes_once() -> None:
     ((owner, route),) = handle.services.routes()
     assert owner == "Capable"
     assert (
-        handles.ServiceRegistry.full_path(owner, route) == "/apis/v1/plugins/Capable/things/{name}"
+        handles.ServiceRegistry.full_path(owner, route) == "/berth/v1/plugins/Capable/things/{name}"
     )
     assert route.handler(interfaces.RouteRequest(path_params={"name": "x"})) == {"name": "x"}
 

@@ -76,7 +76,7 @@ BAD = [
         "malformed-quota",
         [bad_quota()],
         "broken",
-        "queue broken is invalid: invalid quota: guaranteed cpu: ",
+        "queue broken is invalid: invalid quota: spec.guaranteed.cpu: ",
     ),
     Bad("deleted-queue", [], "gone", "queue gone does not exist"),
     Bad(

@@ -93,7 +93,7 @@ def tree(*infos: queues.QueueInfo) -> trees.QueueTree:
         ),
         (
             [q("bad", guaranteed={"cpu": "lots"}), q("good")],
-            {"bad": "invalid quota: guaranteed cpu: quantity 'lots' is not valid"},
+            {"bad": "invalid quota: spec.guaranteed.cpu: quantity 'lots' is not valid"},
             ["good"],
         ),
     ],
@@ -104,7 +104,7 @@ def test_broken_queues_are_unusable_with_a_reason(
 ) -> None:
     built = tree(*infos)
     if "bad" in problems:  # the quantity parser's wording is its own; the prefix is ours
-        assert built.problems["bad"].startswith("invalid quota: guaranteed cpu")
+        assert built.problems["bad"].startswith("invalid quota: spec.guaranteed.cpu")
         problems = {k: v for k, v in problems.items() if k != "bad"}
         assert {k: v for k, v in built.problems.items() if k != "bad"} == problems
     else:

@@ -27,8 +27,8 @@ NOT_APP_X = {"key": "app", "operator": "NotIn", "values": ["x"]}
 PENDING = [
     pytest.param(
         w.reservation("bad", cpu=None, memory=None),
-        "spec.template requests no resources: set resources.requests on its containers "
-        "(a reservation holds what its template requests)",
+        "spec.template: a reservation holds what its template requests, and this one requests no "
+        "resources: set resources.requests on its containers",
         reasons.ReasonCode.INVALID,
         id="template-without-requests",
     ),
@@ -41,7 +41,7 @@ PENDING = [
     ),
     pytest.param(
         w.reservation("bad", owners=[w.owner_labels({"app": "x"}, expressions=[NOT_APP_X])]),
-        "no owner can ever match a pod: owners[0] labelSelector can never match: no value of "
+        "no owner can ever match a pod: spec.owners[0].labelSelector: can never match: no value of "
         "label 'app' satisfies all its requirements",
         reasons.ReasonCode.INVALID,
         id="selector-matching-nothing",
@@ -59,8 +59,9 @@ PENDING = [
                 w.owner_labels(expressions=[{"key": "gpu", "operator": "Gt", "values": ["1"]}]),
             ],
         ),
-        "no owner can ever match a pod: owners[0] labelSelector can never match: label 'gpu' "
-        "is required both to exist and not to exist; owners[1] labelSelector can never match: "
+        "no owner can ever match a pod: spec.owners[0].labelSelector: can never match: label "
+        "'gpu' is required both to exist and not to exist; spec.owners[1].labelSelector: can "
+        "never match: "
         "operator 'Gt' on label 'gpu' is not one of In, NotIn, Exists, DoesNotExist",
         reasons.ReasonCode.INVALID,
         id="every-owner-broken",

@@ -136,30 +136,32 @@ def test_a_reserve_pod_is_nobodys_owner() -> None:
         ),
         pytest.param(
             [w.owner_labels(expressions=[EXPR("a", "In", "1"), EXPR("a", "In", "2")])],
-            "no owner can ever match a pod: owners[0] labelSelector can never match: no value "
-            "of label 'a' satisfies all its requirements",
+            "no owner can ever match a pod: spec.owners[0].labelSelector: can never match: no "
+            "value of label 'a' satisfies all its requirements",
             id="disjoint-in-sets",
         ),
         pytest.param(
             [w.owner_labels(expressions=[EXPR("a", "In")])],
-            "no owner can ever match a pod: owners[0] labelSelector can never match: operator "
-            "In on label 'a' has the wrong number of values",
+            "no owner can ever match a pod: spec.owners[0].labelSelector.matchExpressions[0]: "
+            "values must be non-empty when operator is In or NotIn (label 'a')",
             id="in-without-values",
         ),
         pytest.param(
             [{"controller": {"kind": "Job"}}],
-            "no owner can ever match a pod: owners[0] controller needs both kind and name",
+            "no owner can ever match a pod: spec.owners[0].controller: controller needs both kind "
+            "and name",
             id="controller-without-name",
         ),
         pytest.param(
             [{}],
-            "no owner can ever match a pod: owners[0] sets none of object, controller or "
-            "labelSelector",
+            "no owner can ever match a pod: spec.owners[0]: an owner sets exactly one of object, "
+            "controller or labelSelector (this one sets none)",
             id="empty-entry",
         ),
         pytest.param(
             [],
-            "spec.owners names no owner, so no pod could ever use the reservation",
+            "spec.owners: owners must name at least one owner, so no pod could ever use the "
+            "reservation",
             id="no-owners",
         ),
     ],

@@ -5,6 +5,10 @@ We test these aspects:
 - pending, gated, deleting and other schedulers' pods are classified apart;
 - assume/forget: an assumed pod counts as placed; a stale update keeps the assumption, the
   binding landing confirms it, forget undoes it;
+- assumed volumes (kube-scheduler's passive assume cache): a volume assumed reserved for a
+  claim shows so in snapshots while the informer's version is the one it was decided on; a
+  newer version ends the assumption whatever it says, forgetting undoes it, and an assumption
+  decided on an older version than the cache holds is refused;
 - PriorityClasses (incl. the global default and built-in system classes) resolve priorities,
   and changing one re-resolves pods and groups;
 - groups: members counted, queue inherited, implicit groups of one, a missing group;
@@ -232,6 +236,59 @@ def test_queues_reservations_and_the_implicit_default_queue() -> None:
     c.remove_reservation("default/r1")
     assert set(c.snapshot(0).queues) == {"default"}
     assert c.snapshot(0).reservations == {}
+
+
+def _volume(version: str, *, claim: str | None = None) -> dict[str, typing.Any]:
+    spec: dict[str, typing.Any] = {
+        "storageClassName": "local",
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+    }
+    if claim is not None:
+        spec["claimRef"] = {"namespace": "default", "name": claim}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv", "resourceVersion": version},
+        "spec": spec,
+        "status": {"phase": "Available"},
+    }
+
+
+def _holder(c: cache.ClusterCache) -> str | None:
+    return c.snapshot(0.0).volumes.volumes["pv"].claim
+
+
+def test_an_assumed_volume_is_the_claims_until_the_api_says_otherwise() -> None:
+    c = cache.ClusterCache()
+    c.add_volume(_volume("5"))
+    assert not c.assume_volume("pv", claim="default/a", version="4")  # decided on a stale view
+    assert _holder(c) is None
+    assert c.assume_volume("pv", claim="default/a", version="5")
+    taken = c.snapshot(0.0).volumes
+    assert taken.volumes["pv"].claim == "default/a" and not taken.volumes["pv"].available
+    c.add_volume(_volume("5"))  # a resync of the version it was decided on: still assumed
+    assert _holder(c) == "default/a"
+    c.add_volume(_volume("6", claim="a"))  # the write landed: the API's word
+    assert _holder(c) == "default/a"
+    assert not c.forget_volume("pv", version="5")  # over already: nothing to undo
+    assert _holder(c) == "default/a"
+
+
+def test_a_newer_version_or_forgetting_ends_the_assumption() -> None:
+    c = cache.ClusterCache()
+    c.add_volume(_volume("5"))
+    c.assume_volume("pv", claim="default/a", version="5")
+    c.add_volume(_volume("6", claim="b"))  # somebody else's claim got it first
+    assert _holder(c) == "default/b"
+    c.add_volume(_volume("7"))
+    assert c.assume_volume("pv", claim="default/a", version="7")
+    assert c.forget_volume("pv", version="7")  # the write was refused
+    assert _holder(c) is None
+    c.assume_volume("pv", claim="default/a", version="7")
+    c.remove_volume("pv")
+    c.add_volume(_volume("9"))
+    assert _holder(c) is None
 
 
 def test_a_snapshot_is_a_private_copy() -> None:

@@ -41,7 +41,7 @@ rest:
 - **Bad input**, as the reservation's ``Scheduled`` condition (the session reports a reserve
   pod's "why pending" on its Reservation): a template without requests, owners that can never
   match a pod (PreEnqueue keeps such a reservation out of the cycle), a size no node offers.
-- ``GET /apis/v1/plugins/Reservation/nodeReservations/{node}``: the reservations held on a
+- ``GET /berth/v1/plugins/Reservation/nodeReservations/{node}``: the reservations held on a
   node as the last session left them.
 
 Everything per session lives in :class:`berth.scheduler.plugins.reservation.books.Books` (owner
@@ -111,7 +111,7 @@ def _stand_ins(snapshot: snapshots.Snapshot) -> set[str]:
 
 MATCHES_KEY = cyclestate.StateKey(f"{NAME}/matches")
 ROUTE = "nodeReservations/{node}"
-"""Served at ``/apis/v1/plugins/Reservation/nodeReservations/{node}``."""
+"""Served at ``/berth/v1/plugins/Reservation/nodeReservations/{node}``."""
 
 
 @dataclasses.dataclass
