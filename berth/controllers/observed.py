@@ -2,18 +2,17 @@
 
 The watching handler :func:`register_watcher` adds (one per kind, for
 :mod:`berth.controllers.podgroups`, :mod:`berth.controllers.queues` and the like) runs on
-Kopf's own event loop in its own thread and records every object it sees here, as a
+the operator's one event loop, as all of Kopf does, and records every object it sees here, as a
 :class:`~berth.status.observations.ObservedObject`: its identity, spec and current status.
 Kopf's status handlers (:mod:`berth.controllers.statuses`, the Reservations' lifetime pass)
 compare the status they want with the one observed and patch only the difference — so a
 status is written when it changes, an edit by somebody else is put right, and a status
-already correct after a restart is not rewritten. Thread-safe.
+already correct after a restart is not rewritten. Everything runs on one loop: no lock.
 """
 
 from __future__ import annotations
 
 import collections.abc
-import threading
 import typing
 
 import kopf
@@ -26,33 +25,24 @@ __all__ = ["ObservedObjects", "register_watcher"]
 
 
 class ObservedObjects:
-    """Objects by kind and key; written from Kopf's thread, read from the operator's."""
+    """Objects by kind and key."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._objects: dict[str, dict[str, observations.ObservedObject]] = {}
-        self.changed = threading.Event()
-        """Set whenever an object is added, changed or removed; cleared by the reader."""
 
     def put(self, obj: observations.ObservedObject) -> None:
-        with self._lock:
-            self._objects.setdefault(obj.kind, {})[obj.key] = obj
-        self.changed.set()
+        self._objects.setdefault(obj.kind, {})[obj.key] = obj
 
     def remove(self, kind: str, key: str) -> None:
-        with self._lock:
-            self._objects.get(kind, {}).pop(key, None)
-        self.changed.set()
+        self._objects.get(kind, {}).pop(key, None)
 
     def of_kind(self, kind: str) -> list[observations.ObservedObject]:
         """Every object of ``kind``, sorted by key."""
-        with self._lock:
-            objects = self._objects.get(kind, {})
-            return [objects[key] for key in sorted(objects)]
+        objects = self._objects.get(kind, {})
+        return [objects[key] for key in sorted(objects)]
 
     def get(self, kind: str, key: str) -> observations.ObservedObject | None:
-        with self._lock:
-            return self._objects.get(kind, {}).get(key)
+        return self._objects.get(kind, {}).get(key)
 
 
 def register_watcher(
@@ -62,8 +52,9 @@ def register_watcher(
     (removed again when it is deleted). It needs no finalizer: nothing has to happen when
     such an object goes, so deleting one never waits for Berth."""
 
+    # A coroutine: Kopf runs plain functions in a thread pool of its own.
     @kopf.on.event(keys.GROUP, keys.VERSION, plural, id=f"{kind.lower()}_seen", registry=registry)
-    def seen(
+    async def seen(
         event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
     ) -> None:
         found = observations.observe(kind, body=body, parse_time=wire.parse_time)

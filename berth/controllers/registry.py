@@ -1,11 +1,13 @@
 """The embedded Kopf operator's registry and settings, built explicitly.
 
 :func:`build` returns a fresh ``kopf.OperatorRegistry`` (never Kopf's process-global default
-registry) holding Berth's handlers: the login handler (Kopf uses the operator's own
-credentials), and every controller module's handlers, added by calling its
-``register(registry, *, objects)`` — the controllers listed in :data:`CONTROLLERS`, one literal,
-so a controller joins by being named there, not by being imported. Kopf's decorators are used
-only inside those ``register`` functions, so importing a module registers nothing.
+registry) holding Berth's handlers: the login handler (Kopf uses the operator's own credentials,
+from the operator's API client on the same loop), and every controller module's handlers, added
+by calling its ``register(registry, *, objects)`` — the controllers listed in
+:data:`CONTROLLERS`, one literal, so a controller joins by being named there, not by being
+imported. Kopf's decorators are used only inside those ``register`` functions, so importing a
+module registers nothing.
+
 
 :func:`operator_settings` fixes how Kopf behaves inside ``berth run``: no peering (Berth's
 Lease already makes this replica the only one running Kopf), Events posted by Kopf only for
@@ -17,7 +19,7 @@ status schemas are structural and would prune Kopf's ``status.kopf``) — and Be
 finalizer name for whichever handlers need one. Kopf writes these marks through its own
 session, not Berth's fenced client: docs/architecture.md, "Status owners", says why that is
 safe.
-:mod:`berth.operator.embedding` runs ``kopf.operator(registry=..., settings=...)``.
+:mod:`berth.operator.embedding` runs Kopf with them on the operator's loop.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import kopf
 from berth.api import keys
 from berth.controllers import (
     observed,
-    plugins,
     podgroups,
     queues,
     reservation_statuses,
@@ -73,12 +74,10 @@ def build(
     writer: statuses.StatusWriter | None = None,
     reservation_writer: reservation_statuses.ReservationStatusWriter | None = None,
     reservation_controller: reservations.ReservationController | None = None,
-    plugin_controllers: plugins.PluginControllers | None = None,
 ) -> kopf.OperatorRegistry:
     """A new registry with the login handler and every controller's handlers; with a
     ``writer`` (a ``reservation_writer``, and its ``reservation_controller``), the handlers
-    owning PodGroups' and Queues' (Reservations') statuses too; with ``plugin_controllers``,
-    the handler set that runs the plugins' controllers while Kopf runs."""
+    owning PodGroups' and Queues' (Reservations' statuses) too."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(id="berth-login", registry=registry)
@@ -102,8 +101,6 @@ def build(
         reservation_statuses.register(
             registry, writer=reservation_writer, controller=reservation_controller
         )
-    if plugin_controllers is not None:
-        plugins.register(registry, controllers=plugin_controllers)
     return registry
 
 

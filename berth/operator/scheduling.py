@@ -12,17 +12,16 @@ operator.main.Context`:
   around the cache, wrapped by :class:`~berth.kube.admission.Admission` (on in both modes, so
   a restart with the other ``--mode`` adopts the pods the previous one left;
   docs/admission.md), the :class:`~berth.kube.events.EventRecorder`, and the Kopf operator
-  (:class:`~berth.operator.embedding.KopfComponent`) whose handlers own PodGroups' and
-  Queues' statuses (:mod:`berth.controllers.statuses`) and Reservations' statuses from the
-  facts the binder publishes (:mod:`berth.controllers.reservation_statuses`), writing through
-  this loop's fenced client;
+  (:class:`~berth.operator.embedding.KopfOperator`, tasks on this loop) whose handlers own
+  PodGroups' and Queues' statuses (:mod:`berth.controllers.statuses`) and Reservations'
+  statuses from the facts the binder publishes (:mod:`berth.controllers.reservation_statuses`),
+  writing through the operator's fenced client;
 
 and returns them as components in start order: Events, informers, binder, admission, the
 scheduling loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
 would place pods on capacity that is taken), Kopf (whose status handlers also run the
-Reservations' lifetimes, :mod:`berth.controllers.reservations`, and whose startup and cleanup
-handlers start and stop the plugins' controllers, :mod:`berth.controllers.plugins`: Kopf runs
-only while this replica leads, so they do too). After every cycle the
+Reservations' lifetimes, :mod:`berth.controllers.reservations`), and the plugins' controllers
+(:mod:`berth.controllers.plugins`). After every cycle the
 metrics are fed and Kopf's status passes are kicked. ``/berth/v1/nodes/{name}`` and
 ``/debug/flags/s`` are lent the cache's node view and the score-table switch.
 
@@ -380,9 +379,6 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
             on_result=on_result,
         )
 
-    main_loop = asyncio.get_running_loop()
-    # Kopf's status handlers write through this loop's (fenced) client.
-    parts.writer.bind(main_loop)
     reservation_writer = reservation_statuses.ReservationStatusWriter(
         context.api,
         facts=parts.sink.reservation_facts,
@@ -391,20 +387,14 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         interval=max(config.period, 1.0),
         fence=context.fence,
     )
-    reservation_writer.bind(main_loop)
-    reserving.bind(main_loop)
 
     async def login() -> credentials.Credentials:
-        # Kopf asks from its own loop; the client (and its token refresh) lives on this one.
-        future = asyncio.run_coroutine_threadsafe(
-            credentials.credentials_of(context.api), main_loop
-        )
-        return await asyncio.wrap_future(future)
+        # Kopf runs on this loop: it logs in with the operator's own client.
+        return await credentials.credentials_of(context.api)
 
     timeout = config.shutdown_timeout
-    # The plugins' controllers: started and stopped by Kopf's handlers, run on this loop.
+    # The plugins' controllers: a component of their own, tasks on this loop.
     plugin_controllers = plugins.PluginControllers(context.handle.controllers, stop_timeout=timeout)
-    plugin_controllers.bind(main_loop)
 
     def task(
         name: str, run: collections.abc.Callable[[asyncio.Event], collections.abc.Awaitable[None]]
@@ -421,19 +411,19 @@ def _components(context: main.Context, parts: Parts) -> list[components.Componen
         task("admission", parts.admission.run),
         task("scheduling loop", run_loop),
         *grouping,
-        embedding.KopfComponent(
+        embedding.KopfOperator(
             registry=lambda: kopf_registry.build(
                 objects=parts.objects,
                 login=login,
                 writer=parts.writer,
                 reservation_writer=reservation_writer,
                 reservation_controller=reserving,
-                plugin_controllers=plugin_controllers,
             ),
             settings=kopf_registry.operator_settings,
             stop_timeout=timeout,
             on_exit=context.fail,
         ),
+        plugin_controllers,
     ]
 
 

@@ -35,7 +35,7 @@ PREFIX = "kopf.scheduling.berth.io/"
 
 
 class Running:
-    def __init__(self, writer: test_statuses.Writer, component: embedding.KopfComponent) -> None:
+    def __init__(self, writer: test_statuses.Writer, component: embedding.KopfOperator) -> None:
         self.writer = writer
         self.component = component
 
@@ -59,8 +59,7 @@ async def start(
     async def login() -> credentials.Credentials:
         return await credentials.credentials_of(connection.api)
 
-    writer.writer.bind(asyncio.get_running_loop())
-    component = embedding.KopfComponent(
+    component = embedding.KopfOperator(
         registry=lambda: kopf_registry.build(objects=objects, login=login, writer=writer.writer),
         settings=kopf_registry.operator_settings,
         stop_timeout=10,
