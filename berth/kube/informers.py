@@ -70,6 +70,8 @@ class ReadinessSink(typing.Protocol):
 
     def set(self, name: str, *, ready: bool, reason: str = "") -> None: ...
 
+    def remove(self, name: str) -> None: ...
+
 
 @dataclasses.dataclass(frozen=True)
 class Resource:
