@@ -1,27 +1,19 @@
-"""The live PodGroups, Queues and Reservations as the embedded Kopf operator last saw them.
+"""The live PodGroups, Queues and Reservations as the leader's Kopf last saw them.
 
-The watching handler :func:`register_watcher` adds (one per kind, for
-:mod:`berth.controllers.podgroups`, :mod:`berth.controllers.queues` and the like) runs on
-the operator's one event loop, as all of Kopf does, and records every object it sees here, as a
-:class:`~berth.status.observations.ObservedObject`: its identity, spec and current status.
-Kopf's status handlers (:mod:`berth.controllers.statuses`, the Reservations' lifetime pass)
-compare the status they want with the one observed and patch only the difference — so a
-status is written when it changes, an edit by somebody else is put right, and a status
-already correct after a restart is not rewritten. Everything runs on one loop: no lock.
+Kopf's indexing handlers (:mod:`berth.controllers.indexing`) record every object of Berth's
+kinds here, as a :class:`~berth.status.observations.ObservedObject`: its identity, spec and
+current status. Kopf's status handlers (:mod:`berth.controllers.statuses`, the Reservations'
+lifetime pass) compare the status they want with the one observed and patch only the
+difference — so a status is written when it changes, an edit by somebody else is put right, and
+a status already correct after a restart is not rewritten. Everything runs on the operator's one
+event loop: no lock.
 """
 
 from __future__ import annotations
 
-import collections.abc
-import typing
-
-import kopf
-
-from berth.api import keys
-from berth.scheduler.snapshot import wire
 from berth.status import observations
 
-__all__ = ["ObservedObjects", "register_watcher"]
+__all__ = ["ObservedObjects"]
 
 
 class ObservedObjects:
@@ -43,24 +35,3 @@ class ObservedObjects:
 
     def get(self, kind: str, key: str) -> observations.ObservedObject | None:
         return self._objects.get(kind, {}).get(key)
-
-
-def register_watcher(
-    registry: kopf.OperatorRegistry, *, kind: str, plural: str, objects: ObservedObjects
-) -> None:
-    """Add the Kopf handler recording every object of Berth's ``plural`` into ``objects``
-    (removed again when it is deleted). It needs no finalizer: nothing has to happen when
-    such an object goes, so deleting one never waits for Berth."""
-
-    # A coroutine: Kopf runs plain functions in a thread pool of its own.
-    @kopf.on.event(keys.GROUP, keys.VERSION, plural, id=f"{kind.lower()}_seen", registry=registry)
-    async def seen(
-        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
-    ) -> None:
-        found = observations.observe(kind, body=body, parse_time=wire.parse_time)
-        if found is None:
-            return
-        if event.get("type") == "DELETED":
-            objects.remove(kind, found.key)
-        else:
-            objects.put(found)

@@ -22,9 +22,8 @@ controller keeps the rest of its status true over time:
   deleted ``retention`` after it ended (24 h by default, as Koordinator's collector; the
   operator passes ``Settings.reservation_retention``).
 
-How: :func:`register` adds Kopf's watching handler (:func:`berth.controllers.observed.
-register_watcher`), which records every Reservation into
-:class:`~berth.controllers.observed.ObservedObjects`.
+How: Kopf's indexing handler of Reservations (:mod:`berth.controllers.indexing`) records
+every Reservation into :class:`~berth.controllers.observed.ObservedObjects`.
 Conditions and timestamps follow :mod:`berth.status.conditions`, as the facts' writes do.
 :class:`ReservationController` runs inside Kopf, as part of the Reservation status handler
 (:mod:`berth.controllers.reservation_statuses`): it plans every reservation purely
@@ -46,8 +45,6 @@ import dataclasses
 import logging
 import typing
 
-import kopf
-
 from berth.api import keys, resources
 from berth.api import reservations as reservation_api
 from berth.controllers import observed, statuses
@@ -66,7 +63,6 @@ __all__ = [
     "ReservationController",
     "live_owners",
     "plan",
-    "register",
 ]
 
 logger = logging.getLogger(__name__)
@@ -83,11 +79,6 @@ class Board(typing.Protocol):
     """What the scheduler last saw: its latest snapshot (None before the first cycle)."""
 
     def snapshot(self) -> snapshots.Snapshot | None: ...
-
-
-def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
-    """Add the watching handler recording every Reservation into ``objects``."""
-    observed.register_watcher(registry, kind=KIND, plural=reservation_api.PLURAL, objects=objects)
 
 
 # Planning (pure) ----------------------------------------------------------------------------

@@ -23,11 +23,11 @@ SIGKILL to the thread — the process — when Kopf's tasks end without the stop
 (``settings.process.ultimate_exiting_timeout = None``): a Kopf that ends on its own is reported
 through ``on_exit``, and the process steps down as for any failed leader-only part.
 
-``start`` returns once Kopf is ready (its startup handlers ran), or at once if a
-``prerequisite`` (something Kopf needs that may come much later) is still being waited for; it
-raises if Kopf ended first or did not get ready within ``start_timeout``. ``stop`` sets Kopf's
-stop flag, waits up to ``stop_timeout`` for it to end (its cleanup handlers run), then cancels
-what is left.
+``start`` returns once Kopf is ready (its startup handlers ran), or at once if a ``prerequisite``
+is still being waited for (the leader's Kopf waits for Berth's CRDs to be served, which may take
+until somebody installs them: the readiness probe says so); it raises if Kopf ended first or did
+not get ready within ``start_timeout``. ``stop`` sets Kopf's stop flag, waits up to
+``stop_timeout`` for it to end (its cleanup handlers run), then cancels what is left.
 """
 
 from __future__ import annotations

@@ -5,16 +5,18 @@ dependencies passed in (no callback is set on a part after it is built), in depe
 returns them as :class:`Parts`, with the leader-only components in start order:
 
 1. ``events``: the :class:`~berth.kube.events.EventRecorder`;
-2. ``informers``: :class:`~berth.kube.informers.ClusterInformers`, feeding the
-   :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
+2. ``informers``: :class:`~berth.kube.informers.ClusterInformers`, the one watch of every kind
+   but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
 3. ``binder``: :class:`~berth.kube.decisions.ApiSink`, and ``admission``:
    :class:`~berth.kube.admission.Admission` around the snapshot source and the binder (on in both
    modes, so that a restart with the other ``--mode`` adopts the pods the previous one left;
    docs/admission.md);
-4. ``kopf``: the leader's Kopf operator (:class:`~berth.operator.embedding.KopfOperator`), the
-   owner of Queues', PodGroups' and Reservations' statuses (:mod:`berth.controllers.statuses`,
-   :mod:`berth.controllers.reservation_statuses`, the Reservations' lifetimes:
-   :mod:`berth.controllers.reservations`);
+4. ``kopf``: the leader's Kopf operator (:class:`~berth.operator.embedding.KopfOperator`), the one
+   watch of Queues, PodGroups and Reservations (its handlers feed the same cache:
+   :mod:`berth.controllers.indexing`) and the owner of their statuses
+   (:mod:`berth.controllers.statuses`, :mod:`berth.controllers.reservation_statuses`, the
+   Reservations' lifetimes: :mod:`berth.controllers.reservations`); it starts once Berth's CRDs
+   are served;
 5. ``plugin controllers``: the plugins' ``ControllerProvider`` controllers
    (:mod:`berth.controllers.plugins`);
 6. ``scheduling loop``: :func:`berth.scheduler.loop.run`, which waits until the cache holds the
@@ -43,6 +45,7 @@ import time
 
 from berth.api import keys
 from berth.controllers import (
+    indexing,
     observed,
     plugins,
     reservation_statuses,
@@ -92,8 +95,9 @@ class Parts:
     recorder: events.EventRecorder
     objects: observed.ObservedObjects
     writer: statuses.StatusWriter  # PodGroup and Queue statuses
-    trigger: asyncio.Event  # set by the informers: wakes the scheduling loop
+    trigger: asyncio.Event  # set by the informers and Kopf's handlers: wakes the scheduling loop
     admission: admission.Admission  # around source and sink: the loop's source and sink
+    feed: indexing.CacheFeed  # Kopf's handlers of Berth's kinds -> the cache
     reservation_writer: reservation_statuses.ReservationStatusWriter
     reservations: reservations.ReservationController
     plugin_controllers: plugins.PluginControllers
@@ -191,9 +195,9 @@ def build(inputs: Inputs) -> Parts:
 
     The order follows the dependencies: scheduler, cache, the write primitive, Events, the
     binder (with the live-pod book it waits on), the snapshot source, admission around them,
-    the status writers, the interop mirrors and the informers (which feed the cache and tell
-    admission and the binder about pods), the leader's Kopf, and last the components that run
-    them (see the module docstring).
+    the status writers, the interop mirrors, the Kopf feed of Berth's kinds and the informers
+    (which feed the cache and tell admission and the binder about pods), the leader's Kopf, and
+    last the components that run them (see the module docstring).
     """
     config = inputs.settings
     handle = inputs.handle
@@ -299,12 +303,21 @@ def build(inputs: Inputs) -> Parts:
     )
     mirrors = _interop(inputs, recorder=recorder, writer=writer)
     trigger = asyncio.Event()
+    sync = informers.CacheSync(inputs.readiness)
+    feed = indexing.CacheFeed(
+        inputs.api,
+        cache=cache,
+        objects=objects,
+        trigger=trigger,
+        sync=sync,
+        on_crd=[mirrors.crd_seen] if mirrors is not None else [],
+    )
     watched = informers.ClusterInformers(
         inputs.api,
         cache=cache,
         scheduler_names=names,
         trigger=trigger,
-        readiness=inputs.readiness,
+        sync=sync,
         live=live,
         also_ours=admitting.observe_pod,
         on_pod_removed=admitting.pod_removed,  # passes it on to the binder
@@ -318,13 +331,14 @@ def build(inputs: Inputs) -> Parts:
     timeout = config.shutdown_timeout
     leader_kopf = embedding.KopfOperator(
         registry=lambda: kopf_registry.build(
-            objects=objects,
+            feed=feed,
             login=login,
             writer=status_writer,
             reservation_writer=reservation_writer,
             reservation_controller=reserving,
         ),
         settings=kopf_registry.operator_settings,
+        prerequisite=feed.served,
         stop_timeout=timeout,
         on_exit=inputs.on_exit,
     )
@@ -340,6 +354,7 @@ def build(inputs: Inputs) -> Parts:
         writer=status_writer,
         trigger=trigger,
         admission=admitting,
+        feed=feed,
         reservation_writer=reservation_writer,
         reservations=reserving,
         plugin_controllers=plugin_controllers,

@@ -31,7 +31,7 @@ may be created right after it, and the group waits, saying why, until then.
 
 These are Kopf admission handlers (``kopf.on.mutate`` on pods, ``kopf.on.validate`` on Queues)
 on Kopf's webhook server, in a Kopf operator of their own that holds no watching handler, so it
-reconciles nothing and runs on every replica, not only the leader
+reconciles nothing, watches nothing and runs on every replica, not only the leader
 (docs/architecture.md, "Admission: a second, always-on Kopf operator"), as tasks on the
 operator's one event loop (:class:`~berth.operator.embedding.KopfOperator`): the handlers
 read through the operator's API client directly. TLS comes from the certificate and key the
@@ -54,7 +54,7 @@ import pydantic.alias_generators
 from aiohttp import web
 
 from berth.api import keys
-from berth.kube import clients, credentials, errors, pod_edits, queue_access, rest
+from berth.kube import clients, credentials, discovery, errors, pod_edits, queue_access, rest
 from berth.operator import components, embedding, settings
 from berth.scheduler.snapshot import queue_parents, queues
 
@@ -458,6 +458,7 @@ class WebhookServer:
         )
         self._api = api
         self._lookup = lookup
+        self._crds_served = False
         self._component = embedding.KopfOperator(
             name="admission webhooks",
             registry=self._registry,
@@ -475,8 +476,12 @@ class WebhookServer:
     def _settings(self) -> kopf.OperatorSettings:
         options = kopf.OperatorSettings()
         options.peering.standalone = True
-        # Kopf watches the CRDs (list/watch granted for the interop kinds already) so that a
-        # Queue CRD installed after this replica started is validated without a restart.
+        # Kopf looks the resources up when it starts. With Berth's kinds served by then (the
+        # chart installs the CRDs first), it watches nothing at all: each kind is watched once
+        # per replica, and on the leader CRDs are watched by the leader's Kopf. Without them,
+        # it watches CRDs (list/watch granted for the interop kinds already), so that Queues
+        # and PodGroups are validated as soon as their CRDs are installed.
+        options.scanning.disabled = self._crds_served
         options.posting.enabled = False
         options.admission.server = self._server
         options.admission.managed = None  # the chart owns the webhook configurations
@@ -485,6 +490,10 @@ class WebhookServer:
 
     async def start(self) -> None:
         """Start Kopf and wait until the server listens; raises when it does not in time."""
+        found = await discovery.served(
+            self._api, api_version=keys.API_VERSION, plurals=["queues", "podgroups"]
+        )
+        self._crds_served = found.all
         await self._component.start()
         try:
             await asyncio.wait_for(self._listening.wait(), self._start_timeout)

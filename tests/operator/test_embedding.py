@@ -1,13 +1,16 @@
-"""The embedded Kopf operator (``berth.operator.embedding.KopfOperator``) and its registry.
+"""The leader's embedded Kopf operator (``berth.operator.embedding.KopfOperator``) and its registry.
 
 We test these aspects:
 
-- Berth's registry is built explicitly (not Kopf's global default) with the login handler and
-  a watching handler per kind; Kopf's settings: standalone, Berth's finalizer and annotation
-  prefix, only warnings posted as Events;
+- Berth's registry is built explicitly (not Kopf's global default) with the login handler, an
+  indexing and a watching handler per kind of Berth's and the CRD handler; Kopf's settings:
+  standalone, no scanning of its own, Berth's finalizer and annotation prefix, only warnings
+  posted as Events;
 - started as a component, Kopf runs as tasks of the running loop (no thread of its own), logs
-  in with the operator's credentials, and records the PodGroups and Queues it sees (forgetting
-  deleted ones), putting no finalizer on them, so deleting one never waits for Berth;
+  in with the operator's credentials, and feeds every PodGroup and Queue into the scheduler's
+  cache and the observed objects (forgetting deleted ones), putting no finalizer on them;
+- the cache's sync waits for Kopf's first lists, and Kopf waits for Berth's CRDs: without them
+  ``caches-synced`` says so, and once they are installed Kopf starts and the cache syncs;
 - Kopf shares the loop safely: a task started after it survives its stop, none of Kopf's tasks
   does; SIGTERM still reaches the process's own handler, not Kopf's (and where the process
   installed none, Kopf's are not left behind);
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import dataclasses
 import logging
 import os
 import signal
@@ -27,45 +31,76 @@ import typing
 import kopf
 import pytest
 
-from berth.controllers import observed
+from berth.controllers import indexing, observed
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
-from berth.kube import clients, credentials
-from berth.operator import embedding
+from berth.kube import clients, credentials, informers
+from berth.operator import embedding, probing
+from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import signals
 from tests.kube import conftest
 from tests.scheduler import builders as b
 
+NOW = 1_767_225_600.0
 
-def kopf_of(
-    api: clients.AsyncApiClient,
-) -> tuple[embedding.KopfOperator, observed.ObservedObjects]:
+
+@dataclasses.dataclass
+class Fed:
+    """A leader's Kopf and what its handlers feed."""
+
+    operator: embedding.KopfOperator
+    feed: indexing.CacheFeed
+    cache: cluster_cache.ClusterCache
+    objects: observed.ObservedObjects
+    readiness: probing.Readiness
+    sync: informers.CacheSync
+
+    def condition(self) -> probing.Condition:
+        (found,) = [c for c in self.readiness.report() if c.name == "caches-synced"]
+        return found
+
+
+def fed(api: clients.AsyncApiClient) -> Fed:
+    cache = cluster_cache.ClusterCache()
     objects = observed.ObservedObjects()
+    readiness = probing.Readiness()
+    sync = informers.CacheSync(readiness)
+    feed = indexing.CacheFeed(
+        api,
+        cache=cache,
+        objects=objects,
+        trigger=asyncio.Event(),
+        sync=sync,
+        backoff=(0.05, 0.2),
+    )
 
     async def login() -> credentials.Credentials:
         return await credentials.credentials_of(api)
 
     operator = embedding.KopfOperator(
-        registry=lambda: kopf_registry.build(objects=objects, login=login),
+        registry=lambda: kopf_registry.build(feed=feed, login=login),
         settings=kopf_registry.operator_settings,
+        prerequisite=feed.served,
         stop_timeout=10,
     )
-    return operator, objects
+    return Fed(operator, feed, cache, objects, readiness, sync)
 
 
 def test_registry_is_explicit_and_settings_fit_berth() -> None:
-    objects = observed.ObservedObjects()
-
     async def login() -> credentials.Credentials:
         return credentials.Credentials(server="http://127.0.0.1:1")
 
-    registry = kopf_registry.build(objects=objects, login=login)
-    assert registry is not kopf_registry.build(objects=objects, login=login)
+    feed = fed(typing.cast(clients.AsyncApiClient, None)).feed
+    registry = kopf_registry.build(feed=feed, login=login)
+    assert registry is not kopf_registry.build(feed=feed, login=login)
+    indexed = {h.id for h in registry._indexing.get_all_handlers()}
+    assert indexed == {"queue-cache", "podgroup-cache", "reservation-cache"}
     watched = {h.id for h in registry._watching.get_all_handlers()}
-    assert len(watched) == len(kopf_registry.CONTROLLERS)
+    assert watched == {"queue-gone", "podgroup-gone", "reservation-gone", "crds"}
     assert len(registry._activities.get_all_handlers()) == 1  # the login handler
     settings = kopf_registry.operator_settings()
     assert settings.peering.standalone
+    assert settings.scanning.disabled  # the CRD handler is the one watch of CRDs
     assert settings.persistence.finalizer == "scheduling.berth.io/finalizer"
     assert settings.posting.level == logging.WARNING
 
@@ -87,60 +122,90 @@ async def kube(
 @pytest.fixture
 async def running(
     berth_crds: testing.RunningEmulator, kube: clients.AsyncConnection
-) -> collections.abc.AsyncIterator[tuple[embedding.KopfOperator, observed.ObservedObjects]]:
-    operator, objects = kopf_of(kube.api)
-    await operator.start()
+) -> collections.abc.AsyncIterator[Fed]:
+    found = fed(kube.api)
+    await found.operator.start()
     try:
-        yield operator, objects
+        yield found
     finally:
-        await operator.stop()
+        await found.operator.stop()
 
 
-async def test_kopf_runs_on_the_loop_and_observes_berths_objects_without_finalizers(
+async def test_kopf_runs_on_the_loop_and_feeds_the_cache_without_finalizers(
     berth_crds: testing.RunningEmulator, kube: clients.AsyncConnection
 ) -> None:
+    conftest.create(berth_crds, b.pod_group("early", min_member=2), plural="podgroups")
     threads = set(threading.enumerate())
-    operator, objects = kopf_of(kube.api)
-    await operator.start()
+    found = fed(kube.api)
+    await found.operator.start()
     try:
-        assert operator.running
+        assert found.operator.running
         # Kopf's tasks are this loop's; it started no thread.
         assert set(threading.enumerate()) <= threads
-        names = {t.get_name() for t in operator.tasks}
+        names = {t.get_name() for t in found.operator.tasks}
         assert {"multidimensional multitasker", "kopf: kopf"} <= names
-        assert all(t in asyncio.all_tasks() for t in operator.tasks)
+        assert all(t in asyncio.all_tasks() for t in found.operator.tasks)
+        # The first list is in the cache before the sync says so.
+        await asyncio.wait_for(found.sync.synced.wait(), 60)
+        assert "default/early" in found.cache.snapshot(NOW).pod_groups
+        assert found.condition().ready
         conftest.create(berth_crds, b.queue("team"), plural="queues", namespace=None)
         conftest.create(berth_crds, b.pod_group("g", min_member=3), plural="podgroups")
         await conftest.until(
             lambda: (
-                objects.get("Queue", "team") is not None
-                and objects.get("PodGroup", "default/g") is not None
+                "team" in found.cache.snapshot(NOW).queues
+                and found.objects.get("PodGroup", "default/g") is not None
             ),
             timeout=60,
         )
-        group = objects.get("PodGroup", "default/g")
+        group = found.objects.get("PodGroup", "default/g")
         assert group is not None and group.spec["minMember"] == 3
+        assert found.cache.snapshot(NOW).pod_groups["default/g"].min_member == 3
         api = berth_crds.api
         resource = berth_crds.call(api.resource, "scheduling.berth.io/v1alpha1", "podgroups")
         stored = berth_crds.call(api.storage.get, resource.key, "default", "g")
         assert not (stored or {}).get("metadata", {}).get("finalizers")
         berth_crds.call(api.delete, resource, namespace="default", name="g")
         assert berth_crds.call(api.storage.get, resource.key, "default", "g") is None
-        await conftest.until(lambda: objects.get("PodGroup", "default/g") is None, timeout=60)
+        await conftest.until(
+            lambda: (
+                found.objects.get("PodGroup", "default/g") is None
+                and "default/g" not in found.cache.snapshot(NOW).pod_groups
+            ),
+            timeout=60,
+        )
     finally:
-        await operator.stop()
-    assert not operator.running
-    assert operator.tasks == []
+        await found.operator.stop()
+    assert not found.operator.running
+    assert found.operator.tasks == []
+
+
+async def test_without_berths_crds_kopf_waits_and_says_so_then_syncs(
+    emulator: testing.RunningEmulator, kube: clients.AsyncConnection
+) -> None:
+    found = fed(kube.api)
+    await found.operator.start()  # returns: Kopf waits for the CRDs, the process need not
+    try:
+        await conftest.until(lambda: "CRDs" in found.condition().reason, timeout=60)
+        assert not found.condition().ready and not found.sync.synced.is_set()
+        conftest.install_crds(emulator)
+        conftest.create(emulator, b.queue("team"), plural="queues", namespace=None)
+        await asyncio.wait_for(found.sync.synced.wait(), 60)
+        assert "team" in found.cache.snapshot(NOW).queues
+        assert found.condition().ready
+    finally:
+        await found.operator.stop()
+    assert found.operator.tasks == []
 
 
 async def test_stopping_kopf_cancels_its_tasks_and_none_started_after_it(
-    running: tuple[embedding.KopfOperator, observed.ObservedObjects],
+    running: Fed,
 ) -> None:
-    operator, _ = running
+    await asyncio.wait_for(running.sync.synced.wait(), 60)
     later = asyncio.create_task(asyncio.sleep(3600), name="started after Kopf")
     try:
-        await operator.stop()
-        assert operator.tasks == []
+        await running.operator.stop()
+        assert running.operator.tasks == []
         assert not later.done()  # Kopf ignores the loop's other tasks when it stops
     finally:
         later.cancel()
@@ -151,23 +216,21 @@ async def test_sigterm_reaches_the_process_not_kopf(
 ) -> None:
     stopping = asyncio.Event()
     signals.on_stop(stopping.set)  # as berth run does, before it leads
-    operator, _ = kopf_of(kube.api)
+    found = fed(kube.api)
     try:
-        await operator.start()  # Kopf puts its own handlers on this (main) thread's loop
+        await found.operator.start()  # Kopf puts its own handlers on this (main) thread's loop
         os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.wait_for(stopping.wait(), 5)
         await asyncio.sleep(0.5)
-        assert operator.running  # Kopf did not take the signal: the process stops it
+        assert found.operator.running  # Kopf did not take the signal: the process stops it
     finally:
-        await operator.stop()
+        await found.operator.stop()
         signals.remove()
 
 
-async def test_without_handlers_of_the_process_kopfs_are_not_left_behind(
-    running: tuple[embedding.KopfOperator, observed.ObservedObjects],
-) -> None:
+async def test_without_handlers_of_the_process_kopfs_are_not_left_behind(running: Fed) -> None:
     assert threading.current_thread() is threading.main_thread()  # where Kopf installs them
-    assert running[0].running
+    assert running.operator.running
     # Kopf's would have made it asyncio's (the loop's handler); SIGTERM kills as it did before.
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
