@@ -30,13 +30,14 @@ import collections.abc
 import logging
 import typing
 
+import aiohttp
 import kopf
 
 from berth.api import keys
 from berth.controllers import indexing, reservation_statuses, reservations, statuses
 from berth.kube import credentials
 
-__all__ = ["FINALIZER", "build", "operator_settings"]
+__all__ = ["CONNECTIONS", "FINALIZER", "build", "connection", "operator_settings"]
 
 FINALIZER = f"{keys.GROUP}/finalizer"
 """The finalizer Kopf puts on objects whose handlers must run before they go."""
@@ -45,6 +46,32 @@ _ANNOTATIONS_PREFIX = f"kopf.{keys.GROUP}"
 
 LoginFn = collections.abc.Callable[[], collections.abc.Awaitable[credentials.Credentials]]
 """Returns the credentials Kopf should use now (refreshed when Kopf asks again after a 401)."""
+
+CONNECTIONS = 32
+"""Connections Kopf's session opens to the API server at most: its few watches, and the
+handlers' requests. Kopf's own session has no limit, so a new leader's Kopf, resuming every
+object at once, would open (and, over TLS, handshake) a connection per object on the loop the
+Lease renewals share; bounded, the requests queue for a connection instead."""
+
+
+def connection(found: credentials.Credentials, *, limit: int = CONNECTIONS) -> kopf.AiohttpSession:
+    """Kopf's API session for ``found``: what Kopf would build itself (TLS, client certificate,
+    bearer token: ``kopf.ConnectionInfo``), with at most ``limit`` connections. Kopf closes it
+    when it is done with these credentials."""
+    info = kopf.ConnectionInfo(
+        server=found.server,
+        token=found.token,
+        ca_path=found.ca_path,
+        certificate_path=found.certificate_path,
+        private_key_path=found.private_key_path,
+        insecure=found.insecure,
+        default_namespace=None,
+    )
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context()),
+        headers=info.as_http_headers(),
+    )
+    return kopf.AiohttpSession(server=info.server, aiohttp_session=session)
 
 
 def build(
@@ -61,17 +88,8 @@ def build(
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(id="berth-login", registry=registry)
-    async def berth_login(**_: typing.Any) -> kopf.ConnectionInfo:
-        found = await login()
-        return kopf.ConnectionInfo(
-            server=found.server,
-            token=found.token,
-            ca_path=found.ca_path,
-            certificate_path=found.certificate_path,
-            private_key_path=found.private_key_path,
-            insecure=found.insecure,
-            default_namespace=None,
-        )
+    async def berth_login(**_: typing.Any) -> kopf.AiohttpSession:
+        return connection(await login())
 
     indexing.register(registry, feed=feed)
     if writer is not None:

@@ -1,19 +1,24 @@
 """PodGroup and Queue statuses, written by Berth's Kopf handlers, only when they change.
 
-Kopf owns these kinds' statuses (docs/architecture.md, "Status owners"). :func:`register`
-adds, per kind, a Kopf change handler (``podgroup-status``, ``queue-status``: on create, on
-resume after a restart or a new leadership term, on a change of the spec) and, on Kopf's
-startup, the kind's *cycle pass*: after every scheduling cycle (:meth:`StatusWriter.kick`)
-and at least every ``interval`` seconds, one pass computes the status every observed PodGroup
-and Queue should have from the scheduler's last snapshot and cycle result (the :class:`Board`)
-with :func:`berth.status.cycles.desired` — the owners :mod:`berth.status.podgroups` and
-:mod:`berth.status.queues`, which ``berth sim`` uses too — compares it with the live status
-Kopf observed (:mod:`berth.controllers.observed`), and sends one JSON merge patch to the ``status``
-subresource of each object that differs, a bounded number at a time. A pass coalesces
-everything that changed since the previous one, so a burst of cycles costs one write per
-object, and thousands of objects need no task (nor finalizer) each, which a Kopf daemon or
-timer per object would. The Events a change is worth (placed, why it waits, timed out,
-finished; a queue's tree becoming invalid) are recorded with it.
+Kopf owns these kinds' statuses (docs/architecture.md, "Status owners"). :func:`register` adds,
+per kind, a Kopf change handler (``podgroup-status``, ``queue-status``: on create and on a
+change of the spec) and, on Kopf's startup, the kind's *cycle pass*: after every scheduling
+cycle (:meth:`StatusWriter.kick`) and at least every ``interval`` seconds, one pass computes the
+status every observed PodGroup and Queue should have from the scheduler's last snapshot and
+cycle result (the :class:`Board`) with :func:`berth.status.cycles.desired` — the owners
+:mod:`berth.status.podgroups` and :mod:`berth.status.queues`, which ``berth sim`` uses too —
+compares it with the live status Kopf observed (:mod:`berth.controllers.observed`), and sends
+one JSON merge patch to the ``status`` subresource of each object that differs, a bounded number
+at a time. A pass coalesces everything that changed since the previous one, so a burst of cycles
+costs one write per object, and thousands of objects need no task (nor finalizer) each, which a
+Kopf daemon or timer per object would. The Events a change is worth (placed, why it waits, timed
+out, finished; a queue's tree becoming invalid) are recorded with it.
+
+No handler runs on Kopf's *resume* of these kinds (a restart, a new leadership term): nothing
+could be written then (no cycle has run yet), the pass writes every status after the first
+cycle, and a resume handler per object would only make a new leader's Kopf handle every PodGroup
+at once on the loop its Lease renewals share (docs/architecture.md).
+
 
 Every write is sent through Berth's write primitive
 (:class:`berth.kube.writes.Writer`: the leader's fence checked before sending and by the fenced
@@ -389,7 +394,6 @@ def _register_kind(
     handler_id = MANAGERS[kind].rpartition("/")[2]
     where = (keys.GROUP, keys.VERSION, plural)
 
-    @kopf.on.resume(*where, id=handler_id, backoff=backoff, registry=registry)
     @kopf.on.create(*where, id=handler_id, backoff=backoff, registry=registry)
     @kopf.on.update(*where, id=handler_id, backoff=backoff, registry=registry)
     async def write_status(body: kopf.Body, **_: typing.Any) -> None:

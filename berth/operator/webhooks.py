@@ -54,6 +54,7 @@ import pydantic.alias_generators
 from aiohttp import web
 
 from berth.api import keys
+from berth.controllers import registry as kopf_registry
 from berth.kube import clients, credentials, discovery, errors, pod_edits, queue_access, rest
 from berth.operator import components, embedding, settings
 from berth.scheduler.snapshot import queue_parents, queues
@@ -319,17 +320,8 @@ def build_registry(
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(id="berth-admission-login", registry=registry)
-    async def admission_login(**_: typing.Any) -> kopf.ConnectionInfo:
-        found = await login()
-        return kopf.ConnectionInfo(
-            server=found.server,
-            token=found.token,
-            ca_path=found.ca_path,
-            certificate_path=found.certificate_path,
-            private_key_path=found.private_key_path,
-            insecure=found.insecure,
-            default_namespace=None,
-        )
+    async def admission_login(**_: typing.Any) -> kopf.AiohttpSession:
+        return kopf_registry.connection(await login())
 
     for path, opted_in, gate in (
         (PATH, False, True),

@@ -3,9 +3,10 @@
 We test these aspects:
 
 - Berth's registry is built explicitly (not Kopf's global default) with the login handler, an
-  indexing and a watching handler per kind of Berth's and the CRD handler; Kopf's settings:
-  standalone, no scanning of its own, Berth's finalizer and annotation prefix, only warnings
-  posted as Events;
+  indexing and a watching handler per kind of Berth's and the CRD handler, and no status
+  handler on resume for PodGroups and Queues; Kopf's settings: standalone, no scanning of its
+  own, Berth's finalizer and annotation prefix, only warnings posted as Events; Kopf's session
+  (built at login) opens a bounded number of connections, with the operator's credentials;
 - started as a component, Kopf runs as tasks of the running loop (no thread of its own), logs
   in with the operator's credentials, and feeds every PodGroup and Queue into the scheduler's
   cache and the observed objects (forgetting deleted ones), putting no finalizer on them;
@@ -31,7 +32,7 @@ import typing
 import kopf
 import pytest
 
-from berth.controllers import indexing, observed
+from berth.controllers import indexing, observed, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
 from berth.kube import clients, credentials, informers
@@ -103,6 +104,35 @@ def test_registry_is_explicit_and_settings_fit_berth() -> None:
     assert settings.scanning.disabled  # the CRD handler is the one watch of CRDs
     assert settings.persistence.finalizer == "scheduling.berth.io/finalizer"
     assert settings.posting.level == logging.WARNING
+
+
+def test_podgroup_and_queue_statuses_have_no_resume_handler() -> None:
+    async def login() -> credentials.Credentials:
+        return credentials.Credentials(server="http://127.0.0.1:1")
+
+    feed = fed(typing.cast(clients.AsyncApiClient, None)).feed
+    writer = typing.cast(statuses.StatusWriter, object())
+    registry = kopf_registry.build(feed=feed, login=login, writer=writer)
+    reasons = {
+        (h.selector.any_name if h.selector else "", h.reason)
+        for h in registry._changing.get_all_handlers()
+    }
+    for plural in ("podgroups", "queues"):
+        assert (plural, kopf.Reason.CREATE) in reasons and (plural, kopf.Reason.UPDATE) in reasons
+        assert (plural, kopf.Reason.RESUME) not in reasons
+
+
+async def test_kopfs_session_is_bounded_and_carries_the_operators_credentials() -> None:
+    found = kopf_registry.connection(
+        credentials.Credentials(server="https://127.0.0.1:1", token="secret", insecure=True)
+    )
+    try:
+        assert found.server == "https://127.0.0.1:1"
+        connector = found.aiohttp_session.connector
+        assert connector is not None and connector.limit == kopf_registry.CONNECTIONS
+        assert found.aiohttp_session.headers["Authorization"] == "Bearer secret"
+    finally:
+        await found.aiohttp_session.close()
 
 
 @pytest.fixture
