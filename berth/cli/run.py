@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-import signal
 import typing
 
 import click
@@ -19,6 +18,7 @@ import pydantic
 from berth.kube import errors as kube_errors
 from berth.operator import errors, main, scheduling, settings
 from berth.util import logging as berth_logging
+from berth.util import signals
 
 __all__ = ["command"]
 
@@ -107,11 +107,9 @@ def _problems(exc: pydantic.ValidationError) -> str:
 
 async def _run(config: settings.Settings) -> main.ExitCode:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    # The process's handlers (berth.util.signals): the embedded Kopf cannot take them.
+    signals.on_stop(stop.set)
     try:
         return await main.run(config, stop=stop, leader_components=scheduling.leader_components)
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
+        signals.remove()

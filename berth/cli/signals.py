@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
+
+from berth.util import signals
 
 __all__ = ["stop_on_signals"]
 
 
 def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGINT or SIGTERM (where the loop can handle signals)."""
+    """An event set by SIGINT or SIGTERM (where the loop can handle signals); the handlers are
+    the process's (:mod:`berth.util.signals`), so an embedded Kopf cannot take them."""
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, stop.set)
+    signals.on_stop(stop.set)
     return stop

@@ -1,44 +1,31 @@
-"""The plugins' controllers (``ControllerProvider``) as a Kopf handler set, run only while
-this replica leads.
+"""The plugins' controllers (``ControllerProvider``), run only while this replica leads.
 
 A plugin's controllers (:class:`~berth.scheduler.framework.interfaces.Controller`: ``run(stop)``)
-are what Koordinator's ``ControllerProvider`` starts when its replica wins leader election.
-In Berth they are started and stopped by Kopf: :func:`register` adds a startup handler that
-starts every registered controller and a cleanup handler that stops them, to the registry of
-the embedded Kopf operator, which itself runs only while this replica holds the Lease
-(:class:`berth.operator.embedding.KopfComponent`). Winning the Lease starts Kopf, and Kopf's
-startup handlers start the controllers; losing it stops Kopf, whose cleanup handlers stop them
-first. A per-object Kopf handler does not fit: a controller is a loop over whatever it
-watches, not a reaction to one object.
-
-The controllers run on the operator's event loop, not Kopf's: they share the scheduler
-handle's objects and the fenced API client, which live there (``bind``), as Berth's status
-handlers' writes do (docs/architecture.md, "Where Kopf stops").
+are what Koordinator's ``ControllerProvider`` starts when its replica wins leader election. In
+Berth, :class:`PluginControllers` is a leader-only :class:`~berth.operator.components.Component`
+the composition root (:mod:`berth.operator.scheduling`) builds with the others: winning the
+Lease starts it, losing it stops it. The controllers run as tasks on the operator's one event
+loop, beside the scheduler whose handle they share and the fenced API client they write with.
+A per-object Kopf handler does not fit: a controller is a loop over whatever it watches, not a
+reaction to one object.
 
 :class:`PluginControllers` runs them between :meth:`~PluginControllers.start` and
 :meth:`~PluginControllers.stop`: each ``run(stop)`` in a task of its own; on stop it sets their
 shared stop flag, waits for them to return, and cancels the ones that do not within the
 timeout. Each controller runs at most once per leadership term, as the ``Controller`` contract
 promises; one that fails is logged with its plugin's name and stays stopped, without taking the
-others or the scheduler down. It is also a leader-only
-:class:`~berth.operator.components.Component` for a process that runs no Kopf.
+others or the scheduler down.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections.abc
 import logging
-import typing
-
-import kopf
 
 from berth.scheduler.framework import handles, interfaces
 from berth.util import aiotasks
 
-__all__ = ["PluginControllers", "register"]
-
-_T = typing.TypeVar("_T")
+__all__ = ["PluginControllers"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,11 +40,6 @@ class PluginControllers:
         self._stop_timeout = stop_timeout
         self._stop = asyncio.Event()
         self._tasks: dict[asyncio.Task[None], str] = {}  # task -> "Plugin/controller"
-        self._home: asyncio.AbstractEventLoop | None = None
-
-    def bind(self, home: asyncio.AbstractEventLoop) -> None:
-        """Run the controllers on ``home`` (the operator's loop), whichever loop starts them."""
-        self._home = home
 
     @property
     def running(self) -> list[str]:
@@ -102,19 +84,3 @@ class PluginControllers:
             return
         if not self._stop.is_set():
             logger.warning("plugin controller %s returned before it was asked to stop", label)
-
-    async def at_home(self, call: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
-        """Run ``call`` on the bound loop and wait for it here."""
-        return await aiotasks.on_loop(self._home, call)
-
-
-def register(registry: kopf.OperatorRegistry, *, controllers: PluginControllers) -> None:
-    """Add the startup and cleanup handlers that run ``controllers`` while Kopf runs."""
-
-    @kopf.on.startup(id="plugin-controllers-start", registry=registry)
-    async def start_plugin_controllers(**_: typing.Any) -> None:
-        await controllers.at_home(controllers.start())
-
-    @kopf.on.cleanup(id="plugin-controllers-stop", registry=registry)
-    async def stop_plugin_controllers(**_: typing.Any) -> None:
-        await controllers.at_home(controllers.stop())

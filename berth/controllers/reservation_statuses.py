@@ -19,7 +19,7 @@ cannot be placed) into :class:`~berth.kube.reservation_statuses.ReservationFacts
 
 Each fact becomes the status :func:`berth.status.reservations.reservation_status` gives (the
 owner ``berth sim`` uses too), read and written back at the version read by
-:class:`~berth.kube.reservation_statuses.ReservationStatuses` on the operator's loop, through its
+:class:`~berth.kube.reservation_statuses.ReservationStatuses`, through the operator's
 fenced client (:mod:`berth.kube.fencing`), with the field manager :data:`MANAGER`. A change
 handler that fails says so in the ``StatusHandled`` condition and a Warning Event, and Kopf
 retries it with its backoff.
@@ -28,7 +28,6 @@ retries it with its backoff.
 from __future__ import annotations
 
 import asyncio
-import collections.abc
 import contextlib
 import logging
 import typing
@@ -50,8 +49,6 @@ logger = logging.getLogger(__name__)
 
 MANAGER = "berth-kopf/reservation-status"
 """The field manager (and Kopf handler id, after the slash) writing Reservations' statuses."""
-
-_T = typing.TypeVar("_T")
 
 
 class ReservationStatusWriter:
@@ -75,28 +72,19 @@ class ReservationStatusWriter:
         )
         self._interval = interval
         self._concurrency = concurrency
-        self._home: asyncio.AbstractEventLoop | None = None
-        self._pass_loop: asyncio.AbstractEventLoop | None = None
-        self._kicked: asyncio.Event | None = None
+        self._kicked = asyncio.Event()
         self._limit: asyncio.Semaphore | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self.writes = 0
         """Facts written (or found written already)."""
 
-    def bind(self, home: asyncio.AbstractEventLoop) -> None:
-        """Send the writes on ``home``, the loop the (fenced) API client belongs to."""
-        self._home = home
-
     def kick(self) -> None:
-        """Facts were offered: a pass soon. Callable from any thread."""
-        loop, kicked = self._pass_loop, self._kicked
-        if loop is not None and kicked is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(kicked.set)
+        """Facts were offered: a pass soon."""
+        self._kicked.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Write waiting facts until ``stop`` is set (on Kopf's loop: see :func:`register`)."""
-        self._pass_loop = asyncio.get_running_loop()
-        self._kicked = kicked = asyncio.Event()
+        """Write waiting facts until ``stop`` is set (started by Kopf: see :func:`register`)."""
+        kicked = self._kicked
         self._facts.listener = self.kick
         try:
             while not stop.is_set():
@@ -133,7 +121,7 @@ class ReservationStatusWriter:
         try:
             async with lock, self._limit:
                 for fact in self._facts.take(key):
-                    if await self._at_home(self._statuses.apply(fact)):
+                    if await self._statuses.apply(fact):
                         written += 1
         finally:
             if not lock.locked() and self._locks.get(key) is lock:
@@ -147,10 +135,8 @@ class ReservationStatusWriter:
         if isinstance(listed, list) and any(
             isinstance(c, dict) and c.get("type") == statuses.CONDITION_HANDLED for c in listed
         ):
-            await self._at_home(
-                self._statuses.drop_condition(
-                    obj.namespace, obj.name, kind=statuses.CONDITION_HANDLED
-                )
+            await self._statuses.drop_condition(
+                obj.namespace, obj.name, kind=statuses.CONDITION_HANDLED
             )
 
     async def report_failure(self, obj: observations.ObservedObject, error: BaseException) -> None:
@@ -158,19 +144,14 @@ class ReservationStatusWriter:
         ``StatusHandled`` condition False (``HandlerFailed``)."""
         message = statuses.failure_message(MANAGER, error)
         statuses.report_failure_event(self._recorder, obj, message)
-        await self._at_home(
-            self._statuses.set_condition(
-                obj.namespace,
-                obj.name,
-                kind=statuses.CONDITION_HANDLED,
-                value="False",
-                reason=statuses.HANDLER_FAILED,
-                message=message,
-            )
+        await self._statuses.set_condition(
+            obj.namespace,
+            obj.name,
+            kind=statuses.CONDITION_HANDLED,
+            value="False",
+            reason=statuses.HANDLER_FAILED,
+            message=message,
         )
-
-    async def _at_home(self, call: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
-        return await aiotasks.on_loop(self._home, call)
 
 
 def register(

@@ -22,16 +22,15 @@ controller keeps the rest of its status true over time:
   deleted ``retention`` after it ended (24 h by default, as Koordinator's collector; the
   operator passes ``Settings.reservation_retention``).
 
-How: :func:`register` adds Kopf's watching handler (:func:`berth.controllers.observed.
-register_watcher`), which records every Reservation into
-:class:`~berth.controllers.observed.ObservedObjects`.
+How: Kopf's indexing handler of Reservations (:mod:`berth.controllers.indexing`) records
+every Reservation into :class:`~berth.controllers.observed.ObservedObjects`.
 Conditions and timestamps follow :mod:`berth.status.conditions`, as the facts' writes do.
 :class:`ReservationController` runs inside Kopf, as part of the Reservation status handler
 (:mod:`berth.controllers.reservation_statuses`): it plans every reservation purely
 (:func:`plan`) and writes what differs through Berth's write primitive
 (:meth:`berth.kube.writes.Writer.update`: read, change, write back at the version read; a 409
-reads again; the leader's fence checked before sending), on the operator's loop and its fenced
-client (:meth:`~ReservationController.bind`), with the handler's field manager; garbage is
+reads again; the leader's fence checked before sending), through the operator's fenced
+client, with the handler's field manager; garbage is
 deleted with :meth:`~berth.kube.writes.Writer.delete` (a ``uid`` precondition). It sleeps until the
 earliest moment some reservation is due — its expiry or its deletion — or until
 :meth:`ReservationController.kick` (after a scheduling cycle, or when Kopf saw a change), with
@@ -46,8 +45,6 @@ import dataclasses
 import logging
 import typing
 
-import kopf
-
 from berth.api import keys, resources
 from berth.api import reservations as reservation_api
 from berth.controllers import observed, statuses
@@ -56,7 +53,7 @@ from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
 from berth.status import conditions, observations
 from berth.status import reservations as reservation_status
-from berth.util import aiotasks, clocks, reporting
+from berth.util import clocks, reporting
 
 __all__ = [
     "DEFAULT_RETENTION_SECONDS",
@@ -66,12 +63,9 @@ __all__ = [
     "ReservationController",
     "live_owners",
     "plan",
-    "register",
 ]
 
 logger = logging.getLogger(__name__)
-
-_T = typing.TypeVar("_T")
 
 KIND = reservation_api.KIND
 DEFAULT_RETENTION_SECONDS = 24 * 3600.0
@@ -85,11 +79,6 @@ class Board(typing.Protocol):
     """What the scheduler last saw: its latest snapshot (None before the first cycle)."""
 
     def snapshot(self) -> snapshots.Snapshot | None: ...
-
-
-def register(registry: kopf.OperatorRegistry, *, objects: observed.ObservedObjects) -> None:
-    """Add the watching handler recording every Reservation into ``objects``."""
-    observed.register_watcher(registry, kind=KIND, plural=reservation_api.PLURAL, objects=objects)
 
 
 # Planning (pure) ----------------------------------------------------------------------------
@@ -263,7 +252,7 @@ def plan(
     return Plan(status=status if status != current else None, events=tuple(found), wake_at=ends)
 
 
-# Writing (on the operator's loop) ------------------------------------------------------------
+# Writing ------------------------------------------------------------
 
 
 class ReservationController:
@@ -283,7 +272,6 @@ class ReservationController:
         fence: fencing.Fence | None = None,
     ) -> None:
         self._writer = writes.Writer(api, fence=fence, field_manager=field_manager)
-        self._home: asyncio.AbstractEventLoop | None = None
         self._objects = objects
         self._board = board
         self._clock = clock
@@ -291,32 +279,18 @@ class ReservationController:
         self._retention = retention
         self._interval = interval
         self._kicked = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.writes = 0
         """Status writes the API server accepted."""
         self.deletions = 0
         self._planning = reporting.OncePerWindow(logger, what="planning reservation")
         """Reservations deleted after their retention."""
 
-    def bind(self, home: asyncio.AbstractEventLoop) -> None:
-        """Send the writes on ``home``, the loop the (fenced) API client belongs to, whichever
-        loop runs the passes (Kopf's)."""
-        self._home = home
-
-    async def _at_home(self, call: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
-        return await aiotasks.on_loop(self._home, call)
-
     def kick(self) -> None:
-        """Ask for a pass soon (a cycle ended, Kopf saw a change); safe from any thread."""
-        loop = self._loop
-        if loop is None:
-            self._kicked.set()
-            return
-        loop.call_soon_threadsafe(self._kicked.set)
+        """Ask for a pass soon (a cycle ended, Kopf saw a change)."""
+        self._kicked.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Pass, then sleep until the next reservation is due or a kick, until ``stop``."""
-        self._loop = asyncio.get_running_loop()
         while not stop.is_set():
             self._kicked.clear()
             try:
@@ -376,11 +350,9 @@ class ReservationController:
         snapshot: snapshots.Snapshot | None,
     ) -> float | None:
         if planned.delete:
-            await self._at_home(self._delete(obj))
+            await self._delete(obj)
             return None
-        if planned.status is not None and await self._at_home(
-            self._write(obj, now=now, snapshot=snapshot)
-        ):
+        if planned.status is not None and await self._write(obj, now=now, snapshot=snapshot):
             self._tell(obj, planned.events)
         return planned.wake_at
 

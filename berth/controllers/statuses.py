@@ -1,21 +1,26 @@
 """PodGroup and Queue statuses, written by Berth's Kopf handlers, only when they change.
 
-Kopf owns these kinds' statuses (docs/architecture.md, "Status owners"). :func:`register`
-adds, per kind, a Kopf change handler (``podgroup-status``, ``queue-status``: on create, on
-resume after a restart or a new leadership term, on a change of the spec) and, on Kopf's
-startup, the kind's *cycle pass*: after every scheduling cycle (:meth:`StatusWriter.kick`)
-and at least every ``interval`` seconds, one pass computes the status every observed PodGroup
-and Queue should have from the scheduler's last snapshot and cycle result (the :class:`Board`)
-with :func:`berth.status.cycles.desired` — the owners :mod:`berth.status.podgroups` and
-:mod:`berth.status.queues`, which ``berth sim`` uses too — compares it with the live status
-Kopf observed (:mod:`berth.controllers.observed`), and sends one JSON merge patch to the ``status``
-subresource of each object that differs, a bounded number at a time. A pass coalesces
-everything that changed since the previous one, so a burst of cycles costs one write per
-object, and thousands of objects need no task (nor finalizer) each, which a Kopf daemon or
-timer per object would. The Events a change is worth (placed, why it waits, timed out,
-finished; a queue's tree becoming invalid) are recorded with it.
+Kopf owns these kinds' statuses (docs/architecture.md, "Status owners"). :func:`register` adds,
+per kind, a Kopf change handler (``podgroup-status``, ``queue-status``: on create and on a
+change of the spec) and, on Kopf's startup, the kind's *cycle pass*: after every scheduling
+cycle (:meth:`StatusWriter.kick`) and at least every ``interval`` seconds, one pass computes the
+status every observed PodGroup and Queue should have from the scheduler's last snapshot and
+cycle result (the :class:`Board`) with :func:`berth.status.cycles.desired` — the owners
+:mod:`berth.status.podgroups` and :mod:`berth.status.queues`, which ``berth sim`` uses too —
+compares it with the live status Kopf observed (:mod:`berth.controllers.observed`), and sends
+one JSON merge patch to the ``status`` subresource of each object that differs, a bounded number
+at a time. A pass coalesces everything that changed since the previous one, so a burst of cycles
+costs one write per object, and thousands of objects need no task (nor finalizer) each, which a
+Kopf daemon or timer per object would. The Events a change is worth (placed, why it waits, timed
+out, finished; a queue's tree becoming invalid) are recorded with it.
 
-Every write is sent on the operator's loop through Berth's write primitive
+No handler runs on Kopf's *resume* of these kinds (a restart, a new leadership term): nothing
+could be written then (no cycle has run yet), the pass writes every status after the first
+cycle, and a resume handler per object would only make a new leader's Kopf handle every PodGroup
+at once on the loop its Lease renewals share (docs/architecture.md).
+
+
+Every write is sent through Berth's write primitive
 (:class:`berth.kube.writes.Writer`: the leader's fence checked before sending and by the fenced
 API client at the socket, so nothing lands once the Lease may be another replica's; a 409
 tried again, bounded; failures logged once per object per window) with the field manager
@@ -62,7 +67,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_T = typing.TypeVar("_T")
 _Observed = observations.ObservedObject
 
 MANAGERS: typing.Final[collections.abc.Mapping[str, str]] = {
@@ -140,9 +144,7 @@ class StatusWriter:
         self._interval = interval
         self._concurrency = concurrency
         self._on_phases = on_podgroup_phases
-        self._home: asyncio.AbstractEventLoop | None = None  # where the API client lives
-        self._pass_loop: asyncio.AbstractEventLoop | None = None  # where passes run (Kopf's)
-        self._kicked: asyncio.Event | None = None
+        self._kicked = asyncio.Event()
         self._limit: asyncio.Semaphore | None = None
         # (id(snapshot), id(result), the facts derived from them): derived once per cycle.
         self._facts: tuple[int, int, cycles.CycleFacts] | None = None
@@ -154,21 +156,12 @@ class StatusWriter:
         """Status patches the API server accepted."""
         self.passes = 0
 
-    def bind(self, home: asyncio.AbstractEventLoop) -> None:
-        """Send the writes on ``home``, the loop the (fenced) API client belongs to, whichever
-        loop asks for them (Kopf's handlers run on a loop of their own)."""
-        self._home = home
-
     def kick(self) -> None:
-        """Ask for a pass soon (a cycle ended); callable from any thread."""
-        loop, kicked = self._pass_loop, self._kicked
-        if loop is not None and kicked is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(kicked.set)
+        """Ask for a pass soon (a cycle ended)."""
+        self._kicked.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Write statuses until ``stop`` is set (on Kopf's loop: see :func:`register`)."""
-        self._pass_loop = asyncio.get_running_loop()
-        self._kicked = asyncio.Event()
+        """Write statuses until ``stop`` is set (started by Kopf: see :func:`register`)."""
         while not stop.is_set():
             self._kicked.clear()
             try:
@@ -278,7 +271,7 @@ class StatusWriter:
         if self._limit is None:
             self._limit = asyncio.Semaphore(self._concurrency)
         async with self._limit:
-            outcome = await self._at_home(self._send(obj, desired, patch))
+            outcome = await self._send(obj, desired, patch)
         if outcome is writes.Outcome.GONE:
             return  # deleted meanwhile
         if outcome is not writes.Outcome.WRITTEN:
@@ -306,11 +299,7 @@ class StatusWriter:
             now=self._clock.now(),
         )
         patch = {"conditions": listed}
-        await self._at_home(self._send(obj, None, patch))
-
-    async def _at_home(self, write: collections.abc.Coroutine[typing.Any, typing.Any, _T]) -> _T:
-        """Run ``write`` on the API client's loop and wait for it here."""
-        return await aiotasks.on_loop(self._home, write)
+        await self._send(obj, None, patch)
 
     async def _send(
         self,
@@ -318,8 +307,8 @@ class StatusWriter:
         desired: dict[str, typing.Any] | None,
         patch: dict[str, typing.Any],
     ) -> writes.Outcome:
-        """On the client's loop: the status patch through the write primitive (fenced, named
-        for its Kopf handler), and the Events the change is worth once it is written."""
+        """The status patch through the write primitive (fenced, named for its Kopf handler),
+        and the Events the change is worth once it is written."""
         plural = podgroup_api.PLURAL if obj.kind == podgroups.KIND else queue_api.PLURAL
         where = f"namespaces/{obj.namespace}/" if obj.namespace else ""
         written = await self._writers[obj.kind].patch(
@@ -363,7 +352,7 @@ def failure_message(manager: str, error: BaseException) -> str:
 def report_failure_event(
     recorder: events.EventRecorder | None, obj: observations.ObservedObject, message: str
 ) -> None:
-    """The Warning Event saying ``obj``'s status handler failed (thread-safe)."""
+    """The Warning Event saying ``obj``'s status handler failed."""
     if recorder is None:
         return
     ref = events.ObjectRef(
@@ -375,8 +364,8 @@ def report_failure_event(
 def register(
     registry: kopf.OperatorRegistry, *, writer: StatusWriter, backoff: float = RETRY_BACKOFF
 ) -> None:
-    """Add the status handlers of PodGroups and Queues and the cycle pass (on Kopf's loop,
-    between its startup and cleanup) to ``registry``; see the module docstring."""
+    """Add the status handlers of PodGroups and Queues and the cycle pass (between Kopf's
+    startup and cleanup) to ``registry``; see the module docstring."""
     for kind, plural in ((podgroups.KIND, podgroup_api.PLURAL), (queues.KIND, queue_api.PLURAL)):
         _register_kind(registry, writer=writer, kind=kind, plural=plural, backoff=backoff)
     running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
@@ -405,7 +394,6 @@ def _register_kind(
     handler_id = MANAGERS[kind].rpartition("/")[2]
     where = (keys.GROUP, keys.VERSION, plural)
 
-    @kopf.on.resume(*where, id=handler_id, backoff=backoff, registry=registry)
     @kopf.on.create(*where, id=handler_id, backoff=backoff, registry=registry)
     @kopf.on.update(*where, id=handler_id, backoff=backoff, registry=registry)
     async def write_status(body: kopf.Body, **_: typing.Any) -> None:

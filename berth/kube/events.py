@@ -20,8 +20,7 @@ PodGroups, Queues and Reservations, the way kube-scheduler's recorder does:
 Recording never blocks and never raises: :meth:`record` updates the series and queues the
 write; worker tasks post it. Events are explanations, not state, so when the API server is slow
 or the queue is full they are dropped (counted in :attr:`dropped`) rather than slowing down
-binding. :meth:`record` may be called from any thread (the Kopf controllers run on their own
-loop); the posting happens on the loop that runs :meth:`run`.
+binding. Everything runs on the operator's one event loop (Kopf's handlers record from it too).
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ import collections
 import dataclasses
 import logging
 import socket
-import threading
 import typing
 import uuid
 
@@ -134,11 +132,9 @@ class EventRecorder:
         self._repeat = repeat_seconds
         self._workers = workers
         self._max_objects = max_objects
-        self._lock = threading.Lock()
         self._objects: collections.OrderedDict[str, _Object] = collections.OrderedDict()
         self._queue: asyncio.Queue[_Series] = asyncio.Queue(maxsize=queue_size)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread = -1  # the thread running that loop
+        self._running = False  # whether run() posts (a record before it is dropped)
         self.posted = 0
         """Event objects the API server created."""
         self.updated = 0
@@ -154,28 +150,20 @@ class EventRecorder:
         True if a write was queued."""
         now = self._clock.now()
         message = message[:_MAX_MESSAGE]
-        with self._lock:
-            series = self._count(ref, type=type, reason=reason, message=message, now=now)
-            if series is None or not self._admit(ref.key, now=now):
-                self.suppressed += 1
-                return False
-            series.busy = True
-        loop = self._loop
-        if loop is None:
-            with self._lock:
-                series.busy = False
+        series = self._count(ref, type=type, reason=reason, message=message, now=now)
+        if series is None or not self._admit(ref.key, now=now):
+            self.suppressed += 1
+            return False
+        if not self._running:
             self.dropped += 1
             return False
-        if threading.get_ident() == self._loop_thread:
-            return self._enqueue(series)
-        loop.call_soon_threadsafe(self._enqueue, series)
-        return True
+        series.busy = True
+        return self._enqueue(series)
 
     def series(self, ref: ObjectRef) -> list[tuple[str, str, int]]:
         """``(reason, message, count)`` of every series about ``ref`` (tests, debugging)."""
-        with self._lock:
-            held = self._objects.get(ref.key)
-            return [(s.reason, s.message, s.count) for s in (held.series if held else {}).values()]
+        held = self._objects.get(ref.key)
+        return [(s.reason, s.message, s.count) for s in (held.series if held else {}).values()]
 
     def _count(
         self, ref: ObjectRef, *, type: str, reason: str, message: str, now: float
@@ -236,16 +224,14 @@ class EventRecorder:
         try:
             self._queue.put_nowait(series)
         except asyncio.QueueFull:
-            with self._lock:
-                series.busy = False
+            series.busy = False
             self.dropped += 1
             return False
         return True
 
     async def run(self, stop: asyncio.Event) -> None:
         """Post queued Events until ``stop`` is set (what is still queued then is dropped)."""
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
+        self._running = True
         workers = [
             asyncio.create_task(self._work(), name=f"events: poster {i}")
             for i in range(self._workers)
@@ -253,7 +239,7 @@ class EventRecorder:
         try:
             await stop.wait()
         finally:
-            self._loop = None
+            self._running = False
             for worker in workers:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
@@ -274,23 +260,20 @@ class EventRecorder:
         """Bring ``series``' Event up to date: post it, or patch its count; again if it was
         counted meanwhile."""
         while True:
-            with self._lock:
-                state = series.state()
-                if series.written == state:
-                    series.busy = False
-                    return
-                ref, posted, last = series.ref, series.posted, series.last
+            state = series.state()
+            if series.written == state:
+                series.busy = False
+                return
+            ref, posted, last = series.ref, series.posted, series.last
             done = (
                 await self._patch(series, ref=ref, state=state, last=last)
                 if posted
                 else await self._post(series, ref=ref, state=state, last=last)
             )
             if not done:
-                with self._lock:
-                    series.busy = False
+                series.busy = False
                 return
-            with self._lock:
-                series.written = state
+            series.written = state
 
     async def _post(
         self, series: _Series, *, ref: ObjectRef, state: tuple[int, str], last: float

@@ -8,7 +8,7 @@ logged once with what to do about it, marks the informer unhealthy, and is retri
 exponential backoff: a transient fault never crashes the process. A relist also removes the
 objects that disappeared while the watch was down.
 
-:class:`ClusterInformers` runs the eleven informers Berth needs and feeds a
+:class:`ClusterInformers` runs the informers Berth needs and feeds a
 :class:`~berth.scheduler.snapshot.cache.ClusterCache`:
 
 - pods: one watch of every pod, filtered here: Berth's own pods (its scheduler name) in any
@@ -17,17 +17,22 @@ objects that disappeared while the watch was down.
   ones, so that a pod being bound is never seen deleted from one stream and added to another
   in the wrong order;
 - nodes, PriorityClasses, Namespaces (their labels: default queues, queues' namespace
-  selectors), and Berth's Queues, PodGroups and Reservations;
+  selectors);
 - PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes (the volume plugins);
   ``on_claim_changed`` hears every claim change (the binder's wait for claims to bind).
 
-Malformed objects (not parseable by the cache) are logged and skipped. ``synced`` is set, and
-the ``caches-synced`` readiness condition becomes true, once every informer has listed once;
-the condition turns false again while any informer cannot reach the API server. ``trigger`` is
-set on every change the scheduler should react to (anything but status churn of pods already
-bound), which is what wakes the scheduling loop. :meth:`ClusterInformers.holds_capacity` says
-whether a pod is still in the cache and unfinished, and ``on_pod_released`` hears when one stops
-being so: the binder holds a preemptor's binding until the victims on its node are gone.
+Berth's own kinds (Queues, PodGroups, Reservations) are not watched here: the leader's Kopf
+watches them, and its handlers feed the same cache (:mod:`berth.controllers.indexing`) — each
+kind is watched once per replica.
+
+Malformed objects (not parseable by the cache) are logged and skipped. :class:`CacheSync` says
+whether the cache holds every source's first list — each informer's, and the Kopf handlers'
+(the ``caches-synced`` readiness condition, true once every source has listed once, false again
+while any cannot follow the API server); ``synced`` is set then. ``trigger`` is set on every
+change the scheduler should react to (anything but status churn of pods already bound), which
+is what wakes the scheduling loop. :meth:`ClusterInformers.holds_capacity` says whether a pod is
+still in the cache and unfinished, and ``on_pod_released`` hears when one stops being so: the
+binder holds a preemptor's binding until the victims on its node are gone.
 """
 
 from __future__ import annotations
@@ -41,13 +46,14 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys
 from berth.kube import errors, watching
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import aiotasks
 
 __all__ = [
+    "CRD_HINT",
     "READINESS_CONDITION",
+    "CacheSync",
     "ClusterInformers",
     "LivePods",
     "Informer",
@@ -62,13 +68,14 @@ logger = logging.getLogger(__name__)
 READINESS_CONDITION = "caches-synced"
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
-_BERTH = f"/apis/{keys.API_VERSION}"
 
 
 class ReadinessSink(typing.Protocol):
     """Where informers report whether the caches are usable (the operator's readiness)."""
 
     def set(self, name: str, *, ready: bool, reason: str = "") -> None: ...
+
+    def remove(self, name: str) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,10 +103,8 @@ _VOLUMES = Resource("persistentvolumes", "/api/v1/persistentvolumes", namespaced
 _STORAGE = "/apis/storage.k8s.io/v1"
 _STORAGE_CLASSES = Resource("storageclasses", f"{_STORAGE}/storageclasses", namespaced=False)
 _CSI_NODES = Resource("csinodes", f"{_STORAGE}/csinodes", namespaced=False)
-_CRD_HINT = "are Berth's CRDs installed? (kubectl apply -f crds/)"
-_QUEUES = Resource("queues", f"{_BERTH}/queues", namespaced=False, hint=_CRD_HINT)
-_GROUPS = Resource("podgroups", f"{_BERTH}/podgroups", namespaced=True, hint=_CRD_HINT)
-_RESERVATIONS = Resource("reservations", f"{_BERTH}/reservations", namespaced=True, hint=_CRD_HINT)
+CRD_HINT = "are Berth's CRDs installed? (kubectl apply -f crds/)"
+"""What a 404 for one of Berth's kinds most likely means, said where readiness says why."""
 
 ChangeCallback = collections.abc.Callable[[str, dict[str, typing.Any]], None]
 """Told ``("ADDED" | "MODIFIED", object)`` for a change; see :class:`Informer`."""
@@ -278,6 +283,61 @@ class Informer:
         return f"{verb} failed: {exc}"
 
 
+class CacheSync:
+    """Whether one cache holds the first list of every source that feeds it.
+
+    A source (an informer's resource, or one of the kinds Kopf's handlers feed) is expected
+    with :meth:`expect` when its feeder is built, says :meth:`listed` once its first list is in
+    the cache, and :meth:`following` whether it can follow the API server now (a reason when it
+    cannot). ``synced`` is set once every expected source has listed once, and never cleared;
+    the ``caches-synced`` readiness condition says which sources are still missing or failing.
+    """
+
+    def __init__(self, readiness: ReadinessSink | None = None) -> None:
+        self._readiness = readiness
+        self._waiting: dict[str, None] = {}  # expected, not listed yet, in the order expected
+        self._problems: dict[str, str] = {}
+        self.synced = asyncio.Event()
+        """Set once every expected source has listed once."""
+
+    def expect(self, name: str) -> None:
+        """Wait for ``name``'s first list too."""
+        if self.synced.is_set():
+            raise RuntimeError(f"{name}: the cache is synced already; expect sources first")
+        self._waiting[name] = None
+
+    def listed(self, name: str) -> None:
+        """``name``'s first list is in the cache."""
+        self._waiting.pop(name, None)
+        if not self._waiting:
+            self.synced.set()
+        self.report()
+
+    def following(self, name: str, problem: str | None = None) -> None:
+        """Whether ``name`` follows the API server now (``problem``: why it cannot)."""
+        if problem is None:
+            if self._problems.pop(name, None) is None:
+                return
+        elif self._problems.get(name) == problem:
+            return
+        else:
+            self._problems[name] = problem
+        self.report()
+
+    def report(self) -> None:
+        """Tell the readiness sink how the sources are doing."""
+        if self._readiness is None:
+            return
+        if self._problems:
+            reason = "; ".join(f"{name}: {problem}" for name, problem in self._problems.items())
+            self._readiness.set(READINESS_CONDITION, ready=False, reason=reason)
+        elif self._waiting:
+            reason = f"waiting for the first list of {', '.join(self._waiting)}"
+            self._readiness.set(READINESS_CONDITION, ready=False, reason=reason)
+        else:
+            self._readiness.set(READINESS_CONDITION, ready=True)
+
+
 class LivePods:
     """Which pods are in the cache and not finished (key -> uid): who still holds capacity.
 
@@ -320,7 +380,9 @@ class ClusterInformers:
       finished (Succeeded or Failed), left the cache, or was replaced by a new pod of that
       name;
     - ``on_claim_changed``: told the key of every PersistentVolumeClaim that changed or went
-      (the binder's bindings waiting for claims to bind).
+      (the binder's bindings waiting for claims to bind);
+    - ``sync``: the cache's :class:`CacheSync`, shared with the cache's other feeders (Kopf's
+      handlers of Berth's kinds); None: one of its own, reporting to ``readiness``.
     """
 
     def __init__(
@@ -337,17 +399,17 @@ class ClusterInformers:
         on_pod_removed: collections.abc.Callable[[str], None] | None = None,
         on_pod_released: collections.abc.Callable[[str], None] | None = None,
         on_claim_changed: collections.abc.Callable[[str], None] | None = None,
+        sync: CacheSync | None = None,
     ) -> None:
         self.cache = cache
         self._ours = frozenset(scheduler_names)
         self._trigger = trigger
-        self._readiness = readiness
+        self.sync = sync if sync is not None else CacheSync(readiness)
+        """Whether the cache holds every source's first list (these informers' and others')."""
         self._bound: set[str] = set()  # pods known bound and unfinished (status churn is noise)
         self._tracked: set[str] = set()  # pods in the cache
         self.live = live if live is not None else LivePods()
         """The pods in the cache and not finished."""
-        self.synced = asyncio.Event()
-        """Set once every informer has listed once."""
         self._also_ours = also_ours
         self._on_pod_removed = on_pod_removed
         self._on_pod_released = on_pod_released
@@ -378,45 +440,41 @@ class ClusterInformers:
                 *self._feeding(cache.add_storage_class, cache.remove_storage_class),
             ),
             informer(_CSI_NODES, *self._feeding(cache.add_csi_node, cache.remove_csi_node)),
-            informer(_QUEUES, *self._feeding(cache.add_queue, cache.remove_queue)),
-            informer(_GROUPS, *self._feeding(cache.add_pod_group, cache.remove_pod_group)),
-            informer(
-                _RESERVATIONS, *self._feeding(cache.add_reservation, cache.remove_reservation)
-            ),
             informer(pod_resource(), self._pod, self._pod_gone),
         )
+        for each in self.informers:
+            self.sync.expect(each.resource.name)
+
+    @property
+    def synced(self) -> asyncio.Event:
+        """Set once every source of the cache has listed once (:attr:`sync`)."""
+        return self.sync.synced
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run every informer until ``stop`` is set."""
-        self._report_sync()
-        waiter = asyncio.create_task(self._await_sync(), name="informers: synced")
+        self.sync.report()
+        waiters = [
+            asyncio.create_task(self._listed(i), name=f"informers: {i.resource.name} listed")
+            for i in self.informers
+        ]
+        waiters.append(asyncio.create_task(self._await_sync(), name="informers: synced"))
         try:
             await asyncio.gather(*(i.run(stop) for i in self.informers))
         finally:
-            waiter.cancel()
-            await asyncio.gather(waiter, return_exceptions=True)
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+    async def _listed(self, informer: Informer) -> None:
+        await informer.synced.wait()
+        self.sync.listed(informer.resource.name)
 
     async def _await_sync(self) -> None:
-        await asyncio.gather(*(i.synced.wait() for i in self.informers))
-        self.synced.set()
-        self._report_sync()
+        await self.sync.synced.wait()
         self._trigger.set()
 
     def _health(self, informer: Informer, problem: str | None) -> None:
-        self._report_sync()
-
-    def _report_sync(self) -> None:
-        if self._readiness is None:
-            return
-        broken = [f"{i.resource.name}: {i.problem}" for i in self.informers if i.problem]
-        waiting = [i.resource.name for i in self.informers if not i.synced.is_set()]
-        if broken:
-            self._readiness.set(READINESS_CONDITION, ready=False, reason="; ".join(broken))
-        elif waiting:
-            reason = f"waiting for the first list of {', '.join(waiting)}"
-            self._readiness.set(READINESS_CONDITION, ready=False, reason=reason)
-        else:
-            self._readiness.set(READINESS_CONDITION, ready=True)
+        self.sync.following(informer.resource.name, problem)
 
     # Pods ---------------------------------------------------------------------------------
     def holds_capacity(self, key: str, *, uid: str = "") -> bool:

@@ -1,15 +1,16 @@
 """Other schedulers' gangs honoured as they are: scheduler-plugins, Volcano, Kubernetes' own.
 
 For each enabled flavour (:data:`berth.workloads.interop.FLAVORS`) :class:`InteropGroups` waits
-until its API is served — it watches CustomResourceDefinitions, as Kopf does (a CRD appearing is
-seen at once), and asks discovery at start and every ``discovery_interval`` (Kubernetes'
-Workload API is built into the API server, with no CRD): a cluster without Volcano costs a
-request a minute and logs no warning. Once served, it lists and watches those objects (an
-:class:`~berth.kube.informers.Informer`). For each one it keeps Berth PodGroups in step
-(:func:`berth.workloads.interop.mirrors`: the PodGroup of the same name, or one per pod group
-of a 1.35 Workload and per replica key its waiting pods name; created, updated when the
-original changes, owned by it so they go with it), which is what the pods' own keys
-(``scheduling.x-k8s.io/pod-group``, ``scheduling.k8s.io/group-name``,
+until its API is served — it is told of every CustomResourceDefinition the leader's Kopf sees
+(:meth:`InteropGroups.crd_seen`; that watch is the process's one watch of CRDs,
+:mod:`berth.controllers.indexing`), so a CRD appearing is seen at once, and asks discovery at
+start and every ``discovery_interval`` (Kubernetes' Workload API is built into the API server,
+with no CRD): a cluster without Volcano costs a request a minute and logs no warning. Once
+served, it lists and watches those objects (an :class:`~berth.kube.informers.Informer`). For
+each one it keeps Berth PodGroups in step (:func:`berth.workloads.interop.mirrors`: the PodGroup
+of the same name, or one per pod group of a 1.35 Workload and per replica key its waiting pods
+name; created, updated when the original changes, owned by it so they go with it), which is what
+the pods' own keys (``scheduling.x-k8s.io/pod-group``, ``scheduling.k8s.io/group-name``,
 ``spec.schedulingGroup``, ``spec.workloadRef``) find. After each cycle
 (:meth:`InteropGroups.offer`) it writes Berth's verdict back into each original's status
 (:func:`berth.workloads.interop.foreign_status`) when that changed and the flavour's status is
@@ -41,11 +42,6 @@ logger = logging.getLogger(__name__)
 
 Raw = dict[str, typing.Any]
 _OWNED = ("phase", "running", "succeeded", "failed", "conditions")
-_CRDS = informers.Resource(
-    "customresourcedefinitions",
-    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-    namespaced=False,
-)
 
 
 class InteropGroups:
@@ -130,15 +126,8 @@ class InteropGroups:
     async def run(self, stop: asyncio.Event) -> None:
         """Watch every flavour the server serves and write mirrors and statuses until
         ``stop``."""
-        crds = informers.Informer(
-            self._api,
-            resource=_CRDS,
-            on_change=self._crd_seen,
-            on_remove=lambda _: None,
-        )
         await asyncio.gather(
             self._write_loop(stop),
-            crds.run(stop),
             *(self._watch(f, stop) for f in self._flavors),
             *(self._discover(f, stop) for f in self._flavors),
         )
@@ -168,7 +157,9 @@ class InteropGroups:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self._discovery_interval)
 
-    def _crd_seen(self, _: str, crd: Raw) -> None:
+    def crd_seen(self, _: str, crd: Raw) -> None:
+        """A CustomResourceDefinition was listed, added or changed: a flavour it serves is
+        watched from now on."""
         name = str((crd.get("metadata") or {}).get("name") or "")
         spec = crd.get("spec") or {}
         for flavor in self._flavors:

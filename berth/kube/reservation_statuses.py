@@ -4,13 +4,13 @@
 publishes a cycle's Reservation facts, in order, per Reservation; Berth's Kopf handler for
 Reservations (:mod:`berth.controllers.reservation_statuses`) takes them from there and has
 them written. A newer ``Unschedulable`` replaces one not written yet (only the latest reason
-matters). Thread-safe: the binder offers on the operator's loop, Kopf takes on its own.
+matters). Both sides run on the operator's one event loop.
 
 :class:`ReservationStatuses` turns the Reservation decisions of a cycle
 (``SetReservationAvailable``, ``AllocateReservation``, ``EndReservation`` and a Reservation's
 ``Unschedulable``) into status changes: phase, node, allocatable; owners and allocated;
 ``Scheduled``/``Ready`` conditions. What the status becomes is
-:func:`berth.kube.reservation_owner.reservation_status` (the one owner ``berth sim`` uses too);
+:func:`berth.status.reservations.reservation_status` (the one owner ``berth sim`` uses too);
 each write goes through Berth's write primitive (:class:`berth.kube.writes.Writer`): it reads
 the Reservation, computes its status and writes it back at the version read (a 409 reads again,
 with backoff, a bounded number of times); an Event says what happened. An availability write never
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import collections.abc
 import logging
-import threading
 import typing
 
 from berth.api import keys
@@ -45,42 +44,37 @@ def key_of(fact: reservation_owner.ReservationFact) -> str:
 
 class ReservationFacts:
     """Reservation facts waiting to be written, in order per Reservation; see the module
-    docstring. ``listener`` is called (on the offering thread) after every offer."""
+    docstring. ``listener`` is called after every offer."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._pending: dict[str, list[reservation_owner.ReservationFact]] = {}
         self.listener: collections.abc.Callable[[], None] | None = None
 
     def offer(self, fact: reservation_owner.ReservationFact) -> None:
         key = key_of(fact)
-        with self._lock:
-            queued = self._pending.setdefault(key, [])
-            if (
-                queued
-                and isinstance(fact, decisions.Unschedulable)
-                and isinstance(queued[-1], decisions.Unschedulable)
-            ):
-                queued[-1] = fact  # the older reason was never written: only the latest counts
-            else:
-                queued.append(fact)
+        queued = self._pending.setdefault(key, [])
+        if (
+            queued
+            and isinstance(fact, decisions.Unschedulable)
+            and isinstance(queued[-1], decisions.Unschedulable)
+        ):
+            queued[-1] = fact  # the older reason was never written: only the latest counts
+        else:
+            queued.append(fact)
         listener = self.listener
         if listener is not None:
             listener()
 
     def waiting(self) -> list[str]:
         """Reservations with facts waiting."""
-        with self._lock:
-            return list(self._pending)
+        return list(self._pending)
 
     def take(self, key: str) -> list[reservation_owner.ReservationFact]:
         """The facts waiting for ``key``, oldest first; they are no longer waiting."""
-        with self._lock:
-            return self._pending.pop(key, [])
+        return self._pending.pop(key, [])
 
     def __len__(self) -> int:
-        with self._lock:
-            return sum(len(facts) for facts in self._pending.values())
+        return sum(len(facts) for facts in self._pending.values())
 
 
 class ReservationStatuses:

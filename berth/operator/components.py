@@ -2,11 +2,12 @@
 
 A :class:`Component` is started when leadership is won and stopped when it is released or lost
 (:mod:`berth.operator.main` drives them through :class:`Supervisor`). The informers, the
-embedded Kopf operator, the scheduling loop and the plugins' controllers are components; adding
-one is writing a class with ``name``, ``start()`` and ``stop()``, or wrapping a long-running
-coroutine function ``run(stop_flag)`` in a :class:`TaskComponent`::
+embedded Kopf operator, the scheduling loop and the plugins' controllers are components, all on
+the operator's one event loop; adding one is writing a class with ``name``, ``start()`` and
+``stop()``, or wrapping a long-running coroutine function ``run(stop_flag)`` in a
+:class:`TaskComponent`::
 
-    components.TaskComponent("kopf", lambda stop: kopf.operator(stop_flag=stop, ...))
+    components.TaskComponent("informers", informers.run)
 
 A component that ends by itself while it should be running has failed: the supervisor is told
 (through the ``on_exit`` callback) and the process steps down and exits non-zero, so that

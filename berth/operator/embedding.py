@@ -1,19 +1,33 @@
-"""The embedded Kopf operator as a leader-only component, on its own thread and event loop.
+"""An embedded Kopf operator as tasks on the operator's own event loop.
 
-:class:`KopfComponent` runs ``kopf.operator(registry=..., settings=..., stop_flag=...,
-ready_flag=..., memo=...)`` (docs/architecture.md: embedded, not ``kopf run``) while this replica
-leads. It gets a thread and an event loop of its own, as Kopf's documentation advises for
-embedding, for two reasons that bite in a shared loop: Kopf installs SIGINT/SIGTERM handlers
-on the main thread's loop (they would take ``berth run``'s graceful shutdown away), and when it
-stops it cancels every task the loop started after it (binding requests, HTTP handlers, the
-scheduling loop). Kopf's handlers therefore hand data over through thread-safe objects
-(:mod:`berth.controllers.observed`, :mod:`berth.kube.events`) and send their writes to the
-operator's loop, whose API client is fenced (:mod:`berth.controllers.statuses`).
+:class:`KopfOperator` runs Kopf (docs/architecture.md: embedded, not ``kopf run``) between
+:meth:`~KopfOperator.start` and :meth:`~KopfOperator.stop`, as ``kopf.operator()`` would —
+``kopf.spawn_tasks(...)`` then ``kopf.run_tasks(...)`` — in a task of the running loop, beside the
+informers, the binder and the scheduling loop; no thread and no loop of its own. Kopf's embedding
+guide advises a thread for two reasons, and both are answered here instead:
 
-``start`` returns once Kopf reports ready (its startup handlers ran) and raises if Kopf died
-first or did not get ready within ``start_timeout``; ``stop`` sets its stop flag and waits up
-to ``stop_timeout`` for the thread to end. Kopf ending while it should run is a failure: the
-``on_exit`` callback is told, and the process steps down.
+- **Signals.** On the main thread, ``spawn_tasks`` installs SIGINT/SIGTERM handlers that stop
+  Kopf alone. Right after it returns, the process's own handlers are put back
+  (:func:`berth.util.signals.reclaim`): Ctrl+C and SIGTERM stop ``berth run`` as a whole, which
+  stops Kopf as one of its parts.
+- **Tasks started after it.** When its root tasks end, ``run_tasks`` cancels every task of the
+  loop it was not told to ignore — on a shared loop, the binder's requests, the HTTP handlers
+  and the scheduling loop. Kopf runs inside a :class:`~berth.util.aiotasks.TaskScope` (the host
+  task and every task created from it), and is told to ignore everything outside it: it cancels
+  its own stragglers and nothing else.
+
+Two more of Kopf's process-wide habits are turned off: its contextvars (the credentials vault,
+the settings) are set inside the host task, so two Kopf operators on one loop (the admission
+webhooks' and the leader's) never see each other's; and its "ultimate termination", which sends
+SIGKILL to the thread — the process — when Kopf's tasks end without the stop flag, is disabled
+(``settings.process.ultimate_exiting_timeout = None``): a Kopf that ends on its own is reported
+through ``on_exit``, and the process steps down as for any failed leader-only part.
+
+``start`` returns once Kopf is ready (its startup handlers ran), or at once if a ``prerequisite``
+is still being waited for (the leader's Kopf waits for Berth's CRDs to be served, which may take
+until somebody installs them: the readiness probe says so); it raises if Kopf ended first or did
+not get ready within ``start_timeout``. ``stop`` sets Kopf's stop flag, waits up to
+``stop_timeout`` for it to end (its cleanup handlers run), then cancels what is left.
 """
 
 from __future__ import annotations
@@ -21,29 +35,29 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import logging
-import threading
-import time
-import typing
 
 import kopf
 
 from berth.operator import components
+from berth.util import aiotasks, signals
 
-__all__ = ["KopfComponent"]
+__all__ = ["KopfOperator", "Prerequisite"]
 
 logger = logging.getLogger(__name__)
 
+Prerequisite = collections.abc.Callable[
+    [asyncio.Event, collections.abc.Callable[[], None]], collections.abc.Awaitable[bool]
+]
+"""Awaited before Kopf starts, given the stop flag and a callback to call if it does not hold at
+once (``start`` then returns without waiting for it); False: stopped while waiting."""
+
 
 class _KopfNoise(logging.Filter):
-    """Drops two kinds of Kopf lines that say nothing in Berth: the warning that OS signals are
-    ignored off the main thread (the point of running it there: ``berth run`` handles them),
-    and one INFO line per handled event (the watching handlers run on every watch event of
-    every PodGroup: each would log one). Failures are still logged."""
+    """Drops one INFO line per handled event (the indexing and watching handlers run on every
+    watch event of every PodGroup: each would log one). Failures are still logged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if "OS signals are ignored" in message:
-            return False
         routine = message.startswith("Handler '") and message.endswith(" succeeded.")
         return not (routine and record.levelno == logging.INFO)
 
@@ -52,10 +66,8 @@ _NOISE = _KopfNoise()
 _NOISY_LOGGERS = ("kopf._core.reactor.running", "kopf.objects")
 
 
-class KopfComponent:
-    """Kopf on a thread of its own, between :meth:`start` and :meth:`stop`."""
-
-    name = "kopf"
+class KopfOperator:
+    """Kopf's tasks on the running loop, between :meth:`start` and :meth:`stop`."""
 
     def __init__(
         self,
@@ -64,6 +76,7 @@ class KopfComponent:
         registry: collections.abc.Callable[[], kopf.OperatorRegistry],
         settings: collections.abc.Callable[[], kopf.OperatorSettings],
         memo: object | None = None,
+        prerequisite: Prerequisite | None = None,
         start_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         on_exit: components.ExitCallback | None = None,
@@ -72,108 +85,106 @@ class KopfComponent:
         self._registry = registry
         self._settings = settings
         self._memo = memo
+        self._prerequisite = prerequisite
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
         self.on_exit = on_exit
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._ended = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._done: asyncio.Future[BaseException | None] | None = None
-        self._watcher: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._waiting = asyncio.Event()  # the prerequisite does not hold yet
+        self._scope = aiotasks.TaskScope(name)
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._task is not None and not self._task.done()
+
+    @property
+    def tasks(self) -> list[asyncio.Task[object]]:
+        """Kopf's tasks (and its handlers') not done yet: the host task and what it started."""
+        return self._scope.tasks()
 
     async def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("the Kopf component was started twice")
-        loop = asyncio.get_running_loop()
-        self._done = loop.create_future()
+        if self._task is not None:
+            raise RuntimeError(f"{self.name} was started twice")
         for name in _NOISY_LOGGERS:
             logging.getLogger(name).addFilter(_NOISE)
         registry, settings = self._registry(), self._settings()
-        self._thread = threading.Thread(
-            target=self._main, args=(loop, registry, settings), name=self.name, daemon=True
-        )
-        self._thread.start()
-        ready = asyncio.ensure_future(asyncio.to_thread(self._await_ready, self._start_timeout))
-        waiters: set[asyncio.Future[typing.Any]] = {ready, self._done}
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        if self._done.done():
-            ready.cancel()
-            error = self._done.result()
-            raise RuntimeError(f"Kopf ended while starting: {error!r}") from error
-        if not ready.result():
-            raise TimeoutError(f"Kopf did not get ready within {self._start_timeout}s")
-        self._watcher = asyncio.create_task(self._watch(self._done), name="kopf: watcher")
-        logger.info("Kopf is running (%s)", self.name)
+        # Kopf's end is the process's business (on_exit), never a SIGKILL of its own.
+        settings.process.ultimate_exiting_timeout = None
+        host = asyncio.create_task(self._main(registry, settings), name=f"kopf: {self.name}")
+        self._task = host
+        started = asyncio.ensure_future(_first(self._ready, self._waiting))
+        try:
+            await asyncio.wait(
+                {host, started}, timeout=self._start_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            started.cancel()
+            await asyncio.gather(started, return_exceptions=True)
+        if host.done():
+            error = None if host.cancelled() else host.exception()
+            raise RuntimeError(f"Kopf ({self.name}) ended while starting: {error!r}") from error
+        if not (self._ready.is_set() or self._waiting.is_set()):
+            await self.stop()
+            raise TimeoutError(
+                f"Kopf ({self.name}) did not get ready within {self._start_timeout}s"
+            )
+        host.add_done_callback(self._ended)
+        if self._ready.is_set():
+            logger.info("Kopf is running (%s)", self.name)
 
-    def _await_ready(self, timeout: float) -> bool:
-        """Block (in a worker thread) until Kopf is ready, has ended, or ``timeout`` passed."""
-        deadline = time.monotonic() + timeout
-        while not self._ended.is_set() and time.monotonic() < deadline:
-            if self._ready.wait(0.05):
-                return True
-        return self._ready.is_set()
+    async def _main(self, registry: kopf.OperatorRegistry, settings: kopf.OperatorSettings) -> None:
+        with self._scope.entered():
+            prerequisite = self._prerequisite
+            if prerequisite is not None and not await prerequisite(self._stop, self._waiting.set):
+                return
+            root = await kopf.spawn_tasks(
+                registry=registry,
+                settings=settings,
+                clusterwide=True,
+                standalone=True,
+                stop_flag=self._stop,
+                ready_flag=self._ready,
+                memo=self._memo,
+            )
+            # On the main thread, Kopf has just put its own SIGINT/SIGTERM handlers on the loop.
+            signals.reclaim()
+            await kopf.run_tasks(root, ignored=self._scope.outside())
 
     async def stop(self) -> None:
         self._stop.set()
-        done = self._done
-        if done is not None and not done.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(done), self._stop_timeout)
-            except TimeoutError:
-                logger.warning(
-                    "Kopf did not stop within %ss; abandoning its thread", self._stop_timeout
-                )
-        if done is not None and done.done() and self._thread is not None:
-            # It has reported its end; the thread itself is a moment from finishing.
-            await asyncio.to_thread(self._thread.join, self._stop_timeout)
-        if self._watcher is not None:
-            self._watcher.cancel()
-            await asyncio.gather(self._watcher, return_exceptions=True)
-
-    def _main(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        registry: kopf.OperatorRegistry,
-        settings: kopf.OperatorSettings,
-    ) -> None:
-        error: BaseException | None = None
-        try:
-            asyncio.run(
-                kopf.operator(
-                    registry=registry,
-                    settings=settings,
-                    clusterwide=True,
-                    standalone=True,
-                    stop_flag=self._stop,
-                    ready_flag=self._ready,
-                    memo=self._memo,
-                )
+        task = self._task
+        if task is None or task.done():
+            return
+        done, _ = await asyncio.wait({task}, timeout=self._stop_timeout)
+        if not done:
+            logger.warning(
+                "Kopf (%s) did not stop within %ss: cancelling it", self.name, self._stop_timeout
             )
-        except BaseException as exc:  # reported to the owner's loop, never lost
-            error = exc
-        self._ended.set()
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(_resolve, self._done, error)
+            await aiotasks.cancel_and_wait(task, timeout=self._stop_timeout)
+        # What Kopf left behind (it cancels its stragglers itself; this is the safety net).
+        for straggler in self._scope.tasks():
+            await aiotasks.cancel_and_wait(straggler, timeout=self._stop_timeout)
 
-    async def _watch(self, done: asyncio.Future[BaseException | None]) -> None:
-        error = await done
+    def _ended(self, task: asyncio.Task[None]) -> None:
         if self._stop.is_set():
             return
+        error = None if task.cancelled() else task.exception()
         if error is not None:
-            logger.error("Kopf failed: %r", error)
+            logger.error("Kopf (%s) failed: %r", self.name, error)
         else:
-            logger.error("Kopf ended while it should be running")
+            logger.error("Kopf (%s) ended while it should be running", self.name)
         if self.on_exit is not None:
             self.on_exit(self.name, error)
 
 
-def _resolve(
-    future: asyncio.Future[BaseException | None] | None, error: BaseException | None
-) -> None:
-    if future is not None and not future.done():
-        future.set_result(error)
+async def _first(*events: asyncio.Event) -> None:
+    """Return once any of ``events`` is set."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)

@@ -10,10 +10,10 @@
    ``--no-leader-elect``; with an election, every write for the leader is fenced
    (:mod:`berth.kube.fencing`) by the last renewal;
 4. as leader, start the leader-only :class:`~berth.operator.components.Component` list, in
-   order: whatever ``leader_components`` builds from the :class:`Context` (informers -> cache,
-   the scheduling loop, the embedded Kopf operator, whose handlers also start the plugins'
-   controllers that the scheduler registered in the handle: :mod:`berth.controllers.plugins`);
-   lend the plugins' routes to the HTTP server;
+   order: whatever ``leader_components`` builds from the :class:`Context` (the composition
+   root, :mod:`berth.operator.scheduling`: informers and the leader's Kopf -> cache, the
+   binder, the scheduling loop, the plugins' controllers that the scheduler registered in the
+   handle); lend the plugins' routes to the HTTP server;
 5. on a stop request: stop the components, release the Lease, close the server: exit 0.
    On losing the Lease, or when a leader-only component dies: stop the components at once and
    exit 1, so that Kubernetes restarts the pod as a follower while another replica leads.
@@ -23,8 +23,13 @@ The one seam for what runs as leader is ``leader_components``, a function of the
 by itself through ``on_exit=context.fail``). The scheduler's component builds its plugins with
 ``context.handle`` (their controllers and routes land there), reads its profile from
 ``context.settings.profile_document()``, and lends ``context.providers`` its node view and
-score-table switch. Lease renewals run on the same event loop: a scheduling cycle that holds
-the loop longer than the renew deadline loses the Lease, so cycles belong in a worker thread.
+score-table switch.
+
+Everything runs on one event loop: the HTTP server, the Lease renewals, both embedded Kopf
+operators (the admission webhooks' and the leader's, as tasks: :mod:`berth.operator.embedding`)
+and every leader-only part. A scheduling cycle that held the loop longer than the renew deadline
+would lose the Lease, so cycles run in a worker thread (``asyncio.to_thread``); no other thread
+runs Berth's code.
 """
 
 from __future__ import annotations

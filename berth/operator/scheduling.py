@@ -1,35 +1,37 @@
-"""What the leader runs: informers -> cache -> scheduling loop -> binder, statuses, Events, Kopf.
+"""The composition root: every part the leader runs, built in one place.
 
-:func:`leader_components` is the ``leader_components`` factory ``berth run`` hands to
-:func:`berth.operator.main.run`. Each leadership term builds, from the :class:`~berth.
-operator.main.Context`:
+:func:`build` builds one leadership term's parts from :class:`Inputs`, each with its
+dependencies passed in (no callback is set on a part after it is built), in dependency order, and
+returns them as :class:`Parts`, with the leader-only components in start order:
 
-- the scheduler (profile from the config file, else the default profile; plugins built once
-  with the process's handle, so their controllers and routes are known);
-- a :class:`~berth.scheduler.snapshot.cache.ClusterCache` kept current by
-  :class:`~berth.kube.informers.ClusterInformers` (readiness ``caches-synced``);
-- :class:`~berth.kube.snapshots.CacheSource` and :class:`~berth.kube.decisions.ApiSink`
-  around the cache, wrapped by :class:`~berth.kube.admission.Admission` (on in both modes, so
-  a restart with the other ``--mode`` adopts the pods the previous one left;
-  docs/admission.md), the :class:`~berth.kube.events.EventRecorder`, and the Kopf operator
-  (:class:`~berth.operator.embedding.KopfComponent`) whose handlers own PodGroups' and
-  Queues' statuses (:mod:`berth.controllers.statuses`) and Reservations' statuses from the
-  facts the binder publishes (:mod:`berth.controllers.reservation_statuses`), writing through
-  this loop's fenced client;
+1. ``events``: the :class:`~berth.kube.events.EventRecorder`;
+2. ``informers``: :class:`~berth.kube.informers.ClusterInformers`, the one watch of every kind
+   but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
+3. ``binder``: :class:`~berth.kube.decisions.ApiSink`, and ``admission``:
+   :class:`~berth.kube.admission.Admission` around the snapshot source and the binder (on in both
+   modes, so that a restart with the other ``--mode`` adopts the pods the previous one left;
+   docs/admission.md);
+4. ``kopf``: the leader's Kopf operator (:class:`~berth.operator.embedding.KopfOperator`), the one
+   watch of Queues, PodGroups and Reservations (its handlers feed the same cache:
+   :mod:`berth.controllers.indexing`) and the owner of their statuses
+   (:mod:`berth.controllers.statuses`, :mod:`berth.controllers.reservation_statuses`, the
+   Reservations' lifetimes: :mod:`berth.controllers.reservations`); it starts once Berth's CRDs
+   are served;
+5. ``plugin controllers``: the plugins' ``ControllerProvider`` controllers
+   (:mod:`berth.controllers.plugins`);
+6. ``scheduling loop``: :func:`berth.scheduler.loop.run`, which waits until the cache holds the
+   first list of every kind (a cycle on a half-listed cluster would place pods on capacity that
+   is taken); after every cycle the metrics are fed, the status passes and the Reservation
+   controller kicked, and the owner grouper and the interop mirrors offered the snapshot;
+7. the owner grouper and the interop mirrors, when they are on.
 
-and returns them as components in start order: Events, informers, binder, admission, the
-scheduling loop (which waits for the caches before its first cycle: a cycle on a half-listed cluster
-would place pods on capacity that is taken), Kopf (whose status handlers also run the
-Reservations' lifetimes, :mod:`berth.controllers.reservations`, and whose startup and cleanup
-handlers start and stop the plugins' controllers, :mod:`berth.controllers.plugins`: Kopf runs
-only while this replica leads, so they do too). After every cycle the
-metrics are fed and Kopf's status passes are kicked. ``/berth/v1/nodes/{name}`` and
-``/debug/flags/s`` are lent the cache's node view and the score-table switch.
+All of it runs on the operator's one event loop: Kopf as tasks beside the others, no thread but
+the worker the scheduling cycle runs in (``asyncio.to_thread``) and the loop's executor for
+blocking calls. ``/berth/v1/nodes/{name}``, the visibility API and ``/debug/flags/s`` are lent the
+cache's node view, the scheduler's results and the score-table switch (``Inputs.providers``).
 
-:func:`build` is the composition root: it builds every part from :class:`Inputs` with its
-dependencies passed in (no callback is set on a part after it is built), in dependency order,
-the informers last. The operator, ``berth up``/``demo``, the benchmarks and the tests
-(``tests/admission/stack.py``) build with it. :class:`Parts` exposes what a term built.
+``berth run`` (:func:`leader_components`), ``berth up``/``demo`` and the benchmarks
+(:func:`with_registry`) and the tests (``tests/admission/stack.py``) build with it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ import logging
 import time
 
 from berth.api import keys
-from berth.controllers import observed, plugins, reservation_statuses, reservations, statuses
+from berth.controllers import (
+    indexing,
+    observed,
+    plugins,
+    reservation_statuses,
+    reservations,
+    statuses,
+)
 from berth.controllers import registry as kopf_registry
 from berth.kube import (
     admission,
@@ -57,7 +66,7 @@ from berth.kube import (
     snapshots,
     writes,
 )
-from berth.operator import components, embedding, main, visibility
+from berth.operator import components, embedding, http, main, visibility
 from berth.operator import metrics as berth_metrics
 from berth.operator import settings as settings_module
 from berth.scheduler import loop
@@ -86,11 +95,17 @@ class Parts:
     recorder: events.EventRecorder
     objects: observed.ObservedObjects
     writer: statuses.StatusWriter  # PodGroup and Queue statuses
-    trigger: asyncio.Event  # set by the informers: wakes the scheduling loop
+    trigger: asyncio.Event  # set by the informers and Kopf's handlers: wakes the scheduling loop
     admission: admission.Admission  # around source and sink: the loop's source and sink
+    feed: indexing.CacheFeed  # Kopf's handlers of Berth's kinds -> the cache
+    reservation_writer: reservation_statuses.ReservationStatusWriter
+    reservations: reservations.ReservationController
+    plugin_controllers: plugins.PluginControllers
+    kopf: embedding.KopfOperator  # the leader's Kopf
+    kube_writer: writes.Writer  # the write primitive the parts share
+    components: tuple[components.Component, ...]  # the leader-only components, in start order
     grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
     interop: interop_groups.InteropGroups | None = None  # None: no other PodGroup API honoured
-    kube_writer: writes.Writer | None = None  # the write primitive the parts share
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -119,10 +134,24 @@ def with_registry(
     how each binding ended (the benchmarks)."""
 
     def factory(context: main.Context) -> list[components.Component]:
-        parts = _build(context, registry=registry, on_bound=on_bound)
+        parts = build(
+            Inputs(
+                api=context.api,
+                settings=context.settings,
+                clock=context.clock,
+                registry=registry,
+                handle=context.handle,
+                metrics=context.metrics,
+                readiness=context.readiness,
+                providers=context.providers,
+                fence=context.fence,
+                on_bound=on_bound,
+                on_exit=context.fail,
+            )
+        )
         if on_parts is not None:
             on_parts(parts)
-        return _components(context, parts)
+        return list(parts.components)
 
     return factory
 
@@ -141,38 +170,45 @@ class _Board:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Inputs:
-    """What :func:`build` builds a scheduling stack from: everything passed in, nothing set
-    on the parts afterwards."""
+    """What :func:`build` builds a term from: everything passed in, nothing set on the parts
+    afterwards."""
 
     api: clients.AsyncApiClient
     settings: settings_module.Settings
     clock: clocks.Clock
     registry: registries.Registry
     handle: handles.ExtendedHandle | None = None  # None: a handle of its own
-    metrics: berth_metrics.Metrics | None = None  # None: no binding metrics
+    metrics: berth_metrics.Metrics | None = None  # None: no metrics fed
     readiness: informers.ReadinessSink | None = None  # where "caches-synced" goes
+    providers: http.Providers | None = None  # what the HTTP server is lent (None: nothing)
     fence: fencing.Fence | None = None  # the leader's fence for the write primitive
     on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None = None
+    on_exit: components.ExitCallback | None = None  # told when a component died
     wrap_sink: collections.abc.Callable[[decisions.ApiSink], admission.Sink] | None = None
     """Decorates the binder as admission's sink (tests record every cycle's result)."""
+    in_thread: bool = True
+    """Run each scheduling cycle in a worker thread (False: on the loop; tests)."""
 
 
 def build(inputs: Inputs) -> Parts:
-    """The composition root: one scheduling stack, each part built with its dependencies.
+    """The composition root: one leadership term's parts, each built with its dependencies.
 
     The order follows the dependencies: scheduler, cache, the write primitive, Events, the
     binder (with the live-pod book it waits on), the snapshot source, admission around them,
-    and last the informers, which feed the cache and tell admission and the binder about pods.
-    ``berth run`` (:func:`with_registry`), ``berth up``/``demo``/the benchmarks (through
-    ``with_registry``) and the tests (:mod:`tests.admission.stack`) all build with it.
+    the status writers, the interop mirrors, the Kopf feed of Berth's kinds and the informers
+    (which feed the cache and tell admission and the binder about pods), the leader's Kopf, and
+    last the components that run them (see the module docstring).
     """
     config = inputs.settings
+    handle = inputs.handle
+    if handle is None:
+        handle = handles.ExtendedHandle(clock=inputs.clock)
     profile = load_profile(config.profile_document())
     scheduler = loop.Scheduler(
         profile,
         registry=inputs.registry,
         clock=inputs.clock,
-        handle=inputs.handle,
+        handle=handle,
         hints=config.queueing_hints,
         revisit_seconds=config.queueing_hints_revisit,
     )
@@ -222,29 +258,36 @@ def build(inputs: Inputs) -> Parts:
         victims=sink.victims,  # admitted preemptors wait for their victims as bound ones do
         writer=writer,
     )
-    trigger = asyncio.Event()
-    watched = informers.ClusterInformers(
-        inputs.api,
-        cache=cache,
-        scheduler_names=names,
-        trigger=trigger,
-        readiness=inputs.readiness,
-        live=live,
-        also_ours=admitting.observe_pod,
-        on_pod_removed=admitting.pod_removed,  # passes it on to the binder
-        on_pod_released=sink.pod_released,  # wakes preemptors waiting for their victims
-        on_claim_changed=sink.claim_changed,  # wakes bindings waiting for their claims
-    )
-    objects = observed.ObservedObjects()
     board = _Board(source, sink)
+    objects = observed.ObservedObjects()
+    interval = max(config.period, 1.0)
     status_writer = statuses.StatusWriter(
         inputs.api,
         objects=objects,
         board=board,
         clock=inputs.clock,
         recorder=recorder,
-        interval=max(config.period, 1.0),
+        interval=interval,
         on_podgroup_phases=inputs.metrics.set_podgroup_phases if inputs.metrics else None,
+        fence=inputs.fence,
+    )
+    reservation_writer = reservation_statuses.ReservationStatusWriter(
+        inputs.api,
+        facts=sink.reservation_facts,
+        clock=inputs.clock,
+        recorder=recorder,
+        interval=interval,
+        fence=inputs.fence,
+    )
+    # Reservations' expiry, owners and garbage collection.
+    reserving = reservations.ReservationController(
+        inputs.api,
+        objects=objects,
+        board=board,
+        clock=inputs.clock,
+        recorder=recorder,
+        retention=config.reservation_retention,
+        field_manager=reservation_statuses.MANAGER,
         fence=inputs.fence,
     )
     grouper = (
@@ -258,54 +301,155 @@ def build(inputs: Inputs) -> Parts:
         if config.group_by_owner
         else None
     )
-    return Parts(
-        scheduler,
-        cache,
-        watched,
-        source,
-        sink,
-        recorder,
-        objects,
-        status_writer,
-        trigger,
-        admitting,
-        grouper,
-        _interop(inputs, recorder=recorder, writer=writer),
-        writer,
+    mirrors = _interop(inputs, recorder=recorder, writer=writer)
+    trigger = asyncio.Event()
+    sync = informers.CacheSync(inputs.readiness)
+    feed = indexing.CacheFeed(
+        inputs.api,
+        cache=cache,
+        objects=objects,
+        trigger=trigger,
+        sync=sync,
+        on_crd=[mirrors.crd_seen] if mirrors is not None else [],
+    )
+    watched = informers.ClusterInformers(
+        inputs.api,
+        cache=cache,
+        scheduler_names=names,
+        trigger=trigger,
+        sync=sync,
+        live=live,
+        also_ours=admitting.observe_pod,
+        on_pod_removed=admitting.pod_removed,  # passes it on to the binder
+        on_pod_released=sink.pod_released,  # wakes preemptors waiting for their victims
+        on_claim_changed=sink.claim_changed,  # wakes bindings waiting for their claims
     )
 
+    async def login() -> credentials.Credentials:
+        return await credentials.credentials_of(inputs.api)
 
-def _build(
-    context: main.Context,
-    *,
-    registry: registries.Registry,
-    on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None,
-) -> Parts:
-    parts = build(
-        Inputs(
-            api=context.api,
-            settings=context.settings,
-            clock=context.clock,
-            registry=registry,
-            handle=context.handle,
-            metrics=context.metrics,
-            readiness=context.readiness,
-            fence=context.fence,
-            on_bound=on_bound,
+    timeout = config.shutdown_timeout
+    leader_kopf = embedding.KopfOperator(
+        registry=lambda: kopf_registry.build(
+            feed=feed,
+            login=login,
+            writer=status_writer,
+            reservation_writer=reservation_writer,
+            reservation_controller=reserving,
+        ),
+        settings=kopf_registry.operator_settings,
+        prerequisite=feed.served,
+        stop_timeout=timeout,
+        on_exit=inputs.on_exit,
+    )
+    plugin_controllers = plugins.PluginControllers(handle.controllers, stop_timeout=timeout)
+    parts = Parts(
+        scheduler=scheduler,
+        cache=cache,
+        informers=watched,
+        source=source,
+        sink=sink,
+        recorder=recorder,
+        objects=objects,
+        writer=status_writer,
+        trigger=trigger,
+        admission=admitting,
+        feed=feed,
+        reservation_writer=reservation_writer,
+        reservations=reserving,
+        plugin_controllers=plugin_controllers,
+        kopf=leader_kopf,
+        kube_writer=writer,
+        components=(),
+        grouper=grouper,
+        interop=mirrors,
+    )
+    if inputs.providers is not None:
+        _lend(inputs.providers, scheduler=scheduler, source=source, board=board, clock=inputs.clock)
+    return dataclasses.replace(parts, components=_components(inputs, parts, board=board))
+
+
+def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[components.Component, ...]:
+    """The leader-only components running ``parts``, in start order (module docstring)."""
+    config = inputs.settings
+    feed = _MetricsFeed(inputs.metrics) if inputs.metrics is not None else None
+    timed = _TimedSource(parts.admission, feed)
+    seen = inputs.providers.visibility if inputs.providers is not None else None
+
+    async def run_informers(stop: asyncio.Event) -> None:
+        try:
+            await parts.informers.run(stop)
+        finally:
+            # A follower has no caches: the condition leaves with the informers.
+            if inputs.readiness is not None:
+                inputs.readiness.remove(informers.READINESS_CONDITION)
+
+    def on_result(result: cycle_decisions.CycleResult) -> None:
+        if feed is not None:
+            feed.cycle(result, snapshot=parts.source.last)
+        if seen is not None:
+            seen.observe()
+        parts.writer.kick()
+        parts.reservations.kick()
+        last = timed.last
+        if parts.grouper is not None and last is not None:
+            parts.grouper.offer(last)
+        if parts.interop is not None and last is not None:
+            parts.interop.offer(last, reasons=_Messages(result.group_why))
+
+    async def run_loop(stop: asyncio.Event) -> None:
+        if not await _wait_or_stop(parts.informers.synced, stop=stop):
+            return
+        logger.info("caches synced: scheduling pods of %s", parts.scheduler.profile.scheduler_name)
+        await loop.run(
+            parts.scheduler,
+            source=timed,
+            sink=parts.admission,
+            stop=stop,
+            trigger=parts.trigger,
+            period=config.period,
+            on_result=on_result,
+            in_thread=inputs.in_thread,
         )
+
+    def task(
+        name: str, run: collections.abc.Callable[[asyncio.Event], collections.abc.Awaitable[None]]
+    ) -> components.TaskComponent:
+        return components.TaskComponent(
+            name, run, stop_timeout=config.shutdown_timeout, on_exit=inputs.on_exit
+        )
+
+    grouping = [] if parts.grouper is None else [task("owner grouper", parts.grouper.run)]
+    if parts.interop is not None:
+        grouping.append(task("interop podgroups", parts.interop.run))
+    return (
+        task("events", parts.recorder.run),
+        task("informers", run_informers),
+        task("binder", parts.sink.run),
+        task("admission", parts.admission.run),
+        parts.kopf,
+        parts.plugin_controllers,
+        task("scheduling loop", run_loop),
+        *grouping,
     )
-    # The HTTP server outlives leadership terms: each term lends it its views.
-    context.providers.node_lookup = parts.source.node
-    context.providers.visibility = visibility.Visibility(
-        _Board(parts.source, parts.sink), clock=context.clock
-    )
-    scheduler = parts.scheduler
+
+
+def _lend(
+    providers: http.Providers,
+    *,
+    scheduler: loop.Scheduler,
+    source: snapshots.CacheSource,
+    board: _Board,
+    clock: clocks.Clock,
+) -> None:
+    """The HTTP server outlives leadership terms: each term lends it its views."""
+    providers.node_lookup = source.node
+    providers.visibility = visibility.Visibility(board, clock=clock)
 
     def set_top_n(top_n: int) -> None:
         scheduler.debug_top_n = top_n
 
-    context.providers.score_table = set_top_n
-    return parts
+    providers.score_table = set_top_n
 
 
 def _interop(
@@ -329,114 +473,6 @@ def _interop(
     )
 
 
-def _components(context: main.Context, parts: Parts) -> list[components.Component]:
-    config = context.settings
-    feed = _MetricsFeed(context.metrics)
-    timed = _TimedSource(parts.admission, feed)
-    # Reservations' expiry, owners and garbage collection, written from this loop.
-    reserving = reservations.ReservationController(
-        context.api,
-        objects=parts.objects,
-        board=_Board(parts.source, parts.sink),
-        clock=context.clock,
-        recorder=parts.recorder,
-        retention=config.reservation_retention,
-        field_manager=reservation_statuses.MANAGER,
-        fence=context.fence,
-    )
-
-    async def run_informers(stop: asyncio.Event) -> None:
-        try:
-            await parts.informers.run(stop)
-        finally:
-            # A follower has no caches: the condition leaves with the informers.
-            context.readiness.remove(informers.READINESS_CONDITION)
-
-    async def run_loop(stop: asyncio.Event) -> None:
-        if not await _wait_or_stop(parts.informers.synced, stop=stop):
-            return
-        logger.info("caches synced: scheduling pods of %s", parts.scheduler.profile.scheduler_name)
-
-        def on_result(result: cycle_decisions.CycleResult) -> None:
-            feed.cycle(result, snapshot=parts.source.last)
-            seen = context.providers.visibility
-            if seen is not None:
-                seen.observe()
-            parts.writer.kick()
-            reserving.kick()
-            last = timed.last
-            if parts.grouper is not None and last is not None:
-                parts.grouper.offer(last)
-            if parts.interop is not None and last is not None:
-                parts.interop.offer(last, reasons=_Messages(result.group_why))
-
-        await loop.run(
-            parts.scheduler,
-            source=timed,
-            sink=parts.admission,
-            stop=stop,
-            trigger=parts.trigger,
-            period=config.period,
-            on_result=on_result,
-        )
-
-    main_loop = asyncio.get_running_loop()
-    # Kopf's status handlers write through this loop's (fenced) client.
-    parts.writer.bind(main_loop)
-    reservation_writer = reservation_statuses.ReservationStatusWriter(
-        context.api,
-        facts=parts.sink.reservation_facts,
-        clock=context.clock,
-        recorder=parts.recorder,
-        interval=max(config.period, 1.0),
-        fence=context.fence,
-    )
-    reservation_writer.bind(main_loop)
-    reserving.bind(main_loop)
-
-    async def login() -> credentials.Credentials:
-        # Kopf asks from its own loop; the client (and its token refresh) lives on this one.
-        future = asyncio.run_coroutine_threadsafe(
-            credentials.credentials_of(context.api), main_loop
-        )
-        return await asyncio.wrap_future(future)
-
-    timeout = config.shutdown_timeout
-    # The plugins' controllers: started and stopped by Kopf's handlers, run on this loop.
-    plugin_controllers = plugins.PluginControllers(context.handle.controllers, stop_timeout=timeout)
-    plugin_controllers.bind(main_loop)
-
-    def task(
-        name: str, run: collections.abc.Callable[[asyncio.Event], collections.abc.Awaitable[None]]
-    ) -> components.TaskComponent:
-        return components.TaskComponent(name, run, stop_timeout=timeout, on_exit=context.fail)
-
-    grouping = [] if parts.grouper is None else [task("owner grouper", parts.grouper.run)]
-    if parts.interop is not None:
-        grouping.append(task("interop podgroups", parts.interop.run))
-    return [
-        task("events", parts.recorder.run),
-        task("informers", run_informers),
-        task("binder", parts.sink.run),
-        task("admission", parts.admission.run),
-        task("scheduling loop", run_loop),
-        *grouping,
-        embedding.KopfComponent(
-            registry=lambda: kopf_registry.build(
-                objects=parts.objects,
-                login=login,
-                writer=parts.writer,
-                reservation_writer=reservation_writer,
-                reservation_controller=reserving,
-                plugin_controllers=plugin_controllers,
-            ),
-            settings=kopf_registry.operator_settings,
-            stop_timeout=timeout,
-            on_exit=context.fail,
-        ),
-    ]
-
-
 async def _wait_or_stop(event: asyncio.Event, *, stop: asyncio.Event) -> bool:
     """Wait for ``event``; False if ``stop`` came first."""
     waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
@@ -453,7 +489,7 @@ class _TimedSource:
     """The snapshot source, noting when each cycle began (for the session histogram) and what
     it returned (for the owner grouper and the interop status writer)."""
 
-    def __init__(self, source: loop.SnapshotSource, feed: _MetricsFeed) -> None:
+    def __init__(self, source: loop.SnapshotSource, feed: _MetricsFeed | None) -> None:
         self._source = source
         self._feed = feed
 
@@ -461,7 +497,8 @@ class _TimedSource:
     """The snapshot the loop last scheduled from (admission mode's view: gated pods pending)."""
 
     def snapshot(self) -> snapshot_types.Snapshot:
-        self._feed.started = time.perf_counter()
+        if self._feed is not None:
+            self._feed.started = time.perf_counter()
         self.last = self._source.snapshot()
         return self.last
 

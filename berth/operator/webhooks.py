@@ -31,10 +31,12 @@ may be created right after it, and the group waits, saying why, until then.
 
 These are Kopf admission handlers (``kopf.on.mutate`` on pods, ``kopf.on.validate`` on Queues)
 on Kopf's webhook server, in a Kopf operator of their own that holds no watching handler, so it
-reconciles nothing and runs on every replica, not only the leader (docs/architecture.md, "Admission:
-a second, always-on Kopf operator"). TLS comes from the certificate and key the chart's Secret
-mounts (:class:`~berth.operator.settings.AdmissionSettings`). Apart from the look-ups, handling
-is pure, with no state, so followers answer as well as the leader.
+reconciles nothing, watches nothing and runs on every replica, not only the leader
+(docs/architecture.md, "Admission: a second, always-on Kopf operator"), as tasks on the
+operator's one event loop (:class:`~berth.operator.embedding.KopfOperator`): the handlers
+read through the operator's API client directly. TLS comes from the certificate and key the
+chart's Secret mounts (:class:`~berth.operator.settings.AdmissionSettings`). Apart from the
+look-ups, handling is pure, with no state, so followers answer as well as the leader.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ import collections.abc
 import contextlib
 import logging
 import socket
-import threading
 import typing
 
 import kopf
@@ -53,7 +54,8 @@ import pydantic.alias_generators
 from aiohttp import web
 
 from berth.api import keys
-from berth.kube import clients, credentials, errors, pod_edits, queue_access, rest
+from berth.controllers import registry as kopf_registry
+from berth.kube import clients, credentials, discovery, errors, pod_edits, queue_access, rest
 from berth.operator import components, embedding, settings
 from berth.scheduler.snapshot import queue_parents, queues
 
@@ -196,12 +198,6 @@ def _apply(
             target[last] = op["value"]
 
 
-OwnerRun = collections.abc.Callable[
-    [collections.abc.Coroutine[typing.Any, typing.Any, typing.Any]], typing.Awaitable[typing.Any]
-]
-"""Runs a coroutine on the owner's event loop (where the API client lives) from Kopf's."""
-
-
 def _register_pods(
     registry: kopf.OperatorRegistry,
     *,
@@ -209,7 +205,6 @@ def _register_pods(
     opted_in: bool,
     gate: bool,
     lookup: queue_access.QueueAccessLookup | None,
-    owner: OwnerRun,
 ) -> None:
     @kopf.on.mutate("", "v1", "pods", id=path.lstrip("/"), operations=["CREATE"], registry=registry)
     async def gate_pod(body: kopf.Body, patch: kopf.Patch, **kwargs: typing.Any) -> None:
@@ -223,7 +218,7 @@ def _register_pods(
         namespace = str(meta.get("namespace") or "default")
         if lookup is not None:
             labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-            refusal = await owner(lookup.refusal(namespace=namespace, labels=labels or {}))
+            refusal = await lookup.refusal(namespace=namespace, labels=labels or {})
             if refusal is not None:
                 logger.info("refusing pod in %s: %s", namespace, refusal)
                 raise kopf.AdmissionError(refusal, code=403)
@@ -252,9 +247,7 @@ async def _other_queues(
     return {str(q.name): q for q in found if str(q.name) != name}
 
 
-def _register_queues(
-    registry: kopf.OperatorRegistry, *, api: clients.AsyncApiClient, owner: OwnerRun
-) -> None:
+def _register_queues(registry: kopf.OperatorRegistry, *, api: clients.AsyncApiClient) -> None:
     @kopf.on.validate(
         keys.GROUP,
         "queues",
@@ -266,7 +259,7 @@ def _register_queues(
         if kwargs.get("operation") not in ("CREATE", "UPDATE"):
             return
         queue = queues.queue_info(dict(body))
-        others = await owner(_other_queues(api, str(queue.name)))
+        others = await _other_queues(api, str(queue.name))
         if others is None:
             # The scheduler keeps a bad tree out anyway; an unreadable API refuses nothing.
             warnings.append(f"the parent of queue {queue.name} could not be checked")
@@ -296,9 +289,7 @@ async def _queue_exists(api: clients.AsyncApiClient, name: str) -> bool | None:
     return True
 
 
-def _register_podgroups(
-    registry: kopf.OperatorRegistry, *, api: clients.AsyncApiClient, owner: OwnerRun
-) -> None:
+def _register_podgroups(registry: kopf.OperatorRegistry, *, api: clients.AsyncApiClient) -> None:
     @kopf.on.validate(
         keys.GROUP,
         "podgroups",
@@ -311,7 +302,7 @@ def _register_podgroups(
             return
         queue = str(spec.get("queue") or keys.DEFAULT_QUEUE)
         # The default queue exists implicitly (the scheduler's), created or not.
-        if queue != keys.DEFAULT_QUEUE and await owner(_queue_exists(api, queue)) is False:
+        if queue != keys.DEFAULT_QUEUE and await _queue_exists(api, queue) is False:
             warnings.append(missing_queue(queue))
 
 
@@ -321,7 +312,6 @@ LoginFn = collections.abc.Callable[[], collections.abc.Awaitable[credentials.Cre
 def build_registry(
     *,
     login: LoginFn,
-    owner: OwnerRun,
     api: clients.AsyncApiClient,
     lookup: queue_access.QueueAccessLookup | None,
 ) -> kopf.OperatorRegistry:
@@ -330,28 +320,17 @@ def build_registry(
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(id="berth-admission-login", registry=registry)
-    async def admission_login(**_: typing.Any) -> kopf.ConnectionInfo:
-        found = await login()
-        return kopf.ConnectionInfo(
-            server=found.server,
-            token=found.token,
-            ca_path=found.ca_path,
-            certificate_path=found.certificate_path,
-            private_key_path=found.private_key_path,
-            insecure=found.insecure,
-            default_namespace=None,
-        )
+    async def admission_login(**_: typing.Any) -> kopf.AiohttpSession:
+        return kopf_registry.connection(await login())
 
     for path, opted_in, gate in (
         (PATH, False, True),
         (OPTED_IN_PATH, True, True),
         (QUEUE_ACCESS_PATH, False, False),
     ):
-        _register_pods(
-            registry, path=path, opted_in=opted_in, gate=gate, lookup=lookup, owner=owner
-        )
-    _register_queues(registry, api=api, owner=owner)
-    _register_podgroups(registry, api=api, owner=owner)
+        _register_pods(registry, path=path, opted_in=opted_in, gate=gate, lookup=lookup)
+    _register_queues(registry, api=api)
+    _register_podgroups(registry, api=api)
     return registry
 
 
@@ -376,7 +355,7 @@ class _KopfServer(kopf.WebhookServer):
     Kubernetes' own denials do.
     """
 
-    def __init__(self, *, listening: threading.Event, **options: typing.Any) -> None:
+    def __init__(self, *, listening: asyncio.Event, **options: typing.Any) -> None:
         super().__init__(**options)
         self._listening = listening
 
@@ -460,7 +439,7 @@ class WebhookServer:
     ) -> None:
         self.port = port or _free_port(host)
         self._start_timeout = start_timeout
-        self._listening = threading.Event()
+        self._listening = asyncio.Event()
         self._server = _KopfServer(
             listening=self._listening,
             addr=host,
@@ -471,7 +450,8 @@ class WebhookServer:
         )
         self._api = api
         self._lookup = lookup
-        self._component = embedding.KopfComponent(
+        self._crds_served = False
+        self._component = embedding.KopfOperator(
             name="admission webhooks",
             registry=self._registry,
             settings=self._settings,
@@ -480,26 +460,20 @@ class WebhookServer:
         )
 
     def _registry(self) -> kopf.OperatorRegistry:
-        loop = asyncio.get_running_loop()  # the owner's: start() calls this
-
-        async def owner(
-            coro: collections.abc.Coroutine[typing.Any, typing.Any, typing.Any],
-        ) -> typing.Any:
-            # Kopf asks from its own loop; the client lives on the owner's.
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
-
         async def login() -> credentials.Credentials:
-            return typing.cast(
-                credentials.Credentials, await owner(credentials.credentials_of(self._api))
-            )
+            return await credentials.credentials_of(self._api)
 
-        return build_registry(login=login, owner=owner, api=self._api, lookup=self._lookup)
+        return build_registry(login=login, api=self._api, lookup=self._lookup)
 
     def _settings(self) -> kopf.OperatorSettings:
         options = kopf.OperatorSettings()
         options.peering.standalone = True
-        # Kopf watches the CRDs (list/watch granted for the interop kinds already) so that a
-        # Queue CRD installed after this replica started is validated without a restart.
+        # Kopf looks the resources up when it starts. With Berth's kinds served by then (the
+        # chart installs the CRDs first), it watches nothing at all: each kind is watched once
+        # per replica, and on the leader CRDs are watched by the leader's Kopf. Without them,
+        # it watches CRDs (list/watch granted for the interop kinds already), so that Queues
+        # and PodGroups are validated as soon as their CRDs are installed.
+        options.scanning.disabled = self._crds_served
         options.posting.enabled = False
         options.admission.server = self._server
         options.admission.managed = None  # the chart owns the webhook configurations
@@ -508,13 +482,19 @@ class WebhookServer:
 
     async def start(self) -> None:
         """Start Kopf and wait until the server listens; raises when it does not in time."""
+        found = await discovery.served(
+            self._api, api_version=keys.API_VERSION, plurals=["queues", "podgroups"]
+        )
+        self._crds_served = found.all
         await self._component.start()
-        if not await asyncio.to_thread(self._listening.wait, self._start_timeout):
+        try:
+            await asyncio.wait_for(self._listening.wait(), self._start_timeout)
+        except TimeoutError:
             await self._component.stop()
             raise TimeoutError(
                 f"the admission webhook did not listen on port {self.port} within "
                 f"{self._start_timeout}s"
-            )
+            ) from None
         logger.info("admission webhook listening on %s (HTTPS, Kopf)", self.port)
 
     async def stop(self) -> None:

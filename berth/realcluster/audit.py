@@ -1,21 +1,26 @@
-"""The API server's audit log, read back: who bound, evicted or was refused what.
+"""The API server's audit log, read back: who bound, evicted, watched or was refused what.
 
 The log is the independent witness of the real-cluster tests: a binding counted here was
 accepted by the API server, whatever the client believed. Each line is one ``audit.k8s.io/v1``
-Event in JSON (``--audit-log-format=json``) at the ResponseComplete stage. The API server
-appends to the log while tests read it, so the last line may be half-written: only complete
-lines (ended by a newline) are read; the rest is the next read's.
+Event in JSON (``--audit-log-format=json``): at the ResponseComplete stage for every request, and
+at ResponseStarted too for long-running ones — a watch is logged when it starts streaming and
+again when it ends (:func:`watches`).
+
+The API server appends to the log while tests read it, so the last line may be half-written: only
+complete lines (ended by a newline) are read; the rest is the next read's.
 """
 
 from __future__ import annotations
 
 import collections
+import collections.abc
 import dataclasses
+import datetime
 import json
 import pathlib
 import typing
 
-__all__ = ["Request", "bindings", "read", "refused"]
+__all__ = ["Request", "Watch", "bindings", "overlapping", "read", "refused", "watches"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,33 +41,65 @@ class Request:
         return 200 <= self.code < 300
 
 
-def read(path: pathlib.Path) -> list[Request]:
-    """Every completed request in the log (a missing log has none), from its complete lines."""
+@dataclasses.dataclass(frozen=True)
+class Watch:
+    """One watch request: who opened it on what, when it started streaming and when it ended."""
+
+    audit_id: str
+    user: str
+    user_agent: str
+    resource: str
+    uri: str
+    started: datetime.datetime
+    ended: datetime.datetime | None  # None: still open when the log was read
+
+    def open_at(self, moment: datetime.datetime) -> bool:
+        return self.started <= moment and (self.ended is None or moment < self.ended)
+
+
+def _events(path: pathlib.Path) -> list[dict[str, typing.Any]]:
+    """Every audit event of the log's complete lines, in order (a missing log has none)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return []
     # A line being written has no newline yet (and may end inside a character): leave it.
     complete = raw[: raw.rfind(b"\n") + 1]
-    out: list[Request] = []
+    out: list[dict[str, typing.Any]] = []  # an audit.k8s.io/v1 Event, as the API server wrote it
     for number, line in enumerate(complete.decode("utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            event: dict[str, typing.Any] = json.loads(line)
+            out.append(json.loads(line))
         except ValueError as exc:
             raise ValueError(f"{path}:{number}: not an audit event: {exc}") from None
+    return out
+
+
+def _resource(event: collections.abc.Mapping[str, typing.Any]) -> str:
+    ref = event.get("objectRef") or {}
+    resource = str(ref.get("resource") or "")
+    if ref.get("subresource"):
+        resource = f"{resource}/{ref['subresource']}"
+    return resource
+
+
+def _time(value: object) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def read(path: pathlib.Path) -> list[Request]:
+    """Every completed request in the log (a missing log has none), from its complete lines."""
+    out: list[Request] = []
+    for event in _events(path):
         if event.get("stage") != "ResponseComplete":
             continue
         ref = event.get("objectRef") or {}
-        resource = str(ref.get("resource") or "")
-        if ref.get("subresource"):
-            resource = f"{resource}/{ref['subresource']}"
         out.append(
             Request(
                 user=str((event.get("user") or {}).get("username") or ""),
                 verb=str(event.get("verb") or ""),
-                resource=resource,
+                resource=_resource(event),
                 namespace=str(ref.get("namespace") or ""),
                 name=str(ref.get("name") or ""),
                 code=int((event.get("responseStatus") or {}).get("code") or 0),
@@ -93,3 +130,47 @@ def refused(requests: typing.Iterable[Request], *, user: str) -> list[Request]:
     return [
         r for r in requests if r.user == user and (r.code == 401 or r.authorization == "forbid")
     ]
+
+
+def watches(path: pathlib.Path, *, user: str) -> list[Watch]:
+    """The watches ``user`` opened, in the order they started streaming."""
+    started: dict[str, Watch] = {}
+    for event in _events(path):
+        if event.get("verb") != "watch":
+            continue
+        if str((event.get("user") or {}).get("username") or "") != user:
+            continue
+        audit_id = str(event.get("auditID") or "")
+        stage = event.get("stage")
+        if stage == "ResponseStarted":
+            started[audit_id] = Watch(
+                audit_id=audit_id,
+                user=user,
+                user_agent=str(event.get("userAgent") or ""),
+                resource=_resource(event),
+                uri=str(event.get("requestURI") or ""),
+                started=_time(event.get("stageTimestamp")),
+                ended=None,
+            )
+        elif stage == "ResponseComplete" and audit_id in started:
+            ended = _time(event.get("stageTimestamp"))
+            started[audit_id] = dataclasses.replace(started[audit_id], ended=ended)
+    return sorted(started.values(), key=lambda w: w.started)
+
+
+def overlapping(found: typing.Iterable[Watch]) -> dict[str, list[Watch]]:
+    """Per resource, the watches open at the same time as another of that resource (a process
+    following each kind with one watch has none: a watch that ends is followed by the next)."""
+    by_resource: dict[str, list[Watch]] = collections.defaultdict(list)
+    for watch in found:
+        by_resource[watch.resource].append(watch)
+    out: dict[str, list[Watch]] = {}
+    for resource, listed in by_resource.items():
+        clashing = [
+            w
+            for w in listed
+            if any(o is not w and (o.open_at(w.started) or w.open_at(o.started)) for o in listed)
+        ]
+        if clashing:
+            out[resource] = clashing
+    return out

@@ -11,9 +11,10 @@
   alone for a while (``holding``). It has no queue, no scoring, no preemption: it is not
   kube-scheduler.
 - :class:`BerthStack` runs Berth's leader-side pieces against the emulator, built by the
-  operator's composition root (:func:`berth.operator.scheduling.build`): informers -> cache
-  -> :class:`~berth.kube.admission.Admission` (around the ``CacheSource`` and the
-  ``ApiSink``) -> the scheduling loop with the default profile.
+  operator's composition root (:func:`berth.operator.scheduling.build`): informers and the
+  leader's Kopf (Berth's kinds, their statuses) -> cache ->
+  :class:`~berth.kube.admission.Admission` (around the ``CacheSource`` and the ``ApiSink``) ->
+  the scheduling loop with the default profile.
   The wiring does not depend on the mode: the mode decides how pods are created (gated by the
   webhook, or naming Berth's scheduler), which is what restarting with the other flag changes.
 - :func:`eventually` polls a condition (bounded) while the asynchronous parts converge.
@@ -30,7 +31,6 @@ import kubernetes_asyncio.client
 import kubernetes_asyncio.config
 
 from berth.api import crds, keys
-from berth.controllers import reservation_statuses
 from berth.emulator import testing
 from berth.kube import decisions, errors, rest, watching
 from berth.operator import scheduling, settings
@@ -322,26 +322,25 @@ class BerthStack:
         self.sink = self.parts.sink
         self.source = self.parts.source
         self.admission = self.parts.admission
-        # What Kopf's Reservation status handler runs with the facts the binder publishes.
-        self.reservations = reservation_statuses.ReservationStatusWriter(
-            self.api,
-            facts=self.sink.reservation_facts,
-            clock=clocks.SystemClock(),
-            recorder=self.recorder,
-        )
         for name, run in (
             ("events", self.recorder.run),
             ("informers", self.informers.run),
             ("binder", self.sink.run),
-            ("reservation statuses", self.reservations.run),
             ("admission", self.admission.run),
             ("loop", self._loop),
         ):
             self._tasks.append(asyncio.create_task(run(self._stop), name=name))
-        await asyncio.wait_for(self.informers.synced.wait(), timeout=10)
+        # The leader's Kopf: the one watch of Queues, PodGroups and Reservations (feeding the
+        # cache), and their status writers (Reservations' from the facts the binder publishes).
+        self.kopf = self.parts.kopf
+        await self.kopf.start()
+        await asyncio.wait_for(self.informers.synced.wait(), timeout=20)
         return self
 
     async def _loop(self, stop: asyncio.Event) -> None:
+        # As the operator's loop does: no cycle on a half-listed cluster (Kopf's kinds come in
+        # a moment after the informers' first lists).
+        await self.informers.synced.wait()
         await loop.run(
             self.scheduler,
             source=self.admission,
@@ -354,6 +353,7 @@ class BerthStack:
 
     async def __aexit__(self, *exc: object) -> None:
         self._stop.set()
+        await self.kopf.stop()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.api.close()
 

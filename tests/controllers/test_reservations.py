@@ -38,9 +38,9 @@ import yaml
 
 from berth.api import crds, keys
 from berth.cli import up
-from berth.controllers import observed, reservations
+from berth.controllers import indexing, observed, reservations
 from berth.emulator import kubelets, server, testing
-from berth.kube import clients, rest
+from berth.kube import clients, informers, rest
 from berth.operator import main, scheduling
 from berth.operator import settings as operator_settings
 from berth.scheduler.snapshot import cache as cache_module
@@ -358,7 +358,16 @@ async def controlled(
     """Kopf observing Reservations and the controller writing, until the block ends."""
     registry = kopf.OperatorRegistry()
     objects = observed.ObservedObjects()
-    reservations.register(registry, objects=objects)
+    # Kopf's handlers of Berth's kinds record every Reservation (into a cache of their own: the
+    # test feeds the board's).
+    feed = indexing.CacheFeed(
+        connection.api,
+        cache=cache_module.ClusterCache(),
+        objects=objects,
+        trigger=asyncio.Event(),
+        sync=informers.CacheSync(),
+    )
+    indexing.register(registry, feed=feed)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: typing.Any) -> None:

@@ -20,11 +20,12 @@ import typing
 
 import pytest
 
-from berth.controllers import observed, statuses
+from berth.controllers import indexing, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
-from berth.kube import clients, credentials, fencing
+from berth.kube import clients, credentials, fencing, informers
 from berth.operator import embedding
+from berth.scheduler.snapshot import cache
 from berth.status import observations, queues
 from tests.controllers import test_statuses
 from tests.kube import conftest
@@ -35,7 +36,7 @@ PREFIX = "kopf.scheduling.berth.io/"
 
 
 class Running:
-    def __init__(self, writer: test_statuses.Writer, component: embedding.KopfComponent) -> None:
+    def __init__(self, writer: test_statuses.Writer, component: embedding.KopfOperator) -> None:
         self.writer = writer
         self.component = component
 
@@ -54,15 +55,21 @@ async def start(
 ) -> collections.abc.AsyncIterator[Running]:
     writer = test_statuses.Writer(emulator, connection.api)
     writer.cycle()  # the scheduler has published a cycle: statuses can be computed
-    objects = observed.ObservedObjects()
+    feed = indexing.CacheFeed(
+        connection.api,
+        cache=cache.ClusterCache(),
+        objects=writer.objects,
+        trigger=asyncio.Event(),
+        sync=informers.CacheSync(),
+    )
 
     async def login() -> credentials.Credentials:
         return await credentials.credentials_of(connection.api)
 
-    writer.writer.bind(asyncio.get_running_loop())
-    component = embedding.KopfComponent(
-        registry=lambda: kopf_registry.build(objects=objects, login=login, writer=writer.writer),
+    component = embedding.KopfOperator(
+        registry=lambda: kopf_registry.build(feed=feed, login=login, writer=writer.writer),
         settings=kopf_registry.operator_settings,
+        prerequisite=feed.served,
         stop_timeout=10,
     )
     stop = asyncio.Event()

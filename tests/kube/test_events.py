@@ -11,7 +11,6 @@ We test these aspects:
   and shows the repeats;
 - the limits per object: writes are capped by a burst that refills with time, a held-back
   repeat is written with the next one let through, other objects are not affected;
-- recording from another thread (Kopf's) is safe and posts on the recorder's loop;
 - recording never blocks or raises: when the API server refuses, Events are dropped and
   counted;
 - ``CacheSource`` leaves out pods in binding backoff (with queueing hints, a pod whose backoff
@@ -23,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
-import threading
 
 import pytest
 
@@ -183,25 +181,6 @@ def test_objects_idle_past_the_windows_are_forgotten(virtual_clock: clocks.Virtu
     recording.record(POD, type="Normal", reason="Scheduled", message="n")
     assert recording.tracked == 1
     assert recording.suppressed == 0
-
-
-async def test_recording_from_another_thread_posts_on_the_loop(
-    emulator: testing.RunningEmulator, recorder: events.EventRecorder
-) -> None:
-    def other_thread() -> None:
-        for i in range(3):
-            recorder.record(
-                events.ObjectRef("PodGroup", f"g{i}", "default"),
-                type="Normal",
-                reason="Scheduled",
-                message="placed",
-            )
-
-    thread = threading.Thread(target=other_thread)
-    thread.start()
-    thread.join()
-    await conftest.until(lambda: recorder.posted == 3)
-    assert len(stored_events(emulator)) == 3
 
 
 async def test_refused_events_are_dropped_and_counted(

@@ -8,8 +8,11 @@ We test these aspects:
   a running pod's status churn does not wake the scheduler;
 - an expired watch (410 Gone) relists, and objects deleted meanwhile leave the cache;
 - an API server that cannot be reached, refuses the credentials (401) or forbids the list
-  (403), or lacks Berth's CRDs (404): a clear reason in the readiness condition, retries with
-  backoff, and recovery once it answers again — never an exception out of ``run``;
+  (403): a clear reason in the readiness condition, retries with backoff, and recovery once it
+  answers again — never an exception out of ``run``;
+- Berth's own kinds are not theirs to watch (the leader's Kopf feeds them: a missing CRD is
+  named by it, ``tests/operator/test_embedding.py``); a source expected besides the informers
+  holds ``synced`` until it listed;
 - (malformed objects from a watch: ``test_watching.py``).
 """
 
@@ -224,17 +227,32 @@ async def test_refusals_make_readiness_false_with_a_reason_then_recover(
     assert any(words in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
 
 
-async def test_missing_crds_are_named_in_the_reason(
-    emulator: testing.RunningEmulator, connection: clients.AsyncConnection
+async def test_informers_watch_every_kind_but_berths_own(running: Running) -> None:
+    watched = {i.resource.path for i in running.informers.informers}
+    assert not [path for path in watched if "scheduling.berth.io" in path]
+    assert {"/api/v1/pods", "/api/v1/nodes", "/api/v1/namespaces"} <= watched
+
+
+async def test_another_source_of_the_cache_holds_the_sync_until_it_listed(
+    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
 ) -> None:
     informed = Running(connection)
+    informed.informers.sync.expect("queues")  # Kopf's handlers, say
     informed.start()
     try:
-        await conftest.until(lambda: "CRDs" in informed.condition().reason)
-        assert not informed.condition().ready
-        conftest.install_crds(emulator)
-        await asyncio.wait_for(informed.informers.synced.wait(), 10)
-        await conftest.until(lambda: informed.condition().ready)
+        await asyncio.wait_for(
+            asyncio.gather(*(i.synced.wait() for i in informed.informers.informers)), 10
+        )
+        await asyncio.sleep(0.2)
+        assert not informed.informers.synced.is_set()
+        assert informed.condition().reason == "waiting for the first list of queues"
+        informed.informers.sync.following("queues", "the API server does not serve queues")
+        assert informed.condition().reason == "queues: the API server does not serve queues"
+        informed.informers.sync.following("queues")
+        informed.informers.sync.listed("queues")
+        await asyncio.wait_for(informed.informers.synced.wait(), 1)
+        assert informed.condition().ready
+        await conftest.until(lambda: informed.trigger.is_set())  # the first cycle may run
     finally:
         await informed.close()
 

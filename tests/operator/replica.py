@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
-import signal
 import time
 
 import berth.scheduler.framework as framework
 from berth.operator import main as operator_main
 from berth.operator import scheduling, settings
 from berth.scheduler.plugins import registry as in_tree
-from berth.util import aiotasks
+from berth.util import aiotasks, signals
 from berth.util import logging as berth_logging
 
 PROBE = "ControllerProbe"
@@ -65,9 +64,7 @@ def _registry(identity: str) -> framework.Registry:
 
 async def _run(config: settings.Settings) -> operator_main.ExitCode:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    signals.on_stop(stop.set)  # as berth run: the process's handlers, which Kopf leaves alone
     registry = _registry(config.leader_election.identity)
     return await operator_main.run(
         config, stop=stop, leader_components=scheduling.with_registry(registry)

@@ -5,6 +5,9 @@ We test these aspects:
 - ``kubectl apply`` of every example folder reaches what the README promises: the queues get
   their status, the gang of four runs, the reservation is taken by its owner (Succeeded) on its
   node, and the plain pod runs;
+- the API server's audit log shows one watch per kind from Berth's replica: every kind the
+  scheduler follows is watched (the informers' kinds, Berth's own through Kopf, CRDs), and no
+  two watches of one kind are ever open at once;
 - Ctrl+C stops Berth and every component of the control plane, and the command exits 0;
 - installed as the README's install table says (a fresh virtualenv, the checkout with its
   ``[real]`` extra), ``berth up --real --mode admission --kubeconfig F`` with nodes of a pool
@@ -27,13 +30,20 @@ import sys
 
 import pytest
 
-from berth.realcluster import binaries
+from berth.realcluster import audit, binaries, install
 from tests.packaging import venvs
 from tests.realcluster import cluster
 
 pytestmark = pytest.mark.realcluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+WATCHED = {
+    # The informers'
+    "pods", "nodes", "namespaces", "priorityclasses", "persistentvolumeclaims",
+    "persistentvolumes", "storageclasses", "csinodes",
+    # The leader's Kopf: Berth's own kinds, and the CRDs
+    "queues", "podgroups", "reservations", "customresourcedefinitions",
+}  # fmt: skip
 BERTH = str(pathlib.Path(sys.executable).parent / "berth")
 
 
@@ -94,6 +104,9 @@ def test_up_real_runs_the_examples_then_stops_everything(tmp_path: pathlib.Path)
         node = kubectl("get", "reservation/train-capacity", "-o", "jsonpath={.status.nodeName}")
         assert kubectl("get", "pod/trainer", "-o", "jsonpath={.spec.nodeName}") == node
         kubectl("wait", "pod/hello", "--for=jsonpath={.status.phase}=Running", wait)
+        watched = audit.watches(state / "logs" / "audit.log", user=install.USER)
+        assert audit.overlapping(watched) == {}
+        assert {w.resource for w in watched} >= WATCHED, sorted({w.resource for w in watched})
         assert _alive_under(state)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
