@@ -4,8 +4,9 @@ Queues form a tree through ``spec.parent``; only leaf queues take work. A queue'
 ``guaranteed`` resources are lent out while it is idle and reclaimed when it needs them, its
 ``limit`` is a hard cap, and its ``weight`` is its share of what is left above the guarantees.
 Its ``namespaceSelector`` says which namespaces may use it. A queue named ``default`` exists
-implicitly. The model is the contract; the Proportion and QueueAccess plugins and the queue
-controller are the readers.
+implicitly, and the leader creates it as an object when it is missing
+(:mod:`berth.kube.default_queue`), so that users see it and its usage. The model is the
+contract; the Proportion and QueueAccess plugins and the queue controller are the readers.
 """
 
 from __future__ import annotations

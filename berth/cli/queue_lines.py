@@ -56,6 +56,7 @@ class Line:
     usage: str  # "allocated 2 cpu of fair share 4 cpu (guaranteed 4 cpu)"
     total: int  # how many wait
     waiting: tuple[Waiting, ...]
+    unlisted: int = 0  # pods pending in groups of one the source cannot list (no PodGroup)
 
 
 class NoSuchQueue(LookupError):
@@ -154,6 +155,7 @@ def from_objects(
             )
         )
     waiting.sort(key=lambda w: (w.position, w.namespace, w.name))
+    pending = int(status.get("pendingPods") or 0)
     return Line(
         queue=name,
         state=str(status.get("state") or "Open"),
@@ -163,6 +165,8 @@ def from_objects(
         f"{summary.get('fairShare', '0')} (guaranteed {summary.get('guaranteed', '0')})",
         total=max(total, len(waiting)),
         waiting=tuple(waiting[:limit]),
+        # Pods without a PodGroup wait as groups of one, which only the operator lists.
+        unlisted=pending if not waiting else 0,
     )
 
 
@@ -174,6 +178,14 @@ def render(line: Line) -> rich.console.RenderableType:
     if line.state_reason:
         heading.append(f" ({line.state_reason})", style="yellow")
     heading.append(f" · pods {line.pods} · {line.usage}")
+    if not line.waiting and line.unlisted:
+        hint = rich.text.Text(
+            f"{line.unlisted} pod(s) pending as groups of one (no PodGroup): add --operator URL "
+            "to list them in their order, or kubectl get pods --field-selector "
+            "status.phase=Pending",
+            style="dim",
+        )
+        return rich.console.Group(heading, hint)
     if not line.waiting:
         return rich.console.Group(heading, rich.text.Text("nothing waits in this queue"))
     table = rich.table.Table(box=None, header_style="bold", pad_edge=False)

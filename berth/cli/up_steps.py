@@ -23,7 +23,11 @@ def next_steps(*, mode: settings.Mode, kubeconfig: pathlib.Path, binder: str) ->
             "scheduling.berth.io/queue or scheduling.berth.io/pod-group (in any namespace but "
             "kube-system and berth-system), and every new pod of a namespace labelled "
             "scheduling.berth.io/admission=enabled; Berth pins the pods it admits to their "
-            f"node and removes the gate, and {binder} binds them. Other pods are not gated.",
+            f"node and removes the gate, and {binder} binds them. Other pods are not gated: "
+            "a Job's pods there are started one by one, as they fit. (Installed with Helm, "
+            "--set admission.namespaces=all gates every namespace's pods but kube-system's and "
+            "berth-system's, and those of namespaces labelled "
+            "scheduling.berth.io/admission=disabled.)",
         ]
         lines += [
             "  kubectl apply -f examples/01-queues/",

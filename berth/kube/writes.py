@@ -13,6 +13,8 @@ evictions and Events have their own protocols: subresources that create, not pat
 - :meth:`Writer.patch`: one merge patch without a version (an annotation, a condition, a
   gate removed: a field only Berth writes, where the last writer should win), with the same
   bounded retry on 409 and the same handling of every other failure.
+- :meth:`Writer.create`: create an object unless one of its name exists (``UNCHANGED``
+  then: what is there is kept, never overwritten).
 - :meth:`Writer.delete`: delete the object with a ``uid`` precondition, so an object of the
   same name created since is never the one deleted (a garbage collector acting for the
   leader).
@@ -218,6 +220,30 @@ class Writer:
         else:
             message = f"{what} kept conflicting ({self._retry.attempts} attempts)"
         return self._failed(what, message, outcome=Outcome.CONFLICTED)
+
+    async def create(self, path: str, body: rest.Body, *, what: str = "") -> Written:
+        """POST ``body`` to the collection at ``path``: ``WRITTEN`` with the object created,
+        ``UNCHANGED`` when an object of its name exists already (left as it is)."""
+        what = what or path
+        try:
+            if self._fence is not None:
+                self._fence.check(what)
+            answer = await rest.request(
+                self._api,
+                method="POST",
+                path=path,
+                query=self._query,
+                body=body,
+                timeout=self._timeout,
+            )
+        except errors.NotLeader:
+            return Written(Outcome.FENCED)
+        except errors.Conflict:
+            return Written(Outcome.UNCHANGED)  # 409 AlreadyExists: someone's object is kept
+        except errors.KubeError as exc:
+            return self._failed(what, f"creating {what}: {exc}")
+        self.sent += 1
+        return Written(Outcome.WRITTEN, answer)
 
     async def delete(self, path: str, *, uid: str, what: str = "") -> Written:
         """Delete the object at ``path`` if it still is the one with ``uid``: ``WRITTEN``

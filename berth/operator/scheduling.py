@@ -4,6 +4,8 @@
 dependencies passed in (no callback is set on a part after it is built), in dependency order, and
 returns them as :class:`Parts`, with the leader-only components in start order:
 
+0. ``default queue``: creates the Queue ``default`` when it is missing
+   (:mod:`berth.kube.default_queue`), then waits;
 1. ``events``: the :class:`~berth.kube.events.EventRecorder`;
 2. ``informers``: :class:`~berth.kube.informers.ClusterInformers`, the one watch of every kind
    but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
@@ -58,6 +60,7 @@ from berth.kube import (
     clients,
     credentials,
     decisions,
+    default_queue,
     events,
     fencing,
     informers,
@@ -423,6 +426,8 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
     if parts.interop is not None:
         grouping.append(task("interop podgroups", parts.interop.run))
     return (
+        # Work naming no queue goes to `default`: a Queue object, so users see it (created once).
+        task("default queue", lambda stop: default_queue.keep(parts.kube_writer, stop)),
         task("events", parts.recorder.run),
         task("informers", run_informers),
         task("binder", parts.sink.run),

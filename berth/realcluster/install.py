@@ -10,7 +10,8 @@ token is bound to a stand-in Pod named after its identity (:meth:`Installation.r
 :mod:`berth.realcluster.identities`), as the kubelet binds a replica pod's token: the chart's
 leader fence lets only the pod holding the Lease write. In admission mode
 the webhooks are pointed at the local process (a URL on 127.0.0.1 with a certificate of the
-control plane's CA) instead of the in-cluster Service.
+control plane's CA) instead of the in-cluster Service. :func:`upgrade` is ``helm upgrade`` of the
+same release with other values, after which the same holds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import berth
 from berth.realcluster import controlplane, identities, processes
 from berth.util import extras
 
-__all__ = ["CHART", "USER", "Installation", "install", "webhook_configuration"]
+__all__ = ["CHART", "USER", "Installation", "install", "upgrade", "webhook_configuration"]
 
 CHART = pathlib.Path(berth.__file__).resolve().parent.parent / "helm" / "berth"
 RELEASE = "berth"
@@ -92,10 +93,8 @@ class Installation:
         return env
 
 
-async def install(
-    plane: controlplane.ControlPlane, *, mode: str = "scheduler", values: Object | None = None
-) -> Installation:
-    """``helm install berth helm/berth`` into ``plane`` and a local identity to run it as."""
+def _helm() -> typing.Any:
+    """helm-sdkpy, and the chart it installs, or a failure saying what is missing."""
     try:
         import helm_sdkpy
     except ImportError:
@@ -109,6 +108,14 @@ async def install(
             f"no Helm chart at {CHART}: the real control plane installs the chart of a checkout "
             "of Berth (pip install -e '.[real]' there)"
         )
+    return helm_sdkpy
+
+
+async def install(
+    plane: controlplane.ControlPlane, *, mode: str = "scheduler", values: Object | None = None
+) -> Installation:
+    """``helm install berth helm/berth`` into ``plane`` and a local identity to run it as."""
+    helm_sdkpy = _helm()
     chart_values: Object = {"replicaCount": 1, "mode": mode, **(values or {})}
     configuration = helm_sdkpy.Configuration(
         namespace=NAMESPACE, kubeconfig=str(plane.admin_kubeconfig)
@@ -133,6 +140,32 @@ async def install(
     return Installation(
         kubeconfig, NAMESPACE, mode, pair.cert, pair.key, port, admin_kubeconfig=admin
     )
+
+
+async def upgrade(
+    plane: controlplane.ControlPlane, installation: Installation, *, values: Object
+) -> None:
+    """``helm upgrade berth helm/berth`` with ``values`` (over the chart's defaults, in the
+    installation's mode), its Deployment scaled to zero and its webhooks pointed here again."""
+    helm_sdkpy = _helm()
+    chart_values: Object = {"replicaCount": 1, "mode": installation.mode, **values}
+    configuration = helm_sdkpy.Configuration(
+        namespace=NAMESPACE, kubeconfig=str(plane.admin_kubeconfig)
+    )
+    # Pointed here, the webhooks' clientConfig holds a url where the chart has a service: Helm's
+    # three-way merge would keep both, which the API server refuses. Gone, Helm creates them
+    # again as the chart renders them, and they are pointed here below.
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        plane.kubectl("delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found")
+    try:
+        await helm_sdkpy.Upgrade(configuration).run(
+            RELEASE, str(CHART), values=chart_values, wait=False, timeout=120
+        )
+    except helm_sdkpy.HelmError as exc:
+        raise processes.ComponentFailed(f"helm upgrade of {CHART} failed: {exc}") from None
+    plane.kubectl("scale", "deployment", RELEASE, "-n", NAMESPACE, "--replicas=0")
+    if installation.mode == "admission":
+        _point_webhooks_here(plane, port=installation.webhook_port)
 
 
 def webhook_configuration(plane: controlplane.ControlPlane) -> Object | None:

@@ -15,7 +15,10 @@ We test these aspects:
 - ``berth up --mode admission`` (nodes of a pool named ``n`` labelled ``gpu=yes``) prints which
   pods its webhook gates and who binds them; the printed next steps, run as printed, get a pod
   gated, admitted, and bound by the stand-in binder on the node Berth pinned; a gang of three
-  with room for two stays gated, none started, each pod ``PodScheduled=False/SchedulingGated``.
+  with room for two stays gated, none started, each pod ``PodScheduled=False/SchedulingGated``;
+- pods naming no queue run in ``default``, which ``kubectl get bq`` lists with its usage (the
+  Queue object the leader creates) and ``kubectl berth queue default`` shows, saying that the
+  pod waiting there is a group of one only ``--operator`` lists.
 """
 
 from __future__ import annotations
@@ -339,6 +342,80 @@ def test_up_in_admission_mode_gates_and_the_stand_in_binder_binds_what_berth_adm
             }.items() <= next(
                 c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"
             ).items()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+PLAIN_PODS = "".join(
+    f"""
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: plain-{index}
+  annotations: {{sim.berth.io/duration: 10m}}
+spec:
+  schedulerName: berth-scheduler
+  containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
+"""
+    for index, cpu in ((0, "1"), (1, "1"), (2, "64"))
+)
+
+
+@pytest.mark.slow
+def test_the_default_queue_is_listed_with_its_usage(tmp_path: pathlib.Path) -> None:
+    """Pods naming no queue run in ``default``: ``kubectl get bq`` has its row (the Queue
+    object the leader creates) and ``kubectl berth queue default`` its usage and line."""
+    kubeconfig = tmp_path / "up.kubeconfig"
+    env = environment(tmp_path)
+    process = subprocess.Popen(
+        [BERTH, "up", "--kubeconfig", str(kubeconfig), "--nodes", "2x cpu=4,memory=8Gi",
+         "--log-level", "warning"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        process.stdout.readline()
+        assert f"export KUBECONFIG={kubeconfig.resolve()}" in process.stdout.readline()
+        # The venv's bin first: `kubectl berth` is Berth's plugin.
+        kubectl_env = env | {
+            "KUBECONFIG": str(kubeconfig),
+            "PATH": str(pathlib.Path(BERTH).parent) + os.pathsep + env.get("PATH", ""),
+        }
+
+        def kubectl(*args: str, input: str | None = None) -> str:
+            return subprocess.run(
+                [testing.kubectl_binary(), *args], env=kubectl_env, input=input,
+                capture_output=True, text=True, check=True, timeout=30,
+            ).stdout  # fmt: skip
+
+        kubectl("apply", "-f", "-", input=PLAIN_PODS)
+        columns = (
+            "custom-columns=NAME:.metadata.name,RUNNING:.status.runningPods,"
+            "PENDING:.status.pendingPods"
+        )
+        deadline = time.monotonic() + 30
+        row: list[str] = []
+        while time.monotonic() < deadline and row != ["default", "2", "1"]:
+            lines = kubectl("get", "bq", "-o", columns, "--no-headers").splitlines()
+            row = next((line.split() for line in lines if line.startswith("default ")), [])
+            time.sleep(0.2)
+        assert row == ["default", "2", "1"], lines
+        table = kubectl("get", "bq")
+        # NAME STATE PARENT GUARANTEED ALLOCATED FAIRSHARE PENDING RUNNING: all 8 cpu its share.
+        assert re.search(r"^default\s+Open\s+0\s+2 cpu\s+8 cpu\s+1\s+2\s", table, re.M), table
+        line = " ".join(kubectl("berth", "queue", "default").split())
+        assert "1 pending, 2 running" in line, line
+        assert "allocated 2 cpu of fair share 8 cpu" in line, line
+        # The one waiting is a group of one, not a PodGroup object: said, and where to look.
+        assert "1 pod(s) pending as groups of one (no PodGroup): add --operator URL" in line, line
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
     finally:

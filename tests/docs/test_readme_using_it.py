@@ -78,6 +78,9 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
         "tests/workloads/test_berth_up.py::test_group_derived_from_the_owner",
         "tests/workloads/test_interop.py::test_volcano_group_carries_over_with_its_queue_and_priority",
         "tests/workloads/test_interop.py::test_scheduler_plugins_group_carries_over",
+        "tests/realcluster/test_workloads.py::test_a_job_starts_as_one_gang_when_all_of_it_fits",
+        "tests/realcluster/test_workloads.py::test_every_namespace_is_gated_with_the_chart_value_and_a_plain_job_starts_whole",
+        "tests/packaging/test_chart_install.py::test_admission_of_all_namespaces_gates_every_namespace_not_labelled_disabled",
     ),
     "keep whole GPU nodes for big jobs": (
         "tests/scheduler/plugins/test_resource_scoring.py::test_a_gpu_pod_packs_although_cpu_would_spread",

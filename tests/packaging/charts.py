@@ -115,6 +115,7 @@ EVERY_OPTION: Values = {
     "schedulerName": "batch-scheduler",
     "mode": "admission",
     "admission": {
+        "namespaces": "all",
         "webhook": {"port": 8443, "failurePolicy": "Ignore", "timeoutSeconds": 10},
         "bindTimeout": "2m",
     },

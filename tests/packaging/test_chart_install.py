@@ -14,7 +14,10 @@ Aspects:
   names the release's ServiceAccount and Lease, and is left out without leader election or
   when turned off;
 - values the templates refuse (no leader election with two replicas) fail the install;
-- NOTES.txt shows a first job for the installed mode, and kubectl can apply it as shown.
+- NOTES.txt shows a first job for the installed mode, and kubectl can apply it as shown;
+- ``admission.namespaces: all`` sends every pod of every namespace but kube-system, Berth's own
+  and those labelled ``scheduling.berth.io/admission=disabled`` to the webhook that gates all of
+  a namespace's pods, and only pods naming a group or a queue elsewhere: each pod to one webhook.
 """
 
 from __future__ import annotations
@@ -491,7 +494,7 @@ def test_no_leader_fence_without_election_or_when_turned_off(
 def test_every_cluster_role_rule_carries_a_comment() -> None:
     lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
     rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) == 30
+    assert len(rule_starts) == 31
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), lines[index]
 
@@ -581,3 +584,35 @@ def test_scheduler_mode_queue_access_webhook_only_checks_pods_naming_a_queue(
     assert "BERTH_ADMISSION__BIND_TIMEOUT" not in env
     services = get(cluster, "services", release=release, namespace=namespace)
     assert ("Service", f"{fullname}-admission") in services
+
+
+def test_admission_of_all_namespaces_gates_every_namespace_not_labelled_disabled(
+    cluster: testing.RunningEmulator, installs: dict[str, Obj]
+) -> None:
+    release, namespace, fullname = RELEASES["every-option"]
+    found = get(cluster, CLUSTER_SCOPED, release=release, namespace=None)
+    config = found[("MutatingWebhookConfiguration", f"{fullname}-admission")]
+    selected = {
+        hook["name"].split(".")[0]: (
+            hook["clientConfig"]["service"]["path"],
+            hook["namespaceSelector"]["matchExpressions"],
+        )
+        for hook in config["webhooks"]
+    }
+    never = {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+             "values": ["kube-system", namespace]}  # fmt: skip
+    # Every namespace not labelled disabled: all of its pods (the operator labels plain ones
+    # with the queue default); namespaces labelled disabled: only pods naming a group or queue.
+    whole = {"key": "scheduling.berth.io/admission", "operator": "NotIn", "values": ["disabled"]}
+    named = {"key": "scheduling.berth.io/admission", "operator": "In", "values": ["disabled"]}
+    assert selected == {
+        "namespace": ("/admission/pods/opted-in", [never, whole]),
+        "group": ("/admission/pods", [never, named]),
+        "queue": ("/admission/pods", [never, named]),
+    }
+    # And the NOTES say so, where the default (optIn) says how to opt a namespace in.
+    notes = " ".join(installs["every-option"]["info"]["notes"].split())
+    assert (
+        "every pod of every namespace but kube-system, batch-system and those labelled "
+        "scheduling.berth.io/admission=disabled."
+    ) in notes

@@ -9,11 +9,16 @@ We test these aspects:
   collector delete the group;
 - in admission mode, a scheduler-plugins or Volcano PodGroup's pods, keyed only by that
   scheduler's label or annotation and naming no scheduler, are gated by the chart's webhook:
-  one alone waits (kube-scheduler does not start it), both run once the gang is whole.
+  one alone waits (kube-scheduler does not start it), both run once the gang is whole;
+- in admission mode with the chart value ``admission.namespaces=all`` (``helm upgrade``), a
+  Job of 5 with no labels, in a namespace no one labelled, is gated whole: with room for 4 none
+  of its pods starts, with room for the fifth all five run; a namespace labelled
+  ``scheduling.berth.io/admission=disabled`` keeps its plain pods ungated.
 """
 
 from __future__ import annotations
 
+import asyncio
 import typing
 
 import pytest
@@ -121,6 +126,61 @@ def test_a_job_starts_as_one_gang_when_all_of_it_fits(
         "wait", "--for=delete", f"podgroup/{name}", "-n", namespace, f"--timeout={cluster.WAIT}"
     )  # fmt: skip  (the real garbage collector)
     real.kubectl("delete", "nodes", "-l", f"job-room={room}", "--wait=false")
+
+
+def test_every_namespace_is_gated_with_the_chart_value_and_a_plain_job_starts_whole(
+    real: cluster.RealCluster,
+) -> None:
+    real.berth(mode="admission")
+    asyncio.run(install.upgrade(real.plane, real.installation,
+                                values={"admission": {"namespaces": "all"}}))  # fmt: skip
+    try:
+        namespace = real.namespace()
+        room = f"room-{namespace}"
+        _room(real, room, 4)
+        pod = pods.pod("unused", cpu="3", scheduler=None,
+                       extra_spec={"nodeSelector": {"job-room": room}})  # fmt: skip
+        assert not pod["metadata"]["labels"]
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "unlabelled"},
+            "spec": {"parallelism": 5, "completions": 5, "backoffLimit": 0,
+                     "template": {"spec": pod["spec"]}},
+        }  # fmt: skip
+        real.create(job, namespace=namespace)
+
+        def waiting() -> bool:
+            groups = real.json("get", "podgroups", "-n", namespace)["items"]
+            conditions = [c for g in groups for c in (g.get("status") or {}).get("conditions", [])]
+            return any(c["type"] == "Scheduled" and c["status"] == "False" for c in conditions)
+
+        processes.wait_until("the Job's PodGroup waiting", waiting, timeout=90, interval=0.5)
+        (group,) = real.json("get", "podgroups", "-n", namespace)["items"]
+        assert group["spec"]["minMember"] == 5
+        created = real.pods(namespace)
+        assert len(created) == 5
+        for member in created:
+            assert not member["spec"].get("nodeName")
+            assert [g["name"] for g in member["spec"]["schedulingGates"]] == [keys.ADMISSION_GATE]
+            assert member["metadata"]["labels"][keys.QUEUE_LABEL] == keys.DEFAULT_QUEUE
+
+        _room(real, room, 1)
+        for member in created:
+            real.wait(f"pod/{member['metadata']['name']}", jsonpath="{.status.phase}",
+                      value="Running", namespace=namespace)  # fmt: skip
+
+        # A namespace opted out: its plain pods are kube-scheduler's alone, never gated.
+        opted_out = real.namespace()
+        real.kubectl("label", "namespace", opted_out, f"{keys.ADMISSION_LABEL}=disabled")
+        real.create(pods.pod("alone", scheduler=None), namespace=opted_out)
+        alone = real.json("get", "pod", "alone", "-n", opted_out)
+        assert not alone["spec"].get("schedulingGates")
+        assert keys.QUEUE_LABEL not in (alone["metadata"].get("labels") or {})
+        real.kubectl("delete", "job", "unlabelled", "-n", namespace, "--cascade=background")
+        real.kubectl("delete", "nodes", "-l", f"job-room={room}", "--wait=false")
+    finally:
+        asyncio.run(install.upgrade(real.plane, real.installation, values={}))
 
 
 @pytest.mark.parametrize("flavor", ["scheduler-plugins", "volcano"])
