@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from berth.api import manifests, pods
+from berth.cli import up_webhooks
 from berth.emulator import testing
 from berth.scheduler.actions import registry as action_registry
 from berth.scheduler.framework import profiles
@@ -569,6 +570,12 @@ def test_scheduler_mode_queue_access_webhook_only_checks_pods_naming_a_queue(
     assert hook["objectSelector"] == {
         "matchExpressions": [{"key": "scheduling.berth.io/queue", "operator": "Exists"}]
     }
+    # Creates, and updates that change the queue label (a label added after creation).
+    assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    (condition,) = hook["matchConditions"]
+    assert condition["expression"] == (
+        f"request.operation == 'CREATE' || {up_webhooks.QUEUE_CHANGED}"
+    )
     # Queues are validated wherever the webhook is served (Kopf's validating handler).
     validating = found[("ValidatingWebhookConfiguration", f"{fullname}-admission")]
     paths = {
