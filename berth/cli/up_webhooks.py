@@ -11,7 +11,8 @@ for this run (:func:`serving_certificate`).
 The emulator calls them as kube-apiserver does (:mod:`berth.emulator.webhooks`), except that it
 does not evaluate ``matchConditions``: the webhook for pods naming a gang by an annotation or
 ``spec.schedulingGroup`` is called for every other pod too, and Berth's webhook answers those
-unchanged, as it answers any pod that is not Berth's.
+unchanged, as it answers any pod that is not Berth's. Nor does it call webhooks on updates (the
+check of a queue label changed after creation is the real API server's).
 """
 
 from __future__ import annotations
@@ -48,6 +49,19 @@ _INTEROP_KEYS = (
     "has(object.spec.workloadRef)",
 )
 
+_QUEUE = "scheduling.berth.io/queue"
+
+
+def _queue_of(obj: str) -> str:
+    return (
+        f"(has({obj}.metadata.labels) && '{_QUEUE}' in {obj}.metadata.labels ? "
+        f"{obj}.metadata.labels['{_QUEUE}'] : '')"
+    )
+
+
+QUEUE_CHANGED = f"{_queue_of('object')} != {_queue_of('oldObject')}"
+"""CEL: an update changes the pod's queue label (the chart's matchCondition)."""
+
 Object = dict[str, typing.Any]
 
 
@@ -67,9 +81,9 @@ def serving_certificate(directory: pathlib.Path) -> ServingCertificate:
     return ServingCertificate(pair.cert, pair.key, authority.pem)
 
 
-def _pods_rule() -> Object:
+def _pods_rule(operation: str = "CREATE") -> Object:
     return {
-        "operations": ["CREATE"],
+        "operations": [operation],
         "apiGroups": [""],
         "apiVersions": ["v1"],
         "resources": ["pods"],
@@ -138,6 +152,18 @@ def configurations(base_url: str, ca_pem: bytes) -> list[Object]:
                     namespaceSelector=_not_excluded(opted_in),
                 )
             )
+    mutating.append(
+        _webhook(
+            "queue-label.pods.admission.scheduling.berth.io",
+            base_url + webhooks.QUEUE_ACCESS_PATH,
+            bundle,
+            reinvocationPolicy="Never",
+            rules=[_pods_rule("UPDATE")],
+            namespaceSelector=_not_excluded(),
+            objectSelector={"matchExpressions": [{"key": _QUEUE, "operator": "Exists"}]},
+            matchConditions=[{"name": "changes-the-queue", "expression": QUEUE_CHANGED}],
+        )
+    )
     mutating.append(
         _webhook(
             "interop-keys.pods.admission.scheduling.berth.io",

@@ -136,7 +136,8 @@ def live_owners(
     """The reservation's owners that still hold what they were charged, sorted by key.
 
     Listed owners stay while their pod exists with the same UID, is not finished and not being
-    deleted; pods Berth annotated as placed into this reservation and running on its node join.
+    deleted; pods its owners select that are annotated as placed into this reservation and
+    running on its node join.
     """
     out: dict[str, pods.PodInfo] = {}
     for entry in status.get("currentOwners") or []:
@@ -154,6 +155,8 @@ def live_owners(
         found = resv.allocated_to(pod)
         if found is None or found[0] != info.key or found[1] not in (None, info.uid):
             continue
+        if not resv.is_owner(info, pod):
+            continue  # the annotation on a pod its owners do not select is no one's word
         if info.node_name is not None and pod.node_name == info.node_name:
             out[pod.key] = pod
     return [out[key] for key in sorted(out)]

@@ -165,6 +165,11 @@ class Admission:
         self._reasons: dict[str, reasons.Reason] = {}  # pod key -> the NotAdmitted reason last sent
         self._notes: dict[str, reasons.Reason] = {}  # group -> why its last admission failed
         self._recreating: dict[str, asyncio.Event] = {}  # pod key -> set when the old one is gone
+        # Pod key -> UID of the pods this process wrote the admitted-node marker on (any other
+        # marker it sees was forged), and of those it reported forged (once each).
+        self._pinned: dict[str, str] = {}
+        self._forged: dict[str, str] = {}
+        self._cache = cache
         self._jobs: asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]]
         self._jobs = asyncio.Queue()
         # The binder's waits for preemption victims (None: nothing waits, as without presence).
@@ -174,6 +179,8 @@ class Admission:
         self._failing: set[str] = set()
         self.gate_bypasses = 0
         """Pods whose admission gate someone other than Berth removed (tests, metrics)."""
+        self.forged_markers = 0
+        """Pods seen with an ``admitted-node`` marker Berth did not write (tests, metrics)."""
         self.allocations = allocations.Allocations(cache)
         """Pending allocations by pod key."""
         self.rejected = 0
@@ -199,12 +206,21 @@ class Admission:
             self._move(allocation, event)
             allocation, event = None, None
         holding = (
-            states.classify(seen, was_held=key in self._gated, recreating=key in self._recreating)
+            states.classify(
+                seen,
+                was_held=key in self._gated,
+                recreating=key in self._recreating,
+                opted_in=self._cache.namespace_labels(seen.namespace).get(keys.ADMISSION_LABEL)
+                == "enabled",
+                admitted=bool(seen.uid) and self._pinned.get(key) == seen.uid,
+            )
             if allocation is None
             else None
         )
         if holding is states.Holding.BYPASSED:
             self._gate_removed(key, obj)
+        elif holding is states.Holding.FORGED:
+            self._marker_forged(key, obj, uid=seen.uid, node=seen.admitted_node or "")
         if seen.held:
             self._gated.add(key)
             if not seen.belongs:
@@ -258,21 +274,40 @@ class Admission:
 
     def _gate_removed(self, key: str, obj: dict[str, typing.Any]) -> None:
         """Someone other than Berth removed the admission gate: the pod bypassed its queue's
-        and gang's checks. Say so on the pod and in the log; its usage counts against its
-        queue from here on (the cache sees it run), so the queue's limit still holds for
-        everything Berth admits next."""
+        and gang's checks. Say so on the pod and in the log; the cache charges it to no queue
+        (Berth did not admit it), so it cannot take its queue's limit from the queue's
+        tenants."""
         self.gate_bypasses += 1
         self._objects[key] = obj  # for the Event's UID
         message = (
             f"the scheduling gate {_GATE} was removed by someone other than Berth: the pod was "
-            "not admitted by Berth (no queue or gang check); its usage now counts against its "
-            "queue"
+            "not admitted by Berth (no queue or gang check) and is charged to no queue"
         )
         self._log_failure("gate-removed", f"pod {key}: {message}")
         self._pod_event(key, type=events.WARNING, reason="AdmissionBypassed", message=message)
 
+    def _marker_forged(self, key: str, obj: dict[str, typing.Any], *, uid: str, node: str) -> None:
+        """The pod carries Berth's ``admitted-node`` marker, but Berth did not write it: it
+        bypassed its queue's and gang's checks. The cache charges it to no queue; the pod and
+        the log say so (once per pod)."""
+        self._cache.disown(key, uid=uid)
+        if self._forged.get(key) == uid:
+            return
+        self._forged[key] = uid
+        self.forged_markers += 1
+        self._objects[key] = obj  # for the Event's UID
+        message = (
+            f"the annotation {keys.ADMITTED_NODE_ANNOTATION}={node} was not written by Berth: "
+            "the pod was not admitted by Berth (no queue or gang check) and is charged to no "
+            "queue"
+        )
+        self._log_failure("marker-forged", f"pod {key}: {message}")
+        self._pod_event(key, type=events.WARNING, reason="AdmissionBypassed", message=message)
+
     def pod_removed(self, key: str) -> None:
         """The pod left the cluster (the informer's removal callback)."""
+        self._pinned.pop(key, None)
+        self._forged.pop(key, None)
         self._gated.discard(key)
         self._bad.discard(key)
         self._objects.pop(key, None)
@@ -605,9 +640,11 @@ class Admission:
     async def _pin(self, bind: decisions.BindPod) -> str | None:
         """Write the pin and the admitted annotations at the version read (the write
         primitive reads again on a conflict); the new resourceVersion, None on failure."""
-        if bind.key not in self._objects or bind.key not in self.allocations:
+        allocation = self.allocations.get(bind.key)
+        if bind.key not in self._objects or allocation is None:
             return None
         now = self._clock.now()
+        self._pinned[bind.key] = allocation.uid  # before the send: it may land unanswered
 
         def pin(current: rest.Body) -> rest.Body:
             # A pin from an earlier attempt stays (Kubernetes lets a gated pod's node affinity

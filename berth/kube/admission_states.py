@@ -25,7 +25,10 @@ unschedulable by its scheduler, or not bound in time).
 wire by :meth:`Observation.of`) into the :class:`Event` it means for the pod's allocation, and
 :func:`advance` is the transition table. :func:`classify` says what a pod without an
 allocation is to Berth (:class:`Holding`): held by the gate, not Berth's, admitted earlier (to
-adopt), or bypassing the gate.
+adopt), bypassing the gate, or carrying Berth's ``admitted-node`` marker Berth never wrote
+(forged: the gate removed by someone else with the marker added, or the marker on a pod the
+webhook never gates — opted out with ``scheduling.berth.io/admission: disabled`` outside a
+namespace that requires admission — and that Berth did not admit).
 """
 
 from __future__ import annotations
@@ -157,6 +160,7 @@ class Observation:
     admitted_node: str | None  # the admitted-node annotation: Berth admitted it earlier
     admitted_at: float | None  # the admitted-at annotation
     belongs: bool  # names a PodGroup or a queue (or may still be grouped by its owner)
+    opted_out: bool  # labelled scheduling.berth.io/admission: disabled
     unschedulable: str | None  # its scheduler's PodScheduled=False/Unschedulable message
 
     @classmethod
@@ -176,8 +180,14 @@ class Observation:
             admitted_node=str(admitted) if admitted else None,
             admitted_at=wire.parse_time(annotations.get(keys.ADMITTED_AT_ANNOTATION)),
             belongs=pod_edits.belongs(raw) or pods.awaits_owner_group(raw),
+            opted_out=wire.sub(meta, "labels").get(keys.ADMISSION_LABEL) == "disabled",
             unschedulable=pod_edits.unschedulable_message(raw),
         )
+
+    @property
+    def namespace(self) -> str:
+        """The pod's namespace."""
+        return self.key.partition("/")[0]
 
     @property
     def held(self) -> bool:
@@ -209,16 +219,32 @@ class Holding(enum.Enum):
     NOT_BERTHS = "not-berths"  # held by the gate, but names neither group nor queue: release
     ADOPT = "adopt"  # ungated and unbound, admitted by an earlier leader: adopt its allocation
     BYPASSED = "bypassed"  # its gate was removed by someone other than Berth
+    FORGED = "forged"  # carries the admitted-node marker, but Berth never admitted it
 
 
-def classify(seen: Observation, *, was_held: bool, recreating: bool) -> Holding:
+def classify(
+    seen: Observation,
+    *,
+    was_held: bool,
+    recreating: bool,
+    opted_in: bool = False,
+    admitted: bool = False,
+) -> Holding:
     """What ``seen`` (a pod with no pending allocation) is to admission; ``was_held``: Berth's
-    gate held it when last seen; ``recreating``: Berth is deleting it to create it again."""
+    gate held it when last seen; ``recreating``: Berth is deleting it to create it again;
+    ``opted_in``: its namespace requires admission (the webhook gates every pod there, the
+    opt-out label ignored); ``admitted``: this process wrote the marker on this pod (pinned
+    it; its allocation may have ended since, bound or dropped)."""
     if seen.held:
         return Holding.HELD if seen.belongs else Holding.NOT_BERTHS
     unbound = seen.node is None and not seen.finished
+    gone = was_held and _GATE not in seen.gates and not seen.finished and not recreating
+    if gone and not admitted:
+        # Berth's gate went while Berth held no allocation for the pod, and the marker (if
+        # any) is not one Berth wrote: someone else removed the gate.
+        return Holding.FORGED if seen.admitted_node is not None else Holding.BYPASSED
     if seen.admitted_node is not None:
+        if seen.opted_out and not opted_in and not admitted and not recreating:
+            return Holding.FORGED  # never gated by the webhook, so never admitted by Berth
         return Holding.ADOPT if unbound and not seen.gates and not recreating else Holding.NONE
-    if was_held and _GATE not in seen.gates and not seen.finished and not recreating:
-        return Holding.BYPASSED
     return Holding.NONE

@@ -217,6 +217,7 @@ class Informer:
             resource_version=self._version,
             timeout_seconds=self._watch_timeout,
             on_malformed=self._malformed,
+            on_open=lambda: self._report(None),  # answered: healthy, events or not
         )
         try:
             async for event in events:

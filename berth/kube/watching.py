@@ -100,12 +100,16 @@ async def watch(
     query: collections.abc.Mapping[str, str] | None = None,
     timeout_seconds: int = 300,
     on_malformed: MalformedCallback | None = None,
+    on_open: collections.abc.Callable[[], None] | None = None,
 ) -> collections.abc.AsyncGenerator[Event, None]:
     """The events of the collection at ``path`` after ``resource_version``, with bookmarks.
 
     Ends when the server closes the stream; raises :mod:`berth.kube.errors` for an error
     answer or ``ERROR`` event (:class:`~berth.kube.errors.Gone` for 410) and
-    :class:`~berth.kube.errors.TransportError` when the connection fails.
+    :class:`~berth.kube.errors.TransportError` when the connection fails. ``on_open`` is told
+    when the server accepted the watch (a 2xx answer): a quiet collection may send its first
+    event only with the next bookmark, a minute later, and a caller that waited for it to say
+    "the API server answers again" would say it a minute late.
     """
     what = f"WATCH {path}"
     params = dict(query or {}) | {
@@ -134,6 +138,8 @@ async def watch(
         if not 200 <= response.status <= 299:
             raw = await response.read()
             raise errors.from_status(response.status, body=rest.decode(raw), what=what)
+        if on_open is not None:
+            on_open()
         buffer = b""
         try:
             async for chunk in response.content.iter_any():

@@ -20,8 +20,11 @@ configuration's ``failurePolicy``), anything else is allowed.
 
 A pod naming a queue its namespace may not use (the Queue's ``namespaceSelector``) is refused
 with a message saying so (:class:`~berth.kube.queue_access.QueueAccessLookup`, which reads the
-Namespace and the Queue, cached for seconds); in scheduler mode the chart can register
-:data:`QUEUE_ACCESS_PATH`, which only checks that.
+Namespace and the Queue, cached for seconds) — at creation, and on an update that changes its
+queue label: a label added after creation must not reach a queue the pod could not have been
+created in (the chart sends such updates, and only those, with a CEL ``matchCondition``; an
+update is never gated). In scheduler mode the chart can register :data:`QUEUE_ACCESS_PATH`,
+which only checks that.
 
 Queues are validated here too (:data:`QUEUES_PATH`): a ``spec.parent`` that closes a cycle or a
 guarantee the parent's limit cannot cover is refused, a missing parent is a warning
@@ -69,6 +72,7 @@ __all__ = [
     "WebhookServer",
     "build_registry",
     "mutation",
+    "queue_changed",
     "serving",
 ]
 
@@ -206,23 +210,28 @@ def _register_pods(
     gate: bool,
     lookup: queue_access.QueueAccessLookup | None,
 ) -> None:
-    @kopf.on.mutate("", "v1", "pods", id=path.lstrip("/"), operations=["CREATE"], registry=registry)
+    @kopf.on.mutate(
+        "", "v1", "pods", id=path.lstrip("/"), operations=["CREATE", "UPDATE"], registry=registry
+    )
     async def gate_pod(body: kopf.Body, patch: kopf.Patch, **kwargs: typing.Any) -> None:
         # ``operations`` only shapes a configuration Kopf would write; requests are not
-        # filtered by it, and the chart's configuration sends creates only — but be sure.
-        if kwargs.get("operation") != "CREATE":
+        # filtered by it (the chart sends creates, and updates that change the queue label).
+        operation = kwargs.get("operation")
+        if operation not in ("CREATE", "UPDATE"):
             return
         pod = dict(body)
         meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
         assert isinstance(meta, dict)  # for mypy: narrowed above
         namespace = str(meta.get("namespace") or "default")
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        if operation == "UPDATE" and not queue_changed(kwargs.get("old"), labels or {}):
+            return  # an update is only checked for the queue it names, and never gated
         if lookup is not None:
-            labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
             refusal = await lookup.refusal(namespace=namespace, labels=labels or {})
             if refusal is not None:
                 logger.info("refusing pod in %s: %s", namespace, refusal)
                 raise kopf.AdmissionError(refusal, code=403)
-        if not gate:
+        if not gate or operation != "CREATE":
             return
         ops = mutation(pod, opted_in=opted_in)
         if ops:
@@ -230,6 +239,18 @@ def _register_pods(
                 "gating pod %s/%s", namespace, meta.get("name") or meta.get("generateName")
             )
             patch.fns.append(lambda raw: _apply(typing.cast(dict[str, typing.Any], raw), ops))
+
+
+def queue_changed(
+    old: collections.abc.Mapping[str, typing.Any] | None,
+    labels: collections.abc.Mapping[str, typing.Any],
+) -> bool:
+    """Whether an update gives the pod (``old`` before it) another queue label: the label
+    added after creation is checked as it would have been at creation."""
+    meta = old.get("metadata") if old is not None else None
+    before = meta.get("labels") if isinstance(meta, collections.abc.Mapping) else None
+    was = before.get(keys.QUEUE_LABEL) if isinstance(before, collections.abc.Mapping) else None
+    return labels.get(keys.QUEUE_LABEL) != was
 
 
 async def _other_queues(

@@ -104,26 +104,25 @@ def tree_problem(name: str, *, parents: collections.abc.Mapping[str, str | None]
 
 
 def usage_by_queue(snapshot: snapshots.Snapshot) -> dict[str, Usage]:
-    """Every queue's :class:`Usage`, charged to the queue and each of its ancestors."""
+    """Every queue's :class:`Usage`, charged to the queue and each of its ancestors. What a
+    queue holds is what the cache charged it (``queue_usage``: only pods its
+    ``namespaceSelector`` admits and Berth placed, as the queue plugins count it)."""
     parents = {name: info.parent for name, info in snapshot.queues.items()}
     allocated: dict[str, resources.ResourceList] = {}
+    for queue, used in snapshot.queue_usage.items():
+        for name in _chain(queue, parents=parents):
+            allocated[name] = allocated.get(name, resources.ResourceList()) + used.allocated
     requested: dict[str, resources.ResourceList] = {}
     pending: collections.Counter[str] = collections.Counter()
     running: collections.Counter[str] = collections.Counter()
     for group in snapshot.pod_groups.values():
         chain = _chain(group.queue, parents=parents)
         members = snapshot.members(group.key)
-        placed = resources.ResourceList()
         waiting = resources.ResourceList()
         for pod in members:
-            if pod.terminal:
-                continue
-            if pod.node_name is not None:
-                placed = placed + pod.requests
-            elif not pod.deleting:
+            if not pod.terminal and pod.node_name is None and not pod.deleting:
                 waiting = waiting + pod.requests
         for name in chain:
-            allocated[name] = allocated.get(name, resources.ResourceList()) + placed
             requested[name] = requested.get(name, resources.ResourceList()) + waiting
             if group.placed > 0:
                 running[name] += 1

@@ -180,3 +180,64 @@ def test_a_pod_without_an_allocation_is_classified(
     kwargs: dict[str, typing.Any], was_held: bool, recreating: bool, holding: states.Holding
 ) -> None:
     assert states.classify(seen(**kwargs), was_held=was_held, recreating=recreating) is holding
+
+
+OPTED_OUT = {keys.QUEUE_LABEL: "q", keys.ADMISSION_LABEL: "disabled"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "was_held", "opted_in", "admitted", "holding"),
+    [
+        ({"gates": (), "admitted": "n1"}, True, False, False, states.Holding.FORGED),
+        ({"gates": (), "admitted": "n1", "node": "n1"}, True, False, False, states.Holding.FORGED),
+        ({"gates": (), "admitted": "n1"}, True, False, True, states.Holding.ADOPT),
+        (
+            {"gates": (), "admitted": "n1", "labels": OPTED_OUT},
+            False,
+            False,
+            False,
+            states.Holding.FORGED,
+        ),
+        (
+            {"gates": (), "admitted": "n1", "node": "n1", "labels": OPTED_OUT},
+            False,
+            False,
+            False,
+            states.Holding.FORGED,
+        ),
+        (
+            {"gates": (), "admitted": "n1", "labels": OPTED_OUT},
+            False,
+            True,
+            False,
+            states.Holding.ADOPT,
+        ),
+        (
+            {"gates": (), "admitted": "n1", "node": "n1", "labels": OPTED_OUT},
+            False,
+            False,
+            True,
+            states.Holding.NONE,
+        ),
+    ],
+    ids=[
+        "gate-removed-with-marker",
+        "gate-removed-with-marker-bound",
+        "berth-pinned-it",
+        "opted-out-with-marker",
+        "opted-out-with-marker-bound",
+        "opted-out-in-a-namespace-requiring-admission",
+        "opted-out-after-berth-admitted-it",
+    ],
+)
+def test_a_marker_berth_did_not_write_is_forged(
+    kwargs: dict[str, typing.Any],
+    was_held: bool,
+    opted_in: bool,
+    admitted: bool,
+    holding: states.Holding,
+) -> None:
+    found = states.classify(
+        seen(**kwargs), was_held=was_held, recreating=False, opted_in=opted_in, admitted=admitted
+    )
+    assert found is holding

@@ -360,3 +360,55 @@ async def test_a_gate_removed_by_someone_else_is_noticed_with_a_reason(
     for i in range(1, 4):  # the rest of the gang stays held
         obj = stack.get_pod(cluster, f"big-{i}")
         assert obj is not None and stack.gates(obj) == [keys.ADMISSION_GATE]
+
+
+async def test_a_forged_admitted_node_marker_is_charged_nowhere_and_said(
+    cluster: testing.RunningEmulator,
+) -> None:
+    # A queue of 1 cpu: "first" runs in it, "forger" waits at the limit; its owner removes the
+    # gate and writes Berth's marker, as if Berth had admitted it.
+    stack.create(cluster, keys.API_VERSION, "queues", _queue("q", cpu_limit="1"))
+    on_q = {keys.QUEUE_LABEL: "q"}
+    stack.create(cluster, "v1", "pods", stack.pod("first", labels=on_q))
+    async with stack.stand_in(cluster), stack.BerthStack(cluster) as berth:
+        await stack.eventually(lambda: _bound(stack.get_pod(cluster, "first")), what="first")
+        stack.create(cluster, "v1", "pods", stack.pod("forger", labels=on_q))
+        await stack.eventually(
+            lambda: "default/forger" in berth.admission._reasons, what="forger held at the limit"
+        )
+        node = stack.get_pod(cluster, "first")["spec"]["nodeName"]  # type: ignore[index]
+        cluster.call(
+            cluster.api.patch,
+            cluster.api.resource("v1", "pods"),
+            [
+                {"op": "remove", "path": "/spec/schedulingGates"},
+                {
+                    "op": "add",
+                    "path": "/metadata/annotations",
+                    "value": {keys.ADMITTED_NODE_ANNOTATION: node},
+                },
+            ],
+            namespace="default",
+            name="forger",
+            patch_type="application/json-patch+json",
+        )
+        await stack.eventually(lambda: _bound(stack.get_pod(cluster, "forger")), what="forger")
+        await stack.eventually(
+            lambda: bool(_events(cluster, "AdmissionBypassed")), what="the Event"
+        )
+        assert berth.admission.forged_markers == 1 and berth.admission.gate_bypasses == 0
+        usage = berth.cache.snapshot(0.0).queue_usage["q"]
+        assert usage.allocated.get("cpu") == 1000  # "first" only
+        # The queue's tenants still get their limit: "first" ends, "next" is admitted.
+        stack.create(cluster, "v1", "pods", stack.pod("next", labels=on_q))
+        cluster.call(
+            cluster.api.delete,
+            cluster.api.resource("v1", "pods"),
+            namespace="default",
+            name="first",
+        )
+        await stack.eventually(lambda: _bound(stack.get_pod(cluster, "next")), what="next")
+    (event,) = _events(cluster, "AdmissionBypassed")
+    assert event["involvedObject"]["name"] == "forger"
+    assert "was not written by Berth" in event["message"]
+    assert "charged to no queue" in event["message"]

@@ -70,10 +70,19 @@ def snapshot_of(*objects: Obj) -> snapshots.Snapshot:
     return b.cache_of(b.node("n1", cpu="8"), *objects).snapshot(b.EPOCH)
 
 
-def charged(name: str, *, node: str = "n1", phase: str = "Running") -> Obj:
-    """A pod Berth placed into reservation ``r`` (running on ``node``)."""
+def charged(name: str, *, node: str = "n1", phase: str = "Running", app: str = "r") -> Obj:
+    """A pod Berth placed into reservation ``r`` (running on ``node``); ``app``: its label,
+    which ``r``'s owners select when it is ``r``."""
     annotation = {ALLOCATED: '{"name":"r","uid":"uid-resv-default-r"}'}
-    return b.pod(name, node=node, cpu="1", memory=None, annotations=annotation, phase=phase)
+    return b.pod(
+        name,
+        node=node,
+        cpu="1",
+        memory=None,
+        labels={"app": app},
+        annotations=annotation,
+        phase=phase,
+    )
 
 
 def owner_entry(name: str, *, uid: str | None = None) -> dict[str, str]:
@@ -266,6 +275,7 @@ def test_a_reservation_expires_at_its_deadline(
         pytest.param(
             [], [charged("elsewhere", node="n2")], [], {}, id="annotated-but-on-another-node"
         ),
+        pytest.param([], [charged("forger", app="other")], [], {}, id="annotated-but-not-an-owner"),
     ],
 )
 def test_owners_follow_the_pods(
@@ -286,6 +296,15 @@ def test_an_allocate_once_reservation_with_an_owner_succeeds() -> None:
     assert planned.status["phase"] == "Succeeded"
     assert planned.events == (("Normal", "Succeeded", "used by its owner a"),)
     assert planned.wake_at == b.EPOCH + RETENTION
+
+
+def test_a_forged_allocation_on_a_pod_its_owners_do_not_select_ends_nothing() -> None:
+    obj = with_status(w.reservation("r"), **AVAILABLE)
+    planned = status_after(obj, snapshot=snapshot_of(charged("forger", app="other")))
+    status = planned.status if planned.status is not None else dict(obj["status"])
+    assert status["phase"] == "Available"
+    assert not status.get("currentOwners")
+    assert not planned.events
 
 
 def test_an_ended_reservation_is_deleted_after_the_retention() -> None:

@@ -9,7 +9,8 @@ We test these aspects:
 - an expired watch (410 Gone) relists, and objects deleted meanwhile leave the cache;
 - an API server that cannot be reached, refuses the credentials (401) or forbids the list
   (403): a clear reason in the readiness condition, retries with backoff, and recovery once it
-  answers again — never an exception out of ``run``;
+  answers again — never an exception out of ``run``; a watch refused once (429) is healthy
+  again as soon as the next watch opens, events or not;
 - Berth's own kinds are not theirs to watch (the leader's Kopf feeds them: a missing CRD is
   named by it, ``tests/operator/test_embedding.py``); a source expected besides the informers
   holds ``synced`` until it listed;
@@ -273,3 +274,19 @@ async def test_unreachable_api_server_is_retried_without_crashing(
             assert informed.task is not None and not informed.task.done()
         finally:
             await informed.close()
+
+
+async def test_one_refused_watch_makes_readiness_false_only_until_the_next_watch_opens(
+    berth_crds: testing.RunningEmulator, running: Running
+) -> None:
+    # API Priority and Fairness answers one watch 429 (at startup, many watches open at
+    # once). Nodes change rarely: the next watch may bring no event until its bookmark, a
+    # minute later, yet the API server answers again as soon as that watch is open.
+    nodes = next(i for i in running.informers.informers if i.resource.name == "nodes")
+    nodes._watch_timeout = 1  # the watch ends and opens again at once, into the fault
+    running.start()
+    await conftest.until(lambda: running.condition().ready)
+    berth_crds.faults.add(faults.Fault("GET", "/api/v1/nodes", status=429, times=1))
+    await conftest.until(lambda: not running.condition().ready)
+    assert "nodes: " in running.condition().reason
+    await conftest.until(lambda: running.condition().ready, timeout=10.0)

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from berth.api import manifests, pods
+from berth.cli import up_webhooks
 from berth.emulator import testing
 from berth.scheduler.actions import registry as action_registry
 from berth.scheduler.framework import profiles
@@ -136,6 +137,9 @@ EXPECTED_OBJECTS = {
         # The server-side leader fence (leader-fence.yaml).
         ("ValidatingAdmissionPolicy", "berth-leader-fence"),
         ("ValidatingAdmissionPolicyBinding", "berth-leader-fence"),
+        # The pod writes the ClusterRole's patch is narrowed to (pod-writes.yaml).
+        ("ValidatingAdmissionPolicy", "berth-pod-writes"),
+        ("ValidatingAdmissionPolicyBinding", "berth-pod-writes"),
     },
     "every-option": {
         ("Deployment", "batch-scheduler"),
@@ -152,6 +156,8 @@ EXPECTED_OBJECTS = {
         ("ClusterRoleBinding", "batch-scheduler-viewer"),
         ("ValidatingAdmissionPolicy", "batch-scheduler-leader-fence"),
         ("ValidatingAdmissionPolicyBinding", "batch-scheduler-leader-fence"),
+        ("ValidatingAdmissionPolicy", "batch-scheduler-pod-writes"),
+        ("ValidatingAdmissionPolicyBinding", "batch-scheduler-pod-writes"),
         # Admission mode (admission-*.yaml): the webhook, its Service and TLS Secret, and the
         # rights to recreate a rejected pod gated.
         ("Service", "batch-scheduler-admission"),
@@ -485,10 +491,51 @@ def test_the_leader_fence_binds_the_release_lease_to_its_service_account(
 def test_no_leader_fence_without_election_or_when_turned_off(
     cluster: testing.RunningEmulator, option_set: str
 ) -> None:
-    release, _, _ = RELEASES[option_set]
-    kinds = {kind for kind, _ in get(cluster, CLUSTER_SCOPED, release=release, namespace=None)}
+    release, _, fullname = RELEASES[option_set]
+    found = set(get(cluster, CLUSTER_SCOPED, release=release, namespace=None))
+    kinds = {kind for kind, _ in found}
     assert "ClusterRole" in kinds or option_set == "single-replica"
-    assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert not {name for _, name in found} & {f"{fullname}-leader-fence"}
+    # Without ValidatingAdmissionPolicies at all (custom-affinity: a cluster before 1.30).
+    if option_set == "custom-affinity":
+        assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+@pytest.mark.parametrize(
+    ("option_set", "user", "labels"),
+    [
+        (
+            "defaults",
+            "system:serviceaccount:berth-system:berth",
+            ["scheduling.berth.io/pod-group", "scheduling.berth.io/queue"],
+        ),
+        # groupByOwner off: Berth writes no label at all.
+        ("every-option", "system:serviceaccount:batch-system:batch-scheduler-sa", []),
+    ],
+)
+def test_the_pod_patch_is_narrowed_to_the_fields_berth_writes(
+    cluster: testing.RunningEmulator, option_set: str, user: str, labels: list[str]
+) -> None:
+    release, _, fullname = RELEASES[option_set]
+    objects = get(cluster, CLUSTER_SCOPED, release=release, namespace=None)
+    policy = objects[("ValidatingAdmissionPolicy", f"{fullname}-pod-writes")]["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert (rule["resources"], rule["operations"]) == (["pods"], ["UPDATE"])
+    assert [c["expression"] for c in policy["matchConditions"]] == [
+        f'request.userInfo.username == "{user}"'
+    ]
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    assert json.loads(variables["ownLabels"]) == labels
+    messages = [v["message"] for v in policy["validations"]]
+    assert messages == [
+        "Berth may change no pod label but its own",
+        "Berth may change no pod annotation but its own",
+        "Berth may only remove scheduling gates",
+        "Berth may change no container, toleration, node selector or deadline of a pod",
+    ]
+    binding = objects[("ValidatingAdmissionPolicyBinding", f"{fullname}-pod-writes")]["spec"]
+    assert binding == {"policyName": f"{fullname}-pod-writes", "validationActions": ["Deny"]}
 
 
 def test_every_cluster_role_rule_carries_a_comment() -> None:
@@ -572,6 +619,12 @@ def test_scheduler_mode_queue_access_webhook_only_checks_pods_naming_a_queue(
     assert hook["objectSelector"] == {
         "matchExpressions": [{"key": "scheduling.berth.io/queue", "operator": "Exists"}]
     }
+    # Creates, and updates that change the queue label (a label added after creation).
+    assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    (condition,) = hook["matchConditions"]
+    assert condition["expression"] == (
+        f"request.operation == 'CREATE' || {up_webhooks.QUEUE_CHANGED}"
+    )
     # Queues are validated wherever the webhook is served (Kopf's validating handler).
     validating = found[("ValidatingWebhookConfiguration", f"{fullname}-admission")]
     paths = {

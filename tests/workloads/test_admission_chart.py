@@ -9,7 +9,9 @@ annotation, Kubernetes' ``spec.schedulingGroup`` and ``spec.workloadRef``), whic
 - with the interop on (the default), the chart registers the scheduler-plugins label and the
   CEL condition, and the condition (evaluated with cel-python) is true exactly for pods naming
   a gang by one of those keys;
-- with the interop off, neither is registered.
+- with the interop off, neither is registered;
+- updates are sent (the ``queue-label`` webhook) exactly when they add, change or remove the
+  queue label (its condition evaluated with cel-python).
 """
 
 from __future__ import annotations
@@ -57,7 +59,14 @@ def _pod(annotations: dict[str, str] | None = None, **spec: typing.Any) -> Obj:
 
 async def test_interop_keys_are_selected_for_admission(emulator: testing.RunningEmulator) -> None:
     hooks = await _webhooks(emulator, {})
-    assert set(hooks) == {"group", "queue", "scheduler-plugins-group", "namespace", "interop-keys"}
+    assert set(hooks) == {
+        "group",
+        "queue",
+        "scheduler-plugins-group",
+        "namespace",
+        "queue-label",
+        "interop-keys",
+    }
     assert hooks["scheduler-plugins-group"]["objectSelector"]["matchExpressions"][0] == {
         "key": keys.INTEROP_POD_GROUP_LABEL,
         "operator": "Exists",
@@ -82,4 +91,37 @@ async def test_interop_off_registers_no_interop_hooks(emulator: testing.RunningE
     off = {"enabled": False}
     interop = {"schedulerPlugins": off, "volcano": off, "workloadAPI": off}
     hooks = await _webhooks(emulator, {"interop": interop})
-    assert set(hooks) == {"group", "queue", "namespace"}
+    assert set(hooks) == {"group", "queue", "namespace", "queue-label"}
+
+
+def _labelled(labels: dict[str, str] | None) -> Obj:
+    meta: Obj = {"name": "p"} if labels is None else {"name": "p", "labels": labels}
+    return {"metadata": meta, "spec": {"containers": []}}
+
+
+async def test_updates_are_sent_only_when_they_change_the_queue_label(
+    emulator: testing.RunningEmulator,
+) -> None:
+    hooks = await _webhooks(emulator, {})
+    hook = hooks["queue-label"]
+    assert hook["rules"][0]["operations"] == ["UPDATE"]
+    assert hook["clientConfig"]["service"]["path"] == "/admission/pods/queue-access"
+    (condition,) = hook["matchConditions"]
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(condition["expression"]))
+
+    def sent(old: dict[str, str] | None, new: dict[str, str] | None) -> bool:
+        bound = {
+            "object": celpy.json_to_cel(_labelled(new)),
+            "oldObject": celpy.json_to_cel(_labelled(old)),
+        }
+        return bool(program.evaluate(bound))
+
+    queue = keys.QUEUE_LABEL
+    assert sent(None, {queue: "q"})  # added after creation
+    assert sent({"app": "a"}, {"app": "a", queue: "q"})
+    assert sent({queue: "p"}, {queue: "q"})  # changed
+    assert sent({queue: "q"}, {})  # removed
+    assert not sent({queue: "q"}, {queue: "q", "app": "b"})  # another label changed
+    assert not sent({"app": "a"}, {"app": "b"})
+    assert not sent(None, None)

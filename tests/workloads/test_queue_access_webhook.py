@@ -8,15 +8,21 @@ Namespace and the Queue from the emulator with a real client. We test these aspe
   admit the pod's namespace fails with the webhook's message; the same pod in an admitted
   namespace is created (and, in admission mode, gated);
 - a pod naming no queue, in a namespace whose default queue does not admit it, is refused too;
-- a queue that does not exist is not refused at admission (it may come after the pods).
+- a queue that does not exist is not refused at admission (it may come after the pods);
+- an update that gives a pod a queue label its namespace may not use is refused (on both
+  paths), while updates that leave the label alone, or name an admitted queue, are allowed
+  and never gated (the emulator calls no webhook on updates: the AdmissionReview is sent as
+  kube-apiserver sends it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import typing
 
+import aiohttp
 import kubernetes_asyncio.config
 import pytest
 
@@ -151,6 +157,102 @@ async def test_pod_naming_a_forbidden_queue_is_refused(
         )
         gates = [g["name"] for g in created["spec"].get("schedulingGates") or []]
         assert gates == ([keys.ADMISSION_GATE] if path == webhooks.PATH else [])
+    finally:
+        await server.stop()
+        await api.close()
+
+
+def _update(namespace: str, *, old: dict[str, str], new: dict[str, str]) -> Obj:
+    """An UPDATE AdmissionReview of pod ``p`` in ``namespace``, its labels ``old`` → ``new``."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "7f0b2c1e-0000-4000-8000-000000000002",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": "UPDATE",
+            "object": {
+                **_pod("p", new),
+                "metadata": {"name": "p", "namespace": namespace, "labels": new},
+            },
+            "oldObject": {
+                **_pod("p", old),
+                "metadata": {"name": "p", "namespace": namespace, "labels": old},
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "path", [webhooks.QUEUE_ACCESS_PATH, webhooks.PATH], ids=["scheduler", "admission"]
+)
+async def test_a_queue_label_added_after_creation_is_checked_as_at_creation(
+    emulator: testing.RunningEmulator, certs: conftest.Certs, path: str
+) -> None:
+    stack.install_crds(emulator)
+    setup = _objects(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "ml", "labels": {"team": "b"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "owners", "labels": {"team": "a"}},
+        },
+        {
+            "apiVersion": "scheduling.berth.io/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "team-a"},
+            "spec": {"namespaceSelector": {"matchLabels": {"team": "a"}}},
+        },
+    )
+    done = await asyncio.to_thread(emulator.kubectl, "apply", "-f", "-", input=setup, check=False)
+    assert done.returncode == 0, done.stderr
+    api = await kubernetes_asyncio.config.new_client_from_config(
+        config_file=str(emulator.kubeconfig)
+    )
+    server = webhooks.WebhookServer(
+        host="127.0.0.1",
+        port=0,
+        cert_file=str(certs.cert_file),
+        key_file=str(certs.key_file),
+        api=api,
+        lookup=queue_access.QueueAccessLookup(api, ttl=0.0),
+    )
+    await server.start()
+    context = ssl.create_default_context(cadata=certs.ca_pem.decode())
+
+    async def answer(review: Obj) -> Obj:
+        url = f"https://127.0.0.1:{server.port}{path}"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, json=review, ssl=context) as response,
+        ):
+            assert response.status == 200
+            return typing.cast(Obj, (await response.json())["response"])
+
+    try:
+        squat = await answer(_update("ml", old={"app": "x"}, new={keys.QUEUE_LABEL: "team-a"}))
+        assert squat["allowed"] is False
+        assert "queue team-a does not admit pods of namespace ml" in squat["status"]["message"]
+        moved = await answer(
+            _update("ml", old={keys.QUEUE_LABEL: "other"}, new={keys.QUEUE_LABEL: "team-a"})
+        )
+        assert moved["allowed"] is False
+        # The same label as before (another label changed), or an admitted namespace: allowed,
+        # and an update is never gated.
+        for review in (
+            _update(
+                "ml", old={keys.QUEUE_LABEL: "team-a"}, new={keys.QUEUE_LABEL: "team-a", "x": "1"}
+            ),
+            _update("owners", old={}, new={keys.QUEUE_LABEL: "team-a"}),
+        ):
+            allowed = await answer(review)
+            assert allowed["allowed"] is True and "patch" not in allowed
     finally:
         await server.stop()
         await api.close()

@@ -19,10 +19,21 @@ it fits), and learns the GPU workload mix from the pods it sees arrive (:mod:`.g
 
 Reservations become *reserve pods* here (docs/architecture.md, :mod:`.reservations`): a
 Pending one is a pending pod of its queue, an Available one a placed pod holding what its
-owners do not use — the owners are the pods annotated
-``scheduling.berth.io/reservation-allocated`` with it, running on its node. An allocate-once
+owners do not use — the owners are the pods its owners' selector matches that are annotated
+``scheduling.berth.io/reservation-allocated`` with it, running on its node (the annotation on
+any other pod is ignored: a tenant cannot end another's reservation by writing it). An allocate-once
 reservation holds nothing once it has an owner; an ended, expired (by the time of the last
 snapshot) or deleted one holds nothing at once.
+
+Queue accounting cannot be squatted: a placed pod is charged to its queue (``allocated``) only
+when the queue's ``namespaceSelector`` admits the pod's namespace and Berth placed it — a pod of
+Berth's scheduler (Berth binds those), a pod Berth assumed (admission mode: admitted to that
+node), or one carrying Berth's ``admitted-node`` annotation naming the node it runs on and not
+disowned (:meth:`ClusterCache.disown`: admission saw the marker forged). Once charged so, a
+pod stays charged while it lives, whatever is later written on it. Anyone else's pod with a
+queue label — a foreign namespace's, one that skipped the gate, one labelled after creation —
+takes room on its node like any pod and is charged to no queue; waiting pods likewise add to a
+queue's demand only where its selector admits them.
 
 Pure and synchronous: ``berth.kube`` drives it from informers, ``berth.sim`` from its in-memory
 cluster. Methods take the objects as the API returns them (dicts; ``berth.api`` models for
@@ -158,6 +169,10 @@ class ClusterCache:
         self._devices = devicestore.DeviceStore(watched=dynamic_resources)
         self._group_members: dict[str, set[str]] = {}
         self._queues: dict[str, queues.QueueInfo] = {}
+        # Pods Berth placed (pod key -> UID): charged to their queue while they live, and pods
+        # whose admitted-node marker admission found forged (never charged through it).
+        self._placed_by_berth: dict[str, str] = {}
+        self._disowned: dict[str, str] = {}
         self._reservations: dict[str, reservations.ReservationInfo] = {}
         self._assumed_reservations: set[str] = set()  # placed by the sink, status not seen yet
         # Owners: reservation key -> pods annotated as placed into it, and the reverse.
@@ -271,6 +286,8 @@ class ClusterCache:
         self._track_shared(key, node=None)
         self._uncount(key)
         self._usage.set_pod(key, running=None, waiting=None)
+        self._placed_by_berth.pop(key, None)
+        self._disowned.pop(key, None)
         if key in self._pending:
             self._set_pending(key, None)
         if key in self._gated:
@@ -308,6 +325,8 @@ class ClusterCache:
             if devices is not None:
                 info = dataclasses.replace(info, gpu_devices=devices)
         self._assumed[pod_key] = ids.NodeName(node)
+        if pod_key not in self._disowned:
+            self._placed_by_berth[pod_key] = info.uid
         # Until the API says when it started, it counts as started when the caller bound it
         # (fair-share reclaim spares pods that have not run their minimum yet).
         if info.start_time is not None:
@@ -322,6 +341,7 @@ class ClusterCache:
         pod_key = ids.PodKey(key)
         if self._assumed.pop(pod_key, None) is None:
             return False
+        self._placed_by_berth.pop(pod_key, None)
         info = self._pods.get(pod_key)
         if info is not None:
             # A pod whose binding failed never started (the API gives no startTime to one),
@@ -396,18 +416,65 @@ class ClusterCache:
         if info.pod_group is not None:
             self._group_members.setdefault(info.pod_group, set()).add(key)
             self._dirty_groups.add(info.pod_group)
-        queue = info.queue
-        self._usage.set_pod(
-            key,
-            running=(
-                (queue, info.requests)
-                if queue is not None and info.node_name is not None and not info.terminal
-                else None
-            ),
-            waiting=(queue, info.requests) if queue is not None and is_pending else None,
-        )
+        self._charge(info)
         if not info.reserve:
             self._track_charge(info)
+
+    def _charge(self, info: pods.PodInfo, /) -> None:
+        """Move ``info``'s part in its queue's sums (the module docstring says who is charged)."""
+        key = info.key
+        queue = info.queue
+        if queue is not None and not self._queue_admits(queue, info.namespace):
+            queue = None
+        placed = info.node_name is not None and not info.terminal
+        if placed and queue is not None and not self._berth_placed(info):
+            queue = None
+        self._usage.set_pod(
+            key,
+            running=(queue, info.requests) if placed and queue is not None else None,
+            waiting=(queue, info.requests) if queue is not None and key in self._pending else None,
+        )
+
+    def _queue_admits(self, queue: str, namespace: str) -> bool:
+        """Whether the queue ``queue`` admits pods of ``namespace`` (a queue not known yet, or
+        without a ``namespaceSelector``, admits every namespace)."""
+        info = self._queues.get(ids.QueueName(queue))
+        if info is None or info.namespaces is None:
+            return True
+        return info.namespaces.admits(self._namespaces.get(namespace, {}))
+
+    def _berth_placed(self, info: pods.PodInfo, /) -> bool:
+        """Whether Berth placed the placed pod ``info`` (remembered from the first sight on)."""
+        key = info.key
+        known = self._placed_by_berth.get(key)
+        if known is not None and (known == info.uid or not known or not info.uid):
+            return True
+        if info.reserve or info.scheduler_name in self._scheduler_names:
+            return True
+        disowned = self._disowned.get(key)
+        if disowned is not None and (disowned == info.uid or not info.uid):
+            return False
+        if info.annotations.get(keys.ADMITTED_NODE_ANNOTATION) == info.node_name:
+            self._placed_by_berth[key] = info.uid
+            return True
+        return False
+
+    def disown(self, key: str, /, *, uid: str) -> None:
+        """The pod ``key`` (of ``uid``) carries Berth's ``admitted-node`` marker, but Berth did
+        not admit it (admission saw someone else write it): never charge it to a queue."""
+        pod_key = ids.PodKey(key)
+        self._disowned[pod_key] = uid
+        if self._placed_by_berth.get(pod_key) in (uid, "") and pod_key not in self._assumed:
+            del self._placed_by_berth[pod_key]
+        info = self._pods.get(pod_key)
+        if info is not None:
+            self._charge(info)
+            self._changes.touch()
+
+    def _recharge(self) -> None:
+        """Move every pod's charge again: a queue's selector or a namespace's labels changed."""
+        for key in sorted(self._pods):
+            self._charge(self._pods[key])
 
     def _memory_charged(self, info: pods.PodInfo, share: gpushare.ShareRequest) -> pods.PodInfo:
         """``info`` charged the share of a GPU its ``gpu-memory`` takes: on its node's devices
@@ -590,16 +657,22 @@ class ClusterCache:
     def add_queue(self, raw: typing.Any, /) -> None:
         """Add or update a Queue."""
         info = queues.queue_info(raw)
-        if self._queues.get(info.name) != info:
+        before = self._queues.get(info.name)
+        if before != info:
             self._changes.world_changed()
         self._queues[info.name] = info
+        if (before.namespaces if before is not None else None) != info.namespaces:
+            self._recharge()
 
     update_queue = add_queue
 
     def remove_queue(self, queue: typing.Any, /) -> None:
         """Remove a Queue (by name or object)."""
-        if self._queues.pop(ids.QueueName(_name_of(queue)), None) is not None:
+        removed = self._queues.pop(ids.QueueName(_name_of(queue)), None)
+        if removed is not None:
             self._changes.world_changed()
+            if removed.namespaces is not None:
+                self._recharge()
 
     def add_reservation(self, raw: typing.Any, /) -> None:
         """Add or update a Reservation (its reserve pod follows). An update still ``Pending``
@@ -668,6 +741,8 @@ class ClusterCache:
             found = reservations.allocated_to(pod) if pod is not None else None
             if pod is None or found is None or pod.terminal or pod.node_name != info.node_name:
                 continue
+            if not reservations.is_owner(info, pod):
+                continue  # the annotation on a pod its owners do not select: not Berth's word
             if found[1] is not None and found[1] != info.uid:
                 continue  # placed into an earlier reservation of the same name
             count += 1
@@ -885,9 +960,12 @@ class ClusterCache:
         labels = {str(k): str(v) for k, v in wire.sub(wire.sub(obj, "metadata"), "labels").items()}
         queue = labels.get(keys.NAMESPACE_QUEUE_LABEL) or None
         before = self._namespace_queues.get(name)
-        if self._namespaces.get(name) != labels:
+        relabelled = self._namespaces.get(name) != labels
+        if relabelled:
             self._changes.world_changed()
         self._namespaces[name] = labels
+        if relabelled and any(q.namespaces is not None for q in self._queues.values()):
+            self._recharge()
         if queue:
             self._namespace_queues[name] = queue
         else:
@@ -902,8 +980,14 @@ class ClusterCache:
         name = _name_of(namespace)
         if self._namespaces.pop(name, None) is not None:
             self._changes.world_changed()
+            if any(q.namespaces is not None for q in self._queues.values()):
+                self._recharge()
         if self._namespace_queues.pop(name, None) is not None:
             self._namespace_changed(name)
+
+    def namespace_labels(self, namespace: str, /) -> collections.abc.Mapping[str, str]:
+        """The labels of the Namespace ``namespace`` (empty when not seen)."""
+        return types.MappingProxyType(self._namespaces.get(namespace, {}))
 
     def namespace_queue(self, namespace: str, /) -> str:
         """The queue a pod of ``namespace`` naming none joins: the Namespace's, else

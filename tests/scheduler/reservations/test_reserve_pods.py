@@ -10,7 +10,8 @@ We test these aspects:
   ``nodeName`` turned into a required node affinity, an invalid template flagged;
 - the cache: a Pending reservation is a pending pod of its queue; an Available one counts on
   its node what its owners do not use (an owner's annotation shrinks it, the owner finishing
-  grows it back); allocate-once holds nothing after its first owner; expiry at snapshot time,
+  grows it back); allocate-once holds nothing after its first owner; the annotation on a pod
+  the owners do not select ends nothing; expiry at snapshot time,
   deletion and a terminal phase free the node at once; ``assume_reservation`` counts it
   Available before the API says so.
 """
@@ -264,6 +265,8 @@ def test_an_available_reserve_pod_sits_on_its_node_holding_allocatable_and_a_pod
 
 # The cache ---------------------------------------------------------------------------------
 
+OWNER = {"app": "r"}  # what the reservations here select as owners (world.reservation's default)
+
 
 def requested(
     cache: cache_module.ClusterCache, node: str, *, now: float = b.EPOCH
@@ -287,7 +290,7 @@ def test_an_available_reservation_counts_what_its_owners_do_not_use() -> None:
     cache = b.cache_of(b.node("n1"), resv)
     assert requested(cache, "n1") == {CPU: 3000, "pods": 1000}
     annotation = {keys.RESERVATION_ALLOCATED_ANNOTATION: '{"name":"r","uid":"uid-resv-default-r"}'}
-    owner = b.pod("o", node="n1", cpu="1", memory=None, annotations=annotation)
+    owner = b.pod("o", node="n1", cpu="1", memory=None, labels=OWNER, annotations=annotation)
     cache.add_pod(owner)
     # 1 core used by the owner (its own request) + 2 still held; the owner took the pod slot.
     assert requested(cache, "n1") == {CPU: 3000, "pods": 1000}
@@ -301,7 +304,7 @@ def test_an_owner_bigger_than_the_reservation_uses_it_all_and_the_node_for_the_r
     resv = available(w.reservation("r", cpu="2", allocate_once=False), "n1")
     cache = b.cache_of(b.node("n1"), resv)
     annotation = {keys.RESERVATION_ALLOCATED_ANNOTATION: "r"}
-    cache.add_pod(b.pod("o", node="n1", cpu="5", memory=None, annotations=annotation))
+    cache.add_pod(b.pod("o", node="n1", cpu="5", memory=None, labels=OWNER, annotations=annotation))
     assert requested(cache, "n1") == {CPU: 5000, "pods": 1000}
 
 
@@ -309,15 +312,28 @@ def test_an_owner_of_an_earlier_reservation_of_the_same_name_is_not_charged() ->
     resv = available(w.reservation("r", cpu="2", allocate_once=False), "n1")
     cache = b.cache_of(b.node("n1"), resv)
     stale = {keys.RESERVATION_ALLOCATED_ANNOTATION: '{"name":"r","uid":"old"}'}
-    cache.add_pod(b.pod("o", node="n1", cpu="1", memory=None, annotations=stale))
+    cache.add_pod(b.pod("o", node="n1", cpu="1", memory=None, labels=OWNER, annotations=stale))
     assert requested(cache, "n1") == {CPU: 3000, "pods": 2000}
 
 
 def test_an_allocate_once_reservation_holds_nothing_after_its_first_owner() -> None:
     cache = b.cache_of(b.node("n1"), available(w.reservation("r", cpu="3"), "n1"))
     annotation = {keys.RESERVATION_ALLOCATED_ANNOTATION: "r"}
-    cache.add_pod(b.pod("o", node="n1", cpu="1", memory=None, annotations=annotation))
+    cache.add_pod(b.pod("o", node="n1", cpu="1", memory=None, labels=OWNER, annotations=annotation))
     assert requested(cache, "n1") == {CPU: 1000, "pods": 1000}
+
+
+def test_a_forged_allocation_on_a_pod_its_owners_do_not_select_ends_nothing() -> None:
+    """A tenant writes ``reservation-allocated`` on a pod of its own in the reservation's
+    namespace and node: the reservation still holds what it held, for its real owners."""
+    cache = b.cache_of(b.node("n1"), available(w.reservation("r", cpu="3"), "n1"))
+    forged = {keys.RESERVATION_ALLOCATED_ANNOTATION: '{"name":"r","uid":"uid-resv-default-r"}'}
+    labels = {"app": "squatter"}
+    cache.add_pod(b.pod("x", node="n1", cpu="1", memory=None, labels=labels, annotations=forged))
+    # The reservation's 3 cores and its pod slot still held, plus the forger's own core.
+    assert requested(cache, "n1") == {CPU: 4000, "pods": 2000}
+    snap = cache.snapshot(b.EPOCH)
+    assert reservations.reserve_pod_key("default/r") in snap.pods
 
 
 @pytest.mark.parametrize(
