@@ -662,6 +662,8 @@ def test_admission_of_all_namespaces_gates_every_namespace_not_labelled_disabled
         "namespace": ("/admission/pods/opted-in", [never, whole]),
         "group": ("/admission/pods", [never, named]),
         "queue": ("/admission/pods", [never, named]),
+        # The queue label is checked in every namespace, whichever gates its pods.
+        "queue-label": ("/admission/pods/queue-access", [never]),
     }
     # And the NOTES say so, where the default (optIn) says how to opt a namespace in.
     notes = " ".join(installs["every-option"]["info"]["notes"].split())

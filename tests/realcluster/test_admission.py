@@ -112,15 +112,17 @@ def _refusal(real: cluster.RealCluster, name: str, namespace: str) -> str:
     return ""
 
 
-def _refuses_a_probe(real: cluster.RealCluster, namespace: str, *, taint: str, spec: Obj) -> bool:
-    """Whether kube-scheduler refused the latest probe pod (``spec``) for ``taint``: its cache
-    has the taint. A probe it bound (its informer had not seen the taint yet) is replaced."""
+def _refuses_a_probe(real: cluster.RealCluster, namespace: str, *, spec: Obj) -> bool:
+    """Whether kube-scheduler refused the latest probe pod (``spec``, pinned to the one tainted
+    node) for a taint: its cache has the taint. kube-scheduler 1.36 says "node(s) had
+    untolerated taint(s)" without naming the taint; the pin makes it ours. A probe it bound
+    (its informer had not seen the taint yet) is replaced."""
     listed = real.pods(namespace)
     if not listed or listed[-1]["spec"].get("nodeName"):
         name = f"probe-{len(listed):03d}"  # listed by name: the newest last
         real.create(pods.pod(name, scheduler=None, extra_spec=spec), namespace=namespace)
         return False
-    return taint in _refusal(real, listed[-1]["metadata"]["name"], namespace)
+    return "untolerated taint" in _refusal(real, listed[-1]["metadata"]["name"], namespace)
 
 
 def test_a_pod_kube_scheduler_rejects_is_sent_back_and_not_pinned_there_again(
@@ -146,7 +148,7 @@ def test_a_pod_kube_scheduler_rejects_is_sent_back_and_not_pinned_there_again(
     try:
         _eventually(
             "kube-scheduler refusing a probe pod for the taint",
-            lambda: _refuses_a_probe(real, probes, taint=taint, spec=on_node),
+            lambda: _refuses_a_probe(real, probes, spec=on_node),
             timeout=120.0,
         )
         created = real.kubectl(
