@@ -2,8 +2,10 @@
 
 ``berth bench basic|gang|cycle`` time one scheduling session of the core's workloads (see
 :mod:`berth.sim.benchmarks`) with the default profile, on this machine, and print ``scenario``,
-``nodes``, ``pods``, ``placed``, ``seconds``, ``pods_per_second``, ``p50_ms``, ``p99_ms``,
-``rss_mb`` and ``errors``. ``--nodes``/``--pods`` shrink or grow a workload. ``backlog``
+``nodes``, ``pods``, ``placed``, ``seconds``, ``cpu_seconds``, ``pods_per_second``, ``p50_ms``,
+``p99_ms``, ``rss_mb``, ``errors`` and ``disabled``. ``--nodes``/``--pods`` shrink or grow a
+workload; ``--disable PLUGIN`` leaves a plugin out of the default profile (its cost: the same
+run with and without it). ``backlog``
 times the cycles of a full cluster with a long backlog (parked work; see
 :func:`berth.sim.benchmarks.run_backlog`). Other engineers'
 benchmarks (``sim``, ``emulator``) join the same group as subcommands. ``gpu-sharing``
@@ -32,10 +34,29 @@ def command() -> None:
     """Benchmarks; each prints one JSON object."""
 
 
+def _plugins(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
+    """``--disable``'s names, each a plugin of the default profile."""
+    known = benchmarks.default_plugins()
+    for plugin in names:
+        if plugin not in known:
+            raise click.BadParameter(
+                f"{plugin!r} is not a plugin of the default profile ({', '.join(known)})"
+            )
+    return names
+
+
 def _scenario(name: str, summary: str) -> click.Command:
     @click.command(name, help=summary)
     @click.option("--nodes", type=click.IntRange(min=1), default=None, help="Nodes in the cluster.")
     @click.option("--pods", type=click.IntRange(min=1), default=None, help="Pods to place.")
+    @click.option(
+        "--disable",
+        "disabled",
+        multiple=True,
+        metavar="PLUGIN",
+        callback=_plugins,
+        help="Leave this plugin out of the default profile (repeatable).",
+    )
     @click.option(
         "--output",
         type=click.Choice(["json"]),
@@ -43,10 +64,12 @@ def _scenario(name: str, summary: str) -> click.Command:
         show_default=True,
         help="Output format.",
     )
-    def scenario(nodes: int | None, pods: int | None, output: str) -> None:
+    def scenario(
+        nodes: int | None, pods: int | None, disabled: tuple[str, ...], output: str
+    ) -> None:
         sizes = {k: v for k, v in (("nodes", nodes), ("pods", pods)) if v is not None}
         workload = benchmarks.SCENARIOS[name](**sizes)
-        result, _ = benchmarks.run(workload)
+        result, _ = benchmarks.run(workload, disabled=disabled)
         click.echo(json.dumps(result.to_json()))
 
     return scenario

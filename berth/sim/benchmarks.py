@@ -29,8 +29,11 @@ session, the actions, closing the session.
 ``--nodes``/``--pods`` scale a workload; the other counts follow (running pods per node).
 
 ``p50_ms``/``p99_ms`` are per-pod placement attempt latencies (Filter + Score for one pod);
-``pods_per_second`` is pods placed over the timed seconds; ``rss_mb`` is the process's peak
-resident memory.
+``pods_per_second`` is pods placed over the timed seconds; ``cpu_seconds`` is the CPU time the
+process spent in them (what to compare on a loaded machine, where the wall-clock seconds also
+count waiting for a core); ``rss_mb`` is the process's peak resident memory. ``disabled``
+names plugins left out of the default profile (what a plugin costs: the same run with and
+without it).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ __all__ = [
     "backlog",
     "basic",
     "cycle",
+    "default_plugins",
     "gang",
     "host_ports",
     "preferred_affinity",
@@ -90,11 +94,13 @@ class BenchResult:
     pods: int
     placed: int
     seconds: float
+    cpu_seconds: float
     pods_per_second: float
     p50_ms: float
     p99_ms: float
     rss_mb: float
     errors: int
+    disabled: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, typing.Any]:
         """The JSON object ``berth bench`` prints (rounded for reading)."""
@@ -104,11 +110,13 @@ class BenchResult:
             "pods": self.pods,
             "placed": self.placed,
             "seconds": round(self.seconds, 4),
+            "cpu_seconds": round(self.cpu_seconds, 4),
             "pods_per_second": round(self.pods_per_second, 1),
             "p50_ms": round(self.p50_ms, 4),
             "p99_ms": round(self.p99_ms, 4),
             "rss_mb": round(self.rss_mb, 1),
             "errors": self.errors,
+            "disabled": list(self.disabled),
         }
 
 
@@ -524,19 +532,34 @@ def load(workload: Workload) -> cache.ClusterCache:
     return loaded
 
 
-def run(workload: Workload, *, debug_top_n: int = 0) -> tuple[BenchResult, decisions.CycleResult]:
-    """Run one timed session over ``workload`` with the default profile."""
+def default_plugins() -> tuple[str, ...]:
+    """The plugins of the default profile, in order (what ``disabled`` may name)."""
+    return tuple(p.name for p in registry.default_profile().plugins)
+
+
+def run(
+    workload: Workload, *, debug_top_n: int = 0, disabled: collections.abc.Sequence[str] = ()
+) -> tuple[BenchResult, decisions.CycleResult]:
+    """Run one timed session over ``workload`` with the default profile, without the plugins
+    ``disabled`` names (each one of :func:`default_plugins`)."""
+    unknown = sorted(set(disabled) - set(default_plugins()))
+    if unknown:
+        raise ValueError(f"not plugins of the default profile: {', '.join(unknown)}")
     loaded = load(workload)
+    profile = registry.default_profile()
+    if disabled:
+        profile = profile.model_copy(update={"disabled": tuple(disabled)})
     scheduler = loop.Scheduler(
-        registry.default_profile(),
+        profile,
         registry=registry.in_tree_registry(),
         clock=clocks.VirtualClock(EPOCH),
     )
     scheduler.debug_top_n = debug_top_n
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = loaded.snapshot(EPOCH)
     result = scheduler.run_session(snapshot)
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu_started
     placed = len(result.of_kind(decisions.BindPod))
     latencies = sorted(result.attempt_seconds)
     bench = BenchResult(
@@ -545,11 +568,13 @@ def run(workload: Workload, *, debug_top_n: int = 0) -> tuple[BenchResult, decis
         pods=workload.pods,
         placed=placed,
         seconds=seconds,
+        cpu_seconds=cpu_seconds,
         pods_per_second=placed / seconds if seconds > 0 else 0.0,
         p50_ms=_percentile(latencies, 0.50) * 1000,
         p99_ms=_percentile(latencies, 0.99) * 1000,
         rss_mb=_rss_mb(),
         errors=len(result.errors),
+        disabled=tuple(disabled),
     )
     return bench, result
 

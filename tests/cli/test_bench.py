@@ -26,11 +26,13 @@ KEYS = {
     "pods",
     "placed",
     "seconds",
+    "cpu_seconds",
     "pods_per_second",
     "p50_ms",
     "p99_ms",
     "rss_mb",
     "errors",
+    "disabled",
 }
 
 
@@ -67,8 +69,29 @@ def test_bench_prints_one_json_object(args: list[str], nodes: int, pods: int) ->
     assert report["placed"] == pods
     assert report["errors"] == 0
     assert report["seconds"] > 0 and report["pods_per_second"] > 0
+    assert report["cpu_seconds"] > 0
     assert 0 < report["p50_ms"] <= report["p99_ms"]
     assert report["rss_mb"] > 0
+    assert report["disabled"] == []
+
+
+def test_bench_leaves_a_plugin_out_of_the_default_profile() -> None:
+    args = ["bench", "basic", "--nodes", "20", "--pods", "40", "--disable", "GpuSharing"]
+    outcome = click.testing.CliRunner().invoke(main.cli, args)
+    assert outcome.exit_code == 0, outcome.output
+    report = json.loads(outcome.output)
+    assert report["disabled"] == ["GpuSharing"] and report["placed"] == 40
+    # Without NodeResourcesFit nothing keeps pods off full nodes: more pods than room all land.
+    args = ["bench", "basic", "--nodes", "1", "--pods", "60", "--disable", "NodeResourcesFit"]
+    report = json.loads(click.testing.CliRunner().invoke(main.cli, args).output)
+    assert report["placed"] == 60
+
+
+def test_bench_refuses_a_plugin_not_in_the_default_profile() -> None:
+    args = ["bench", "gang", "--disable", "GpuShare"]
+    outcome = click.testing.CliRunner().invoke(main.cli, args)
+    assert outcome.exit_code == 2
+    assert "'GpuShare' is not a plugin of the default profile (Priority," in outcome.output
 
 
 def count(workload: benchmarks.Workload, kind: str, *, bound: bool | None = None) -> int:

@@ -1,0 +1,189 @@
+"""Shares of GPUs with KAI-Scheduler's annotations, on the real control plane.
+
+Two KWOK nodes advertise two ``nvidia.com/gpu`` each and label their GPUs' memory as GPU
+feature discovery does; the pods ask shares with ``gpu-fraction`` / ``gpu-memory`` and request
+no ``nvidia.com/gpu``. We test these aspects:
+
+- the real API server keeps the device Berth chose on the pod (``runai-gpu``, carried by the
+  binding): four 0.75 shares take the four devices, one each;
+- with a quarter left on every device a half waits, saying no GPU has 0.5 free;
+- the queue's status counts the shares (3 GPUs for four 0.75), and its ``nvidia.com/gpu``
+  limit holds a gang of four quarters back whole (room for two under the limit, none start);
+  raising the limit starts all four, every device then holding exactly one GPU's worth;
+- reclaim for a queue's guaranteed half of a GPU held by another queue's quarters evicts two
+  quarters through the Eviction API, no more: the half runs on their device, which then holds
+  exactly one GPU's worth.
+"""
+
+from __future__ import annotations
+
+import collections
+import typing
+import uuid
+
+import pytest
+
+from berth.emulator import kubelets
+from berth.realcluster import nodes, processes
+from tests.realcluster import cluster, pods
+
+pytestmark = pytest.mark.realcluster
+
+Obj = dict[str, typing.Any]
+WAIT_SECONDS = 120.0
+
+
+def shared(pod: Obj, annotations: dict[str, str], *, room: str) -> Obj:
+    pod["metadata"].setdefault("annotations", {}).update(annotations)
+    pod["spec"]["nodeSelector"] = {"gpu-room": room}
+    return pod
+
+
+def device_load(real: cluster.RealCluster, namespace: str) -> dict[tuple[str, str], int]:
+    """Thousandths of a GPU on each (node, device index), read from the pods' annotations."""
+    load: dict[tuple[str, str], int] = collections.Counter()
+    for pod in real.pods(namespace):
+        node = pod["spec"].get("nodeName")
+        annotations = pod["metadata"].get("annotations") or {}
+        if not node or "runai-gpu" not in annotations:
+            continue
+        if "gpu-fraction" in annotations:
+            amount = round(1000 * float(annotations["gpu-fraction"]))
+        else:  # gpu-memory on a 40000 MiB GPU
+            amount = -(-1000 * int(annotations["gpu-memory"]) // 40000)
+        for index in annotations["runai-gpu"].split(","):
+            load[node, index] += amount
+    return dict(load)
+
+
+def bound(real: cluster.RealCluster, namespace: str) -> set[str]:
+    return {p["metadata"]["name"] for p in real.pods(namespace) if p["spec"].get("nodeName")}
+
+
+def wait_for(what: str, check: typing.Callable[[], typing.Any], real: cluster.RealCluster) -> None:
+    processes.wait_until(
+        what,
+        lambda: bool(check()),
+        timeout=WAIT_SECONDS,
+        watch=[b.process for b in real.started],
+        interval=1.0,
+    )
+
+
+def gpu_nodes(real: cluster.RealCluster, room: str, *, count: int, gpus: int) -> None:
+    """``count`` KWOK nodes of ``gpus`` 40000 MiB GPUs, labelled ``gpu-room=ROOM``, Ready."""
+    pool = kubelets.parse_pool(
+        f"{count}x cpu=8,memory=32Gi,nvidia.com/gpu={gpus} label=nvidia.com/gpu.memory=40000 "
+        f"label=gpu-room={room} name={room}"
+    )
+    real.create(*nodes.node_manifests([pool]))
+    real.kubectl("wait", "--for=condition=Ready", "nodes", "-l", f"gpu-room={room}",
+                 f"--timeout={cluster.WAIT}")  # fmt: skip
+
+
+def test_shares_of_gpus_on_kwok_nodes(real: cluster.RealCluster) -> None:
+    room = f"gpu-{uuid.uuid4().hex[:6]}"
+    try:
+        gpu_nodes(real, room, count=2, gpus=2)
+        real.berth()
+        namespace = real.namespace()
+        queue = pods.queue(room, limit={"nvidia.com/gpu": "3500m"})
+        real.create(queue)
+
+        def allocated() -> str | None:
+            status = real.json("get", "bq", room).get("status") or {}
+            return typing.cast(str | None, (status.get("allocated") or {}).get("nvidia.com/gpu"))
+
+        bigs = [
+            shared(pods.pod(f"big-{i}", cpu="100m", queue=room), {"gpu-fraction": "0.75"},
+                   room=room)
+            for i in range(4)
+        ]  # fmt: skip
+        real.create(*bigs, namespace=namespace)
+        wait_for("four 0.75 shares to run", lambda: len(bound(real, namespace)) == 4, real)
+        load = device_load(real, namespace)
+        assert sorted(load.values()) == [750] * 4, load  # one device each, as the pods say
+        wait_for("the queue to count 3 GPUs", lambda: allocated() == "3", real)
+
+        half = shared(pods.pod("half", cpu="100m"), {"gpu-fraction": "0.5"}, room=room)
+        real.create(half, namespace=namespace)
+
+        def half_reason() -> str:
+            found = real.json("get", "pod", "half", "-n", namespace)
+            for condition in found["status"].get("conditions") or []:
+                if condition["type"] == "PodScheduled" and condition["status"] == "False":
+                    return str(condition.get("message") or "")
+            return ""
+
+        wait_for("the half to say why it waits", lambda: "no GPU with 0.5 free" in half_reason(),
+                 real)  # fmt: skip
+
+        # A gang of four quarters: the limit (3.5) leaves room for two, so none starts.
+        group = pods.pod_group("quarters", min_member=4, queue=room)
+        members = [
+            shared(pods.pod(f"quarters-{i}", cpu="100m", group="quarters"),
+                   {"gpu-memory": "10000"} if i == 0 else {"gpu-fraction": "0.25"}, room=room)
+            for i in range(4)
+        ]  # fmt: skip
+        real.create(group, *members, namespace=namespace)
+
+        def group_reason() -> str:
+            found = real.json("get", "bpg", "quarters", "-n", namespace)
+            for condition in (found.get("status") or {}).get("conditions") or []:
+                if condition["reason"] == "QueueOverLimit":
+                    return str(condition["message"])
+            return ""
+
+        wait_for("the gang to say the limit holds it", group_reason, real)
+        assert group_reason() == (
+            f"gang needs minMember 4, only 2 could be placed; queue {room} at limit for "
+            "nvidia.com/gpu (3500m/3500m)"
+        )
+        assert bound(real, namespace) == {f"big-{i}" for i in range(4)}
+        real.kubectl("patch", "bq", room, "--type=merge", "-p",
+                     '{"spec":{"limit":{"nvidia.com/gpu":"4"}}}')  # fmt: skip
+        everyone = {f"big-{i}" for i in range(4)} | {f"quarters-{i}" for i in range(4)}
+        wait_for("the whole gang to run", lambda: bound(real, namespace) == everyone, real)
+        load = device_load(real, namespace)
+        assert sorted(load.values()) == [1000] * 4, load
+        wait_for("the queue to count 4 GPUs", lambda: allocated() == "4", real)
+        assert "half" not in bound(real, namespace)
+    finally:
+        real.kubectl("delete", "nodes", "-l", f"gpu-room={room}", "--wait=false")
+        real.kubectl("delete", "bq", room, "--ignore-not-found", "--wait=false")
+
+
+def test_reclaim_frees_exactly_the_shares_it_evicts(real: cluster.RealCluster) -> None:
+    room = f"gpu-{uuid.uuid4().hex[:6]}"
+    lab, prod = f"{room}-lab", f"{room}-prod"
+    try:
+        gpu_nodes(real, room, count=1, gpus=1)
+        real.berth()
+        namespace = real.namespace()
+        real.create(
+            pods.queue(lab, reclaimMinRuntimeSeconds=0),
+            pods.queue(prod, guaranteed={"nvidia.com/gpu": "500m"}),
+        )
+        quarters = [
+            shared(pods.pod(f"lab-{i}", cpu="100m", queue=lab), {"gpu-fraction": "0.25"},
+                   room=room)
+            for i in range(4)
+        ]  # fmt: skip
+        real.create(*quarters, namespace=namespace)
+        wait_for("lab's quarters to fill the GPU", lambda: len(bound(real, namespace)) == 4, real)
+        half = shared(pods.pod("prod-0", cpu="100m", queue=prod), {"gpu-fraction": "0.5"},
+                      room=room)  # fmt: skip
+        real.create(half, namespace=namespace)
+        wait_for("prod's half to run", lambda: "prod-0" in bound(real, namespace), real)
+        wait_for("the evicted quarters to go", lambda: len(real.pods(namespace)) == 3, real)
+        load = device_load(real, namespace)
+        assert load == {(f"{room}-0", "0"): 1000}, load
+        evicted = [
+            r.name
+            for r in real.audited()
+            if r.resource == "pods/eviction" and r.succeeded and r.namespace == namespace
+        ]
+        assert len(evicted) == 2 and all(name.startswith("lab-") for name in evicted), evicted
+    finally:
+        real.kubectl("delete", "nodes", "-l", f"gpu-room={room}", "--wait=false")
+        real.kubectl("delete", "bq", lab, prod, "--ignore-not-found", "--wait=false")
