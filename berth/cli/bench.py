@@ -10,6 +10,8 @@ times the cycles of a full cluster with a long backlog (parked work; see
 :func:`berth.sim.benchmarks.run_backlog`). Other engineers'
 benchmarks (``sim``, ``emulator``) join the same group as subcommands. ``gpu-sharing``
 compares GPU placement policies on the same arrivals (:mod:`berth.sim.gpusharing`).
+``pod-events`` times the cache's work for each watch event of a pod
+(:mod:`berth.sim.pod_events`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import click
 
 from berth.cli import e2e, soak
 from berth.cli import emulator as emulator_cli
-from berth.sim import benchmarks, gpusharing, stress
+from berth.sim import benchmarks, gpusharing, pod_events, stress
 
 __all__ = ["command"]
 
@@ -110,6 +112,13 @@ for _name, _summary in (
     ("volumes", "Volumes: 5000 nodes, every pod with its own claim of a CSI driver."),
 ):
     command.add_command(_scenario(_name, _summary))
+
+
+@command.command("pod-events")
+@click.option("--pods", type=click.IntRange(min=1), default=20_000, show_default=True)
+def pod_events_command(pods: int) -> None:
+    """CPU microseconds per pod watch event in the cache: created, bound, running."""
+    click.echo(json.dumps(pod_events.run(pods=pods)))
 
 
 @command.command("sim")

@@ -254,12 +254,16 @@ class ClusterCache:
         """Add or update a pod."""
         obj = wire.as_raw(raw)
         info = pods.pod_info(
-            obj, priority_classes=self._class_values, group_by_owner=self._group_by_owner
+            obj,
+            priority_classes=self._class_values,
+            group_by_owner=self._group_by_owner,
+            # Most events change only a pod's status: what it derived from the rest is reused.
+            previous=self._pods.get(ids.PodKey(_key_of(obj))),
         )
         if info.scheduler_name in self._claimed_names:
             # Another scheduler's pod Berth claims is Berth's own from here on: the profile's
             # checks (fields it does not implement) apply to it as to any pod Berth binds.
-            info = dataclasses.replace(info, scheduler_name=self._reserve_scheduler_names[0])
+            info = pods.replace(info, scheduler_name=self._reserve_scheduler_names[0])
         old = self._pods.get(info.key)
         if old is not None and info.uid and old.uid and old.uid != info.uid:
             # A new pod under an old name (deleted and recreated before the deletion was
@@ -323,7 +327,7 @@ class ClusterCache:
         if annotations and info.gpu_share is not None:
             devices = gpushare.devices_of(annotations)
             if devices is not None:
-                info = dataclasses.replace(info, gpu_devices=devices)
+                info = pods.replace(info, gpu_devices=devices)
         self._assumed[pod_key] = ids.NodeName(node)
         if pod_key not in self._disowned:
             self._placed_by_berth[pod_key] = info.uid
@@ -332,7 +336,7 @@ class ClusterCache:
         if info.start_time is not None:
             started = info.start_time
         self._store_pod(
-            dataclasses.replace(info, node_name=ids.NodeName(node), start_time=started),
+            pods.replace(info, node_name=ids.NodeName(node), start_time=started),
             from_api=False,
         )
 
@@ -348,7 +352,7 @@ class ClusterCache:
             # nor holds the devices its binding would have recorded.
             devices = gpushare.devices_of(info.annotations) if info.gpu_share is not None else None
             self._store_pod(
-                dataclasses.replace(info, node_name=None, start_time=None, gpu_devices=devices),
+                pods.replace(info, node_name=None, start_time=None, gpu_devices=devices),
                 from_api=False,
             )
         return True
@@ -372,7 +376,7 @@ class ClusterCache:
         assumed = self._assumed.get(key) if from_api else None
         if assumed is not None:
             if info.node_name is None and not info.terminal:
-                info = dataclasses.replace(info, node_name=assumed)  # the bind is in flight
+                info = pods.replace(info, node_name=assumed)  # the bind is in flight
             else:
                 del self._assumed[key]  # the binding landed, or the API says otherwise
         share = info.gpu_share
@@ -488,7 +492,7 @@ class ClusterCache:
         nonzero = info.nonzero_requests
         if nonzero is not None:
             nonzero = gpushare.charged(nonzero, share, memory=memory)
-        return dataclasses.replace(info, requests=requests, nonzero_requests=nonzero)
+        return pods.replace(info, requests=requests, nonzero_requests=nonzero)
 
     def _track_shared(self, key: str, *, node: str | None) -> None:
         """Index the shared-GPU pod ``key`` on ``node`` (``None``: on none); its node's view

@@ -45,13 +45,18 @@ def sub(raw: Raw | None, /, *keys: str) -> Raw:
     """The nested mapping at ``keys``, or an empty one when any step is absent or not a map."""
     node: typing.Any = raw
     for key in keys:
-        # dict first: the common case, and much cheaper than the ABC check.
-        if not isinstance(node, dict | collections.abc.Mapping):
+        # An exact dict first (what the API's JSON decodes to), then an absent field: both much
+        # cheaper than the ABC check, which every watch event would pay a dozen times.
+        if type(node) is not dict and (
+            node is None or not isinstance(node, collections.abc.Mapping)
+        ):
             return _EMPTY
         node = node.get(key)
-    if isinstance(node, dict | collections.abc.Mapping):
-        return node
-    return _EMPTY
+    if type(node) is dict:
+        return typing.cast(Raw, node)
+    if node is None or not isinstance(node, collections.abc.Mapping):
+        return _EMPTY
+    return node
 
 
 def parse_time(text: typing.Any) -> float | None:
