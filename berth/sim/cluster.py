@@ -209,6 +209,7 @@ class InMemoryCluster:
         self._dirty: dict[ObjectKey, Object | None] = {}  # changed since the last flush
         self._cached: set[ObjectKey] = set()  # what the cache has been told about
         self._assumed: set[ObjectKey] = set()  # bound pods the cache only assumed
+        self._ended: dict[ObjectKey, Object] = {}  # finished pods deleted since the last flush
         self._objects: dict[ObjectKey, Object] = {}
         self._by_kind: dict[str, set[ObjectKey]] = {kind: set() for kind in KINDS}
         self._group_pods: dict[ObjectKey, set[ObjectKey]] = {}
@@ -288,6 +289,10 @@ class InMemoryCluster:
                     if not members:
                         del self._group_pods[group]
             self._claims.pod_done(obj)
+            if key in self._cached and obj["status"].get("phase") in _TERMINAL:
+                # The kubelet's report that it finished reaches the cache before the deletion,
+                # as watch events would (run times are learned from it), however soon after.
+                self._ended[key] = obj
         self._dirty[key] = None
         return obj
 
@@ -346,7 +351,18 @@ class InMemoryCluster:
         obj = self._objects.get(("Pod", namespace, name))
         if obj is None or obj["metadata"]["uid"] != uid or obj["status"].get("phase") in _TERMINAL:
             return False
-        obj = {**obj, "status": {**obj["status"], "phase": "Succeeded"}}
+        finished = self._timestamp()
+        containers = [
+            {
+                "name": str(c.get("name") or "main"),
+                "state": {
+                    "terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": finished}
+                },
+            }
+            for c in obj["spec"].get("containers") or [{}]
+        ]
+        status = {**obj["status"], "phase": "Succeeded", "containerStatuses": containers}
+        obj = {**obj, "status": status}
         self._store(object_key(obj), obj)
         self._claims.pod_done(obj)
         group = self._group_of(obj)
@@ -685,8 +701,12 @@ class InMemoryCluster:
                 self._cached.add(key)
             elif key in self._cached:
                 self._cached.discard(key)
+                ended = self._ended.get(key)
+                if ended is not None:
+                    self._cache_add(key[0], ended)
                 self._cache_remove(key)
         self._dirty.clear()
+        self._ended.clear()
 
     def _cache_add(self, kind: str, obj: Object) -> None:
         target = self._cache

@@ -50,13 +50,28 @@ IntArray = npt.NDArray[np.int64]
 logger = logging.getLogger(__name__)
 
 
-def starving_reason(*, waited: float, held: int, needed: int, nodes: int) -> str:
+def starving_reason(
+    *,
+    waited: float,
+    held: int,
+    needed: int,
+    nodes: int,
+    start: sessions.ExpectedStart | None = None,
+    now: float = 0.0,
+) -> str:
     """The group's reason while the guard holds room for it: how long it has waited, how many
-    nodes are kept for it and for how many of the pods its quorum needs."""
+    nodes are kept for it and for how many of the pods its quorum needs, and when it is
+    expected to start there by which estimates (``start``, when the guard says)."""
     where, frees = ("node", "it frees") if nodes == 1 else ("nodes", "they free")
-    return (
+    text = (
         f"starving for {int(waited)}s: holding {nodes} {where} for {held}/{needed} pods as {frees}"
     )
+    if start is None:
+        return text
+    if start.at is None:
+        return f"{text} (no estimate of when: {start.basis})"
+    left = max(0, round(start.at - now))
+    return f"{text}, expected in {left}s ({start.basis})"
 
 
 class Backfill:
@@ -124,13 +139,24 @@ class Backfill:
                 self._free = None
             else:
                 stmt.discard()
+        now = session.snapshot.now
+        start = session.hooks.expected_start(job) if count else None
         reason = starving_reason(
-            waited=session.snapshot.now - job.creation_timestamp,
+            waited=now - job.creation_timestamp,
             held=count,
             needed=job.group.min_member,
             nodes=nodes,
+            start=start,
+            now=now,
         )
-        starving = reasons.new(reasons.ReasonCode.UNSCHEDULABLE, reason)
+        if start is not None and start.at is not None:
+            starving = reasons.new(
+                reasons.ReasonCode.UNSCHEDULABLE,
+                reason,
+                expectedStartSeconds=max(0, round(start.at - now)),
+            )
+        else:
+            starving = reasons.new(reasons.ReasonCode.UNSCHEDULABLE, reason)
         why = session.group_why.get(job.key)
         session.reject_job(job, reason=starving.followed_by(why) if why else starving)
         return count

@@ -16,6 +16,7 @@ the registrars KAI and Volcano plugin authors expect.
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import itertools
 import logging
 import operator
@@ -44,7 +45,24 @@ if typing.TYPE_CHECKING:
     from berth.api import resources
     from berth.scheduler.snapshot import ids, pods, queues, snapshots
 
-__all__ = ["FRAMEWORK", "Session", "SessionHooks", "close_session", "open_session"]
+__all__ = [
+    "FRAMEWORK",
+    "ExpectedStart",
+    "Session",
+    "SessionHooks",
+    "close_session",
+    "open_session",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpectedStart:
+    """When a starving job is expected to start on the room held for it (seconds since the
+    epoch; ``None``: nothing estimates it) and, in words, what the estimate rests on."""
+
+    at: float | None
+    basis: str
+
 
 FRAMEWORK = "framework"
 """The plugin name the session's own checks (:attr:`SessionHooks.blocked`) report under."""
@@ -108,6 +126,11 @@ class SessionHooks:
         )
         """Where a starving job's pods wait for room to free (pod key -> node), for backfill
         to nominate them there. The first registered callback's answer; ``None`` when none."""
+        self.expected_start: hooks.FirstWins[[jobs.Job], ExpectedStart | None] = hooks.FirstWins(
+            report=report
+        )
+        """When a starving job is expected to start where room is held for it, and from which
+        run-time estimates, for its reason. The first registered callback's answer."""
         self.job_scopes: hooks.FirstWins[[jobs.Job], scopes.ScopePlan | None] = hooks.FirstWins(
             report=report
         )

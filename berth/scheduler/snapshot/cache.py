@@ -9,7 +9,8 @@ while their binding is in flight (they count as placed until the API confirms th
 the sink forgets them). PersistentVolumes the sink reserves for a claim are assumed the same way
 (kube-scheduler's assume cache): the volume counts as the claim's from the decision on, until the
 informer brings a newer version of it (the API's word, whatever it says) or the sink forgets the
-assumption because its write was refused.
+assumption because its write was refused. It also keeps the run times of pods seen placed and
+then finished (:mod:`.runstats`).
 
 GPU sharing (:mod:`.gpushare`): the cache indexes the placed pods holding a share of a GPU by
 node (the snapshot's ``shared_gpus``: where they are on its devices, from which a session builds
@@ -64,6 +65,7 @@ from berth.scheduler.snapshot import (
     queues,
     reservations,
     resourceclaims,
+    runstats,
     snapshots,
     usage,
     volumes,
@@ -181,6 +183,8 @@ class ClusterCache:
         # Reservations whose reserve pod ends at a deadline, and the time of the last snapshot.
         self._deadlines: dict[str, float] = {}
         self._now: float | None = None
+        # Run times of pods seen placed and then finished (estimates for pods declaring none).
+        self._run_times = runstats.RunTimeStatistics()
         self._classes: dict[str, _PriorityClass] = {
             name: _PriorityClass(value, False) for name, value in SYSTEM_PRIORITY_CLASSES.items()
         }
@@ -384,6 +388,8 @@ class ClusterCache:
             self._memory_pods.add(key)
             info = self._memory_charged(info, share)
         old = self._pods.get(key)
+        if from_api and old is not None:
+            self._run_times.finished(old, info, now=self._now)
         self._pods[key] = info
         self._changes.touch()
         if self._priority_floor is None or info.priority < self._priority_floor:
@@ -1102,6 +1108,7 @@ class ClusterCache:
             devices=self._devices.view(),
             changes=self._changes.freeze(groups=refreshed),
             priority_floor=self._priority_floor,
+            run_times=self._run_times.freeze(),
             shared_gpus=types.MappingProxyType(dict(self._shared_view)),
             gpu_mix=self._gpu_mix.view(),
         ).with_pending_index(types.MappingProxyType(dict(self._pending_index)))

@@ -133,6 +133,9 @@ class PodInfo:
     # The version parsed (Events name it); not part of what scheduling compares.
     resource_version: str = dataclasses.field(default="", compare=False, hash=False, repr=False)
     start_time: float | None = None  # status.startTime: when the kubelet started it
+    # When its last container terminated (a finished pod's containerStatuses): learned run
+    # times count from start_time to it (berth.scheduler.snapshot.runstats).
+    finish_time: float | None = None
     # Grouping by owner is on, the pod has owners and no group yet: it waits for Berth to derive
     # its group from them (berth.kube.owner_groups). ``group_error`` says why that failed.
     awaiting_group: bool = False
@@ -674,6 +677,18 @@ def _parse(
     )
 
 
+def _finish_time(status: wire.Raw, /) -> float | None:
+    """When the last of a finished pod's containers terminated, from its containerStatuses;
+    ``None`` when none says."""
+    found: float | None = None
+    for entry in _list(status.get("containerStatuses")):
+        terminated = wire.sub(wire.sub(entry, "state"), "terminated")
+        when = wire.parse_time(terminated.get("finishedAt"))
+        if when is not None and (found is None or when > found):
+            found = when
+    return found
+
+
 def pod_info(
     raw: typing.Any,
     /,
@@ -745,6 +760,9 @@ def pod_info(
             "reserve": False,
             "resource_version": str(meta.get("resourceVersion") or ""),
             "start_time": wire.parse_time(status.get("startTime")),
+            "finish_time": (
+                _finish_time(status) if status.get("phase") in _TERMINAL_PHASES else None
+            ),
             "awaiting_group": parsed.awaiting_group,
             "group_error": parsed.group_error,
             "workload_ref": parsed.workload_ref,

@@ -29,6 +29,7 @@ from berth.scheduler.snapshot import (
     pods,
     queues,
     reservations,
+    runstats,
     usage,
     volumes,
 )
@@ -51,6 +52,8 @@ _NO_VOLUMES = volumes.EMPTY
 _Devices = devices.Devices
 _NO_DEVICES = devices.EMPTY
 _Changes = changes.Changes
+_RunTimes = runstats.RunTimes
+_NO_RUN_TIMES = runstats.EMPTY
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
@@ -88,6 +91,8 @@ class Snapshot:
     changes: _Changes | None = None
     # No pod the cache has known, now or earlier, has a lower priority (None: not known).
     priority_floor: int | None = None
+    # Run times of pods that finished, per queue (estimates for the others: runtimes).
+    run_times: _RunTimes = _NO_RUN_TIMES
     # Node name -> its placed pods holding a share of a GPU, on its devices (gpudevices).
     shared_gpus: collections.abc.Mapping[str, gpudevices.NodeShares] = dataclasses.field(
         default_factory=dict

@@ -191,13 +191,47 @@ def test_a_starving_gang_holds_the_room_it_could_use() -> None:
     nominated = {d.name: d.node for d in outcome.result.of_kind(decisions.NominatePod)}
     assert nominated == {f"big-{i}": "n1" for i in range(4)}
     assert outcome.group_reasons["big"] == (
-        "starving for 400s: holding 1 node for 4/4 pods as it frees; "
+        "starving for 400s: holding 1 node for 4/4 pods as it frees (no estimate of when: pod "
+        "default/busy-0: no declared run time, and too few pods finished to learn one); "
         "gang needs minMember 4, only 2 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
     )
     assert (
         outcome.pod_reasons["small"]
         == "0/1 nodes fit: 1 room held for starving pod group default/big"
     )
+
+
+def test_a_starving_gangs_reason_says_when_it_starts_and_from_which_run_times() -> None:
+    # busy-0 declares 10 minutes; busy-1 declares nothing, but 20 pods of its queue ran for
+    # 20 minutes each: it started 15 minutes ago, so it is expected to end in 5.
+    finished = [b.pod(f"done-{i}", queue="q", node="n1", cpu=None, memory=None) for i in range(20)]
+    for pod in finished:
+        pod["status"]["startTime"] = b.timestamp(t(-3000))
+    run = runs.Run(
+        *[obj for obj in STARVING if obj["metadata"]["name"] != "busy-0"],
+        cpu_pod(
+            "busy-0",
+            queue="q",
+            node="n1",
+            created=t(-900),
+            annotations={"scheduling.berth.io/expected-runtime": "10m"},
+        ),
+        *finished,
+    )
+    run.cycle()
+    for pod in finished:
+        pod["status"]["phase"] = "Succeeded"
+        pod["status"]["containerStatuses"] = [
+            {"name": "main", "state": {"terminated": {"finishedAt": b.timestamp(t(-1800))}}}
+        ]
+    run.put(*finished)
+    outcome = run.cycle()
+    assert outcome.group_reasons["big"].startswith(
+        "starving for 400s: holding 1 node for 4/4 pods as it frees, expected in 300s (run "
+        "times: 1 declared, 1 learned from 20 finished pods of queue q); gang needs"
+    )
+    held = outcome.result.group_why["default/big"]
+    assert held.details["expectedStartSeconds"] == 300
 
 
 def test_a_starving_gang_of_whole_nodes_gets_nodes_nominated_as_they_free() -> None:
@@ -219,7 +253,7 @@ def test_a_starving_gang_of_whole_nodes_gets_nodes_nominated_as_they_free() -> N
     # The GPU free on n1 and n2 is the gang's now; the small job takes n3's.
     assert outcome.bound == {"small": "n3"}
     assert outcome.group_reasons["big"].startswith(
-        "starving for 400s: holding 2 nodes for 2/2 pods as they free; gang needs minMember 2"
+        "starving for 400s: holding 2 nodes for 2/2 pods as they free (no estimate of when: "
     )
 
 

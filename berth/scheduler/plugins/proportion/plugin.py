@@ -130,6 +130,7 @@ class Proportion(interfaces.SessionPlugin):
         registry.revisit_at.append(books.revisit_at)
         registry.class_revisit_at.append(books.class_revisit_at)
         registry.nominations.add(books.nominations, plugin=NAME)
+        registry.expected_start.add(books.expected_start, plugin=NAME)
         session.add_event_handler(
             plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate
         )

@@ -1,24 +1,40 @@
 """The starvation guard: a job below quorum whose group waited ``starvationThresholdSeconds``
 while its queue has room left in its share gets nodes nominated, and what is free there is
-held for it (the ``job_starving`` and ``nominations`` hooks and a node predicate)."""
+held for it (the ``job_starving`` and ``nominations`` hooks and a node predicate).
+
+EASY backfill: held room may go to a pod expected to end before the held job could start
+(its *shadow time*, when the pods on its nodes are expected to end). Both ends come from
+:func:`~berth.scheduler.snapshot.runtimes.estimate_end`: declared run times, else the run
+times of the finished pods of the pod's queue — their median (:data:`SHADOW_QUANTILE`) for
+the pods the job waits on, a cautious :data:`BACKFILL_QUANTILE` for a pod that would
+backfill."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import typing
 
 import numpy as np
 import numpy.typing as npt
 
-from berth.scheduler.framework import filtering, hooks, jobs, statuses
+from berth.scheduler.framework import filtering, hooks, jobs, sessions, statuses
 from berth.scheduler.plugins.proportion import accounting, admission
 from berth.scheduler.snapshot import nodetable, pods, runtimes
 
-__all__ = ["MAX_HOLDERS", "StarvationGuard"]
+__all__ = ["BACKFILL_QUANTILE", "MAX_HOLDERS", "SHADOW_QUANTILE", "StarvationGuard"]
 
 IntArray = accounting.IntArray
 MAX_HOLDERS = 8
 """Starving jobs that hold capacity at once (each costs one simulated placement per pod)."""
+SHADOW_QUANTILE = 0.5
+"""The quantile of learned run times a running pod on held nodes is expected to end at (its
+median, given how long it has run): when the held job could start."""
+BACKFILL_QUANTILE = 0.95
+"""The quantile of learned run times a pod that would backfill held room is taken to run for:
+cautious, as a pod running past the shadow time delays the gang, and run times are
+heavy-tailed (on issue #33's log-normal trace, the 80th percentile let in pods that outran
+it, and the big gangs waited longer than with no backfill at all)."""
 _FITS_NOW_SCALE = 1_000_000
 
 
@@ -31,6 +47,7 @@ class _Hold:
     rows: npt.NDArray[np.bool_]
     targets: dict[str, str]  # pod key -> node it waits on
     shadow: float | object | None = dataclasses.field(default=None)  # see shadow()
+    basis: str = ""  # what the shadow rests on, in words (worked out with it)
 
 
 _UNKNOWN = object()
@@ -193,20 +210,31 @@ class StarvationGuard(admission.Admission):
 
     def shadow(self, hold: _Hold) -> float | None:
         """When the held job could start at the latest: once every pod on the nodes held for
-        it has ended as declared (EASY backfill's shadow time); ``None`` when one of them
-        declares no runtime (then nobody backfills into the hold)."""
+        it has ended as estimated (EASY backfill's shadow time: declared run times, else the
+        median of those learned from finished pods of its queue, :mod:`..runtimes`);
+        ``None`` when nothing estimates one of them (then nobody backfills into the hold)."""
         if hold.shadow is _UNKNOWN:
             snapshot = self.session.snapshot
             latest: float | None = snapshot.now
+            used: collections.Counter[str] = collections.Counter()
             for node in sorted(set(hold.targets.values())):
                 for pod in snapshot.pods_on(node):
-                    ends = runtimes.expected_end(pod, now=snapshot.now, queues=snapshot.queues)
-                    if ends is None:
+                    estimate = self._ends(pod, quantile=SHADOW_QUANTILE)
+                    if estimate.end is None:
                         latest = None
+                        hold.basis = f"pod {pod.key}: {estimate.describe()}"
                         break
-                    latest = max(latest, ends) if latest is not None else None
+                    used[estimate.describe()] += 1
+                    latest = max(latest, estimate.end) if latest is not None else None
                 if latest is None:
                     break
+            if latest is not None:
+                hold.basis = (
+                    "run times: "
+                    + ", ".join(f"{count} {how}" for how, count in sorted(used.items()))
+                    if used
+                    else "nothing runs there"
+                )
             if latest is not None:
                 # The gang's start never moves later for backfill's sake: what was promised
                 # it in an earlier cycle stands (room backfilled meanwhile ends by then).
@@ -214,6 +242,24 @@ class StarvationGuard(admission.Admission):
                 self.shadows[hold.job.key] = latest
             hold.shadow = latest
         return typing.cast("float | None", hold.shadow)
+
+    def expected_start(self, job: jobs.Job) -> sessions.ExpectedStart | None:
+        """When the job the guard holds room for is expected to start (its shadow time) and
+        from which estimates, for its reason; ``None`` when nothing is held for it."""
+        for hold in self.holds:
+            if hold.job is job:
+                return sessions.ExpectedStart(at=self.shadow(hold), basis=hold.basis)
+        return None
+
+    def _ends(self, pod: pods.PodInfo, *, quantile: float) -> runtimes.Estimate:
+        snapshot = self.session.snapshot
+        return runtimes.estimate_end(
+            pod,
+            now=snapshot.now,
+            queues=snapshot.queues,
+            run_times=snapshot.run_times,
+            quantile=quantile,
+        )
 
     def hold_filter(self, pod: pods.PodInfo, nodes: nodetable.NodeTable) -> filtering.NodeFilter:
         """Keep ``pod`` off capacity held for a starving job other than its own."""
@@ -226,8 +272,7 @@ class StarvationGuard(admission.Admission):
         ]
         if active:
             # EASY backfill: room held for a gang may go to a pod that ends before it starts.
-            snapshot = self.session.snapshot
-            ends = runtimes.expected_end(pod, now=snapshot.now, queues=snapshot.queues)
+            ends = self._ends(pod, quantile=BACKFILL_QUANTILE).end
             if ends is not None:
                 active = [h for h in active if not _ends_before_start(ends, self.shadow(h))]
         if not active:
