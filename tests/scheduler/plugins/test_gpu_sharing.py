@@ -13,7 +13,8 @@ Scenario tables run default-profile cycles on the in-memory cluster. We test the
 - queue quota counts shares in fractions of ``nvidia.com/gpu``;
 - gangs of shares are placed all or nothing;
 - reclaim and preemption that evict a share free exactly its share on its device, where the
-  pod they evict for goes;
+  pod they evict for goes; a share nominated to a node with no device room for it (the
+  starvation guard's) opens no device there;
 - a profile without GpuSharing refuses shared pods rather than placing them as GPU-less;
 - the filter's reasons and the scores of the baseline policies (plugin tables).
 """
@@ -259,6 +260,41 @@ def test_preemption_of_a_share_frees_its_device_for_the_preemptor() -> None:
     assert recorded(run, "urgent") == devices[victim]
     assert sorted(devices_of(run)["n0"].values()) == [500, 750]
     assert_never_over_committed(run)
+
+
+def test_a_share_nominated_where_no_device_has_room_opens_no_device() -> None:
+    # Four GPUs: one held whole, three shared with 0.2 left on each. The starving g-0 (0.25)
+    # fits none, yet the starvation guard nominates the node for it (room frees there).
+    # Counting the nominee on a device would open the one the whole-GPU pod holds, and the
+    # high-priority h (0.3), preempting v, would join it: five devices in use on four.
+    def on(device: int) -> dict[str, typing.Any]:
+        return {"node": "n0", "annotations": {gpushare.INDEX_ANNOTATION: str(device)}}
+
+    run = runs.Run(
+        gpu_node("n0", gpus=4),
+        b.queue("team"),
+        b.queue("other"),
+        b.priority_class("high", 1000),
+        b.pod("w", cpu="1", gpu=1, queue="other", node="n0"),
+        share("a0", "0.75", queue="other", **on(0)),
+        share("v", "0.05", queue="team", **on(0)),
+        share("a1", "0.8", queue="other", **on(1)),
+        share("a2", "0.8", queue="other", **on(2)),
+    )
+    run.clock.advance(400)  # past the starvation threshold of g, created at the epoch
+    run.put(
+        b.pod_group("g", min_member=1, queue="team"),
+        share("g-0", "0.25", group="g", queue="team", at=1),
+        share("h", "0.3", queue="team", priority_class="high", at=390),
+    )
+    outcome = run.cycle()
+    assert_never_over_committed(run)
+    assert outcome.group_reasons["g"].startswith("starving for 400s: holding 1 node")
+    # No device has 0.3 left, even with v gone: h waits, and v keeps running.
+    assert outcome.bound == {}
+    assert outcome.evicted == set()
+    assert outcome.pod_reasons["h"] == "0/1 nodes fit: 1 no GPU with 0.3 free"
+    assert devices_of(run) == {"n0": {0: 800, 1: 800, 2: 800}}
 
 
 def test_a_profile_without_gpu_sharing_refuses_shares() -> None:

@@ -15,6 +15,7 @@ backfill, reclaim, preempt), read back from the API objects alone:
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import hypothesis
 import hypothesis.strategies as st
@@ -72,7 +73,46 @@ def pods_of(ask: Ask, *, index: int) -> list[dict[str, object]]:
     return [group, *members]
 
 
+def _ask(
+    kind: str,
+    amount: str,
+    *,
+    devices: int = 1,
+    gang: int = 1,
+    queue: str = "free",
+    high: bool = False,
+) -> Ask:
+    return Ask(kind=kind, amount=amount, devices=devices, gang=gang, queue=queue, high=high)
+
+
+# Found by this test: a starving gang of shares, nominated to a node with no device room,
+# was counted on devices whole-GPU pods held, and the high-priority gang preempting after
+# it joined one of them: three shared devices and two whole GPUs on a node of four. The
+# seed finishes the pods it finished then (p001-1 and p002, then p000, p001-0 and p001-2).
+OVER_COMMITTED_BY_A_NOMINATION = {
+    "nodes": [(4, "32768")],
+    "batches": [
+        [
+            _ask("share", "0.75"),
+            _ask("share", "0.5", gang=3),
+            _ask("share", "0.1"),
+            _ask("whole", "0.1"),
+        ],
+        [_ask("memory", "0.1", gang=3), _ask("whole", "0.1")],
+        [_ask("memory", "0.1", gang=3), _ask("share", "0.1")],
+        [
+            _ask("share", "0.1"),
+            _ask("share", "0.1", gang=2, queue="limited"),
+            _ask("share", "0.1", devices=2, gang=3, high=True),
+            _ask("memory", "0.25", queue="limited"),
+        ],
+    ],
+    "finish": random.Random(321681),
+}
+
+
 @hypothesis.settings(max_examples=30, deadline=None)
+@hypothesis.example(**OVER_COMMITTED_BY_A_NOMINATION)
 @hypothesis.given(
     nodes=st.lists(
         st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from(["16384", "32768", None])),

@@ -15,8 +15,9 @@ GPU pods go so that the fewest GPUs are stranded.
   Berth's default is fragmentation gradient descent against the mix of pods seen arriving.
 - **Reserve** picks the share's devices on the chosen node (the policy's choice), the session's
   event handlers count them on their devices as statements place, pipeline, evict and undo
-  (a victim frees exactly its share on its devices), and **PreBind** records them on the pod
-  (annotation ``runai-gpu``), carried by the binding.
+  (a victim frees exactly its share on its devices; a share nominated where no device has
+  room for it yet is held by the ``nvidia.com/gpu`` column alone, on no device), and
+  **PreBind** records them on the pod (annotation ``runai-gpu``), carried by the binding.
 
 The devices (:mod:`berth.scheduler.snapshot.gpudevices`) are built at session open from the
 snapshot and dropped at close (R8). The ``nvidia.com/gpu`` charge of a share is already in the
@@ -151,7 +152,7 @@ class _Session:
         self.policy = args.policy
         self.fragments = args.fragments
         self.chosen: dict[str, gpudevices.Placement] = {}  # by Reserve, until counted
-        self.released: dict[str, gpudevices.Placement] = {}  # evicted or undone: to restore
+        self.released: dict[str, gpudevices.Placement] = {}  # victims: their eviction undone
         self._classes: fragmentation.Classes | None = None
         cpu = _column(self.nodes, resources.CPU)
         self.cpu_capacity = int(self.nodes.allocatable[:, cpu].max(initial=0)) if cpu >= 0 else 0
@@ -216,36 +217,27 @@ class _Session:
         row = self.nodes.index.get(event.node)
         if row is None:
             return
-        placement = self.chosen.pop(pod.key, None)
-        if placement is None or placement.row != row:
+        if pod.node_name is not None:
+            # A running pod back on its node: its eviction undone. Statements undo newest
+            # first, so its devices are as it left them: it goes back where it runs.
             placement = self.released.pop(pod.key, None)
-        if placement is None or placement.row != row:
-            placement = self.place_on(pod, row)
-        if placement is None:
-            placement = self._nominated(pod, row)
+        else:
+            # Placed (Reserve chose its devices a moment ago) or pipelined (no Reserve): where
+            # it fits now. A share nominated to a node with no room for it yet is held by the
+            # GPU column alone: counted on devices that are not free, it would open them, and
+            # a device opened is one a later share may join, although whole-GPU pods (or
+            # other devices' shares) hold the node's every GPU.
+            placement = self.chosen.pop(pod.key, None)
+            if placement is None or placement.row != row:
+                placement = self.place_on(pod, row)
         if placement is not None:
             self.devices.place(pod.key, placement)
 
-    def _nominated(self, pod: pods.PodInfo, row: int) -> gpudevices.Placement | None:
-        """Where a share nominated to ``row`` (pipelined: the node frees for it, but has no
-        room yet) is counted meanwhile: on its least used devices."""
-        share = pod.gpu_share
-        assert share is not None
-        count = int(self.devices.count[row])
-        if count == 0:
-            return None
-        used = self.devices.used[row]
-        least = sorted(range(count), key=lambda s: (int(used[s]), s))[: share.devices]
-        return gpudevices.Placement(
-            row=row,
-            slots=tuple(sorted(least)),
-            per_device=max(self.devices.per_device_on(share, row), 0),
-            charge=pod.requests.get(resources.GPU, 0),
-        )
-
     def deallocated(self, event: jobs.Event) -> None:
         released = self.devices.remove(event.pod.key)
-        if released is not None:
+        if released is not None and event.pod.node_name is not None:
+            # Only a running pod (a victim) comes back as it was: a pending pod's devices are
+            # chosen afresh whenever it is placed again, as others may have taken them since.
             self.released[event.pod.key] = released
 
 
