@@ -189,6 +189,12 @@ class Admission:
         self.rejections = rejections.Rejections()
         """The nodes kube-scheduler rejected pods (and their gangs) on, avoided for a while."""
 
+    @property
+    def pinned(self) -> dict[str, str]:
+        """Pod key -> the node of its pending allocation (pinned or pinning, not bound yet):
+        the node writer keeps such nodes from scale-down."""
+        return {key: allocation.node for key, allocation in self.allocations.items()}
+
     # Informer side -----------------------------------------------------------------------
     def observe_pod(self, obj: dict[str, typing.Any]) -> bool:
         """Told every pod the informer sees (before it is cached); True keeps a pod of another

@@ -440,6 +440,12 @@ class ApiSink:
             return
         # A pod's condition and Event come from its gang's MarkPending (written together).
 
+    @property
+    def nominated(self) -> collections.abc.Mapping[str, str]:
+        """Pod key -> the node last written as its ``nominatedNodeName`` (the node writer
+        keeps such nodes from scale-down while the pod waits)."""
+        return self._nominated
+
     # Backoffs (the snapshot source asks) ---------------------------------------------------
     def holding(self, now: float) -> collections.abc.Set[str]:
         """Pods whose last binding failed and whose backoff has not ended at ``now``."""

@@ -24,8 +24,9 @@ returns them as :class:`Parts`, with the leader-only components in start order:
 6. ``scheduling loop``: :func:`berth.scheduler.loop.run`, which waits until the cache holds the
    first list of every kind (a cycle on a half-listed cluster would place pods on capacity that
    is taken); after every cycle the metrics are fed, the status passes and the Reservation
-   controller kicked, and the owner grouper and the interop mirrors offered the snapshot;
-7. the owner grouper and the interop mirrors, when they are on.
+   controller kicked, the owner grouper and the interop mirrors offered the snapshot, and the
+   node writer (:class:`~berth.kube.node_protection.NodeProtection`) told what holds each node;
+7. the owner grouper, the interop mirrors and the node writer, when they are on.
 
 All of it runs on the operator's one event loop: Kopf as tasks beside the others, no thread but
 the worker the scheduling cycle runs in (``asyncio.to_thread``) and the loop's executor for
@@ -65,6 +66,7 @@ from berth.kube import (
     fencing,
     informers,
     interop_groups,
+    node_protection,
     owner_groups,
     snapshots,
     writes,
@@ -109,6 +111,7 @@ class Parts:
     components: tuple[components.Component, ...]  # the leader-only components, in start order
     grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
     interop: interop_groups.InteropGroups | None = None  # None: no other PodGroup API honoured
+    protection: node_protection.NodeProtection | None = None  # None: nodes are not annotated
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -305,6 +308,9 @@ def build(inputs: Inputs) -> Parts:
         else None
     )
     mirrors = _interop(inputs, recorder=recorder, writer=writer)
+    protection = (
+        node_protection.NodeProtection(writer) if config.autoscaling.protect_nodes else None
+    )
     trigger = asyncio.Event()
     sync = informers.CacheSync(inputs.readiness)
     feed = indexing.CacheFeed(
@@ -326,6 +332,8 @@ def build(inputs: Inputs) -> Parts:
         on_pod_removed=admitting.pod_removed,  # passes it on to the binder
         on_pod_released=sink.pod_released,  # wakes preemptors waiting for their victims
         on_claim_changed=sink.claim_changed,  # wakes bindings waiting for their claims
+        on_node=protection.node_seen if protection is not None else None,
+        on_node_gone=protection.node_gone if protection is not None else None,
     )
 
     async def login() -> credentials.Credentials:
@@ -366,6 +374,7 @@ def build(inputs: Inputs) -> Parts:
         components=(),
         grouper=grouper,
         interop=mirrors,
+        protection=protection,
     )
     if inputs.providers is not None:
         _lend(inputs.providers, scheduler=scheduler, source=source, board=board, clock=inputs.clock)
@@ -399,6 +408,10 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
             parts.grouper.offer(last)
         if parts.interop is not None and last is not None:
             parts.interop.offer(last, reasons=_Messages(result.group_why))
+        if parts.protection is not None and last is not None:
+            parts.protection.offer(
+                last, nominated=parts.sink.nominated, pinned=parts.admission.pinned
+            )
 
     async def run_loop(stop: asyncio.Event) -> None:
         if not await _wait_or_stop(parts.informers.synced, stop=stop):
@@ -425,6 +438,8 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
     grouping = [] if parts.grouper is None else [task("owner grouper", parts.grouper.run)]
     if parts.interop is not None:
         grouping.append(task("interop podgroups", parts.interop.run))
+    if parts.protection is not None:
+        grouping.append(task("node protection", parts.protection.run))
     return (
         # Work naming no queue goes to `default`: a Queue object, so users see it (created once).
         task("default queue", lambda stop: default_queue.keep(parts.kube_writer, stop)),

@@ -41,6 +41,7 @@ from berth.workloads import interop
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
     "AdmissionSettings",
+    "AutoscalingSettings",
     "LeaderElectionSettings",
     "Mode",
     "Settings",
@@ -189,6 +190,20 @@ class AdmissionSettings(pydantic.BaseModel):
     before the allocation is rejected and the pod recreated gated. The default leaves
     kube-scheduler a minute, far above its usual milliseconds, so that only a pod that cannot
     go where Berth put it is rejected."""
+
+
+class AutoscalingSettings(pydantic.BaseModel):
+    """What Berth does for cluster autoscalers (Karpenter, Cluster Autoscaler;
+    docs/autoscaling.md)."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    protect_nodes: bool = True
+    """Give a node holding an Available Reservation, a nominated gang or an admission pin the
+    autoscalers' scale-down opt-outs (``karpenter.sh/do-not-disrupt``,
+    ``cluster-autoscaler.kubernetes.io/scale-down-disabled``) while it holds them, and remove
+    them after (needs ``nodes: get, patch``). On by default: such nodes look empty to an
+    autoscaler, which would remove them."""
 
 
 class Settings(pydantic_settings.BaseSettings):
@@ -344,6 +359,9 @@ class Settings(pydantic_settings.BaseSettings):
 
     leader_election: LeaderElectionSettings = pydantic.Field(default_factory=LeaderElectionSettings)
     """Leader election; see :class:`LeaderElectionSettings` for each field and its default."""
+
+    autoscaling: AutoscalingSettings = pydantic.Field(default_factory=AutoscalingSettings)
+    """What Berth does for cluster autoscalers; see :class:`AutoscalingSettings`."""
 
     @property
     def claimed_scheduler_names(self) -> tuple[str, ...]:

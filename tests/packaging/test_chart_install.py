@@ -325,6 +325,8 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS_PODS", "value": claim},
         {"name": "BERTH_INTEROP_VOLCANO_PODS", "value": claim},
         {"name": "BERTH_INTEROP_WORKLOAD_API", "value": grouping},
+        # Scale-down protection: on by default, off in every-option (as grouping).
+        {"name": "BERTH_AUTOSCALING__PROTECT_NODES", "value": grouping},
         *extra,
     ]
 
