@@ -190,6 +190,12 @@ class Admission:
         """The nodes kube-scheduler rejected pods (and their gangs) on, avoided for a while."""
 
     @property
+    def through_gate(self) -> frozenset[str]:
+        """The gated pods the last snapshot offered as pending (admission decides them; their
+        capacity is asked for by :mod:`berth.kube.capacity_requests`)."""
+        return frozenset(self._view)
+
+    @property
     def pinned(self) -> dict[str, str]:
         """Pod key -> the node of its pending allocation (pinned or pinning, not bound yet):
         the node writer keeps such nodes from scale-down."""

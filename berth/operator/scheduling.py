@@ -24,9 +24,12 @@ returns them as :class:`Parts`, with the leader-only components in start order:
 6. ``scheduling loop``: :func:`berth.scheduler.loop.run`, which waits until the cache holds the
    first list of every kind (a cycle on a half-listed cluster would place pods on capacity that
    is taken); after every cycle the metrics are fed, the status passes and the Reservation
-   controller kicked, the owner grouper and the interop mirrors offered the snapshot, and the
-   node writer (:class:`~berth.kube.node_protection.NodeProtection`) told what holds each node;
-7. the owner grouper, the interop mirrors and the node writer, when they are on.
+   controller kicked, the owner grouper and the interop mirrors offered the snapshot, the node
+   writer (:class:`~berth.kube.node_protection.NodeProtection`) told what holds each node and
+   the capacity requests (:class:`~berth.kube.capacity_requests.CapacityRequests`) what to ask
+   autoscalers for (groups' reasons carry what those say);
+7. the owner grouper, the interop mirrors, the node writer and the capacity requests, when they
+   are on.
 
 All of it runs on the operator's one event loop: Kopf as tasks beside the others, no thread but
 the worker the scheduling cycle runs in (``asyncio.to_thread``) and the loop's executor for
@@ -58,6 +61,7 @@ from berth.controllers import (
 from berth.controllers import registry as kopf_registry
 from berth.kube import (
     admission,
+    capacity_requests,
     clients,
     credentials,
     decisions,
@@ -112,6 +116,7 @@ class Parts:
     grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
     interop: interop_groups.InteropGroups | None = None  # None: no other PodGroup API honoured
     protection: node_protection.NodeProtection | None = None  # None: nodes are not annotated
+    requests: capacity_requests.CapacityRequests | None = None  # None: autoscalers not asked
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -163,15 +168,25 @@ def with_registry(
 
 
 class _Board:
-    def __init__(self, source: snapshots.CacheSource, sink: decisions.ApiSink) -> None:
+    def __init__(
+        self,
+        source: snapshots.CacheSource,
+        sink: decisions.ApiSink,
+        requests: capacity_requests.CapacityRequests | None = None,
+    ) -> None:
         self._source = source
         self._sink = sink
+        self._requests = requests
 
     def snapshot(self) -> snapshot_types.Snapshot | None:
         return self._source.last
 
     def result(self) -> cycle_decisions.CycleResult | None:
-        return self._sink.last_result
+        # Groups' reasons carry what the autoscaler was asked and says (docs/autoscaling.md).
+        result = self._sink.last_result
+        if self._requests is None or result is None:
+            return result
+        return self._requests.noted(result)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -264,7 +279,21 @@ def build(inputs: Inputs) -> Parts:
         victims=sink.victims,  # admitted preemptors wait for their victims as bound ones do
         writer=writer,
     )
-    board = _Board(source, sink)
+    autoscaling = config.autoscaling
+    requests = (
+        capacity_requests.CapacityRequests(
+            inputs.api,
+            writer=writer,
+            clock=inputs.clock,
+            recorder=recorder,
+            answer_timeout=autoscaling.answer_timeout,
+            retry_after=autoscaling.retry_after,
+            resync=max(config.period, 5.0),
+        )
+        if autoscaling.capacity_requests
+        else None
+    )
+    board = _Board(source, sink, requests)
     objects = observed.ObservedObjects()
     interval = max(config.period, 1.0)
     status_writer = statuses.StatusWriter(
@@ -375,6 +404,7 @@ def build(inputs: Inputs) -> Parts:
         grouper=grouper,
         interop=mirrors,
         protection=protection,
+        requests=requests,
     )
     if inputs.providers is not None:
         _lend(inputs.providers, scheduler=scheduler, source=source, board=board, clock=inputs.clock)
@@ -408,6 +438,8 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
             parts.grouper.offer(last)
         if parts.interop is not None and last is not None:
             parts.interop.offer(last, reasons=_Messages(result.group_why))
+        if parts.requests is not None and last is not None:
+            parts.requests.offer(last, result, gated=parts.admission.through_gate)
         if parts.protection is not None and last is not None:
             parts.protection.offer(
                 last, nominated=parts.sink.nominated, pinned=parts.admission.pinned
@@ -440,6 +472,8 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
         grouping.append(task("interop podgroups", parts.interop.run))
     if parts.protection is not None:
         grouping.append(task("node protection", parts.protection.run))
+    if parts.requests is not None:
+        grouping.append(task("capacity requests", parts.requests.run))
     return (
         # Work naming no queue goes to `default`: a Queue object, so users see it (created once).
         task("default queue", lambda stop: default_queue.keep(parts.kube_writer, stop)),
