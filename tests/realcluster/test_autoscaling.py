@@ -19,7 +19,14 @@ any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 
    Karpenter's provisioning round for it (``computing scheduling decision`` at debug level)
    counts every pod of the cluster it would provision for and finds one — the canary — and
    the only NodeClaim it makes is the canary's. Karpenter's pod batching is at most 10 s, so
-   a round after the marks saw them.
+   a round after the marks saw them;
+3. and 4. a Reservation for 8 GPUs with ``capacityBuffer`` on a full cluster: Berth makes a
+   CapacityBuffer, Karpenter launches a node for it, the reservation becomes Available there
+   and the node carries ``karpenter.sh/do-not-disrupt``; its owner lands there and leaves
+   (``allocateOnce: false``: the reservation still holds the node). A node of the pool that a
+   finished pod leaves empty later is consolidated while the reserved one, ``Consolidatable``
+   for longer, stays; once the reservation is deleted its buffer goes and the node, empty, is
+   consolidated.
 
 Each test is short (a few minutes at most) and waits on conditions with generous bounds; on a
 failure it prints the tails of Karpenter's and Berth's logs. Skipped without the control
@@ -50,6 +57,8 @@ pytestmark = pytest.mark.realcluster
 Obj = dict[str, typing.Any]
 POOL = "elastic"
 GPU = karpenter.GPU
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 WAIT = 240.0  # launching a node: Karpenter batches (<= 10 s), creates, KWOK registers, ...
 FIXED = (
     "1x cpu=32,memory=256Gi,nvidia.com/gpu=8 name=fixed-gpu",
@@ -371,3 +380,112 @@ def _nothing_bought_for_work_nodes_cannot_help(real: cluster.RealCluster, *, mod
 def test_work_nodes_cannot_help_buys_no_node(real: cluster.RealCluster) -> None:
     with logs_on_failure(real):
         _nothing_bought_for_work_nodes_cannot_help(real, mode="scheduler")
+
+
+# 3 and 4. A Reservation grows the cluster, and its node stays while it holds it ----------------
+
+
+def reservation(name: str, *, owner: str, gpus: int) -> Obj:
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "gpu",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi", GPU: str(gpus)},
+                                "limits": {GPU: str(gpus)},
+                            },
+                        }
+                    ]
+                }
+            },
+            "owners": [{"object": {"name": owner}}],
+            "allocateOnce": False,  # it holds the node after its owner leaves, until deleted
+            "capacityBuffer": True,
+        },
+    }
+
+
+def consolidatable(real: cluster.RealCluster, node: str) -> bool:
+    """Whether the NodeClaim of ``node`` has Karpenter's ``Consolidatable=True``: empty (or
+    unchanged) for the pool's ``consolidateAfter``, a candidate unless something blocks it."""
+    return any(
+        c["type"] == "Consolidatable" and c["status"] == "True"
+        for claim in claims(real)
+        if claim.get("status", {}).get("nodeName") == node
+        for c in claim["status"].get("conditions") or []
+    )
+
+
+def test_a_reservation_grows_the_cluster_and_keeps_its_node_while_it_holds_it(
+    real: cluster.RealCluster,
+) -> None:
+    with logs_on_failure(real):
+        namespace = real.namespace()
+        real.berth(mode="scheduler")
+        # The cluster is full: the fixed GPU node's 8 GPUs are taken.
+        real.create(gpu_pod("filler", gpus=8), namespace=namespace)
+        wait_for(real, "the filler running", lambda: running(real, namespace, ["filler"]))
+        real.create(reservation("eval", owner="evaluator", gpus=8), namespace=namespace)
+
+        def buffers() -> list[Obj]:
+            return listed(real, "capacitybuffers", "-n", namespace)
+
+        wait_for(real, "Berth's CapacityBuffer for the reservation", lambda: bool(buffers()))
+        (buffer,) = buffers()
+        assert buffer["metadata"]["ownerReferences"][0]["kind"] == "Reservation"
+
+        def held() -> str:
+            status = real.json("get", "reservation", "eval", "-n", namespace).get("status") or {}
+            if status.get("phase") != "Available":
+                return ""
+            return str(status.get("nodeName") or "")
+
+        wait_for(
+            real, "the reservation Available on a new node", lambda: held() in pool_nodes(real)
+        )
+        node = held()
+        assert pool_nodes(real)[node]["metadata"]["labels"][INSTANCE_TYPE_LABEL] == "gpu-8x"
+        wait_for(
+            real,
+            "the reservation's node protected from consolidation",
+            lambda: (
+                pool_nodes(real)
+                .get(node, {})
+                .get("metadata", {})
+                .get("annotations", {})
+                .get(DO_NOT_DISRUPT)
+                == "true"
+            ),
+        )
+        # Its owner lands there, and leaves.
+        real.create(gpu_pod("evaluator", gpus=8), namespace=namespace)
+        wait_for(real, "the owner running", lambda: running(real, namespace, ["evaluator"]))
+        placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in real.pods(namespace)}
+        assert placed["evaluator"] == node, placed
+        real.kubectl("delete", "pod", "evaluator", "-n", namespace, "--wait=true")
+        # Empty, yet held. Beside it, a node of the pool that a finished pod leaves empty later:
+        # Karpenter consolidates that one, and not the reserved one, empty for longer.
+        worker = pods.pod("worker", cpu="3", memory="1Gi")
+        worker["spec"]["nodeSelector"] = {INSTANCE_TYPE_LABEL: "cpu-4"}
+        real.create(worker, namespace=namespace)
+        wait_for(real, "the worker running", lambda: running(real, namespace, ["worker"]))
+        other = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in real.pods(namespace)}[
+            "worker"
+        ]
+        real.kubectl("delete", "pod", "worker", "-n", namespace, "--wait=true")
+        wait_for(
+            real, "the worker's empty node consolidated", lambda: other not in pool_nodes(real)
+        )
+        assert node in pool_nodes(real)
+        assert consolidatable(real, node), "Karpenter never found the reserved node empty"
+        # The reservation ends: its buffer goes, the node loses its opt-out and is consolidated.
+        real.kubectl("delete", "reservation", "eval", "-n", namespace, "--wait=true")
+        wait_for(real, "the buffer deleted with the reservation", lambda: not buffers())
+        wait_for(real, "the empty node consolidated", lambda: node not in pool_nodes(real))
