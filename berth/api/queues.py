@@ -16,6 +16,7 @@ import typing
 
 import pydantic
 
+from berth.api import autoscaling as autoscaling_api
 from berth.api import durations, keys, meta, reservations, resources, rules
 
 __all__ = [
@@ -148,6 +149,11 @@ class QueueSpec(meta.ApiModel):
     once all the same. A PodGroup's own ``preemptionDelay`` overrides it; on a parent queue
     it holds for the queues below that set none. Unset (here and above) or ``0``: evict at
     once."""
+    autoscaling: autoscaling_api.QueueAutoscaling | None = None
+    """What this queue's work asks of the cluster's autoscaler: a ProvisioningRequest per gang
+    waiting for nodes (``provisioningRequest``), a CapacityBuffer per Reservation that cannot
+    fit (``reservationBuffers``). Unset: neither; waiting pods' ``Unschedulable`` condition is
+    the signal (docs/autoscaling.md)."""
     namespace_selector: reservations.LabelSelector | None = None
     """Namespaces (by their labels) whose pods and PodGroups may use this queue; unset, every
     namespace may. A pod naming a queue its namespace may not use is refused at admission, and

@@ -257,6 +257,11 @@ class ReservationSpec(meta.ApiModel):
     """Queue the reserved capacity counts against."""
     unschedulable: bool = False
     """Stops new owners from being placed into the reservation (those placed keep running)."""
+    capacity_buffer: bool = False
+    """While the reservation cannot fit, ask the cluster's autoscaler for its room with a
+    CapacityBuffer of its template (Karpenter ≥ 1.15, Cluster Autoscaler): the reservation
+    then lands on the node that appears. The buffer goes with the reservation. Its queue's
+    ``autoscaling.reservationBuffers`` turns this on for every reservation counted against it."""
 
     @pydantic.field_validator("expires")
     @classmethod

@@ -90,6 +90,7 @@ BUILTINS: tuple[Resource, ...] = (
     _core("Binding", "bindings", verbs=("create",)),
     _core("Event", "events", short_names=("ev",)),
     _core("ConfigMap", "configmaps", short_names=("cm",)),
+    _core("PodTemplate", "podtemplates"),
     _core("Secret", "secrets"),
     _core(
         "Service", "services", short_names=("svc",), categories=("all",), subresources=("status",)

@@ -47,8 +47,9 @@ and is both a ``SnapshotSource`` and a ``DecisionSink``:
   removed with a Warning Event saying so, and kube-scheduler places it as usual.
 
 Why-pending reasons of pods held by the gate become Normal ``NotAdmitted`` Events (when they
-change), never a ``PodScheduled=False/Unschedulable`` condition: that condition is what makes
-cluster autoscalers buy nodes, and a pod waiting for its queue must not.
+change), never a ``PodScheduled=False/Unschedulable`` condition: the gated pods' ``MarkPending``
+decisions are kept from the inner sink, so their condition stays ``SchedulingGated``; what
+they tell autoscalers instead is in docs/autoscaling.md.
 
 This class is the thin asynchronous part of admission. What a pod's observation means, and
 every transition of a pending allocation (pinning, ungated; bound, dropped, rejected), is the
@@ -187,6 +188,18 @@ class Admission:
         """Allocations rejected so far."""
         self.rejections = rejections.Rejections()
         """The nodes kube-scheduler rejected pods (and their gangs) on, avoided for a while."""
+
+    @property
+    def through_gate(self) -> frozenset[str]:
+        """The gated pods the last snapshot offered as pending (admission decides them; their
+        capacity is asked for by :mod:`berth.kube.capacity_requests`)."""
+        return frozenset(self._view)
+
+    @property
+    def pinned(self) -> dict[str, str]:
+        """Pod key -> the node of its pending allocation (pinned or pinning, not bound yet):
+        the node writer keeps such nodes from scale-down."""
+        return {key: allocation.node for key, allocation in self.allocations.items()}
 
     # Informer side -----------------------------------------------------------------------
     def observe_pod(self, obj: dict[str, typing.Any]) -> bool:
@@ -406,6 +419,14 @@ class Admission:
                 and decision.pod in self._view
             ):
                 continue  # kube-scheduler binds it, and handles its claims as it does so
+            elif isinstance(decision, decisions.MarkPending) and any(
+                p.key in self._view for p in decision.pods
+            ):
+                # A gated pod's condition stays SchedulingGated (its NotAdmitted Events say
+                # why); the capacity it waits for is asked for by its gang's request.
+                others = tuple(p for p in decision.pods if p.key not in self._view)
+                if others:
+                    passed.append(dataclasses.replace(decision, pods=others))
             else:
                 passed.append(decision)
         for group_key in sorted(admits):

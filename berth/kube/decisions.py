@@ -55,13 +55,13 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   takes them and writes the status (:mod:`berth.controllers.reservation_statuses`); the sink
   writes no Reservation itself. An available reservation is assumed on its node in the cache
   at once, as a bound pod is.
-- ``Unschedulable``: for a pod, its ``PodScheduled`` condition (``Unschedulable`` with the
-  reason) and a ``FailedScheduling`` Event; for a Reservation, published like the facts above
-  — only when the reason changed, since every cycle repeats the reasons of everything still
-  waiting. A pod's
-  unchanged reason is still told to the recorder, which counts it into the pod's one
-  ``FailedScheduling`` Event (at most once per its repeat window); "not tried this cycle"
-  is no news and changes nothing. Group reasons
+- ``MarkPending``: a gang's (or a lone pod's) waiting pods get their ``PodScheduled=False``
+  condition — reason ``Unschedulable`` only where more nodes would place them, else the code
+  of what they wait for — and a ``FailedScheduling`` Event, the changed ones of a gang in one
+  burst (:mod:`berth.kube.pending_marks`; docs/autoscaling.md).
+- ``Unschedulable``: for a Reservation, published like the facts above, only when the reason
+  changed (every cycle repeats the reasons of everything still waiting); a pod's is carried
+  by its gang's ``MarkPending`` ("not tried this cycle" is in neither: no news). Group reasons
   are kept in :attr:`ApiSink.last_result` for the PodGroup controller, which owns the
   PodGroup's status.
 
@@ -84,6 +84,7 @@ from berth.kube import (
     claim_waits,
     errors,
     events,
+    pending_marks,
     pod_edits,
     reservation_statuses,
     rest,
@@ -93,7 +94,6 @@ from berth.kube import (
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots, volumes
-from berth.status import conditions
 from berth.util import clocks
 
 __all__ = ["FAILURES_BEFORE_REASON", "ApiSink", "BindOutcome", "BindingObserver", "PodPresence"]
@@ -139,6 +139,7 @@ class _Job:
     created: float  # the pod's creationTimestamp (BindPod), for the e2e latency
     ref: events.ObjectRef | None = None  # the pod its Events are about, as last seen
     annotations: collections.abc.Mapping[str, str] | None = None  # BindPod: sent in the Binding
+    burst: pending_marks.Burst | None = None  # MarkPending: the pods whose condition changed
 
 
 def _binding_annotations(result: decisions.CycleResult) -> dict[str, dict[str, str]]:
@@ -210,8 +211,10 @@ class ApiSink:
         self._gone: set[str] = set()  # of those, the pods deleted since (a subset: bounded)
         self.reservation_facts = reservation_statuses.ReservationFacts()
         """Each cycle's Reservation facts, for the Kopf handler that writes their statuses."""
-        # (subject kind, key) -> the reason last written to its Scheduled condition
+        # (subject kind, key) -> the reason last published for a Reservation
         self._reasons: dict[tuple[str, str], reasons.Reason] = {}
+        self.pending = pending_marks.PendingMarks(self._writer, clock=clock, recorder=recorder)
+        """Why each waiting pod waits, written on the pod (a gang per burst)."""
         self._nominated: dict[str, str] = {}  # pod key -> the node last nominated
         self._failing: set[str] = set()  # kinds of failure already logged
         self.last_result: decisions.CycleResult | None = None
@@ -242,11 +245,13 @@ class ApiSink:
                 ref = _pod_ref(decision.key, uid=decision.uid, snapshot=snapshot)
                 self._binds.put_nowait(_Job(decision, 0.0, ref))
             elif isinstance(decision, decisions.Unschedulable):
-                self._unschedulable(decision, snapshot=snapshot)
+                self._unschedulable(decision)
             elif isinstance(decision, decisions.MarkPending):
-                # Not written yet: the pods' conditions still come from their Unschedulable
-                # decisions; the binder takes these over next (docs/autoscaling.md).
-                continue
+                burst = self.pending.offer(
+                    decision, ref=lambda key: _pod_ref(key, uid="", snapshot=snapshot)
+                )
+                if burst is not None:
+                    self._writes.put_nowait(_Job(decision, 0.0, burst=burst))
             elif isinstance(
                 decision,
                 decisions.SetReservationAvailable
@@ -295,7 +300,7 @@ class ApiSink:
         except KeyError:
             return  # deleted while the session ran: nothing to bind
         self._binding.add(key)
-        self._reasons.pop((decisions.Subject.POD.value, key), None)
+        self.pending.forget(key)
         pod = snapshot.pods.get(key) if snapshot is not None else None
         created = pod.creation_timestamp if pod is not None else 0.0
         ref = _pod_ref(key, uid=decision.uid, snapshot=snapshot)
@@ -424,9 +429,7 @@ class ApiSink:
         )
         return self._failed(decision, failure="victims", detail=f"victims {names} stayed")
 
-    def _unschedulable(
-        self, decision: decisions.Unschedulable, *, snapshot: snapshots.Snapshot | None
-    ) -> None:
+    def _unschedulable(self, decision: decisions.Unschedulable) -> None:
         if decision.subject is decisions.Subject.GROUP:
             return  # the PodGroup controller owns the group's status (from last_result)
         subject = (decision.subject.value, decision.key)
@@ -435,21 +438,13 @@ class ApiSink:
                 self._reasons[subject] = decision.reason
                 self.reservation_facts.offer(decision)
             return
-        pod = snapshot.pods.get(decision.key) if snapshot is not None else None
-        if pod is not None and pod.reserve:
-            return  # an in-memory reserve pod: its Reservation hears about it
-        if decision.reason.code is reasons.ReasonCode.NOT_TRIED and subject in self._reasons:
-            return  # no news: the reason last written still says why it waits
-        ref = _pod_ref(decision.key, uid="", snapshot=snapshot)
-        if self._reasons.get(subject) == decision.reason:
-            # Still waiting for the same reason: the condition stands; the recorder counts
-            # the repeat into the pod's one FailedScheduling Event (at most once a while).
-            self._event(
-                ref, type=events.WARNING, reason="FailedScheduling", message=decision.reason.message
-            )
-            return
-        self._reasons[subject] = decision.reason
-        self._writes.put_nowait(_Job(decision, 0.0, ref))
+        # A pod's condition and Event come from its gang's MarkPending (written together).
+
+    @property
+    def nominated(self) -> collections.abc.Mapping[str, str]:
+        """Pod key -> the node last written as its ``nominatedNodeName`` (the node writer
+        keeps such nodes from scale-down while the pod waits)."""
+        return self._nominated
 
     # Backoffs (the snapshot source asks) ---------------------------------------------------
     def holding(self, now: float) -> collections.abc.Set[str]:
@@ -461,7 +456,7 @@ class ApiSink:
         if key in self._binding:
             self._gone.add(key)
         self._backoffs.pop(key, None)
-        self._reasons.pop((decisions.Subject.POD.value, key), None)
+        self.pending.forget(key)
         self._nominated.pop(key, None)
         self.pod_released(key)
 
@@ -553,8 +548,8 @@ class ApiSink:
                 what=f"nominate pod {decision.key}",
                 content_type=rest.STRATEGIC_MERGE_PATCH,
             )
-        elif isinstance(decision, decisions.Unschedulable):
-            await self._pod_condition(decision, ref=job.ref)
+        elif isinstance(decision, decisions.MarkPending) and job.burst is not None:
+            await self.pending.write(job.burst)
 
     # Binding -------------------------------------------------------------------------------
     async def _bind(
@@ -778,33 +773,6 @@ class ApiSink:
         )
         self.claims.refuse(
             decision.key, f"persistentvolume {decision.volume} was not reserved for it: {why}"
-        )
-
-    async def _pod_condition(
-        self, decision: decisions.Unschedulable, *, ref: events.ObjectRef | None
-    ) -> None:
-        if self._reasons.get((decisions.Subject.POD.value, decision.key)) != decision.reason:
-            return  # a newer reason superseded this one while it was queued
-        namespace, _, name = decision.key.partition("/")
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": decision.reason.message,
-            "lastProbeTime": None,
-            "lastTransitionTime": conditions.timestamp(self._clock.now()),
-        }
-        await self._patch(
-            pod_edits.path(decision.key) + "/status",
-            {"status": {"conditions": [condition]}},
-            what=f"pod {decision.key} condition",
-            content_type=rest.STRATEGIC_MERGE_PATCH,
-        )
-        self._event(
-            ref or events.ObjectRef("Pod", name, namespace),
-            type=events.WARNING,
-            reason="FailedScheduling",
-            message=decision.reason.message,
         )
 
     async def _patch(

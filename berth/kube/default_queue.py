@@ -54,8 +54,9 @@ async def keep(
         written = await writer.create(PATH, body(), what=f"Queue {keys.DEFAULT_QUEUE}")
         if written.outcome is writes.Outcome.WRITTEN:
             logger.info("created Queue %s: work naming no queue goes there", keys.DEFAULT_QUEUE)
-        if written.outcome is not writes.Outcome.FAILED:
+        if written.outcome not in (writes.Outcome.FAILED, writes.Outcome.GONE):
             break  # created, there already, or no longer ours to write (fenced)
+        # FAILED, or GONE: Queues are not served yet (Berth's CRDs not installed); try again.
         try:
             await asyncio.wait_for(stop.wait(), timeout=delay)
         except TimeoutError:

@@ -382,6 +382,8 @@ class ClusterInformers:
       name;
     - ``on_claim_changed``: told the key of every PersistentVolumeClaim that changed or went
       (the binder's bindings waiting for claims to bind);
+    - ``on_node``, ``on_node_gone``: told every Node as seen, and the name of every Node that
+      went (the node writer reads their annotations, which the cache does not keep);
     - ``sync``: the cache's :class:`CacheSync`, shared with the cache's other feeders (Kopf's
       handlers of Berth's kinds); None: one of its own, reporting to ``readiness``.
     """
@@ -400,6 +402,8 @@ class ClusterInformers:
         on_pod_removed: collections.abc.Callable[[str], None] | None = None,
         on_pod_released: collections.abc.Callable[[str], None] | None = None,
         on_claim_changed: collections.abc.Callable[[str], None] | None = None,
+        on_node: collections.abc.Callable[[dict[str, typing.Any]], None] | None = None,
+        on_node_gone: collections.abc.Callable[[str], None] | None = None,
         sync: CacheSync | None = None,
     ) -> None:
         self.cache = cache
@@ -415,6 +419,8 @@ class ClusterInformers:
         self._on_pod_removed = on_pod_removed
         self._on_pod_released = on_pod_released
         self._on_claim_changed = on_claim_changed
+        self._on_node = on_node
+        self._on_node_gone = on_node_gone
 
         def informer(
             resource: Resource, change: ChangeCallback, remove: RemoveCallback
@@ -429,7 +435,7 @@ class ClusterInformers:
             )
 
         self.informers = (
-            informer(_NODES, *self._feeding(cache.add_node, cache.remove_node)),
+            informer(_NODES, *self._feeding(self._node, self._node_gone)),
             informer(_NAMESPACES, *self._feeding(cache.add_namespace, cache.remove_namespace)),
             informer(
                 _CLASSES, *self._feeding(cache.add_priority_class, cache.remove_priority_class)
@@ -536,6 +542,16 @@ class ClusterInformers:
             self._on_pod_released(key)
 
     # The rest -----------------------------------------------------------------------------
+    def _node(self, obj: dict[str, typing.Any]) -> None:
+        self.cache.add_node(obj)
+        if self._on_node is not None:
+            self._on_node(obj)
+
+    def _node_gone(self, name: str) -> None:
+        self.cache.remove_node(name)
+        if self._on_node_gone is not None:
+            self._on_node_gone(name)
+
     def _claim(self, obj: dict[str, typing.Any]) -> None:
         self.cache.add_claim(obj)
         key = object_key(obj, namespaced=True)

@@ -14,7 +14,8 @@ evictions and Events have their own protocols: subresources that create, not pat
   gate removed: a field only Berth writes, where the last writer should win), with the same
   bounded retry on 409 and the same handling of every other failure.
 - :meth:`Writer.create`: create an object unless one of its name exists (``UNCHANGED``
-  then: what is there is kept, never overwritten).
+  then: what is there is kept, never overwritten; the default Queue, capacity requests and
+  their PodTemplates); ``GONE`` when its collection is not served.
 - :meth:`Writer.delete`: delete the object with a ``uid`` precondition, so an object of the
   same name created since is never the one deleted (a garbage collector acting for the
   leader).
@@ -223,7 +224,8 @@ class Writer:
 
     async def create(self, path: str, body: rest.Body, *, what: str = "") -> Written:
         """POST ``body`` to the collection at ``path``: ``WRITTEN`` with the object created,
-        ``UNCHANGED`` when an object of its name exists already (left as it is)."""
+        ``UNCHANGED`` when an object of its name exists already (left as it is), ``GONE`` when
+        the collection is not served (its CRD not installed, or its namespace gone)."""
         what = what or path
         try:
             if self._fence is not None:
@@ -240,6 +242,8 @@ class Writer:
             return Written(Outcome.FENCED)
         except errors.Conflict:
             return Written(Outcome.UNCHANGED)  # 409 AlreadyExists: someone's object is kept
+        except errors.NotFound:
+            return Written(Outcome.GONE)
         except errors.KubeError as exc:
             return self._failed(what, f"creating {what}: {exc}")
         self.sent += 1

@@ -24,8 +24,12 @@ returns them as :class:`Parts`, with the leader-only components in start order:
 6. ``scheduling loop``: :func:`berth.scheduler.loop.run`, which waits until the cache holds the
    first list of every kind (a cycle on a half-listed cluster would place pods on capacity that
    is taken); after every cycle the metrics are fed, the status passes and the Reservation
-   controller kicked, and the owner grouper and the interop mirrors offered the snapshot;
-7. the owner grouper and the interop mirrors, when they are on.
+   controller kicked, the owner grouper and the interop mirrors offered the snapshot, the node
+   writer (:class:`~berth.kube.node_protection.NodeProtection`) told what holds each node and
+   the capacity requests (:class:`~berth.kube.capacity_requests.CapacityRequests`) what to ask
+   autoscalers for (groups' reasons carry what those say);
+7. the owner grouper, the interop mirrors, the node writer and the capacity requests, when they
+   are on.
 
 All of it runs on the operator's one event loop: Kopf as tasks beside the others, no thread but
 the worker the scheduling cycle runs in (``asyncio.to_thread``) and the loop's executor for
@@ -57,6 +61,7 @@ from berth.controllers import (
 from berth.controllers import registry as kopf_registry
 from berth.kube import (
     admission,
+    capacity_requests,
     clients,
     credentials,
     decisions,
@@ -65,6 +70,7 @@ from berth.kube import (
     fencing,
     informers,
     interop_groups,
+    node_protection,
     owner_groups,
     snapshots,
     writes,
@@ -109,6 +115,8 @@ class Parts:
     components: tuple[components.Component, ...]  # the leader-only components, in start order
     grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
     interop: interop_groups.InteropGroups | None = None  # None: no other PodGroup API honoured
+    protection: node_protection.NodeProtection | None = None  # None: nodes are not annotated
+    requests: capacity_requests.CapacityRequests | None = None  # None: autoscalers not asked
 
 
 def load_profile(document: collections.abc.Mapping[str, object]) -> profiles.Profile:
@@ -160,15 +168,25 @@ def with_registry(
 
 
 class _Board:
-    def __init__(self, source: snapshots.CacheSource, sink: decisions.ApiSink) -> None:
+    def __init__(
+        self,
+        source: snapshots.CacheSource,
+        sink: decisions.ApiSink,
+        requests: capacity_requests.CapacityRequests | None = None,
+    ) -> None:
         self._source = source
         self._sink = sink
+        self._requests = requests
 
     def snapshot(self) -> snapshot_types.Snapshot | None:
         return self._source.last
 
     def result(self) -> cycle_decisions.CycleResult | None:
-        return self._sink.last_result
+        # Groups' reasons carry what the autoscaler was asked and says (docs/autoscaling.md).
+        result = self._sink.last_result
+        if self._requests is None or result is None:
+            return result
+        return self._requests.noted(result)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -261,7 +279,21 @@ def build(inputs: Inputs) -> Parts:
         victims=sink.victims,  # admitted preemptors wait for their victims as bound ones do
         writer=writer,
     )
-    board = _Board(source, sink)
+    autoscaling = config.autoscaling
+    requests = (
+        capacity_requests.CapacityRequests(
+            inputs.api,
+            writer=writer,
+            clock=inputs.clock,
+            recorder=recorder,
+            answer_timeout=autoscaling.answer_timeout,
+            retry_after=autoscaling.retry_after,
+            resync=max(config.period, 5.0),
+        )
+        if autoscaling.capacity_requests
+        else None
+    )
+    board = _Board(source, sink, requests)
     objects = observed.ObservedObjects()
     interval = max(config.period, 1.0)
     status_writer = statuses.StatusWriter(
@@ -305,6 +337,9 @@ def build(inputs: Inputs) -> Parts:
         else None
     )
     mirrors = _interop(inputs, recorder=recorder, writer=writer)
+    protection = (
+        node_protection.NodeProtection(writer) if config.autoscaling.protect_nodes else None
+    )
     trigger = asyncio.Event()
     sync = informers.CacheSync(inputs.readiness)
     feed = indexing.CacheFeed(
@@ -326,6 +361,8 @@ def build(inputs: Inputs) -> Parts:
         on_pod_removed=admitting.pod_removed,  # passes it on to the binder
         on_pod_released=sink.pod_released,  # wakes preemptors waiting for their victims
         on_claim_changed=sink.claim_changed,  # wakes bindings waiting for their claims
+        on_node=protection.node_seen if protection is not None else None,
+        on_node_gone=protection.node_gone if protection is not None else None,
     )
 
     async def login() -> credentials.Credentials:
@@ -366,6 +403,8 @@ def build(inputs: Inputs) -> Parts:
         components=(),
         grouper=grouper,
         interop=mirrors,
+        protection=protection,
+        requests=requests,
     )
     if inputs.providers is not None:
         _lend(inputs.providers, scheduler=scheduler, source=source, board=board, clock=inputs.clock)
@@ -399,6 +438,12 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
             parts.grouper.offer(last)
         if parts.interop is not None and last is not None:
             parts.interop.offer(last, reasons=_Messages(result.group_why))
+        if parts.requests is not None and last is not None:
+            parts.requests.offer(last, result, gated=parts.admission.through_gate)
+        if parts.protection is not None and last is not None:
+            parts.protection.offer(
+                last, nominated=parts.sink.nominated, pinned=parts.admission.pinned
+            )
 
     async def run_loop(stop: asyncio.Event) -> None:
         if not await _wait_or_stop(parts.informers.synced, stop=stop):
@@ -425,6 +470,10 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
     grouping = [] if parts.grouper is None else [task("owner grouper", parts.grouper.run)]
     if parts.interop is not None:
         grouping.append(task("interop podgroups", parts.interop.run))
+    if parts.protection is not None:
+        grouping.append(task("node protection", parts.protection.run))
+    if parts.requests is not None:
+        grouping.append(task("capacity requests", parts.requests.run))
     return (
         # Work naming no queue goes to `default`: a Queue object, so users see it (created once).
         task("default queue", lambda stop: default_queue.keep(parts.kube_writer, stop)),

@@ -41,6 +41,7 @@ from berth.workloads import interop
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
     "AdmissionSettings",
+    "AutoscalingSettings",
     "LeaderElectionSettings",
     "Mode",
     "Settings",
@@ -189,6 +190,37 @@ class AdmissionSettings(pydantic.BaseModel):
     before the allocation is rejected and the pod recreated gated. The default leaves
     kube-scheduler a minute, far above its usual milliseconds, so that only a pod that cannot
     go where Berth put it is rejected."""
+
+
+class AutoscalingSettings(pydantic.BaseModel):
+    """What Berth does for cluster autoscalers (Karpenter, Cluster Autoscaler;
+    docs/autoscaling.md)."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    protect_nodes: bool = True
+    """Give a node holding an Available Reservation, a nominated gang or an admission pin the
+    autoscalers' scale-down opt-outs (``karpenter.sh/do-not-disrupt``,
+    ``cluster-autoscaler.kubernetes.io/scale-down-disabled``) while it holds them, and remove
+    them after (needs ``nodes: get, patch``). On by default: such nodes look empty to an
+    autoscaler, which would remove them."""
+
+    capacity_requests: bool = True
+    """Ask the cluster's autoscaler for capacity with ProvisioningRequests or CapacityBuffers
+    (``autoscaling.x-k8s.io``) where they are served: for gated gangs in admission mode, for
+    gangs of queues that name a ProvisioningRequest class, for Reservations that ask for a
+    buffer (needs ``podtemplates``, ``provisioningrequests`` and ``capacitybuffers``). On by
+    default; nothing is created where neither API is served."""
+
+    answer_timeout: Seconds = 120.0
+    """Measured in seconds. How long a capacity request may go without any condition from an
+    autoscaler before the group's reason (and a Warning Event) says that none has answered.
+    The default, two minutes, is well above the seconds an autoscaler takes to read one."""
+
+    retry_after: Seconds = 60.0
+    """Measured in seconds. How long a refused capacity request stays (its status is the
+    record) before it is made again; doubled after each refusal in a row, up to 15 minutes.
+    The default is a minute, Kueue's first ProvisioningRequest retry."""
 
 
 class Settings(pydantic_settings.BaseSettings):
@@ -344,6 +376,10 @@ class Settings(pydantic_settings.BaseSettings):
 
     leader_election: LeaderElectionSettings = pydantic.Field(default_factory=LeaderElectionSettings)
     """Leader election; see :class:`LeaderElectionSettings` for each field and its default."""
+
+    autoscaling: AutoscalingSettings = pydantic.Field(default_factory=AutoscalingSettings)
+    """What Berth does for cluster autoscalers; see :class:`AutoscalingSettings` for each field
+    and its default."""
 
     @property
     def claimed_scheduler_names(self) -> tuple[str, ...]:

@@ -20,7 +20,16 @@ import json
 import pathlib
 import typing
 
-__all__ = ["Request", "Watch", "bindings", "overlapping", "read", "refused", "watches"]
+__all__ = [
+    "Request",
+    "Watch",
+    "bindings",
+    "overlapping",
+    "read",
+    "refused",
+    "timestamp",
+    "watches",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +44,7 @@ class Request:
     code: int
     uri: str
     authorization: str  # the authorizer's decision ("allow", "forbid"; "" if none was made)
+    at: float = 0.0  # when the request was received (requestReceivedTimestamp), epoch seconds
 
     @property
     def succeeded(self) -> bool:
@@ -107,9 +117,18 @@ def read(path: pathlib.Path) -> list[Request]:
                 authorization=str(
                     (event.get("annotations") or {}).get("authorization.k8s.io/decision") or ""
                 ),
+                at=timestamp(event.get("requestReceivedTimestamp")),
             )
         )
     return out
+
+
+def timestamp(text: object) -> float:
+    """An RFC 3339 timestamp (the audit log's, an object's ``creationTimestamp``) in epoch
+    seconds; 0 if absent."""
+    if not isinstance(text, str) or not text:
+        return 0.0
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def bindings(requests: typing.Iterable[Request]) -> collections.Counter[tuple[str, str]]:

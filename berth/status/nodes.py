@@ -111,14 +111,20 @@ def holds_in(
 ) -> dict[str, tuple[Hold, ...]]:
     """:func:`holds_by_node` for ``snapshot``'s Reservations and the nominations (the
     binder's last written ``nominatedNodeName`` per pod) and admission pins given; a
-    nominated pod's hold is its PodGroup's (a pod's own group of one is the pod)."""
-    nominated = nominated or {}
+    nominated pod's hold is its PodGroup's (a pod's own group of one is the pod). A
+    nomination holds only while its pod waits: once the pod is placed (or gone, or done) its
+    node is held by the pod itself, which both autoscalers see."""
+    waiting: dict[str, str] = {}
     groups: dict[str, str] = {}
-    for key in nominated:
+    for key, node in (nominated or {}).items():
         pod = snapshot.pods.get(key)
-        group = snapshot.group_of(pod) if pod is not None else None
+        if pod is None or pod.node_name is not None or pod.terminal or pod.deleting:
+            continue
+        waiting[key] = node
+        group = snapshot.group_of(pod)
         if group is not None and not group.implicit:
             groups[key] = str(group.key)
+    nominated = waiting
     return holds_by_node(
         reservations=(
             (str(r.key), r.node_name, r.available and not r.terminal)

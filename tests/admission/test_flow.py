@@ -319,6 +319,19 @@ async def test_why_pending_is_the_same_in_both_modes(cluster: testing.RunningEmu
             berth.group_reason("default/sched"),
             berth.group_reason("default/gated"),
         )
+
+        def marked() -> bool:
+            found = [stack.get_pod(cluster, f"sched-{i}") for i in range(3)]
+            return all(
+                any(
+                    c.get("reason") == "Unschedulable"
+                    for c in (obj or {}).get("status", {}).get("conditions") or []
+                )
+                for obj in found
+            )
+
+        # The scheduler-mode gang is short of nodes only: autoscalers may act on its pods.
+        await stack.eventually(marked, what="the sched gang marked Unschedulable")
     assert scheduled is not None and "Insufficient cpu" in scheduled
     assert admitted == scheduled.replace("sched-", "gated-")
     for i in range(3):

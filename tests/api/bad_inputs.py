@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from berth.api import durations, podgroups, pods, reservations, resources, rules
+from berth.api import autoscaling, durations, podgroups, pods, reservations, resources, rules
 from tests.api import conftest
 
 Doc = dict[str, typing.Any]
@@ -126,6 +126,10 @@ TABLE: list[Bad] = [
     Bad("queue-preemption-delay-forever", "Queue", {"spec": {"preemptionDelay": "forever"}},
         "spec.preemptionDelay", "should match", by="schema",
         rule=f"preemptionDelay {rules.DURATION_FORM}"),
+    Bad("queue-provisioning-class-not-a-name", "Queue",
+        {"spec": {"autoscaling": {"provisioningRequest": {"provisioningClassName": "Atomic!"}}}},
+        "spec.autoscaling.provisioningRequest.provisioningClassName",
+        autoscaling.CLASS_NAME_MESSAGE),
     # PodGroups ------------------------------------------------------------------------------
     Bad("group-min-member-zero", "PodGroup", {"spec": {"minMember": 0}}, "spec.minMember",
         "greater than or equal to 1", by="schema", rule=podgroups.MIN_MEMBER),

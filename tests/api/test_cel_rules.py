@@ -65,6 +65,21 @@ ACCEPTED: list[tuple[str, str, Doc]] = [
         {"metadata": {"name": ..., "generateName": "team-a"}, "spec": {"parent": "team-a"}},
     ),
     ("group-base", "PodGroup", {}),
+    (
+        "queue-atomic-scale-up",
+        "Queue",
+        {
+            "spec": {
+                "autoscaling": {
+                    "provisioningRequest": {
+                        "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                        "parameters": {"ValidUntilSeconds": "600"},
+                    },
+                    "reservationBuffers": True,
+                }
+            }
+        },
+    ),
     ("group-defaulted", "PodGroup", {"spec": ...}),
     (
         "group-roles-and-topology",

@@ -12,7 +12,8 @@ We test these aspects:
   Binding when the same result binds the pod: no patch of the pod); nominations written once
   per node;
 - a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
-  reason changes;
+  reason changes (``Unschedulable`` only for capacity, else the code), a gang's in one burst,
+  and a burst made stale by a newer decision never written;
 - Reservation decisions: ``Available`` on a node, an owner allocated (allocate-once ends it
   ``Succeeded``), ``Expired``, and why a Pending one waits — published by the sink and written
   by what Kopf's Reservation status handler runs (``berth.controllers.reservation_statuses``).
@@ -31,7 +32,7 @@ from berth.controllers import reservation_statuses
 from berth.emulator import faults, testing
 from berth.kube import clients, decisions, events
 from berth.scheduler.framework import decisions as d
-from berth.scheduler.framework import reasons
+from berth.scheduler.framework import pending, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import clocks
 from tests.kube import conftest
@@ -371,34 +372,79 @@ async def test_the_device_of_a_shared_gpu_rides_on_the_binding_and_counts_at_onc
     assert harness.emulator.count("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}") == 0
 
 
+def marked(group: str, *waiting: tuple[str, reasons.Reason, bool]) -> d.MarkPending:
+    """A gang's MarkPending: ``(pod key, reason, waits for capacity)`` per pod."""
+    return d.MarkPending(
+        group=group,
+        pods=tuple(
+            pending.PodPending(key=key, reason=why, capacity=capacity)
+            for key, why, capacity in waiting
+        ),
+    )
+
+
+def scheduled_condition(harness: Harness, name: str) -> tuple[str, str, str]:
+    stored = harness.stored("pods", name)
+    assert stored is not None
+    (condition,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return condition["status"], condition["reason"], condition["message"]
+
+
 async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> None:
     pod = harness.add_pod("p")
     harness.start()
-    why = d.Unschedulable(
-        subject=d.Subject.POD, key="default/p", reason=waiting("0/2 nodes fit: 2 Insufficient cpu")
-    )
-    harness.apply(why)
-    harness.apply(why)
+    fits = waiting("0/2 nodes fit: 2 Insufficient cpu")
+    harness.apply(marked("default/p", ("default/p", fits, True)))
+    harness.apply(marked("default/p", ("default/p", fits, True)))
     await harness.settle()
-    harness.apply(
-        d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=waiting("queue q is closed"))
-    )
+    closed = reasons.new(reasons.ReasonCode.QUEUE_CLOSED, "queue q is closed")
+    harness.apply(marked("default/p", ("default/p", closed, False)))
     await harness.settle()
     status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
     assert harness.emulator.count("PATCH", status_path) == 2
-    stored = harness.stored("pods", "p")
-    assert stored is not None
-    (condition,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert (condition["status"], condition["reason"], condition["message"]) == (
-        "False",
-        "Unschedulable",
-        "queue q is closed",
-    )
-    # One Event for the pod's one reason code: the new message replaced the old, counted.
+    # Not capacity: the reason is the code, which no autoscaler acts on.
+    assert scheduled_condition(harness, "p") == ("False", "QueueClosed", "queue q is closed")
+    # One Event for the pod's one reason: the new message replaced the old, counted.
     (event,) = [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"]
     assert (event["message"], event["count"]) == ("queue q is closed", 2)
     assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
     assert event["involvedObject"]["resourceVersion"]
+
+
+async def test_a_gang_is_written_in_one_burst_and_says_why(harness: Harness) -> None:
+    for i in range(4):
+        harness.add_pod(f"w-{i}")
+    harness.start()
+    room = waiting("0/2 nodes fit: 2 Insufficient nvidia.com/gpu")
+    harness.apply(marked("default/g", *((f"default/w-{i}", room, True) for i in range(4))))
+    await harness.settle()
+    assert harness.sink.pending.bursts == 1
+    for i in range(4):
+        assert scheduled_condition(harness, f"w-{i}") == ("False", "Unschedulable", room.message)
+    # The gang now waits for its queue: every member says so, in one more burst.
+    limit = reasons.new(
+        reasons.ReasonCode.QUEUE_AT_LIMIT, "pod group default/g: queue q at limit for cpu (8/8)"
+    )
+    harness.apply(marked("default/g", *((f"default/w-{i}", limit, False) for i in range(4))))
+    await harness.settle()
+    assert harness.sink.pending.bursts == 2
+    assert {scheduled_condition(harness, f"w-{i}")[1] for i in range(4)} == {"QueueOverLimit"}
+    messages = {e["involvedObject"]["name"]: e["message"] for e in harness.stored_events()}
+    assert messages == {f"w-{i}": limit.message for i in range(4)}
+
+
+async def test_a_superseded_burst_writes_nothing(harness: Harness) -> None:
+    harness.add_pod("p")
+    first = waiting("0/2 nodes fit: 2 Insufficient cpu")
+    second = reasons.new(reasons.ReasonCode.NOT_ENOUGH_PODS, "gang needs minMember 3, has 2")
+    # Both decided before a worker runs: the first burst is stale when its turn comes.
+    harness.apply(marked("default/p", ("default/p", first, True)))
+    harness.apply(marked("default/p", ("default/p", second, False)))
+    harness.start()
+    await harness.settle()
+    assert scheduled_condition(harness, "p") == ("False", "NotEnoughPods", second.message)
+    status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
+    assert harness.emulator.count("PATCH", status_path) == 1
 
 
 def _reservation(name: str) -> Object:
@@ -510,13 +556,12 @@ async def test_a_pod_not_tried_this_cycle_keeps_its_reason(harness: Harness) -> 
     harness.add_pod("p")
     harness.start()
     why = "0/2 nodes fit: 2 Insufficient cpu"
-    harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=waiting(why)))
+    harness.apply(marked("default/p", ("default/p", waiting(why), True)))
     await harness.settle()
+    # A cycle that did not try the pod decides nothing about it (pending.decide leaves it
+    # out): only its Unschedulable record says "not tried", which writes nothing.
     harness.apply(d.Unschedulable(subject=d.Subject.POD, key="default/p", reason=d.NOT_TRIED))
     await harness.settle()
-    stored = harness.stored("pods", "p")
-    assert stored is not None
-    (condition,) = [c for c in stored["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert condition["message"] == why
+    assert scheduled_condition(harness, "p") == ("False", "Unschedulable", why)
     (event,) = harness.stored_events()
     assert (event["message"], event["count"]) == (why, 1)

@@ -272,8 +272,8 @@ def test_settings_are_frozen() -> None:
 
 @pytest.mark.parametrize(
     "model",
-    [settings.Settings, settings.LeaderElectionSettings],
-    ids=["settings", "leader-election"],
+    [settings.Settings, settings.LeaderElectionSettings, settings.AutoscalingSettings],
+    ids=["settings", "leader-election", "autoscaling"],
 )
 def test_every_field_documents_its_default(model: type[pydantic.BaseModel]) -> None:
     undocumented = [

@@ -121,6 +121,7 @@ EVERY_OPTION: Values = {
     },
     "admitPlainPods": False,
     "groupByOwner": False,
+    "autoscaling": {"protectNodes": False, "capacityRequests": False},
     "interop": {
         "schedulerPlugins": {"enabled": False, "installCRD": True, "claimPods": True},
         "volcano": {"enabled": False, "installCRD": True, "claimPods": True},

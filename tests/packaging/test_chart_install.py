@@ -325,6 +325,9 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS_PODS", "value": claim},
         {"name": "BERTH_INTEROP_VOLCANO_PODS", "value": claim},
         {"name": "BERTH_INTEROP_WORKLOAD_API", "value": grouping},
+        # Scale-down protection and capacity requests: on by default, off in every-option.
+        {"name": "BERTH_AUTOSCALING__PROTECT_NODES", "value": grouping},
+        {"name": "BERTH_AUTOSCALING__CAPACITY_REQUESTS", "value": grouping},
         *extra,
     ]
 
@@ -541,7 +544,7 @@ def test_the_pod_patch_is_narrowed_to_the_fields_berth_writes(
 def test_every_cluster_role_rule_carries_a_comment() -> None:
     lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
     rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) == 31
+    assert len(rule_starts) == 34
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), lines[index]
 

@@ -119,6 +119,24 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
             ("scheduling.k8s.io", "workloads", "watch"),
         )
     },
+    **{
+        (group, resource, verb): "the run serves no autoscaler API (ProvisioningRequest, "
+        "CapacityBuffer): Berth asks only where one is served (tests/kube/"
+        "test_capacity_requests.py; the realcluster tier asks real Karpenter as the chart's "
+        "ServiceAccount, and fails on any refused request)"
+        for group, resource, verb in (
+            ("", "podtemplates", "get"),
+            ("", "podtemplates", "create"),
+            ("", "podtemplates", "delete"),
+            ("autoscaling.x-k8s.io", "provisioningrequests", "list"),
+            ("autoscaling.x-k8s.io", "provisioningrequests", "create"),
+            ("autoscaling.x-k8s.io", "provisioningrequests", "delete"),
+            ("autoscaling.x-k8s.io", "capacitybuffers", "list"),
+            ("autoscaling.x-k8s.io", "capacitybuffers", "create"),
+            ("autoscaling.x-k8s.io", "capacitybuffers", "delete"),
+            ("autoscaling.x-k8s.io", "capacitybuffers", "patch"),
+        )
+    },
     ("scheduling.berth.io", "podgroups", "get"): "read only when a derived PodGroup exists "
     "already (a pod of its workload grouped in an earlier batch): timing-dependent",
     ("scheduling.berth.io", "podgroups", "patch"): "a derived PodGroup is patched only when its "

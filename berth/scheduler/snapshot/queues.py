@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import re
 import typing
 
-from berth.api import durations, errors, keys, resources, rules
+from berth.api import autoscaling, durations, errors, keys, resources, rules
 from berth.scheduler.snapshot import ids, selectors, wire
 
 __all__ = [
@@ -23,10 +24,12 @@ __all__ = [
     "OPEN",
     "PRIORITY_FIFO",
     "NamespaceSelector",
+    "ProvisioningPolicy",
     "QueueInfo",
     "default_queue",
     "namespace_selector",
     "preemption_delay",
+    "provisioning_policy",
     "queue_info",
 ]
 
@@ -80,6 +83,45 @@ def namespace_selector(raw: typing.Any, /) -> NamespaceSelector | None:
 
 
 @dataclasses.dataclass(frozen=True)
+class ProvisioningPolicy:
+    """A queue's ``spec.autoscaling.provisioningRequest``: the class (and its parameters) of
+    the ProvisioningRequest its gangs ask for their nodes with."""
+
+    class_name: str
+    parameters: tuple[tuple[str, str], ...] = ()
+
+
+_CLASS_NAME = re.compile(autoscaling.CLASS_NAME_PATTERN)
+
+
+def provisioning_policy(spec: wire.Raw, /) -> tuple[ProvisioningPolicy | None, str | None]:
+    """A queue's ``spec.autoscaling.provisioningRequest`` (None: unset), and what is wrong
+    with it, naming the field (the queue then takes nothing, saying so)."""
+    raw = wire.sub(wire.sub(spec, "autoscaling"), "provisioningRequest")
+    if not raw:
+        return None, None
+    field = "spec.autoscaling.provisioningRequest"
+    name = raw.get("provisioningClassName")
+    if not isinstance(name, str) or len(name) > 253 or not _CLASS_NAME.match(name):
+        return None, f"{field}.provisioningClassName: {autoscaling.CLASS_NAME_MESSAGE}: {name!r}"
+    parameters = wire.sub(raw, "parameters")
+    if len(parameters) > autoscaling.MAX_PARAMETERS or any(
+        len(str(v)) > autoscaling.MAX_PARAMETER_LENGTH for v in parameters.values()
+    ):
+        return None, (
+            f"{field}.parameters: at most {autoscaling.MAX_PARAMETERS}, each at most "
+            f"{autoscaling.MAX_PARAMETER_LENGTH} characters"
+        )
+    return (
+        ProvisioningPolicy(
+            class_name=name,
+            parameters=tuple(sorted((str(k), str(v)) for k, v in parameters.items())),
+        ),
+        None,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class QueueInfo:
     """A queue: its place in the tree, quota and share."""
 
@@ -101,6 +143,8 @@ class QueueInfo:
     preempt_across_queues: bool = False  # its jobs may preempt other queues above their share
     namespaces: NamespaceSelector | None = None  # who may use it; None: every namespace
     preemption_delay: float | None = None  # seconds its work waits for nodes before evicting
+    provisioning: ProvisioningPolicy | None = None  # its gangs ask with a ProvisioningRequest
+    reservation_buffers: bool = False  # its Reservations ask with a CapacityBuffer
 
     @property
     def open(self) -> bool:
@@ -139,6 +183,8 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         invalid, guaranteed, limit = f"invalid quota: {found or exc}", {}, {}
     delay, problem = preemption_delay(spec)
     invalid = invalid or problem
+    provisioning, problem = provisioning_policy(spec)
+    invalid = invalid or problem
     weight = spec.get("weight", 1)
     priority = spec.get("priority", 0)
     parent = spec.get("parent")
@@ -168,6 +214,8 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         preempt_across_queues=spec.get("preemptAcrossQueues") is True,
         namespaces=namespace_selector(spec.get("namespaceSelector")),
         preemption_delay=delay,
+        provisioning=provisioning,
+        reservation_buffers=wire.sub(spec, "autoscaling").get("reservationBuffers") is True,
     )
 
 

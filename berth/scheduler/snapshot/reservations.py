@@ -118,6 +118,7 @@ class ReservationInfo:
     expires_at: float | None
     creation_timestamp: float
     invalid: str | None = None
+    capacity_buffer: bool = False  # asks the autoscaler for its room while it cannot fit
 
     @property
     def terminal(self) -> bool:
@@ -193,6 +194,7 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
         allocate_once=spec.get("allocateOnce", True) is not False,
         queue=ids.QueueName(str(queue)) if queue else None,
         unschedulable=bool(spec.get("unschedulable")),
+        capacity_buffer=spec.get("capacityBuffer") is True,
         phase=str(status.get("phase") or "Pending"),
         node_name=ids.NodeName(str(node_name)) if node_name else None,
         allocatable=allocatable,

@@ -1,0 +1,425 @@
+"""Capacity requests to autoscalers (``berth.kube.capacity_requests``) against the emulator.
+
+The autoscalers' APIs are served by minimal CRDs (what Karpenter's and Cluster Autoscaler's
+CRDs install, schema left open); where a test needs an autoscaler's answer, it writes the
+status conditions Cluster Autoscaler or Karpenter would. We test these aspects:
+
+- neither API served: the group's note says no autoscaler can be asked, nothing is created;
+- a gated gang asks with a CapacityBuffer (only that served): a PodTemplate of its pods'
+  shape and a buffer of that many replicas, owned by the PodGroup; the autoscaler's words go
+  into the group's note; once the gang is placed both are deleted;
+- a queue's ProvisioningRequest class: one request with a podSet per shape and the class, the
+  pods annotated to consume it; refused (``Failed``), the note and a Warning Event say so, and
+  after ``retry_after`` it is made again as the next attempt, the old one deleted;
+- nobody answering within ``answer_timeout`` is told on the group;
+- a Reservation's buffer: its template (a pause image where it names none), emptied once the
+  reservation holds its node, deleted when it goes;
+- a new leader adopts the requests it finds for what it wants and deletes the others;
+- group reasons carry the notes (the code stands).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import typing
+
+import pytest
+
+from berth.api import autoscaling, keys
+from berth.emulator import testing
+from berth.kube import capacity_requests, clients, events, writes
+from berth.scheduler.framework import decisions, pending, reasons
+from berth.scheduler.snapshot import cache as cluster_cache
+from berth.util import clocks
+from tests.kube import conftest
+
+Object = dict[str, typing.Any]
+PR_PATH = "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests"
+CB_PATH = "/apis/autoscaling.x-k8s.io/v1beta1/namespaces/default/capacitybuffers"
+
+
+def open_crd(plural: str, kind: str, version: str) -> Object:
+    """A CRD of ``autoscaling.x-k8s.io`` with an open schema and a status subresource."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.autoscaling.x-k8s.io"},
+        "spec": {
+            "group": "autoscaling.x-k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def serve(emulator: testing.RunningEmulator, *kinds: str) -> None:
+    api = emulator.api
+    crds = emulator.call(api.resource, "apiextensions.k8s.io/v1", "customresourcedefinitions")
+    for kind in kinds:
+        if kind == "ProvisioningRequest":
+            crd = open_crd("provisioningrequests", kind, "v1")
+        else:
+            crd = open_crd("capacitybuffers", kind, "v1beta1")
+        emulator.call(api.create, crds, crd)
+
+
+class World:
+    def __init__(self, emulator: testing.RunningEmulator, api: clients.AsyncApiClient) -> None:
+        self.emulator = emulator
+        self.clock = clocks.VirtualClock(1_800_000_000.0)
+        self.cache = cluster_cache.ClusterCache()
+        self.recorder = events.EventRecorder(api, clock=self.clock)
+        self.writer = writes.Writer(api)
+        self.requests = capacity_requests.CapacityRequests(
+            api,
+            writer=self.writer,
+            clock=self.clock,
+            recorder=self.recorder,
+            answer_timeout=120.0,
+            retry_after=60.0,
+        )
+
+    def add(self, obj: Object, *, plural: str, api_version: str = "v1") -> Object:
+        created = conftest.create(self.emulator, obj, plural=plural)
+        feed = {
+            "pods": self.cache.add_pod,
+            "podgroups": self.cache.add_pod_group,
+            "queues": self.cache.add_queue,
+            "reservations": self.cache.add_reservation,
+        }[plural]
+        feed(created)
+        return created
+
+    def gang(self, name: str, size: int, *, queue: str = "default", gpus: int = 4) -> None:
+        self.add(
+            {
+                "apiVersion": keys.API_VERSION,
+                "kind": "PodGroup",
+                "metadata": {"name": name},
+                "spec": {"minMember": size, "queue": queue},
+            },
+            plural="podgroups",
+        )
+        for i in range(size):
+            pod = conftest.pod(f"{name}-{i}", labels={keys.POD_GROUP_LABEL: name, "index": str(i)})
+            pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = str(gpus)
+            self.add(pod, plural="pods")
+
+    def cycle(
+        self,
+        *made: decisions.Decision,
+        gated: collections.abc.Collection[str] = (),
+    ) -> None:
+        snapshot = self.cache.snapshot(self.clock.now())
+        result = decisions.CycleResult(session_id="s", decisions=made)
+        self.requests.offer(snapshot, result, gated=gated)
+
+    def stored(self, path: str) -> list[Object]:
+        api = self.emulator.api
+        group, _, rest = path.removeprefix("/apis/").removeprefix("/api/").partition("/")
+        if path.startswith("/api/v1"):
+            version, plural = "v1", path.rsplit("/", 1)[1]
+        else:
+            version, plural = f"{group}/{rest.split('/')[0]}", path.rsplit("/", 1)[1]
+        resource = self.emulator.call(api.resource, version, plural)
+        return list(self.emulator.call(api.storage.list, resource.key, "default"))
+
+    def set_status(self, path: str, name: str, status: Object) -> None:
+        api = self.emulator.api
+        version = "/".join(path.removeprefix("/apis/").split("/")[:2])
+        resource = self.emulator.call(api.resource, version, path.rsplit("/", 1)[1])
+        self.emulator.call(
+            api.patch,
+            resource,
+            {"status": status},
+            namespace="default",
+            name=name,
+            patch_type="application/merge-patch+json",
+            subresource="status",
+        )
+
+    def events(self, reason: str) -> list[str]:
+        api = self.emulator.api
+        resource = self.emulator.call(api.resource, "v1", "events")
+        return [
+            e["message"]
+            for e in self.emulator.call(api.storage.list, resource.key, "default")
+            if e["reason"] == reason
+        ]
+
+
+def capacity_mark(group: str, members: collections.abc.Iterable[str]) -> pending.MarkPending:
+    why = reasons.new(reasons.ReasonCode.NOT_ENOUGH_RESOURCES, "0/2 nodes fit: 2 Insufficient gpu")
+    return pending.MarkPending(
+        group=group,
+        pods=tuple(pending.PodPending(key=k, reason=why, capacity=True) for k in members),
+    )
+
+
+@pytest.fixture
+async def world(
+    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
+) -> collections.abc.AsyncIterator[World]:
+    made = World(berth_crds, connection.api)
+    stop = __import__("asyncio").Event()
+    task = __import__("asyncio").create_task(made.recorder.run(stop))
+    try:
+        yield made
+    finally:
+        await made.recorder.drain()
+        stop.set()
+        await task
+
+
+MEMBERS = [f"default/g-{i}" for i in range(3)]
+
+
+async def test_with_no_autoscaler_api_the_group_is_told_and_nothing_made(world: World) -> None:
+    world.gang("g", 3)
+    world.cycle(capacity_mark("default/g", MEMBERS), gated=MEMBERS)
+    await world.requests.reconcile()
+    assert world.writer.sent == 0
+    note = world.requests.note("default/g")
+    assert note is not None and note.startswith("no autoscaler API to ask for its capacity")
+
+
+async def test_a_gated_gang_asks_with_a_buffer_until_it_is_placed(world: World) -> None:
+    serve(world.emulator, "CapacityBuffer")
+    world.gang("g", 3)
+    world.cycle(capacity_mark("default/g", MEMBERS), gated=MEMBERS)
+    await world.requests.reconcile()
+    (buffer,) = world.stored(CB_PATH)
+    (template,) = world.stored("/api/v1/namespaces/default/podtemplates")
+    assert buffer["metadata"]["name"] == "berth-pg-g-1"
+    assert buffer["spec"] == {
+        "provisioningStrategy": autoscaling.BUFFER_ACTIVE_CAPACITY,
+        "podTemplateRef": {"name": template["metadata"]["name"]},
+        "replicas": 3,
+    }
+    (owner,) = buffer["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("PodGroup", "g")
+    requests = template["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert requests["nvidia.com/gpu"] == "4"
+    assert "schedulingGates" not in template["template"]["spec"]
+    assert world.requests.note("default/g") == (
+        "asked the autoscaler for 3 pods' capacity with CapacityBuffer default/berth-pg-g-1"
+    )
+    # Karpenter answers: new nodes are needed, and being launched.
+    world.set_status(
+        CB_PATH,
+        "berth-pg-g-1",
+        {
+            "conditions": [
+                {
+                    "type": "Provisioning",
+                    "status": "False",
+                    "reason": "RequiresNewCapacity",
+                    "message": "3/3 virtual pods required new capacity, 0 failed",
+                    "lastTransitionTime": "2027-01-01T00:00:00Z",
+                }
+            ]
+        },
+    )
+    await world.requests.reconcile()
+    note = world.requests.note("default/g")
+    assert note is not None and note.endswith(
+        "Provisioning=False (RequiresNewCapacity: 3/3 virtual pods required new capacity, 0 failed)"
+    )
+    # The gang is placed: its request goes.
+    for key in MEMBERS:
+        world.cache.assume_pod(key, node="n1")
+    world.cycle()
+    await world.requests.reconcile()
+    assert world.stored(CB_PATH) == []
+    assert world.stored("/api/v1/namespaces/default/podtemplates") == []
+    assert world.requests.note("default/g") is None
+
+
+def _atomic_queue(name: str) -> Object:
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {
+            "autoscaling": {
+                "provisioningRequest": {
+                    "provisioningClassName": autoscaling.BEST_EFFORT_ATOMIC_SCALE_UP,
+                    "parameters": {"ValidUntilSeconds": "600"},
+                }
+            }
+        },
+    }
+
+
+async def test_a_provisioning_request_refused_is_said_and_asked_again(world: World) -> None:
+    serve(world.emulator, "ProvisioningRequest", "CapacityBuffer")
+    conftest.create(world.emulator, _atomic_queue("atomic"), plural="queues", namespace=None)
+    world.cache.add_queue(_atomic_queue("atomic"))
+    world.gang("g", 3, queue="atomic")
+    world.cycle(capacity_mark("default/g", MEMBERS))  # scheduler mode: not gated
+    await world.requests.reconcile()
+    (request,) = world.stored(PR_PATH)
+    assert request["metadata"]["name"] == "berth-pg-g-1"
+    assert request["spec"]["provisioningClassName"] == autoscaling.BEST_EFFORT_ATOMIC_SCALE_UP
+    assert request["spec"]["parameters"] == {"ValidUntilSeconds": "600"}
+    (pod_set,) = request["spec"]["podSets"]
+    assert pod_set["count"] == 3
+    for pod in [p for p in world.stored("/api/v1/namespaces/default/pods")]:
+        annotations = pod["metadata"]["annotations"]
+        assert annotations[autoscaling.CONSUME_ANNOTATION] == "berth-pg-g-1"
+        assert annotations[autoscaling.CLASS_ANNOTATION] == autoscaling.BEST_EFFORT_ATOMIC_SCALE_UP
+    # Cluster Autoscaler cannot get the nodes.
+    world.set_status(
+        PR_PATH,
+        "berth-pg-g-1",
+        {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "FailedToCreateNodes",
+                    "message": "no node group can hold 4 nvidia.com/gpu",
+                    "lastTransitionTime": "2027-01-01T00:00:00Z",
+                }
+            ]
+        },
+    )
+    await world.requests.reconcile()
+    assert world.requests.note("default/g") == (
+        "the autoscaler refused 3 pods' capacity with ProvisioningRequest default/berth-pg-g-1: "
+        "Failed=True (FailedToCreateNodes: no node group can hold 4 nvidia.com/gpu); asking "
+        "again in 60s"
+    )
+    await world.recorder.drain()
+    (refused,) = world.events("CapacityRequestRefused")
+    assert "no node group can hold 4 nvidia.com/gpu" in refused
+    world.clock.advance(61)
+    await world.requests.reconcile()
+    assert [r["metadata"]["name"] for r in world.stored(PR_PATH)] == ["berth-pg-g-2"]
+
+
+async def test_nobody_answering_is_told_on_the_group(world: World) -> None:
+    serve(world.emulator, "CapacityBuffer")
+    world.gang("g", 3)
+    world.cycle(capacity_mark("default/g", MEMBERS), gated=MEMBERS)
+    await world.requests.reconcile()
+    world.clock.advance(121)
+    await world.requests.reconcile()
+    note = world.requests.note("default/g")
+    assert note is not None and note.startswith(
+        "no autoscaler has answered 3 pods' capacity with CapacityBuffer default/berth-pg-g-1 "
+        "in 120s"
+    )
+    await world.recorder.drain()
+    assert len(world.events("CapacityRequestUnanswered")) == 1
+
+
+def _reservation(name: str) -> Object:
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "r", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+                    ]
+                }
+            },
+            "owners": [{"object": {"name": "trainer"}}],
+            "capacityBuffer": True,
+        },
+    }
+
+
+async def test_a_reservation_buffer_lives_with_the_reservation(world: World) -> None:
+    serve(world.emulator, "CapacityBuffer")
+    reservation = world.add(_reservation("r"), plural="reservations")
+    short = reasons.new(reasons.ReasonCode.NOT_ENOUGH_RESOURCES, "0/2 nodes fit")
+    world.cycle(
+        decisions.Unschedulable(
+            subject=decisions.Subject.RESERVATION, key="default/r", reason=short
+        )
+    )
+    await world.requests.reconcile()
+    (buffer,) = world.stored(CB_PATH)
+    assert buffer["metadata"]["name"] == "berth-resv-r-1" and buffer["spec"]["replicas"] == 1
+    (template,) = world.stored("/api/v1/namespaces/default/podtemplates")
+    (container,) = template["template"]["spec"]["containers"]
+    assert container["image"] == "registry.k8s.io/pause:3.10"
+    # Placed: the buffer asks for nothing more.
+    placed = {**reservation, "status": {"phase": "Available", "nodeName": "n9"}}
+    world.cache.add_reservation(placed)
+    world.cycle()
+    await world.requests.reconcile()
+    (buffer,) = world.stored(CB_PATH)
+    assert buffer["spec"]["replicas"] == 0
+    world.cache.remove_reservation("default/r")
+    world.cycle()
+    await world.requests.reconcile()
+    assert (
+        world.stored(CB_PATH) == []
+        and world.stored("/api/v1/namespaces/default/podtemplates") == []
+    )
+
+
+async def test_a_new_leader_adopts_what_it_wants_and_removes_the_rest(
+    world: World, connection: clients.AsyncConnection
+) -> None:
+    serve(world.emulator, "CapacityBuffer")
+    world.gang("g", 3)
+    world.gang("h", 2)
+    h_members = ["default/h-0", "default/h-1"]
+    world.cycle(
+        capacity_mark("default/g", MEMBERS),
+        capacity_mark("default/h", h_members),
+        gated=[*MEMBERS, *h_members],
+    )
+    await world.requests.reconcile()
+    assert sorted(b["metadata"]["name"] for b in world.stored(CB_PATH)) == [
+        "berth-pg-g-1",
+        "berth-pg-h-1",
+    ]
+    # The next leader: h now waits for its queue, g still for nodes.
+    successor = capacity_requests.CapacityRequests(
+        connection.api, writer=writes.Writer(connection.api), clock=world.clock
+    )
+    snapshot = world.cache.snapshot(world.clock.now())
+    successor.offer(
+        snapshot,
+        decisions.CycleResult(session_id="s", decisions=(capacity_mark("default/g", MEMBERS),)),
+        gated=MEMBERS,
+    )
+    await successor.reconcile()
+    assert successor.created == 0
+    assert [b["metadata"]["name"] for b in world.stored(CB_PATH)] == ["berth-pg-g-1"]
+    assert successor.note("default/g") == (
+        "asked the autoscaler for 3 pods' capacity with CapacityBuffer default/berth-pg-g-1"
+    )
+
+
+async def test_group_reasons_carry_the_notes(world: World) -> None:
+    world.gang("g", 3)
+    world.cycle(capacity_mark("default/g", MEMBERS), gated=MEMBERS)
+    await world.requests.reconcile()
+    why = reasons.new(reasons.ReasonCode.NOT_ENOUGH_RESOURCES, "0/2 nodes fit")
+    result = decisions.CycleResult(session_id="s", decisions=(), group_why={"default/g": why})
+    noted = world.requests.noted(result)
+    assert noted.group_why["default/g"].code is reasons.ReasonCode.NOT_ENOUGH_RESOURCES
+    assert noted.group_why["default/g"].message.startswith("0/2 nodes fit; no autoscaler API")
+    assert world.requests.noted(result) is noted

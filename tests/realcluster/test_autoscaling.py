@@ -1,0 +1,491 @@
+"""Berth with a real autoscaler: Karpenter v1.15 (its KWOK provider) on the real control plane.
+
+A control plane of its own, so that nothing other real-cluster tests leave waiting makes
+Karpenter buy nodes: two fixed nodes (``fixed-gpu``: 8 GPUs, room for two 4-GPU pods;
+``fixed-cpu``: 8 cpu) and a NodePool of CPU and 4-/8-GPU machines that consolidates a node
+empty for 10 s. Berth's chart is installed (admission mode's RBAC, which is scheduler mode's
+and more); Berth runs as the chart's ServiceAccount, and the ``real`` checks fail a test on
+any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 29):
+
+1. scheduler mode: a gang of 6 pods of 4 GPUs with room for 2: every member is marked
+   ``Unschedulable`` in one burst; Karpenter launches nodes holding exactly the 16 GPUs the
+   other 4 need (usually in its first round, which then counts all 6), and Berth binds all 6
+   together — the audit log has exactly one binding each, every one after the last new node
+   registered;
+2. 20 pods of a queue at its limit and a gang missing 2 of its 4 members: each pod's condition
+   reason and Event say what it waits for (``QueueOverLimit``, ``NotEnoughPods``), and
+   Karpenter creates no NodeClaim for them. The proof is shorter than waiting three minutes:
+   once they are marked, a canary pod only a new node of the pool can place is created;
+   Karpenter's provisioning round for it (``computing scheduling decision`` at debug level)
+   counts every pod of the cluster it would provision for and finds one — the canary — and
+   the only NodeClaim it makes is the canary's. Karpenter's pod batching is at most 10 s, so
+   a round after the marks saw them;
+3. and 4. a Reservation for 8 GPUs with ``capacityBuffer`` on a full cluster: Berth makes a
+   CapacityBuffer, Karpenter launches a node for it, the reservation becomes Available there
+   and the node carries ``karpenter.sh/do-not-disrupt``; its owner lands there and leaves
+   (``allocateOnce: false``: the reservation still holds the node). A node of the pool that a
+   finished pod leaves empty later is consolidated while the reserved one, ``Consolidatable``
+   for longer, stays; once the reservation is deleted its buffer goes and the node, empty, is
+   consolidated.
+
+Each test is short (a few minutes at most) and waits on conditions with generous bounds; on a
+failure it prints the tails of Karpenter's and Berth's logs. Skipped without the control
+plane's binaries or Karpenter's (``hack/build-k8s --with karpenter``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import contextlib
+import json
+import pathlib
+import shutil
+import tempfile
+import time
+import typing
+
+import pytest
+
+from berth.api import keys
+from berth.emulator import kubelets
+from berth.realcluster import audit, binaries, controlplane, install, karpenter, processes
+from tests.realcluster import cluster, pods
+
+pytestmark = pytest.mark.realcluster
+
+Obj = dict[str, typing.Any]
+POOL = "elastic"
+GPU = karpenter.GPU
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+WAIT = 240.0  # launching a node: Karpenter batches (<= 10 s), creates, KWOK registers, ...
+FIXED = (
+    "1x cpu=32,memory=256Gi,nvidia.com/gpu=8 name=fixed-gpu",
+    "1x cpu=8,memory=32Gi name=fixed-cpu",
+)
+
+
+@pytest.fixture(scope="module")
+def elastic(request: pytest.FixtureRequest) -> collections.abc.Iterator[cluster.RealCluster]:
+    try:
+        found = binaries.find()
+        directory = binaries.extra("karpenter")
+    except binaries.BinariesMissing as missing:
+        pytest.skip(f"no real control plane with Karpenter: {missing}")
+    logs = pathlib.Path(tempfile.mkdtemp(prefix="berth-elastic-"))
+    plane = controlplane.ControlPlane(
+        logs,
+        pools=[kubelets.parse_pool(spec, index=i) for i, spec in enumerate(FIXED)],
+        binaries=found,
+        audited_users=[install.USER],
+    )
+    with plane:
+        karpenter.Karpenter(
+            plane,
+            node_pools=[karpenter.node_pool(POOL, consolidate_after="10s")],
+            directory=directory,
+        ).start()
+        installation = asyncio.run(install.install(plane, mode="admission"))
+        webhooks = install.webhook_configuration(plane)
+        assert webhooks is not None
+        handle = cluster.RealCluster(plane, installation, webhooks)
+        yield handle
+        handle.stop_berth()
+    assert not any(p.running() for p in plane.processes.values())
+    if request.session.testsfailed:
+        print(f"elastic plane logs: {logs / 'logs'}")
+    else:
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+@pytest.fixture
+def real(elastic: cluster.RealCluster) -> collections.abc.Iterator[cluster.RealCluster]:
+    """The module's cluster, checked alive, with no NodeClaim left from an earlier test; the
+    test's Berth stops after it, its namespaces go, and Berth's refused requests fail it."""
+    try:
+        elastic.plane.check()
+    except processes.ComponentFailed as failed:
+        pytest.fail(str(failed), pytrace=False)
+    wait_for(elastic, "no NodeClaim left from an earlier test", lambda: not claims(elastic))
+    refused_before = len(elastic.refused())
+    try:
+        yield elastic
+    finally:
+        elastic.clean_up()
+    refused = elastic.refused()[refused_before:]
+    if refused:
+        pytest.fail(f"the API server refused Berth (chart RBAC): {refused}", pytrace=False)
+
+
+# Helpers --------------------------------------------------------------------------------------
+
+
+def listed(real: cluster.RealCluster, *args: str) -> list[Obj]:
+    items: list[Obj] = real.json("get", *args)["items"]
+    return items
+
+
+def claims(real: cluster.RealCluster) -> list[Obj]:
+    return listed(real, "nodeclaims")
+
+
+def pool_nodes(real: cluster.RealCluster) -> dict[str, Obj]:
+    return {
+        n["metadata"]["name"]: n
+        for n in listed(real, "nodes", "-l", f"{karpenter.NODE_POOL_LABEL}={POOL}")
+    }
+
+
+def wait_for(
+    real: cluster.RealCluster,
+    what: str,
+    ready: collections.abc.Callable[[], bool],
+    *,
+    timeout: float = WAIT,
+) -> None:
+    processes.wait_until(
+        what, ready, timeout=timeout, watch=list(real.plane.processes.values()), interval=1.0
+    )
+
+
+def tail(path: pathlib.Path, lines: int = 80) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return f"(no {path.name})"
+
+
+@contextlib.contextmanager
+def logs_on_failure(real: cluster.RealCluster) -> collections.abc.Iterator[None]:
+    """On a failure, print the tails of Karpenter's and every Berth replica's log."""
+    try:
+        yield
+    except BaseException:
+        print("---- karpenter ----\n" + tail(real.plane.log("karpenter")))
+        for replica in real.started:
+            print(f"---- berth {replica.identity} ----")
+            print(tail(real.plane.log(f"berth-{replica.identity}")))
+        raise
+
+
+def karpenter_lines(real: cluster.RealCluster, *, after: int) -> list[Obj]:
+    """Karpenter's log records (JSON) written after byte ``after`` of its log."""
+    text = real.plane.log("karpenter").read_bytes()[after:].decode(errors="replace")
+    out: list[Obj] = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                out.append(record)
+    return out
+
+
+def karpenter_offset(real: cluster.RealCluster) -> int:
+    path = real.plane.log("karpenter")
+    return path.stat().st_size if path.exists() else 0
+
+
+def gpu_pod(name: str, *, gpus: int = 4, **options: typing.Any) -> Obj:
+    obj = pods.pod(name, cpu="1", memory="1Gi", **options)
+    resources = obj["spec"]["containers"][0]["resources"]
+    resources["requests"][GPU] = str(gpus)
+    resources["limits"] = {GPU: str(gpus)}
+    return obj
+
+
+def gpu_gang(
+    name: str, size: int, *, queue: str, gpus: int = 4, **options: typing.Any
+) -> list[Obj]:
+    return [
+        pods.pod_group(name, min_member=size, queue=queue),
+        *(gpu_pod(f"{name}-{i}", gpus=gpus, group=name, **options) for i in range(size)),
+    ]
+
+
+def scheduled(real: cluster.RealCluster, namespace: str) -> dict[str, tuple[str, str, str]]:
+    """Each pod's PodScheduled (status, reason, message), by name."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for pod in real.pods(namespace):
+        for c in pod["status"].get("conditions") or []:
+            if c["type"] == "PodScheduled":
+                out[pod["metadata"]["name"]] = (
+                    c["status"],
+                    c.get("reason", ""),
+                    c.get("message", ""),
+                )
+    return out
+
+
+def running(
+    real: cluster.RealCluster, namespace: str, names: collections.abc.Iterable[str]
+) -> bool:
+    by_name = {p["metadata"]["name"]: p for p in real.pods(namespace)}
+    return all(
+        name in by_name
+        and by_name[name]["spec"].get("nodeName")
+        and by_name[name]["status"].get("phase") == "Running"
+        for name in names
+    )
+
+
+def events_of(real: cluster.RealCluster, namespace: str, reason: str) -> dict[str, str]:
+    """The last message of each object's Events of ``reason``, by object name."""
+    out: dict[str, str] = {}
+    for event in listed(real, "events", "-n", namespace):
+        if event.get("reason") == reason:
+            out[event["involvedObject"]["name"]] = event.get("message", "")
+    return out
+
+
+# 1. A gang gets its nodes in one round and binds whole ------------------------------------------
+
+
+def _gang_gets_nodes_and_binds_whole(real: cluster.RealCluster, *, mode: str) -> None:
+    namespace = real.namespace()
+    scheduler = keys.DEFAULT_SCHEDULER_NAME if mode == "scheduler" else None
+    real.berth(mode=mode)
+    offset = karpenter_offset(real)
+    started = time.time()
+    members = [f"train-{i}" for i in range(6)]
+    real.create(*gpu_gang("train", 6, queue="default", scheduler=scheduler), namespace=namespace)
+    wait_for(real, "the gang running", lambda: running(real, namespace, members))
+    made = claims(real)
+    assert made, "Karpenter launched no NodeClaim"
+    # Karpenter bought what the 4 members the fixed node cannot hold need, no more: 16 GPUs.
+    # (Usually in its first round; under load its watch may show it 4 of the 6 marks first,
+    # and a second round buys the rest.)
+    records = karpenter_lines(real, after=offset)
+    created = [r for r in records if r.get("message") == "created nodeclaim"]
+    assert len(created) == len(made)
+    bought = sum(int(c["spec"]["resources"]["requests"].get(GPU, "0")) for c in made)
+    capacity = sum(int(n["status"]["capacity"].get(GPU, "0")) for n in pool_nodes(real).values())
+    assert capacity == 16, (capacity, bought)
+    first = next(
+        r
+        for r in records
+        if r.get("message") == "computing scheduling decision for provisionable pod(s)"
+    )
+    print(f"Karpenter's first round counted {first.get('pending-pods')} of the gang's 6")
+    # The nodes hold the gang: 2 on the fixed GPU node, the rest on Karpenter's.
+    placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in real.pods(namespace)}
+    new_nodes = pool_nodes(real)
+    assert sum(1 for n in placed.values() if n in new_nodes) == 4, placed
+    assert sum(1 for n in placed.values() if n == "fixed-gpu-0") == 2, placed
+    # The audit log: one binding each, and none before the last new node was there.
+    requests = [r for r in real.audited() if r.namespace == namespace and r.at >= started]
+    bindings = [r for r in requests if r.resource == "pods/binding" and r.verb == "create"]
+    assert sorted(r.name for r in bindings if r.succeeded) == members
+    assert all(r.succeeded for r in bindings)
+    registered = max(
+        audit.timestamp(n["metadata"]["creationTimestamp"]) for n in new_nodes.values()
+    )
+    assert min(r.at for r in bindings) >= registered
+    expected = install.USER if mode == "scheduler" else "system:kube-scheduler"
+    assert {r.user for r in bindings} == {expected}
+    # Pods the autoscaler sees need no request of Berth's.
+    assert not [r for r in requests if r.resource == "capacitybuffers"]
+
+
+def test_a_gang_gets_the_nodes_it_needs_and_binds_whole(real: cluster.RealCluster) -> None:
+    with logs_on_failure(real):
+        _gang_gets_nodes_and_binds_whole(real, mode="scheduler")
+
+
+# 2. Work that more nodes cannot help buys no node ------------------------------------------------
+
+
+def _nothing_bought_for_work_nodes_cannot_help(real: cluster.RealCluster, *, mode: str) -> None:
+    namespace = real.namespace()
+    scheduler = keys.DEFAULT_SCHEDULER_NAME if mode == "scheduler" else None
+    queue = f"capped-{namespace}"
+    real.create(pods.queue(queue, limit={"cpu": "2"}))
+    try:
+        real.berth(mode=mode)
+        real.create(
+            pods.pod("holder", cpu="2", queue=queue, scheduler=scheduler), namespace=namespace
+        )
+        wait_for(real, "the queue at its limit", lambda: running(real, namespace, ["holder"]))
+        waiting = [f"capped-{i}" for i in range(20)]
+        short = ["short-0", "short-1"]
+        real.create(
+            *(pods.pod(name, cpu="1", queue=queue, scheduler=scheduler) for name in waiting),
+            pods.pod_group("short", min_member=4, queue="default"),
+            *(pods.pod(name, cpu="1", group="short", scheduler=scheduler) for name in short),
+            namespace=namespace,
+        )
+        if mode == "scheduler":
+            wanted = {
+                **{n: "QueueOverLimit" for n in waiting},
+                **{n: "NotEnoughPods" for n in short},
+            }
+
+            def marked() -> bool:
+                now = scheduled(real, namespace)
+                return all(now.get(n, ("", "", ""))[1] == r for n, r in wanted.items())
+
+            wait_for(real, "every waiting pod marked with what it waits for", marked)
+            conditions = scheduled(real, namespace)
+            assert all(conditions[n][0] == "False" for n in wanted)
+            assert "queue" in conditions["capped-0"][2] and "limit" in conditions["capped-0"][2]
+            assert "minMember 4" in conditions["short-0"][2]
+            told = "FailedScheduling"
+        else:
+            told = "NotAdmitted"
+
+        def explained() -> bool:
+            said = events_of(real, namespace, told)
+            return all(n in said for n in (*waiting, *short))
+
+        wait_for(real, f"a {told} Event for every waiting pod", explained)
+        said = events_of(real, namespace, told)
+        assert "limit" in said["capped-7"] and "minMember 4" in said["short-1"]
+        # The canary: one pod only a new node of the pool can place (Berth marks it
+        # Unschedulable). Karpenter's round for it lists every pending pod it would provision
+        # for, and finds only the canary.
+        offset = karpenter_offset(real)
+        canary = gpu_pod("canary", gpus=8, scheduler=keys.DEFAULT_SCHEDULER_NAME)
+        canary["spec"]["nodeSelector"] = {karpenter.NODE_POOL_LABEL: POOL}
+        real.create(canary, namespace=namespace)
+
+        def canary_round() -> bool:
+            return any(
+                r.get("message") == "computing scheduling decision for provisionable pod(s)"
+                for r in karpenter_lines(real, after=offset)
+            )
+
+        wait_for(real, "Karpenter's provisioning round for the canary", canary_round)
+        wait_for(real, "the canary's NodeClaim", lambda: len(claims(real)) >= 1)
+        rounds = [
+            r
+            for r in karpenter_lines(real, after=offset)
+            if r.get("message") == "computing scheduling decision for provisionable pod(s)"
+        ]
+        assert {r.get("pending-pods") for r in rounds} == {1}, rounds
+        found = [
+            r
+            for r in karpenter_lines(real, after=offset)
+            if r.get("message") == "found provisionable pod(s)"
+        ]
+        assert found and all(str(r.get("Pods")) == f"{namespace}/canary" for r in found), found
+        (claim,) = claims(real)
+        assert claim["spec"]["resources"]["requests"].get(GPU) == "8"
+        if mode == "admission":
+            assert listed(real, "capacitybuffers", "-A") == []
+    finally:
+        real.clean_up()  # Berth first: it would otherwise re-mark the pods of a missing queue
+        real.kubectl("delete", "queue", queue, "--wait=false", check=False)
+
+
+def test_work_nodes_cannot_help_buys_no_node(real: cluster.RealCluster) -> None:
+    with logs_on_failure(real):
+        _nothing_bought_for_work_nodes_cannot_help(real, mode="scheduler")
+
+
+# 3 and 4. A Reservation grows the cluster, and its node stays while it holds it ----------------
+
+
+def reservation(name: str, *, owner: str, gpus: int) -> Obj:
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "gpu",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi", GPU: str(gpus)},
+                                "limits": {GPU: str(gpus)},
+                            },
+                        }
+                    ]
+                }
+            },
+            "owners": [{"object": {"name": owner}}],
+            "allocateOnce": False,  # it holds the node after its owner leaves, until deleted
+            "capacityBuffer": True,
+        },
+    }
+
+
+def consolidatable(real: cluster.RealCluster, node: str) -> bool:
+    """Whether the NodeClaim of ``node`` has Karpenter's ``Consolidatable=True``: empty (or
+    unchanged) for the pool's ``consolidateAfter``, a candidate unless something blocks it."""
+    return any(
+        c["type"] == "Consolidatable" and c["status"] == "True"
+        for claim in claims(real)
+        if claim.get("status", {}).get("nodeName") == node
+        for c in claim["status"].get("conditions") or []
+    )
+
+
+def test_a_reservation_grows_the_cluster_and_keeps_its_node_while_it_holds_it(
+    real: cluster.RealCluster,
+) -> None:
+    with logs_on_failure(real):
+        namespace = real.namespace()
+        real.berth(mode="scheduler")
+        # The cluster is full: the fixed GPU node's 8 GPUs are taken.
+        real.create(gpu_pod("filler", gpus=8), namespace=namespace)
+        wait_for(real, "the filler running", lambda: running(real, namespace, ["filler"]))
+        real.create(reservation("eval", owner="evaluator", gpus=8), namespace=namespace)
+
+        def buffers() -> list[Obj]:
+            return listed(real, "capacitybuffers", "-n", namespace)
+
+        wait_for(real, "Berth's CapacityBuffer for the reservation", lambda: bool(buffers()))
+        (buffer,) = buffers()
+        assert buffer["metadata"]["ownerReferences"][0]["kind"] == "Reservation"
+
+        def held() -> str:
+            status = real.json("get", "reservation", "eval", "-n", namespace).get("status") or {}
+            if status.get("phase") != "Available":
+                return ""
+            return str(status.get("nodeName") or "")
+
+        wait_for(
+            real, "the reservation Available on a new node", lambda: held() in pool_nodes(real)
+        )
+        node = held()
+        assert pool_nodes(real)[node]["metadata"]["labels"][INSTANCE_TYPE_LABEL] == "gpu-8x"
+        wait_for(
+            real,
+            "the reservation's node protected from consolidation",
+            lambda: (
+                pool_nodes(real)
+                .get(node, {})
+                .get("metadata", {})
+                .get("annotations", {})
+                .get(DO_NOT_DISRUPT)
+                == "true"
+            ),
+        )
+        # Its owner lands there, and leaves.
+        real.create(gpu_pod("evaluator", gpus=8), namespace=namespace)
+        wait_for(real, "the owner running", lambda: running(real, namespace, ["evaluator"]))
+        placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in real.pods(namespace)}
+        assert placed["evaluator"] == node, placed
+        real.kubectl("delete", "pod", "evaluator", "-n", namespace, "--wait=true")
+        # Empty, yet held. Beside it, a node of the pool that a finished pod leaves empty later:
+        # Karpenter consolidates that one, and not the reserved one, empty for longer.
+        worker = pods.pod("worker", cpu="3", memory="1Gi")
+        worker["spec"]["nodeSelector"] = {INSTANCE_TYPE_LABEL: "cpu-4"}
+        real.create(worker, namespace=namespace)
+        wait_for(real, "the worker running", lambda: running(real, namespace, ["worker"]))
+        other = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in real.pods(namespace)}[
+            "worker"
+        ]
+        real.kubectl("delete", "pod", "worker", "-n", namespace, "--wait=true")
+        wait_for(
+            real, "the worker's empty node consolidated", lambda: other not in pool_nodes(real)
+        )
+        assert node in pool_nodes(real)
+        assert consolidatable(real, node), "Karpenter never found the reserved node empty"
+        # The reservation ends: its buffer goes, the node loses its opt-out and is consolidated.
+        real.kubectl("delete", "reservation", "eval", "-n", namespace, "--wait=true")
+        wait_for(real, "the buffer deleted with the reservation", lambda: not buffers())
+        wait_for(real, "the empty node consolidated", lambda: node not in pool_nodes(real))
