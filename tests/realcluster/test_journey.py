@@ -14,9 +14,9 @@ We test these aspects:
 from __future__ import annotations
 
 import collections.abc
+import json
 
 import pytest
-import yaml
 
 from berth.api import keys
 from berth.realcluster import processes
@@ -67,8 +67,10 @@ def test_the_real_api_server_refuses_what_berth_refuses(
     fragment: str,
 ) -> None:
     document = _document(kind, patch, dry_run_namespace)
+    # JSON, not YAML: kubectl reads YAML 1.2-style, where an unquoted 1e30 (PyYAML leaves it
+    # unquoted) is a number, and the case would test the type check instead of the range.
     result = real.kubectl(
-        "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(document), check=False
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(document), check=False
     )
     assert result.returncode != 0, f"accepted: {document}"
     assert f"{path}:" in result.stderr
@@ -80,7 +82,7 @@ def test_the_real_api_server_accepts_the_valid_examples(
     real: cluster.RealCluster, dry_run_namespace: str, kind: str
 ) -> None:
     document = _document(kind, {}, dry_run_namespace)
-    real.kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(document))
+    real.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(document))
 
 
 def test_a_gang_that_fits_runs_and_one_that_cannot_says_why(real: cluster.RealCluster) -> None:
