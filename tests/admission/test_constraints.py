@@ -1,10 +1,16 @@
-"""Constraints Berth's scheduler mode does not implement, in both modes (DRA claims).
+"""Pods with DRA ResourceClaims through the operator's composition root, in both modes.
 
-We test these aspects:
-- a pod with a DRA resource claim naming Berth's scheduler waits, its reason naming the field
-  and pointing to admission mode, and is never bound;
-- the same pod in admission mode (default scheduler, a queue label) is admitted: pinned,
-  ungated, and bound by kube-scheduler (the tests' stand-in), which checks such fields itself.
+The emulator serves ``resource.k8s.io/v1`` and plays the resourceclaim controller; one node of
+two has a slice of GPUs. We test these aspects:
+- scheduler mode: a pod claiming a GPU through a template is bound by Berth on the node with the
+  GPU, its claim allocated there and reserved for it before the binding;
+- bad input: a pod whose template does not exist, and one whose claim names a DeviceClass that
+  does not exist, wait with reasons naming the object and the field; a plain pod applied with
+  them is bound as before;
+- admission mode, one free GPU and two pods wanting it: Berth pins one, only to the node whose
+  GPU can meet its claim (kube-scheduler's stand-in binds it there); the other waits gated,
+  told why (no device), and is admitted soon after the first pod goes — nothing is deleted and
+  recreated.
 """
 
 from __future__ import annotations
@@ -16,45 +22,46 @@ import pytest
 from berth.api import keys
 from berth.emulator import testing
 from tests.admission import stack
+from tests.scheduler import dra_builders as dra
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(90)
 
-CLAIMS = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+GPU_NODE = "pool0-1"
+Obj = dict[str, typing.Any]
 
 
 @pytest.fixture
 def cluster(emulator: testing.RunningEmulator) -> testing.RunningEmulator:
     stack.install_crds(emulator)
     emulator.start_kubelets(["2x cpu=4,memory=16Gi"], speedup=100, start_delay=0)
+    stack.create(emulator, dra.API, "deviceclasses", dra.device_class("gpu"))
+    stack.create(emulator, dra.API, "resourceslices", dra.node_slice(GPU_NODE, devices=dra.gpus(1)))
+    template = dra.template("one-gpu", dra.request("gpu", cls="gpu"))
+    stack.create(emulator, dra.API, "resourceclaimtemplates", template)
     return emulator
 
 
-def _with_claims(obj: dict[str, typing.Any]) -> dict[str, typing.Any]:
-    obj["spec"]["resourceClaims"] = CLAIMS
+def _with_claims(obj: Obj, *, template: str = "one-gpu") -> Obj:
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
     return obj
 
 
-async def test_dra_claim_waits_in_scheduler_mode_and_runs_in_admission_mode(
-    cluster: testing.RunningEmulator,
-) -> None:
-    queued = {keys.QUEUE_LABEL: keys.DEFAULT_QUEUE}
-    ours = stack.pod("ours", labels=queued, gated=False, scheduler=keys.DEFAULT_SCHEDULER_NAME)
-    admitted = stack.pod("admitted", labels=queued)
-    stack.create(cluster, "v1", "pods", _with_claims(ours))
-    stack.create(cluster, "v1", "pods", _with_claims(admitted))
-    async with stack.stand_in(cluster), stack.BerthStack(cluster):
-        await stack.eventually(
-            lambda: bool(
-                (stack.get_pod(cluster, "admitted") or {}).get("spec", {}).get("nodeName")
-            ),
-            what="the admitted pod bound",
-        )
-        await stack.eventually(lambda: _unschedulable(cluster, "ours") is not None, what="why")
-    message = _unschedulable(cluster, "ours")
-    assert message is not None
-    assert "spec.resourceClaims" in message and "admission mode" in message
-    obj = stack.get_pod(cluster, "ours")
-    assert obj is not None and not obj["spec"].get("nodeName")
+def _claims(emulator: testing.RunningEmulator) -> list[Obj]:
+    listed = emulator.call(emulator.api.storage.list, ("resource.k8s.io", "resourceclaims"), None)
+    return typing.cast(list[Obj], listed)
+
+
+def _claim_of(emulator: testing.RunningEmulator, pod: str) -> Obj | None:
+    for claim in _claims(emulator):
+        owners = claim["metadata"].get("ownerReferences") or ()
+        if any(o.get("name") == pod for o in owners):
+            return claim
+    return None
+
+
+def _node(emulator: testing.RunningEmulator, name: str) -> str | None:
+    found = stack.get_pod(emulator, name) or {}
+    return typing.cast(str | None, found.get("spec", {}).get("nodeName"))
 
 
 def _unschedulable(emulator: testing.RunningEmulator, name: str) -> str | None:
@@ -63,3 +70,87 @@ def _unschedulable(emulator: testing.RunningEmulator, name: str) -> str | None:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             return str(condition.get("message") or "")
     return None
+
+
+async def test_scheduler_mode_allocates_the_claim_and_binds_the_pod(
+    cluster: testing.RunningEmulator,
+) -> None:
+    queued = {keys.QUEUE_LABEL: keys.DEFAULT_QUEUE}
+    ours = stack.pod("ours", labels=queued, gated=False, scheduler=keys.DEFAULT_SCHEDULER_NAME)
+    stack.create(cluster, "v1", "pods", _with_claims(ours))
+    async with stack.BerthStack(cluster):
+        await stack.eventually(lambda: _node(cluster, "ours") is not None, what="ours bound")
+    assert _node(cluster, "ours") == GPU_NODE
+    claim = _claim_of(cluster, "ours")
+    assert claim is not None
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert [(r["pool"], r["device"]) for r in results] == [(GPU_NODE, "gpu-0")]
+    uid = (stack.get_pod(cluster, "ours") or {})["metadata"]["uid"]
+    assert [c["uid"] for c in claim["status"]["reservedFor"]] == [uid]
+
+
+async def test_bad_claims_wait_naming_the_object_and_the_rest_is_scheduled(
+    cluster: testing.RunningEmulator,
+) -> None:
+    queued = {keys.QUEUE_LABEL: keys.DEFAULT_QUEUE}
+    berth = keys.DEFAULT_SCHEDULER_NAME
+    no_template = stack.pod("no-template", labels=queued, gated=False, scheduler=berth)
+    stack.create(cluster, "v1", "pods", _with_claims(no_template, template="missing"))
+    stack.create(cluster, dra.API, "resourceclaims", dra.claim("odd", dra.request(cls="nope")))
+    no_class = stack.pod("no-class", labels=queued, gated=False, scheduler=berth)
+    no_class["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "odd"}]
+    stack.create(cluster, "v1", "pods", no_class)
+    plain = stack.pod("plain", labels=queued, gated=False, scheduler=berth)
+    stack.create(cluster, "v1", "pods", plain)
+    async with stack.BerthStack(cluster):
+        await stack.eventually(lambda: _node(cluster, "plain") is not None, what="plain bound")
+        for name in ("no-template", "no-class"):
+            await stack.eventually(
+                lambda name=name: _unschedulable(cluster, name) is not None, what=f"{name} why"
+            )
+    missing = _unschedulable(cluster, "no-template")
+    assert missing is not None
+    assert "resourceclaimtemplate default/missing not found" in missing
+    assert "spec.resourceClaims[0].resourceClaimTemplateName" in missing
+    odd = _unschedulable(cluster, "no-class")
+    assert odd is not None and "deviceclass nope does not exist" in odd
+    assert "resourceclaim default/odd" in odd
+    assert _node(cluster, "no-template") is None and _node(cluster, "no-class") is None
+
+
+async def test_admission_mode_pins_only_where_the_claim_can_be_met(
+    cluster: testing.RunningEmulator,
+) -> None:
+    queued = {keys.QUEUE_LABEL: keys.DEFAULT_QUEUE}
+    for name in ("first", "second"):
+        stack.create(cluster, "v1", "pods", _with_claims(stack.pod(name, labels=queued)))
+    async with stack.stand_in(cluster) as kube_scheduler, stack.BerthStack(cluster) as berth:
+        await stack.eventually(
+            lambda: any(_node(cluster, n) for n in ("first", "second")), what="one bound"
+        )
+        placed = next(n for n in ("first", "second") if _node(cluster, n))
+        waiting = "second" if placed == "first" else "first"
+        assert _node(cluster, placed) == GPU_NODE  # the one node whose GPU meets the claim
+        await stack.eventually(
+            lambda: any(
+                e["reason"] == "NotAdmitted" and e["involvedObject"]["name"] == waiting
+                for e in stack.events(cluster)
+            ),
+            what="why the other waits",
+        )
+        told = [
+            e["message"]
+            for e in stack.events(cluster)
+            if e["reason"] == "NotAdmitted" and e["involvedObject"]["name"] == waiting
+        ]
+        assert "resourceclaim" in told[-1] and "devices" in told[-1]
+        stored = stack.get_pod(cluster, waiting)
+        assert stored is not None and stack.gates(stored) == [keys.ADMISSION_GATE]
+        # The GPU frees when its pod goes; the waiting pod is admitted then, on that node.
+        stack.delete_pod(cluster, placed)
+        await stack.eventually(
+            lambda: _node(cluster, waiting) is not None, timeout=30.0, what="the other admitted"
+        )
+        assert _node(cluster, waiting) == GPU_NODE
+        assert kube_scheduler.bound == {placed: GPU_NODE, waiting: GPU_NODE}
+        assert berth.admission.rejected == 0  # nothing deleted and recreated
