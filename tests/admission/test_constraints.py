@@ -4,9 +4,11 @@ The emulator serves ``resource.k8s.io/v1`` and plays the resourceclaim controlle
 two has a slice of GPUs. We test these aspects:
 - scheduler mode: a pod claiming a GPU through a template is bound by Berth on the node with the
   GPU, its claim allocated there and reserved for it before the binding;
-- bad input: a pod whose template does not exist, and one whose claim names a DeviceClass that
-  does not exist, wait with reasons naming the object and the field; a plain pod applied with
-  them is bound as before;
+- bad input: pods whose template does not exist, whose claim names a DeviceClass that does not
+  exist, whose class's selector fails at run time on the devices, whose devices' pool is broken
+  (a device named twice), whose claim is allocated (by someone else) where the pod may not go,
+  each wait with a reason naming the object and the field; the allocated claim is left as it
+  was; a plain pod applied with them is bound as before;
 - admission mode, one free GPU and two pods wanting it: Berth pins one, only to the node whose
   GPU can meet its claim (kube-scheduler's stand-in binds it there); the other waits gated,
   told why (no device), and is admitted soon after the first pod goes — nothing is deleted and
@@ -20,7 +22,7 @@ import typing
 import pytest
 
 from berth.api import keys
-from berth.emulator import testing
+from berth.emulator import patches, testing
 from tests.admission import stack
 from tests.scheduler import dra_builders as dra
 
@@ -100,11 +102,46 @@ async def test_bad_claims_wait_naming_the_object_and_the_rest_is_scheduled(
     no_class = stack.pod("no-class", labels=queued, gated=False, scheduler=berth)
     no_class["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "odd"}]
     stack.create(cluster, "v1", "pods", no_class)
+    # A class whose selector fails at run time on the devices (they have no attribute model).
+    picky = dra.device_class(
+        "picky", selectors=['device.attributes["gpu.example.com"].model == "a"']
+    )
+    stack.create(cluster, dra.API, "deviceclasses", picky)
+    stack.create(cluster, dra.API, "resourceclaims", dra.claim("picky", dra.request(cls="picky")))
+    # A pool whose two slices name one device twice.
+    broken = "broken.example.com"
+    stack.create(cluster, dra.API, "deviceclasses", dra.device_class("broken", driver=broken))
+    for part in ("a", "b"):
+        stack.create(cluster, dra.API, "resourceslices", dra.resource_slice(
+            f"broken-{part}", driver=broken, pool="broken", count=2, node="pool0-0",
+            devices=[dra.device("d-0")]))  # fmt: skip
+    stack.create(
+        cluster, dra.API, "resourceclaims", dra.claim("wrecked", dra.request(cls="broken"))
+    )
+    # A claim allocated (by someone else) to the GPU of a node the pod may not go to.
+    taken = dra.claim("taken")
+    taken["metadata"].pop("uid")
+    stack.create(cluster, dra.API, "resourceclaims", taken)
+    cluster.call(
+        cluster.api.patch,
+        cluster.api.resource(dra.API, "resourceclaims"),
+        {"status": dra.allocated((dra.GPU_DRIVER, GPU_NODE, "gpu-0"), node=GPU_NODE)},
+        namespace="default",
+        name="taken",
+        patch_type=patches.MERGE_PATCH,
+        subresource="status",
+    )
+    for name, claim in (("picky", "picky"), ("wrecked", "wrecked"), ("elsewhere", "taken")):
+        made = stack.pod(name, labels=queued, gated=False, scheduler=berth)
+        made["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+        if name == "elsewhere":
+            made["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "pool0-0"}
+        stack.create(cluster, "v1", "pods", made)
     plain = stack.pod("plain", labels=queued, gated=False, scheduler=berth)
     stack.create(cluster, "v1", "pods", plain)
     async with stack.BerthStack(cluster):
         await stack.eventually(lambda: _node(cluster, "plain") is not None, what="plain bound")
-        for name in ("no-template", "no-class"):
+        for name in ("no-template", "no-class", "picky", "wrecked", "elsewhere"):
             await stack.eventually(
                 lambda name=name: _unschedulable(cluster, name) is not None, what=f"{name} why"
             )
@@ -115,7 +152,21 @@ async def test_bad_claims_wait_naming_the_object_and_the_rest_is_scheduled(
     odd = _unschedulable(cluster, "no-class")
     assert odd is not None and "deviceclass nope does not exist" in odd
     assert "resourceclaim default/odd" in odd
-    assert _node(cluster, "no-template") is None and _node(cluster, "no-class") is None
+    failing = _unschedulable(cluster, "picky")
+    assert failing is not None and "deviceclass picky" in failing, failing
+    assert "spec.selectors[1].cel.expression: no such key: 'model'" in failing, failing
+    assert f"(on device gpu.example.com/{GPU_NODE}/gpu-0)" in failing, failing
+    wrecked = _unschedulable(cluster, "wrecked")
+    assert wrecked is not None and "duplicate device name d-0" in wrecked, wrecked
+    assert "pool broken.example.com/broken" in wrecked, wrecked
+    elsewhere = _unschedulable(cluster, "elsewhere")
+    assert elsewhere is not None, elsewhere
+    assert "node selector of resourceclaim default/taken's allocation" in elsewhere, elsewhere
+    for name in ("no-template", "no-class", "picky", "wrecked", "elsewhere"):
+        assert _node(cluster, name) is None
+    taken_now = next(c for c in _claims(cluster) if c["metadata"]["name"] == "taken")
+    assert taken_now["status"]["allocation"]["devices"]["results"][0]["pool"] == GPU_NODE
+    assert not taken_now["status"].get("reservedFor")  # never reserved for a pod that cannot go
 
 
 async def test_admission_mode_pins_only_where_the_claim_can_be_met(

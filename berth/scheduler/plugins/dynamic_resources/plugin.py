@@ -386,7 +386,7 @@ class DynamicResources(
             for row, failure in failures.items():
                 mark(f"node(s) {self._why_not(found, nodes.names[row], failure)}", row=row)
                 for broken in failure.broken:
-                    mark(f"node(s) reach {broken}", row=row)
+                    mark(f"node(s) where {broken}", row=row)
             return out
 
         return filtering.NodeFilter(
