@@ -30,6 +30,9 @@ and is both a ``SnapshotSource`` and a ``DecisionSink``:
   decisions for admitted pods are not written — the devices found are assumed in the cache
   for as long as the pending allocation lives (the next cycles count them taken), and forgotten
   when it ends unbound; once kube-scheduler's allocation shows in the claim, that is the word.
+  A gated pod naming Berth's own scheduler and using claims is not admitted: its gate is removed
+  at once, unpinned, and the scheduler places it as any of its pods (queues and gangs checked
+  there), the binder writing its claims before binding it.
 - **Watching.** Bound to the allocated node: done (the cache's assumption turns into the real
   thing). Bound elsewhere, reported ``Unschedulable`` by its scheduler, or still unbound
   ``bind_timeout`` seconds after the gate went: the allocation is *rejected* (YuniKorn's
@@ -165,6 +168,7 @@ class Admission:
         self._gated: set[str] = set()  # pods held by Berth's gate (and maybe others)
         self._bad: set[str] = set()  # gated pods with neither group nor queue, to release
         self._releasing: set[str] = set()  # bad input being ungated
+        self._handing_over: set[str] = set()  # Berth's own pods with claims being ungated
         self._view: set[str] = set()  # pods the last snapshot offered through the gate
         # What the last snapshot offered through the gate, and how often that changed.
         self._offered: tuple[tuple[pods.PodInfo, ...], tuple[str, ...]] = ((), ())
@@ -362,6 +366,13 @@ class Admission:
                 continue
             if info.plain:
                 self._bad.add(key)
+                continue
+            if info.resource_claims and info.scheduler_name in self._ours:
+                # Bound by Berth: its claims are written before its binding, which the binder
+                # does for the pods it schedules (ungated, it is one).
+                if key not in self._handing_over:
+                    self._handing_over.add(key)
+                    self._jobs.put_nowait(functools.partial(self._hand_over, key))
                 continue
             if info.scheduling_gates == (_GATE,):
                 offered = self.rejections.avoiding(info, now=base.now)
@@ -782,6 +793,20 @@ class Admission:
             )
         finally:
             self._releasing.discard(key)
+
+    async def _hand_over(self, key: str) -> None:
+        """A gated pod of Berth's scheduler with ResourceClaims: remove the gate (no pin)."""
+        try:
+            obj = self._objects.get(key)
+            if obj is None:
+                return
+            version = wire.sub(obj, "metadata").get("resourceVersion")
+            try:
+                self._objects[key] = await self._remove_gate(key, obj, version=version)
+            except errors.KubeError as exc:
+                self._log_failure("hand-over", f"removing the gate of pod {key} failed: {exc}")
+        finally:
+            self._handing_over.discard(key)
 
     async def _evict(self, key: str, obj: dict[str, typing.Any]) -> None:
         """A rejected pod with a controller: evict it; the controller recreates it (gated)."""

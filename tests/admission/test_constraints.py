@@ -9,6 +9,8 @@ two has a slice of GPUs. We test these aspects:
   (a device named twice), whose claim is allocated (by someone else) where the pod may not go,
   each wait with a reason naming the object and the field; the allocated claim is left as it
   was; a plain pod applied with them is bound as before;
+- a gated pod naming Berth's own scheduler (left by an admission-mode term) with a claim is
+  ungated and bound by Berth only after its claim is allocated and reserved for it;
 - admission mode, one free GPU and two pods wanting it: Berth pins one, only to the node whose
   GPU can meet its claim (kube-scheduler's stand-in binds it there); the other waits gated,
   told why (no device), and is admitted soon after the first pod goes — nothing is deleted and
@@ -205,3 +207,18 @@ async def test_admission_mode_pins_only_where_the_claim_can_be_met(
         assert _node(cluster, waiting) == GPU_NODE
         assert kube_scheduler.bound == {placed: GPU_NODE, waiting: GPU_NODE}
         assert berth.admission.rejected == 0  # nothing deleted and recreated
+
+
+async def test_a_gated_pod_of_berths_scheduler_gets_its_claim_written_before_binding(
+    cluster: testing.RunningEmulator,
+) -> None:
+    queued = {keys.QUEUE_LABEL: keys.DEFAULT_QUEUE}
+    gated = stack.pod("gated", labels=queued, gated=True, scheduler=keys.DEFAULT_SCHEDULER_NAME)
+    stack.create(cluster, "v1", "pods", _with_claims(gated))
+    async with stack.BerthStack(cluster):
+        await stack.eventually(lambda: _node(cluster, "gated") is not None, what="gated bound")
+    claim = _claim_of(cluster, "gated")
+    assert claim is not None
+    uid = (stack.get_pod(cluster, "gated") or {})["metadata"]["uid"]
+    assert [c["uid"] for c in claim["status"]["reservedFor"]] == [uid]
+    assert _node(cluster, "gated") == GPU_NODE
