@@ -32,7 +32,9 @@ controller removes it from ``reservedFor`` and deallocates the claim nobody rese
 as for kube-scheduler's pods: that is not the scheduler's share.
 
 Every write goes through the write primitive (:class:`~berth.kube.writes.Writer`: fenced, 409
-retried at the version read). Runs on the event loop.
+retried at the version read), the first attempt at the version the informer last showed (no
+read: a claim is allocated in two requests, reserved in one, as kube-scheduler does it); at
+most ``concurrency`` claims are written at once. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -92,6 +94,33 @@ class _Wrote:
     allocated: bool  # this write put the allocation
 
 
+def _as_seen(info: resourceclaims.ResourceClaimInfo | None) -> rest.Body | None:
+    """What the writes decide on, of the claim as the informer last showed it (None: read)."""
+    if info is None or not info.resource_version:
+        return None
+    meta: dict[str, typing.Any] = {
+        "uid": info.uid,
+        "resourceVersion": info.resource_version,
+        "finalizers": list(info.finalizers),
+    }
+    if info.deleting:
+        meta["deletionTimestamp"] = "(being deleted)"
+    status: dict[str, typing.Any] = {}
+    if info.allocation is not None:
+        status["allocation"] = {"(allocated)": True}  # only whether it is, is read
+    if info.reserved_for:
+        status["reservedFor"] = [
+            {
+                **({"apiGroup": ref.api_group} if ref.api_group else {}),
+                "resource": ref.resource,
+                "name": ref.name,
+                "uid": ref.uid,
+            }
+            for ref in info.reserved_for
+        ]
+    return {"metadata": meta, "status": status}
+
+
 class ClaimReservations:
     """See the module docstring."""
 
@@ -100,9 +129,11 @@ class ClaimReservations:
         *,
         cache: cluster_cache.ClusterCache,
         writer: writes.Writer,
+        concurrency: int = 64,
     ) -> None:
         self._cache = cache
         self._writer = writer
+        self._slots = asyncio.Semaphore(concurrency)
         self._wrote: dict[str, list[_Wrote]] = {}  # pod key -> what its reservations wrote
         self.written = 0
         """Claims reserved (with or without an allocation) so far (tests, the bench)."""
@@ -232,13 +263,20 @@ class ClaimReservations:
             return {"status": patch}
 
         what = f"resourceclaim {key} for pod {decision.namespace}/{decision.pod}"
-        if decision.allocation is not None:
-            written = await self._writer.update(path, finalizer, what=f"finalizer of {what}")
-            why = self._failure(written, refusal, key=key)
-            if why is not None:
-                self._cache.forget_resource_claim(key, pod_uid=decision.pod_uid)
-                return why
-        written = await self._writer.update(path, status, subresource="status", what=what)
+        known = _as_seen(self._cache.resource_claim_seen(key))
+        async with self._slots:
+            if decision.allocation is not None:
+                written = await self._writer.update(
+                    path, finalizer, what=f"finalizer of {what}", known=known
+                )
+                why = self._failure(written, refusal, key=key)
+                if why is not None:
+                    self._cache.forget_resource_claim(key, pod_uid=decision.pod_uid)
+                    return why
+                known = written.object
+            written = await self._writer.update(
+                path, status, subresource="status", what=what, known=known
+            )
         why = self._failure(written, refusal, key=key)
         if why is not None:
             self._cache.forget_resource_claim(key, pod_uid=decision.pod_uid)

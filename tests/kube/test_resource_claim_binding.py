@@ -187,6 +187,11 @@ async def test_the_claim_is_allocated_and_reserved_before_the_pod_is_bound(
     assert terms[0]["matchFields"][0]["values"] == [node]
     assert (running.pod("a") or {})["spec"]["nodeName"] == node
     assert running.sink.resource_claims.pending() == set()
+    # Two writes at the version the informer showed, as kube-scheduler's: no read.
+    path = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{reserve.name}"
+    requests = running.emulator.server.requests_by_path
+    assert (requests[("GET", path)], requests[("PATCH", path)]) == (0, 1)
+    assert requests[("PATCH", f"{path}/status")] == 1
 
 
 async def test_the_next_session_counts_the_devices_of_writes_in_flight(cluster: Factory) -> None:

@@ -145,6 +145,11 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
     "workload is resized",
     ("", "events", "patch"): "an Event is patched when its reason repeats after the repeat "
     "interval; whether a recorded run lasts that long is timing (the realcluster tier sees it)",
+    ("resource.k8s.io", "resourceclaims", "get"): (
+        "a claim is written at the version the informer showed; it is read only when that "
+        "write conflicts, or to release it after a failed binding (tests/kube/"
+        "test_resource_claim_binding.py)"
+    ),
     ("resource.k8s.io", "resourceclaims/binding", "patch"): (
         "a synthetic subresource Kubernetes 1.36 checks when status.allocation or reservedFor "
         "changes; the emulator does not authorize it (the realcluster tier, v1.36, does: its "

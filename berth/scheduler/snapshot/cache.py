@@ -950,6 +950,11 @@ class ClusterCache:
         """The ResourceClaim ``namespace/name`` as last seen, with what is assumed of it."""
         return self._devices.claim(key)
 
+    def resource_claim_seen(self, key: str, /) -> resourceclaims.ResourceClaimInfo | None:
+        """The ResourceClaim ``namespace/name`` as the API last showed it (its version: the
+        binder's first write of it is made at that version, without reading it again)."""
+        return self._devices.seen(key)
+
     def watch_devices(self) -> None:
         """The source feeds DRA objects from now on (the informers found the API served):
         pods with claims are scheduled, no longer refused or left to kube-scheduler."""

@@ -165,6 +165,10 @@ class DeviceStore:
         """The claim ``namespace/name`` as last seen, with what is assumed of it."""
         return self._effective(key)
 
+    def seen(self, key: str, /) -> resourceclaims.ResourceClaimInfo | None:
+        """The claim ``namespace/name`` as the API last showed it (nothing assumed)."""
+        return self._claims.get(key)
+
     # Assumed claims -----------------------------------------------------------------------
     def assume_claim(
         self,
