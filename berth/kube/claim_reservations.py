@@ -25,7 +25,9 @@ the pod does not hold yet. :class:`ClaimReservations`:
   removes the pod in Unreserve and deallocates such a claim in its next PostFilter; Berth does
   both at once, so that nothing it writes leaves a claim allocated to a pod that is not bound).
   The finalizer stays, as kube-scheduler leaves it: the resourceclaim controller removes it
-  when the claim is deleted.
+  when the claim is deleted;
+- **deallocates** a claim allocated where its pod cannot go and reserved by nobody else
+  (:meth:`ClaimReservations.deallocate`, kube-scheduler's PostFilter), if it still is so.
 
 When a pod that *is* bound finishes or goes, kube-controller-manager's resourceclaim
 controller removes it from ``reservedFor`` and deallocates the claim nobody reserves any more,
@@ -347,6 +349,38 @@ class ClaimReservations:
             self._cache.forget_resource_claim(wrote.key, pod_uid=pod_uid)
             if written.outcome is writes.Outcome.WRITTEN:
                 logger.info("released resourceclaim %s of pod %s (not bound)", wrote.key, pod)
+
+    # Deallocating (kube-scheduler's PostFilter) -----------------------------------------------
+    async def deallocate(self, decision: decisions.DeallocateClaim) -> bool:
+        """Clear the claim's allocation and consumers if it still is the one decided on,
+        allocated, and reserved by nobody but the pod; whether it was."""
+
+        def change(current: rest.Body) -> rest.Body | None:
+            if (current.get("metadata") or {}).get("uid") != decision.uid:
+                return None
+            found = current.get("status") or {}
+            if not found.get("allocation"):
+                return None
+            if any(c.get("uid") != decision.pod_uid for c in found.get("reservedFor") or []):
+                return None  # reserved meanwhile: in use after all
+            return {"status": {"allocation": None, "reservedFor": None, "devices": None}}
+
+        written = await self._writer.update(
+            claim_path(decision.namespace, decision.name),
+            change,
+            subresource="status",
+            what=f"deallocation of resourceclaim {decision.key} for pod {decision.pod}",
+            known=_as_seen(self._cache.resource_claim_seen(decision.key)),
+        )
+        if written.outcome is writes.Outcome.WRITTEN:
+            logger.info(
+                "deallocated resourceclaim %s: allocated where pod %s/%s cannot go",
+                decision.key,
+                decision.namespace,
+                decision.pod,
+            )
+            return True
+        return False
 
     def pending(self) -> collections.abc.Set[str]:
         """Pods with reservations written and their binding not settled (tests)."""

@@ -44,6 +44,8 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   ``FailedScheduling`` Event naming the claim); what was written for a pod whose binding fails
   is released (it leaves ``reservedFor``; the claim its write allocated is deallocated when
   nobody else reserves it).
+- ``DeallocateClaim``: the claim's allocation cleared if nobody but the pod reserves it
+  (:mod:`berth.kube.claim_reservations`).
 - ``SelectClaimNode``: the claim's ``volume.kubernetes.io/selected-node`` annotation (a merge
   patch); ``BindClaimVolume``: the PersistentVolume's ``spec.claimRef``, as kube-scheduler's
   volume binder pre-binds (kube-controller-manager completes the binding). The cache assumes
@@ -633,6 +635,8 @@ class ApiSink:
             )
         elif isinstance(decision, decisions.BindClaimVolume):
             await self._reserve_volume(decision)
+        elif isinstance(decision, decisions.DeallocateClaim):
+            await self.resource_claims.deallocate(decision)
         elif isinstance(decision, decisions.NominatePod):
             await self._patch(
                 pod_edits.path(decision.key) + "/status",

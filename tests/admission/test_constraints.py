@@ -6,9 +6,9 @@ two has a slice of GPUs. We test these aspects:
   GPU, its claim allocated there and reserved for it before the binding;
 - bad input: pods whose template does not exist, whose claim names a DeviceClass that does not
   exist, whose class's selector fails at run time on the devices, whose devices' pool is broken
-  (a device named twice), whose claim is allocated (by someone else) where the pod may not go,
-  each wait with a reason naming the object and the field; the allocated claim is left as it
-  was; a plain pod applied with them is bound as before;
+  (a device named twice), whose claim is allocated (by someone else) and in use where the pod
+  may not go, each wait with a reason naming the object and the field; the claim in use is left
+  as it was; a plain pod applied with them is bound as before;
 - a gated pod naming Berth's own scheduler (left by an admission-mode term) with a claim is
   ungated and bound by Berth only after its claim is allocated and reserved for it;
 - admission mode, one free GPU and two pods wanting it: Berth pins one, only to the node whose
@@ -120,14 +120,22 @@ async def test_bad_claims_wait_naming_the_object_and_the_rest_is_scheduled(
     stack.create(
         cluster, dra.API, "resourceclaims", dra.claim("wrecked", dra.request(cls="broken"))
     )
-    # A claim allocated (by someone else) to the GPU of a node the pod may not go to.
+    # A claim allocated (by someone else) to the GPU of a node the pod may not go to, and in
+    # use there by a running pod.
     taken = dra.claim("taken")
     taken["metadata"].pop("uid")
     stack.create(cluster, dra.API, "resourceclaims", taken)
+    holder = stack.pod("holder", gated=False, scheduler="someone-else")
+    holder["spec"]["nodeName"] = GPU_NODE
+    holder["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "taken"}]
+    holder_uid = stack.create(cluster, "v1", "pods", holder)["metadata"]["uid"]
+    in_use = dra.allocated(
+        (dra.GPU_DRIVER, GPU_NODE, "gpu-0"), node=GPU_NODE, reserved_for=[("holder", holder_uid)]
+    )
     cluster.call(
         cluster.api.patch,
         cluster.api.resource(dra.API, "resourceclaims"),
-        {"status": dra.allocated((dra.GPU_DRIVER, GPU_NODE, "gpu-0"), node=GPU_NODE)},
+        {"status": in_use},
         namespace="default",
         name="taken",
         patch_type=patches.MERGE_PATCH,
@@ -168,7 +176,7 @@ async def test_bad_claims_wait_naming_the_object_and_the_rest_is_scheduled(
         assert _node(cluster, name) is None
     taken_now = next(c for c in _claims(cluster) if c["metadata"]["name"] == "taken")
     assert taken_now["status"]["allocation"]["devices"]["results"][0]["pool"] == GPU_NODE
-    assert not taken_now["status"].get("reservedFor")  # never reserved for a pod that cannot go
+    assert [c["uid"] for c in taken_now["status"]["reservedFor"]] == [holder_uid]
 
 
 async def test_admission_mode_pins_only_where_the_claim_can_be_met(

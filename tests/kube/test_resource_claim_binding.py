@@ -17,7 +17,11 @@ We test these aspects:
   releases it: the pod leaves ``reservedFor`` and the claim, which nobody else reserves, is
   deallocated;
 - two pods sharing one claim in one session: the first writes the allocation, the second is
-  reserved after it, both bound; when the first write is refused, neither is bound.
+  reserved after it, both bound; when the first write is refused, neither is bound;
+- a claim left allocated where its pod cannot go and reserved by nobody (kube-scheduler's
+  PostFilter): the pod's reason says it is freed, the binder deallocates it, and the next
+  session allocates it where the pod fits; a claim another pod reserves is never freed, the pod
+  waits naming the claim's allocation.
 """
 
 from __future__ import annotations
@@ -289,3 +293,67 @@ async def test_a_refused_allocation_binds_none_of_the_pods_sharing_it(cluster: F
     ]
     assert running.bindings("a") == running.bindings("b") == 0
     assert _consumers(running.claim("shared")) == []
+
+
+async def test_a_claim_left_allocated_where_its_pod_cannot_go_is_freed(cluster: Factory) -> None:
+    running = await cluster()
+    conftest.create(running.emulator, _claim("stale"), plural="resourceclaims")
+    # Allocated on n-1 and reserved by nobody (a scheduler that failed half way left it so).
+    running.patch_claim_status("stale", dra.allocated((dra.GPU_DRIVER, "n-1", "gpu-0"), node="n-1"))
+    pod = _pod("a", claims={GPU: "stale"})
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n-0"}
+    await _created(running, pod)
+    await conftest.until(
+        lambda: (
+            (c := running.cache.resource_claim("default/stale")) is not None
+            and c.allocation is not None
+        )
+    )
+    first = running.session()
+    assert first.bindings() == {}
+    [freed] = first.of_kind(d.DeallocateClaim)
+    assert (freed.key, freed.pod) == ("default/stale", "a")
+    assert "resourceclaim default/stale is allocated where the pod cannot go" in (
+        first.pod_why["default/a"].message
+    )
+    running.sink.apply(first)
+    await asyncio.wait_for(running.sink.drain(), 10)
+    assert not ((running.claim("stale") or {}).get("status") or {}).get("allocation")
+    await conftest.until(
+        lambda: (
+            (c := running.cache.resource_claim("default/stale")) is not None
+            and c.allocation is None
+        )
+    )
+    second = running.session()
+    assert second.bindings() == {"default/a": "n-0"}  # allocated again where it fits
+    running.sink.apply(second)
+    await asyncio.wait_for(running.sink.drain(), 10)
+    results = (running.claim("stale") or {})["status"]["allocation"]["devices"]["results"]
+    assert {r["pool"] for r in results} == {"n-0"}
+
+
+async def test_a_claim_another_pod_reserves_is_never_freed(cluster: Factory) -> None:
+    running = await cluster()
+    conftest.create(running.emulator, _claim("theirs"), plural="resourceclaims")
+    [holder] = await _created(running, _pod("holder", claims={GPU: "theirs"}))
+    first = running.session()
+    running.sink.apply(first)
+    await asyncio.wait_for(running.sink.drain(), 10)
+    node = first.bindings()["default/holder"]
+    other = "n-1" if node == "n-0" else "n-0"
+    pod = _pod("b", claims={GPU: "theirs"})
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": other}
+    await _created(running, pod)
+    await conftest.until(
+        lambda: (
+            (c := running.cache.resource_claim("default/theirs")) is not None
+            and c.reserved_for_pod(_uid(holder))
+        )
+    )
+    result = running.session()
+    assert result.bindings() == {}
+    assert result.of_kind(d.DeallocateClaim) == []
+    why = result.pod_why["default/b"].message
+    assert "didn't match the node selector of resourceclaim default/theirs's allocation" in why
+    assert _consumers(running.claim("theirs")) == [_uid(holder)]
