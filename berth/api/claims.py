@@ -11,7 +11,9 @@ ResourceClaims what kube-controller-manager and a scheduler do:
 - :func:`reserved`: a scheduler's PreBind: the allocation written (with the delete-protection
   finalizer) and the pod added to ``status.reservedFor``;
 - :func:`released`: the controller's clean-up when a pod is gone or finished: the pod leaves
-  ``reservedFor``, and a claim nobody reserves any more is deallocated.
+  ``reservedFor``, and a claim nobody reserves any more is deallocated;
+- :func:`deallocated`: a scheduler's PostFilter: a claim allocated where its pod cannot go,
+  reserved by no other pod, deallocated so that it can be allocated again.
 
 Nothing here raises on odd input: what cannot be done returns ``None``.
 """
@@ -27,6 +29,7 @@ from berth.api import dra
 __all__ = [
     "claim_from_template",
     "claim_statuses",
+    "deallocated",
     "generated_name",
     "released",
     "reserved",
@@ -150,3 +153,16 @@ def released(claim: dra.ResourceClaim, *, pod_uid: str) -> dra.ResourceClaim | N
         else:
             meta.pop("finalizers", None)
     return typing.cast(dra.ResourceClaim, {**claim, "metadata": meta, "status": status})
+
+
+def deallocated(claim: dra.ResourceClaim, *, pod_uid: str) -> dra.ResourceClaim | None:
+    """``claim`` without its allocation and consumers, when it is allocated and reserved by
+    nobody but the pod ``pod_uid``; ``None`` when it may not be deallocated."""
+    status: dict[str, typing.Any] = dict(claim.get("status") or {})
+    if not status.get("allocation"):
+        return None
+    if any(c.get("uid") != pod_uid for c in status.get("reservedFor") or []):
+        return None
+    for field in ("allocation", "reservedFor", "devices"):
+        status.pop(field, None)
+    return typing.cast(dra.ResourceClaim, {**claim, "status": status})

@@ -27,7 +27,7 @@ import ipaddress
 import re
 import typing
 
-from berth.api import durations, keys, quantities
+from berth.api import durations, fake_devices, keys, quantities
 from berth.api import errors as api_errors
 from berth.emulator import addresses, errors, patches, resources, rest, storage
 
@@ -46,14 +46,19 @@ POOL_LABEL = "sim.berth.io/pool"
 KUBELET_VERSION = "v1.37.0-berth"
 DEFAULT_ALLOCATABLE = {"cpu": "4", "memory": "16Gi", "pods": "110"}
 SPEC_HELP = """\
-A node pool: COUNTx RESOURCES [label=KEY=VALUE]... [taint=KEY[=VALUE]:EFFECT]... [name=PREFIX].
-RESOURCES is a comma list of NAME=QUANTITY (pods defaults to 110). Example:
+A node pool: COUNTx RESOURCES [label=KEY=VALUE]... [taint=KEY[=VALUE]:EFFECT]...
+[devices=DRIVER:COUNT[,DRIVER:COUNT]...] [name=PREFIX]. RESOURCES is a comma list of
+NAME=QUANTITY (pods defaults to 110). Example:
 '10x cpu=8,memory=32Gi,nvidia.com/gpu=4 label=pool=gpu taint=dedicated=gpu:NoSchedule'
-makes gpu-0 .. gpu-9 (the prefix defaults to the pool's "pool" label, else pool<N>)."""
+makes gpu-0 .. gpu-9 (the prefix defaults to the pool's "pool" label, else pool<N>).
+devices= gives every node DRA devices of a fake driver: a ResourceSlice per node with COUNT
+devices (gpu-0, gpu-1, ... for gpu.example.com) and a DeviceClass named after the driver;
+'4x cpu=16 devices=gpu.example.com:8' makes 4 nodes of 8 such GPUs each."""
 
 Object = dict[str, typing.Any]
 _SPEC = re.compile(r"^(?P<count>\d+)x$")
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_MAX_DEVICES = 128  # devices a ResourceSlice may list
 
 
 class PoolSpecError(ValueError):
@@ -71,6 +76,9 @@ class NodePool:
     )
     labels: typing.Mapping[str, str] = dataclasses.field(default_factory=dict)
     taints: tuple[typing.Mapping[str, str], ...] = ()
+    devices: tuple[tuple[str, int], ...] = ()
+    """DRA devices of every node: (driver, count), published as a fake driver's slices
+    (:mod:`berth.api.fake_devices`)."""
 
     def names(self) -> list[str]:
         return [f"{self.prefix}-{i}" for i in range(self.count)]
@@ -84,6 +92,7 @@ def parse_pool(spec: str, *, index: int = 0) -> NodePool:
     allocatable: dict[str, str] = {"pods": "110"}
     labels: dict[str, str] = {}
     taints: list[dict[str, str]] = []
+    devices: dict[str, int] = {}
     prefix = ""
     for word in words[1:]:
         key, _, value = word.partition("=")
@@ -103,6 +112,22 @@ def parse_pool(spec: str, *, index: int = 0) -> NodePool:
             taints.append(taint)
         elif key == "name":
             prefix = value
+        elif key == "devices":
+            for item in value.split(","):
+                driver, colon, count = item.rpartition(":")
+                if not colon or not fake_devices.DRIVER_PATTERN.match(driver):
+                    raise PoolSpecError(
+                        f"{word!r}: write devices=DRIVER:COUNT with a driver name such as "
+                        "gpu.example.com"
+                    )
+                if not count.isdigit() or not 1 <= int(count) <= _MAX_DEVICES:
+                    raise PoolSpecError(
+                        f"{item!r}: the device count must be 1 to {_MAX_DEVICES} (a slice "
+                        f"holds at most {_MAX_DEVICES} devices)"
+                    )
+                if driver in devices:
+                    raise PoolSpecError(f"{word!r}: driver {driver} is named twice")
+                devices[driver] = int(count)
         else:
             for item in word.split(","):
                 resource, equals, quantity = item.partition("=")
@@ -116,7 +141,9 @@ def parse_pool(spec: str, *, index: int = 0) -> NodePool:
     if len(allocatable) == 1:
         allocatable.update(DEFAULT_ALLOCATABLE)
     prefix = prefix or labels.get("pool") or f"pool{index}"
-    return NodePool(prefix, int(match["count"]), allocatable, labels, tuple(taints))
+    return NodePool(
+        prefix, int(match["count"]), allocatable, labels, tuple(taints), tuple(devices.items())
+    )
 
 
 def _pod_cidr(node: Object) -> str:
@@ -214,6 +241,7 @@ class Kubelets:
                     self.api.create(nodes, self._node_object(pool, name, pod_cidr=str(subnet)))
                 if self.api.storage.get(leases.key, "kube-node-lease", name) is None:
                     self.api.create(leases, self._lease_object(name), namespace="kube-node-lease")
+                self._publish_devices(pool, name)
                 self.nodes[name] = _Node(name, allocatable, addresses.PodAddresses(subnet))
         self.api.graceful_pod_deletion = self._waits_for_us
         pods = self.api.resource("v1", "pods")
@@ -240,6 +268,19 @@ class Kubelets:
             self.api.storage.unsubscribe(self._watcher)
             self._watcher = None
         self.api.graceful_pod_deletion = lambda pod: False
+
+    def _publish_devices(self, pool: NodePool, node: str) -> None:
+        """Play the pool's fake DRA drivers: the node's slice, and the driver's class."""
+        if not pool.devices:
+            return
+        classes = self.api.resource("resource.k8s.io/v1", "deviceclasses")
+        slices = self.api.resource("resource.k8s.io/v1", "resourceslices")
+        for driver, count in pool.devices:
+            if self.api.storage.get(classes.key, "", driver) is None:
+                self.api.create(classes, dict(fake_devices.device_class(driver)))
+            made = fake_devices.node_slice(driver=driver, node=node, count=count)
+            if self.api.storage.get(slices.key, "", made["metadata"]["name"]) is None:
+                self.api.create(slices, dict(made))
 
     def _waits_for_us(self, pod: Object) -> bool:
         spec, status = pod.get("spec") or {}, pod.get("status") or {}

@@ -25,6 +25,14 @@ and is both a ``SnapshotSource`` and a ``DecisionSink``:
   batch's allocations are dropped (capacity released, a ``FailedScheduling`` Event names the
   victims) and a later cycle admits the pods again. A pod that
   names Berth's own scheduler is ungated and bound by Berth (POST binding) instead.
+- **Devices.** The session places a gated pod only where its ResourceClaims can be met, as any
+  pod; kube-scheduler allocates them when it binds the pod, so the cycle's ``ReserveClaim``
+  decisions for admitted pods are not written — the devices found are assumed in the cache
+  for as long as the pending allocation lives (the next cycles count them taken), and forgotten
+  when it ends unbound; once kube-scheduler's allocation shows in the claim, that is the word.
+  A gated pod naming Berth's own scheduler and using claims is not admitted: its gate is removed
+  at once, unpinned, and the scheduler places it as any of its pods (queues and gangs checked
+  there), the binder writing its claims before binding it.
 - **Watching.** Bound to the allocated node: done (the cache's assumption turns into the real
   thing). Bound elsewhere, reported ``Unschedulable`` by its scheduler, or still unbound
   ``bind_timeout`` seconds after the gate went: the allocation is *rejected* (YuniKorn's
@@ -89,7 +97,7 @@ from berth.kube import (
 )
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
-from berth.scheduler.snapshot import pods, snapshots, wire
+from berth.scheduler.snapshot import pods, resourceclaims, snapshots, wire
 from berth.status import conditions
 from berth.util import aiotasks, clocks
 
@@ -147,6 +155,7 @@ class Admission:
     ) -> None:
         self._api = api
         self._writer = writer or writes.Writer(api, timeout=request_timeout)
+        self._cache = cache
         self._source = source
         self._sink = sink
         self._clock = clock
@@ -159,6 +168,7 @@ class Admission:
         self._gated: set[str] = set()  # pods held by Berth's gate (and maybe others)
         self._bad: set[str] = set()  # gated pods with neither group nor queue, to release
         self._releasing: set[str] = set()  # bad input being ungated
+        self._handing_over: set[str] = set()  # Berth's own pods with claims being ungated
         self._view: set[str] = set()  # pods the last snapshot offered through the gate
         # What the last snapshot offered through the gate, and how often that changed.
         self._offered: tuple[tuple[pods.PodInfo, ...], tuple[str, ...]] = ((), ())
@@ -357,6 +367,13 @@ class Admission:
             if info.plain:
                 self._bad.add(key)
                 continue
+            if info.resource_claims and info.scheduler_name in self._ours:
+                # Bound by Berth: its claims are written before its binding, which the binder
+                # does for the pods it schedules (ungated, it is one).
+                if key not in self._handing_over:
+                    self._handing_over.add(key)
+                    self._jobs.put_nowait(functools.partial(self._hand_over, key))
+                continue
             if info.scheduling_gates == (_GATE,):
                 offered = self.rejections.avoiding(info, now=base.now)
                 admitted.append(dataclasses.replace(offered, scheduling_gates=()))
@@ -403,6 +420,7 @@ class Admission:
     def apply(self, result: decisions.CycleResult) -> None:
         """Admit the gated pods ``result`` binds; hand everything else to the inner sink."""
         admits: dict[str, list[decisions.BindPod]] = {}
+        reserving: list[decisions.ReserveClaim] = []
         passed: list[decisions.Decision] = []
         for decision in result.decisions:
             if isinstance(decision, decisions.BindPod) and decision.key in self._view:
@@ -427,6 +445,11 @@ class Admission:
                 others = tuple(p for p in decision.pods if p.key not in self._view)
                 if others:
                     passed.append(dataclasses.replace(decision, pods=others))
+            elif (
+                isinstance(decision, decisions.ReserveClaim)
+                and f"{decision.namespace}/{decision.pod}" in self._view
+            ):
+                reserving.append(decision)  # kube-scheduler allocates it as it binds the pod
             else:
                 passed.append(decision)
         for group_key in sorted(admits):
@@ -442,6 +465,7 @@ class Admission:
         evicted = victim_waits.victims_by_node(result)
         for group_key, binds in sorted(admits.items()):
             self._start(group_key, binds, evicted=evicted)
+        self._assume_devices(reserving)
         for key in sorted(self._bad - self._releasing):
             self._releasing.add(key)
             self._jobs.put_nowait(functools.partial(self._release, key))
@@ -474,6 +498,22 @@ class Admission:
             victims = tuple(v for node in nodes for v in evicted.get(node, ()))
             admit = _Admit(group_key, tuple(accepted), frozenset(ours), victims)
             self._jobs.put_nowait(lambda: self._admit(admit))
+
+    def _assume_devices(self, reserving: collections.abc.Iterable[decisions.ReserveClaim]) -> None:
+        """Count the devices found for admitted pods' claims as taken while their pending
+        allocations live (:meth:`~berth.kube.allocations.Allocations.drop` forgets them)."""
+        for decision in reserving:
+            if f"{decision.namespace}/{decision.pod}" not in self.allocations:
+                continue  # gone while the session ran
+            self._cache.assume_resource_claim(
+                decision.key,
+                uid=decision.uid,
+                pod=decision.pod,
+                pod_uid=decision.pod_uid,
+                allocation=resourceclaims.allocation_info(decision.allocation)
+                if decision.allocation is not None
+                else None,
+            )
 
     def _explain(self, decision: decisions.Unschedulable) -> None:
         if self._reasons.get(decision.key) == decision.reason:
@@ -753,6 +793,20 @@ class Admission:
             )
         finally:
             self._releasing.discard(key)
+
+    async def _hand_over(self, key: str) -> None:
+        """A gated pod of Berth's scheduler with ResourceClaims: remove the gate (no pin)."""
+        try:
+            obj = self._objects.get(key)
+            if obj is None:
+                return
+            version = wire.sub(obj, "metadata").get("resourceVersion")
+            try:
+                self._objects[key] = await self._remove_gate(key, obj, version=version)
+            except errors.KubeError as exc:
+                self._log_failure("hand-over", f"removing the gate of pod {key} failed: {exc}")
+        finally:
+            self._handing_over.discard(key)
 
     async def _evict(self, key: str, obj: dict[str, typing.Any]) -> None:
         """A rejected pod with a controller: evict it; the controller recreates it (gated)."""

@@ -3,9 +3,10 @@
 :class:`Allocations` is the ledger :class:`~berth.kube.admission.Admission` keeps, one
 :class:`Allocation` per pod key, and the one place that keeps it and the scheduler's cache in
 step: while an allocation lives the cache assumes the pod on its node (the next cycle already
-counts the capacity as used), and dropping the allocation makes the cache forget that
-assumption (the capacity is free again). An allocation ends well when the pod is bound where
-Berth put it — the assumption has become the real thing, so it is only forgotten here.
+counts the capacity as used; admission assumes the devices found for its ResourceClaims too),
+and dropping the allocation makes the cache forget both (the capacity is free again). An
+allocation ends well when the pod is bound where Berth put it — the assumption has become
+the real thing, so it is only forgotten here.
 
 Allocations a previous leader made are *adopted* from the pods' annotations
 (``admitted-node``/``admitted-at``); the informers may deliver such a pod before the cache has
@@ -84,9 +85,11 @@ class Allocations(collections.abc.Mapping[str, Allocation]):
         self._by_key.pop(key, None)
 
     def drop(self, allocation: Allocation) -> None:
-        """End ``allocation`` unbound: the cache forgets the pod's assumed place."""
+        """End ``allocation`` unbound: the cache forgets the pod's assumed place, and the
+        devices assumed for its ResourceClaims."""
         self._by_key.pop(allocation.key, None)
         self._cache.forget_pod(allocation.key)
+        self._cache.forget_pod_resource_claims(allocation.key)
 
     def overdue(self, now: float, *, timeout: float) -> list[Allocation]:
         """Ungated allocations still unbound ``timeout`` seconds after their gate went."""

@@ -35,6 +35,17 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   ``WaitingForVolumes`` Event saying so; after ``claim_wait`` the pod is forgotten, sits out the
   backoff and a ``FailedScheduling`` Event names the claims. The informers wake the wait
   (:meth:`ApiSink.claim_changed`).
+- A ``BindPod`` of a pod using ResourceClaims binds only once each lists the pod in
+  ``status.reservedFor``: the cycle's ``ReserveClaim`` decisions for the pod (assumed in the
+  cache at once) are written first, in order (:mod:`berth.kube.claim_reservations`,
+  kube-scheduler's DynamicResources PreBind) — after its victims are gone, before its
+  PersistentVolumeClaims are waited for. A refused write (the claim was allocated by someone
+  else meanwhile, replaced, deleted) fails the binding like any other failure (backoff, a
+  ``FailedScheduling`` Event naming the claim); what was written for a pod whose binding fails
+  is released (it leaves ``reservedFor``; the claim its write allocated is deallocated when
+  nobody else reserves it).
+- ``DeallocateClaim``: the claim's allocation cleared if nobody but the pod reserves it
+  (:mod:`berth.kube.claim_reservations`).
 - ``SelectClaimNode``: the claim's ``volume.kubernetes.io/selected-node`` annotation (a merge
   patch); ``BindClaimVolume``: the PersistentVolume's ``spec.claimRef``, as kube-scheduler's
   volume binder pre-binds (kube-controller-manager completes the binding). The cache assumes
@@ -81,6 +92,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.kube import (
+    claim_reservations,
     claim_waits,
     errors,
     events,
@@ -124,7 +136,8 @@ class BindOutcome(typing.NamedTuple):
     key: str
     node: str
     bound: bool
-    failure: str | None  # conflict, not_found, gone, timeout, error, victims, claims, fenced
+    failure: str | None  # conflict, not_found, gone, timeout, error, victims, claims,
+    # resourceclaims, fenced
 
 
 @dataclasses.dataclass
@@ -140,6 +153,7 @@ class _Job:
     ref: events.ObjectRef | None = None  # the pod its Events are about, as last seen
     annotations: collections.abc.Mapping[str, str] | None = None  # BindPod: sent in the Binding
     burst: pending_marks.Burst | None = None  # MarkPending: the pods whose condition changed
+    reserving: claim_reservations.Plan | None = None  # BindPod: ReserveClaims written first
 
 
 def _binding_annotations(result: decisions.CycleResult) -> dict[str, dict[str, str]]:
@@ -203,6 +217,10 @@ class ApiSink:
         the same way), and the informers wake it through :meth:`pod_released`."""
         self.claims = claim_waits.ClaimWaits(self._claim_bound, timeout=claim_wait)
         """Bindings waiting for their PersistentVolumeClaims to be bound."""
+        self.resource_claims = claim_reservations.ClaimReservations(
+            cache=cache, writer=self._writer
+        )
+        """ResourceClaims reserved (and allocated) before their pods' bindings."""
         self._waiting: set[asyncio.Task[None]] = set()
         self._binds: asyncio.Queue[_Job] = asyncio.Queue()
         self._writes: asyncio.Queue[_Job] = asyncio.Queue()
@@ -231,6 +249,7 @@ class ApiSink:
         snapshot = self._last_snapshot() if self._last_snapshot is not None else None
         evicted = victim_waits.victims_by_node(result)
         folded = _binding_annotations(result)
+        plans = self.resource_claims.plan(result)
         for decision in result.decisions:
             if isinstance(decision, decisions.BindPod):
                 self._assume(
@@ -238,9 +257,12 @@ class ApiSink:
                     snapshot=snapshot,
                     victims=evicted.get(decision.node, ()),
                     annotations=folded.get(decision.key),
+                    reserving=plans.pop(decision.key, None),
                 )
             elif isinstance(decision, decisions.AnnotatePod) and decision.key in folded:
                 pass  # sent with the pod's Binding
+            elif isinstance(decision, decisions.ReserveClaim):
+                pass  # written before its pod's binding (the plan)
             elif isinstance(decision, decisions.EvictPod):
                 ref = _pod_ref(decision.key, uid=decision.uid, snapshot=snapshot)
                 self._binds.put_nowait(_Job(decision, 0.0, ref))
@@ -276,6 +298,8 @@ class ApiSink:
                     self._writes.put_nowait(_Job(decision, 0.0))
             else:
                 self._writes.put_nowait(_Job(decision, 0.0))
+        for plan in plans.values():
+            self.resource_claims.abandon(plan)  # no binding of that pod in the result
 
     def _assume_reservation(self, decision: decisions.SetReservationAvailable) -> None:
         """Hold the reservation on its node at once, as a bound pod is assumed: the next cycle
@@ -292,19 +316,22 @@ class ApiSink:
         snapshot: snapshots.Snapshot | None,
         victims: collections.abc.Sequence[decisions.EvictPod],
         annotations: collections.abc.Mapping[str, str] | None = None,
+        reserving: claim_reservations.Plan | None = None,
     ) -> None:
         key = decision.key
         self._gone.discard(key)
         try:
             self._cache.assume_pod(key, node=decision.node, annotations=annotations)
         except KeyError:
+            if reserving is not None:
+                self.resource_claims.abandon(reserving)
             return  # deleted while the session ran: nothing to bind
         self._binding.add(key)
         self.pending.forget(key)
         pod = snapshot.pods.get(key) if snapshot is not None else None
         created = pod.creation_timestamp if pod is not None else 0.0
         ref = _pod_ref(key, uid=decision.uid, snapshot=snapshot)
-        job = _Job(decision, created, ref, annotations)
+        job = _Job(decision, created, ref, annotations, reserving=reserving)
         staying = self.victims.staying(victims)
         if not staying:
             self._queue_bind(job)
@@ -325,6 +352,59 @@ class ApiSink:
         return claim is not None and claim.bound
 
     def _queue_bind(self, job: _Job) -> None:
+        """Write ``job``'s ResourceClaim reservations, then queue its binding (now, or once
+        the PersistentVolumeClaims it lists are bound)."""
+        decision = job.decision
+        assert isinstance(decision, decisions.BindPod)
+        if job.reserving is not None or decision.resource_claims:
+            self._hold(
+                self._after_reservations(job), name=f"binding {decision.key} after its claims"
+            )
+            return
+        self._queue_volumes(job)
+
+    async def _after_reservations(self, job: _Job) -> None:
+        """Reserve ``job``'s ResourceClaims, then go on to its binding; a refusal fails it."""
+        decision = job.decision
+        assert isinstance(decision, decisions.BindPod)
+        why: str | None = None
+        try:
+            if job.reserving is not None:
+                why = await self.resource_claims.reserve(job.reserving)
+            if why is None:
+                why = self._unreserved(decision)
+                if why is not None and self.resource_claims.holds(decision.key):
+                    await self.resource_claims.release(decision.key, pod_uid=decision.uid)
+        except BaseException:
+            self._cache.forget_pod(decision.key)
+            raise
+        if why is None:
+            self._queue_volumes(job)
+            return
+        self._finished(decision.key)
+        message = f"{why}; not binding to {decision.node} now, the pod will be tried again"
+        self._event(
+            job.ref or events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
+            type=events.WARNING,
+            reason="FailedScheduling",
+            message=message,
+        )
+        outcome = self._failed(decision, failure="resourceclaims", detail=why)
+        if self._on_bound is not None:
+            self._on_bound(outcome)
+
+    def _unreserved(self, decision: decisions.BindPod) -> str | None:
+        """Why not every ResourceClaim of the pod lists it in ``reservedFor`` (as the cache
+        sees them, the writes just made assumed), None when all do."""
+        for key in decision.resource_claims:
+            claim = self._cache.resource_claim(key)
+            if claim is None:
+                return f"resourceclaim {key} was deleted"
+            if not claim.reserved_for_pod(decision.uid):
+                return f"resourceclaim {key} is not reserved for the pod"
+        return None
+
+    def _queue_volumes(self, job: _Job) -> None:
         """Queue ``job``'s binding now, or once the claims it lists are bound."""
         decision = job.decision
         assert isinstance(decision, decisions.BindPod)
@@ -357,6 +437,7 @@ class ApiSink:
             self._binds.put_nowait(job)
             return
         self._finished(decision.key)
+        await self._release_resource_claims(decision)
         if left is None:
             self._cache.forget_pod(decision.key)
             outcome = BindOutcome(decision.key, decision.node, False, "gone")
@@ -385,6 +466,11 @@ class ApiSink:
         if self._on_bound is not None:
             self._on_bound(outcome)
 
+    async def _release_resource_claims(self, decision: decisions.BindPod) -> None:
+        """The binding failed: release the ResourceClaims reserved for it."""
+        if self.resource_claims.holds(decision.key):
+            await self.resource_claims.release(decision.key, pod_uid=decision.uid)
+
     def claim_changed(self, key: str) -> None:
         """A PersistentVolumeClaim changed or went (the informers): wake the bindings waiting
         for it."""
@@ -402,12 +488,16 @@ class ApiSink:
             )
         except BaseException:
             self._cache.forget_pod(decision.key)  # stopped, or a bug: nothing will bind it
+            if job.reserving is not None:
+                self.resource_claims.abandon(job.reserving)
             raise
         outcome: BindOutcome | None = None
         if waited.clear:
             self._queue_bind(job)
             return
         self._finished(decision.key)
+        if job.reserving is not None:
+            self.resource_claims.abandon(job.reserving)
         if waited.abandoned:
             self._cache.forget_pod(decision.key)
             outcome = BindOutcome(decision.key, decision.node, False, "gone")
@@ -521,6 +611,10 @@ class ApiSink:
                 )
             finally:
                 self._finished(decision.key)
+            if outcome.bound:
+                self.resource_claims.bound(decision.key)
+            else:
+                await self._release_resource_claims(decision)
             if self._on_bound is not None:
                 self._on_bound(outcome)
         elif isinstance(decision, decisions.EvictPod):
@@ -541,6 +635,8 @@ class ApiSink:
             )
         elif isinstance(decision, decisions.BindClaimVolume):
             await self._reserve_volume(decision)
+        elif isinstance(decision, decisions.DeallocateClaim):
+            await self.resource_claims.deallocate(decision)
         elif isinstance(decision, decisions.NominatePod):
             await self._patch(
                 pod_edits.path(decision.key) + "/status",

@@ -19,7 +19,12 @@ objects that disappeared while the watch was down.
 - nodes, PriorityClasses, Namespaces (their labels: default queues, queues' namespace
   selectors);
 - PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes (the volume plugins);
-  ``on_claim_changed`` hears every claim change (the binder's wait for claims to bind).
+  ``on_claim_changed`` hears every claim change (the binder's wait for claims to bind);
+- DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates (DRA), where the API
+  server serves ``resource.k8s.io/v1`` (asked once at start, :mod:`berth.kube.dra_discovery`;
+  the cache then schedules devices, :meth:`~berth.scheduler.snapshot.cache.ClusterCache.
+  watch_devices`); where it does not, one log line says so and pods with claims are not
+  Berth's to place.
 
 Berth's own kinds (Queues, PodGroups, Reservations) are not watched here: the leader's Kopf
 watches them, and its handlers feed the same cache (:mod:`berth.controllers.indexing`) — each
@@ -46,7 +51,7 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.kube import errors, watching
+from berth.kube import dra_discovery, errors, watching
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import aiotasks
 
@@ -385,7 +390,9 @@ class ClusterInformers:
     - ``on_node``, ``on_node_gone``: told every Node as seen, and the name of every Node that
       went (the node writer reads their annotations, which the cache does not keep);
     - ``sync``: the cache's :class:`CacheSync`, shared with the cache's other feeders (Kopf's
-      handlers of Berth's kinds); None: one of its own, reporting to ``readiness``.
+      handlers of Berth's kinds); None: one of its own, reporting to ``readiness``;
+    - ``dynamic_resources``: watch the DRA kinds (True), not (False), or where the API server
+      serves them (None: discovery at start).
     """
 
     def __init__(
@@ -405,6 +412,7 @@ class ClusterInformers:
         on_node: collections.abc.Callable[[dict[str, typing.Any]], None] | None = None,
         on_node_gone: collections.abc.Callable[[str], None] | None = None,
         sync: CacheSync | None = None,
+        dynamic_resources: bool | None = None,
     ) -> None:
         self.cache = cache
         self._ours = frozenset(scheduler_names)
@@ -421,6 +429,9 @@ class ClusterInformers:
         self._on_claim_changed = on_claim_changed
         self._on_node = on_node
         self._on_node_gone = on_node_gone
+        self._dynamic_resources = dynamic_resources
+        self._devices_known = False  # discovery answered (a second run() asks no more)
+        self._api = api
 
         def informer(
             resource: Resource, change: ChangeCallback, remove: RemoveCallback
@@ -434,7 +445,8 @@ class ClusterInformers:
                 watch_timeout=watch_timeout,
             )
 
-        self.informers = (
+        self._informer = informer
+        self.informers: tuple[Informer, ...] = (
             informer(_NODES, *self._feeding(self._node, self._node_gone)),
             informer(_NAMESPACES, *self._feeding(cache.add_namespace, cache.remove_namespace)),
             informer(
@@ -460,6 +472,8 @@ class ClusterInformers:
     async def run(self, stop: asyncio.Event) -> None:
         """Run every informer until ``stop`` is set."""
         self.sync.report()
+        if not await self._discover_devices(stop):
+            return
         waiters = [
             asyncio.create_task(self._listed(i), name=f"informers: {i.resource.name} listed")
             for i in self.informers
@@ -475,6 +489,60 @@ class ClusterInformers:
     async def _listed(self, informer: Informer) -> None:
         await informer.synced.wait()
         self.sync.listed(informer.resource.name)
+
+    async def _discover_devices(self, stop: asyncio.Event) -> bool:
+        """Add the DRA informers where the API server serves ``resource.k8s.io/v1`` (asking
+        until it answers, once: a run after a stop keeps what was found); False when ``stop``
+        came first."""
+        if self._devices_known:
+            return True
+        served = self._dynamic_resources
+        delay = 0.5
+        while served is None:
+            try:
+                served = await dra_discovery.served(self._api)
+            except errors.KubeError as exc:
+                problem = (
+                    f"cannot reach the API server: {exc}"
+                    if isinstance(exc, errors.TransportError)
+                    else f"discovery failed: {exc}"
+                )
+                self.sync.following(dra_discovery.PATH, problem)
+                if await aiotasks.sleep_or_stop(delay, stop=stop):
+                    return False
+                delay = min(delay * 2, 30.0)
+        self.sync.following(dra_discovery.PATH)
+        self._devices_known = True
+        if not served:
+            logger.warning("%s", dra_discovery.NOT_SERVED)
+            return True
+        cache = self.cache
+        feeds = {
+            "deviceclasses": (cache.add_device_class, cache.remove_device_class),
+            "resourceslices": (cache.add_resource_slice, cache.remove_resource_slice),
+            "resourceclaims": (cache.add_resource_claim, cache.remove_resource_claim),
+            "resourceclaimtemplates": (
+                cache.add_resource_claim_template,
+                cache.remove_resource_claim_template,
+            ),
+        }
+        added = tuple(
+            self._informer(
+                Resource(
+                    plural,
+                    f"{dra_discovery.PATH}/{plural}",
+                    namespaced=plural not in ("deviceclasses", "resourceslices"),
+                ),
+                *self._feeding(*feeds[plural]),
+            )
+            for plural in dra_discovery.KINDS
+        )
+        for each in added:
+            self.sync.expect(each.resource.name)
+        # Before the pods: a pod's claims are known when it is first tried.
+        self.informers = (*added, *self.informers)
+        cache.watch_devices()
+        return True
 
     async def _await_sync(self) -> None:
         await self.sync.synced.wait()

@@ -4,7 +4,9 @@
 writes. :func:`read_cluster` lists, concurrently and in pages (:func:`berth.kube.watching.
 list_pages`), everything the scheduler's :class:`~berth.scheduler.snapshot.cache.ClusterCache`
 is fed by the operator's informers — nodes, pods, PriorityClasses, Queues, PodGroups,
-Reservations, Namespaces and the storage objects (claims, volumes, StorageClasses, CSINodes) —
+Reservations, Namespaces, the storage objects (claims, volumes, StorageClasses, CSINodes) and,
+where the API server serves ``resource.k8s.io/v1``, the DRA objects (DeviceClasses,
+ResourceSlices, ResourceClaims and their templates; ``ClusterObjects.dynamic_resources``) —
 and :func:`fill_cache` hands them to a cache with the informers' rule for which
 pods it takes, so that a dry-run session sees what the operator's scheduler sees.
 
@@ -21,13 +23,15 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import rest, watching
+from berth.kube import dra_discovery, rest, watching
 from berth.scheduler.snapshot import cache as cluster_cache
 
 __all__ = [
     "CLAIMS",
+    "CLAIM_TEMPLATES",
     "CSI_NODES",
     "ClusterObjects",
+    "DEVICE_CLASSES",
     "EVENTS",
     "NAMESPACES",
     "NODES",
@@ -36,6 +40,8 @@ __all__ = [
     "PRIORITY_CLASSES",
     "QUEUES",
     "RESERVATIONS",
+    "RESOURCE_CLAIMS",
+    "RESOURCE_SLICES",
     "STORAGE_CLASSES",
     "VOLUMES",
     "Collection",
@@ -79,6 +85,10 @@ CLAIMS = Collection("/api/v1", "persistentvolumeclaims", namespaced=True)
 VOLUMES = Collection("/api/v1", "persistentvolumes", namespaced=False)
 STORAGE_CLASSES = Collection("/apis/storage.k8s.io/v1", "storageclasses", namespaced=False)
 CSI_NODES = Collection("/apis/storage.k8s.io/v1", "csinodes", namespaced=False)
+DEVICE_CLASSES = Collection(dra_discovery.PATH, "deviceclasses", namespaced=False)
+RESOURCE_SLICES = Collection(dra_discovery.PATH, "resourceslices", namespaced=False)
+RESOURCE_CLAIMS = Collection(dra_discovery.PATH, "resourceclaims", namespaced=True)
+CLAIM_TEMPLATES = Collection(dra_discovery.PATH, "resourceclaimtemplates", namespaced=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +106,11 @@ class ClusterObjects:
     volumes: tuple[Body, ...] = ()
     storage_classes: tuple[Body, ...] = ()
     csi_nodes: tuple[Body, ...] = ()
+    dynamic_resources: bool = False  # the API server serves resource.k8s.io/v1
+    device_classes: tuple[Body, ...] = ()
+    resource_slices: tuple[Body, ...] = ()
+    resource_claims: tuple[Body, ...] = ()
+    claim_templates: tuple[Body, ...] = ()
 
 
 async def get(
@@ -146,6 +161,22 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
     )
     nodes, pods, classes, queues, groups, reservations, namespaces = listed[:7]
     claims, volumes, storage_classes, csi_nodes = listed[7:]
+    served = await dra_discovery.served(api)
+    devices: list[tuple[Body, ...]] = [(), (), (), ()]
+    if served:
+        devices = list(
+            await asyncio.gather(
+                *(
+                    list_all(api, collection)
+                    for collection in (
+                        DEVICE_CLASSES,
+                        RESOURCE_SLICES,
+                        RESOURCE_CLAIMS,
+                        CLAIM_TEMPLATES,
+                    )
+                )
+            )
+        )
     return ClusterObjects(
         nodes=nodes,
         pods=pods,
@@ -158,6 +189,11 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
         volumes=volumes,
         storage_classes=storage_classes,
         csi_nodes=csi_nodes,
+        dynamic_resources=served,
+        device_classes=devices[0],
+        resource_slices=devices[1],
+        resource_claims=devices[2],
+        claim_templates=devices[3],
     )
 
 
@@ -186,6 +222,8 @@ def fill_cache(
     the informers skip it). The PriorityClasses, queues, groups and reservations that pods
     resolve against go in first."""
     skipped: list[str] = []
+    if objects.dynamic_resources:
+        cache.watch_devices()
     feeds: tuple[tuple[str, tuple[Body, ...], collections.abc.Callable[[Body], None]], ...] = (
         ("priorityclass", objects.priority_classes, cache.add_priority_class),
         ("namespace", objects.namespaces, cache.add_namespace),
@@ -193,6 +231,10 @@ def fill_cache(
         ("persistentvolume", objects.volumes, cache.add_volume),
         ("persistentvolumeclaim", objects.claims, cache.add_claim),
         ("csinode", objects.csi_nodes, cache.add_csi_node),
+        ("deviceclass", objects.device_classes, cache.add_device_class),
+        ("resourceslice", objects.resource_slices, cache.add_resource_slice),
+        ("resourceclaim", objects.resource_claims, cache.add_resource_claim),
+        ("resourceclaimtemplate", objects.claim_templates, cache.add_resource_claim_template),
         ("node", objects.nodes, cache.add_node),
         ("queue", objects.queues, cache.add_queue),
         ("podgroup", objects.pod_groups, cache.add_pod_group),

@@ -163,26 +163,40 @@ class Writer:
         """Patches and deletions the API server accepted (tests, metrics)."""
 
     async def update(
-        self, path: str, change: Change, *, subresource: str = "", what: str = ""
+        self,
+        path: str,
+        change: Change,
+        *,
+        subresource: str = "",
+        what: str = "",
+        known: rest.Body | None = None,
     ) -> Written:
         """Read ``path``, patch it with ``change(object)`` at the version read; on 409 again.
 
         ``subresource`` (``"status"``) is where the patch goes; the read is always of the
-        object itself."""
+        object itself. ``known``: the object as the caller last saw it (an informer's copy,
+        an earlier write's answer), with its ``resourceVersion``: the first attempt is made
+        at that version without reading, and a 409 reads as usual."""
         what = what or path
         target = f"{path}/{subresource}" if subresource else path
         delays = self._retry.delays()
         while True:
-            try:
-                current = await rest.request(
-                    self._api, method="GET", path=path, timeout=self._timeout
-                )
-            except errors.NotFound:
-                return Written(Outcome.GONE)
-            except errors.KubeError as exc:
-                return self._failed(what, f"reading {what}: {exc}")
+            guessed = known is not None
+            if known is not None:
+                current, known = known, None
+            else:
+                try:
+                    current = await rest.request(
+                        self._api, method="GET", path=path, timeout=self._timeout
+                    )
+                except errors.NotFound:
+                    return Written(Outcome.GONE)
+                except errors.KubeError as exc:
+                    return self._failed(what, f"reading {what}: {exc}")
             patch = change(current)
             if not patch:
+                if guessed:
+                    continue  # nothing to do as the caller saw it: make sure, on a fresh read
                 return Written(Outcome.UNCHANGED, current)
             version = (current.get("metadata") or {}).get("resourceVersion")
             body = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": version}}

@@ -521,6 +521,10 @@ class ControlPlane:
             watch=list(self.processes.values()),
             interval=1.0,
         )
+        devices = nodes.device_manifests(self.pools)
+        if devices:
+            self.progress(f"publishing {len(devices)} DeviceClass(es) and ResourceSlice(s)")
+            self.apply(devices, create=True)
 
 
 def _http_ok(url: str, *, ca: pathlib.Path | None = None, verify: bool = True) -> bool:

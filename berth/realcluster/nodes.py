@@ -21,10 +21,17 @@ import typing
 
 import yaml
 
-from berth.api import keys
+from berth.api import fake_devices, keys
 from berth.emulator import addresses, kubelets
 
-__all__ = ["CONFIGURATION", "MANAGED_ANNOTATION", "STAGES", "node_manifests", "stages_config"]
+__all__ = [
+    "CONFIGURATION",
+    "MANAGED_ANNOTATION",
+    "STAGES",
+    "device_manifests",
+    "node_manifests",
+    "stages_config",
+]
 
 MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
 MANAGED_VALUE = "fake"
@@ -66,6 +73,22 @@ def node_manifests(pools: collections.abc.Sequence[kubelets.NodePool]) -> list[O
                 }
             )
     return nodes
+
+
+def device_manifests(pools: collections.abc.Sequence[kubelets.NodePool]) -> list[Object]:
+    """The DRA objects of the pools' ``devices=`` (no kubelet plugin runs on KWOK's nodes):
+    a DeviceClass per driver and a ResourceSlice per node and driver
+    (:mod:`berth.api.fake_devices`)."""
+    classes: dict[str, Object] = {}
+    slices: list[Object] = []
+    for pool in pools:
+        for driver, count in pool.devices:
+            classes.setdefault(driver, dict(fake_devices.device_class(driver)))
+            slices += [
+                dict(fake_devices.node_slice(driver=driver, node=name, count=count))
+                for name in pool.names()
+            ]
+    return [*classes.values(), *slices]
 
 
 def _pod_stage(

@@ -12,6 +12,8 @@ plays that part, with the pure functions of :mod:`berth.api.claims`:
   member relying on another's write, only if that write was done); a write refused is not done,
   and the pod's binding then does not happen either (:meth:`ClaimController.bindable`), with
   what was reserved for it released;
+- ``DeallocateClaim`` decisions clear a claim reserved by nobody but the pod that cannot go
+  where it is allocated (a scheduler's PostFilter);
 - a pod that is deleted or finished leaves ``reservedFor``; a claim nobody reserves is
   deallocated, and a claim made for the pod from a template is deleted with it.
 """
@@ -144,6 +146,19 @@ class ClaimController:
         self._store.put(typing.cast(Object, updated))
         if decision.allocation is not None:
             self._written.add((decision.key, decision.pod))
+        return True
+
+    def deallocate(self, decision: decisions.DeallocateClaim) -> bool:
+        """Apply ``decision`` (a scheduler's PostFilter); False when it may not be done."""
+        claim = self._store.get(CLAIM, namespace=decision.namespace, name=decision.name)
+        if claim is None or claim["metadata"].get("uid") != decision.uid:
+            return False
+        updated = claims.deallocated(
+            typing.cast(dra.ResourceClaim, claim), pod_uid=decision.pod_uid
+        )
+        if updated is None:
+            return False
+        self._store.put(typing.cast(Object, updated))
         return True
 
     def bindable(self, decision: decisions.BindPod) -> bool:

@@ -22,6 +22,8 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
   (:mod:`berth.sim.claims`), a pod's claims are made from its templates when it is put, and a
   pod that is deleted or finishes leaves its claims (deallocated once nobody reserves them;
   the claims made for it deleted);
+- ``DeallocateClaim``: the ResourceClaim's allocation is cleared, if nobody but the pod
+  reserves it;
 - ``BindClaimVolume``: the volume is reserved for the claim and, playing kube-controller-manager's
   PV binder at once, both are bound — refused, as the API server refuses the conditional write,
   when the volume is not at the ``resourceVersion`` it was chosen at (it changed since, e.g.
@@ -426,6 +428,8 @@ class InMemoryCluster:
                 self._claims.reserve(decision)
             elif isinstance(decision, decisions.MarkPending):
                 self._mark_pending(decision)
+            elif isinstance(decision, decisions.DeallocateClaim):
+                self._claims.deallocate(decision)
             else:
                 self._unschedulable(decision)
         self._result = result

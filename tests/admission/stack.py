@@ -90,6 +90,16 @@ def all_pods(emulator: testing.RunningEmulator) -> list[Object]:
     )
 
 
+def events(emulator: testing.RunningEmulator) -> list[Object]:
+    found = emulator.call(emulator.api.storage.list, ("", "events"), "default")
+    return typing.cast(list[Object], found)
+
+
+def delete_pod(emulator: testing.RunningEmulator, name: str) -> None:
+    resource = emulator.api.resource("v1", "pods")
+    emulator.call(emulator.api.delete, resource, namespace="default", name=name)
+
+
 def gates(obj: Object) -> list[str]:
     return [g["name"] for g in obj["spec"].get("schedulingGates") or ()]
 

@@ -1,7 +1,9 @@
 """Simulated nodes and kubelets.
 
 We test these aspects:
-- pool SPECs parse (resources, labels, taints, name prefix) and bad ones are refused;
+- pool SPECs parse (resources, labels, taints, DRA devices, name prefix) and bad ones are refused;
+- a pool with ``devices=DRIVER:COUNT`` publishes a fake driver's DeviceClass and a ResourceSlice
+  per node, which the API server accepts;
 - nodes are created Ready, with allocatable, labels, taints and a Lease, and heartbeats renew;
 - every node has its own pod subnet, also across pools started one after another;
 - 100 pods bound by a client to 10 simulated nodes all report Running, each with an IP of its
@@ -51,8 +53,17 @@ from berth.emulator import kubelets, testing
             ),
         ),
         ("1x", kubelets.NodePool("pool0", 1, {"pods": "110", "cpu": "4", "memory": "16Gi"})),
+        (
+            "4x cpu=16 devices=gpu.example.com:8,nic.example.com:2",
+            kubelets.NodePool(
+                "pool0",
+                4,
+                {"pods": "110", "cpu": "16"},
+                devices=(("gpu.example.com", 8), ("nic.example.com", 2)),
+            ),
+        ),
     ],
-    ids=["resources", "labels-and-taints", "name-and-valueless-taint", "defaults"],
+    ids=["resources", "labels-and-taints", "name-and-valueless-taint", "defaults", "devices"],
 )
 def test_pool_specs(spec: str, expected: kubelets.NodePool) -> None:
     assert kubelets.parse_pool(spec) == expected
@@ -60,12 +71,55 @@ def test_pool_specs(spec: str, expected: kubelets.NodePool) -> None:
 
 @pytest.mark.parametrize(
     "spec",
-    ["", "ten cpu=1", "2x cpu", "2x cpu=lots", "2x label=nokey", "2x taint=a=b:Sometimes"],
-    ids=["empty", "no-count", "no-quantity", "bad-quantity", "bad-label", "bad-effect"],
+    [
+        "",
+        "ten cpu=1",
+        "2x cpu",
+        "2x cpu=lots",
+        "2x label=nokey",
+        "2x taint=a=b:Sometimes",
+        "2x devices=gpu:8",
+        "2x devices=gpu.example.com",
+        "2x devices=gpu.example.com:0",
+        "2x devices=gpu.example.com:129",
+        "2x devices=gpu.example.com:1,gpu.example.com:2",
+    ],
+    ids=[
+        "empty",
+        "no-count",
+        "no-quantity",
+        "bad-quantity",
+        "bad-label",
+        "bad-effect",
+        "driver-without-domain",
+        "devices-without-count",
+        "no-devices",
+        "too-many-devices",
+        "driver-twice",
+    ],
 )
 def test_bad_pool_specs(spec: str) -> None:
     with pytest.raises(kubelets.PoolSpecError):
         kubelets.parse_pool(spec)
+
+
+def test_pools_with_devices_publish_a_fake_drivers_slices(
+    emulator: testing.RunningEmulator,
+) -> None:
+    emulator.start_kubelets(["2x cpu=8 devices=gpu.example.com:3 name=g", "1x name=plain"])
+    api = emulator.api
+    slices = emulator.call(api.storage.list, ("resource.k8s.io", "resourceslices"), None)
+    assert sorted(s["metadata"]["name"] for s in slices) == [
+        "g-0-gpu.example.com",
+        "g-1-gpu.example.com",
+    ]
+    first = next(s for s in slices if s["spec"]["nodeName"] == "g-0")
+    assert first["spec"]["pool"] == {"name": "g-0", "generation": 1, "resourceSliceCount": 1}
+    assert [d["name"] for d in first["spec"]["devices"]] == ["gpu-0", "gpu-1", "gpu-2"]
+    classes = emulator.call(api.storage.list, ("resource.k8s.io", "deviceclasses"), None)
+    assert [c["metadata"]["name"] for c in classes] == ["gpu.example.com"]
+    expression = classes[0]["spec"]["selectors"][0]["cel"]["expression"]
+    assert expression == 'device.driver == "gpu.example.com"'
 
 
 def _wait(predicate: typing.Callable[[], bool], *, timeout: float = 10.0) -> None:

@@ -8,6 +8,9 @@ We test these aspects:
 - an object changing under every attempt gives up after the bounded attempts (``CONFLICTED``),
   waiting the capped, doubling backoff in between;
 - nothing to change sends nothing (``UNCHANGED``); a missing object is ``GONE``;
+- ``update`` from an object the caller knows writes at its version without reading; when that
+  version is stale (409), or nothing is to be done as the caller saw it, it reads and decides
+  again;
 - a revoked fence sends nothing (``FENCED``), and the object is untouched;
 - ``patch`` writes an annotation; failures are logged once per object per window;
 - ``delete`` deletes the object with the uid it was decided on, never a namesake created
@@ -78,6 +81,38 @@ async def test_update_retries_a_conflict_on_the_fresh_object(
     assert labels_of(emulator) == {"other": "yes", "count": "1"}
     assert sleeps.waited == [0.05]
     assert writer.sent == 1  # the 409 is not counted
+
+
+async def test_update_from_a_known_version_reads_only_when_it_must(
+    emulator: testing.RunningEmulator, connection: clients.AsyncConnection
+) -> None:
+    known = create(emulator, pod("p"), plural="pods")
+    sleeps = Sleeps()
+    writer = writes.Writer(connection.api, sleep=sleeps)
+    reads = emulator.server.requests_by_path
+
+    def count(current: rest.Body) -> rest.Body | None:
+        labels = dict(current["metadata"].get("labels") or {})
+        if labels.get("count"):
+            return None
+        return {"metadata": {"labels": {"count": str(len(labels))}}}
+
+    written = await writer.update(PATH, count, what="pod default/p", known=known)
+    assert written.outcome is writes.Outcome.WRITTEN
+    assert reads[("GET", PATH)] == 0  # written at the version known
+    # Stale now: the 409 makes it read and decide again.
+    label_from(emulator, "other", "yes")
+    stale = {**known, "metadata": {**known["metadata"], "labels": {}}}
+    rewritten = await writer.update(
+        PATH, lambda c: {"metadata": {"labels": {"mine": "x"}}}, known=stale
+    )
+    assert rewritten.outcome is writes.Outcome.WRITTEN
+    assert reads[("GET", PATH)] == 1
+    assert labels_of(emulator) == {"count": "0", "other": "yes", "mine": "x"}
+    # Nothing to do as the caller saw it is made sure of on a fresh read.
+    done = {**known, "metadata": {**known["metadata"], "labels": {"count": "9"}}}
+    assert (await writer.update(PATH, count, known=done)).outcome is writes.Outcome.UNCHANGED
+    assert reads[("GET", PATH)] == 2
 
 
 async def test_update_gives_up_after_the_bounded_attempts(

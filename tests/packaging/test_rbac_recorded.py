@@ -20,6 +20,8 @@ simulated nodes, while a user drives every path the operator has:
 - a pod whose claims are of ``WaitForFirstConsumer`` classes gets a static volume reserved for
   one (its ``claimRef``) and the other, to be provisioned, annotated with the node (nothing
   binds claims here: its binding waits, as kube-scheduler's would, until the pod is deleted);
+- a pod claims a GPU through a ResourceClaimTemplate (DRA): Berth allocates its claim and
+  reserves it for the pod (the claim's finalizer and status) before binding it;
 - a day passes on the operator's clock, so ended reservations are garbage-collected;
 - the process stops cleanly, releasing its Lease (created and renewed meanwhile).
 
@@ -143,6 +145,16 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
     "workload is resized",
     ("", "events", "patch"): "an Event is patched when its reason repeats after the repeat "
     "interval; whether a recorded run lasts that long is timing (the realcluster tier sees it)",
+    ("resource.k8s.io", "resourceclaims", "get"): (
+        "a claim is written at the version the informer showed; it is read only when that "
+        "write conflicts, or to release it after a failed binding (tests/kube/"
+        "test_resource_claim_binding.py)"
+    ),
+    ("resource.k8s.io", "resourceclaims/binding", "patch"): (
+        "a synthetic subresource Kubernetes 1.36 checks when status.allocation or reservedFor "
+        "changes; the emulator does not authorize it (the realcluster tier, v1.36, does: its "
+        "DRA tests fail on any request the API server refuses Berth)"
+    ),
     ("authentication.k8s.io", "tokenreviews", "create"): (
         "only when a client calls the HTTP API; the emulator has no TokenReview (the calls are "
         "tested against a stand-in API server in tests/operator/test_http_auth.py)"
@@ -340,6 +352,31 @@ CLAIMED = (
     "volumes: [{name: data, persistentVolumeClaim: {claimName: data}},"
     " {name: scratch, persistentVolumeClaim: {claimName: scratch}}]"
 )
+DEVICES = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: gpu.example.com}}
+spec:
+  selectors: [{{cel: {{expression: 'device.driver == "gpu.example.com"'}}}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: {node}-gpu}}
+spec:
+  driver: gpu.example.com
+  nodeName: {node}
+  pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}
+  devices: [{{name: gpu-0}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: one-gpu}}
+spec:
+  spec:
+    devices:
+      requests: [{{name: gpu, exactly: {{deviceClassName: gpu.example.com}}}}]
+"""
+GPU_CLAIM = "resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]"
 SPARE = "nodeSelector: {pool: spare}"
 QUEUED = "labels: {scheduling.berth.io/queue: default}"
 GATE = "schedulingGates: [{name: scheduling.berth.io/admission}]"
@@ -398,6 +435,23 @@ async def drive(
         ),
     )
     user.delete_pod("claimant")
+
+    # A pod claiming a GPU through a template (DRA): its claim is allocated and reserved for
+    # it before Berth binds it.
+    node = sorted(user.objects("v1", "nodes"))[0]
+    user.create(DEVICES.format(node=node))
+    user.create(pod("gpu-user", cpu="100m", spec=f"{BERTHS}\n  {GPU_CLAIM}"))
+    await user.until(
+        "the GPU claim was allocated and the pod bound",
+        lambda: (
+            any(
+                (c.get("status") or {}).get("reservedFor")
+                for c in user.objects("resource.k8s.io/v1", "resourceclaims").values()
+            )
+            and bool(user.pods()["gpu-user"]["spec"].get("nodeName"))
+        ),
+    )
+    user.delete_pod("gpu-user")
 
     # A low-priority pod fills the spare node; an urgent one needs that node.
     user.create(pod("filler", cpu="3", extra=QUEUED, spec=f"{BERTHS}\n  {SPARE}", duration="1h"))

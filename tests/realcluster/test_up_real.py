@@ -41,6 +41,8 @@ WATCHED = {
     # The informers'
     "pods", "nodes", "namespaces", "priorityclasses", "persistentvolumeclaims",
     "persistentvolumes", "storageclasses", "csinodes",
+    # The informers' DRA kinds (the real control plane serves resource.k8s.io/v1)
+    "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates",
     # The leader's Kopf: Berth's own kinds, and the CRDs
     "queues", "podgroups", "reservations", "customresourcedefinitions",
 }  # fmt: skip

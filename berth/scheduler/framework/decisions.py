@@ -23,6 +23,7 @@ __all__ = [
     "BindClaimVolume",
     "BindPod",
     "CycleResult",
+    "DeallocateClaim",
     "Decision",
     "DecisionRecorder",
     "EndReservation",
@@ -89,6 +90,20 @@ class ReserveClaim(_Addressed):
     pod_uid: str
     allocation: dra.AllocationResult | None = None
     after: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeallocateClaim(_Addressed):
+    """Clear the ResourceClaim's ``status.allocation`` and ``status.reservedFor``:
+    kube-scheduler's DynamicResources PostFilter. The pod ``pod`` (same namespace) fits no
+    node, and the claim, allocated where it cannot go, is reserved by no other pod: freed, it
+    can be allocated again where the pod fits. The sink clears it only if it still is the
+    claim decided on (``uid``), still allocated, and reserved by nobody but that pod
+    (``pod_uid``)."""
+
+    uid: str  # the claim's
+    pod: str
+    pod_uid: str
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -207,6 +222,7 @@ Decision = (
     | SelectClaimNode
     | BindClaimVolume
     | ReserveClaim
+    | DeallocateClaim
     | Unschedulable
     | MarkPending
 )

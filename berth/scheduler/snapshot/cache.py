@@ -947,8 +947,60 @@ class ClusterCache:
         self._device_change(self._devices.remove_resource_claim(obj))
 
     def resource_claim(self, key: str, /) -> resourceclaims.ResourceClaimInfo | None:
-        """The ResourceClaim ``namespace/name`` as last seen (the binder checks it)."""
+        """The ResourceClaim ``namespace/name`` as last seen, with what is assumed of it."""
         return self._devices.claim(key)
+
+    def resource_claim_seen(self, key: str, /) -> resourceclaims.ResourceClaimInfo | None:
+        """The ResourceClaim ``namespace/name`` as the API last showed it (its version: the
+        binder's first write of it is made at that version, without reading it again)."""
+        return self._devices.seen(key)
+
+    def watch_devices(self) -> None:
+        """The source feeds DRA objects from now on (the informers found the API served):
+        pods with claims are scheduled, no longer refused or left to kube-scheduler."""
+        self._device_change(self._devices.watch())
+
+    def assume_resource_claim(
+        self,
+        key: str,
+        /,
+        *,
+        uid: str,
+        pod: str,
+        pod_uid: str,
+        allocation: resourceclaims.AllocationInfo | None,
+    ) -> bool:
+        """Count the claim ``key`` as allocated (``allocation``, when it is not yet) and
+        reserved for the pod ``pod`` (uid ``pod_uid``) while the write is in flight, as
+        :meth:`assume_pod` counts a pod bound; False when the claim as last seen is not the
+        one with ``uid``."""
+        assumed = self._devices.assume_claim(
+            key, uid=uid, pod=pod, pod_uid=pod_uid, allocation=allocation
+        )
+        if assumed:
+            self._changes.touch()
+        return assumed
+
+    def settle_resource_claim(self, key: str, /, *, pod_uid: str, version: str) -> None:
+        """The write of the assumed claim ``key`` for the pod ``pod_uid`` landed as
+        ``version`` (the assumption goes once the informer shows it)."""
+        self._devices.settle_claim(key, pod_uid=pod_uid, version=version)
+
+    def forget_pod_resource_claims(self, key: str, /) -> bool:
+        """Undo every :meth:`assume_resource_claim` made for the pod ``key`` (admission mode:
+        its pending allocation ended unbound); whether any was assumed."""
+        forgot = self._devices.forget_pod_claims(key)
+        if forgot:
+            self._changes.world_changed()
+        return forgot
+
+    def forget_resource_claim(self, key: str, /, *, pod_uid: str) -> bool:
+        """Undo :meth:`assume_resource_claim` for the pod ``pod_uid`` (its write failed or
+        it was released); whether anything was assumed."""
+        forgot = self._devices.forget_claim(key, pod_uid=pod_uid)
+        if forgot:
+            self._changes.world_changed()  # devices the assumption held are free again
+        return forgot
 
     def add_resource_claim_template(self, raw: typing.Any, /) -> None:
         """Add or update a ResourceClaimTemplate."""

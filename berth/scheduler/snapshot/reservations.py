@@ -385,6 +385,13 @@ def template_problem(info: ReservationInfo, /) -> str | None:
     """Why ``spec.template`` cannot be held as written, or ``None`` (what the CRD's rules
     refuse is said with the same field and message as the API server's refusal)."""
     spec = wire.sub(info.template, "spec")
+    if spec.get("resourceClaims"):
+        # A reserve pod is no pod of the API: no claim is ever made or allocated for it, and
+        # owners' own claims could not be steered into what it would hold.
+        return (
+            "spec.template.spec.resourceClaims: a reservation holds node capacity, not DRA "
+            "devices (claims in a Reservation's template are not supported yet)"
+        )
     for field, listed in _template_lists(spec):
         found = wire.range_problem(listed, field=field)
         if found is not None:

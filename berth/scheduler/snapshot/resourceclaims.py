@@ -157,6 +157,7 @@ class ResourceClaimInfo:
     reserved_for: tuple[ConsumerRef, ...] = ()
     controller: tuple[str, str, str] | None = None  # (kind, name, uid) of its controlling owner
     deleting: bool = False
+    finalizers: tuple[str, ...] = ()
     resource_version: str = dataclasses.field(default="", compare=False)
     problem: str | None = None  # a malformed field (spec or status), named
 
@@ -380,6 +381,7 @@ def resource_claim_info(raw: typing.Any, /) -> ResourceClaimInfo:
     problems = _Problems()
     allocation = _allocation(wire.sub(status, "allocation"), problems=problems)
     reserved = status.get("reservedFor")
+    finalizers = meta.get("finalizers")
     return ResourceClaimInfo(
         key=ids.key_of(namespace, name=name),
         namespace=namespace,
@@ -399,6 +401,7 @@ def resource_claim_info(raw: typing.Any, /) -> ResourceClaimInfo:
         ),
         controller=_controller(meta),
         deleting=bool(meta.get("deletionTimestamp")),
+        finalizers=tuple(str(f) for f in finalizers) if isinstance(finalizers, list) else (),
         resource_version=str(meta.get("resourceVersion") or ""),
         problem=spec.problem or problems.first,
     )

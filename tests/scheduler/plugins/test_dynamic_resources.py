@@ -656,6 +656,27 @@ def test_a_claim_allocated_where_the_pod_cannot_go_names_the_claim() -> None:
     assert _bound(outcome, "p") is None
     assert "resourceclaim default/c's allocation" in outcome.message("p")
     assert _bound(outcome, "plain") is not None
+    # Reserved by nobody, it is freed to be allocated again (kube-scheduler's PostFilter).
+    assert "resourceclaim default/c is allocated where the pod cannot go" in outcome.message("p")
+    freed = [x for x in outcome.decided if isinstance(x, decisions.DeallocateClaim)]
+    assert [(x.key, x.pod) for x in freed] == [("default/c", "p")]
+    assert not (outcome.claims["c"].get("status") or {}).get("allocation")
+
+
+def test_a_claim_in_use_where_the_pod_cannot_go_stays_allocated() -> None:
+    status = d.allocated((d.GPU_DRIVER, "n2", "gpu-0"), node="n2", reserved_for=[("user", "u")])
+    outcome = dra.run(
+        b.node("n1", labels={"zone": "a"}),
+        b.node("n2", labels={"zone": "b"}),
+        GPU,
+        d.node_slice("n2"),
+        d.claim("c", status=status),
+        d.pod_with_claims("user", claims={"gpu": "c"}, node="n2", uid="u"),
+        d.pod_with_claims("p", claims={"gpu": "c"}, node_selector={"zone": "a"}),
+    )
+    assert _bound(outcome, "p") is None
+    assert not [x for x in outcome.decided if isinstance(x, decisions.DeallocateClaim)]
+    assert outcome.claims["c"]["status"]["allocation"] == status["allocation"]
 
 
 # Bad input -----------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """Reservations that cannot be held as written, on the in-memory cluster.
 
 We test these aspects (issue 6, "bad input"): a template without requests, a template with a
-malformed quantity, owners that can never match a pod (contradicting label requirements, a
-label operator that does not exist), a reservation larger than any node, a queue that does not
-exist — each stays Pending with a ``Scheduled`` condition saying exactly why, its reason the
-obstacle's code; a TTL or
+malformed quantity, a template claiming DRA devices (not held yet, issue 27), owners that can
+never match a pod (contradicting label requirements, a label operator that does not exist), a
+reservation larger than any node, a queue that does not exist — each stays Pending with a
+``Scheduled`` condition saying exactly why, its reason the obstacle's code; a TTL or
 ``expires`` already in the past ends the reservation ``Failed`` with a ``Ready`` condition
 saying when it expired. In every case a healthy reservation and a plain pod next to it are
 placed as if nothing were wrong, and no plugin raises.
@@ -23,6 +23,13 @@ from tests.scheduler.reservations import world as w
 Obj = dict[str, typing.Any]
 
 NOT_APP_X = {"key": "app", "operator": "NotIn", "values": ["x"]}
+
+
+def _with_claims(reservation: Obj) -> Obj:
+    claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    reservation["spec"]["template"]["spec"]["resourceClaims"] = claims
+    return reservation
+
 
 PENDING = [
     pytest.param(
@@ -65,6 +72,13 @@ PENDING = [
         "operator 'Gt' on label 'gpu' is not one of In, NotIn, Exists, DoesNotExist",
         reasons.ReasonCode.INVALID,
         id="every-owner-broken",
+    ),
+    pytest.param(
+        _with_claims(w.reservation("bad")),
+        "spec.template.spec.resourceClaims: a reservation holds node capacity, not DRA devices "
+        "(claims in a Reservation's template are not supported yet)",
+        reasons.ReasonCode.INVALID,
+        id="template-with-resource-claims",
     ),
     pytest.param(
         w.reservation("bad", cpu="64"),

@@ -16,7 +16,12 @@ We test these aspects:
 - per queue, devices held and asked for, a claim once per queue; the capacity per class;
 - the catalog (and its selector answers) survives claim changes and is rebuilt on slice
   changes; a DRA change is a change of the world for parked work;
-- without ``dynamic_resources`` the snapshot says DRA is not watched.
+- without ``dynamic_resources`` the snapshot says DRA is not watched, until the source says it
+  feeds DRA objects (``watch_devices``);
+- assumed claims (a write in flight): the devices count as taken at once, in no other claim;
+  the overlay gives way to the API's word (the write's version seen, the allocation and the
+  consumer shown, the claim replaced or deleted), is undone when the write fails, and goes
+  with a pod that finished.
 """
 
 from __future__ import annotations
@@ -283,6 +288,135 @@ def test_without_dynamic_resources_nothing_is_watched() -> None:
     assert not cache_module.ClusterCache().snapshot(b.EPOCH).devices.watched
     assert devices.EMPTY.watched is False
     assert _cache().snapshot(b.EPOCH).devices.watched
+
+
+def test_watching_devices_can_begin_later() -> None:
+    cache = cache_module.ClusterCache()
+    first = cache.snapshot(b.EPOCH)
+    cache.watch_devices()
+    second = cache.snapshot(b.EPOCH + 1)
+    assert second.devices.watched
+    assert first.changes is not None and second.changes is not None
+    assert not second.changes.same_world(first.changes)  # refused pods may be placed now
+
+
+def _versioned(obj: Obj, version: int) -> Obj:
+    obj["metadata"]["resourceVersion"] = str(version)
+    return obj
+
+
+def _assumed_cache() -> cache_module.ClusterCache:
+    return _cache(
+        b.node("n1"),
+        d.device_class("gpu"),
+        d.node_slice("n1", devices=d.gpus(2)),
+        _versioned(d.claim("c"), 10),
+        d.pod_with_claims("p", claims={"gpu": "c"}, uid="uid-p"),
+    )
+
+
+def _allocation(device: str = "gpu-0") -> resourceclaims.AllocationInfo:
+    found = resourceclaims.allocation_info(
+        d.allocated((d.GPU_DRIVER, "n1", device), node="n1")["allocation"]
+    )
+    assert found is not None
+    return found
+
+
+def test_an_assumed_claim_holds_its_devices_until_the_api_shows_the_write() -> None:
+    cache = _assumed_cache()
+    assert cache.assume_resource_claim(
+        "default/c", uid="uid-claim-default-c", pod="p", pod_uid="uid-p", allocation=_allocation()
+    )
+    snapshot = cache.snapshot(b.EPOCH)
+    claim = snapshot.devices.claims["default/c"]
+    assert claim.allocation is not None and claim.reserved_for_pod("uid-p")
+    assert snapshot.devices.allocated.exclusive == {(d.GPU_DRIVER, "n1", "gpu-0")}
+    # An unrelated change of the claim (a label) does not end the assumption.
+    cache.add_resource_claim(_versioned(d.claim("c"), 11))
+    assert cache.snapshot(b.EPOCH + 1).devices.allocated.exclusive
+    cache.settle_resource_claim("default/c", pod_uid="uid-p", version="12")
+    assert cache.snapshot(b.EPOCH + 2).devices.allocated.exclusive
+    # The write as the informer brings it: the API's word, the overlay gone.
+    written = d.claim("c", status=d.allocated((d.GPU_DRIVER, "n1", "gpu-1"), node="n1"))
+    cache.add_resource_claim(_versioned(written, 12))
+    state = cache.snapshot(b.EPOCH + 3).devices
+    assert state.allocated.exclusive == {(d.GPU_DRIVER, "n1", "gpu-1")}
+    assert not state.claims["default/c"].reserved_for_pod("uid-p")  # the API says so
+
+
+def test_an_assumed_claim_gives_way_when_the_api_shows_allocation_and_consumer() -> None:
+    cache = _assumed_cache()
+    cache.assume_resource_claim(
+        "default/c", uid="uid-claim-default-c", pod="p", pod_uid="uid-p", allocation=_allocation()
+    )
+    shown = d.claim(
+        "c",
+        status=d.allocated((d.GPU_DRIVER, "n1", "gpu-1"), node="n1", reserved_for=[("p", "uid-p")]),
+    )
+    cache.add_resource_claim(_versioned(shown, 13))  # kube-scheduler's choice (admission mode)
+    assert cache.snapshot(b.EPOCH).devices.allocated.exclusive == {(d.GPU_DRIVER, "n1", "gpu-1")}
+    # Nothing is left to forget: the API's word stands.
+    assert not cache.forget_resource_claim("default/c", pod_uid="uid-p")
+
+
+def test_a_failed_write_is_forgotten_and_frees_the_devices() -> None:
+    cache = _assumed_cache()
+    before = cache.snapshot(b.EPOCH)
+    cache.assume_resource_claim(
+        "default/c", uid="uid-claim-default-c", pod="p", pod_uid="uid-p", allocation=_allocation()
+    )
+    assert cache.forget_resource_claim("default/c", pod_uid="uid-p")
+    after = cache.snapshot(b.EPOCH + 1)
+    assert not after.devices.allocated.exclusive
+    assert after.devices.claims["default/c"].allocation is None
+    assert before.changes is not None and after.changes is not None
+    assert not after.changes.same_world(before.changes)  # room freed: parked work may fit
+
+
+def test_a_shared_claim_assumed_for_two_pods_keeps_the_holders_allocation() -> None:
+    cache = _assumed_cache()
+    cache.add_pod(d.pod_with_claims("q", claims={"gpu": "c"}, uid="uid-q"))
+    uid = "uid-claim-default-c"
+    cache.assume_resource_claim(
+        "default/c", uid=uid, pod="p", pod_uid="uid-p", allocation=_allocation()
+    )
+    cache.assume_resource_claim("default/c", uid=uid, pod="q", pod_uid="uid-q", allocation=None)
+    claim = cache.snapshot(b.EPOCH).devices.claims["default/c"]
+    assert claim.reserved_for_pod("uid-p") and claim.reserved_for_pod("uid-q")
+    cache.forget_resource_claim("default/c", pod_uid="uid-q")
+    claim = cache.snapshot(b.EPOCH + 1).devices.claims["default/c"]
+    assert claim.allocation is not None and not claim.reserved_for_pod("uid-q")
+    cache.forget_resource_claim("default/c", pod_uid="uid-p")  # the holder's write failed
+    assert cache.snapshot(b.EPOCH + 2).devices.claims["default/c"].allocation is None
+
+
+def test_an_assumption_ends_with_its_claim_or_its_pod() -> None:
+    uid = "uid-claim-default-c"
+    replaced = _assumed_cache()
+    assert not replaced.assume_resource_claim(
+        "default/c", uid="another", pod="p", pod_uid="uid-p", allocation=_allocation()
+    )
+    replaced.assume_resource_claim(
+        "default/c", uid=uid, pod="p", pod_uid="uid-p", allocation=_allocation()
+    )
+    new = d.claim("c")
+    new["metadata"]["uid"] = "uid-new"
+    replaced.add_resource_claim(_versioned(new, 20))
+    assert replaced.snapshot(b.EPOCH).devices.claims["default/c"].allocation is None
+    deleted = _assumed_cache()
+    deleted.assume_resource_claim(
+        "default/c", uid=uid, pod="p", pod_uid="uid-p", allocation=_allocation()
+    )
+    deleted.remove_resource_claim("default/c")
+    deleted.add_resource_claim(_versioned(d.claim("c"), 30))
+    assert deleted.snapshot(b.EPOCH).devices.claims["default/c"].allocation is None
+    finished = _assumed_cache()
+    finished.assume_resource_claim(
+        "default/c", uid=uid, pod="p", pod_uid="uid-p", allocation=_allocation()
+    )
+    finished.add_pod(d.pod_with_claims("p", claims={"gpu": "c"}, uid="uid-p", phase="Succeeded"))
+    assert finished.snapshot(b.EPOCH).devices.claims["default/c"].allocation is None
 
 
 def test_selector_answers_outlive_a_catalog_for_unchanged_slices() -> None:

@@ -23,6 +23,12 @@ table and held in the session's transaction:
 - **PreBind** records, before the binding, a :class:`~berth.scheduler.framework.decisions.
   ReserveClaim` per claim the pod does not already hold: the allocation to write (from the
   pod whose Reserve made it) and the pod to add to ``status.reservedFor``.
+- **PostFilter**: a pod that fits no node while one of its claims is allocated where it cannot
+  go, and reserved by no other pod (left so by a scheduler that failed half way, or allocated
+  for a pod that went), gets that claim deallocated — a :class:`~berth.scheduler.framework.
+  decisions.DeallocateClaim` recorded at session close if the pod is still unplaced then — so
+  that it can be allocated again where the pod fits, as kube-scheduler's PostFilter does; the
+  pod's reason says so.
 
 As a session plugin it holds the ledger, frees for the session the devices of the claims of
 pods it evicts, says pods with claims are judged alone (their claims, not their shape, decide
@@ -111,6 +117,7 @@ class DynamicResources(
     interfaces.FilterPlugin,
     interfaces.ReservePlugin,
     interfaces.PreBindPlugin,
+    interfaces.PostFilterPlugin,
     interfaces.SessionPlugin,
     interfaces.ConstraintPlugin,
 ):
@@ -121,6 +128,7 @@ class DynamicResources(
     def __init__(self, handle: handles.ExtendedHandle) -> None:
         self._handle = handle
         self._ledger: ledger.Ledger | None = None
+        self._freeing: dict[str, tuple[str, str]] = {}  # pod key -> (claim key, claim uid)
 
     @property
     def understands(self) -> frozenset[podconstraints.Field]:
@@ -135,6 +143,7 @@ class DynamicResources(
     def on_session_open(self, session: sessions.Session) -> None:
         snapshot = session.snapshot
         books = self._ledger = ledger.Ledger(snapshot.devices, pods_by_key=snapshot.pods)
+        self._freeing = {}
         hooks = session.hooks
         hooks.judged_alone.add(lambda pod: bool(pod.resource_claims), plugin=NAME)
         hooks.device_requests.add(books.device_requests, plugin=NAME)
@@ -143,7 +152,22 @@ class DynamicResources(
         )
 
     def on_session_close(self, session: sessions.Session) -> None:
-        self._ledger = None
+        books, freeing = self._ledger, self._freeing
+        self._ledger, self._freeing = None, {}
+        freed: set[str] = set()
+        for pod_key, (key, uid) in sorted(freeing.items()):
+            pod = session.snapshot.pods.get(pod_key)
+            if pod is None or pod_key in session.placed or key in freed:
+                continue
+            if books is not None and books.users.get(key):
+                continue  # a pod of this session uses it now
+            namespace, _, name = key.partition("/")
+            session.recorder.record(
+                decisions.DeallocateClaim(
+                    namespace=namespace, name=name, uid=uid, pod=pod.name, pod_uid=pod.uid
+                )
+            )
+            freed.add(key)
 
     def _books(self) -> ledger.Ledger:
         if self._ledger is None or self._ledger.devices is not self._handle.snapshot().devices:
@@ -386,7 +410,7 @@ class DynamicResources(
             for row, failure in failures.items():
                 mark(f"node(s) {self._why_not(found, nodes.names[row], failure)}", row=row)
                 for broken in failure.broken:
-                    mark(f"node(s) reach {broken}", row=row)
+                    mark(f"node(s) where {broken}", row=row)
             return out
 
         return filtering.NodeFilter(
@@ -416,6 +440,42 @@ class DynamicResources(
         if failure.contended:
             return f"had too few free devices for resourceclaims {listed} together"
         return f"could not allocate resourceclaims {listed} together"
+
+    # PostFilter -------------------------------------------------------------------------------
+    def post_filter(
+        self,
+        state: cyclestate.CycleState,
+        pod: pods.PodInfo,
+        nodes: nodetable.NodeTable,
+        *,
+        reason: str,
+    ) -> statuses.Status:
+        if not self._active(pod):
+            return statuses.SUCCESS
+        found = state.read_as(_STATE, kind=_PodClaims)
+        if isinstance(found, statuses.Status):
+            return statuses.SUCCESS
+        books = self._books()
+        for key, allocation in found.allocated:
+            if allocation.node_selector is None:
+                continue
+            here = np.zeros(len(nodes), dtype=np.bool_)
+            for term in allocation.node_selector:
+                here |= nodes.term_mask(term)
+            if here.all():
+                continue  # usable on every node considered: not what keeps the pod out
+            claim = books.devices.claims.get(key)
+            if claim is None or any(ref.uid != pod.uid for ref in claim.reserved_for):
+                continue
+            if books.users.get(key):
+                continue  # a pod of this session reserved it
+            self._freeing.setdefault(pod.key, (key, claim.uid))
+            return statuses.new(
+                statuses.Code.UNSCHEDULABLE,
+                f"resourceclaim {key} is allocated where the pod cannot go and reserved by no "
+                "other pod: it is deallocated, to be allocated again where the pod fits",
+            )
+        return statuses.SUCCESS
 
     # Reserve ----------------------------------------------------------------------------------
     def reserve(

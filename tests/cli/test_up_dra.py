@@ -1,0 +1,117 @@
+"""GPUs through DRA with ``berth up`` and real kubectl: examples/dra-gpus (issue 27).
+
+Three nodes with two GPUs each of a fake driver (``devices=gpu.example.com:2``) and a node
+``late-0`` without; then the example's steps. We test these aspects:
+- a gang of four pods each claiming two GPUs through a template, with room for three members'
+  devices: no claim allocated, no pod bound, and the PodGroup's condition names the claim that
+  could not be met and its DeviceClass; once late-0's slice is applied, all four are bound, each
+  claim allocated on its pod's node and reserved for it;
+- queue quota in devices: a queue limited to four GPUs of the class runs two 2-GPU pods and holds
+  the third with a reason naming the class; a claim shared by two pods is counted once (two
+  servers sharing a one-GPU claim and a third one-GPU pod all run under a two-GPU limit).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from tests.workloads import cluster
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "dra-gpus"
+GPU_NODES = "3x cpu=16,memory=64Gi devices=gpu.example.com:2 name=gpu"
+LATE = ("--nodes", "1x cpu=16,memory=64Gi name=late")
+
+Obj = dict[str, object]
+
+
+def _bound(kubectl: cluster.Kubectl) -> dict[str, str]:
+    pods = kubectl.items("pods")
+    return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
+
+
+def _claims(kubectl: cluster.Kubectl) -> list[dict[str, object]]:
+    return kubectl.items("resourceclaims")
+
+
+def _scheduled_condition(kubectl: cluster.Kubectl, group: str) -> dict[str, str] | None:
+    status = kubectl.get("bpg", group).get("status") or {}
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Scheduled":
+            return dict(condition)
+    return None
+
+
+def _failed_scheduling(kubectl: cluster.Kubectl, pod: str) -> str | None:
+    for event in kubectl.items("events"):
+        if event["involvedObject"]["name"] == pod and event["reason"] == "FailedScheduling":
+            return str(event["message"])
+    return None
+
+
+@pytest.mark.slow
+def test_a_gang_waits_for_every_members_devices_then_starts_whole(tmp_path: pathlib.Path) -> None:
+    with cluster.berth_up(tmp_path, nodes=GPU_NODES, extra=LATE) as kubectl:
+        assert len(kubectl.items("resourceslices")) == 3
+        kubectl("apply", "-f", str(EXAMPLE / "template.yaml"), "-f", str(EXAMPLE / "gang.yaml"))
+        claims = cluster.eventually(
+            lambda: (found := _claims(kubectl)) and len(found) == 4 and found,
+            what="the four claims made from the template",
+            timeout=60,
+        )
+
+        def waiting() -> dict[str, str] | None:
+            condition = _scheduled_condition(kubectl, "gpu-train")
+            return condition if condition and condition.get("status") == "False" else None
+
+        condition = cluster.eventually(waiting, what="the gang's reason", timeout=60)
+        message = condition["message"]
+        assert "too few free devices for resourceclaim default/gpu-train-" in message, message
+        assert "2 of deviceclass gpu.example.com" in message
+        assert _bound(kubectl) == {}
+        assert not any((c.get("status") or {}).get("allocation") for c in _claims(kubectl))
+        assert len(claims) == 4
+
+        kubectl("apply", "-f", str(EXAMPLE / "late-node.yaml"))
+        bound = cluster.eventually(
+            lambda: (found := _bound(kubectl)) and len(found) == 4 and found,
+            what="the whole gang bound",
+            timeout=60,
+        )
+        assert sorted(bound.values()).count("late-0") == 1
+        pods = {p["metadata"]["name"]: p for p in kubectl.items("pods")}
+        for claim in _claims(kubectl):
+            owner = claim["metadata"]["ownerReferences"][0]["name"]
+            status = claim["status"]
+            pools = {r["pool"] for r in status["allocation"]["devices"]["results"]}
+            assert pools == {bound[owner]}, claim["metadata"]["name"]
+            uids = [c["uid"] for c in status["reservedFor"]]
+            assert uids == [pods[owner]["metadata"]["uid"]]
+
+
+@pytest.mark.slow
+def test_queue_quota_counts_devices_of_a_class_and_a_shared_claim_once(
+    tmp_path: pathlib.Path,
+) -> None:
+    with cluster.berth_up(tmp_path, nodes=GPU_NODES, extra=LATE) as kubectl:
+        kubectl("apply", "-f", str(EXAMPLE / "late-node.yaml"))
+        kubectl("apply", "-f", str(EXAMPLE / "template.yaml"))
+        kubectl("apply", "-f", str(EXAMPLE / "quota.yaml"), "-f", str(EXAMPLE / "shared.yaml"))
+        notebooks = {"notebook-a", "notebook-b", "notebook-c"}
+        shared = {"server-0", "server-1", "solo"}
+
+        def settled() -> dict[str, str] | None:
+            bound = _bound(kubectl)
+            return bound if len(notebooks & bound.keys()) == 2 and shared <= bound.keys() else None
+
+        bound = cluster.eventually(settled, what="two notebooks and the shared trio", timeout=60)
+        [held] = notebooks - bound.keys()
+        why = cluster.eventually(
+            lambda: _failed_scheduling(kubectl, held), what="why the third waits", timeout=30
+        )
+        assert "queue team-gpu at limit for deviceclass/gpu.example.com" in why, why
+        assert bound["server-0"] == bound["server-1"]  # one claim: its device is on one node
+        [model] = [c for c in _claims(kubectl) if c["metadata"]["name"] == "model"]
+        assert len(model["status"]["reservedFor"]) == 2

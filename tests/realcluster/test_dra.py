@@ -1,0 +1,167 @@
+"""GPUs through DRA on the real control plane (v1.36: resource.k8s.io/v1, its resourceclaim
+controller in kube-controller-manager, the real kube-scheduler beside Berth).
+
+Each test publishes a fake driver's ResourceSlices on KWOK nodes. We test these aspects:
+- scheduler mode, a gang of four pods each claiming two GPUs through a template, on nodes
+  created with a node spec's ``devices=`` (its DeviceClass and slices accepted by the API
+  server) with room for three members' devices: no claim is allocated, no pod bound, and the
+  PodGroup's condition names the claim that could not be met; once a fourth node's slice is
+  published all four are bound together, each claim allocated on its pod's node and reserved
+  for it — written by Berth, as the API server (with its 1.36 authorization of claim status
+  writes) accepts it;
+- admission mode, two pods wanting the one free device: Berth pins one, only to the node of
+  that device, and kube-scheduler allocates its claim and binds it there; the other waits gated,
+  told why, nothing deleted and recreated; within 30 seconds of the first pod going (its claim
+  released by the resourceclaim controller) the second is admitted and bound there.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import typing
+
+import pytest
+
+from berth.api import keys
+from berth.emulator import kubelets
+from berth.realcluster import nodes, processes
+from tests.realcluster import cluster, dra, pods
+
+pytestmark = pytest.mark.realcluster
+
+Obj = dict[str, typing.Any]
+
+
+def _eventually(what: str, check: typing.Callable[[], typing.Any], timeout: float = 90.0) -> None:
+    processes.wait_until(what, check, timeout=timeout, interval=0.5)
+
+
+def _bound(real: cluster.RealCluster, namespace: str) -> dict[str, str]:
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in real.pods(namespace)
+        if p["spec"].get("nodeName")
+    }
+
+
+def test_a_gang_claiming_gpus_waits_whole_and_starts_whole(real: cluster.RealCluster) -> None:
+    real.berth()
+    namespace = real.namespace()
+    queue = f"q-{namespace}"
+    driver = dra.driver_name("gang")
+    tag = driver.partition(".")[0]
+    # Three KWOK nodes whose fake driver publishes two GPUs each (the node spec's devices=, as
+    # `berth up --real` applies it), and a fourth whose GPUs appear later.
+    pools = [
+        kubelets.parse_pool(f"3x cpu=4,memory=16Gi devices={driver}:2 label=dra={tag} name={tag}"),
+        kubelets.parse_pool(f"1x cpu=4,memory=16Gi label=dra={tag} name={tag}-late"),
+    ]
+    real.create(*nodes.node_manifests(pools))
+    real.kubectl("wait", "--for=condition=Ready", "nodes", "-l", f"dra={tag}",
+                 f"--timeout={cluster.WAIT}")  # fmt: skip
+    real.create(*nodes.device_manifests(pools))
+    try:
+        real.create(pods.queue(queue))
+        real.create(dra.template("two-gpus", cls=driver, count=2), namespace=namespace)
+        gang = pods.gang(
+            "train", 4, queue=queue, cpu="100m", extra_spec=dra.claims_from("two-gpus")
+        )
+        real.create(*gang, namespace=namespace)
+        _eventually("the four claims made", lambda: len(dra.claims(real, namespace)) == 4)
+
+        def reason() -> str | None:
+            group = real.json("get", "podgroup", "train", "-n", namespace)
+            for condition in (group.get("status") or {}).get("conditions") or ():
+                if condition["type"] == "Scheduled" and condition["status"] == "False":
+                    message = str(condition.get("message") or "")
+                    return message if "resourceclaim" in message else None
+            return None
+
+        _eventually("the gang's reason names a claim", reason)
+        message = reason()
+        assert message is not None
+        assert f"too few free devices for resourceclaim {namespace}/train-" in message, message
+        assert f"2 of deviceclass {driver}" in message
+        assert _bound(real, namespace) == {}
+        assert not any(dra.allocated_pools(c) for c in dra.claims(real, namespace))
+
+        real.create(dra.node_slice(driver, f"{tag}-late-0", count=2))
+        _eventually("the whole gang bound", lambda: len(_bound(real, namespace)) == 4)
+        bound = _bound(real, namespace)
+        assert sorted(bound.values()) == sorted(
+            [*(f"{tag}-{i}" for i in range(3)), f"{tag}-late-0"]
+        )
+        uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in real.pods(namespace)}
+        for claim in dra.claims(real, namespace):
+            pod = dra.owner(claim)
+            assert pod is not None
+            assert dra.allocated_pools(claim) == {bound[pod]}
+            assert dra.consumers(claim) == [uids[pod]]
+            assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+    finally:
+        real.kubectl("delete", "resourceslices", "--field-selector", f"spec.driver={driver}",
+                     "--wait=false")  # fmt: skip
+        real.kubectl("delete", "deviceclass", driver, "--wait=false")
+        real.kubectl("delete", "nodes", "-l", f"dra={tag}", "--wait=false")
+
+
+def test_admission_mode_pins_only_where_the_free_device_is(real: cluster.RealCluster) -> None:
+    real.berth(mode="admission")
+    namespace = real.namespace()
+    driver = dra.driver_name("adm")
+    node = "pool0-4"
+    with dra.devices(real, driver, {node: 1}):
+        real.create(dra.template("one-gpu", cls=driver), namespace=namespace)
+        for name in ("first", "second"):
+            real.create(
+                pods.pod(
+                    name,
+                    queue="default",
+                    scheduler=None,
+                    extra_spec=dra.claims_from("one-gpu"),
+                ),
+                namespace=namespace,
+            )
+            if name == "first":
+                real.wait(f"pod/{name}", jsonpath="{.status.phase}", value="Running",
+                          namespace=namespace)  # fmt: skip
+        first = real.json("get", "pod", "first", "-n", namespace)
+        assert first["spec"]["nodeName"] == node
+        assert first["metadata"]["annotations"][keys.ADMITTED_NODE_ANNOTATION] == node
+        [made] = [c for c in dra.claims(real, namespace) if dra.owner(c) == "first"]
+        assert dra.allocated_pools(made) == {node}  # kube-scheduler allocated it there
+
+        def told() -> str | None:
+            listed = real.json("get", "events", "-n", namespace)["items"]
+            for event in listed:
+                if event["involvedObject"]["name"] == "second" and event["reason"] == "NotAdmitted":
+                    return str(event["message"])
+            return None
+
+        _eventually("the second pod told why it waits", told)
+        message = told()
+        assert message is not None and "resourceclaim" in message, message
+        second = real.json("get", "pod", "second", "-n", namespace)
+        uid = second["metadata"]["uid"]
+        assert keys.ADMISSION_GATE in [g["name"] for g in second["spec"]["schedulingGates"]]
+
+        real.kubectl("delete", "pod", "first", "-n", namespace, "--wait=false")
+        freed = time.monotonic()
+        _eventually(
+            "the second pod bound",
+            lambda: bool(
+                real.json("get", "pod", "second", "-n", namespace)["spec"].get("nodeName")
+            ),
+            timeout=60.0,
+        )
+        admitted_after = time.monotonic() - freed
+        second = real.json("get", "pod", "second", "-n", namespace)
+        assert second["spec"]["nodeName"] == node
+        assert second["metadata"]["uid"] == uid  # the same pod: never deleted and recreated
+        assert admitted_after < 30.0, admitted_after
+        rejected = real.kubectl(
+            "get", "events", "-n", namespace, "--field-selector", "reason=AdmissionRejected",
+            "-o", "json",
+        )  # fmt: skip
+        assert json.loads(rejected.stdout)["items"] == []
