@@ -135,9 +135,11 @@ async def serve(
                 expired = exc
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
-        await response.prepare(http_request)
-        writer = _Writer(response, request, api=api)
-        with contextlib.suppress(ConnectionResetError):  # the client left: how watches end
+        # The client may leave at any point, even before the headers are out (a process
+        # stopped while it starts): that is how watches end, never an error.
+        with contextlib.suppress(ConnectionResetError):
+            await response.prepare(http_request)
+            writer = _Writer(response, request, api=api)
             await _stream(
                 writer,
                 watcher,
