@@ -198,8 +198,15 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
             "2",
         ]
 
-        wide = rows(await table("bq", "-o", "wide"))
-        assert wide["team-a"][8:13] == ["2", "5", "6 cpu", "3", "2"]  # weight .. running groups
+        # Weight .. running groups. The groups' counts are written after the pods' (a pass of
+        # the status writer may fall between the two tables): wait for them as above.
+        expected = ["2", "5", "6 cpu", "3", "2"]
+        wide: dict[str, list[str]] = {}
+        for _ in range(200):
+            wide = rows(await table("bq", "-o", "wide"))
+            if wide["team-a"][8:13] == expected:
+                break
+        assert wide["team-a"][8:13] == expected
 
         line = rows(await table("bpg", "-o", "wide"))
         assert sorted(int(line[f"wide-{i}"][6]) for i in range(3)) == [1, 2, 3]

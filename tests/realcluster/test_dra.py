@@ -75,10 +75,12 @@ def test_a_gang_claiming_gpus_waits_whole_and_starts_whole(real: cluster.RealClu
             for condition in (group.get("status") or {}).get("conditions") or ():
                 if condition["type"] == "Scheduled" and condition["status"] == "False":
                     message = str(condition.get("message") or "")
-                    return message if "resourceclaim" in message else None
+                    # Before Berth's cache has seen the claims the controller made, the
+                    # reason says it waits for them; the one to check comes after.
+                    return message if "too few free devices for resourceclaim" in message else None
             return None
 
-        _eventually("the gang's reason names a claim", reason)
+        _eventually("the gang's reason names a claim short of devices", reason)
         message = reason()
         assert message is not None
         assert f"too few free devices for resourceclaim {namespace}/train-" in message, message
