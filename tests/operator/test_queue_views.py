@@ -283,9 +283,9 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
         assert status == 200 and "/berth/v1/overview" in page
 
         for extra in ([], ["--operator", f"http://127.0.0.1:{port}"]):
-            shown = await plugin(emulator, "queue", "team-a", *extra)
-            assert shown.returncode == 0, shown.stderr
-            lines = shown.stdout.splitlines()
+            described = await plugin(emulator, "queue", "team-a", *extra)
+            assert described.returncode == 0, described.stderr
+            lines = described.stdout.splitlines()
             assert lines[0] == (
                 "queue team-a  Open · pods 3 pending, 2 running · allocated 2 cpu of fair share "
                 "4 cpu (guaranteed 4 cpu)"
@@ -296,7 +296,7 @@ async def test_queue_states_usage_and_the_line(emulator: testing.RunningEmulator
                     rf"{place}/3\s+PodGroup\s+default/wide-{index}\s+no pod could be placed; "
                     r"0/1 nodes fit: 1 Insufficient cpu$",
                     lines[1 + place],
-                ), shown.stdout
+                ), described.stdout
             assert lines[-1] == "3 waiting"
             missing = await plugin(emulator, "queue", "nowhere", *extra)
             assert missing.returncode == 1
