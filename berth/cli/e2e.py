@@ -54,6 +54,7 @@ _SHAPES = (
     "preferred-affinity",
     "gang",
     "unschedulable-backlog",
+    "dra",
 )
 """``--shape`` with ``--real`` (:mod:`berth.cli.e2e_shapes`; named here so the CLI loads
 without the real control plane's dependencies)."""

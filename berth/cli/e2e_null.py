@@ -9,6 +9,13 @@ same client settings as Berth's binder: ``bind_concurrency`` 64, no rate limit).
 nothing: not capacity, not constraints, not gangs. A binding that fails is retried a few times,
 then reported on stderr.
 
+Pods with ResourceClaims get what a DRA scheduler writes, so that the ceiling is one of DRA
+scheduling: it lists the nodes' ResourceSlices once and watches ResourceClaims; once a pod's
+claims exist (kube-controller-manager makes them from templates and names them in the pod's
+``status.resourceClaimStatuses``), it takes the next node with devices, round-robin, writes
+each claim's finalizer, then its ``status.allocation`` (the node's next devices in turn, free
+or not: it checks nothing here either) with the pod in ``reservedFor``, then the binding.
+
 Run as ``python -m berth.cli.e2e_null --server URL --ca CA --cert CERT --key KEY --scheduler
 NAME`` (without ``--ca``: plain HTTP); it prints one line when it watches, then runs until it
 is terminated.
@@ -18,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import collections.abc
 import contextlib
 import itertools
 import json
@@ -33,12 +42,214 @@ __all__ = ["main", "run"]
 Object = dict[str, typing.Any]
 
 _ATTEMPTS = 5
+_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+_CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
+_MERGE = {"Content-Type": "application/merge-patch+json"}
+
+Key = tuple[str, str]  # namespace, name
+Device = tuple[str, str, str]  # driver, pool, device
 
 
 async def _nodes(session: aiohttp.ClientSession) -> list[str]:
     async with session.get("/api/v1/nodes") as response:
         listed = await response.json()
     return sorted(item["metadata"]["name"] for item in listed.get("items") or ())
+
+
+async def _devices(session: aiohttp.ClientSession) -> dict[str, list[Device]]:
+    """Each node's devices, from the ResourceSlices published when it starts (none when the
+    API server serves no ``resource.k8s.io/v1``)."""
+    async with session.get(_SLICES) as response:
+        if response.status != 200:
+            return {}
+        listed = await response.json()
+    found: dict[str, list[Device]] = {}
+    for item in listed.get("items") or ():
+        spec = item.get("spec") or {}
+        node, pool = spec.get("nodeName"), (spec.get("pool") or {}).get("name")
+        if node and pool:
+            found.setdefault(node, []).extend(
+                (str(spec["driver"]), str(pool), str(d["name"])) for d in spec.get("devices") or ()
+            )
+    return found
+
+
+def _key(obj: Object) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace")), str(meta.get("name"))
+
+
+class _Null:
+    """The pods and claims seen, and the writes that bind them."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        nodes: list[str],
+        devices: dict[str, list[Device]],
+    ) -> None:
+        self.session = session
+        self.turn = itertools.cycle(nodes)
+        self.devices = devices
+        self.device_turn = itertools.cycle(sorted(devices))
+        self.used: collections.Counter[str] = collections.Counter()
+        self.pending: asyncio.Queue[tuple[Key, str, list[str]]] = asyncio.Queue()
+        self.queued: set[Key] = set()
+        self.claims: dict[Key, Object] = {}
+        self.waiting: dict[Key, Object] = {}  # pods whose claims are not all seen yet
+
+    def _claim_names(self, pod: Object) -> list[str] | None:
+        """The names of the pod's claims, or None while one is not made or not seen yet."""
+        namespace = str((pod.get("metadata") or {}).get("namespace"))
+        made = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()
+        }
+        names = []
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
+            name = entry.get("resourceClaimName") or made.get(entry.get("name"))
+            if not name or (namespace, name) not in self.claims:
+                return None
+            names.append(str(name))
+        return names
+
+    def pod(self, kind: str, obj: Object) -> None:
+        key = _key(obj)
+        if kind == "DELETED":
+            self.waiting.pop(key, None)
+            return
+        if key in self.queued or (obj.get("spec") or {}).get("nodeName"):
+            return
+        names = self._claim_names(obj)
+        if names is None:
+            self.waiting[key] = obj
+            return
+        self.waiting.pop(key, None)
+        self.queued.add(key)
+        uid = str((obj.get("metadata") or {}).get("uid"))
+        self.pending.put_nowait((key, uid, names))
+
+    def claim(self, kind: str, obj: Object) -> None:
+        key = _key(obj)
+        if kind == "DELETED":
+            self.claims.pop(key, None)
+            return
+        self.claims[key] = obj
+        for owner in (obj.get("metadata") or {}).get("ownerReferences") or ():
+            waiting = self.waiting.get((key[0], str(owner.get("name"))))
+            if owner.get("kind") == "Pod" and waiting is not None:
+                self.pod("MODIFIED", waiting)
+
+    async def _send(
+        self, method: str, path: str, body: Object, *, done: tuple[int, ...], merge: bool = False
+    ) -> bool:
+        """Send, retried a few times; False (reported on stderr) when it never succeeded."""
+        reason = ""
+        for attempt in range(_ATTEMPTS):
+            try:
+                async with self.session.request(
+                    method, path, json=body, headers=_MERGE if merge else None
+                ) as response:
+                    if response.status in done:
+                        return True
+                    reason = f"{response.status} {await response.text()}"
+            except aiohttp.ClientError as exc:
+                reason = str(exc)
+            await asyncio.sleep(0.05 * (attempt + 1))
+        print(f"null scheduler: {method} {path}: {reason}", file=sys.stderr)
+        return False
+
+    async def _allocate(self, namespace: str, name: str, *, pod: str, uid: str, node: str) -> bool:
+        """Allocate claim ``name`` on ``node``'s next devices, round-robin, free or not, and
+        reserve it for the pod: the finalizer, then the status, as a DRA scheduler writes."""
+        claim = self.claims[(namespace, name)]
+        devices = self.devices[node]
+        results = []
+        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+            for _ in range(int((request.get("exactly") or {}).get("count") or 1)):
+                driver, pool, device = devices[self.used[node] % len(devices)]
+                self.used[node] += 1
+                results.append(
+                    {"request": request["name"], "driver": driver, "pool": pool, "device": device}
+                )
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+        finalizer = {"metadata": {"finalizers": [_CLAIM_FINALIZER]}}
+        if not await self._send("PATCH", path, finalizer, done=(200,), merge=True):
+            return False
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        status = {
+            "status": {
+                "allocation": {
+                    "devices": {"results": results},
+                    "nodeSelector": {"nodeSelectorTerms": [term]},
+                },
+                "reservedFor": [{"resource": "pods", "name": pod, "uid": uid}],
+            }
+        }
+        return await self._send("PATCH", f"{path}/status", status, done=(200,), merge=True)
+
+    async def bind(self) -> None:
+        while True:
+            (namespace, name), uid, claims = await self.pending.get()
+            node = next(self.device_turn if claims and self.devices else self.turn)
+            allocated = True
+            for claim in claims:
+                allocated = allocated and await self._allocate(
+                    namespace, claim, pod=name, uid=uid, node=node
+                )
+            if not allocated:
+                continue
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name, "namespace": namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            }
+            # 201 bound; 409 bound already; 404 deleted: nothing more to do.
+            path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+            await self._send("POST", path, body, done=(201, 409, 404))
+
+
+async def _inform(
+    session: aiohttp.ClientSession,
+    path: str,
+    params: dict[str, str],
+    handle: collections.abc.Callable[[str, Object], None],
+) -> collections.abc.Callable[[], collections.abc.Awaitable[None]]:
+    """List ``path`` into ``handle``; the watch that follows, resuming and relisting as an
+    informer does, to run."""
+
+    async def relist() -> str:
+        async with session.get(path, params=params) as response:
+            listed = await response.json()
+        for item in listed.get("items") or ():
+            handle("ADDED", item)
+        return str(listed["metadata"]["resourceVersion"])
+
+    version = await relist()
+
+    async def watch() -> None:
+        nonlocal version
+        while True:
+            query = {
+                **params,
+                "watch": "1",
+                "resourceVersion": version,
+                "allowWatchBookmarks": "true",
+            }
+            async with session.get(path, params=query, timeout=aiohttp.ClientTimeout()) as response:
+                async for line in response.content:
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        version = await relist()
+                        break
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        handle(str(event["type"]), obj)
+
+    return watch
 
 
 async def run(
@@ -51,76 +262,18 @@ async def run(
         nodes = await _nodes(session)
         if not nodes:
             raise SystemExit("null scheduler: the cluster has no nodes")
-        turn = itertools.cycle(nodes)
-        pending: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-        queued: set[tuple[str, str]] = set()
-        selector = f"spec.schedulerName={scheduler},spec.nodeName="
-
-        def offer(obj: Object) -> None:
-            meta = obj.get("metadata") or {}
-            key = (str(meta.get("namespace")), str(meta.get("name")))
-            if key not in queued and not (obj.get("spec") or {}).get("nodeName"):
-                queued.add(key)
-                pending.put_nowait(key)
-
-        async def relist() -> str:
-            params = {"fieldSelector": selector}
-            async with session.get("/api/v1/pods", params=params) as response:
-                listed = await response.json()
-            for item in listed.get("items") or ():
-                offer(item)
-            return str(listed["metadata"]["resourceVersion"])
-
-        async def watch(version: str) -> None:
-            while True:
-                params = {
-                    "watch": "1",
-                    "fieldSelector": selector,
-                    "resourceVersion": version,
-                    "allowWatchBookmarks": "true",
-                }
-                async with session.get(
-                    "/api/v1/pods", params=params, timeout=aiohttp.ClientTimeout()
-                ) as response:
-                    async for line in response.content:
-                        event = json.loads(line)
-                        obj = event.get("object") or {}
-                        if event.get("type") == "ERROR":
-                            version = await relist()
-                            break
-                        version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                        if event.get("type") == "ADDED":
-                            offer(obj)
-
-        async def bind() -> None:
-            while True:
-                namespace, name = await pending.get()
-                node = next(turn)
-                body = {
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-                }
-                path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
-                for attempt in range(_ATTEMPTS):
-                    try:
-                        async with session.post(path, json=body) as response:
-                            # 201 bound; 409 bound already; 404 deleted: nothing more to do.
-                            if response.status in (201, 409, 404):
-                                break
-                            reason = f"{response.status} {await response.text()}"
-                    except aiohttp.ClientError as exc:
-                        reason = str(exc)
-                    if attempt == _ATTEMPTS - 1:
-                        print(
-                            f"null scheduler: binding {namespace}/{name}: {reason}", file=sys.stderr
-                        )
-                    await asyncio.sleep(0.05 * (attempt + 1))
-
-        version = await relist()
-        print(f"null scheduler: watching pods of {scheduler} on {len(nodes)} nodes", flush=True)
-        await asyncio.gather(watch(version), *(bind() for _ in range(concurrency)))
+        null = _Null(session, nodes, await _devices(session))
+        watches = []
+        if null.devices:
+            watches.append(await _inform(session, _CLAIMS, {}, null.claim))
+        selector = {"fieldSelector": f"spec.schedulerName={scheduler},spec.nodeName="}
+        watches.append(await _inform(session, "/api/v1/pods", selector, null.pod))
+        print(
+            f"null scheduler: watching pods of {scheduler} on {len(nodes)} nodes "
+            f"({len(null.devices)} with devices)",
+            flush=True,
+        )
+        await asyncio.gather(*(w() for w in watches), *(null.bind() for _ in range(concurrency)))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -27,7 +27,15 @@ import aiohttp
 from berth.cli import e2e_shapes, proc_usage
 from berth.realcluster import processes
 
-__all__ = ["Contender", "Race", "Tracker", "create", "delete_namespace", "phase"]
+__all__ = [
+    "Contender",
+    "Race",
+    "Tracker",
+    "allocated_claims",
+    "create",
+    "delete_namespace",
+    "phase",
+]
 
 Object = dict[str, typing.Any]
 
@@ -40,6 +48,9 @@ _PATHS = {
         "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups"
     ),
     ("batch/v1", "Job"): "/apis/batch/v1/namespaces/{ns}/jobs",
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): (
+        "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
+    ),
 }
 
 MetricsReader = collections.abc.Callable[[], collections.abc.Awaitable[tuple[float, float] | None]]
@@ -230,6 +241,21 @@ async def delete_namespace(race: Race, namespace: str, *, timeout: float) -> Non
                 f"namespace {namespace} still there {timeout:.0f} s after its deletion"
             )
         await asyncio.sleep(1.0)
+
+
+async def allocated_claims(race: Race, namespace: str) -> int:
+    """How many ResourceClaims in ``namespace`` are allocated and reserved for a pod."""
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+    async with race.session.get(path) as response:
+        if response.status != 200:
+            raise processes.ComponentFailed(f"listing {path}: {response.status}")
+        listed = await response.json()
+    return sum(
+        1
+        for claim in listed.get("items") or ()
+        if (claim.get("status") or {}).get("allocation")
+        and (claim.get("status") or {}).get("reservedFor")
+    )
 
 
 async def _none_pending(race: Race, namespace: str) -> bool:

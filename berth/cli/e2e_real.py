@@ -30,7 +30,10 @@ The schedulers run without leader election (a paused leader would lose its Lease
 a client rate limit: Berth has none (its binder sends at most ``bind_concurrency`` bindings at
 once, and so does the null scheduler), kube-scheduler's ``clientConnection.qps`` is raised from
 50/s to :data:`KUBE_SCHEDULER_QPS`. With the ``gang`` shape, the plane runs kube-scheduler's
-alpha gang scheduling (``GenericWorkload``, ``GangScheduling``).
+alpha gang scheduling (``GenericWorkload``, ``GangScheduling``). With the ``dra`` shape, every
+node has a fake driver's devices (a ResourceSlice each), and each of its races also reports
+``claims_allocated``: the claims in the race's namespace allocated and reserved once every pod
+was bound.
 
 Faults: a component that dies ends the run, and so do SIGTERM and Ctrl+C; a race whose pods are
 not all bound within ``timeout`` is marked ``timed_out`` and the run goes on. Either way the
@@ -291,12 +294,17 @@ class _Bench:
                     contender,
                     namespace=namespace,
                     init=e2e_shapes.init_pods(shape, init, nodes=self.node_names),
-                    before=e2e_shapes.gang_objects(shape, measured, contender=contender.label),
+                    before=[
+                        *e2e_shapes.gang_objects(shape, measured, contender=contender.label),
+                        *e2e_shapes.claim_objects(shape),
+                    ],
                     pods=e2e_shapes.measured_pods(
                         shape, measured, contender=contender.label, scheduler=contender.scheduler
                     ),
                     paused=phase_name == "backlog",
                 )
+                if shape.claims:
+                    result["claims_allocated"] = await e2e_race.allocated_claims(race, namespace)
                 entry[label][phase_name] = result
                 self._timed_out(shape.name, label, phase_name, result)
                 await e2e_race.delete_namespace(race, namespace, timeout=self.timeout)
@@ -433,7 +441,7 @@ def measure(
     directory = pathlib.Path(tempfile.mkdtemp(prefix="berth-e2e-real-"))
     plane = controlplane.ControlPlane(
         directory,
-        pools=e2e_shapes.pools(nodes),
+        pools=e2e_shapes.pools(nodes, devices=e2e_shapes.DRA in shapes),
         binaries=found,
         scheduler_qps=KUBE_SCHEDULER_QPS,
         feature_gates=e2e_shapes.GANG_FEATURE_GATES if gangs else None,

@@ -17,7 +17,9 @@ place them unmeasured: the cluster looks the same to every scheduler and costs n
   5000, 5000;
 - ``gang``: none (scheduler_perf 1.36 has no gang workload): SchedulingBasic's pods in gangs
   of 8: 1000, 2000;
-- ``unschedulable-backlog``: misc/``Unschedulable`` 5kNodes/100Init/10kPods: 100, 10 000.
+- ``unschedulable-backlog``: misc/``Unschedulable`` 5kNodes/100Init/10kPods: 100, 10 000;
+- ``dra``: dra/``SchedulingWithResourceClaimTemplate`` 5000pods_500nodes: 0, 2500 at 500
+  nodes (25 000 at 5000).
 
 In detail:
 
@@ -30,6 +32,19 @@ In detail:
   gate on) and pods naming it in ``spec.schedulingGroup``; Berth its own PodGroup
   (``minMember`` 8) and the ``scheduling.berth.io/pod-group`` label. The null scheduler sees
   plain pods.
+- ``dra``: every node has :data:`DEVICES_PER_NODE` GPUs of a fake DRA driver
+  (:data:`DRA_DRIVER`: a ResourceSlice per node and a DeviceClass, as ``createResourceDriver``
+  publishes them; :mod:`berth.api.fake_devices`), and every pod one claim from the
+  namespace's ResourceClaimTemplate (``pod-with-claim-template.yaml``: one device of the
+  class); kube-controller-manager's resourceclaim controller makes each pod's claim, the
+  scheduler allocates it (``status.allocation``, ``reservedFor``) and binds the pod. Where
+  scheduler_perf gives its nodes room for 10 claims and fills half with 2500 init pods, the
+  nodes here have 8 GPUs (as a GPU node has) and no init pods (a running pod's claim would
+  have to be allocated before the race by one of the schedulers raced). 2500 measured pods
+  take 62.5 % of 500 nodes' devices in each race, which starts with every device free. The
+  null scheduler writes what a DRA scheduler writes (the claim's finalizer, its allocation of
+  the node's next device, round-robin, with ``reservedFor``, then the binding), checking
+  nothing (:mod:`berth.cli.e2e_null`): the ceiling of a DRA scheduler's writes.
 - ``unschedulable-backlog``: scheduler_perf's churn of ``pod-high-priority-large-cpu.yaml``
   (cpu 9: no node fits) becomes a *standing* backlog of that many such pods (``--standing``,
   levels such as 0, 10 000 and 50 000), created and left unschedulable before the plain pods
@@ -50,12 +65,16 @@ from berth.api import keys
 from berth.emulator import kubelets
 
 __all__ = [
+    "DEVICES_PER_NODE",
+    "DRA",
+    "DRA_DRIVER",
     "NODE_ALLOCATABLE",
     "SHAPES",
     "ContenderLabel",
     "UNSCHEDULABLE",
     "ZONES",
     "Shape",
+    "claim_objects",
     "gang_objects",
     "init_pods",
     "measured_pods",
@@ -70,6 +89,10 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 ZONES = ("moon-1", "moon-2", "moon-3")
 GANG_SIZE = 8
 UNSCHEDULABLE = "unschedulable-backlog"
+DRA = "dra"
+DRA_DRIVER = "gpu.example.com"
+DEVICES_PER_NODE = 8
+_CLAIM_TEMPLATE = "gpu"  # the template's name, the pods' entry and the claim's request
 _IMAGE = "registry.k8s.io/pause:3.10"
 
 ContenderLabel = typing.Literal["null", "kube_scheduler", "berth"]
@@ -86,6 +109,7 @@ class Shape:
     init_constrained: bool = True  # init pods carry the labels and constraint too
     one_init_per_node: bool = False
     gang: int = 0
+    claims: bool = False  # each measured pod claims one device from a ResourceClaimTemplate
 
     def counts(self, nodes: int, pods: int | None) -> tuple[int, int]:
         """(init, measured) pods at ``nodes`` nodes; ``pods`` overrides the measured count."""
@@ -94,6 +118,8 @@ class Shape:
         if self.one_init_per_node:
             init = min(init, nodes)
         measured = pods if pods is not None else max(100, round(self.measured * scale))
+        if self.claims and pods is None:
+            measured = min(measured, nodes * DEVICES_PER_NODE)  # one device each
         if self.gang:
             measured = max(self.gang, measured - measured % self.gang)
         return init, measured
@@ -168,18 +194,29 @@ SHAPES: dict[str, Shape] = {
             gang=GANG_SIZE,
         ),
         Shape(UNSCHEDULABLE, "misc/Unschedulable 5kNodes/100Init/10kPods", 100, 10_000),
+        Shape(
+            DRA,
+            "dra/SchedulingWithResourceClaimTemplate 5000pods_500nodes (8 devices a node, "
+            "no init pods)",
+            0,
+            25_000,
+            claims=True,
+        ),
     )
 }
 
 
-def pools(nodes: int) -> list[kubelets.NodePool]:
+def pools(nodes: int, *, devices: bool = False) -> list[kubelets.NodePool]:
     """``nodes`` nodes of ``node-default.yaml``'s size in three zones (as TopologySpreading
-    labels them; the other shapes ignore the zone)."""
+    labels them; the other shapes ignore the zone); with ``devices``, each with
+    :data:`DEVICES_PER_NODE` devices of :data:`DRA_DRIVER` (the ``dra`` shape; the others
+    ignore them)."""
     specs = []
+    gpus = f" devices={DRA_DRIVER}:{DEVICES_PER_NODE}" if devices else ""
     for index, zone in enumerate(ZONES):
         count = nodes // len(ZONES) + (1 if index < nodes % len(ZONES) else 0)
         if count:
-            specs.append(f"{count}x {NODE_ALLOCATABLE} label={ZONE_KEY}={zone} name={zone}")
+            specs.append(f"{count}x {NODE_ALLOCATABLE} label={ZONE_KEY}={zone}{gpus} name={zone}")
     return [kubelets.parse_pool(spec, index=i) for i, spec in enumerate(specs)]
 
 
@@ -242,6 +279,11 @@ def measured_pods(
     made = []
     for i in range(count):
         pod = _pod(f"p-{i:06d}", scheduler=scheduler, labels=shape.labels, extra=shape.constraint)
+        if shape.claims:
+            pod["spec"]["resourceClaims"] = [
+                {"name": _CLAIM_TEMPLATE, "resourceClaimTemplateName": _CLAIM_TEMPLATE}
+            ]
+            pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": _CLAIM_TEMPLATE}]
         if shape.gang:
             group = _group_name(i // shape.gang)
             if contender == "berth":
@@ -276,6 +318,22 @@ def gang_objects(shape: Shape, count: int, *, contender: ContenderLabel) -> list
             "spec": {"schedulingPolicy": {"gang": {"minCount": shape.gang}}},
         }
         for g in groups
+    ]
+
+
+def claim_objects(shape: Shape) -> list[Object]:
+    """The namespace's ResourceClaimTemplate for a shape whose pods claim devices
+    (``resourceclaimtemplate.yaml``: one device of the driver's class), else nothing."""
+    if not shape.claims:
+        return []
+    request = {"name": _CLAIM_TEMPLATE, "exactly": {"deviceClassName": DRA_DRIVER}}
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": _CLAIM_TEMPLATE},
+            "spec": {"spec": {"devices": {"requests": [request]}}},
+        }
     ]
 
 

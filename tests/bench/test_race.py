@@ -7,6 +7,9 @@ A small task plays kube-controller-manager's ServiceAccount controller for new n
 
 We test these aspects:
 - the null scheduler binds only its own unbound pods, round-robin over the nodes in name order;
+- with the ``dra`` shape's claims, it waits for each pod's claim from the template, allocates
+  it on the node it binds the pod to (a device of that node's slice, the pod in
+  ``reservedFor``, the finalizer on) and the race counts the claims allocated;
 - a stream race reports every pod bound, rates, latencies, the scheduler's CPU per 1000 pods
   and its peak RSS, and the other processes' cores;
 - a backlog race keeps the scheduler stopped while the pods are created: nothing is bound
@@ -43,7 +46,7 @@ Object = dict[str, typing.Any]
 def null_scheduler(
     emulator: testing.RunningEmulator, tmp_path: pathlib.Path
 ) -> collections.abc.Iterator[processes.Process]:
-    emulator.start_kubelets(["3x cpu=8,memory=32Gi name=node"])
+    emulator.start_kubelets([f"3x cpu=8,memory=32Gi devices={e2e_shapes.DRA_DRIVER}:2 name=node"])
     process = processes.Process(
         "null-scheduler",
         [
@@ -128,6 +131,41 @@ async def test_the_null_scheduler_binds_its_own_pods_round_robin(
     nodes = [placed[f"p-{i:06d}"] for i in range(9)]
     assert sorted(nodes) == sorted(["node-0", "node-1", "node-2"] * 3)
     assert placed["other-p-000000"] is None and placed["other-p-000001"] is None
+
+
+async def test_the_null_scheduler_allocates_each_pods_claim_where_it_binds_it(
+    emulator: testing.RunningEmulator, null_scheduler: processes.Process
+) -> None:
+    contender = e2e_race.Contender("null", NULL, null_scheduler)
+    shape = e2e_shapes.SHAPES[e2e_shapes.DRA]
+    pods = e2e_shapes.measured_pods(shape, 6, contender="null", scheduler=NULL)
+    async with _race(emulator, null_scheduler) as race:
+        result = await e2e_race.phase(
+            race,
+            contender,
+            namespace="claims",
+            init=[],
+            before=e2e_shapes.claim_objects(shape),
+            pods=pods,
+            paused=False,
+        )
+        allocated = await e2e_race.allocated_claims(race, "claims")
+    assert result["bound"] == 6 and not result.get("timed_out")
+    assert allocated == 6
+    placed = _placements(emulator, "claims")
+    listed = emulator.kubectl("get", "resourceclaims", "-n", "claims", "-o", "json").stdout
+    devices = set()
+    for claim in json.loads(listed)["items"]:
+        (owner,) = claim["metadata"]["ownerReferences"]
+        (result_,) = claim["status"]["allocation"]["devices"]["results"]
+        assert result_["pool"] == placed[owner["name"]]  # the fake driver's pool is its node
+        assert result_["driver"] == e2e_shapes.DRA_DRIVER and result_["request"] == "gpu"
+        assert claim["status"]["reservedFor"] == [
+            {"resource": "pods", "name": owner["name"], "uid": owner["uid"]}
+        ]
+        assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        devices.add((result_["pool"], result_["device"]))
+    assert len(devices) == 6  # 3 nodes of 2 devices, in turn: each device once
 
 
 async def test_a_stream_race_reports_rates_latencies_and_costs(

@@ -4,7 +4,9 @@ We test these aspects:
 - every shape's counts at 5000 nodes are its scheduler_perf workload's, and scale with nodes;
   ``--pods`` overrides the measured count; gangs come whole; one init pod per node at most
   where the constraint needs it;
-- the nodes are node-default.yaml's size, in the three zones TopologySpreading uses;
+- the nodes are node-default.yaml's size, in the three zones TopologySpreading uses; with the
+  ``dra`` shape each has 8 devices of a fake driver, and its pods claim one each from a
+  template;
 - init pods are bound at creation and keep every constraint (anti-affinity: one per node);
 - the gang shape hands each scheduler its own form of gang (Kubernetes' PodGroup and
   ``spec.schedulingGroup`` for kube-scheduler, Berth's PodGroup and label for Berth, nothing
@@ -35,6 +37,7 @@ def test_the_cli_names_the_benchmark_shapes() -> None:
         ("preferred-affinity", 5000, 5000),
         ("gang", 1000, 2000),
         ("unschedulable-backlog", 100, 10_000),
+        ("dra", 0, 25_000),
     ],
 )
 def test_counts_are_scheduler_perfs_at_5000_nodes_and_scale(
@@ -46,6 +49,24 @@ def test_counts_are_scheduler_perfs_at_5000_nodes_and_scale(
     assert small_init == round(init / 10)
     assert small_measured == max(100, round(measured / 10))
     assert shape.counts(500, 333)[1] == (328 if shape.gang else 333)
+
+
+def test_dra_pods_claim_one_device_of_nodes_that_have_eight() -> None:
+    shape = e2e_shapes.SHAPES["dra"]
+    assert shape.counts(500, None) == (0, 2500)  # SchedulingWithResourceClaimTemplate's
+    assert shape.counts(6, None) == (0, 48)  # never more pods than devices, unless asked
+    pools = e2e_shapes.pools(6, devices=True)
+    assert all(p.devices == ((e2e_shapes.DRA_DRIVER, 8),) for p in pools)
+    assert all(p.devices == () for p in e2e_shapes.pools(6))
+    (template,) = e2e_shapes.claim_objects(shape)
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"] == {"deviceClassName": e2e_shapes.DRA_DRIVER}
+    (pod,) = e2e_shapes.measured_pods(shape, 1, contender="berth", scheduler="s")
+    assert pod["spec"]["resourceClaims"] == [
+        {"name": request["name"], "resourceClaimTemplateName": template["metadata"]["name"]}
+    ]
+    assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": request["name"]}]
+    assert e2e_shapes.claim_objects(e2e_shapes.SHAPES["basic"]) == []
 
 
 def test_init_pods_never_outnumber_nodes_where_each_needs_its_own() -> None:

@@ -9,7 +9,10 @@ We test these aspects:
   the API server's cores, and kube-scheduler's rate as a fraction of the ceiling;
 - Berth dying mid-run ends it with a partial JSON: not complete, Berth's races missing, an
   error naming Berth and its log, which is kept and says why;
-- no process of the run is left.
+- no process of the run is left;
+- the ``dra`` shape (8 devices a node, one claim a pod from a template): the null scheduler,
+  kube-scheduler and Berth each bind every pod of both races with its claim allocated and
+  reserved, and the run is complete.
 """
 
 from __future__ import annotations
@@ -59,4 +62,23 @@ def test_a_scheduler_dying_leaves_a_partial_report_and_no_process() -> None:
     assert "berth exited" in error["error"]
     logs = pathlib.Path(report["logs"])
     assert str(logs / "berth.log") in error["error"] and (logs / "berth.log").is_file()
+    assert processes.left_behind(before) == []
+
+
+def test_the_dra_shape_binds_every_pod_with_its_claim_allocated_by_each_scheduler() -> None:
+    try:
+        binaries.find()
+    except binaries.BinariesMissing as missing:
+        pytest.skip(f"no real control plane: {missing}")
+    before = processes.children()
+    report = e2e_real.measure(nodes=6, shapes=["dra"], pods=30, timeout=180.0)
+    assert report["errors"] == [] and report["complete"] is True
+    dra = report["shapes"]["dra"]
+    assert "SchedulingWithResourceClaimTemplate" in dra["mirrors"]
+    for label in e2e_real.CONTENDERS:
+        for name in ("stream", "backlog"):
+            race = dra[label][name]
+            assert race["bound"] == race["claims_allocated"] == 30, (label, name, race)
+            assert race["cpu_seconds_per_1000_pods"] is not None and race["peak_rss_mb"] > 0
+    assert dra["ratio_berth_to_kube_scheduler"]["stream"] > 0
     assert processes.left_behind(before) == []
