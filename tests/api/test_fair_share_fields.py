@@ -97,6 +97,7 @@ def test_a_profile_with_out_of_range_arguments_is_refused() -> None:
             "reclaimEvictionsPerCycle": 0,
             "reclaimMinRuntimeSeconds": -1,
             "usageHalfLifeSeconds": 0,
+            "drainTimeoutSeconds": 0,
         },
         "Gang": {"maxTimeoutBackoffSeconds": 0},
     }
@@ -118,6 +119,27 @@ def test_a_profile_with_out_of_range_arguments_is_refused() -> None:
         "reclaimEvictionsPerCycle",
         "reclaimMinRuntimeSeconds",
         "usageHalfLifeSeconds",
+        "drainTimeoutSeconds",
         "maxTimeoutBackoffSeconds",
     ):
         assert f"args.{argument}" in message, message
+
+
+def test_a_hold_timeout_without_a_starvation_guard_is_refused() -> None:
+    # The two thresholds contradict each other: the guard is off, so nothing would be held.
+    base = registry.default_profile()
+    args = {"Proportion": {"starvationThresholdSeconds": 0, "drainTimeoutSeconds": 3600}}
+    profile = profiles.parse(
+        {
+            "schedulerName": base.scheduler_name,
+            "actions": list(base.actions),
+            "plugins": [{"name": p.name, "args": args.get(p.name, {})} for p in base.plugins],
+        }
+    )
+    with pytest.raises(framework_errors.ProfileError) as info:
+        profiles.resolve(
+            profile,
+            registry=registry.in_tree_registry(),
+            actions={a.name for a in actions.default_actions()},
+        )
+    assert "drainTimeoutSeconds is set but starvationThresholdSeconds" in str(info.value)

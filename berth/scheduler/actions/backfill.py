@@ -14,7 +14,8 @@ job order):
    the starving jobs, and lets them stand for the jobs it did not place), and the
    group's reason says how far the guard got, before why the job does not fit yet::
 
-       starving for 312s: holding 8 nodes for 64/64 pods as they free; gang needs ...
+       starving for 312s: holding 8 nodes for 64/64 pods as they free, 24 nvidia.com/gpu
+       idle meanwhile, expected in 2400s (run times: ...); gang needs ...
 
    Once the held room covers the quorum, allocate places the job whole in a later cycle.
 2. **Leftovers**: a job whose quorum would fit in the free capacity is tried once more, now
@@ -68,6 +69,8 @@ def starving_reason(
     )
     if start is None:
         return text
+    if start.idle:
+        text = f"{text}, {start.idle} idle meanwhile"
     if start.at is None:
         return f"{text} (no estimate of when: {start.basis})"
     left = max(0, round(start.at - now))

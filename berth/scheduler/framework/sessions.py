@@ -62,6 +62,7 @@ class ExpectedStart:
 
     at: float | None
     basis: str
+    idle: str = ""  # the room kept free for it meanwhile, in words ("16 nvidia.com/gpu")
 
 
 FRAMEWORK = "framework"

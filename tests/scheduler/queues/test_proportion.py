@@ -191,8 +191,9 @@ def test_a_starving_gang_holds_the_room_it_could_use() -> None:
     nominated = {d.name: d.node for d in outcome.result.of_kind(decisions.NominatePod)}
     assert nominated == {f"big-{i}": "n1" for i in range(4)}
     assert outcome.group_reasons["big"] == (
-        "starving for 400s: holding 1 node for 4/4 pods as it frees (no estimate of when: pod "
-        "default/busy-0: no declared run time, and too few pods finished to learn one); "
+        "starving for 400s: holding 1 node for 4/4 pods as it frees, 2 cpu, 4Gi memory idle "
+        "meanwhile (no estimate of when: pod default/busy-0: no declared run time, and too few "
+        "pods finished to learn one); "
         "gang needs minMember 4, only 2 could be placed; 0/1 nodes fit: 1 Insufficient cpu"
     )
     assert (
@@ -227,8 +228,9 @@ def test_a_starving_gangs_reason_says_when_it_starts_and_from_which_run_times() 
     run.put(*finished)
     outcome = run.cycle()
     assert outcome.group_reasons["big"].startswith(
-        "starving for 400s: holding 1 node for 4/4 pods as it frees, expected in 300s (run "
-        "times: 1 declared, 1 learned from 20 finished pods of queue q); gang needs"
+        "starving for 400s: holding 1 node for 4/4 pods as it frees, 2 cpu, 4Gi memory idle "
+        "meanwhile, expected in 300s (run times: 1 declared, 1 learned from 20 finished pods "
+        "of queue q); gang needs"
     )
     held = outcome.result.group_why["default/big"]
     assert held.details["expectedStartSeconds"] == 300
@@ -253,7 +255,8 @@ def test_a_starving_gang_of_whole_nodes_gets_nodes_nominated_as_they_free() -> N
     # The GPU free on n1 and n2 is the gang's now; the small job takes n3's.
     assert outcome.bound == {"small": "n3"}
     assert outcome.group_reasons["big"].startswith(
-        "starving for 400s: holding 2 nodes for 2/2 pods as they free (no estimate of when: "
+        "starving for 400s: holding 2 nodes for 2/2 pods as they free, 2 cpu, 2Gi memory, "
+        "2 nvidia.com/gpu idle meanwhile (no estimate of when: "
     )
 
 

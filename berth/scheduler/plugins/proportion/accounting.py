@@ -88,6 +88,7 @@ class Accounting:
         self.session = session
         self.args = args
         self.threshold = args.starvation_threshold_seconds or None
+        self.drain_timeout = args.drain_timeout_seconds if self.threshold is not None else None
         infos = tuple(snapshot.queues.values())
         # Devices (DRA) count per DeviceClass in columns of their own after the node table's
         # (``deviceclass/<name>``): the classes quotas name, claims hold or ask for, or exist.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import pydantic
 import pydantic.alias_generators
 
@@ -23,6 +25,14 @@ class ProportionArgs(pydantic.BaseModel):
     starvation guard holds freeing capacity for it. Five minutes by default: long enough for
     ordinary churn to place most work, short against jobs that run for hours. ``0`` or null
     turns the guard off."""
+    drain_timeout_seconds: int | None = pydantic.Field(default=None, ge=1)
+    """Seconds the starvation guard may keep holding room for one job (its second
+    threshold, counted from the cycle the hold began): past it the room is given back, the
+    job's reason says so, and it is not held for again until as long after. Null (the
+    default) holds until the job starts; 0 or below is refused (a hold given back at once
+    holds nothing), and so is a timeout while ``starvationThresholdSeconds`` turns the guard
+    off. Off by default because on issue #33's trace every timeout tried (4, 8 and 12 hours)
+    made the big gangs wait longer: the guard's holds there take longer than that to fill."""
     reclaim_to_fair_share: bool = True
     """Whether a queue below its weighted fair share may evict work of ``reclaimable`` queues
     above theirs (reclaim toward a guarantee is always on)."""
@@ -40,3 +50,14 @@ class ProportionArgs(pydantic.BaseModel):
     the half-life, in seconds, of the usage that tilts the weights siblings split by, so a
     queue that used more recently gets less now. Null (the default) splits by the weights
     alone; 0 or below is refused (a history that forgets everything at once is no history)."""
+
+    @pydantic.model_validator(mode="after")
+    def _drains_need_a_guard(self) -> typing.Self:
+        guard_off = not self.starvation_threshold_seconds
+        chosen = "drain_timeout_seconds" in self.model_fields_set
+        if guard_off and chosen and self.drain_timeout_seconds is not None:
+            raise ValueError(
+                "drainTimeoutSeconds is set but starvationThresholdSeconds turns the "
+                "starvation guard off: nothing would drain"
+            )
+        return self

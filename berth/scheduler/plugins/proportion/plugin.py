@@ -10,7 +10,7 @@ import typing
 import numpy as np
 
 from berth.api import resources
-from berth.scheduler.framework import handles, interfaces, jobs, pending, sessions
+from berth.scheduler.framework import handles, interfaces, jobs, pending, reasons, sessions
 from berth.scheduler.plugins.proportion import (
     accounting,
     decay,
@@ -54,6 +54,9 @@ class Books(
         self._fair = None
         self.holds = []
         self.shadows = {}
+        self.held_since = {}
+        self.given_back = {}
+        self.held_nodes = {}
         self.ripening = ripening.Ripening()  # the plugin hands its own, kept across sessions
         self._hopeless_jobs = {}
         self._smallest_pods = {}
@@ -97,6 +100,9 @@ class Proportion(interfaces.SessionPlugin):
         self._args = args
         self._books: Books | None = None
         self._shadows: dict[str, float] = {}  # starving job -> its earliest shadow time
+        self._held_since: dict[str, float] = {}  # starving job -> when its hold began
+        self._given_back: dict[str, starvation.GivenBack] = {}  # holds past their timeout
+        self._held_nodes: dict[str, int] = {}  # starving job -> how many nodes it held last
         self._ripening = ripening.Ripening()  # when running pods pass their minimum runtime
         # The one thing kept from cycle to cycle: the decayed usage (usageHalfLifeSeconds).
         half_life = args.usage_half_life_seconds
@@ -110,6 +116,9 @@ class Proportion(interfaces.SessionPlugin):
             usage = self._history.advance(session.snapshot.now)
         books = self._books = Books(session, args=self._args, usage=usage)
         books.shadows = self._shadows
+        books.held_since = self._held_since
+        books.given_back = self._given_back
+        books.held_nodes = self._held_nodes
         books.ripening = self._ripening
         if self._args.reclaim_to_fair_share and self._ripening.started:
             # Every snapshot once asked, so that the next one adds only what changed since.
@@ -143,6 +152,7 @@ class Proportion(interfaces.SessionPlugin):
         books, self._books = self._books, None
         if books is not None and books.session is session:
             _limits_over_capacity(session, books)
+            _drains_given_back(session, books)
             session.queue_statuses.update(books.publish())
             # A shadow lasts while its job is held for; a job held again later starts afresh.
             held = {hold.job.key for hold in books.holds}
@@ -165,6 +175,31 @@ def _limits_over_capacity(session: sessions.Session, books: Books) -> None:
         limited = books.limit_keeps_out(job)
         if limited is not None:
             session.reject_job(job, reason=limited)
+
+
+def _drains_given_back(session: sessions.Session, books: Books) -> None:
+    """A job held for past ``drainTimeoutSeconds`` says so while it waits: the room went back
+    to everyone, and when it may be held for again."""
+    now = session.snapshot.now
+    for key, gave in list(books.given_back.items()):
+        again = gave.at + gave.held_for
+        if now >= again:
+            del books.given_back[key]  # it may be held for again: the guard says so itself
+            continue
+        job = session.jobs.get(typing.cast("ids.PodGroupKey", key))
+        if job is None or job.occupied() >= job.group.min_member:
+            continue
+        where = "node" if gave.nodes == 1 else "nodes"
+        told = reasons.new(
+            reasons.ReasonCode.UNSCHEDULABLE,
+            f"gave back the room held for it on {gave.nodes} {where} after "
+            f"{int(gave.held_for)}s (drainTimeoutSeconds); may be held for again in "
+            f"{int(again - now)}s",
+            plugin=NAME,
+            drainGivenBackSeconds=int(now - gave.at),
+        )
+        why = session.group_why.get(job.key)
+        session.reject_job(job, reason=told.followed_by(why) if why else told)
 
 
 def _running_usage(session: sessions.Session, history: decay.UsageHistory) -> dict[str, float]:

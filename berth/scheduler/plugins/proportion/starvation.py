@@ -7,7 +7,12 @@ EASY backfill: held room may go to a pod expected to end before the held job cou
 :func:`~berth.scheduler.snapshot.runtimes.estimate_end`: declared run times, else the run
 times of the finished pods of the pod's queue — their median (:data:`SHADOW_QUANTILE`) for
 the pods the job waits on, a cautious :data:`BACKFILL_QUANTILE` for a pod that would
-backfill."""
+backfill.
+
+The cost is said and can be bounded: the held room is in the job's reason ("8 nvidia.com/gpu
+idle meanwhile"), and a job held for longer than ``drainTimeoutSeconds`` (the second
+threshold, counted from the cycle its hold began; off by default) gives the room back, its
+reason says so, and it is not held for again until as long after (:class:`GivenBack`)."""
 
 from __future__ import annotations
 
@@ -18,11 +23,13 @@ import typing
 import numpy as np
 import numpy.typing as npt
 
+from berth.api import resources
 from berth.scheduler.framework import filtering, hooks, jobs, sessions, statuses
 from berth.scheduler.plugins.proportion import accounting, admission
+from berth.scheduler.plugins.proportion import tree as trees
 from berth.scheduler.snapshot import nodetable, pods, runtimes
 
-__all__ = ["BACKFILL_QUANTILE", "MAX_HOLDERS", "SHADOW_QUANTILE", "StarvationGuard"]
+__all__ = ["BACKFILL_QUANTILE", "MAX_HOLDERS", "SHADOW_QUANTILE", "GivenBack", "StarvationGuard"]
 
 IntArray = accounting.IntArray
 MAX_HOLDERS = 8
@@ -48,6 +55,16 @@ class _Hold:
     targets: dict[str, str]  # pod key -> node it waits on
     shadow: float | object | None = dataclasses.field(default=None)  # see shadow()
     basis: str = ""  # what the shadow rests on, in words (worked out with it)
+
+
+@dataclasses.dataclass(frozen=True)
+class GivenBack:
+    """A hold that ran past ``drainTimeoutSeconds``: when it gave its room back, after how
+    long, and on how many nodes."""
+
+    at: float
+    held_for: float
+    nodes: int
 
 
 _UNKNOWN = object()
@@ -81,6 +98,9 @@ class StarvationGuard(admission.Admission):
     """The starvation guard over the books."""
 
     holds: list[_Hold]
+    held_since: dict[str, float]  # the plugin's, across sessions: job key -> its hold's start
+    given_back: dict[str, GivenBack]  # the plugin's, across sessions
+    held_nodes: dict[str, int]  # the plugin's, across sessions: job key -> nodes last held
     shadows: dict[str, float]  # the plugin's, across sessions (see shadow)
     _hopeless_jobs: dict[str, bool]
     _smallest_pods: dict[str, IntArray]
@@ -108,13 +128,17 @@ class StarvationGuard(admission.Admission):
         """Waited past the threshold, below quorum, and its queue has room left in its share
         (and limits) for what the job asks: the guard holds only room the queue is entitled
         to, so it never overrides the weighted split, while the room the queue's own smaller
-        work gives back as it finishes accumulates for the starving job."""
+        work gives back as it finishes accumulates for the starving job. A job that gave
+        its room back past ``drainTimeoutSeconds`` is not starving for as long again."""
         if self.threshold is None or job.occupied() >= job.group.min_member:
             return False
         if self.session.snapshot.now - job.creation_timestamp < self.threshold:
             return False
         if not job.pending or not self.queue_problem(job.queue, running=True).is_success():
             return False
+        gave = self.given_back.get(job.key)
+        if gave is not None and self.session.snapshot.now < gave.at + gave.held_for:
+            return False  # it gave its room back: the others have it for as long
         # The room left in the queue's share first: cached per queue, it answers most jobs
         # of a long backlog before the costlier questions below.
         i = self.index[job.queue]
@@ -149,6 +173,15 @@ class StarvationGuard(admission.Admission):
                 j.key,
             )
         )
+        now = session.snapshot.now
+        live = {job.key for job in candidates}
+        groups = session.snapshot.pod_groups
+        for key in [k for k in self.held_since if k not in live]:
+            # Started, no longer starving, or gone; a job left out of this session (parked
+            # until something changes) keeps its hold's start.
+            if key in session.jobs or key not in groups:
+                del self.held_since[key]
+                self.held_nodes.pop(key, None)
         if not candidates:
             return
         table = session.nodes
@@ -162,6 +195,13 @@ class StarvationGuard(admission.Admission):
         planned = self.allocated.copy()  # usage if every hold so far became placements
         width = len(table.resources)  # holds are on nodes: the books' device columns aside
         for job in candidates[:MAX_HOLDERS]:
+            since = self.held_since.get(job.key)
+            timeout = self.drain_timeout
+            if since is not None and timeout is not None and now - since >= timeout:
+                del self.held_since[job.key]
+                nodes = self.held_nodes.pop(job.key, 0)
+                self.given_back[job.key] = GivenBack(at=now, held_for=now - since, nodes=nodes)
+                continue
             path, i = self.paths[job.queue], self.index[job.queue]
             room = np.maximum(self._room(i, path, used=planned), 0)
             wanted = job.group.min_member - job.occupied()
@@ -190,6 +230,8 @@ class StarvationGuard(admission.Admission):
                 room[:width] -= take
                 targets[pod.key] = table.names[row]
             if targets:
+                self.held_since.setdefault(job.key, now)
+                self.held_nodes[job.key] = len(set(targets.values()))
                 planned[path, :width] += held.sum(axis=0)
                 self.holds.append(
                     _Hold(
@@ -248,8 +290,21 @@ class StarvationGuard(admission.Admission):
         from which estimates, for its reason; ``None`` when nothing is held for it."""
         for hold in self.holds:
             if hold.job is job:
-                return sessions.ExpectedStart(at=self.shadow(hold), basis=hold.basis)
+                return sessions.ExpectedStart(
+                    at=self.shadow(hold), basis=hold.basis, idle=self._idle(hold)
+                )
         return None
+
+    def _idle(self, hold: _Hold) -> str:
+        """The room free now that is held for the job, in words: the hold's cost, what
+        nobody else may start on there meanwhile (but work expected to end in time)."""
+        names = self.session.nodes.resources
+        total = hold.amounts.sum(axis=0)
+        return ", ".join(
+            f"{trees.format_quantity(name, int(total[col]))} {name}"
+            for col, name in enumerate(names)
+            if total[col] > 0 and name != resources.PODS
+        )
 
     def _ends(self, pod: pods.PodInfo, *, quantile: float) -> runtimes.Estimate:
         snapshot = self.session.snapshot
