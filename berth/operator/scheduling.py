@@ -68,6 +68,7 @@ from berth.kube import (
     default_queue,
     events,
     fencing,
+    gpu_reservations,
     informers,
     interop_groups,
     node_protection,
@@ -116,6 +117,7 @@ class Parts:
     grouper: owner_groups.OwnerGrouper | None = None  # None: grouping by owner is off
     interop: interop_groups.InteropGroups | None = None  # None: no other PodGroup API honoured
     protection: node_protection.NodeProtection | None = None  # None: nodes are not annotated
+    gpu_holders: gpu_reservations.GpuReservations | None = None  # shared GPUs' reservation pods
     requests: capacity_requests.CapacityRequests | None = None  # None: autoscalers not asked
 
 
@@ -404,6 +406,11 @@ def build(inputs: Inputs) -> Parts:
         grouper=grouper,
         interop=mirrors,
         protection=protection,
+        gpu_holders=(
+            gpu_reservations.GpuReservations(writer, schedulers=names)
+            if config.gpu_reservation_pods
+            else None
+        ),
         requests=requests,
     )
     if inputs.providers is not None:
@@ -440,6 +447,8 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
             parts.interop.offer(last, reasons=_Messages(result.group_why))
         if parts.requests is not None and last is not None:
             parts.requests.offer(last, result, gated=parts.admission.through_gate)
+        if parts.gpu_holders is not None and last is not None:
+            parts.gpu_holders.offer(last)
         if parts.protection is not None and last is not None:
             parts.protection.offer(
                 last, nominated=parts.sink.nominated, pinned=parts.admission.pinned
@@ -472,6 +481,8 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
         grouping.append(task("interop podgroups", parts.interop.run))
     if parts.protection is not None:
         grouping.append(task("node protection", parts.protection.run))
+    if parts.gpu_holders is not None:
+        grouping.append(task("gpu reservation pods", parts.gpu_holders.run))
     if parts.requests is not None:
         grouping.append(task("capacity requests", parts.requests.run))
     return (

@@ -333,6 +333,12 @@ class Settings(pydantic_settings.BaseSettings):
     docs/workloads.md) before they are scheduled. On by default: a workload's pods start
     together, as their owner's spec says they run, without anyone writing a PodGroup."""
 
+    gpu_reservation_pods: bool = True
+    """Keep each GPU that pods share (KAI-Scheduler's ``gpu-fraction`` / ``gpu-memory``) with a
+    reservation pod in ``runai-reservation``, as KAI-Scheduler does, so the device plugin gives
+    its device to no whole-GPU pod (needs ``pods: create, delete`` there; docs/gpu.md). On by
+    default: without it, a whole-GPU pod of another scheduler can get a shared device."""
+
     interop_scheduler_plugins: bool = True
     """Whether Berth honours scheduler-plugins PodGroups (``scheduling.x-k8s.io/v1alpha1``,
     pods labelled ``scheduling.x-k8s.io/pod-group``) where the API server serves them: the gang

@@ -102,6 +102,8 @@ MISSING = object()
 # Value sets that, together, set every documented option to something other than its default
 # (tests/packaging/test_chart_lint.py checks that they do). Each must lint and render cleanly.
 EVERY_OPTION: Values = {
+    # One release per cluster creates runai-reservation (the defaults' here).
+    "gpuSharing": {"createNamespace": False},
     "replicaCount": 3,
     "image": {
         "repository": "registry.example.com/platform/berth",
@@ -181,6 +183,8 @@ EVERY_OPTION: Values = {
     "networkPolicy": {"httpFrom": [{"namespaceSelector": {"matchLabels": {"monitoring": "on"}}}]},
 }
 CERT_MANAGER: Values = {
+    # One release per cluster creates runai-reservation (the defaults' here).
+    "gpuSharing": {"createNamespace": False},
     # GitOps: rendered with `helm template`, certificates from cert-manager; metrics open.
     "mode": "admission",
     "admission": {
@@ -195,6 +199,8 @@ CERT_MANAGER: Values = {
     "networkPolicy": {"enabled": False},
 }
 SINGLE_REPLICA: Values = {
+    # No reservation pods for shared GPUs: no Role in runai-reservation.
+    "gpuSharing": {"reservationPods": False},
     "replicaCount": 1,
     "admission": {"webhook": {"enabled": False}},  # ignored in scheduler mode
     "leaderElection": {"enabled": False},
@@ -206,6 +212,8 @@ SINGLE_REPLICA: Values = {
     "runAsGroup": None,
 }
 CUSTOM_AFFINITY: Values = {
+    # One release per cluster creates runai-reservation (the defaults' here).
+    "gpuSharing": {"createNamespace": False},
     "affinity": {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {

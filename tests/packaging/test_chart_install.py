@@ -13,6 +13,10 @@ Aspects:
 - the leader fence (a ValidatingAdmissionPolicy with the release's Lease as its parameter)
   names the release's ServiceAccount and Lease, and is left out without leader election or
   when turned off;
+- the reservation pods of shared GPUs: the defaults create ``runai-reservation`` and a Role
+  there granting ``pods: create, delete`` (only there) to the release's ServiceAccount; a
+  release with ``gpuSharing.createNamespace: false`` only its Role; without reservation pods,
+  neither;
 - values the templates refuse (no leader election with two replicas) fail the install;
 - NOTES.txt shows a first job for the installed mode, and kubectl can apply it as shown;
 - ``admission.namespaces: all`` sends every pod of every namespace but kube-system, Berth's own
@@ -186,6 +190,29 @@ def test_install_creates_the_expected_objects(
     assert found == EXPECTED_OBJECTS[option_set]
 
 
+@pytest.mark.parametrize(
+    ("option_set", "role"),
+    [("defaults", True), ("every-option", True), ("single-replica", False)],
+)
+def test_reservation_pods_get_their_namespace_and_a_role_there(
+    cluster: testing.RunningEmulator, option_set: str, role: bool
+) -> None:
+    release, namespace, fullname = RELEASES[option_set]
+    spaces = get(cluster, "namespaces", release="berth", namespace=None)
+    assert set(spaces) == {("Namespace", "runai-reservation")}  # the defaults' release made it
+    found = get(cluster, NAMESPACED, release=release, namespace="runai-reservation")
+    if not role:
+        assert found == {}
+        return
+    granted = found[("Role", f"{fullname}-gpu-reservations")]
+    assert granted["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}
+    ]
+    binding = found[("RoleBinding", f"{fullname}-gpu-reservations")]
+    [subject] = binding["subjects"]
+    assert subject["kind"] == "ServiceAccount" and subject["namespace"] == namespace
+
+
 def test_install_creates_the_crds(cluster: testing.RunningEmulator) -> None:
     listed = json.loads(cluster.kubectl("get", "crd", "-o", "json").stdout)["items"]
     names = {o["metadata"]["name"] for o in listed}
@@ -325,6 +352,8 @@ def test_environment_names_the_pod_and_the_plain_pod_policy(
         {"name": "BERTH_INTEROP_SCHEDULER_PLUGINS_PODS", "value": claim},
         {"name": "BERTH_INTEROP_VOLCANO_PODS", "value": claim},
         {"name": "BERTH_INTEROP_WORKLOAD_API", "value": grouping},
+        # Reservation pods of shared GPUs: on in both (every-option only leaves the namespace).
+        {"name": "BERTH_GPU_RESERVATION_PODS", "value": "true"},
         # Scale-down protection and capacity requests: on by default, off in every-option.
         {"name": "BERTH_AUTOSCALING__PROTECT_NODES", "value": grouping},
         {"name": "BERTH_AUTOSCALING__CAPACITY_REQUESTS", "value": grouping},

@@ -39,7 +39,9 @@ Every request the emulator served to that identity becomes an RBAC request
   every authenticated user;
 - pod writes per mode: bindings, evictions and status through their subresources, and a patch of
   the pod itself (pin and ungate; RBAC cannot narrow it to fields) in both; creating and deleting
-  pods (a rejected bare pod recreated gated) only in admission mode;
+  pods in ``runai-reservation`` in both (a pod asking half a GPU with KAI's ``gpu-fraction``
+  gets a reservation pod there, deleted with it: a Role there grants that and nothing else),
+  anywhere only in admission mode (a rejected bare pod recreated gated);
 - NOTES.txt points at ``kubectl berth queues`` and ``kubectl berth why`` as the plugin parses them.
 """
 
@@ -378,6 +380,20 @@ spec:
 """
 GPU_CLAIM = "resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]"
 SPARE = "nodeSelector: {pool: spare}"
+SHARE = f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: half
+  annotations: {{gpu-fraction: "0.5", sim.berth.io/duration: 1h}}
+spec:
+  {BERTHS}
+  nodeSelector: {{pool: gpu}}
+  containers:
+  - name: main
+    image: busybox:1.37
+    resources: {{requests: {{cpu: 100m, memory: 256Mi}}}}
+"""
 QUEUED = "labels: {scheduling.berth.io/queue: default}"
 GATE = "schedulingGates: [{name: scheduling.berth.io/admission}]"
 EXAMPLE_PODS = ("train-0", "train-1", "train-2", "train-3", "trainer", "hello")
@@ -452,6 +468,23 @@ async def drive(
         ),
     )
     user.delete_pod("gpu-user")
+
+    # Half a GPU with KAI-Scheduler's annotation: Berth keeps the device with a reservation pod
+    # in runai-reservation, labels the share with its group, and deletes the reservation pod
+    # once the share is gone.
+    user.create(SHARE)
+    await user.until(
+        "the share's device got its reservation pod and the share its group",
+        lambda: (
+            any(n.startswith("gpu-reservation-gpu-0-") for n in user.pods())
+            and "runai-gpu-group" in (user.pods()["half"]["metadata"].get("labels") or {})
+        ),
+    )
+    user.delete_pod("half")
+    await user.until(
+        "the reservation pod went with the share",
+        lambda: not any(n.startswith("gpu-reservation-") for n in user.pods()),
+    )
 
     # A low-priority pod fills the spare node; an urgent one needs that node.
     user.create(pod("filler", cpu="3", extra=QUEUED, spec=f"{BERTHS}\n  {SPARE}", duration="1h"))
@@ -529,7 +562,11 @@ async def record(mode: str, *, directory: pathlib.Path) -> Recording:
         )
         rendered = [d for d in yaml.safe_load_all(installed["manifest"]) if d]
         cluster.start_kubelets(
-            ["3x cpu=8,memory=32Gi", "1x cpu=4,memory=16Gi label=pool=spare name=spare"],
+            [
+                "3x cpu=8,memory=32Gi",
+                "1x cpu=4,memory=16Gi label=pool=spare name=spare",
+                "1x cpu=4,memory=16Gi,nvidia.com/gpu=1 label=pool=gpu name=gpu",
+            ],
             speedup=SPEEDUP,
         )
         user = User(cluster)
@@ -797,8 +834,21 @@ def test_the_lease_is_reached_through_the_role_in_the_release_namespace(
     assert {c.namespace for c in lease_calls} == {NAMESPACE}
     leases = [g for g in recording.grants if g.resource == "leases"]
     assert {g.role for g in leases} == {f"Role/{NAMESPACE}/{RELEASE}-leader-election"}
-    # The Role holds the Lease rights and nothing else.
-    assert [g for g in recording.grants if g.role.startswith("Role/")] == leases
+    # The Role holds the Lease rights and nothing else; the other Role, in runai-reservation,
+    # creates and deletes pods there and does nothing else (the reservation pods of shared
+    # GPUs), and so do the calls it serves.
+    reserving = f"Role/runai-reservation/{RELEASE}-gpu-reservations"
+    roles_ = {g.role for g in recording.grants if g.role.startswith("Role/")}
+    assert roles_ == {f"Role/{NAMESPACE}/{RELEASE}-leader-election", reserving}
+    others = [g for g in recording.grants if g.role == reserving]
+    assert {(g.resource, g.verb) for g in others} == {("pods", "create"), ("pods", "delete")}
+    if recording.mode == "scheduler":  # admission mode also recreates rejected pods
+        made = {
+            (c.verb, c.namespace)
+            for c in recording.calls
+            if c.resource == "pods" and c.verb in ("create", "delete")
+        }
+        assert made == {("create", "runai-reservation"), ("delete", "runai-reservation")}
 
 
 @pytest.mark.slow
@@ -820,9 +870,12 @@ POD_WRITES = {
         ("pods/binding", "create"),
         ("pods/eviction", "create"),
         ("pods/status", "patch"),
+        # Only in runai-reservation (the reservation pods of shared GPUs): a Role there.
+        ("pods", "create"),
+        ("pods", "delete"),
     },
 }
-POD_WRITES["admission"] = POD_WRITES["scheduler"] | {("pods", "create"), ("pods", "delete")}
+POD_WRITES["admission"] = POD_WRITES["scheduler"]
 
 
 @pytest.mark.slow

@@ -12,7 +12,12 @@ no ``nvidia.com/gpu``. We test these aspects:
   raising the limit starts all four, every device then holding exactly one GPU's worth;
 - reclaim for a queue's guaranteed half of a GPU held by another queue's quarters evicts two
   quarters through the Eviction API, no more: the half runs on their device, which then holds
-  exactly one GPU's worth.
+  exactly one GPU's worth;
+- a reservation pod holds each shared device as KAI's node tooling looks for it (in
+  ``runai-reservation``, on the node, one ``nvidia.com/gpu``, the shares' ``runai-gpu-group``),
+  counted once (a whole-GPU pod still gets the other device), and goes with the last share,
+  giving the device to a waiting whole-GPU pod; a bad share (``gpu-fraction: "1.5"``) waits
+  naming the annotation and reserves nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ pytestmark = pytest.mark.realcluster
 
 Obj = dict[str, typing.Any]
 WAIT_SECONDS = 120.0
+RESERVATIONS = "runai-reservation"  # where Berth keeps the reservation pods of shared GPUs
 
 
 def shared(pod: Obj, annotations: dict[str, str], *, room: str) -> Obj:
@@ -149,6 +155,8 @@ def test_shares_of_gpus_on_kwok_nodes(real: cluster.RealCluster) -> None:
         wait_for("the queue to count 4 GPUs", lambda: allocated() == "4", real)
         assert "half" not in bound(real, namespace)
     finally:
+        real.stop_berth()  # first: else it makes the reservation pods of its shares again
+        real.kubectl("delete", "pods", "-n", RESERVATIONS, "--all", "--wait=false")
         real.kubectl("delete", "nodes", "-l", f"gpu-room={room}", "--wait=false")
         real.kubectl("delete", "bq", room, "--ignore-not-found", "--wait=false")
 
@@ -185,5 +193,105 @@ def test_reclaim_frees_exactly_the_shares_it_evicts(real: cluster.RealCluster) -
         ]
         assert len(evicted) == 2 and all(name.startswith("lab-") for name in evicted), evicted
     finally:
+        real.stop_berth()  # first: else it makes the reservation pods of its shares again
+        real.kubectl("delete", "pods", "-n", RESERVATIONS, "--all", "--wait=false")
         real.kubectl("delete", "nodes", "-l", f"gpu-room={room}", "--wait=false")
         real.kubectl("delete", "bq", lab, prod, "--ignore-not-found", "--wait=false")
+
+
+def reservation_pods(real: cluster.RealCluster, node_prefix: str) -> list[Obj]:
+    return [
+        p
+        for p in real.pods(RESERVATIONS)
+        if (p["spec"].get("nodeName") or "").startswith(node_prefix)
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def test_a_reservation_pod_holds_each_shared_gpu_as_kai_does(real: cluster.RealCluster) -> None:
+    """KAI's node-side tooling finds a share's device through a reservation pod: in
+    ``runai-reservation``, on the share's node, labelled with the share's ``runai-gpu-group``,
+    holding one ``nvidia.com/gpu`` from the device plugin (the fake GPU operator's status
+    updater looks a share up exactly so). Berth keeps one per shared device, counts its GPU once
+    (a whole-GPU pod still gets the node's other device), and deletes it once the device's last
+    share is gone, which gives the device to a waiting whole-GPU pod."""
+    room = f"gpu-{uuid.uuid4().hex[:6]}"
+    try:
+        gpu_nodes(real, room, count=1, gpus=2)
+        real.berth()
+        namespace = real.namespace()
+        node = f"{room}-0"
+        for i in range(2):  # one at a time: the second packs beside the first (GpuSharing)
+            real.create(shared(pods.pod(f"half-{i}", cpu="100m"), {"gpu-fraction": "0.5"},
+                               room=room), namespace=namespace)  # fmt: skip
+            name = f"half-{i}"
+
+            def runs(name: str = name) -> bool:
+                return name in bound(real, namespace)
+
+            wait_for(f"{name} to run", runs, real)
+        assert device_load(real, namespace) == {(node, "0"): 1000}
+
+        def linked() -> bool:
+            holders = reservation_pods(real, node)
+            if len(holders) != 1:
+                return False
+            groups = {
+                p["metadata"]["labels"].get("runai-gpu-group")
+                for p in real.pods(namespace)
+                if p["metadata"]["name"].startswith("half-")
+            }
+            return groups == {holders[0]["metadata"]["labels"]["runai-gpu-group"]}
+
+        wait_for("one reservation pod, linked to both shares by its group", linked, real)
+        # Bad input waits, naming the annotation, and reserves nothing.
+        real.create(shared(pods.pod("bad", cpu="100m"), {"gpu-fraction": "1.5"}, room=room),
+                    namespace=namespace)  # fmt: skip
+
+        def bad_reason() -> str:
+            found = real.json("get", "pod", "bad", "-n", namespace)
+            for condition in found["status"].get("conditions") or []:
+                if condition["type"] == "PodScheduled" and condition["status"] == "False":
+                    return str(condition.get("message") or "")
+            return ""
+
+        wait_for("the bad share to say why", lambda: "annotation gpu-fraction" in bad_reason(),
+                 real)  # fmt: skip
+        assert "must be more than 0 and less than 1" in bad_reason()
+        assert len(reservation_pods(real, node)) == 1
+        [holder] = reservation_pods(real, node)
+        assert holder["spec"]["nodeName"] == node
+        assert holder["metadata"]["name"].startswith("gpu-reservation-")
+        assert holder["metadata"]["annotations"]["runai-gpu"] == "0"
+        [container] = holder["spec"]["containers"]
+        assert container["resources"]["requests"]["nvidia.com/gpu"] == "1"
+
+        # Its GPU is the shared device, not one more: a whole GPU is still free.
+        whole = [shared(pods.pod(f"whole-{i}", cpu="100m"), {}, room=room) for i in range(2)]
+        for pod in whole:
+            pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+            pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+        real.create(whole[0], namespace=namespace)
+        wait_for("a whole GPU beside the shared one", lambda: "whole-0" in bound(real, namespace),
+                 real)  # fmt: skip
+        real.create(whole[1], namespace=namespace)
+
+        def whole_1_waits() -> bool:
+            found = real.json("get", "pod", "whole-1", "-n", namespace)
+            return any(
+                c["type"] == "PodScheduled" and c["status"] == "False"
+                for c in found["status"].get("conditions") or []
+            )
+
+        wait_for("the second whole GPU to wait", whole_1_waits, real)
+        assert "whole-1" not in bound(real, namespace)
+
+        # The shares go: their reservation pod goes, and the device is whole-1's.
+        real.kubectl("delete", "pod", "half-0", "half-1", "-n", namespace, "--wait=false")
+        wait_for("the reservation pod to go", lambda: not reservation_pods(real, node), real)
+        wait_for("whole-1 to run", lambda: "whole-1" in bound(real, namespace), real)
+        assert not reservation_pods(real, node)
+    finally:
+        real.stop_berth()  # first: else it makes the reservation pods of its shares again
+        real.kubectl("delete", "pods", "-n", RESERVATIONS, "--all", "--wait=false")
+        real.kubectl("delete", "nodes", "-l", f"gpu-room={room}", "--wait=false")

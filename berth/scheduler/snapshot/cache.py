@@ -207,6 +207,9 @@ class ClusterCache:
         self._shared_node: dict[str, str] = {}
         self._shared_view: dict[str, gpudevices.NodeShares] = {}
         self._shared_dirty: set[str] = set()
+        # Reservation pods of shared devices (gpushare.reserved_device): node -> pod -> device.
+        self._held_on: dict[str, dict[str, int]] = {}
+        self._held_node: dict[str, str] = {}
         self._node_memory: dict[str, int] = {}
         self._memories: tuple[int, ...] = ()
         self._memory_pods: set[str] = set()
@@ -292,6 +295,7 @@ class ClusterCache:
         self._devices.pod_changed(key, None)
         self._memory_pods.discard(key)
         self._track_shared(key, node=None)
+        self._track_held(key, node=None, device=None)
         self._uncount(key)
         self._usage.set_pod(key, running=None, waiting=None)
         self._placed_by_berth.pop(key, None)
@@ -387,6 +391,18 @@ class ClusterCache:
         if share is not None and share.by_memory and share.problem is None:
             self._memory_pods.add(key)
             info = self._memory_charged(info, share)
+        if (
+            info.namespace == gpushare.RESERVATION_NAMESPACE
+            and resources.GPU in info.requests
+            and gpushare.reserved_device(info.namespace, info.name, info.annotations) is not None
+        ):
+            # Its GPU is the device its shares are charged for (gpudevices: held).
+            nonzero = info.nonzero_requests
+            info = pods.replace(
+                info,
+                requests=gpushare.without_gpu(info.requests),
+                nonzero_requests=gpushare.without_gpu(nonzero) if nonzero is not None else None,
+            )
         old = self._pods.get(key)
         if from_api and old is not None:
             self._run_times.finished(old, info, now=self._now)
@@ -403,6 +419,10 @@ class ClusterCache:
         if share is not None or key in self._shared_node:
             placed = share is not None and share.problem is None and not info.terminal
             self._track_shared(key, node=info.node_name if placed else None)
+        if info.namespace == gpushare.RESERVATION_NAMESPACE or key in self._held_node:
+            device = gpushare.reserved_device(info.namespace, info.name, info.annotations)
+            holds = device is not None and info.node_name is not None and not info.terminal
+            self._track_held(key, node=info.node_name if holds else None, device=device)
         waiting = (
             info.node_name is None
             and not info.terminal
@@ -515,20 +535,36 @@ class ClusterCache:
             self._shared_on.setdefault(node, set()).add(key)
             self._shared_dirty.add(node)
 
+    def _track_held(self, key: str, *, node: str | None, device: int | None) -> None:
+        """Index the reservation pod ``key`` holding ``device`` of ``node`` (``None``: none)."""
+        before = self._held_node.pop(key, None)
+        if before is not None:
+            self._shared_dirty.add(before)
+            held = self._held_on[before]
+            held.pop(key, None)
+            if not held:
+                del self._held_on[before]
+        if node is not None and device is not None:
+            self._held_node[key] = node
+            self._held_on.setdefault(node, {})[key] = device
+            self._shared_dirty.add(node)
+
     def _refresh_shares(self, name: str) -> None:
         """The snapshots' view of node ``name``'s shared GPUs (:mod:`.gpudevices`)."""
         members = self._shared_on.get(name)
         node = self._nodes.get(name)
-        if not members or node is None:
+        held = self._held_on.get(name)
+        if not (members or held) or node is None:
             self._shared_view.pop(name, None)
             return
         allocatable = node.allocatable.get(resources.GPU, 0)
         requested = self._node_requested.get(name, {}).get(resources.GPU, 0)
         self._shared_view[name] = gpudevices.node_shares(
-            [self._pods[k] for k in sorted(members)],
+            [self._pods[k] for k in sorted(members or ())],
             count=allocatable // gpushare.WHOLE,
             memory=self._node_memory.get(name),
             column_free=allocatable - requested,
+            held=tuple(held.values()) if held else (),
         )
 
     def _track_charge(self, info: pods.PodInfo) -> None:

@@ -9,15 +9,20 @@ and no whole device. This table keeps what the column cannot, per row of the nod
 - ``memory``: MiB of each device (node label ``nvidia.com/gpu.memory``; 0 unknown);
 - ``used[row, slot]``: thousandths of device ``slot`` its shared pods take (0: no shared pod
   there). A device some shared pod uses is *open*: no whole-GPU pod may have it;
-- ``charged[row]``: what the row's shared pods add to the node table's GPU column.
+- ``charged[row]``: what the row's shared pods add to the node table's GPU column;
+- ``held[row, slot]``: a reservation pod holds device ``slot`` (:mod:`.gpushare`). The cache
+  leaves its ``nvidia.com/gpu`` out of the node table (the shares on its device are charged
+  there already), so a held device is taken here: shares may use it, whole-GPU pods may not,
+  also while no share is on it (its last share left, the reservation pod not gone yet).
 
-So a row has ``whole_free`` devices no pod uses: ``(column free + charged - 1000 * open) //
-1000`` (:meth:`Devices.whole_free`), computed from whichever node table the caller holds, so a
-FilterHook's view (a reservation handing its room back to an owner) counts as it should. A
-share of ``d`` thousandths fits a row when enough devices have ``d`` left: open ones
-(``1000 - used``) or whole free ones (:meth:`Devices.free_matrix`). Whole-GPU pods are never
-tied to a slot: the device plugin picks their devices; slots are the indices Berth records for
-shared pods (``runai-gpu``), the lowest one not open when a device is opened.
+So a row has ``whole_free`` devices no pod uses: ``(column free + charged - 1000 * taken) //
+1000``, ``taken`` the devices open or held (:meth:`Devices.whole_free`), computed from whichever
+node table the caller holds, so a FilterHook's view (a reservation handing its room back to an
+owner) counts as it should. A share of ``d`` thousandths fits a row when enough devices have
+``d`` left: open ones (``1000 - used``) or whole free ones (:meth:`Devices.free_matrix`).
+Whole-GPU pods are never tied to a slot: the device plugin picks their devices; slots are the
+indices Berth records for shared pods (``runai-gpu``), the lowest one not open when a device is
+opened.
 
 Built per session from the snapshot (:func:`build`) out of what the cache keeps per node as its
 shared pods change (:func:`node_shares`, ``Snapshot.shared_gpus``); a pod whose devices were
@@ -58,7 +63,7 @@ class Placement:
 class Devices:
     """The session's devices; see the module docstring."""
 
-    __slots__ = ("charged", "column", "count", "memory", "placements", "used")
+    __slots__ = ("charged", "column", "count", "held", "memory", "placements", "used")
 
     def __init__(
         self,
@@ -69,12 +74,15 @@ class Devices:
         charged: IntArray,
         column: int,
         placements: dict[str, Placement] | None = None,
+        held: BoolArray | None = None,
     ) -> None:
         self.count = count
         self.memory = memory
         self.used = used
         self.charged = charged
         self.column = column
+        self.held: BoolArray = held if held is not None else np.zeros(used.shape, dtype=np.bool_)
+        """``[row, slot]``: a reservation pod holds the device (not in the column)."""
         """The node table's ``nvidia.com/gpu`` column."""
         self.placements: dict[str, Placement] = placements if placements is not None else {}
         """Shared pods by key: where they are."""
@@ -87,11 +95,11 @@ class Devices:
     def any_open(self) -> bool:
         """Whether some device is shared now (else whole GPUs are counted exactly by the
         node table alone)."""
-        return bool(self.placements)
+        return bool(self.placements) or bool(self.held.any())
 
     def open_count(self) -> IntArray:
-        """Open devices per row."""
-        opened: IntArray = np.count_nonzero(self.used > 0, axis=1).astype(np.int64)
+        """Devices per row taken by shares: open, or held by a reservation pod."""
+        opened: IntArray = np.count_nonzero((self.used > 0) | self.held, axis=1).astype(np.int64)
         return opened
 
     def whole_free(self, nodes: nodetable.NodeTable, /, *, counted: int = 0) -> IntArray:
@@ -119,7 +127,7 @@ class Devices:
         1000 on as many others as are whole free, 0 on the rest (devices whole-GPU pods hold,
         slots past the node's devices). ``counted`` as for :meth:`whole_free`."""
         used = self.used
-        open_ = used > 0
+        open_ = (used > 0) | self.held
         slot = np.arange(self.width, dtype=np.int64)[None, :]
         closed = ~open_ & (slot < self.count[:, None])
         rank = np.cumsum(closed, axis=1)
@@ -159,9 +167,12 @@ class Devices:
             return None
         used = self.used[row]
         count = int(self.count[row])
-        open_room = [s for s in range(count) if 0 < used[s] <= WHOLE - need]
+        held = self.held[row]
+        open_room = [
+            s for s in range(count) if (used[s] > 0 or held[s]) and used[s] <= WHOLE - need
+        ]
         whole = int(self.whole_free(nodes, counted=counted)[row])
-        to_open = [s for s in range(count) if used[s] == 0][:whole]
+        to_open = [s for s in range(count) if used[s] == 0 and not held[s]][:whole]
         candidates = tuple(open_room + to_open)
         return candidates if len(candidates) >= share.devices else None
 
@@ -193,6 +204,7 @@ class NodeShares:
     used: tuple[int, ...]
     charged: int
     placements: collections.abc.Mapping[str, tuple[tuple[int, ...], int, int]]
+    held: tuple[int, ...] = ()
 
 
 def node_shares(
@@ -202,10 +214,11 @@ def node_shares(
     count: int,
     memory: int | None,
     column_free: int,
+    held: collections.abc.Collection[int] = (),
 ) -> NodeShares:
     """Where the shared pods ``shared`` placed on a node of ``count`` devices of ``memory``
     MiB are, the node's ``nvidia.com/gpu`` column having ``column_free`` thousandths free (all
-    its pods counted).
+    its pods counted), reservation pods holding the devices ``held``.
 
     Recorded devices are honoured (a device past the node's count is not); a pod without a
     record goes, in key order, where it fits tightest (open devices with room, then devices
@@ -213,6 +226,7 @@ def node_shares(
     """
     used = [0] * count
     charged = 0
+    holders = {slot for slot in held if 0 <= slot < count}
     placements: dict[str, tuple[tuple[int, ...], int, int]] = {}
     unrecorded: list[pods.PodInfo] = []
     for pod in shared:
@@ -238,12 +252,14 @@ def node_shares(
         share = pod.gpu_share
         assert share is not None
         per_device, charge = _share_of(pod, memory=memory)
-        opened = sum(1 for u in used if u > 0)
+        opened = sum(1 for s in range(count) if used[s] > 0 or s in holders)
         whole = max((column_free + charged + pending - WHOLE * opened) // WHOLE, 0)
         roomy = sorted(
-            (s for s in range(count) if 0 < used[s] <= WHOLE - per_device), key=lambda s: -used[s]
-        )
-        fresh = [s for s in range(count) if used[s] == 0][:whole]
+            (s for s in range(count)
+             if (used[s] > 0 or s in holders) and used[s] <= WHOLE - per_device),
+            key=lambda s: -used[s],
+        )  # fmt: skip
+        fresh = [s for s in range(count) if used[s] == 0 and s not in holders][:whole]
         chosen = (roomy + fresh)[: share.devices]
         if len(chosen) < share.devices:  # over-committed by others: the least used then
             rest = sorted((s for s in range(count) if s not in chosen), key=lambda s: used[s])
@@ -253,7 +269,9 @@ def node_shares(
         charged += charge
         pending -= charge
         placements[pod.key] = (tuple(sorted(chosen)), per_device, charge)
-    return NodeShares(used=tuple(used), charged=charged, placements=placements)
+    return NodeShares(
+        used=tuple(used), charged=charged, placements=placements, held=tuple(sorted(holders))
+    )
 
 
 def _share_of(pod: pods.PodInfo, *, memory: int | None) -> tuple[int, int]:
@@ -293,6 +311,7 @@ def build(
         used=np.zeros((len(count), width), dtype=np.int64),
         charged=np.zeros(len(count), dtype=np.int64),
         column=col,
+        held=np.zeros((len(count), width), dtype=np.bool_),
     )
     for name, node in shared.items():
         row = nodes.index.get(name)
@@ -300,6 +319,9 @@ def build(
             continue
         devices.used[row, : min(len(node.used), width)] = node.used[:width]
         devices.charged[row] = node.charged
+        for slot in node.held:
+            if slot < width:
+                devices.held[row, slot] = True
         for key, (slots, per_device, charge) in node.placements.items():
             devices.placements[key] = Placement(
                 row=row, slots=slots, per_device=per_device, charge=charge

@@ -23,6 +23,16 @@ Where it runs is recorded on the pod as KAI's node-side tooling reads it: the an
 comma-separated, for several), written with the binding (:func:`format_devices`,
 :func:`devices_of`).
 
+On a real node the device plugin, not the scheduler, hands out devices: a shared device is
+kept from whole-GPU pods (of any scheduler) by a *reservation pod*, as KAI-Scheduler's binder
+does it: one pod per shared device, in the namespace :data:`RESERVATION_NAMESPACE`, bound to
+the node, requesting one ``nvidia.com/gpu`` (the device plugin gives it one device, which
+node tooling then names on it: :data:`RESERVED_DEVICE_ANNOTATION`), and linked to the shares on
+that device by the label :data:`GROUP_LABEL` (:func:`group_of`). Berth's reservation pods also
+carry the device's index (:data:`INDEX_ANNOTATION`), so the cache knows which device each
+holds (:func:`reserved_device`) and counts it once: its ``nvidia.com/gpu`` is the device its
+shares are on (:func:`berth.scheduler.snapshot.gpudevices.node_shares`).
+
 Bad input never raises: :func:`parse` returns a request with a :class:`Problem` naming the
 annotation, and the pod waits with that reason (the GpuSharing plugin's PreFilter). Used by
 :mod:`.pods` (parsing), :mod:`.cache` (charges) and the GpuSharing plugin.
@@ -35,13 +45,19 @@ import dataclasses
 import fractions
 import math
 import re
+import uuid
 
 from berth.api import resources
 
 __all__ = [
     "DEVICES_ANNOTATION",
     "FRACTION_ANNOTATION",
+    "GROUP_LABEL",
     "INDEX_ANNOTATION",
+    "MULTI_GROUP_LABEL_PREFIX",
+    "RESERVATION_NAMESPACE",
+    "RESERVATION_POD_PREFIX",
+    "RESERVED_DEVICE_ANNOTATION",
     "MEMORY_ANNOTATION",
     "MEMORY_LABEL",
     "PRODUCT_LABEL",
@@ -52,8 +68,11 @@ __all__ = [
     "device_memory",
     "devices_of",
     "format_devices",
+    "group_of",
     "parse",
     "reference_memory",
+    "reserved_device",
+    "without_gpu",
 ]
 
 FRACTION_ANNOTATION = "gpu-fraction"
@@ -63,8 +82,21 @@ MEMORY_ANNOTATION = "gpu-memory"
 DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 """KAI-Scheduler's annotation: on how many devices the pod takes its share (``"2"``)."""
 INDEX_ANNOTATION = "runai-gpu"
-"""Where a shared pod runs: the index of its device on the node (``"3"``; ``"1,4"`` for two),
-as Run:ai's and KAI's node-side tooling (and the fake GPU operator KWOK clusters use) read it."""
+"""Where a shared pod runs: Berth's index of its device on the node (``"3"``; ``"1,4"`` for
+two), Run:ai's annotation; also on Berth's reservation pods, the device each holds. Node tooling
+finds the physical GPU through the reservation pod (:data:`GROUP_LABEL`)."""
+RESERVATION_NAMESPACE = "runai-reservation"
+"""Where KAI-Scheduler (and Berth) keep the reservation pods of shared devices."""
+RESERVATION_POD_PREFIX = "gpu-reservation-"
+"""How a reservation pod's name starts (KAI's; node tooling recognises them by it)."""
+GROUP_LABEL = "runai-gpu-group"
+"""KAI's label linking a shared device's reservation pod and the shares on that device."""
+MULTI_GROUP_LABEL_PREFIX = "runai-gpu-group/"
+"""KAI's label prefix for a share on several devices: ``runai-gpu-group/<group>: <group>``
+for each of them (the plain label names the first)."""
+RESERVED_DEVICE_ANNOTATION = "run.ai/reserve_for_gpu_index"
+"""On a reservation pod: the device it holds, written on the node side (the GPU's UUID by
+KAI's reservation image, by the fake GPU operator's status updater)."""
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 """Node label: MiB of memory of each of the node's GPUs (GPU feature discovery's)."""
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -74,6 +106,7 @@ WHOLE = 1000
 
 _DECIMAL = re.compile(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?$")
 _COUNT = re.compile(r"^[0-9]{1,9}$")
+_GROUP_NAMESPACE = uuid.UUID("8f0c7f4e-5a1b-4c51-9b0e-6f2f3d1b9a70")  # Berth's groups
 _MAX_DEVICES = 64  # more than any node has: a larger count is a typo, refused with a reason
 
 
@@ -256,3 +289,25 @@ def devices_of(annotations: collections.abc.Mapping[str, str], /) -> tuple[int, 
 def format_devices(indices: collections.abc.Iterable[int], /) -> str:
     """The :data:`INDEX_ANNOTATION` value for ``indices`` (``"1,4"``)."""
     return ",".join(str(index) for index in sorted(indices))
+
+
+def group_of(node: str, device: int, /) -> str:
+    """The :data:`GROUP_LABEL` value of device ``device`` of ``node``: a UUID derived from
+    both, so every Berth replica names the same group without writing it down first."""
+    return str(uuid.uuid5(_GROUP_NAMESPACE, f"{node}/{device}"))
+
+
+def reserved_device(
+    namespace: str, name: str, annotations: collections.abc.Mapping[str, str], /
+) -> int | None:
+    """The device a reservation pod holds on its node (``None``: not a reservation pod with a
+    device index Berth recorded, such as KAI's own: then it is an ordinary whole-GPU pod)."""
+    if namespace != RESERVATION_NAMESPACE or not name.startswith(RESERVATION_POD_PREFIX):
+        return None
+    devices = devices_of(annotations)
+    return devices[0] if devices is not None and len(devices) == 1 else None
+
+
+def without_gpu(requests: resources.ResourceList, /) -> resources.ResourceList:
+    """``requests`` without ``nvidia.com/gpu`` (a reservation pod's, counted by its shares)."""
+    return resources.ResourceList({k: v for k, v in requests.items() if k != resources.GPU})

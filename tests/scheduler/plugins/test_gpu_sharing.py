@@ -77,10 +77,12 @@ def devices_of(run: runs.Run) -> dict[str, dict[int, int]]:
 
 
 def whole_on(run: runs.Run, node: str) -> int:
+    """Whole GPUs the pods on ``node`` hold (a reservation pod's is its shares' device)."""
     return sum(
         int((p["spec"]["containers"][0]["resources"].get("requests") or {}).get(GPU, 0))
         for p in run.cluster.objects("Pod")
         if p["spec"].get("nodeName") == node
+        and p["metadata"].get("namespace") != gpushare.RESERVATION_NAMESPACE
     )
 
 
@@ -419,3 +421,53 @@ def test_a_reservation_may_not_reserve_a_share() -> None:
     ]
     assert unschedulable.reason.details["annotation"] == gpushare.FRACTION_ANNOTATION
     assert "holds whole GPUs" in unschedulable.reason.message
+
+
+def reservation_pod(node: str, device: int) -> Obj:
+    """A reservation pod of a shared device, as Berth writes it (berth.status.gpu_reservations)."""
+    return b.pod(
+        f"{gpushare.RESERVATION_POD_PREFIX}{node}-{device}",
+        namespace=gpushare.RESERVATION_NAMESPACE,
+        cpu="1m",
+        memory="10Mi",
+        gpu=1,
+        node=node,
+        scheduler="default-scheduler",
+        labels={gpushare.GROUP_LABEL: gpushare.group_of(node, device)},
+        annotations={gpushare.INDEX_ANNOTATION: str(device)},
+    )
+
+
+def test_reservation_pods_count_once_with_the_shares_on_their_devices() -> None:
+    """A reservation pod's whole GPU is the device its shares are on: whole-GPU pods see the
+    same free devices with and without them; once its last share is gone, the device stays
+    taken until the reservation pod goes too."""
+    run = runs.Run(gpu_node("n0", gpus=4), *[share(f"s{i}", "0.3", at=i) for i in range(4)])
+    run.cycle()
+    opened = sorted(devices_of(run)["n0"])
+    assert len(opened) == 2
+    run.put(*(reservation_pod("n0", device) for device in opened))
+    run.put(b.pod("w1", cpu="1", gpu=2, created=b.EPOCH + 10))
+    run.put(b.pod("w2", cpu="1", gpu=1, created=b.EPOCH + 11))
+    outcome = run.cycle()
+    assert outcome.bound == {"w1": "n0"}  # as without reservation pods
+    assert outcome.pod_reasons["w2"] == "0/1 nodes fit: 1 Insufficient nvidia.com/gpu"
+    # A share still fits beside the others on an open device (its reservation pod is not
+    # counted as one more GPU on it).
+    run.put(share("s4", "0.1", at=12))
+    outcome = run.cycle()
+    assert outcome.bound == {"s4": "n0"}
+    assert_never_over_committed(run)
+    # Every share of one device leaves: its reservation pod still holds it.
+    emptied = next(d for d in opened if devices_of(run)["n0"][d] <= 400)
+    for pod in run.cluster.objects("Pod"):
+        recorded = gpushare.devices_of(pod["metadata"].get("annotations") or {})
+        if pod["metadata"]["namespace"] == "default" and recorded == (emptied,):
+            run.cluster.delete("Pod", namespace="default", name=pod["metadata"]["name"])
+    assert run.cycle().bound == {}
+    run.cluster.delete(
+        "Pod",
+        namespace=gpushare.RESERVATION_NAMESPACE,
+        name=f"{gpushare.RESERVATION_POD_PREFIX}n0-{emptied}",
+    )
+    assert run.cycle().bound == {"w2": "n0"}
