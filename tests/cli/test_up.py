@@ -18,7 +18,8 @@ We test these aspects:
   with room for two stays gated, none started, each pod ``PodScheduled=False/SchedulingGated``;
 - pods naming no queue run in ``default``, which ``kubectl get bq`` lists with its usage (the
   Queue object the leader creates) and ``kubectl berth queue default`` shows, saying that the
-  pod waiting there is a group of one only ``--operator`` lists.
+  pod waiting there is a group of one only ``--operator`` lists;
+- ``--admission-namespaces`` outside admission mode is refused, saying so.
 """
 
 from __future__ import annotations
@@ -425,3 +426,11 @@ def test_the_default_queue_is_listed_with_its_usage(tmp_path: pathlib.Path) -> N
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_admission_namespaces_needs_admission_mode() -> None:
+    result = subprocess.run(
+        [BERTH, "up", "--admission-namespaces", "all"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "--admission-namespaces applies to --mode admission" in result.stderr
