@@ -456,8 +456,12 @@ async def _up(
     admission_namespaces: str = "optIn",
 ) -> main.ExitCode:
     stop = signals.stop_on_signals()
+    ports: list[int] = []
 
-    def serving(port: int) -> None:
+    def ready() -> None:
+        # Printed once pods can be created (admission mode: once the webhook listens), so
+        # that the next steps, typed at once, are not refused.
+        (port,) = ports
         click.echo(
             f"berth up: Kubernetes API at {cluster.url} with {cluster.nodes} simulated node(s)"
             f" and Berth's stand-in binder for kube-scheduler, Berth's CRDs installed; Berth "
@@ -478,7 +482,8 @@ async def _up(
         config,
         stop=stop,
         leader_components=scheduling.leader_components,
-        on_serving=serving,
+        on_serving=ports.append,
+        on_connected=ready,
     )
 
 

@@ -170,7 +170,11 @@ async def _operate(
         else ""
     )
 
-    def serving(port: int) -> None:
+    ports: list[int] = []
+
+    def ready() -> None:
+        # Printed once pods can be created (admission mode: once the webhook listens).
+        (port,) = ports
         click.echo(
             f"berth up --real: Kubernetes {binaries.KUBERNETES_VERSION} at {plane.url} "
             f"(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with {nodes} "
@@ -190,5 +194,6 @@ async def _operate(
         config,
         stop=signals.stop_on_signals(),
         leader_components=scheduling.leader_components,
-        on_serving=serving,
+        on_serving=ports.append,
+        on_connected=ready,
     )
