@@ -46,6 +46,7 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
         "tests/realcluster/test_up_real.py::test_up_real_runs_the_examples_then_stops_everything",
         "tests/realcluster/test_up_real.py::test_up_real_from_a_fresh_install_in_admission_mode_writes_the_kubeconfig_asked",
         "tests/realcluster/test_up_real.py::test_up_real_refuses_options_of_the_embedded_cluster",
+        "tests/realcluster/test_up_real.py::test_up_real_gating_every_namespace_shows_the_default_queues_usage",
     ),
     "the same with an autoscaler": (
         "tests/realcluster/test_karpenter.py::test_karpenter_adds_nodes_for_pods_that_fit_none_and_removes_them_after",
@@ -61,6 +62,7 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
     "see queues, shares and usage": (
         f"{HERE}::test_the_commands_the_readme_shows",
         "tests/cli/test_up.py::test_the_default_queue_is_listed_with_its_usage",
+        "tests/realcluster/test_up_real.py::test_up_real_gating_every_namespace_shows_the_default_queues_usage",
         "tests/operator/test_queue_views.py::test_queue_states_usage_and_the_line",
         "tests/cli/test_kubectl_berth.py::test_queues_shows_the_tree_with_values",
     ),
