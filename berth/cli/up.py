@@ -310,6 +310,17 @@ _MODE_HELP = (
     help=_MODE_HELP,
 )
 @click.option(
+    "--admission-namespaces",
+    type=click.Choice(up_steps.ADMISSION_NAMESPACES),
+    default="optIn",
+    show_default=True,
+    help="With --mode admission, the chart's admission.namespaces: which namespaces Berth gates "
+    "whole, every new pod. optIn: those labelled scheduling.berth.io/admission=enabled (elsewhere "
+    "only pods with a queue or group label). all: every namespace but kube-system, berth-system "
+    "and those labelled scheduling.berth.io/admission=disabled (as Kueue's "
+    "manageJobsWithoutQueueName).",
+)
+@click.option(
     "--autoscale",
     is_flag=True,
     help="With --real: run Karpenter (its KWOK provider) too, with a NodePool of CPU and GPU "
@@ -327,12 +338,22 @@ def up_command(
     audit_log: pathlib.Path | None,
     real: bool,
     mode: str,
+    admission_namespaces: str,
     autoscale: bool,
 ) -> None:
     """Run Berth on a local cluster with simulated nodes until interrupted: the embedded API
     server (default) or a real control plane (--real), in either mode."""
     berth_logging.configure(log_level)
     chosen = settings.Mode(mode)
+    if (
+        chosen is not settings.Mode.ADMISSION
+        and ctx.get_parameter_source("admission_namespaces")
+        is not click.core.ParameterSource.DEFAULT
+    ):
+        raise click.UsageError(
+            "--admission-namespaces applies to --mode admission (in scheduler mode a pod is "
+            "Berth's when it names Berth's scheduler, whatever its namespace)"
+        )
     if real:
         for option, why in (
             ("speedup", "KWOK runs pods in real time"),
@@ -360,6 +381,7 @@ def up_command(
                 http_port=http_port,
                 log_level=log_level,
                 mode=chosen,
+                admission_namespaces=admission_namespaces,
                 directory=state_directory() / "real-cluster",
                 kubeconfig=kubeconfig,
                 port=port,
@@ -377,7 +399,9 @@ def up_command(
     try:
         admission = settings.AdmissionSettings(webhook=False)
         if chosen is settings.Mode.ADMISSION:
-            admission = _register_webhooks(cluster, state_directory() / "up" / "admission")
+            admission = _register_webhooks(
+                cluster, state_directory() / "up" / "admission", namespaces=admission_namespaces
+            )
         code = asyncio.run(
             _up(
                 cluster,
@@ -385,6 +409,7 @@ def up_command(
                 log_level=log_level,
                 mode=chosen,
                 admission=admission,
+                admission_namespaces=admission_namespaces,
             )
         )
     finally:
@@ -393,7 +418,7 @@ def up_command(
 
 
 def _register_webhooks(
-    cluster: LocalCluster, directory: pathlib.Path
+    cluster: LocalCluster, directory: pathlib.Path, *, namespaces: str
 ) -> settings.AdmissionSettings:
     """Admission mode on the embedded cluster: a certificate for the operator's webhook server
     and the chart's webhook configurations pointing at it (:mod:`berth.cli.up_webhooks`)."""
@@ -407,7 +432,9 @@ def _register_webhooks(
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     api = cluster.threaded.emulator.api
-    for body in up_webhooks.configurations(f"https://127.0.0.1:{port}", certificate.ca_pem):
+    for body in up_webhooks.configurations(
+        f"https://127.0.0.1:{port}", certificate.ca_pem, namespaces=namespaces
+    ):
         plural = str(body["kind"]).lower() + "s"
         resource = cluster.threaded.call(api.resource, "admissionregistration.k8s.io/v1", plural)
         cluster.threaded.call(api.create, resource, body)
@@ -426,10 +453,15 @@ async def _up(
     log_level: str,
     mode: settings.Mode,
     admission: settings.AdmissionSettings,
+    admission_namespaces: str = "optIn",
 ) -> main.ExitCode:
     stop = signals.stop_on_signals()
+    ports: list[int] = []
 
-    def serving(port: int) -> None:
+    def ready() -> None:
+        # Printed once pods can be created (admission mode: once the webhook listens), so
+        # that the next steps, typed at once, are not refused.
+        (port,) = ports
         click.echo(
             f"berth up: Kubernetes API at {cluster.url} with {cluster.nodes} simulated node(s)"
             f" and Berth's stand-in binder for kube-scheduler, Berth's CRDs installed; Berth "
@@ -438,6 +470,7 @@ async def _up(
                 mode=mode,
                 kubeconfig=cluster.kubeconfig,
                 binder="Berth's stand-in binder (in place of kube-scheduler)",
+                namespaces=admission_namespaces,
             )
             + f"\n  dashboard: http://127.0.0.1:{port}/dashboard\nPress Ctrl+C to stop."
         )
@@ -449,7 +482,8 @@ async def _up(
         config,
         stop=stop,
         leader_components=scheduling.leader_components,
-        on_serving=serving,
+        on_serving=ports.append,
+        on_connected=ready,
     )
 
 

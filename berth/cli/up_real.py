@@ -67,12 +67,14 @@ def run_real(
     log_level: str,
     mode: settings.Mode,
     directory: pathlib.Path,
+    admission_namespaces: str = "optIn",
     kubeconfig: pathlib.Path | None = None,
     port: int = 0,
     autoscale: bool = False,
 ) -> int:
     """Run the whole of ``berth up --real``; the process's exit code. ``kubeconfig``: where to
-    write the administrator's kubeconfig too; ``port``: the API server's (0: any free)."""
+    write the administrator's kubeconfig too; ``port``: the API server's (0: any free);
+    ``admission_namespaces``: the chart's ``admission.namespaces`` (``optIn`` or ``all``)."""
     if not install.CHART.is_dir():
         raise click.ClickException(
             f"berth up --real installs the Helm chart of a checkout of Berth, and there is none "
@@ -103,10 +105,21 @@ def run_real(
             kubeconfig.chmod(0o600)  # it holds the administrator's key
             written = kubeconfig.resolve()
         click.echo("berth up --real: installing Berth's chart")
-        installation = asyncio.run(install.install(plane, mode=mode.value))
+        installation = asyncio.run(
+            install.install(
+                plane,
+                mode=mode.value,
+                values={"admission": {"namespaces": admission_namespaces}},
+            )
+        )
         code = asyncio.run(
             _operate(
-                plane, installation, http_port=http_port, log_level=log_level, kubeconfig=written
+                plane,
+                installation,
+                http_port=http_port,
+                log_level=log_level,
+                kubeconfig=written,
+                admission_namespaces=admission_namespaces,
             )
         )
     except processes.ComponentFailed as failed:
@@ -123,6 +136,7 @@ async def _operate(
     http_port: int,
     log_level: str,
     kubeconfig: pathlib.Path,
+    admission_namespaces: str,
 ) -> main.ExitCode:
     admission = settings.AdmissionSettings(webhook=False)
     if installation.webhook_cert is not None and installation.webhook_key is not None:
@@ -156,7 +170,11 @@ async def _operate(
         else ""
     )
 
-    def serving(port: int) -> None:
+    ports: list[int] = []
+
+    def ready() -> None:
+        # Printed once pods can be created (admission mode: once the webhook listens).
+        (port,) = ports
         click.echo(
             f"berth up --real: Kubernetes {binaries.KUBERNETES_VERSION} at {plane.url} "
             f"(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with {nodes} "
@@ -167,6 +185,7 @@ async def _operate(
                 mode=settings.Mode(installation.mode),
                 kubeconfig=kubeconfig,
                 binder="kube-scheduler",
+                namespaces=admission_namespaces,
             )
             + f"\n  dashboard: http://127.0.0.1:{port}/dashboard\nPress Ctrl+C to stop."
         )
@@ -175,5 +194,6 @@ async def _operate(
         config,
         stop=signals.stop_on_signals(),
         leader_components=scheduling.leader_components,
-        on_serving=serving,
+        on_serving=ports.append,
+        on_connected=ready,
     )

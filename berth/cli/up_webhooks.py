@@ -4,7 +4,8 @@ On a real cluster the chart registers Berth's admission webhooks
 (``helm/berth/templates/admission-webhook.yaml``); ``berth up --real`` installs the chart and
 points them at the local operator. The embedded cluster has no Helm, so ``berth up --mode
 admission`` registers the same configurations, written here as the chart renders them in
-admission mode with its default values (``tests/cli/test_up_webhooks.py`` renders the chart and
+admission mode with its default values, or with ``admission.namespaces=all`` (``berth up
+--admission-namespaces all``; ``tests/cli/test_up_webhooks.py`` renders the chart both ways and
 compares), each webhook's ``clientConfig`` a URL on 127.0.0.1 with the CA of a certificate made
 for this run (:func:`serving_certificate`).
 
@@ -22,10 +23,11 @@ import dataclasses
 import pathlib
 import typing
 
+from berth.cli import up_steps
 from berth.operator import webhooks
 from berth.realcluster import pki
 
-__all__ = ["NAME", "ServingCertificate", "configurations", "serving_certificate"]
+__all__ = ["NAME", "NAMESPACES", "ServingCertificate", "configurations", "serving_certificate"]
 
 NAME = "berth-admission"
 """The configurations' name (the chart's for the release ``berth``)."""
@@ -50,6 +52,9 @@ _INTEROP_KEYS = (
 )
 
 _QUEUE = "scheduling.berth.io/queue"
+
+NAMESPACES = up_steps.ADMISSION_NAMESPACES
+"""The chart's ``admission.namespaces`` values (:data:`berth.cli.up_steps.ADMISSION_NAMESPACES`)."""
 
 
 def _queue_of(obj: str) -> str:
@@ -116,12 +121,19 @@ def _not_excluded(*more: Object) -> Object:
     }
 
 
-def configurations(base_url: str, ca_pem: bytes) -> list[Object]:
+def configurations(base_url: str, ca_pem: bytes, *, namespaces: str = "optIn") -> list[Object]:
     """The chart's Mutating- and ValidatingWebhookConfiguration (admission mode, default
-    values), sent to ``base_url`` (``https://127.0.0.1:PORT``) and trusting ``ca_pem``."""
+    values but ``admission.namespaces``), sent to ``base_url`` (``https://127.0.0.1:PORT``)
+    and trusting ``ca_pem``."""
+    if namespaces not in NAMESPACES:
+        raise ValueError(f"admission.namespaces must be one of {NAMESPACES}, not {namespaces!r}")
     bundle = base64.b64encode(ca_pem).decode()
-    opted_in = {"key": _ADMISSION, "operator": "In", "values": ["enabled"]}
-    optional = {"key": _ADMISSION, "operator": "NotIn", "values": ["enabled"]}
+    # Namespaces gated whole go to the namespace webhook, the others to the label webhooks:
+    # each pod is sent to one of them, never two (as the chart splits them).
+    whole, rest = ("In", "NotIn") if namespaces == "optIn" else ("NotIn", "In")
+    value = "enabled" if namespaces == "optIn" else "disabled"
+    opted_in = {"key": _ADMISSION, "operator": whole, "values": [value]}
+    optional = {"key": _ADMISSION, "operator": rest, "values": [value]}
     mutating: list[Object] = []
     for prefix, label in _POD_WEBHOOKS:
         if label:

@@ -97,7 +97,7 @@ from berth.kube import (
 )
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
-from berth.scheduler.snapshot import pods, resourceclaims, snapshots, wire
+from berth.scheduler.snapshot import pods, resourceclaims, snapshots, usage, wire
 from berth.status import conditions
 from berth.util import aiotasks, clocks
 
@@ -407,6 +407,7 @@ class Admission:
             base,
             pods=types.MappingProxyType({**base.pods, **{p.key: p for p in admitted}}),
             pending=tuple(sorted((*base.pending, *admitted), key=lambda p: p.key)),
+            queue_usage=_with_demand(base, admitted),
             gated=tuple(
                 sorted(
                     (*(p for p in base.gated if p.key not in lifted), *still_gated),
@@ -929,3 +930,23 @@ def _why(event: states.Event, seen: states.Observation, node: str) -> str:
     if event is states.Event.UNSCHEDULABLE:
         return f"its scheduler could not place it there: {seen.unschedulable}"
     return str(event.value)
+
+
+def _with_demand(
+    base: snapshots.Snapshot, offered: collections.abc.Sequence[pods.PodInfo]
+) -> collections.abc.Mapping[str, usage.QueueUsage]:
+    """``base``'s queue usage with the gated pods ``offered`` as pending counted as their
+    queues' demand, as the cache counts the pending pods it knows (a pod whose queue's
+    ``namespaceSelector`` does not admit its namespace is none of that queue's demand): without
+    them a queue's waiting pods and its fair share would leave admission mode's work out."""
+    totals = dict(base.queue_usage)
+    for info in offered:
+        if info.queue is None:
+            continue
+        queue = base.queues.get(info.queue)
+        selector = queue.namespaces if queue is not None else None
+        if selector is not None and not selector.admits(base.namespaces.get(info.namespace, {})):
+            continue
+        found = totals.get(info.queue, usage.EMPTY)
+        totals[info.queue] = dataclasses.replace(found, requested=found.requested + info.requests)
+    return types.MappingProxyType(totals)

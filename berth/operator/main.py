@@ -101,15 +101,18 @@ async def run(
     leader_components: ComponentFactory = no_components,
     clock: clocks.Clock | None = None,
     on_serving: collections.abc.Callable[[int], None] | None = None,
+    on_connected: collections.abc.Callable[[], None] | None = None,
 ) -> ExitCode:
     """Run the operator until ``stop`` is set (OK) or leadership is lost or fails (FAILED).
 
-    ``on_serving`` is told the HTTP port once the server listens (port 0 picks a free one).
+    ``on_serving`` is told the HTTP port once the server listens (port 0 picks a free one);
+    ``on_connected`` is called once the API server is reached and the admission webhooks, when
+    served, listen: from then on a pod created is gated as it should be, not refused.
     """
     if allocator.pin_mmap_threshold():
         logger.debug("C allocator: mmap threshold pinned at %d bytes", allocator.MMAP_THRESHOLD)
     process = _Process(config, leader_components=leader_components, clock=clock)
-    return await process.run(stop=stop, on_serving=on_serving)
+    return await process.run(stop=stop, on_serving=on_serving, on_connected=on_connected)
 
 
 class _Process:
@@ -133,7 +136,11 @@ class _Process:
         self._reviewer: reviews.Reviewer | None = None  # once connected (HTTP authorization)
 
     async def run(
-        self, *, stop: asyncio.Event, on_serving: collections.abc.Callable[[int], None] | None
+        self,
+        *,
+        stop: asyncio.Event,
+        on_serving: collections.abc.Callable[[int], None] | None,
+        on_connected: collections.abc.Callable[[], None] | None = None,
     ) -> ExitCode:
         app = http.build_app(
             readiness=self._readiness,
@@ -156,6 +163,8 @@ class _Process:
             ):
                 logger.info("connected to %s (%s)", connection.server, connection.origin)
                 self._reviewer = reviews.Reviewer(connection.api)
+                if on_connected is not None:
+                    on_connected()
                 return await self._lead_or_follow(connection.api)
         finally:
             relay.cancel()

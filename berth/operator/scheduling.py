@@ -179,9 +179,14 @@ class _Board:
         self._source = source
         self._sink = sink
         self._requests = requests
+        self.view: _TimedSource | None = None
 
     def snapshot(self) -> snapshot_types.Snapshot | None:
-        return self._source.last
+        # What the scheduler last scheduled from (admission mode's view: the pods Berth's gate
+        # holds offered as pending), so that statuses and the visibility API count the work
+        # the cycle's result is about; the cache's own until a cycle ran.
+        seen = self.view.last if self.view is not None else None
+        return seen if seen is not None else self._source.last
 
     def result(self) -> cycle_decisions.CycleResult | None:
         # Groups' reasons carry what the autoscaler was asked and says (docs/autoscaling.md).
@@ -423,6 +428,7 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
     config = inputs.settings
     feed = _MetricsFeed(inputs.metrics) if inputs.metrics is not None else None
     timed = _TimedSource(parts.admission, feed)
+    board.view = timed
     seen = inputs.providers.visibility if inputs.providers is not None else None
 
     async def run_informers(stop: asyncio.Event) -> None:

@@ -5,7 +5,11 @@ We test these aspects:
 - the workloads have the documented shape at full size (counted, not run);
 - an unknown output format is a usage error;
 - ``gpu-sharing`` prints one object: per mix, the policies asked for and Berth's margin;
-- the constraint shapes place every pod without breaking a constraint (independent checker).
+- the constraint shapes place every pod without breaking a constraint (independent checker);
+- ``backlog`` (docs/scheduler.md: 1000 full nodes and 50 000 pending pods by default) prints one
+  object timing a cycle with nothing changed and one after a pod ended, which places what the
+  ended pod freed; ``pod-events`` (docs/performance.md: 20 000 pods, three events each by
+  default) one object with the CPU time per event of each kind.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 import click.testing
 import pytest
 
-from berth.cli import main, soak
+from berth.cli import bench, main, soak
 from berth.sim import benchmarks
 from berth.util import allocator
 from tests import constraint_checker
@@ -221,3 +225,33 @@ def test_gpu_sharing_prints_one_object_per_run() -> None:
         "cpuSeconds",
     }
     assert isinstance(mix["berthOverBestFitAt130"], float)
+
+
+def _defaults(name: str) -> dict[str, object]:
+    command = bench.command.commands[name]
+    return {p.name: p.default for p in command.params}
+
+
+def test_backlog_times_an_unchanged_cycle_and_one_after_a_pod_ended() -> None:
+    assert _defaults("backlog") == {"nodes": 1_000, "pods": 50_000}
+    outcome = click.testing.CliRunner().invoke(
+        main.cli, ["bench", "backlog", "--nodes", "20", "--pods", "200"]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    (line,) = outcome.output.splitlines()
+    report = json.loads(line)
+    assert (report["scenario"], report["nodes"], report["pods"]) == ("backlog", 20, 200)
+    assert report["placed_first"] == 0  # the nodes are full
+    assert report["placed_after_change"] > 0  # the pod that ended made room
+    assert report["no_change_ms"] > 0 and report["one_change_ms"] > 0
+
+
+def test_pod_events_times_each_kind_of_event() -> None:
+    assert _defaults("pod-events") == {"pods": 20_000}
+    outcome = click.testing.CliRunner().invoke(main.cli, ["bench", "pod-events", "--pods", "200"])
+    assert outcome.exit_code == 0, outcome.output
+    (line,) = outcome.output.splitlines()
+    report = json.loads(line)
+    assert (report["pods"], report["events"]) == (200, 600)  # created, bound, running
+    for key in ("us_per_event", "us_created", "us_bound", "us_running"):
+        assert report[key] > 0, key

@@ -18,7 +18,12 @@ We test these aspects:
   with room for two stays gated, none started, each pod ``PodScheduled=False/SchedulingGated``;
 - pods naming no queue run in ``default``, which ``kubectl get bq`` lists with its usage (the
   Queue object the leader creates) and ``kubectl berth queue default`` shows, saying that the
-  pod waiting there is a group of one only ``--operator`` lists.
+  pod waiting there is a group of one only ``--operator`` lists, and whose reason speaks of
+  no gang and names no group; the same in admission mode with
+  every namespace gated (``--admission-namespaces all``), where the waiting pod is held by
+  Berth's gate and still counts as the queue's pending pod and demand, and the pods, created as
+  soon as the next steps are printed, are not refused (the webhook already listens);
+- ``--admission-namespaces`` outside admission mode is refused, saying so.
 """
 
 from __future__ import annotations
@@ -370,20 +375,29 @@ spec:
 
 
 @pytest.mark.slow
-def test_the_default_queue_is_listed_with_its_usage(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("mode", ["scheduler", "admission"])
+def test_the_default_queue_is_listed_with_its_usage(tmp_path: pathlib.Path, mode: str) -> None:
     """Pods naming no queue run in ``default``: ``kubectl get bq`` has its row (the Queue
-    object the leader creates) and ``kubectl berth queue default`` its usage and line."""
+    object the leader creates) and ``kubectl berth queue default`` its usage and line. In
+    admission mode (every namespace gated), the pods name no scheduler, and the one Berth's gate
+    holds counts as the queue's pending pod and demand, as in scheduler mode."""
     kubeconfig = tmp_path / "up.kubeconfig"
     env = environment(tmp_path)
+    modes = {"scheduler": [], "admission": ["--mode", "admission", "--admission-namespaces", "all"]}
+    plain = PLAIN_PODS
+    if mode == "admission":
+        plain = PLAIN_PODS.replace("  schedulerName: berth-scheduler\n", "")
+        assert "schedulerName" not in plain
     process = subprocess.Popen(
         [BERTH, "up", "--kubeconfig", str(kubeconfig), "--nodes", "2x cpu=4,memory=8Gi",
-         "--log-level", "warning"],
+         "--log-level", "warning", *modes[mode]],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert process.stdout is not None
-        process.stdout.readline()
-        assert f"export KUBECONFIG={kubeconfig.resolve()}" in process.stdout.readline()
+        for line in process.stdout:
+            if "Press Ctrl+C" in line:
+                break
         # The venv's bin first: `kubectl berth` is Berth's plugin.
         kubectl_env = env | {
             "KUBECONFIG": str(kubeconfig),
@@ -396,7 +410,7 @@ def test_the_default_queue_is_listed_with_its_usage(tmp_path: pathlib.Path) -> N
                 capture_output=True, text=True, check=True, timeout=30,
             ).stdout  # fmt: skip
 
-        kubectl("apply", "-f", "-", input=PLAIN_PODS)
+        kubectl("apply", "-f", "-", input=plain)
         columns = (
             "custom-columns=NAME:.metadata.name,RUNNING:.status.runningPods,"
             "PENDING:.status.pendingPods"
@@ -416,6 +430,15 @@ def test_the_default_queue_is_listed_with_its_usage(tmp_path: pathlib.Path) -> N
         assert "allocated 2 cpu of fair share 8 cpu" in line, line
         # The one waiting is a group of one, not a PodGroup object: said, and where to look.
         assert "1 pod(s) pending as groups of one (no PodGroup): add --operator URL" in line, line
+        if mode == "scheduler":
+            # A pod alone is no gang, and its reason does not name the group of one it forms.
+            path = "jsonpath={.status.conditions[?(@.type=='PodScheduled')].message}"
+            deadline = time.monotonic() + 30
+            why = ""
+            while time.monotonic() < deadline and not why:
+                why = kubectl("get", "pod", "plain-2", "-o", path)
+                time.sleep(0.2)
+            assert why == "0/2 nodes fit: 2 Insufficient cpu", why
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
     finally:
@@ -425,3 +448,11 @@ def test_the_default_queue_is_listed_with_its_usage(tmp_path: pathlib.Path) -> N
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_admission_namespaces_needs_admission_mode() -> None:
+    result = subprocess.run(
+        [BERTH, "up", "--admission-namespaces", "all"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "--admission-namespaces applies to --mode admission" in result.stderr

@@ -2,7 +2,8 @@
 
 We test this aspect: the Mutating- and ValidatingWebhookConfiguration that
 :mod:`berth.cli.up_webhooks` writes for the embedded cluster are those the chart installs in
-admission mode with its default values (``helm install`` into an emulator), webhook by webhook —
+admission mode (``helm install`` into an emulator), with its default values and with
+``admission.namespaces=all`` (``berth up --admission-namespaces all``), webhook by webhook —
 rules, selectors, match conditions, policies and paths — but for where they are sent (a URL on
 127.0.0.1 with this run's CA, instead of the chart's Service and Secret).
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import typing
+
+import pytest
 
 from berth.cli import up_webhooks
 from berth.emulator import testing
@@ -34,16 +37,19 @@ def _comparable(config: Object, *, base: str = "") -> list[Object]:
     return out
 
 
-def test_the_embedded_clusters_webhooks_are_the_charts(emulator: testing.RunningEmulator) -> None:
+@pytest.mark.parametrize("namespaces", up_webhooks.NAMESPACES)
+def test_the_embedded_clusters_webhooks_are_the_charts(
+    emulator: testing.RunningEmulator, namespaces: str
+) -> None:
     asyncio.run(
         charts.install(
             emulator.kubeconfig,
             release="berth",
             namespace="berth-system",
-            values={"mode": "admission"},
+            values={"mode": "admission", "admission": {"namespaces": namespaces}},
         )
     )
-    ours = up_webhooks.configurations("https://127.0.0.1:8443", b"CA")
+    ours = up_webhooks.configurations("https://127.0.0.1:8443", b"CA", namespaces=namespaces)
     for mine in ours:
         plural = str(mine["kind"]).lower() + "s"
         resource = emulator.call(emulator.api.resource, "admissionregistration.k8s.io/v1", plural)

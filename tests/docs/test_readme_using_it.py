@@ -39,11 +39,14 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
         "tests/cli/test_up.py::test_up_serves_kubectl_and_schedules_until_interrupted",
         "tests/cli/test_up.py::test_up_keeps_its_kubeconfig_in_the_state_directory_and_describe_shows_why",
         "tests/cli/test_up.py::test_up_in_admission_mode_gates_and_the_stand_in_binder_binds_what_berth_admits",
+        "tests/workloads/test_berth_up.py::test_admission_of_every_namespace_gates_a_plain_job_whole",
+        "tests/cli/test_up.py::test_admission_namespaces_needs_admission_mode",
     ),
     "the same on a real control plane": (
         "tests/realcluster/test_up_real.py::test_up_real_runs_the_examples_then_stops_everything",
         "tests/realcluster/test_up_real.py::test_up_real_from_a_fresh_install_in_admission_mode_writes_the_kubeconfig_asked",
         "tests/realcluster/test_up_real.py::test_up_real_refuses_options_of_the_embedded_cluster",
+        "tests/realcluster/test_up_real.py::test_up_real_gating_every_namespace_shows_the_default_queues_usage",
     ),
     "the same with an autoscaler": (
         "tests/realcluster/test_karpenter.py::test_karpenter_adds_nodes_for_pods_that_fit_none_and_removes_them_after",
@@ -58,6 +61,8 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
     ),
     "see queues, shares and usage": (
         f"{HERE}::test_the_commands_the_readme_shows",
+        "tests/cli/test_up.py::test_the_default_queue_is_listed_with_its_usage",
+        "tests/realcluster/test_up_real.py::test_up_real_gating_every_namespace_shows_the_default_queues_usage",
         "tests/operator/test_queue_views.py::test_queue_states_usage_and_the_line",
         "tests/cli/test_kubectl_berth.py::test_queues_shows_the_tree_with_values",
     ),
@@ -81,6 +86,7 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
         "tests/realcluster/test_workloads.py::test_a_job_starts_as_one_gang_when_all_of_it_fits",
         "tests/realcluster/test_workloads.py::test_every_namespace_is_gated_with_the_chart_value_and_a_plain_job_starts_whole",
         "tests/packaging/test_chart_install.py::test_admission_of_all_namespaces_gates_every_namespace_not_labelled_disabled",
+        "tests/workloads/test_berth_up.py::test_admission_of_every_namespace_gates_a_plain_job_whole",
     ),
     "keep whole GPU nodes for big jobs": (
         "tests/scheduler/plugins/test_resource_scoring.py::test_a_gpu_pod_packs_although_cpu_would_spread",

@@ -14,6 +14,12 @@ We test these aspects:
   named ``n`` labelled ``gpu=yes`` (YAML 1.1 booleans, were they written bare) writes F, prints
   admission mode's next steps, and those steps, run as printed, get a pod gated, admitted and
   bound by kube-scheduler on the node Berth pinned;
+- ``berth up --real --mode admission --admission-namespaces all`` (the chart's
+  ``admission.namespaces=all``) prints each step of its start-up, and says in its next steps
+  that it gates every namespace's pods;
+  plain pods (no label, no scheduler named) in the ``default`` namespace are then gated and
+  admitted by Berth in the ``default`` queue, whose usage ``kubectl get bq`` (its row, from the
+  Queue the leader creates) and ``kubectl berth queue default`` show: 2 running, 1 pending;
 - options of the embedded cluster that mean nothing with ``--real`` are refused, saying why, and
   ``--autoscale`` (Karpenter) without it.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shlex
 import signal
 import subprocess
@@ -113,6 +120,88 @@ def test_up_real_runs_the_examples_then_stops_everything(tmp_path: pathlib.Path)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
         assert _alive_under(state) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+PLAIN_PODS = "".join(
+    f"""
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: plain-{index}}}
+spec:
+  containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
+"""
+    for index, cpu in ((0, "1"), (1, "1"), (2, "64"))
+)
+
+
+@pytest.mark.timeout(300)
+def test_up_real_gating_every_namespace_shows_the_default_queues_usage(
+    tmp_path: pathlib.Path,
+) -> None:
+    try:
+        binaries.find()
+    except binaries.BinariesMissing as missing:
+        pytest.skip(f"no real control plane: {missing}")
+    env = dict(os.environ, BERTH_STATE_DIR=str(tmp_path / "berth"))
+    env["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    kubeconfig = tmp_path / "real.kubeconfig"
+    process = subprocess.Popen(
+        [BERTH, "up", "--real", "--mode", "admission", "--admission-namespaces", "all",
+         "--kubeconfig", str(kubeconfig), "--nodes", "2x cpu=4,memory=8Gi",
+         "--log-level", "warning"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        printed: list[str] = []
+        for line in process.stdout:
+            printed.append(line)
+            if "Press Ctrl+C" in line:
+                break
+        text = " ".join("".join(printed).split())
+        # Each step of its start-up (docs/real-cluster.md), then what to type next.
+        steps = [line.removeprefix("berth up --real: ").strip() for line in printed]
+        started = ("starting etcd", "starting kube-apiserver", "installing Berth's chart")
+        for step in (*started, "waiting for the nodes to be Ready"):
+            assert step in steps, printed
+        assert "Berth's webhook gates every new pod of every namespace but kube-system" in text
+        assert "kube-scheduler binds them" in text
+        kube = dict(env, KUBECONFIG=str(kubeconfig))
+
+        def kubectl(*args: str, input: str | None = None) -> str:
+            return subprocess.run(
+                ["kubectl", *args], env=kube, input=input, capture_output=True, text=True,
+                check=True, timeout=150,
+            ).stdout  # fmt: skip
+
+        kubectl("apply", "-f", "-", input=PLAIN_PODS)
+        wait = f"--timeout={cluster.WAIT}"
+        for name in ("plain-0", "plain-1"):
+            kubectl("wait", f"pod/{name}", "--for=jsonpath={.status.phase}=Running", wait)
+            pod = json.loads(kubectl("get", f"pod/{name}", "-o", "json"))
+            # Gated by the webhook, admitted by Berth, bound by kube-scheduler where pinned.
+            admitted = pod["metadata"]["annotations"]["scheduling.berth.io/admitted-node"]
+            assert pod["spec"]["nodeName"] == admitted
+            assert pod["spec"]["schedulerName"] == "default-scheduler"
+        too_big = json.loads(kubectl("get", "pod/plain-2", "-o", "json"))
+        assert too_big["spec"]["schedulingGates"] == [{"name": "scheduling.berth.io/admission"}]
+        kubectl("wait", "queue/default", "--for=jsonpath={.status.runningPods}=2", wait)
+        kubectl("wait", "queue/default", "--for=jsonpath={.status.pendingPods}=1", wait)
+        table = kubectl("get", "bq")
+        # NAME STATE PARENT GUARANTEED ALLOCATED FAIRSHARE PENDING RUNNING: all 8 cpu its share.
+        assert re.search(r"^default\s+Open\s+0\s+2 cpu\s+8 cpu\s+1\s+2\s", table, re.M), table
+        line = " ".join(kubectl("berth", "queue", "default").split())
+        assert "1 pending, 2 running" in line, line
+        assert "allocated 2 cpu of fair share 8 cpu" in line, line
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
     finally:
         if process.poll() is None:
             process.kill()

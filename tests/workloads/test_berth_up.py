@@ -15,7 +15,10 @@ ownerReferences and labels their controllers give them. We test these aspects:
   whole or not at all, all deleted with the JobSet;
 - labels on the owner: ``group-by-owner: disabled`` makes each pod a group of one,
   ``pod-group`` puts the pods in the PodGroup it names, ``queue`` sets the derived group's queue;
-- a pod whose owner does not exist, or is of a version Berth does not read, waits and says so.
+- a pod whose owner does not exist, or is of a version Berth does not read, waits and says so;
+- ``berth up --mode admission --admission-namespaces all``: a Job of 5 naming no scheduler and
+  carrying no label, with room for 4, is gated whole (none starts); with room all five start; a
+  namespace labelled ``scheduling.berth.io/admission=disabled`` keeps its plain pods ungated.
 """
 
 from __future__ import annotations
@@ -660,3 +663,54 @@ def test_the_examples_apply_with_the_minimal_crds(kubectl: cluster.Kubectl, fold
     path = cluster.ROOT / "examples" / "workloads" / folder
     out = kubectl("apply", "-n", ns.name, "-f", str(path))
     assert "created" in out
+
+
+def _plain(obj: Obj) -> Obj:
+    """``obj`` (a pod) as admission mode's users write it: naming no scheduler."""
+    spec = {k: v for k, v in obj["spec"].items() if k != "schedulerName"}
+    return {**obj, "spec": spec}
+
+
+def test_admission_of_every_namespace_gates_a_plain_job_whole(tmp_path: pathlib.Path) -> None:
+    """``berth up --mode admission --admission-namespaces all`` (the chart's
+    ``admission.namespaces=all``): a Job of 5 with no label, in a namespace no one labelled,
+    with room for 4: none of its pods starts; with room for the fifth all five start. A
+    namespace labelled ``scheduling.berth.io/admission=disabled`` keeps its plain pods ungated."""
+    extra = ("--mode", "admission", "--admission-namespaces", "all")
+    with cluster.berth_up(tmp_path, nodes="5x cpu=1,memory=4Gi", extra=extra) as kubectl:
+        ns = Namespace(kubectl, "team")
+        ns.create(_plain(pod("blocker", None, cpu="1")))  # leaves room for 4 one-CPU pods
+        cluster.eventually(lambda: ns.bound() == ["blocker"], what="the blocker to run")
+        job = ns.create(job_object("train", parallelism=5))
+        # 900m each: once all five run, each node keeps 100m for the pod outside.
+        kubectl.apply(*(_plain(p) for p in job_pods(job, 5, cpu="900m")), namespace="team")
+
+        def waiting_group() -> Obj | None:
+            for group in ns.groups():
+                for condition in (group.get("status") or {}).get("conditions") or []:
+                    if condition["reason"] == "NotEnoughResources":
+                        return typing.cast(Obj, group)
+            return None
+
+        group = cluster.eventually(waiting_group, what="the Job's group to say why it waits")
+        assert group["spec"]["minMember"] == 5
+        assert (
+            "gang needs minMember 5, only 4 could be placed"
+            in (group["status"]["conditions"][0]["message"])
+        )
+        waiting = [p for p in ns.pods() if p["metadata"]["name"].startswith("train-")]
+        assert len(waiting) == 5
+        for one in waiting:
+            assert not one["spec"].get("nodeName"), one["metadata"]["name"]
+            assert one["spec"]["schedulingGates"] == [{"name": "scheduling.berth.io/admission"}]
+
+        kubectl("delete", "pod", "blocker", "-n", "team")
+        names = [f"train-{i}" for i in range(5)]
+        cluster.eventually(lambda: ns.bound() == names, what="all five pods to start")
+
+        # Opted out: a plain pod is not gated, and the stand-in binder binds it at once.
+        out = Namespace(kubectl, "outside")
+        kubectl("label", "namespace", "outside", "scheduling.berth.io/admission=disabled")
+        created = out.create(_plain(pod("free", None, cpu="100m")))
+        assert not created["spec"].get("schedulingGates")
+        cluster.eventually(lambda: out.bound() == ["free"], what="the ungated pod to be bound")

@@ -636,3 +636,24 @@ def test_examples_derive_the_gangs_their_readmes_promise(path: str, min_member: 
     assert plan.gang is not None and plan.gang.min_member == min_member
     readme = (EXAMPLES / path).parent.joinpath("README.md").read_text()
     assert f"minMember: {min_member}" in readme
+
+
+def test_a_later_stage_says_what_it_waits_for_as_docs_workloads_md_shows() -> None:
+    """docs/workloads.md: ``JobSet/train: stage node (starts after init Ready): node 2x4 + ps
+    2x1`` (replicas x pods of each replicated Job of the stage)."""
+    train = o.jobset(
+        "train",
+        [
+            o.rjob("init"),
+            o.rjob(
+                "node", replicas=2, parallelism=4, dependsOn=[{"name": "init", "status": "Ready"}]
+            ),
+            o.rjob("ps", replicas=2, dependsOn=[{"name": "init", "status": "Ready"}]),
+        ],
+    )
+    job = o.owned(o.job("train-node-0"), train)
+    plan = plans.plan(o.pod_of(job, "p", labels={RJOB: "node"}), chain(job, train))
+    assert plan.gang is not None, plan.problem
+    assert f"{plan.grouped_by}: {plan.gang.why}" == (
+        "JobSet/train: stage node (starts after init Ready): node 2x4 + ps 2x1"
+    )
