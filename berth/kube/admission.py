@@ -16,7 +16,9 @@ and is both a ``SnapshotSource`` and a ``DecisionSink``:
   ``admitted-at`` — and only when *every* pod the cycle admitted of the same group is pinned
   are the gates removed, together: a gang is released whole or not at all (a pin that fails
   releases nothing; the group is tried again next cycle — its pods already pinned keep their
-  pin, since a gated pod's node affinity may only narrow, and the session sees it). The
+  pin, since a gated pod's node affinity may only narrow, and the session sees it). Before
+  the pins, ``before_pin`` withdraws the gang's CapacityBuffer, if it asked with one
+  (:mod:`berth.kube.capacity_requests`: a buffer still asking once they bind buys a node). The
   kube-scheduler then binds. A pod admitted onto a node from which the same cycle evicted
   victims stays pinned and gated (assumed in the cache) until those victims are gone, as the
   binder holds a preemptor's binding (the shared :class:`~berth.kube.victim_waits.VictimWaits`,
@@ -152,8 +154,15 @@ class Admission:
         request_timeout: float = 30.0,
         victims: victim_waits.VictimWaits | None = None,
         writer: writes.Writer | None = None,
+        before_pin: collections.abc.Callable[
+            [collections.abc.Collection[str]], collections.abc.Awaitable[None]
+        ]
+        | None = None,
     ) -> None:
         self._api = api
+        # Awaited with a batch's pod keys before they are pinned: the capacity requests
+        # withdraw the gang's CapacityBuffer first (berth.kube.capacity_requests).
+        self._before_pin = before_pin
         self._writer = writer or writes.Writer(api, timeout=request_timeout)
         self._cache = cache
         self._source = source
@@ -623,6 +632,14 @@ class Admission:
 
     async def _admit(self, admit: _Admit) -> None:
         """Pin every pod of the batch; only if all pins landed, remove their gates."""
+        if self._before_pin is not None:
+            try:
+                await self._before_pin([b.key for b in admit.binds])
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Admitting matters more than the autoscaler's view: pin anyway.
+                logger.exception("withdrawing the capacity request of %s failed", admit.group)
         pinned = await asyncio.gather(*(self._pin(b) for b in admit.binds))
         if not all(version is not None for version in pinned):
             self._drop_pinning(admit, states.Event.PIN_FAILED)

@@ -32,6 +32,13 @@ the objects, and reads back what the autoscaler says:
   something capacity cannot give) is deleted with its PodTemplates (uid preconditions). A
   Reservation's buffer is emptied (``replicas: 0``) once the reservation holds its node, and
   deleted when it ends.
+- **Admitting a gang that asked with a buffer.** Admission calls :meth:`withdraw` with the
+  pods it is about to pin, and pins them only once it returned: the gang's CapacityBuffer is
+  deleted first. A buffer still there when the pods bind asks for its virtual pods on top of
+  them, and Karpenter buys a node for it (it did, when the buffer went with the next pass,
+  about 0.7 s after the pins). A ProvisioningRequest stays until the pods are placed:
+  Cluster Autoscaler books its capacity for the pods that consume it, and asks for nothing
+  more.
 - **A new leader** adopts the requests it finds (by label and owner uid) once its first cycle
   has said what is wanted, and deletes the others.
 
@@ -169,6 +176,7 @@ class CapacityRequests:
         self._noted: tuple[decisions.CycleResult, dict[str, str], decisions.CycleResult] | None = (
             None
         )
+        self._lock = asyncio.Lock()  # a pass and a withdrawal never interleave
         self.created = 0
         """Requests made (tests)."""
 
@@ -243,6 +251,33 @@ class CapacityRequests:
     async def reconcile(self) -> None:
         """One pass: discovery when due, leftovers adopted, statuses read, objects made and
         removed as the wants say, notes and Events updated."""
+        async with self._lock:
+            await self._pass()
+
+    async def withdraw(self, pods: collections.abc.Collection[str]) -> None:
+        """Delete the CapacityBuffers asking for any of ``pods`` (keys) and forget their wants;
+        return once the deletions are answered. Admission awaits it before pinning the pods it
+        admits (module docstring: a buffer still asking when they bind buys one node too many).
+        A want whose request is a ProvisioningRequest is kept (its pods consume it)."""
+        wanted = set(pods)
+        if not wanted:
+            return
+        async with self._lock:
+            for key, want in sorted(self.planner.wants.items()):
+                if want.purpose is plans.Purpose.RESERVATION or not wanted & set(want.members):
+                    continue
+                entry = self._entries.get(key)
+                kind = entry.kind if entry is not None else self._kind_for(want)
+                if kind is Kind.PROVISIONING_REQUEST:
+                    continue
+                self.planner.forget(key)
+                self._failures.pop(key, None)
+                if entry is not None:
+                    del self._entries[key]
+                    await self._remove(entry)
+            self._update_notes(self.planner.wants)
+
+    async def _pass(self) -> None:
         now = self._clock.now()
         if self.served is None or now - self._discovered_at >= _DISCOVERY_INTERVAL:
             await self._discover()

@@ -274,18 +274,6 @@ def build(inputs: Inputs) -> Parts:
     )
     source = snapshots.CacheSource(cache, clock=inputs.clock, backoffs=sink)
     made.append(source)
-    admitting = admission.Admission(
-        inputs.api,
-        cache=cache,
-        source=source,
-        sink=inputs.wrap_sink(sink) if inputs.wrap_sink is not None else sink,
-        clock=inputs.clock,
-        scheduler_names=names,
-        recorder=recorder,
-        bind_timeout=config.admission.bind_timeout,
-        victims=sink.victims,  # admitted preemptors wait for their victims as bound ones do
-        writer=writer,
-    )
     autoscaling = config.autoscaling
     requests = (
         capacity_requests.CapacityRequests(
@@ -299,6 +287,19 @@ def build(inputs: Inputs) -> Parts:
         )
         if autoscaling.capacity_requests
         else None
+    )
+    admitting = admission.Admission(
+        inputs.api,
+        cache=cache,
+        source=source,
+        sink=inputs.wrap_sink(sink) if inputs.wrap_sink is not None else sink,
+        clock=inputs.clock,
+        scheduler_names=names,
+        recorder=recorder,
+        bind_timeout=config.admission.bind_timeout,
+        victims=sink.victims,  # admitted preemptors wait for their victims as bound ones do
+        writer=writer,
+        before_pin=requests.withdraw if requests is not None else None,
     )
     board = _Board(source, sink, requests)
     objects = observed.ObservedObjects()

@@ -184,6 +184,12 @@ class Planner:
         self._settle(snapshot)
         return self._wants
 
+    def forget(self, key: str) -> None:
+        """Drop the want of ``key`` (``str(owner)``) now: its pods are being admitted, and
+        its request was withdrawn before they are (a later cycle that marks them waiting for
+        capacity again makes a new one)."""
+        self._wants.pop(key, None)
+
     def _gang(
         self,
         snapshot: snapshots.Snapshot,

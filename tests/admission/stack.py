@@ -38,6 +38,7 @@ from berth.scheduler import loop
 from berth.scheduler.framework import decisions as cycle_decisions
 from berth.scheduler.plugins import registry
 from berth.scheduler.snapshot import pods as pod_infos
+from berth.scheduler.snapshot import snapshots as snapshot_types
 from berth.util import clocks
 
 Object = dict[str, typing.Any]
@@ -296,12 +297,33 @@ class _RecordingSink:
         self._inner.pod_removed(key)
 
 
+class _RememberingSource:
+    """Admission's view, remembering the snapshot the loop scheduled from last."""
+
+    def __init__(self, inner: loop.SnapshotSource) -> None:
+        self._inner = inner
+        self.last: snapshot_types.Snapshot | None = None
+
+    def snapshot(self) -> snapshot_types.Snapshot:
+        self.last = self._inner.snapshot()
+        return self.last
+
+
 class BerthStack:
     """Berth's leader-side pieces on the emulator (see the module docstring)."""
 
-    def __init__(self, emulator: testing.RunningEmulator, *, bind_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        emulator: testing.RunningEmulator,
+        *,
+        bind_timeout: float = 5.0,
+        capacity_requests: bool = False,
+    ) -> None:
         self.emulator = emulator
         self.bind_timeout = bind_timeout
+        self.capacity_requests = capacity_requests
+        """Run the capacity requests to autoscalers too, fed after each cycle as the
+        operator feeds them."""
         self.results: list[cycle_decisions.CycleResult] = []
         """What the binder was handed, cycle by cycle (after admission took its part)."""
         self._stop = asyncio.Event()
@@ -340,6 +362,11 @@ class BerthStack:
             ("loop", self._loop),
         ):
             self._tasks.append(asyncio.create_task(run(self._stop), name=name))
+        if self.capacity_requests:
+            assert self.parts.requests is not None
+            self._tasks.append(
+                asyncio.create_task(self.parts.requests.run(self._stop), name="capacity requests")
+            )
         # The leader's Kopf: the one watch of Queues, PodGroups and Reservations (feeding the
         # cache), and their status writers (Reservations' from the facts the binder publishes).
         self.kopf = self.parts.kopf
@@ -351,13 +378,21 @@ class BerthStack:
         # As the operator's loop does: no cycle on a half-listed cluster (Kopf's kinds come in
         # a moment after the informers' first lists).
         await self.informers.synced.wait()
+        source = _RememberingSource(self.admission)
+        requests = self.parts.requests if self.capacity_requests else None
+
+        def on_result(result: cycle_decisions.CycleResult) -> None:
+            if requests is not None and source.last is not None:
+                requests.offer(source.last, result, gated=self.admission.through_gate)
+
         await loop.run(
             self.scheduler,
-            source=self.admission,
+            source=source,
             sink=self.admission,
             stop=stop,
             trigger=self.trigger,
             period=0.05,
+            on_result=on_result,
             in_thread=False,
         )
 

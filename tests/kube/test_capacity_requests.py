@@ -11,6 +11,8 @@ status conditions Cluster Autoscaler or Karpenter would. We test these aspects:
 - a queue's ProvisioningRequest class: one request with a podSet per shape and the class, the
   pods annotated to consume it; refused (``Failed``), the note and a Warning Event say so, and
   after ``retry_after`` it is made again as the next attempt, the old one deleted;
+- admitting a gated gang withdraws its CapacityBuffer at once (deleted, not made again by the
+  next pass) but keeps its ProvisioningRequest, which its pods consume;
 - nobody answering within ``answer_timeout`` is told on the group;
 - a Reservation's buffer: its template (a pause image where it names none), emptied once the
   reservation holds its node, deleted when it goes;
@@ -247,6 +249,24 @@ async def test_a_gated_gang_asks_with_a_buffer_until_it_is_placed(world: World) 
     assert world.stored(CB_PATH) == []
     assert world.stored("/api/v1/namespaces/default/podtemplates") == []
     assert world.requests.note("default/g") is None
+
+
+@pytest.mark.parametrize(
+    ("served", "path", "kept"),
+    [("CapacityBuffer", CB_PATH, False), ("ProvisioningRequest", PR_PATH, True)],
+)
+async def test_admitting_a_gang_withdraws_its_buffer_but_keeps_its_provisioning_request(
+    world: World, served: str, path: str, kept: bool
+) -> None:
+    serve(world.emulator, served)
+    world.gang("g", 3)
+    world.cycle(capacity_mark("default/g", MEMBERS), gated=MEMBERS)
+    await world.requests.reconcile()
+    assert len(world.stored(path)) == 1
+    await world.requests.withdraw(MEMBERS[:1])
+    await world.requests.reconcile()  # a pass before the next cycle makes nothing again
+    assert len(world.stored(path)) == (1 if kept else 0)
+    assert (world.requests.note("default/g") is not None) is kept
 
 
 def _atomic_queue(name: str) -> Object:

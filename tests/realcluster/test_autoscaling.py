@@ -26,7 +26,26 @@ any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 
    (``allocateOnce: false``: the reservation still holds the node). A node of the pool that a
    finished pod leaves empty later is consolidated while the reserved one, ``Consolidatable``
    for longer, stays; once the reservation is deleted its buffer goes and the node, empty, is
-   consolidated.
+   consolidated;
+5. a queue with a 120 s ``preemptionDelay``, the fixed GPU node full of its low-priority pods,
+   and a high-priority gang of two 4-GPU pods that preempting them would place: the gang's
+   ``FailedScheduling`` Events say it waits for new nodes first and for the queue's window;
+   Karpenter's nodes arrive and the gang runs on them within the window; the fillers run on,
+   the same pods, and Berth asked no eviction and deleted no pod;
+6. admission mode, 1. and 2. again with kube-scheduler binding: the gated gang asks with one
+   CapacityBuffer, deleted before the first of its pods is pinned; all 6 are bound by
+   kube-scheduler, one binding each, after the last new node registered; a canary afterwards
+   shows Karpenter buys nothing more (its round counts the canary alone, its NodeClaim is the
+   only new one); work over its queue's limit and a gang missing members get ``NotAdmitted``
+   Events saying why, no buffer, and no NodeClaim;
+7. bad input: a gang of 16-GPU pods no instance type of the pool can hold: in scheduler mode
+   its pods read ``Unschedulable`` and Karpenter's Warning ``FailedScheduling`` Event on each
+   says ``no instance type has enough resources``; in admission mode Karpenter answers the
+   gang's buffer ``0/2 virtual pods required new capacity, 2 failed`` and the PodGroup's
+   ``Scheduled`` condition says so; either way no NodeClaim is made, nothing is bound or
+   evicted. (Windows of ``-5s`` or ``forever`` are refused by the API server, naming the
+   field: ``tests/api/bad_inputs.py``, run against the real API server by
+   ``test_bad_input_table.py``.)
 
 Each test is short (a few minutes at most) and waits on conditions with generous bounds; on a
 failure it prints the tails of Karpenter's and Berth's logs. Skipped without the control
@@ -283,13 +302,46 @@ def _gang_gets_nodes_and_binds_whole(real: cluster.RealCluster, *, mode: str) ->
     assert min(r.at for r in bindings) >= registered
     expected = install.USER if mode == "scheduler" else "system:kube-scheduler"
     assert {r.user for r in bindings} == {expected}
-    # Pods the autoscaler sees need no request of Berth's.
-    assert not [r for r in requests if r.resource == "capacitybuffers"]
+    buffers = [r for r in requests if r.resource == "capacitybuffers" and r.succeeded]
+    if mode == "scheduler":
+        # Pods the autoscaler sees need no request of Berth's.
+        assert not buffers
+        return
+    # Admission mode: the gated gang asked with one CapacityBuffer, deleted before the first
+    # of its pods was pinned: a buffer still asking once they bind buys one node too many.
+    assert [r.verb for r in buffers] == ["create", "delete"], buffers
+    pins = [
+        r
+        for r in requests
+        if r.resource == "pods" and r.verb in ("update", "patch") and r.name in members
+    ]
+    assert pins and buffers[1].at < min(r.at for r in pins), (buffers, pins)
+    # No node bought after: Karpenter's round for a canary only a new node can place counts
+    # the canary alone, and its NodeClaim is the only new one.
+    offset = karpenter_offset(real)
+    canary = gpu_pod("canary", gpus=8, scheduler=keys.DEFAULT_SCHEDULER_NAME)
+    canary["spec"]["nodeSelector"] = {karpenter.NODE_POOL_LABEL: POOL}
+    real.create(canary, namespace=namespace)
+    wait_for(real, "the canary running", lambda: running(real, namespace, ["canary"]))
+    rounds = [
+        r
+        for r in karpenter_lines(real, after=offset)
+        if r.get("message") == "computing scheduling decision for provisionable pod(s)"
+    ]
+    assert rounds and {r.get("pending-pods") for r in rounds} == {1}, rounds
+    assert len(claims(real)) == len(made) + 1
 
 
 def test_a_gang_gets_the_nodes_it_needs_and_binds_whole(real: cluster.RealCluster) -> None:
     with logs_on_failure(real):
         _gang_gets_nodes_and_binds_whole(real, mode="scheduler")
+
+
+def test_admission_mode_a_gated_gang_gets_its_nodes_and_kube_scheduler_binds_it_whole(
+    real: cluster.RealCluster,
+) -> None:
+    with logs_on_failure(real):
+        _gang_gets_nodes_and_binds_whole(real, mode="admission")
 
 
 # 2. Work that more nodes cannot help buys no node ------------------------------------------------
@@ -380,6 +432,11 @@ def _nothing_bought_for_work_nodes_cannot_help(real: cluster.RealCluster, *, mod
 def test_work_nodes_cannot_help_buys_no_node(real: cluster.RealCluster) -> None:
     with logs_on_failure(real):
         _nothing_bought_for_work_nodes_cannot_help(real, mode="scheduler")
+
+
+def test_admission_mode_work_nodes_cannot_help_buys_no_node(real: cluster.RealCluster) -> None:
+    with logs_on_failure(real):
+        _nothing_bought_for_work_nodes_cannot_help(real, mode="admission")
 
 
 # 3 and 4. A Reservation grows the cluster, and its node stays while it holds it ----------------
@@ -489,3 +546,136 @@ def test_a_reservation_grows_the_cluster_and_keeps_its_node_while_it_holds_it(
         real.kubectl("delete", "reservation", "eval", "-n", namespace, "--wait=true")
         wait_for(real, "the buffer deleted with the reservation", lambda: not buffers())
         wait_for(real, "the empty node consolidated", lambda: node not in pool_nodes(real))
+
+
+# 5. A preemption window: new nodes arrive inside it, and nothing is evicted ------------------
+
+
+def priority_class(name: str, value: int) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def test_a_gang_in_its_preemption_window_gets_new_nodes_and_evicts_nothing(
+    real: cluster.RealCluster,
+) -> None:
+    namespace = real.namespace()
+    queue = f"windowed-{namespace}"
+    low, high = f"low-{namespace}", f"high-{namespace}"
+    real.create(
+        pods.queue(queue, preemptionDelay="2m"), priority_class(low, 1), priority_class(high, 100)
+    )
+    try:
+        with logs_on_failure(real):
+            real.berth(mode="scheduler")
+            # The fixed GPU node is full of the queue's low-priority pods: preempting both would
+            # make room for the high-priority gang at once.
+            fillers = ["filler-0", "filler-1"]
+            real.create(
+                *(
+                    gpu_pod(name, queue=queue, extra_spec={"priorityClassName": low})
+                    for name in fillers
+                ),
+                namespace=namespace,
+            )
+            wait_for(real, "the fillers running", lambda: running(real, namespace, fillers))
+            uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in real.pods(namespace)}
+            started = time.time()
+            members = ["hi-0", "hi-1"]
+            real.create(
+                *gpu_gang("hi", 2, queue=queue, extra_spec={"priorityClassName": high}),
+                namespace=namespace,
+            )
+            wait_for(real, "the gang running", lambda: running(real, namespace, members))
+            took = time.time() - started
+            print(f"the gang ran {took:.0f}s after it was created (its window: 120s)")
+            assert took < 120.0
+            # It waited for the window, said so, and was visible to Karpenter meanwhile.
+            said = events_of(real, namespace, "FailedScheduling")
+            for name in members:
+                assert "waits for new nodes first" in said.get(name, ""), said
+                assert f"queue {queue}'s preemptionDelay 2m0s" in said[name], said
+            placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in real.pods(namespace)}
+            assert all(placed[n] in pool_nodes(real) for n in members), placed
+            # Nothing evicted: the fillers run on, the same pods, and Berth asked no eviction.
+            assert running(real, namespace, fillers)
+            now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in real.pods(namespace)}
+            assert all(now[n] == uids[n] for n in fillers)
+            requests = [r for r in real.audited() if r.namespace == namespace and r.at >= started]
+            assert not [
+                r
+                for r in requests
+                if r.resource == "pods/eviction" or (r.resource == "pods" and r.verb == "delete")
+            ]
+    finally:
+        real.clean_up()
+        real.kubectl("delete", "queue", queue, "--wait=false", check=False)
+        real.kubectl("delete", "priorityclass", low, high, "--wait=false", check=False)
+
+
+# Bad input: a NodePool that can never fit the gang --------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["scheduler", "admission"])
+def test_a_gang_no_node_shape_fits_buys_nothing_and_is_told_why(
+    real: cluster.RealCluster, mode: str
+) -> None:
+    with logs_on_failure(real):
+        namespace = real.namespace()
+        real.berth(mode=mode)
+        scheduler = keys.DEFAULT_SCHEDULER_NAME if mode == "scheduler" else None
+        offset = karpenter_offset(real)
+        # 16 GPUs a pod: no instance type of the pool has more than 8.
+        real.create(
+            *gpu_gang("huge", 2, queue="default", gpus=16, scheduler=scheduler),
+            namespace=namespace,
+        )
+        members = ["huge-0", "huge-1"]
+        if mode == "scheduler":
+            # The pods read Unschedulable (Berth cannot know the pool's shapes); Karpenter tries,
+            # finds no instance type, and says so on each pod.
+            def refused() -> dict[str, str]:
+                return {
+                    e["involvedObject"]["name"]: str(e.get("message") or "")
+                    for e in listed(real, "events", "-n", namespace)
+                    if e.get("reason") == "FailedScheduling"
+                    and str(e.get("message") or "").startswith("Failed to schedule pod")
+                }
+
+            wait_for(real, "Karpenter's Event on each pod", lambda: set(refused()) == set(members))
+            assert all("no instance type has enough resources" in m for m in refused().values())
+            assert {s[1] for s in scheduled(real, namespace).values()} == {"Unschedulable"}
+        else:
+            # The gated gang asks with a buffer; Karpenter answers it cannot fit the virtual
+            # pods, and the PodGroup's reason says so.
+            def group_message() -> str:
+                group = real.json("get", "podgroup", "huge", "-n", namespace)
+                for c in (group.get("status") or {}).get("conditions") or []:
+                    if c.get("type") == "Scheduled":
+                        return str(c.get("message") or "")
+                return ""
+
+            wait_for(
+                real,
+                "the group's reason saying Karpenter cannot fit its pods",
+                lambda: "2 failed" in group_message(),
+            )
+            message = group_message()
+            assert "CapacityBuffer" in message and "Provisioning=False" in message, message
+            assert {s[1] for s in scheduled(real, namespace).values()} == {"SchedulingGated"}
+        # Karpenter's rounds since found nothing to launch: no node bought, none bound, none
+        # evicted.
+        assert any(
+            r.get("message") == "could not schedule pod"
+            for r in karpenter_lines(real, after=offset)
+        )
+        assert claims(real) == []
+        assert not [
+            r
+            for r in real.audited()
+            if r.namespace == namespace and r.resource in ("pods/eviction", "pods/binding")
+        ]
