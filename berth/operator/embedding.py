@@ -39,7 +39,7 @@ import logging
 import kopf
 
 from berth.operator import components
-from berth.util import aiotasks, signals
+from berth.util import aiotasks, signals, wakeups
 
 __all__ = ["KopfOperator", "Prerequisite"]
 
@@ -114,7 +114,7 @@ class KopfOperator:
         settings.process.ultimate_exiting_timeout = None
         host = asyncio.create_task(self._main(registry, settings), name=f"kopf: {self.name}")
         self._task = host
-        started = asyncio.ensure_future(_first(self._ready, self._waiting))
+        started = asyncio.ensure_future(wakeups.first_set(self._ready, self._waiting))
         try:
             await asyncio.wait(
                 {host, started}, timeout=self._start_timeout, return_when=asyncio.FIRST_COMPLETED
@@ -177,14 +177,3 @@ class KopfOperator:
             logger.error("Kopf (%s) ended while it should be running", self.name)
         if self.on_exit is not None:
             self.on_exit(self.name, error)
-
-
-async def _first(*events: asyncio.Event) -> None:
-    """Return once any of ``events`` is set."""
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)

@@ -1,7 +1,8 @@
-"""Small asyncio helpers the operator's long-running parts share.
+"""Which tasks belong to which part of the process, and stopping a task within a bound.
 
 Time here is the event loop's (``asyncio`` sleeps and timeouts), never the wall clock, so that
-tests run these helpers under ``looptime`` in virtual seconds.
+tests run these helpers under ``looptime`` in virtual seconds. Waiting and waking are
+:mod:`berth.util.wakeups`'.
 
 :class:`TaskScope` says which tasks were started inside a part of the program (a task and every
 task created from it, transitively): the embedded Kopf operators run on the operator's loop and,
@@ -19,23 +20,11 @@ import logging
 import typing
 import weakref
 
-__all__ = ["TaskScope", "cancel_and_wait", "sleep_or_stop"]
+__all__ = ["TaskScope", "cancel_and_wait"]
 
 _T = typing.TypeVar("_T")
 
 logger = logging.getLogger(__name__)
-
-
-async def sleep_or_stop(seconds: float, *, stop: asyncio.Event) -> bool:
-    """Sleep ``seconds`` or until ``stop`` is set, whichever is first; True if stopped."""
-    if stop.is_set():
-        return True
-    if seconds <= 0:
-        return False
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await stop.wait()
-    return stop.is_set()
 
 
 async def cancel_and_wait(task: asyncio.Task[object], *, timeout: float) -> bool:
