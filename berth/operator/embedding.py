@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import logging
+import typing
 
 import kopf
 
@@ -157,15 +158,15 @@ class KopfOperator:
         task = self._task
         if task is None or task.done():
             return
-        done, _ = await asyncio.wait({task}, timeout=self._stop_timeout)
-        if not done:
-            logger.warning(
-                "Kopf (%s) did not stop within %ss: cancelling it", self.name, self._stop_timeout
-            )
-            await aiotasks.cancel_and_wait(task, timeout=self._stop_timeout)
+        await aiotasks.end_within([task], timeout=self._stop_timeout, late=self._late)
         # What Kopf left behind (it cancels its stragglers itself; this is the safety net).
         for straggler in self._scope.tasks():
             await aiotasks.cancel_and_wait(straggler, timeout=self._stop_timeout)
+
+    def _late(self, _: asyncio.Task[typing.Any]) -> None:
+        logger.warning(
+            "Kopf (%s) did not stop within %ss: cancelling it", self.name, self._stop_timeout
+        )
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         if self._stop.is_set():

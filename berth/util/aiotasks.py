@@ -20,7 +20,7 @@ import logging
 import typing
 import weakref
 
-__all__ = ["TaskScope", "cancel_and_wait"]
+__all__ = ["TaskScope", "cancel_and_wait", "end_within"]
 
 _T = typing.TypeVar("_T")
 
@@ -42,6 +42,25 @@ async def cancel_and_wait(task: asyncio.Task[object], *, timeout: float) -> bool
     if not task.cancelled() and task.exception() is not None:
         logger.error("task %s failed while stopping", task.get_name(), exc_info=task.exception())
     return True
+
+
+async def end_within(
+    tasks: collections.abc.Iterable[asyncio.Task[typing.Any]],
+    /,
+    *,
+    timeout: float,
+    late: collections.abc.Callable[[asyncio.Task[typing.Any]], None],
+) -> None:
+    """Give ``tasks``, already asked to stop (their stop flag set), ``timeout`` seconds to end;
+    then cancel each one still running (``late`` is told first, to say so) and wait up to
+    ``timeout`` more for it (:func:`cancel_and_wait`)."""
+    pending = {task for task in tasks if not task.done()}
+    if not pending:
+        return
+    _, still = await asyncio.wait(pending, timeout=timeout)
+    for task in sorted(still, key=lambda t: t.get_name()):
+        late(task)
+        await cancel_and_wait(task, timeout=timeout)
 
 
 class TaskScope:
