@@ -53,7 +53,7 @@ from berth.kube import clients, discovery, informers
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import wire
 from berth.status import observations
-from berth.util import aiotasks
+from berth.util import wakeups
 
 __all__ = ["CRDS", "CacheFeed", "Kind", "KINDS", "register"]
 
@@ -167,7 +167,7 @@ class CacheFeed:
                 self._sync.following(kind.plural, problem)
             pause = delay * (1 + self._rng.random() / 2)
             delay = min(delay * 2, self._backoff[1])
-            if await aiotasks.sleep_or_stop(pause, stop=stop):
+            if await wakeups.sleep_or_stop(pause, stop=stop):
                 break
         return False
 

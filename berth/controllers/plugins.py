@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import typing
 
 from berth.scheduler.framework import handles, interfaces
 from berth.util import aiotasks
@@ -60,17 +61,14 @@ class PluginControllers:
 
     async def stop(self) -> None:
         self._stop.set()
-        pending = {task for task in self._tasks if not task.done()}
-        if not pending:
-            return
-        _, late = await asyncio.wait(pending, timeout=self._stop_timeout)
-        for task in late:
-            logger.warning(
-                "plugin controller %s did not stop in %ss: cancelling it",
-                self._tasks[task],
-                self._stop_timeout,
-            )
-            await aiotasks.cancel_and_wait(task, timeout=self._stop_timeout)
+        await aiotasks.end_within(self._tasks, timeout=self._stop_timeout, late=self._late)
+
+    def _late(self, task: asyncio.Task[typing.Any]) -> None:
+        logger.warning(
+            "plugin controller %s did not stop in %ss: cancelling it",
+            self._tasks[task],
+            self._stop_timeout,
+        )
 
     async def _run(self, label: str, controller: interfaces.Controller) -> None:
         try:

@@ -41,7 +41,7 @@ from berth.kube import clients, events, fencing, writes
 from berth.kube import reservation_statuses as reservation_writes
 from berth.scheduler.snapshot import wire
 from berth.status import observations
-from berth.util import aiotasks, clocks
+from berth.util import aiotasks, clocks, wakeups
 
 __all__ = ["MANAGER", "ReservationStatusWriter", "register"]
 
@@ -72,7 +72,7 @@ class ReservationStatusWriter:
         )
         self._interval = interval
         self._concurrency = concurrency
-        self._kicked = asyncio.Event()
+        self._kicked = wakeups.Wakeup()
         self._limit: asyncio.Semaphore | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self.writes = 0
@@ -80,7 +80,7 @@ class ReservationStatusWriter:
 
     def kick(self) -> None:
         """Facts were offered: a pass soon."""
-        self._kicked.set()
+        self._kicked.wake()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Write waiting facts until ``stop`` is set (started by Kopf: see :func:`register`)."""
@@ -93,15 +93,7 @@ class ReservationStatusWriter:
                     await self.write_once()
                 except Exception:
                     logger.exception("reservation status pass failed; retrying at the next one")
-                waiters = {asyncio.ensure_future(kicked.wait()), asyncio.ensure_future(stop.wait())}
-                try:
-                    await asyncio.wait(
-                        waiters, timeout=self._interval, return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    for waiter in waiters:
-                        waiter.cancel()
-                    await asyncio.gather(*waiters, return_exceptions=True)
+                await kicked.sleep(stop=stop, timeout=self._interval)
         finally:
             self._facts.listener = None
 

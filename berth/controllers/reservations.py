@@ -53,7 +53,7 @@ from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
 from berth.status import conditions, observations
 from berth.status import reservations as reservation_status
-from berth.util import clocks, reporting
+from berth.util import clocks, reporting, wakeups
 
 __all__ = [
     "DEFAULT_RETENTION_SECONDS",
@@ -281,7 +281,7 @@ class ReservationController:
         self._recorder = recorder
         self._retention = retention
         self._interval = interval
-        self._kicked = asyncio.Event()
+        self._kicked = wakeups.Wakeup()
         self.writes = 0
         """Status writes the API server accepted."""
         self.deletions = 0
@@ -290,7 +290,7 @@ class ReservationController:
 
     def kick(self) -> None:
         """Ask for a pass soon (a cycle ended, Kopf saw a change)."""
-        self._kicked.set()
+        self._kicked.wake()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Pass, then sleep until the next reservation is due or a kick, until ``stop``."""
@@ -304,19 +304,7 @@ class ReservationController:
             timeout = self._interval
             if wake_at is not None:
                 timeout = min(timeout, max(wake_at - self._clock.now(), 0.0))
-            await self._wait(stop, timeout=timeout)
-
-    async def _wait(self, stop: asyncio.Event, *, timeout: float) -> None:
-        kicked = asyncio.ensure_future(self._kicked.wait())
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait(
-                {kicked, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for waiter in (kicked, stopping):
-                waiter.cancel()
-            await asyncio.gather(kicked, stopping, return_exceptions=True)
+            await self._kicked.sleep(stop=stop, timeout=timeout)
 
     async def run_once(self) -> float | None:
         """One pass over every observed reservation; the earliest time one is due next."""

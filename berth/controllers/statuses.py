@@ -50,7 +50,7 @@ from berth.kube import clients, errors, events, fencing, writes
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots, wire
 from berth.status import conditions, cycles, observations, podgroups, queues
-from berth.util import aiotasks, clocks, reporting
+from berth.util import aiotasks, clocks, reporting, wakeups
 
 __all__ = [
     "CONDITION_HANDLED",
@@ -144,7 +144,7 @@ class StatusWriter:
         self._interval = interval
         self._concurrency = concurrency
         self._on_phases = on_podgroup_phases
-        self._kicked = asyncio.Event()
+        self._kicked = wakeups.Wakeup()
         self._limit: asyncio.Semaphore | None = None
         # (id(snapshot), id(result), the facts derived from them): derived once per cycle.
         self._facts: tuple[int, int, cycles.CycleFacts] | None = None
@@ -158,7 +158,7 @@ class StatusWriter:
 
     def kick(self) -> None:
         """Ask for a pass soon (a cycle ended)."""
-        self._kicked.set()
+        self._kicked.wake()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Write statuses until ``stop`` is set (started by Kopf: see :func:`register`)."""
@@ -168,21 +168,10 @@ class StatusWriter:
                 await self.write_once()
             except Exception:
                 logger.exception("status pass failed; retrying at the next one")
-            if await self._wait(stop, self._kicked):
-                return
-
-    async def _wait(self, stop: asyncio.Event, kicked: asyncio.Event) -> bool:
-        waiters = {asyncio.ensure_future(kicked.wait()), asyncio.ensure_future(stop.wait())}
-        try:
-            await asyncio.wait(waiters, timeout=self._interval, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
-        if not stop.is_set():
+            await self._kicked.sleep(stop=stop, timeout=self._interval)
             # A kick right after a pass waits a little, so a burst of cycles is one pass.
-            await aiotasks.sleep_or_stop(min(0.2, self._interval), stop=stop)
-        return stop.is_set()
+            if await wakeups.sleep_or_stop(min(0.2, self._interval), stop=stop):
+                return
 
     def _current(self) -> cycles.CycleFacts | None:
         """The last cycle's facts, derived once per cycle (not once per object)."""

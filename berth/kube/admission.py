@@ -101,7 +101,7 @@ from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import pods, resourceclaims, snapshots, usage, wire
 from berth.status import conditions
-from berth.util import aiotasks, clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["Admission", "Sink", "Source"]
 
@@ -594,7 +594,7 @@ class Admission:
         ]
         try:
             tick = min(1.0, self._bind_timeout / 4)
-            while not await aiotasks.sleep_or_stop(tick, stop=stop):
+            while not await wakeups.sleep_or_stop(tick, stop=stop):
                 self.check_timeouts()
         finally:
             waiting = list(self._waiting)

@@ -61,7 +61,7 @@ from berth.kube import errors, events, pod_edits, rest, watching, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots
 from berth.status import capacity_requests as plans
-from berth.util import clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["MANAGED_LABEL", "OWNER_LABEL", "CapacityRequests", "Entry", "pod_template"]
 
@@ -171,7 +171,7 @@ class CapacityRequests:
         """The kinds the API server serves (None: not asked yet)."""
         self._discovered_at = -_DISCOVERY_INTERVAL
         self._stray: list[tuple[Kind, Object]] = []  # a new leader's leftovers nobody wants
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
         self._notes: dict[str, str] = {}  # group key -> note
         self._noted: tuple[decisions.CycleResult, dict[str, str], decisions.CycleResult] | None = (
             None
@@ -200,7 +200,7 @@ class CapacityRequests:
         wants = self.planner.cycle(snapshot, marks=marks, gated=gated, reservations=told)
         self._cycles += 1
         if wants != before or self._cycles == 1:
-            self._wake.set()
+            self._wake.wake()
 
     def note(self, group: str) -> str | None:
         """What Berth asked the autoscaler for ``group`` (a gang's or a Reservation's key) and
@@ -240,13 +240,7 @@ class CapacityRequests:
             except Exception:
                 logger.exception("capacity requests: a pass failed")
             self._wake.clear()
-            waking = asyncio.ensure_future(self._wake.wait())
-            stopping = asyncio.ensure_future(stop.wait())
-            await asyncio.wait(
-                {waking, stopping}, timeout=self._resync, return_when=asyncio.FIRST_COMPLETED
-            )
-            waking.cancel()
-            stopping.cancel()
+            await self._wake.sleep(stop=stop, timeout=self._resync)
 
     async def reconcile(self) -> None:
         """One pass: discovery when due, leftovers adopted, statuses read, objects made and

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
-import contextlib
 import typing
+
+from berth.util import wakeups
 
 __all__ = ["ClaimWaits", "Refused", "waiting_message"]
 
@@ -46,7 +47,7 @@ class ClaimWaits:
         self._bound = bound
         self.timeout = timeout
         """Seconds a binding waits at most (``claim_wait``)."""
-        self._wakeups: dict[str, set[asyncio.Event]] = {}  # claim or pod key -> waits
+        self._wakeups: wakeups.Wakeups[str] = wakeups.Wakeups()  # claim and pod keys -> waits
         # Claims whose chosen volume could not be reserved -> why; until chosen for again.
         self._refused: dict[str, str] = {}
 
@@ -69,8 +70,7 @@ class ClaimWaits:
 
     def changed(self, key: str) -> None:
         """A claim changed or went, or a pod left: wake the waits watching ``key``."""
-        for wake in self._wakeups.get(key, ()):
-            wake.set()
+        self._wakeups.wake(key)
 
     async def wait(
         self,
@@ -82,13 +82,9 @@ class ClaimWaits:
         """Wait until every one of ``claims`` is bound (``()``), ``abandoned()`` holds (``None``,
         checked whenever ``pod`` leaves), the volume chosen for one of them is refused
         (:class:`Refused`) or :attr:`timeout` passes (the claims still unbound)."""
-        wake = asyncio.Event()
-        watched = {pod, *claims}
-        for key in watched:
-            self._wakeups.setdefault(key, set()).add(wake)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
-        try:
+        with self._wakeups.watching([pod, *claims]) as wake:
             while True:
                 wake.clear()
                 if abandoned():
@@ -99,13 +95,4 @@ class ClaimWaits:
                     return Refused(refused, self._refused[refused])
                 if not left or deadline - loop.time() <= 0:
                     return left
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(deadline - loop.time()):
-                        await wake.wait()
-        finally:
-            for key in watched:
-                waiting = self._wakeups.get(key)
-                if waiting is not None:
-                    waiting.discard(wake)
-                    if not waiting:
-                        del self._wakeups[key]
+                await wake.sleep(timeout=deadline - loop.time())

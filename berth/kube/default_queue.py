@@ -20,6 +20,7 @@ import logging
 
 from berth.api import keys, queues
 from berth.kube import writes
+from berth.util import wakeups
 
 __all__ = ["MANAGED_BY", "PATH", "body", "keep"]
 
@@ -57,8 +58,6 @@ async def keep(
         if written.outcome not in (writes.Outcome.FAILED, writes.Outcome.GONE):
             break  # created, there already, or no longer ours to write (fenced)
         # FAILED, or GONE: Queues are not served yet (Berth's CRDs not installed); try again.
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=delay)
-        except TimeoutError:
+        if not await wakeups.sleep_or_stop(delay, stop=stop):
             delay = min(delay * 2, cap)
     await stop.wait()

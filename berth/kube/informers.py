@@ -53,7 +53,7 @@ import kubernetes_asyncio.client
 
 from berth.kube import dra_discovery, errors, watching
 from berth.scheduler.snapshot import cache as cluster_cache
-from berth.util import aiotasks
+from berth.util import wakeups
 
 __all__ = [
     "CRD_HINT",
@@ -195,7 +195,7 @@ class Informer:
                 self._report(self._explain(exc))
                 pause = delay * (1 + self._rng.random() / 2)
                 delay = min(delay * 2, self._backoff[1])
-                if await aiotasks.sleep_or_stop(pause, stop=stop):
+                if await wakeups.sleep_or_stop(pause, stop=stop):
                     break
 
     async def _relist(self) -> None:
@@ -508,7 +508,7 @@ class ClusterInformers:
                     else f"discovery failed: {exc}"
                 )
                 self.sync.following(dra_discovery.PATH, problem)
-                if await aiotasks.sleep_or_stop(delay, stop=stop):
+                if await wakeups.sleep_or_stop(delay, stop=stop):
                     return False
                 delay = min(delay * 2, 30.0)
         self.sync.following(dra_discovery.PATH)

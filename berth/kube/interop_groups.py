@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
-import contextlib
 import logging
 import typing
 
@@ -34,6 +33,7 @@ import kubernetes_asyncio.client
 from berth.api import keys
 from berth.kube import errors, events, informers, rest, writes
 from berth.scheduler.snapshot import podgroups, snapshots
+from berth.util import wakeups
 from berth.workloads import interop
 
 __all__ = ["InteropGroups"]
@@ -74,7 +74,7 @@ class InteropGroups:
         self._conflicts: set[tuple[str, str]] = set()
         # Workload key -> (pod group, replica key) its pods name: one mirror each.
         self._replica_keys: dict[str, set[tuple[str, str]]] = {}
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
         self.served: set[str] = set()
         """The flavours whose PodGroup API the server serves (and Berth watches)."""
 
@@ -87,7 +87,7 @@ class InteropGroups:
         if interop.WORKLOADS.name in self.served:
             self._note_replica_keys(snapshot)
         if self._originals:
-            self._wake.set()
+            self._wake.wake()
 
     def _note_replica_keys(self, snapshot: snapshots.Snapshot) -> None:
         """The replicas of Workloads' pod groups that waiting pods name and no PodGroup stands
@@ -108,7 +108,7 @@ class InteropGroups:
             if key is not None:
                 self._originals[(flavor.name, key)] = obj
                 self._dirty.add((flavor.name, key))
-                self._wake.set()
+                self._wake.wake()
 
         return change
 
@@ -154,8 +154,7 @@ class InteropGroups:
             if await self.served_by(flavor):
                 available.set()
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self._discovery_interval)
+            await wakeups.sleep_or_stop(self._discovery_interval, stop=stop)
 
     def crd_seen(self, _: str, crd: Raw) -> None:
         """A CustomResourceDefinition was listed, added or changed: a flavour it serves is
@@ -173,13 +172,7 @@ class InteropGroups:
                 self._available[flavor.name].set()
 
     async def _watch(self, flavor: interop.Flavor, stop: asyncio.Event) -> None:
-        available = asyncio.ensure_future(self._available[flavor.name].wait())
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({available, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            available.cancel()
-            stopping.cancel()
+        await wakeups.first_set(self._available[flavor.name], stop)
         if stop.is_set():
             return
         logger.info("%s %s are served: honouring them", flavor.name, flavor.plural)
@@ -196,18 +189,8 @@ class InteropGroups:
         await watcher.run(stop)
 
     async def _write_loop(self, stop: asyncio.Event) -> None:
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            while not stop.is_set():
-                woken = asyncio.ensure_future(self._wake.wait())
-                await asyncio.wait({woken, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                woken.cancel()
-                if stop.is_set():
-                    return
-                self._wake.clear()
-                await self.write_once()
-        finally:
-            stopping.cancel()
+        while await self._wake.sleep(stop=stop) and not stop.is_set():
+            await self.write_once()
 
     async def write_once(self) -> None:
         """Sync the mirrors of the originals that changed, then write statuses that changed."""

@@ -34,6 +34,7 @@ import typing
 from berth.kube import writes
 from berth.scheduler.snapshot import snapshots
 from berth.status import nodes
+from berth.util import wakeups
 
 __all__ = ["NodeProtection"]
 
@@ -58,7 +59,7 @@ class NodeProtection:
         self._annotations: dict[str, dict[str, str]] = {}  # node -> its annotations, as seen
         self._holds: dict[str, tuple[nodes.Hold, ...]] = {}  # node -> what holds it now
         self._queued: dict[str, None] = {}  # nodes to write, in order
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
         self.written = 0
         """Nodes whose annotations this writer changed (tests, metrics)."""
 
@@ -104,23 +105,17 @@ class NodeProtection:
     def _queue(self, name: str) -> None:
         if name not in self._queued:
             self._queued[name] = None
-            self._wake.set()
+            self._wake.wake()
 
     # Writing --------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Write queued nodes until ``stop`` is set."""
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            while not stop.is_set():
-                if not self._queued:
-                    self._wake.clear()
-                    waking = asyncio.ensure_future(self._wake.wait())
-                    await asyncio.wait({waking, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                    waking.cancel()
-                    continue
-                await self.write_queued()
-        finally:
-            stopping.cancel()
+        while not stop.is_set():
+            if not self._queued:
+                self._wake.clear()  # what woke it is written: the queue is empty
+                await self._wake.sleep(stop=stop)
+                continue
+            await self.write_queued()
 
     async def write_queued(self) -> None:
         """Write every node queued now (tests call it directly)."""

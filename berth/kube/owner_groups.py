@@ -35,7 +35,7 @@ import kubernetes_asyncio.client
 from berth.api import keys
 from berth.kube import errors, events, rest, writes
 from berth.scheduler.snapshot import pods, snapshots
-from berth.util import clocks
+from berth.util import clocks, wakeups
 from berth.workloads import kinds, plans
 
 __all__ = ["MAX_HOPS", "OwnerGrouper", "pod_object", "walk"]
@@ -187,7 +187,7 @@ class OwnerGrouper:
         self._namespace_queue = namespace_queue or (lambda _: keys.DEFAULT_QUEUE)
         self._waiting: dict[str, pods.PodInfo] = {}
         self._not_before: dict[str, float] = {}
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
         self.grouped = 0
         """Pods given a group so far."""
 
@@ -202,22 +202,12 @@ class OwnerGrouper:
         fresh = {k: p for k, p in waiting.items() if self._not_before.get(k, 0.0) <= now}
         if fresh:
             self._waiting.update(fresh)
-            self._wake.set()
+            self._wake.wake()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Group the pods offered, batch by batch, until ``stop``."""
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            while not stop.is_set():
-                woken = asyncio.ensure_future(self._wake.wait())
-                await asyncio.wait({woken, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                woken.cancel()
-                if stop.is_set():
-                    return
-                self._wake.clear()
-                await self.group_waiting()
-        finally:
-            stopping.cancel()
+        while await self._wake.sleep(stop=stop) and not stop.is_set():
+            await self.group_waiting()
 
     async def group_waiting(self) -> None:
         """Group every pod offered so far (one batch)."""

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
-import contextlib
 import dataclasses
 import typing
 
 from berth.scheduler.framework import decisions
+from berth.util import wakeups
 
 __all__ = ["PodPresence", "VictimWaits", "Waited", "victims_by_node"]
 
@@ -56,8 +56,8 @@ class VictimWaits:
         self._presence = presence
         self.timeout = timeout
         """Seconds a preemptor waits at most (``eviction_wait``)."""
-        # pod key (a preemptor's or a victim's) -> the wake-ups of the waits watching it
-        self._wakeups: dict[str, set[asyncio.Event]] = {}
+        # pod keys (a preemptor's or a victim's) -> the waits watching them
+        self._wakeups: wakeups.Wakeups[str] = wakeups.Wakeups()
 
     def staying(
         self, victims: collections.abc.Iterable[decisions.EvictPod]
@@ -69,8 +69,7 @@ class VictimWaits:
 
     def released(self, key: str) -> None:
         """The pod stopped holding capacity (finished or gone): wake the waits watching it."""
-        for wake in self._wakeups.get(key, ()):
-            wake.set()
+        self._wakeups.wake(key)
 
     async def wait(
         self,
@@ -81,13 +80,9 @@ class VictimWaits:
     ) -> Waited:
         """Wait until ``victims`` are gone, ``abandoned()`` holds (checked whenever a watched
         pod, preemptors included, is released) or :attr:`timeout` passes."""
-        wake = asyncio.Event()
-        watched = {*preemptors, *(v.key for v in victims)}
-        for key in watched:
-            self._wakeups.setdefault(key, set()).add(wake)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
-        try:
+        with self._wakeups.watching([*preemptors, *(v.key for v in victims)]) as wake:
             while True:
                 wake.clear()
                 if abandoned():
@@ -98,16 +93,7 @@ class VictimWaits:
                 left = deadline - loop.time()
                 if left <= 0:
                     return Waited(clear=False, staying=staying)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(left):
-                        await wake.wait()
-        finally:
-            for key in watched:
-                waiting = self._wakeups.get(key)
-                if waiting is not None:
-                    waiting.discard(wake)
-                    if not waiting:
-                        del self._wakeups[key]
+                await wake.sleep(timeout=left)
 
     def message(
         self, node: str, staying: collections.abc.Iterable[decisions.EvictPod], *, doing: str

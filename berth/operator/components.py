@@ -75,15 +75,13 @@ class TaskComponent:
 
     async def stop(self) -> None:
         self._flag.set()
-        task = self._task
-        if task is None or task.done():
-            return
-        done, _ = await asyncio.wait({task}, timeout=self._stop_timeout)
-        if not done:
-            logger.warning(
-                "component %s did not stop in %ss: cancelling it", self.name, self._stop_timeout
-            )
-            await aiotasks.cancel_and_wait(task, timeout=self._stop_timeout)
+        if self._task is not None:
+            await aiotasks.end_within([self._task], timeout=self._stop_timeout, late=self._late)
+
+    def _late(self, _: asyncio.Task[typing.Any]) -> None:
+        logger.warning(
+            "component %s did not stop in %ss: cancelling it", self.name, self._stop_timeout
+        )
 
     async def _main(self) -> None:
         error: BaseException | None = None

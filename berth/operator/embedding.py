@@ -35,11 +35,12 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import logging
+import typing
 
 import kopf
 
 from berth.operator import components
-from berth.util import aiotasks, signals
+from berth.util import aiotasks, signals, wakeups
 
 __all__ = ["KopfOperator", "Prerequisite"]
 
@@ -114,7 +115,7 @@ class KopfOperator:
         settings.process.ultimate_exiting_timeout = None
         host = asyncio.create_task(self._main(registry, settings), name=f"kopf: {self.name}")
         self._task = host
-        started = asyncio.ensure_future(_first(self._ready, self._waiting))
+        started = asyncio.ensure_future(wakeups.first_set(self._ready, self._waiting))
         try:
             await asyncio.wait(
                 {host, started}, timeout=self._start_timeout, return_when=asyncio.FIRST_COMPLETED
@@ -157,15 +158,15 @@ class KopfOperator:
         task = self._task
         if task is None or task.done():
             return
-        done, _ = await asyncio.wait({task}, timeout=self._stop_timeout)
-        if not done:
-            logger.warning(
-                "Kopf (%s) did not stop within %ss: cancelling it", self.name, self._stop_timeout
-            )
-            await aiotasks.cancel_and_wait(task, timeout=self._stop_timeout)
+        await aiotasks.end_within([task], timeout=self._stop_timeout, late=self._late)
         # What Kopf left behind (it cancels its stragglers itself; this is the safety net).
         for straggler in self._scope.tasks():
             await aiotasks.cancel_and_wait(straggler, timeout=self._stop_timeout)
+
+    def _late(self, _: asyncio.Task[typing.Any]) -> None:
+        logger.warning(
+            "Kopf (%s) did not stop within %ss: cancelling it", self.name, self._stop_timeout
+        )
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         if self._stop.is_set():
@@ -177,14 +178,3 @@ class KopfOperator:
             logger.error("Kopf (%s) ended while it should be running", self.name)
         if self.on_exit is not None:
             self.on_exit(self.name, error)
-
-
-async def _first(*events: asyncio.Event) -> None:
-    """Return once any of ``events`` is set."""
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)

@@ -51,7 +51,7 @@ from berth.kube import errors as kube_errors
 from berth.kube import fencing, leases
 from berth.operator import errors, probing, settings
 from berth.operator import metrics as berth_metrics
-from berth.util import aiotasks, clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["READINESS_CONDITION", "LeaderElector", "LeadershipCallback"]
 
@@ -168,7 +168,7 @@ class LeaderElector:
             if attempt.verdict is _Verdict.HELD:
                 return True
             pause = self._config.retry_period * (1 + self._jitter * self._rng.random())
-            if await aiotasks.sleep_or_stop(pause, stop=stop):
+            if await wakeups.sleep_or_stop(pause, stop=stop):
                 break
         return False
 
@@ -178,7 +178,7 @@ class LeaderElector:
         last_renewal = loop.time()
         last_error = ""
         while True:
-            if await aiotasks.sleep_or_stop(self._config.retry_period, stop=stop):
+            if await wakeups.sleep_or_stop(self._config.retry_period, stop=stop):
                 return None
             remaining = last_renewal + self._config.renew_deadline - loop.time()
             if remaining <= 0:

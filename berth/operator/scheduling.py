@@ -85,7 +85,7 @@ from berth.scheduler.framework import handles, profiles, reasons, registries
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots as snapshot_types
-from berth.util import clocks
+from berth.util import clocks, wakeups
 from berth.workloads import interop
 
 __all__ = ["Inputs", "Parts", "build", "leader_components", "load_profile", "with_registry"]
@@ -462,7 +462,8 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
             )
 
     async def run_loop(stop: asyncio.Event) -> None:
-        if not await _wait_or_stop(parts.informers.synced, stop=stop):
+        await wakeups.first_set(parts.informers.synced, stop)
+        if stop.is_set():
             return
         logger.info("caches synced: scheduling pods of %s", parts.scheduler.profile.scheduler_name)
         await loop.run(
@@ -543,18 +544,6 @@ def _interop(
     return interop_groups.InteropGroups(
         inputs.api, flavors=flavors, recorder=recorder, writer=writer
     )
-
-
-async def _wait_or_stop(event: asyncio.Event, *, stop: asyncio.Event) -> bool:
-    """Wait for ``event``; False if ``stop`` came first."""
-    waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)
-    return event.is_set() and not stop.is_set()
 
 
 class _TimedSource:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
-import contextlib
 import logging
 import time
 import typing
@@ -35,7 +34,7 @@ from berth.scheduler.framework import (
     runtime,
     sessions,
 )
-from berth.util import clocks
+from berth.util import clocks, wakeups
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import snapshots
@@ -246,17 +245,4 @@ async def run(
             logger.exception("scheduling cycle failed; retrying at the next wake-up")
         if stop.is_set():
             break
-        await _sleep_until(wake, stop=stop, timeout=period)
-
-
-async def _sleep_until(wake: asyncio.Event, *, stop: asyncio.Event, timeout: float) -> None:
-    """Return when ``wake`` or ``stop`` is set, or after ``timeout`` seconds."""
-    waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        for waiter in waiters:
-            with contextlib.suppress(asyncio.CancelledError):
-                await waiter
+        await wakeups.first_set(wake, stop, timeout=period)

@@ -1,7 +1,8 @@
-"""Small asyncio helpers the operator's long-running parts share.
+"""Which tasks belong to which part of the process, and stopping a task within a bound.
 
 Time here is the event loop's (``asyncio`` sleeps and timeouts), never the wall clock, so that
-tests run these helpers under ``looptime`` in virtual seconds.
+tests run these helpers under ``looptime`` in virtual seconds. Waiting and waking are
+:mod:`berth.util.wakeups`'.
 
 :class:`TaskScope` says which tasks were started inside a part of the program (a task and every
 task created from it, transitively): the embedded Kopf operators run on the operator's loop and,
@@ -19,23 +20,11 @@ import logging
 import typing
 import weakref
 
-__all__ = ["TaskScope", "cancel_and_wait", "sleep_or_stop"]
+__all__ = ["TaskScope", "cancel_and_wait", "end_within"]
 
 _T = typing.TypeVar("_T")
 
 logger = logging.getLogger(__name__)
-
-
-async def sleep_or_stop(seconds: float, *, stop: asyncio.Event) -> bool:
-    """Sleep ``seconds`` or until ``stop`` is set, whichever is first; True if stopped."""
-    if stop.is_set():
-        return True
-    if seconds <= 0:
-        return False
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await stop.wait()
-    return stop.is_set()
 
 
 async def cancel_and_wait(task: asyncio.Task[object], *, timeout: float) -> bool:
@@ -53,6 +42,25 @@ async def cancel_and_wait(task: asyncio.Task[object], *, timeout: float) -> bool
     if not task.cancelled() and task.exception() is not None:
         logger.error("task %s failed while stopping", task.get_name(), exc_info=task.exception())
     return True
+
+
+async def end_within(
+    tasks: collections.abc.Iterable[asyncio.Task[typing.Any]],
+    /,
+    *,
+    timeout: float,
+    late: collections.abc.Callable[[asyncio.Task[typing.Any]], None],
+) -> None:
+    """Give ``tasks``, already asked to stop (their stop flag set), ``timeout`` seconds to end;
+    then cancel each one still running (``late`` is told first, to say so) and wait up to
+    ``timeout`` more for it (:func:`cancel_and_wait`)."""
+    pending = {task for task in tasks if not task.done()}
+    if not pending:
+        return
+    _, still = await asyncio.wait(pending, timeout=timeout)
+    for task in sorted(still, key=lambda t: t.get_name()):
+        late(task)
+        await cancel_and_wait(task, timeout=timeout)
 
 
 class TaskScope:

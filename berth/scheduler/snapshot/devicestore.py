@@ -31,7 +31,6 @@ import typing
 from berth.scheduler.snapshot import (
     deviceclasses,
     devices,
-    ids,
     resourceclaims,
     resourceslices,
     wire,
@@ -66,19 +65,6 @@ def _caught_up(seen: str, written: str) -> bool:
         return True
     a, b = _version(seen), _version(written)
     return a is not None and b is not None and a >= b
-
-
-def _name_of(obj: typing.Any) -> str:
-    if isinstance(obj, str):
-        return obj
-    return str(wire.sub(wire.as_raw(obj), "metadata").get("name") or "")
-
-
-def _key_of(obj: typing.Any) -> str:
-    if isinstance(obj, str):
-        return obj
-    meta = wire.sub(wire.as_raw(obj), "metadata")
-    return ids.key_of(str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""))
 
 
 class DeviceStore:
@@ -117,7 +103,7 @@ class DeviceStore:
         return True
 
     def remove_device_class(self, obj: typing.Any, /) -> bool:
-        if self._classes.pop(_name_of(obj), None) is None:
+        if self._classes.pop(wire.name_of(obj), None) is None:
             return False
         self._catalog_changed()
         return True
@@ -131,7 +117,7 @@ class DeviceStore:
         return True
 
     def remove_resource_slice(self, obj: typing.Any, /) -> bool:
-        old = self._slices.pop(_name_of(obj), None)
+        old = self._slices.pop(wire.name_of(obj), None)
         if old is None:
             return False
         self._forget(old)
@@ -154,7 +140,7 @@ class DeviceStore:
         return True
 
     def remove_resource_claim(self, obj: typing.Any, /) -> bool:
-        key = _key_of(obj)
+        key = wire.key_of(obj)
         dropped = self._assumed.pop(key, None) is not None
         if self._claims.pop(key, None) is None and not dropped:
             return False
@@ -274,7 +260,7 @@ class DeviceStore:
         return True
 
     def remove_resource_claim_template(self, obj: typing.Any, /) -> bool:
-        if self._templates.pop(_key_of(obj), None) is None:
+        if self._templates.pop(wire.key_of(obj), None) is None:
             return False
         self._view = None
         return True

@@ -16,7 +16,8 @@ devices, the cpu it needs (rounded up to whole cores, so shapes stay few) and wh
 another's leftovers). :meth:`Mix.view` gives the :data:`TOP` most frequent shapes with their
 probabilities.
 
-Kept by :class:`berth.scheduler.snapshot.cache.ClusterCache` (it sees every pod arrive) and
+Kept by the cache's :class:`~berth.scheduler.snapshot.gpustore.GpuShareStore` (it sees every
+pod arrive) and
 published in each snapshot; read by the GpuSharing plugin's scoring.
 """
 

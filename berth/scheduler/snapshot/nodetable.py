@@ -24,8 +24,8 @@ changes since the last one, not a pass over every node per pod shape). ``allocat
 when the table is built or copied (a FilterHook may change its copy's before handing it on) and
 never changes afterwards; a plain :meth:`copy` therefore neither takes nor hands on results.
 
-Built by :class:`berth.scheduler.snapshot.cache.ClusterCache`; read by plugins, mutated by the
-framework's ``Statement`` through ``assume``/``forget``.
+Built by the cache's :class:`~berth.scheduler.snapshot.nodestore.NodeStore`; read by plugins,
+mutated by the framework's ``Statement`` through ``assume``/``forget``.
 """
 
 from __future__ import annotations

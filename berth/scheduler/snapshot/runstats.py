@@ -13,8 +13,8 @@ cluster. :meth:`RunTimes.samples` answers with the narrowest scope that has at l
 :data:`MIN_SAMPLES`, and names it, so a reason can say which estimate it used. Scopes stop at
 the queue on purpose: jobs of one queue and shape are judged alike (equivalence classes,
 :mod:`berth.scheduler.framework.equivalence`), so nothing finer may change a pod's answer.
-Written by :class:`~berth.scheduler.snapshot.cache.ClusterCache`; read through the snapshot
-(:attr:`Snapshot.run_times`) by :mod:`berth.scheduler.snapshot.runtimes`.
+Written by the cache's :class:`~berth.scheduler.snapshot.podstore.PodStore`; read through the
+snapshot (:attr:`Snapshot.run_times`) by :mod:`berth.scheduler.snapshot.runtimes`.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ pods included, pods of any scheduler), the requests of its pods waiting for a no
 demand and still counts), and how many of its groups run (a member placed) or only wait (no
 member placed, one pending or gated).
 
-:class:`QueueTotals` is the mutable side, owned by
-:class:`berth.scheduler.snapshot.cache.ClusterCache`: the cache tells it each pod's and each
+:class:`QueueTotals` is the mutable side, owned by the cache's
+:class:`~berth.scheduler.snapshot.queuestore.QueueStore`: the store tells it each pod's and each
 group's current contribution (:meth:`QueueTotals.set_pod`, :meth:`QueueTotals.set_group`),
 and it moves the sums by the difference. :meth:`QueueTotals.views` hands a snapshot frozen
 :class:`QueueUsage` values, rebuilt only for the queues that changed. Sums are exact integers

@@ -13,11 +13,14 @@ import functools
 import typing
 
 from berth.api import errors, quantities, resources
+from berth.scheduler.snapshot import ids
 
 __all__ = [
     "Raw",
     "as_raw",
+    "key_of",
     "milli",
+    "name_of",
     "parse_time",
     "range_problem",
     "sub",
@@ -39,6 +42,21 @@ def as_raw(obj: typing.Any) -> Raw:
         if isinstance(dumped, collections.abc.Mapping):
             return dumped
     raise TypeError(f"expected an API dict or a berth.api model, got {type(obj).__name__}")
+
+
+def name_of(obj: typing.Any, /) -> str:
+    """The name of ``obj`` (an API object, or the name itself)."""
+    if isinstance(obj, str):
+        return obj
+    return str(sub(as_raw(obj), "metadata").get("name") or "")
+
+
+def key_of(obj: typing.Any, /) -> str:
+    """The ``namespace/name`` key of ``obj`` (a namespaced API object, or the key itself)."""
+    if isinstance(obj, str):
+        return obj
+    meta = sub(as_raw(obj), "metadata")
+    return ids.key_of(str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""))
 
 
 def sub(raw: Raw | None, /, *keys: str) -> Raw:

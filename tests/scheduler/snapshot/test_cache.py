@@ -1,6 +1,9 @@
 """ClusterCache: incremental cluster state and the snapshots taken from it.
 
 We test these aspects:
+- the cache is a thin router: its state is one store per kind (nodes, pods, groups, queues,
+  reservations, storage, DRA, PriorityClasses, shared GPUs), the change counter and the
+  scheduler profile, under 12 attributes in all;
 - placed pods add to their node's requested sums, terminal and deleted ones stop counting;
 - pending, gated, deleting and other schedulers' pods are classified apart;
 - assume/forget: an assumed pod counts as placed; a stale update keeps the assumption, the
@@ -48,6 +51,20 @@ def requested(snap: snapshots.Snapshot, node: str) -> dict[str, int]:
         for col, name in enumerate(t.resources)
         if t.requested[row, col]
     }
+
+
+def test_the_cache_holds_one_store_per_kind_and_little_else() -> None:
+    state = vars(cache.ClusterCache(dynamic_resources=True))
+    assert len(state) < 12, sorted(state)
+    stores = {
+        name: type(value).__module__
+        for name, value in state.items()
+        if type(value).__module__.endswith("store")
+    }
+    # Besides the stores, only the change counter and the profile; each store is its own
+    # module's, one per kind.
+    assert set(state) - set(stores) == {"_changes", "_profile"}
+    assert len(set(stores.values())) == len(stores) >= 9, stores
 
 
 def test_placed_pods_count_on_their_node_until_they_finish_or_go() -> None:

@@ -1,0 +1,185 @@
+"""``PodStore``: the cache's pods, which of them wait, and the bindings in flight.
+
+Owns every pod as last parsed (copy-on-write, :mod:`.cowmaps`: a snapshot shares the map and
+later changes copy only what they touch), the pods assumed placed while their binding is in
+flight (they count as placed until the API confirms the binding or the binder forgets them),
+the pods whose constraints reach other pods (pod affinity, host ports: few, so a session finds
+them without walking every pod), Berth's waiting pods — pending by group, and gated — with the
+sorted views snapshots share, the lowest priority any pod has had, and the run times of pods
+seen placed and then finished (:mod:`.runstats`).
+
+Which queue a pod is charged to, where it counts on its node and which group it joins is the
+other stores' business; :class:`berth.scheduler.snapshot.cache.ClusterCache` routes each change
+to all of them. Pure and synchronous.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import operator
+import types
+import typing
+
+from berth.scheduler.snapshot import cowmaps, ids, pods, runstats
+
+__all__ = ["PodStore", "PodViews"]
+
+_by_key = operator.attrgetter("key")
+
+
+class PodViews(typing.NamedTuple):
+    """What a snapshot shows of the pods (:class:`~berth.scheduler.snapshot.snapshots.Snapshot`'s
+    fields of the same names)."""
+
+    pods: cowmaps.FrozenMap[pods.PodInfo]
+    constraining: collections.abc.Mapping[str, pods.PodInfo]
+    pending: cowmaps.SortedOnRead[pods.PodInfo]
+    gated: tuple[pods.PodInfo, ...]
+    pending_index: collections.abc.Mapping[str | None, tuple[pods.PodInfo, ...]]
+    priority_floor: int | None
+    run_times: runstats.RunTimes
+
+
+class PodStore:
+    """Pods by key; :meth:`view` gives a snapshot its views of them."""
+
+    def __init__(self, *, scheduler_names: frozenset[str]) -> None:
+        """``scheduler_names``: the schedulers whose waiting pods are Berth's to place."""
+        self._scheduler_names = scheduler_names
+        self._pods: cowmaps.CowMap[pods.PodInfo] = cowmaps.CowMap()
+        self._assumed: dict[str, ids.NodeName] = {}
+        self._constraining: dict[str, pods.PodInfo] = {}
+        # Waiting pods by key (what the snapshot's views list, sorted on demand).
+        self._pending: dict[str, pods.PodInfo] = {}
+        self._gated: dict[str, pods.PodInfo] = {}
+        # Pending pods by group (None: plain pods), and the sorted tuples snapshots share,
+        # refreshed for the groups whose pending pods changed.
+        self._pending_groups: dict[str | None, dict[str, pods.PodInfo]] = {}
+        self._pending_index: dict[str | None, tuple[pods.PodInfo, ...]] = {}
+        self._pending_index_dirty: set[str | None] = set()
+        self._pending_view: cowmaps.SortedOnRead[pods.PodInfo] | None = None
+        self._gated_view: tuple[pods.PodInfo, ...] | None = None
+        # The lowest priority any pod has had: no pod, now or earlier, is below it.
+        self._priority_floor: int | None = None
+        self._run_times = runstats.RunTimeStatistics()
+
+    @property
+    def infos(self) -> collections.abc.Mapping[str, pods.PodInfo]:
+        """Every pod by key, as stored (read only)."""
+        return self._pods
+
+    def is_pending(self, key: str, /) -> bool:
+        """Whether the pod ``key`` is one of Berth's, waiting for a node and not gated."""
+        return key in self._pending
+
+    def is_assumed(self, key: str, /) -> bool:
+        """Whether the pod ``key``'s binding is in flight."""
+        return key in self._assumed
+
+    def assume(self, key: str, /, *, node: str) -> None:
+        """The pod ``key``'s binding to ``node`` is in flight (store its placed info next)."""
+        self._assumed[key] = ids.NodeName(node)
+
+    def forget_assumed(self, key: str, /) -> bool:
+        """Its binding failed; False when it was not assumed."""
+        return self._assumed.pop(key, None) is not None
+
+    def landed(self, info: pods.PodInfo, /) -> pods.PodInfo:
+        """``info`` as the API shows it, kept on its assumed node while the bind is in
+        flight; the assumption ends once the binding landed or the API says otherwise."""
+        assumed = self._assumed.get(info.key)
+        if assumed is None:
+            return info
+        if info.node_name is None and not info.terminal:
+            return pods.replace(info, node_name=assumed)
+        del self._assumed[info.key]
+        return info
+
+    def put(
+        self, info: pods.PodInfo, /, *, from_api: bool, now: float | None
+    ) -> pods.PodInfo | None:
+        """Record ``info`` (``from_api``: from a watch event; ``now``: the time of the last
+        snapshot, when a finished pod's run ends); the pod it replaces, if any."""
+        key = info.key
+        old: pods.PodInfo | None = self._pods.get(key)
+        if from_api and old is not None:
+            self._run_times.finished(old, info, now=now)
+        self._pods[key] = info
+        if self._priority_floor is None or info.priority < self._priority_floor:
+            self._priority_floor = info.priority
+        if info.constrains_others:
+            self._constraining[key] = info
+        elif key in self._constraining:
+            del self._constraining[key]
+        waiting = (
+            info.node_name is None
+            and not info.terminal
+            and not info.deleting
+            and info.scheduler_name in self._scheduler_names
+        )
+        was_pending, was_gated = key in self._pending, key in self._gated
+        is_pending, is_gated = waiting and not info.gated, waiting and info.gated
+        if is_pending or was_pending:
+            self._set_pending(key, info if is_pending else None)
+        if is_gated:
+            self._gated[key] = info
+        else:
+            self._gated.pop(key, None)
+        if is_pending or was_pending or is_gated != was_gated:
+            self._pending_view = None
+        if is_gated or was_gated:
+            self._gated_view = None
+        return old
+
+    def remove(self, key: str, /) -> pods.PodInfo | None:
+        """Forget the pod ``key``; the one removed, if any."""
+        old: pods.PodInfo | None = self._pods.pop(key, None)
+        if old is None:
+            return None
+        self._assumed.pop(key, None)
+        self._constraining.pop(key, None)
+        if key in self._pending:
+            self._set_pending(key, None)
+        if key in self._gated:
+            del self._gated[key]
+            self._gated_view = None
+        return old
+
+    def _set_pending(self, key: str, info: pods.PodInfo | None) -> None:
+        """``info`` is now ``key``'s pending pod (``None``: the pod no longer waits)."""
+        previous = self._pending.pop(key, None)
+        if previous is not None:
+            members = self._pending_groups[previous.pod_group]
+            del members[key]
+            if not members:
+                del self._pending_groups[previous.pod_group]
+            self._pending_index_dirty.add(previous.pod_group)
+        if info is not None:
+            self._pending[key] = info
+            self._pending_groups.setdefault(info.pod_group, {})[key] = info
+            self._pending_index_dirty.add(info.pod_group)
+        self._pending_view = None
+
+    def view(self) -> PodViews:
+        """The pods for a snapshot: views later changes do not reach."""
+        if self._pending_view is None:
+            # Sorted only if read: sessions take the pending pods by group, from the index.
+            self._pending_view = cowmaps.SortedOnRead(tuple(self._pending.values()), key=_by_key)
+        for group in self._pending_index_dirty:
+            members = self._pending_groups.get(group)
+            if members:
+                self._pending_index[group] = tuple(map(members.__getitem__, sorted(members)))
+            else:
+                self._pending_index.pop(group, None)
+        self._pending_index_dirty.clear()
+        if self._gated_view is None:
+            self._gated_view = tuple(map(self._gated.__getitem__, sorted(self._gated)))
+        return PodViews(
+            pods=self._pods.freeze(),
+            constraining=types.MappingProxyType(dict(self._constraining)),
+            pending=self._pending_view,
+            gated=self._gated_view,
+            pending_index=types.MappingProxyType(dict(self._pending_index)),
+            priority_floor=self._priority_floor,
+            run_times=self._run_times.freeze(),
+        )
