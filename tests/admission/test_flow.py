@@ -203,8 +203,11 @@ async def test_failed_bind_is_rejected_recreated_gated_and_retried(
             ),
             what="the group's reason",
         )
+        # Admitted again after its backoff (5 s after a first refusal), bound by the stand-in.
         await stack.eventually(
-            lambda: _bound(stack.get_pod(cluster, "pair-1")), what="pair-1 admitted again"
+            lambda: _bound(stack.get_pod(cluster, "pair-1")),
+            timeout=60,
+            what="pair-1 admitted again",
         )
         await stack.eventually(
             lambda: bool(_events(cluster, "AdmissionRejected")), what="the Events"
