@@ -5,7 +5,11 @@ Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK's 
 Berth's chart into it (CRDs, the ServiceAccount and its RBAC), prints the administrator's
 kubeconfig for the real ``kubectl`` (copied to ``--kubeconfig`` when given) and what to type
 next for the mode chosen (the same as ``berth up``'s), and runs the operator in this process as
-the chart's ServiceAccount until interrupted; then stops every component. The binaries come from
+the chart's ServiceAccount until interrupted; then stops every component. The operator exits
+when it loses its Lease (as kube-scheduler does: a kube-apiserver restart is enough); here it is
+started again, as a kubelet restarts a container, after a backoff that doubles from
+``RESTART_BACKOFF`` to ``RESTART_BACKOFF_MAX`` (back to the start once it ran a minute): the
+local cluster keeps running. The binaries come from
 ``BERTH_K8S_BIN``, ``KUBEBUILDER_ASSETS`` or the build cache, and are built with
 ``hack/build-k8s`` when a checkout has none yet. With ``--autoscale``, Karpenter runs beside
 them (:mod:`berth.realcluster.karpenter`; built with ``hack/build-k8s --with karpenter`` when
@@ -19,6 +23,7 @@ import collections.abc
 import dataclasses
 import pathlib
 import shutil
+import time
 
 import click
 
@@ -27,8 +32,16 @@ from berth.cli import signals, up_steps
 from berth.emulator import kubelets
 from berth.operator import main, scheduling, settings
 from berth.realcluster import binaries, controlplane, install, karpenter, processes
+from berth.util import wakeups
 
-__all__ = ["run_real"]
+__all__ = ["RESTART_BACKOFF", "RESTART_BACKOFF_MAX", "run_real"]
+
+RESTART_BACKOFF = 1.0
+"""Seconds before the operator is started again after its first exit."""
+RESTART_BACKOFF_MAX = 16.0
+"""The longest wait before the operator is started again (a kubelet's is 5 minutes; a local
+cluster wants its scheduler back sooner)."""
+_RAN_WELL = 60.0  # seconds: an operator that ran this long starts the backoff afresh
 
 
 def _binaries() -> binaries.Binaries:
@@ -174,7 +187,7 @@ async def _operate(
 
     def ready() -> None:
         # Printed once pods can be created (admission mode: once the webhook listens).
-        (port,) = ports
+        port = ports[-1]  # the latest: Berth may have been started again
         click.echo(
             f"berth up --real: Kubernetes {binaries.KUBERNETES_VERSION} at {plane.url} "
             f"(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with {nodes} "
@@ -190,10 +203,37 @@ async def _operate(
             + f"\n  dashboard: http://127.0.0.1:{port}/dashboard\nPress Ctrl+C to stop."
         )
 
-    return await main.run(
-        config,
-        stop=signals.stop_on_signals(),
-        leader_components=scheduling.leader_components,
-        on_serving=ports.append,
-        on_connected=ready,
-    )
+    stop = signals.stop_on_signals()
+    announced = False
+
+    def connected() -> None:
+        nonlocal announced
+        if not announced:
+            announced = True
+            ready()
+        else:
+            click.echo(
+                f"berth up --real: Berth runs again, its HTTP API at http://127.0.0.1:{ports[-1]}"
+            )
+
+    backoff = RESTART_BACKOFF
+    while True:
+        started = time.monotonic()
+        code = await main.run(
+            config,
+            stop=stop,
+            leader_components=scheduling.leader_components,
+            on_serving=ports.append,
+            on_connected=connected,
+        )
+        if stop.is_set() or code is main.ExitCode.OK:
+            return code
+        if time.monotonic() - started >= _RAN_WELL:
+            backoff = RESTART_BACKOFF
+        click.echo(
+            f"berth up --real: Berth exited ({code.name}: it lost its Lease, or a part of it "
+            f"failed; logs above); starting it again in {backoff:g}s, as a kubelet would"
+        )
+        if await wakeups.sleep_or_stop(backoff, stop=stop):
+            return main.ExitCode.OK
+        backoff = min(backoff * 2, RESTART_BACKOFF_MAX)

@@ -43,10 +43,15 @@ and is both a ``SnapshotSource`` and a ``DecisionSink``:
   sent back to wait: Kubernetes forbids adding a scheduling gate to an existing pod, so a pod
   owned by a controller is evicted (Eviction API; the controller recreates it and the webhook
   gates the new one) and a bare pod is recreated by Berth — deleted, then created again with
-  the same name and spec, its pin removed and the gate back. The node is remembered for the
-  pod and its gang (:mod:`berth.kube.rejections`: bounded, forgotten after a while): no member
-  is pinned there again meanwhile. A gang member rejected releases its group's other pending
-  allocations with it, so the gang is admitted again whole.
+  the same name and spec, its pin removed and the gate back. Why it was refused is data
+  (:mod:`berth.kube.refusals`: the taint, cordon or ResourceClaim Berth sees on the node, and
+  kube-scheduler's own words verbatim), in the Events and the group's reason. The node is
+  remembered for the pod and its gang (:mod:`berth.kube.rejections`): no member is pinned there
+  again until the cause may have gone (a taint removed, a device freed, the node changed) or
+  the memory fades; the pod backs off exponentially before it is offered again; and no pod is
+  deleted more than once a minute — refused again sooner, it stays pinned and ungated until
+  then (kube-scheduler may still bind it there). A gang member rejected releases its group's
+  other pending allocations with it, so the gang is admitted again whole.
 - **Restarts and mode switches.** The allocation lives in the pod (the annotations), so a new
   leader adopts ungated, unbound pods it admitted earlier (assumed on their node again, the
   timeout running from ``admitted-at``), and gated pods are simply pending. Both executors are
@@ -92,6 +97,7 @@ from berth.kube import (
     errors,
     events,
     pod_edits,
+    refusals,
     rejections,
     rest,
     victim_waits,
@@ -185,6 +191,10 @@ class Admission:
         self._reasons: dict[str, reasons.Reason] = {}  # pod key -> the NotAdmitted reason last sent
         self._notes: dict[str, reasons.Reason] = {}  # group -> why its last admission failed
         self._recreating: dict[str, asyncio.Event] = {}  # pod key -> set when the old one is gone
+        # Refused pods to send back later (no pod is deleted twice within the resend interval):
+        # pod key -> (when, UID, node).
+        self._due: dict[str, tuple[float, str, str]] = {}
+        self._seen: snapshots.Snapshot | None = None  # the inner source's last snapshot
         # Pod key -> UID of the pods this process wrote the admitted-node marker on (any other
         # marker it sees was forged), and of those it reported forged (once each).
         self._pinned: dict[str, str] = {}
@@ -206,7 +216,9 @@ class Admission:
         self.rejected = 0
         """Allocations rejected so far."""
         self.rejections = rejections.Rejections()
-        """The nodes kube-scheduler rejected pods (and their gangs) on, avoided for a while."""
+        """kube-scheduler's refusals: the nodes avoided, the pods' backoff and send-backs."""
+        self.sent_back = 0
+        """Refused pods deleted to send them back (evicted or recreated; tests, metrics)."""
 
     @property
     def through_gate(self) -> frozenset[str]:
@@ -241,7 +253,7 @@ class Admission:
             states.classify(
                 seen,
                 was_held=key in self._gated,
-                recreating=key in self._recreating,
+                recreating=key in self._recreating or key in self._due,
                 opted_in=self._cache.namespace_labels(seen.namespace).get(keys.ADMISSION_LABEL)
                 == "enabled",
                 admitted=bool(seen.uid) and self._pinned.get(key) == seen.uid,
@@ -266,9 +278,11 @@ class Admission:
             self._objects[key] = obj
         else:
             self._objects.pop(key, None)
+        if key in self._due and (seen.node is not None or seen.finished):
+            del self._due[key]  # bound after all (the cause went), or ending: nothing to send
         if allocation is not None:
             if event is not None:
-                self._move(allocation, event, why=_why(event, seen, allocation.node))
+                self._move(allocation, event, seen=seen)
         elif holding is states.Holding.ADOPT:
             assert seen.admitted_node is not None
             since = seen.admitted_at
@@ -287,11 +301,15 @@ class Admission:
         )
 
     def _move(
-        self, allocation: allocations.Allocation, event: states.Event, *, why: str = ""
+        self,
+        allocation: allocations.Allocation,
+        event: states.Event,
+        *,
+        seen: states.Observation | None = None,
     ) -> None:
         """Apply ``event`` to ``allocation`` as :func:`~berth.kube.admission_states.advance`
         says: its next state, or its end (bound: done; dropped: capacity released; rejected:
-        :meth:`_reject`)."""
+        :meth:`_reject`, ``seen`` being what the informer saw of the pod)."""
         if self.allocations.get(allocation.key) is not allocation:
             return  # ended already (a late answer for an allocation that is gone)
         moved = states.advance(allocation.state, event)
@@ -299,10 +317,11 @@ class Admission:
             allocation.state = moved.state
         elif moved.ending is states.Ending.BOUND:
             self.allocations.bound(allocation.key)
+            self.rejections.bound(allocation.key)
         elif moved.ending is states.Ending.DROPPED:
             self.allocations.drop(allocation)
         else:
-            self._reject(allocation, why=why or str(event.value))
+            self._reject(allocation, refusal=self._refusal(allocation, event, seen))
 
     def _gate_removed(self, key: str, obj: dict[str, typing.Any]) -> None:
         """Someone other than Berth removed the admission gate: the pod bypassed its queue's
@@ -344,6 +363,7 @@ class Admission:
         self._bad.discard(key)
         self._objects.pop(key, None)
         self._reasons.pop(key, None)
+        self._due.pop(key, None)
         allocation = self.allocations.get(key)
         if allocation is not None:
             self._move(allocation, states.Event.GONE)
@@ -359,6 +379,13 @@ class Admission:
         """The inner source's snapshot, with pods held only by Berth's gate offered as pending."""
         self.allocations.assume_adopted()
         base = self._source.snapshot()
+        self._seen = base
+        # A node whose refusal's cause may have gone (a taint removed, a device freed, the node
+        # changed) is tried again, as kube-scheduler's queueing hints requeue its pods.
+        for forgot in self.rejections.forget_changed(
+            functools.partial(refusals.mark, base), now=base.now
+        ):
+            logger.info("%s may go again where it was refused: the node changed", forgot)
         candidates = set(self._gated) | {p.key for p in base.gated if _GATE in p.scheduling_gates}
         admitted: list[pods.PodInfo] = []
         still_gated: list[pods.PodInfo] = []
@@ -384,6 +411,10 @@ class Admission:
                     self._jobs.put_nowait(functools.partial(self._hand_over, key))
                 continue
             if info.scheduling_gates == (_GATE,):
+                retry = self.rejections.retry_at(key, group=info.pod_group, now=base.now)
+                if retry is not None:
+                    self._backing_off(info, until=retry)
+                    continue  # stays gated (in base.gated) until its backoff ends
                 offered = self.rejections.avoiding(info, now=base.now)
                 admitted.append(dataclasses.replace(offered, scheduling_gates=()))
             elif key not in {p.key for p in base.gated}:
@@ -526,42 +557,114 @@ class Admission:
             )
 
     def _explain(self, decision: decisions.Unschedulable) -> None:
-        if self._reasons.get(decision.key) == decision.reason:
+        why = decision.reason
+        # The snapshot's view of the pod, not a parse of it: this runs for every gated pod
+        # that waits, every cycle its reason is given.
+        info = self._seen.pods.get(decision.key) if self._seen is not None else None
+        group = info.pod_group if info is not None else None
+        _, last = self.rejections.refused(decision.key, group=group)
+        if last is not None and last.node in self.rejections.nodes_of(decision.key, group=group):
+            # The session's reason says the node does not match; the refusal says why not.
+            why = why.explained_by(
+                last.reason(message=f"kube-scheduler refused it on {last.node}: {last.message}")
+            )
+        self._tell(decision.key, why)
+
+    def _tell(self, key: str, why: reasons.Reason) -> None:
+        """A ``NotAdmitted`` Event saying ``why`` the gated pod waits (when that changed)."""
+        if self._reasons.get(key) == why:
             return
-        self._reasons[decision.key] = decision.reason
-        self._pod_event(
-            decision.key, type=events.NORMAL, reason="NotAdmitted", message=decision.reason.message
+        self._reasons[key] = why
+        self._pod_event(key, type=events.NORMAL, reason="NotAdmitted", message=why.message)
+
+    def _backing_off(self, info: pods.PodInfo, *, until: float) -> None:
+        """Tell the gated pod it waits out its backoff after kube-scheduler's refusals."""
+        count, last = self.rejections.refused(info.key, group=info.pod_group)
+        message = (
+            f"backing off after {count} admission rejection(s): admitted again no sooner than "
+            f"{conditions.timestamp(until)}"
         )
+        if last is not None:
+            message += f"; last refused on {last.node}: {last.message}"
+        why = reasons.new(
+            reasons.ReasonCode.ADMISSION_REJECTED,
+            message,
+            rejections=count,
+            retryAt=conditions.timestamp(until),
+        )
+        self._tell(info.key, why)
 
     def check_timeouts(self) -> None:
-        """Reject allocations whose pod is still unbound ``bind_timeout`` after its gate went."""
-        for allocation in self.allocations.overdue(self._clock.now(), timeout=self._bind_timeout):
-            self._move(
-                allocation,
-                states.Event.BIND_TIMEOUT,
-                why=f"not bound within {self._bind_timeout:g}s of its admission",
-            )
+        """Reject allocations whose pod is still unbound ``bind_timeout`` after its gate went;
+        send back the refused pods whose turn came."""
+        now = self._clock.now()
+        for allocation in self.allocations.overdue(now, timeout=self._bind_timeout):
+            self._move(allocation, states.Event.BIND_TIMEOUT)
+        for key, (when, uid, node) in sorted(self._due.items()):
+            if when > now:
+                continue
+            del self._due[key]
+            obj = self._objects.get(key)
+            if obj is None or str(wire.sub(obj, "metadata").get("uid") or "") != uid:
+                continue  # gone, or another pod under the name
+            if key in self.allocations or wire.sub(obj, "spec").get("nodeName"):
+                continue  # admitted again, or bound after all
+            self._send_back(key, obj, node=node)
 
     # Rejection -----------------------------------------------------------------------------
+    def _refusal(
+        self,
+        allocation: allocations.Allocation,
+        event: states.Event,
+        seen: states.Observation | None,
+    ) -> refusals.Refusal:
+        """kube-scheduler's refusal of ``allocation`` (``event``), read against Berth's view."""
+        obj = self._objects.get(allocation.key)
+        info = pods.pod_info(obj) if obj is not None else None
+        return refusals.refusal(
+            self._seen,
+            info,
+            node=allocation.node,
+            how=event,
+            said=seen.unschedulable if seen is not None else None,
+            bound_to=seen.node if event is states.Event.BOUND_ELSEWHERE and seen else None,
+            timeout=self._bind_timeout,
+        )
+
     def _reject(
-        self, allocation: allocations.Allocation, *, why: str, with_gang: bool = True
+        self,
+        allocation: allocations.Allocation,
+        *,
+        refusal: refusals.Refusal | None = None,
+        released_with: str | None = None,
     ) -> None:
-        """RejectTask: release the capacity, explain, and send the pod back to wait gated;
-        remember the node (``with_gang``: it was rejected there, and the gang's other pending
-        allocations are released with it)."""
+        """RejectTask: release the capacity, explain, and send the pod back to wait gated.
+
+        ``refusal``: kube-scheduler refused the pod there: the node is remembered (for the
+        pod and its gang), the pod backs off, and the gang's other pending allocations are
+        released with it. ``released_with``: the member of its gang that was refused."""
         self.allocations.drop(allocation)
         self.rejected += 1
         key = allocation.key
         obj = self._objects.get(key)
         group = allocation.group or self._group_of(key)
-        if with_gang:
-            self.rejections.remember(key, group=group, node=allocation.node, now=self._clock.now())
+        now = self._clock.now()
+        if refusal is not None:
+            retry = self.rejections.remember(
+                key, group=group, node=allocation.node, now=now, refusal=refusal
+            )
+            why = f"{refusal.message}; admitted again no sooner than {conditions.timestamp(retry)}"
+        else:
+            why = f"released with {released_with}, rejected on {allocation.node}"
         message = f"admission of pod {key} on {allocation.node} rejected: {why}"
         logger.warning("%s", message)
         self._pod_event(key, type=events.WARNING, reason="AdmissionRejected", message=message)
         if group is not None:
-            self._notes[group] = reasons.new(
-                reasons.ReasonCode.ADMISSION_REJECTED, f"{message}; the pod waits gated again"
+            note = f"{message}; the pod waits gated again"
+            self._notes[group] = (
+                refusal.reason(message=note)
+                if refusal is not None
+                else reasons.new(reasons.ReasonCode.ADMISSION_REJECTED, note, node=allocation.node)
             )
             namespace, _, name = group.partition("/")
             if not name.startswith("pod:") and self._recorder is not None:
@@ -572,18 +675,34 @@ class Admission:
                     message=message,
                 )
         if obj is not None:
-            if pod_edits.controlled(obj):
-                self._jobs.put_nowait(lambda: self._evict(key, obj))
+            when = self.rejections.send_back_at(key, now=now)
+            if when <= now:
+                self._send_back(key, obj, node=allocation.node)
             else:
-                self._recreating[key] = asyncio.Event()
-                self._jobs.put_nowait(lambda: self._recreate(key, obj, node=allocation.node))
-        if with_gang and group is not None:
-            for sibling in [a for a in self.allocations.values() if a.group == group]:
-                self._reject(
-                    sibling,
-                    why=f"released with {key}, rejected on {allocation.node}",
-                    with_gang=False,
+                # Deleted less than a resend interval ago: it stays pinned and ungated until
+                # then (kube-scheduler may still bind it there if the cause goes).
+                uid = str(wire.sub(obj, "metadata").get("uid") or "")
+                self._due[key] = (when, uid, allocation.node)
+                logger.info(
+                    "pod %s is sent back at %s at the soonest (deleted once already within %gs)",
+                    key,
+                    conditions.timestamp(when),
+                    self.rejections.resend,
                 )
+        if refusal is not None and group is not None:
+            for sibling in [a for a in self.allocations.values() if a.group == group]:
+                self._reject(sibling, released_with=key)
+
+    def _send_back(self, key: str, obj: dict[str, typing.Any], *, node: str) -> None:
+        """Send a refused pod back to wait gated: evict it (its controller recreates it, the
+        webhook gates it) or, a bare pod, delete it and create it again."""
+        self.rejections.sent_back(key, now=self._clock.now())
+        self.sent_back += 1
+        if pod_edits.controlled(obj):
+            self._jobs.put_nowait(lambda: self._evict(key, obj))
+        else:
+            self._recreating[key] = asyncio.Event()
+            self._jobs.put_nowait(lambda: self._recreate(key, obj, node=node))
 
     # Workers -------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -938,15 +1057,6 @@ def _noted(why: reasons.Reason, note: reasons.Reason) -> reasons.Reason:
     """The scheduler's reason for a group with the last admission rejection appended; the
     scheduler's code stands (it says why the group waits now)."""
     return dataclasses.replace(why, message=f"{why.message}; {note.message}")
-
-
-def _why(event: states.Event, seen: states.Observation, node: str) -> str:
-    """Why ``event`` rejects an allocation on ``node`` (the Events' and the group's text)."""
-    if event is states.Event.BOUND_ELSEWHERE:
-        return f"bound to {seen.node} instead of {node}"
-    if event is states.Event.UNSCHEDULABLE:
-        return f"its scheduler could not place it there: {seen.unschedulable}"
-    return str(event.value)
 
 
 def _with_demand(

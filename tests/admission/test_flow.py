@@ -195,16 +195,23 @@ async def test_failed_bind_is_rejected_recreated_gated_and_retried(
     cluster.faults.add(
         faults.Fault("POST", "/api/v1/namespaces/default/pods/pair-1/binding", status=500)
     )
-    async with stack.stand_in(cluster), stack.BerthStack(cluster, bind_timeout=0.5) as berth:
-        await stack.eventually(lambda: berth.admission.rejected == 1, what="the rejection")
+    # The bind timeout rejects pair-1 (its binding fails); pair-0 must bind within it, and the
+    # stand-in may take seconds under load: a timeout of 0.5 s made the test a race.
+    async with stack.stand_in(cluster), stack.BerthStack(cluster, bind_timeout=5) as berth:
+        await stack.eventually(
+            lambda: berth.admission.rejected >= 1, timeout=60, what="the rejection"
+        )
         await stack.eventually(
             lambda: any(
                 "rejected" in (r.group_reasons.get("default/pair") or "") for r in berth.results
             ),
             what="the group's reason",
         )
+        # Admitted again after its backoff (5 s after a first refusal), bound by the stand-in.
         await stack.eventually(
-            lambda: _bound(stack.get_pod(cluster, "pair-1")), what="pair-1 admitted again"
+            lambda: _bound(stack.get_pod(cluster, "pair-1")),
+            timeout=60,
+            what="pair-1 admitted again",
         )
         await stack.eventually(
             lambda: bool(_events(cluster, "AdmissionRejected")), what="the Events"

@@ -8,17 +8,20 @@ only kube-scheduler honours). We test these aspects:
   allocation with it (both recreated gated), and the gang is admitted again whole, no member
   pinned to the rejected node, each bound where it was pinned;
 - a lone pod rejected on its node is pinned elsewhere the next time, although that node is the
-  one Berth's scoring prefers.
+  one Berth's scoring prefers, and only after its backoff: never in the 5 seconds after the
+  refusal.
 """
 
 from __future__ import annotations
 
+import time
 import typing
 
 import pytest
 
 from berth.api import keys
 from berth.emulator import testing
+from berth.scheduler.snapshot import wire
 from tests.admission import stack
 
 pytestmark = pytest.mark.timeout(60)
@@ -79,6 +82,7 @@ async def test_a_rejected_gang_member_releases_the_gang_which_avoids_that_node(
         kube_scheduler.holding = set()
         await stack.eventually(
             lambda: all(_node(cluster, n) for n in ("duo-0", "duo-1")),
+            timeout=60,  # after the gang's backoff (5 s after a first refusal)
             what="the gang admitted again and bound",
         )
     for name in ("duo-0", "duo-1"):
@@ -105,8 +109,16 @@ async def test_a_rejected_pod_is_pinned_elsewhere_next_time(
         kube_scheduler.refuses = {refused}
         kube_scheduler.resume()
         await stack.eventually(lambda: berth.admission.rejected == 1, timeout=10, what="rejection")
-        await stack.eventually(lambda: bool(_node(cluster, "solo")), what="placed again")
+        refused_at = time.time()
+        await stack.eventually(
+            lambda: bool(_node(cluster, "solo")),
+            timeout=60,  # after its backoff (5 s after a first refusal)
+            what="placed again",
+        )
     solo = stack.get_pod(cluster, "solo")
     assert solo is not None
     assert solo["spec"]["nodeName"] == _pinned(solo) != refused
+    pinned_again = wire.parse_time(solo["metadata"]["annotations"][keys.ADMITTED_AT_ANNOTATION])
+    # (admitted-at has whole seconds; the refusal was seen a little before refused_at)
+    assert pinned_again is not None and pinned_again >= refused_at + 3
     assert berth.admission.rejected == 1  # not pinned to the refused node a second time

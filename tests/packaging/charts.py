@@ -159,7 +159,7 @@ EVERY_OPTION: Values = {
         "name": "batch-scheduler-sa",
         "annotations": {"iam.example.com/role": "scheduler"},
     },
-    "rbac": {"create": True, "limitPodWrites": True},
+    "rbac": {"create": True, "limitPodWrites": True, "protectMarkers": True},
     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
     "podAntiAffinity": "hard",
     "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -232,10 +232,10 @@ CUSTOM_AFFINITY: Values = {
     },
     # Scheduler mode with the queue-access webhook (admission mode always checks).
     "queueAccess": {"webhook": True},
-    # Leader election without the server-side fence, nor the pod-writes policy (a cluster
-    # older than 1.30 has no ValidatingAdmissionPolicy).
+    # Leader election without the server-side fence, nor the pod-writes and markers policies
+    # (a cluster older than 1.30 has no ValidatingAdmissionPolicy).
     "leaderElection": {"enabled": True, "serverFence": False},
-    "rbac": {"create": True, "limitPodWrites": False},
+    "rbac": {"create": True, "limitPodWrites": False, "protectMarkers": False},
 }
 OPTION_SETS: dict[str, Values] = {
     "defaults": {},

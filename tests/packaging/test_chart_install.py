@@ -144,6 +144,9 @@ EXPECTED_OBJECTS = {
         # The pod writes the ClusterRole's patch is narrowed to (pod-writes.yaml).
         ("ValidatingAdmissionPolicy", "berth-pod-writes"),
         ("ValidatingAdmissionPolicyBinding", "berth-pod-writes"),
+        # Only Berth writes the markers it trusts (markers.yaml).
+        ("ValidatingAdmissionPolicy", "berth-markers"),
+        ("ValidatingAdmissionPolicyBinding", "berth-markers"),
     },
     "every-option": {
         ("Deployment", "batch-scheduler"),
@@ -162,6 +165,8 @@ EXPECTED_OBJECTS = {
         ("ValidatingAdmissionPolicyBinding", "batch-scheduler-leader-fence"),
         ("ValidatingAdmissionPolicy", "batch-scheduler-pod-writes"),
         ("ValidatingAdmissionPolicyBinding", "batch-scheduler-pod-writes"),
+        ("ValidatingAdmissionPolicy", "batch-scheduler-markers"),
+        ("ValidatingAdmissionPolicyBinding", "batch-scheduler-markers"),
         # Admission mode (admission-*.yaml): the webhook, its Service and TLS Secret, and the
         # rights to recreate a rejected pod gated.
         ("Service", "batch-scheduler-admission"),

@@ -6,9 +6,9 @@ We test these aspects (kube-scheduler's bindings are counted in the API server's
 - a plain pod (no group, no queue) is never gated and kube-scheduler places it alone;
 - a pod kube-scheduler rejects where Berth pinned it (a taint kube-scheduler honours and this
   Berth, run without TaintToleration, does not) goes through the reject path: an
-  AdmissionRejected Event, recreated without its pin;
-  Berth remembers the node and does not pin it there again once the taint is gone (the pod
-  waits gated, a NotAdmitted Event saying why), so it is never bound;
+  AdmissionRejected Event naming the taint, recreated without its pin; once the taint is gone
+  (the cause of the refusal) Berth forgets the refusal, pins it there again and kube-scheduler
+  binds it: deleted once, never in a loop;
 - restarting Berth in scheduler mode loses no pod: gated pods left waiting are admitted and
   kube-scheduler binds them, pods for Berth's own scheduler are bound by Berth, each pod once;
 - the API server asks Berth's validating webhook (Kopf's) about Queues: a parent that does not
@@ -125,15 +125,14 @@ def _refuses_a_probe(real: cluster.RealCluster, namespace: str, *, spec: Obj) ->
     return "untolerated taint" in _refusal(real, listed[-1]["metadata"]["name"], namespace)
 
 
-def test_a_pod_kube_scheduler_rejects_is_sent_back_and_not_pinned_there_again(
+def test_a_pod_kube_scheduler_rejects_is_sent_back_once_and_admitted_when_the_taint_goes(
     real: cluster.RealCluster, tmp_path: pathlib.Path
 ) -> None:
     # Berth runs without TaintToleration, so it pins a pod to the one node its selector allows
     # although that node is tainted; kube-scheduler, which honours the taint, refuses the pin.
     # No race with kube-scheduler's informer: the taint is set, and kube-scheduler has been
     # seen refusing a probe pod for it, before the pod exists. Once Berth took the rejection
-    # the taint goes: the node is fine for kube-scheduler too, yet Berth remembers
-    # kube-scheduler refused the pod there and does not pin it again.
+    # the taint goes: the cause is gone, so Berth may pin the pod there again.
     profile = plugin_registry.default_profile().model_dump(by_alias=True, exclude_none=True)
     profile["disabled"] = ["TaintToleration"]
     config = tmp_path / "profile.yaml"
@@ -171,18 +170,23 @@ def test_a_pod_kube_scheduler_rejects_is_sent_back_and_not_pinned_there_again(
         return found.returncode == 0 and json.loads(found.stdout)["metadata"]["uid"] != first
 
     _eventually("solo recreated", recreated)
-    # The node is untainted and free, but kube-scheduler refused the pod there: Berth explains
-    # why it waits instead of pinning it there again.
-    _eventually(
-        "solo waits, explained",
-        lambda: any(
-            "node affinity" in e["message"] for e in _events(real, namespace, "NotAdmitted", "solo")
-        ),
-    )
+    [rejected] = _events(real, namespace, "AdmissionRejected", "solo")
+    assert f"untolerated taint {{{taint}: refuse}}" in rejected["message"], rejected
+    # The taint is gone: Berth forgets the refusal and pins solo there again; kube-scheduler
+    # binds it.
+    real.wait("pod/solo", jsonpath="{.status.phase}", value="Running", namespace=namespace)
     solo = real.json("get", "pod", "solo", "-n", namespace)
-    assert _gated(solo) and not solo["spec"].get("nodeName")
+    assert solo["spec"]["nodeName"] == node
+    assert solo["metadata"]["uid"] != first
     assert len(_events(real, namespace, "AdmissionRejected", "solo")) == 1
-    assert _binders(real, namespace) == {}
+    assert _binders(real, namespace) == {"solo": [KUBE_SCHEDULER]}
+    deletions = [
+        r
+        for r in real.audited()
+        if r.user == install.USER and r.verb == "delete" and r.resource == "pods"
+        and r.namespace == namespace and r.name == "solo"
+    ]  # fmt: skip
+    assert len(deletions) == 1, deletions
 
 
 def test_switching_to_scheduler_mode_loses_no_pod(real: cluster.RealCluster) -> None:

@@ -18,14 +18,17 @@ Each test publishes a fake driver's ResourceSlices on KWOK nodes. We test these 
 from __future__ import annotations
 
 import json
+import pathlib
 import time
 import typing
 
 import pytest
+import yaml
 
 from berth.api import keys
 from berth.emulator import kubelets
-from berth.realcluster import nodes, processes
+from berth.realcluster import install, nodes, processes
+from berth.scheduler.plugins import registry as plugin_registry
 from tests.realcluster import cluster, dra, pods
 
 pytestmark = pytest.mark.realcluster
@@ -167,3 +170,83 @@ def test_admission_mode_pins_only_where_the_free_device_is(real: cluster.RealClu
             "-o", "json",
         )  # fmt: skip
         assert json.loads(rejected.stdout)["items"] == []
+
+
+def _events(real: cluster.RealCluster, namespace: str, reason: str, name: str) -> list[Obj]:
+    listed = real.json("get", "events", "-n", namespace, "--field-selector", f"reason={reason}")
+    return [e for e in listed["items"] if e["involvedObject"]["name"] == name]
+
+
+def test_admission_mode_refused_for_a_claim_backs_off_and_comes_back_when_it_frees(
+    real: cluster.RealCluster, tmp_path: pathlib.Path
+) -> None:
+    # Without DynamicResources Berth pins a pod where its device is taken; kube-scheduler, which
+    # allocates claims as it binds, refuses it there. That is the disagreement to handle.
+    profile = plugin_registry.default_profile().model_dump(by_alias=True, exclude_none=True)
+    profile["disabled"] = ["DynamicResources"]
+    config = tmp_path / "profile.yaml"
+    config.write_text(yaml.safe_dump(profile))
+    real.berth(mode="admission", settings={"BERTH_CONFIG": str(config)})
+    namespace = real.namespace()
+    driver = dra.driver_name("refused")
+    node = "pool0-4"
+    on_node = {"nodeSelector": {"kubernetes.io/hostname": node}, **dra.claims_from("one-gpu")}
+    with dra.devices(real, driver, {node: 1}):
+        real.create(dra.template("one-gpu", cls=driver), namespace=namespace)
+        real.create(pods.pod("first", queue="default", scheduler=None, extra_spec=on_node),
+                    namespace=namespace)  # fmt: skip
+        real.wait("pod/first", jsonpath="{.status.phase}", value="Running", namespace=namespace)
+        real.create(pods.pod("second", queue="default", scheduler=None, extra_spec=on_node),
+                    namespace=namespace)  # fmt: skip
+        _eventually(
+            "kube-scheduler's refusal of the second pod taken",
+            lambda: bool(_events(real, namespace, "AdmissionRejected", "second")),
+            timeout=120.0,
+        )
+        [rejected] = _events(real, namespace, "AdmissionRejected", "second")
+        assert f"resourceclaim {namespace}/second-gpu-" in rejected["message"], rejected
+        assert "not allocated there" in rejected["message"]
+
+        def waits_told() -> str | None:
+            for event in _events(real, namespace, "NotAdmitted", "second"):
+                if f"kube-scheduler refused it on {node}" in event["message"]:
+                    return str(event["message"])
+            return None
+
+        # Recreated gated, it waits, told why: the node refused it for the claim.
+        _eventually("the recreated second pod told why it waits", waits_told)
+        told = waits_told()
+        assert told is not None and "resourceclaim" in told, told
+        second = real.json("get", "pod", "second", "-n", namespace)
+        assert keys.ADMISSION_GATE in [g["name"] for g in second["spec"]["schedulingGates"]]
+        assert not second["spec"].get("nodeName")
+        # Not pinned there again while the device stays taken (the count of deletions below
+        # covers the whole test: a loop would show there).
+        assert len(_events(real, namespace, "AdmissionRejected", "second")) == 1
+        real.kubectl("delete", "pod", "first", "-n", namespace, "--wait=false")
+        freed = time.monotonic()
+        _eventually(
+            "the second pod bound once the device is freed",
+            lambda: bool(
+                real.json("get", "pod", "second", "-n", namespace)["spec"].get("nodeName")
+            ),
+            timeout=60.0,
+        )
+        admitted_after = time.monotonic() - freed
+        bound = real.json("get", "pod", "second", "-n", namespace)
+        assert bound["spec"]["nodeName"] == node
+        assert bound["metadata"]["uid"] == second["metadata"]["uid"]
+        assert admitted_after < 30.0, admitted_after
+        [made] = [c for c in dra.claims(real, namespace) if dra.owner(c) == "second"]
+        assert dra.allocated_pools(made) == {node}
+    deletions = [
+        r.at
+        for r in real.audited()
+        if r.user == install.USER
+        and r.verb == "delete"
+        and r.resource == "pods"
+        and r.namespace == namespace
+        and r.name == "second"
+    ]
+    assert len(deletions) == 1, deletions  # never more than once a minute: once in all
+    assert len(_events(real, namespace, "AdmissionRejected", "second")) == 1

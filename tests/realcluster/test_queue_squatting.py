@@ -6,8 +6,11 @@ A queue of 1 cpu admits one namespace (the tenant's). We test these aspects:
   Berth admitted;
 - the queue label added to a running foreign pod after creation is refused by the API server
   (Berth's webhook, asked on updates that change the label), with the queue's message;
-- a tenant's pod that removes Berth's gate and writes Berth's ``admitted-node`` marker runs,
-  gets an ``AdmissionBypassed`` Event saying the marker was not Berth's, and is charged nowhere;
+- Berth's markers (``admitted-node``, ``reservation-allocated``) written by anyone but Berth
+  are refused at the door (the chart's ``markers`` policy), on update and on create, before and
+  after a leader restart: a new leader never finds a forged marker to trust;
+- a tenant's pod that removes Berth's gate itself runs, gets an ``AdmissionBypassed`` Event
+  saying the gate was removed by someone other than Berth, and is charged nowhere;
 - with both squatters running, the queue's tenant still gets its limit: a new pod is admitted
   once the first one is gone.
 """
@@ -30,6 +33,30 @@ Obj = dict[str, typing.Any]
 
 def _eventually(what: str, check: typing.Callable[[], bool], timeout: float = 90.0) -> None:
     processes.wait_until(what, check, timeout=timeout, interval=0.5)
+
+
+_REFUSED = "metadata.annotations[{}]: only Berth writes this marker"
+
+
+def _gated(pod: Obj) -> bool:
+    return keys.ADMISSION_GATE in [g["name"] for g in pod["spec"].get("schedulingGates") or ()]
+
+
+def _forge(
+    real: cluster.RealCluster, namespace: str, name: str, key: str, value: str, *also: Obj
+) -> bool:
+    """Whether the API server refuses the administrator's patch writing Berth's marker ``key``
+    on pod ``name`` (with ``also``), naming the marker."""
+    found = real.json("get", "pod", name, "-n", namespace)
+    patch: list[Obj] = [*also]
+    if not found["metadata"].get("annotations"):
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    path = f"/metadata/annotations/{key.replace('/', '~1')}"
+    patch.append({"op": "add", "path": path, "value": value})
+    refused = real.kubectl(
+        "patch", "pod", name, "-n", namespace, "--type=json", "-p", json.dumps(patch), check=False
+    )
+    return refused.returncode != 0 and _REFUSED.format(key) in refused.stderr
 
 
 def _allocated_cpu(real: cluster.RealCluster, queue: str) -> str:
@@ -72,32 +99,38 @@ def test_squatters_are_charged_nowhere_and_the_tenant_keeps_its_limit(
     real.wait("pod/first", jsonpath="{.status.phase}", value="Running", namespace=tenant)
     node = real.json("get", "pod", "first", "-n", tenant)["spec"]["nodeName"]
 
-    # 3. A forged marker: the tenant's second pod waits at the limit, then un-gates itself.
+    # 3. A forged marker: the tenant's second pod waits at the limit; writing Berth's marker is
+    # refused by the API server, with the gate removal it came with.
     real.create(pods.pod("forger", cpu="1", labels=on_queue, scheduler=None), namespace=tenant)
     _eventually(
         "forger held at the queue's limit",
         lambda: bool(_events(real, tenant, "NotAdmitted", "forger")),
     )
-    patch = [
-        {"op": "remove", "path": "/spec/schedulingGates"},
-        {
-            "op": "add",
-            "path": f"/metadata/annotations/{keys.ADMITTED_NODE_ANNOTATION.replace('/', '~1')}",
-            "value": node,
-        },
-    ]
-    forged = real.json("get", "pod", "forger", "-n", tenant)
-    if not forged["metadata"].get("annotations"):
-        patch.insert(1, {"op": "add", "path": "/metadata/annotations", "value": {}})
-    real.kubectl("patch", "pod", "forger", "-n", tenant, "--type=json", "-p", json.dumps(patch))
+    ungate = {"op": "remove", "path": "/spec/schedulingGates"}
+    assert _forge(real, tenant, "forger", keys.ADMITTED_NODE_ANNOTATION, node, ungate)
+    assert _gated(real.json("get", "pod", "forger", "-n", tenant))
+    # 4. The gate removed by the tenant alone: it runs, is told, and is charged nowhere.
+    real.kubectl("patch", "pod", "forger", "-n", tenant, "--type=json", "-p", json.dumps([ungate]))
     real.wait("pod/forger", jsonpath="{.status.phase}", value="Running", namespace=tenant)
     _eventually(
         "an AdmissionBypassed Event for forger",
         lambda: bool(_events(real, tenant, "AdmissionBypassed", "forger")),
     )
     (event,) = _events(real, tenant, "AdmissionBypassed", "forger")
-    assert "was not written by Berth" in event["message"]
+    assert "removed by someone other than Berth" in event["message"]
     _eventually("the queue charged 1 cpu", lambda: _allocated_cpu(real, queue) == "1")
+
+    # 5. A leader restart: the new leader wrote no marker, and still none can be forged — on a
+    # running pod, nor on one created with it (nor a Reservation's consumption marker).
+    real.stop_berth()
+    real.berth(mode="admission")
+    assert _forge(real, tenant, "forger", keys.ADMITTED_NODE_ANNOTATION, node)
+    assert _forge(real, tenant, "forger", keys.RESERVATION_ALLOCATED_ANNOTATION, "r")
+    marked = pods.pod("marked", cpu="1", labels=on_queue, scheduler=None)
+    marked["metadata"]["annotations"] = {keys.ADMITTED_NODE_ANNOTATION: node}
+    made = real.kubectl("create", "-n", tenant, "-f", "-", input=json.dumps(marked), check=False)
+    assert made.returncode != 0
+    assert _REFUSED.format(keys.ADMITTED_NODE_ANNOTATION) in made.stderr, made.stderr
 
     # The tenant still gets its limit: "first" goes, "next" is admitted beside the squatters.
     real.create(pods.pod("next", cpu="1", labels=on_queue, scheduler=None), namespace=tenant)

@@ -317,7 +317,12 @@ class ClusterCache:
     def _store_group(self, info: podgroups.PodGroupInfo) -> None:
         """Store ``info`` in its namespace's default queue when it names ``default``."""
         own = self._queues.own_queue(info.namespace)
-        requeued = self._groups.put(self._groups.in_namespace_queue(info, namespace_queue=own))
+        stored = self._groups.in_namespace_queue(info, namespace_queue=own)
+        if self._groups.get(info.key) == stored:
+            # Nothing a session reads changed (Berth's own status write, say): a parked gang
+            # is not to be tried again for it.
+            return
+        requeued = self._groups.put(stored)
         self._changes.touch()
         if requeued:
             self._resolve_again(self._groups.members(info.key))

@@ -14,7 +14,9 @@ We test these aspects:
   decided on an older version than the cache holds is refused;
 - PriorityClasses (incl. the global default and built-in system classes) resolve priorities,
   and changing one re-resolves pods and groups;
-- groups: members counted, queue inherited, implicit groups of one, a missing group;
+- groups: members counted, queue inherited, implicit groups of one, a missing group; an update
+  of a PodGroup's status alone (Berth's own write) changes nothing a session reads: no counter
+  moves and the group is not named changed (a parked gang stays parked);
 - the implicit ``default`` queue, reservations and queues as infos;
 - Berth's plain pods join their namespace's default queue, else ``plain_pods_queue`` (or stay
   plain without one), as groups of one, and move when the namespace's label changes;
@@ -565,3 +567,20 @@ def _assert_pending_index_matches(snap: snapshots.Snapshot) -> None:
         plain = [p for p in snap.pending if p.pod_group not in left_out]
         assert snap.pending_but(left_out) == plain
         assert dataclasses.replace(snap).pending_but(left_out) == plain  # no index: a walk
+
+
+def test_a_pod_group_status_update_changes_nothing() -> None:
+    made = cache.ClusterCache()
+    group = b.pod_group("train", min_member=4, queue="default")
+    made.add_pod_group(group)
+    before = made.snapshot(0.0).changes
+    written = {**group, "status": {"conditions": [{"type": "Scheduled", "status": "False",
+               "reason": "NotEnoughResources", "message": "0/4 nodes fit"}]}}  # fmt: skip
+    made.update_pod_group(written)
+    after = made.snapshot(1.0).changes
+    assert before is not None and after is not None
+    assert after.same_state(before)
+    assert "default/train" not in after.groups
+    made.update_pod_group(b.pod_group("train", min_member=2, queue="default"))
+    changed = made.snapshot(2.0).changes
+    assert changed is not None and "default/train" in changed.groups

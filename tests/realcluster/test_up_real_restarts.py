@@ -1,0 +1,141 @@
+"""``berth up --real`` when kube-apiserver restarts: the local cluster keeps running.
+
+Berth's operator exits when it loses its Lease, as kube-scheduler does; ``berth up --real`` is
+its kubelet here and starts it again. We test this aspect: with ``berth up --real`` running and
+a pod scheduled, kube-apiserver is stopped, kept down for 12 seconds (past Berth's renew
+deadline of 10: Berth loses its Lease) and started again with the same flags, as a kubelet
+restarts a static pod. ``berth up --real`` does not exit: it says it starts Berth again, a new
+pod is scheduled by Berth, and Ctrl+C still stops everything with exit code 0.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from berth.realcluster import binaries, processes
+from tests.realcluster import cluster
+
+pytestmark = pytest.mark.realcluster
+
+BERTH = str(pathlib.Path(sys.executable).parent / "berth")
+DOWN = 12.0  # seconds kube-apiserver stays down: past Berth's renewDeadline (10 s)
+
+
+def _apiserver(directory: pathlib.Path) -> tuple[int, list[str]]:
+    """The pid and command line of the kube-apiserver serving ``directory``'s cluster."""
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode() for a in argv if a]
+        if words and words[0].endswith("kube-apiserver") and str(directory) in " ".join(words):
+            return int(proc.name), words
+    raise AssertionError(f"no kube-apiserver of {directory} runs")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return pathlib.Path(f"/proc/{pid}/status").read_text().find("State:\tZ") >= 0
+
+
+@pytest.mark.timeout(420)
+def test_up_real_starts_berth_again_after_a_kube_apiserver_restart(tmp_path: pathlib.Path) -> None:
+    try:
+        binaries.find()
+    except binaries.BinariesMissing as missing:
+        pytest.skip(f"no real control plane: {missing}")
+    env = dict(os.environ, BERTH_STATE_DIR=str(tmp_path / "berth"))
+    env["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    state = tmp_path / "berth" / "real-cluster"
+    process = subprocess.Popen(
+        [BERTH, "up", "--real", "--nodes", "2x cpu=8,memory=32Gi", "--log-level", "warning"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    replacement: subprocess.Popen[bytes] | None = None
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if "export KUBECONFIG=" in line:
+                break
+        assert lines and "export KUBECONFIG=" in lines[-1], "".join(lines)
+        output = process.stdout
+        reader = threading.Thread(target=lambda: lines.extend(output), daemon=True)
+        reader.start()
+        kube = dict(env, KUBECONFIG=str(state / "admin.kubeconfig"))
+
+        def kubectl(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["kubectl", *args], env=kube, capture_output=True, text=True, check=check,
+                timeout=150,
+            )  # fmt: skip
+
+        def run_pod(name: str) -> None:
+            pod = (
+                f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n"
+                "  schedulerName: berth-scheduler\n  restartPolicy: Never\n"
+                "  containers: [{name: main, image: registry.k8s.io/pause:3.10}]\n"
+            )
+            made = subprocess.run(
+                ["kubectl", "create", "-f", "-"], env=kube, input=pod, capture_output=True,
+                text=True, timeout=150,
+            )  # fmt: skip
+            assert made.returncode == 0, made.stderr
+            kubectl("wait", f"pod/{name}", "--for=jsonpath={.status.phase}=Running",
+                    f"--timeout={cluster.WAIT}")  # fmt: skip
+
+        run_pod("before")
+        pid, argv = _apiserver(state)
+        os.kill(pid, signal.SIGTERM)
+        processes.wait_until("kube-apiserver stopped", lambda: _gone(pid), timeout=60)
+        time.sleep(DOWN)  # the fault itself: the API server is away this long
+        with (tmp_path / "kube-apiserver-again.log").open("wb") as log:
+            replacement = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        processes.wait_until(
+            "kube-apiserver serving again",
+            lambda: kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+            timeout=120,
+        )
+        run_pod("after")
+        assert process.poll() is None, "".join(lines)
+        processes.wait_until(
+            "berth up --real saying it started Berth again",
+            lambda: any("starting it again" in line for line in lines),
+            timeout=60,
+        )
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0, "".join(lines)
+    except Exception as failed:
+        said = "".join(lines[-80:])
+        raise AssertionError(
+            f"{failed}\n--- berth up --real said (last lines):\n{said}"
+        ) from failed
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if replacement is not None and replacement.poll() is None:
+            # Its etcd went with berth up: it may not stop gracefully.
+            replacement.terminate()
+            try:
+                replacement.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                replacement.kill()
+                replacement.wait()
+        if process.stdout is not None:
+            process.stdout.close()
