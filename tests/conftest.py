@@ -26,16 +26,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--with-e2e", action="store_true", help="run tests that need a cluster")
 
 
-# An asyncio transport left open by some in-process client of the real-cluster tier (a bench or
-# an install; not yet found) is collected during a later test's setup, which then errors
-# although it did nothing wrong. In that tier only, such a leak is not the next test's failure.
-_LEAK_REPORTED_LATE = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if "realcluster" in item.keywords:
-            item.add_marker(_LEAK_REPORTED_LATE)
     if config.getoption("--with-e2e"):
         return
     skip = pytest.mark.skip(reason="needs a real cluster: pass --with-e2e")

@@ -3,7 +3,8 @@
 :class:`Tracker` watches one namespace's pods as an informer does (resuming from the last
 version seen, relisting when the API server ends the watch) and notes when each pod was first
 seen bound, which pods are marked ``PodScheduled=False`` (unschedulable) and which are still
-``Pending``. :func:`create` sends objects with a number of concurrent clients.
+``Pending``; stopped, it waits until its stream's connection is closed (:class:`StreamEnd`).
+:func:`create` sends objects with a number of concurrent clients.
 :func:`phase` runs one race in a fresh namespace (see its docstring) and returns its JSON.
 
 Every wait is bounded and checks the processes it depends on: a component that dies ends the
@@ -30,6 +31,7 @@ from berth.realcluster import processes
 __all__ = [
     "Contender",
     "Race",
+    "StreamEnd",
     "Tracker",
     "allocated_claims",
     "create",
@@ -87,6 +89,36 @@ class Race:
         return {**found, "bench": self.bench_pid}
 
 
+class StreamEnd:
+    """Closes the connection of a streaming response (a watch) given up on.
+
+    Cancelling a stream releases its connection, and a TLS connection closes only after a round
+    trip (close_notify both ways). An event loop closed before that (``asyncio.run`` returning
+    right after the bench's last race) leaves the socket to the garbage collector, which reports
+    an unclosed transport wherever it happens to run. :meth:`wait` waits for the close, and aborts
+    the connection when the server does not answer in time.
+    """
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        connection = response.connection
+        protocol = connection.protocol if connection is not None else None
+        self._closed = protocol.closed if protocol is not None else None
+        self._transport = connection.transport if connection is not None else None
+
+    async def wait(self, *, timeout: float = 5.0) -> None:
+        """Return once the connection is closed (aborted after ``timeout`` seconds)."""
+        closed = self._closed
+        if closed is None:
+            return  # closed before anyone asked
+        if not closed.done():
+            await asyncio.wait({closed}, timeout=timeout)
+        if not closed.done() and self._transport is not None:
+            self._transport.abort()
+            await asyncio.wait({closed}, timeout=timeout)
+        if closed.done() and not closed.cancelled():
+            closed.exception()  # retrieved: how a stream given up on ended is no news
+
+
 class Tracker:
     """One namespace's pods, watched (see the module docstring)."""
 
@@ -97,6 +129,7 @@ class Tracker:
         self.unschedulable: set[str] = set()
         self.changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stream: StreamEnd | None = None
 
     async def start(self) -> Tracker:
         version = await self._list()
@@ -108,6 +141,8 @@ class Tracker:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._stream is not None:
+            await self._stream.wait()
 
     def check(self) -> None:
         """Raise what ended the watch, if it failed."""
@@ -142,6 +177,7 @@ class Tracker:
                 params=params,
                 timeout=aiohttp.ClientTimeout(),
             ) as response:
+                self._stream = StreamEnd(response)
                 async for line in response.content:
                     event = json.loads(line)
                     obj = event.get("object") or {}

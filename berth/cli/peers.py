@@ -90,6 +90,7 @@ class _Watch:
         self.started = started
         self.pods: dict[str, _Pod] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stream: e2e_race.StreamEnd | None = None
 
     async def start(self) -> _Watch:
         async with self.session.get(f"/api/v1/namespaces/{self.namespace}/pods") as response:
@@ -104,6 +105,8 @@ class _Watch:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._stream is not None:
+            await self._stream.wait()
 
     def check(self) -> None:
         if self._task is not None and self._task.done() and not self._task.cancelled():
@@ -133,6 +136,7 @@ class _Watch:
                 params=params,
                 timeout=aiohttp.ClientTimeout(),
             ) as response:
+                self._stream = e2e_race.StreamEnd(response)
                 async for line in response.content:
                     event = json.loads(line)
                     obj = event.get("object") or {}

@@ -39,6 +39,7 @@ __all__ = [
     "Connection",
     "DEFAULT_NAMESPACE",
     "DEFAULT_TIMEOUT",
+    "IDLE_CONNECTION_SECONDS",
     "connect",
     "connect_async",
     "create",
@@ -49,6 +50,9 @@ DEFAULT_NAMESPACE = "default"
 DEFAULT_TIMEOUT = 30.0
 """Seconds one request may take, connection included: kubectl's ``--request-timeout`` is
 unlimited by default, but a command line tool that hangs on a dead API server helps nobody."""
+
+IDLE_CONNECTION_SECONDS = 90.0
+"""How long an idle connection to the API server is kept for the next request (client-go's)."""
 
 # The library's configuration loaders carry no annotations; reached through an ``Any`` so that
 # mypy --strict accepts the calls without an ignore per line.
@@ -215,6 +219,12 @@ async def connect_async(
     # the proxy variables in a worker thread on every request: two thread hops per binding.
     # _settle_environment did the proxy part once; .netrc is not kubectl's either.
     api.rest_client.pool_manager._trust_env = False
+    # aiohttp closes a connection idle for 15 s; client-go keeps one 90 s (IdleConnTimeout). A
+    # scheduler idle between bursts then opened up to one TLS connection per binding in flight
+    # at the start of every burst, each a handshake (the session takes no such option).
+    connector = api.rest_client.pool_manager.connector
+    if connector is not None:
+        connector._keepalive_timeout = IDLE_CONNECTION_SECONDS
     try:
         yield AsyncConnection(api, chosen.namespace, str(configuration.host), origin)
     finally:

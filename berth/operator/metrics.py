@@ -131,6 +131,9 @@ class Metrics:
             buckets=_FAST_BUCKETS,
             registry=reg,
         )
+        # The labelled children, kept: never removed from their metric.
+        self._action_children: dict[str, prometheus_client.Histogram] = {}
+        self._plugin_children: dict[tuple[str, str], prometheus_client.Histogram] = {}
         self._victims = prometheus_client.Counter(
             f"{PREFIX}_preemption_victims_total",
             "Pods evicted to make room for others (reclaim and preemption).",
@@ -220,10 +223,21 @@ class Metrics:
         self._session.observe(seconds)
 
     def observe_action(self, action: str, *, seconds: float) -> None:
-        self._action.labels(action=action).observe(seconds)
+        child = self._action_children.get(action)
+        if child is None:
+            child = self._action_children[action] = self._action.labels(action=action)
+        child.observe(seconds)
 
     def observe_plugin(self, plugin: str, *, extension_point: str, seconds: float) -> None:
-        self._plugin.labels(plugin=plugin, extension_point=extension_point).observe(seconds)
+        # Every plugin at every session: the child is kept, not looked up by its labels each
+        # time (``labels()`` costs more than the observation itself: 1.6 against 1.0 µs).
+        key = (plugin, extension_point)
+        child = self._plugin_children.get(key)
+        if child is None:
+            child = self._plugin_children[key] = self._plugin.labels(
+                plugin=plugin, extension_point=extension_point
+            )
+        child.observe(seconds)
 
     def count_preemption_victims(self, count: int) -> None:
         if count < 0:

@@ -110,15 +110,24 @@ def test_attempts_and_latencies_are_recorded_by_label() -> None:
     m.record_attempt(metrics.AttemptResult.SCHEDULED, algorithm_seconds=0.003)
     m.record_attempt(metrics.AttemptResult.UNSCHEDULABLE, algorithm_seconds=None)
     m.observe_action("allocate", seconds=0.2)
+    m.observe_action("allocate", seconds=0.1)
+    m.observe_action("backfill", seconds=0.05)
     m.observe_plugin("Gang", extension_point="Filter", seconds=0.001)
+    m.observe_plugin("Gang", extension_point="Filter", seconds=0.001)
+    m.observe_plugin("Gang", extension_point="session", seconds=0.002)
     m.observe_e2e(1.5)
     got = samples(m)
     assert got[("berth_schedule_attempts_total", (("result", "scheduled"),))] == 2
     assert got[("berth_schedule_attempts_total", (("result", "unschedulable"),))] == 1
     assert got[("berth_scheduling_algorithm_duration_seconds_count", ())] == 2
-    assert got[("berth_action_duration_seconds_sum", (("action", "allocate"),))] == 0.2
+    assert got[("berth_action_duration_seconds_sum", (("action", "allocate"),))] == pytest.approx(
+        0.3
+    )
+    assert got[("berth_action_duration_seconds_count", (("action", "backfill"),))] == 1
     plugin_labels = (("extension_point", "Filter"), ("plugin", "Gang"))
-    assert got[("berth_plugin_duration_seconds_count", plugin_labels)] == 1
+    assert got[("berth_plugin_duration_seconds_count", plugin_labels)] == 2
+    session_labels = (("extension_point", "session"), ("plugin", "Gang"))
+    assert got[("berth_plugin_duration_seconds_sum", session_labels)] == 0.002
     assert got[("berth_e2e_scheduling_duration_seconds_bucket", (("le", "2.56"),))] == 1
     assert got[("berth_e2e_scheduling_duration_seconds_bucket", (("le", "1.28"),))] == 0
 

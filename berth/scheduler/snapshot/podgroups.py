@@ -244,22 +244,48 @@ def quorum_since(
     return max(created[group.min_member - 1], group.creation_timestamp)
 
 
+_IMPLICIT = PodGroupInfo(
+    key=ids.PodGroupKey(""),
+    namespace="",
+    name="",
+    uid="",
+    min_member=1,
+    min_resources=resources.ResourceList(),
+    queue=ids.QueueName(keys.DEFAULT_QUEUE),
+    priority_class_name="",
+    priority=0,
+    schedule_timeout_seconds=None,
+    creation_timestamp=0.0,
+    phase="Pending",
+    implicit=True,
+)
+"""What every pod's group of one shares; :func:`implicit_group` fills in the pod's part."""
+
+
+def _replaced(group: PodGroupInfo, /, **changes: typing.Any) -> PodGroupInfo:
+    """``dataclasses.replace(group, **changes)`` without the frozen dataclass's ``__init__``,
+    which sets each of its 27 fields through ``object.__setattr__``: the cache builds a group's
+    view again on every watch event of one of its pods (a plain pod's group of one included).
+    Equal to what ``dataclasses.replace`` makes (tested); the class has no ``__post_init__``
+    and keeps nothing in its ``__dict__`` but its fields."""
+    made = object.__new__(PodGroupInfo)
+    made.__dict__.update(group.__dict__)
+    made.__dict__.update(changes)
+    return made
+
+
 def implicit_group(pod: pods.PodInfo, /) -> PodGroupInfo:
     """The group of one formed by ``pod`` (it has a queue label but no group)."""
-    return PodGroupInfo(
+    return _replaced(
+        _IMPLICIT,
         key=pods.implicit_group_key(pod.namespace, name=pod.name),
         namespace=pod.namespace,
         name=pod.name,
         uid=pod.uid,
-        min_member=1,
         min_resources=resources.ResourceList(),
         queue=pod.queue or ids.QueueName(keys.DEFAULT_QUEUE),
-        priority_class_name="",
         priority=pod.priority,
-        schedule_timeout_seconds=None,
         creation_timestamp=pod.creation_timestamp,
-        phase="Pending",
-        implicit=True,
     )
 
 
@@ -299,7 +325,7 @@ def with_members(
         )
     else:
         priority = default_priority if top is None else top
-    return dataclasses.replace(
+    return _replaced(
         group,
         priority=priority,
         members=tuple(sorted(keys_)),
