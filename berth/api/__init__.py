@@ -66,6 +66,7 @@ from berth.api.queues import (
     QueueSummary,
 )
 from berth.api.podgroups import (
+    ExecutionTimePolicy,
     PodGroup,
     PodGroupPhase,
     PodGroupSpec,
@@ -104,6 +105,7 @@ __all__ = [
     "Duration",
     "DurationError",
     "DurationField",
+    "ExecutionTimePolicy",
     "GROUP",
     "INTEROP_POD_GROUP_ANNOTATION",
     "INTEROP_POD_GROUP_LABEL",

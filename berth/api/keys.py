@@ -24,6 +24,7 @@ __all__ = [
     "GROUP_ERROR_ANNOTATION",
     "INTEROP_POD_GROUP_ANNOTATION",
     "INTEROP_POD_GROUP_LABEL",
+    "EXECUTION_TIME_EXCEEDED_ANNOTATION",
     "INVALID_ANNOTATION",
     "MIRROR_OF_ANNOTATION",
     "NAMESPACE_QUEUE_LABEL",
@@ -85,6 +86,11 @@ name (scheduler-plugins, Volcano): which one."""
 INVALID_ANNOTATION = f"{GROUP}/invalid"
 """Annotation on such a mirror when the PodGroup it follows cannot be honoured: what is wrong
 (the group is then never placed, and says so)."""
+EXECUTION_TIME_EXCEEDED_ANNOTATION = f"{GROUP}/maximum-execution-time-exceeded"
+"""Annotation Berth puts on a PodGroup that failed for running past its
+``maximumExecutionTimeSeconds`` (``onMaximumExecutionTime: Fail``): what happened, for its
+status. While it is there the group is Failed and never placed; remove it (or recreate the
+group) to run the group again."""
 NAMESPACE_QUEUE_LABEL = f"{GROUP}/default-queue"
 """Label on a Namespace: the queue its pods join when they name none."""
 SIM_DURATION_ANNOTATION = "sim.berth.io/duration"

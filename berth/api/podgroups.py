@@ -17,6 +17,7 @@ from berth.api import durations, keys, meta, reservations, resources, rules
 
 __all__ = [
     "CONDITION_SCHEDULED",
+    "ExecutionTimePolicy",
     "KIND",
     "MIN_MEMBER",
     "PLURAL",
@@ -59,6 +60,16 @@ class ScheduleTimeoutPolicy(enum.StrEnum):
     then try again from the back of its queue."""
     FAIL = "Fail"
     """Mark the group Failed."""
+
+
+class ExecutionTimePolicy(enum.StrEnum):
+    """What happens when a running group passes its ``maximumExecutionTimeSeconds``."""
+
+    REQUEUE = "Requeue"
+    """Evict its pods (their controller recreates them) and let the group wait in its queue
+    again; its clock starts afresh when it runs whole again."""
+    FAIL = "Fail"
+    """Evict its pods and mark the group Failed: it is not placed again."""
 
 
 MIN_MEMBER = "minMember must be at least 1"
@@ -138,6 +149,14 @@ class PodGroupSpec(meta.ApiModel):
     on_schedule_timeout: ScheduleTimeoutPolicy = ScheduleTimeoutPolicy.REQUEUE
     """Requeue (release, back off exponentially, retry from the back of the queue) or Fail
     (mark the group Failed) when ``scheduleTimeoutSeconds`` passes."""
+    maximum_execution_time_seconds: int | None = pydantic.Field(default=None, ge=1)
+    """Seconds the group may run (Kueue's ``maximumExecutionTimeSeconds``, Slurm's time
+    limit), counted from when its ``minMember``-th pod started; then
+    ``onMaximumExecutionTime`` applies. Unset: its queue's ``maximumExecutionTimeSeconds``
+    (unset there too: no limit)."""
+    on_maximum_execution_time: ExecutionTimePolicy | None = None
+    """Requeue (evict its pods; it waits in its queue again) or Fail (evict its pods and mark
+    the group Failed) once it has run ``maximumExecutionTimeSeconds``. Unset: Requeue."""
     preemption_delay: durations.DurationField | None = None
     """How long the group waits for new capacity — nodes an autoscaler adds — before Berth
     preempts or reclaims for it, counted from when its ``minMember``-th pod exists; free room

@@ -135,6 +135,11 @@ class QueueSpec(meta.ApiModel):
     ``scheduling.berth.io/expected-runtime``): EASY backfill lets a pod onto room held for a
     starving gang only when it ends before the gang could start. Unset: such pods have no
     known end and never backfill."""
+    maximum_execution_time_seconds: int | None = pydantic.Field(default=None, ge=1)
+    """Seconds each of this queue's groups (and pods of no group) may run, for those that do
+    not set their own ``maximumExecutionTimeSeconds``; then they are requeued (a PodGroup's
+    ``onMaximumExecutionTime`` may say Fail). On a parent queue it holds for the queues below
+    that set none. Unset (here and above): no limit."""
     job_order: JobOrder = JobOrder.PRIORITY_FIFO
     """Order in which the queue's waiting PodGroups are tried: PriorityFIFO, FIFO or
     NamespaceFair (fair between the namespaces submitting to it). Leaf queues only."""

@@ -55,7 +55,8 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   assumption is forgotten and the pods waiting for the claim give up at once and back off, to
   be placed again on a fresh view (kube-scheduler's PreBind fails the pod the same way).
 - ``EvictPod``: the Eviction API (``POST pods/{name}/eviction``, UID precondition), and a
-  ``Preempted`` Event explaining why.
+  ``Preempted`` Event explaining why (``MaximumExecutionTimeExceeded`` when the decision's
+  ``cause`` says so).
 - ``AnnotatePod``: carried by the pod's Binding when the same result binds the pod (the API
   server copies a Binding's annotations onto the pod, in the same write as ``spec.nodeName``:
   the reservation a pod is charged to lands atomically with its binding, and scheduler mode
@@ -91,6 +92,7 @@ import typing
 
 import kubernetes_asyncio.client
 
+from berth.api import keys
 from berth.kube import (
     claim_reservations,
     claim_waits,
@@ -291,6 +293,8 @@ class ApiSink:
                 self._cache.assume_volume(
                     decision.volume, claim=decision.key, version=decision.version
                 )
+                self._writes.put_nowait(_Job(decision, 0.0))
+            elif isinstance(decision, decisions.ExceedExecutionTime):
                 self._writes.put_nowait(_Job(decision, 0.0))
             elif isinstance(decision, decisions.NominatePod):
                 if self._nominated.get(decision.key) != decision.node:
@@ -646,6 +650,8 @@ class ApiSink:
             )
         elif isinstance(decision, decisions.MarkPending) and job.burst is not None:
             await self.pending.write(job.burst)
+        elif isinstance(decision, decisions.ExceedExecutionTime):
+            await self._exceed_execution_time(decision)
 
     # Binding -------------------------------------------------------------------------------
     async def _bind(
@@ -831,8 +837,41 @@ class ApiSink:
         self._event(
             ref or events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
             type=events.WARNING,
-            reason="Preempted",
+            # Why, as data: a maximum execution time passed, else preemption or reclaim.
+            reason=decision.cause.value if decision.cause is not None else "Preempted",
             message=f"Evicted from {decision.node}: {decision.reason}",
+        )
+
+    async def _exceed_execution_time(self, decision: decisions.ExceedExecutionTime) -> None:
+        """The group's Warning Event; for ``fail``, first the annotation that keeps it Failed
+        (written before the Event, so an Event saying it failed is never without it)."""
+        if decision.fail:
+            path = (
+                f"/apis/{keys.API_VERSION}/namespaces/{decision.namespace}/podgroups/"
+                f"{decision.name}"
+            )
+            body = {
+                "metadata": {
+                    "annotations": {
+                        keys.EXECUTION_TIME_EXCEEDED_ANNOTATION: decision.reason.message
+                    }
+                }
+            }
+            landed = await self._patch(
+                path,
+                body,
+                what=f"mark pod group {decision.key} failed",
+                content_type=rest.MERGE_PATCH,
+            )
+            if not landed:
+                return
+        self._event(
+            events.ObjectRef(
+                "PodGroup", decision.name, decision.namespace, decision.uid, keys.API_VERSION
+            ),
+            type=events.WARNING,
+            reason=decision.reason.code.value,
+            message=decision.reason.message,
         )
 
     async def _reserve_volume(self, decision: decisions.BindClaimVolume) -> None:

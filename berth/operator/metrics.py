@@ -118,7 +118,7 @@ class Metrics:
         )
         self._action = prometheus_client.Histogram(
             f"{PREFIX}_action_duration_seconds",
-            "Time one action (allocate, backfill, reclaim, preempt) took in one session.",
+            "Time one action (timelimit, allocate, backfill, ...) took in one session.",
             ["action"],
             buckets=_FAST_BUCKETS,
             registry=reg,

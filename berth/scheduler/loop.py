@@ -159,6 +159,7 @@ class Scheduler:
                 revisit=revisit,
                 class_revisit=class_revisit,
                 quiet=quiet,
+                due=result.revisit_at,
             )
             self._last = result
         return result

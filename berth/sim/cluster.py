@@ -16,6 +16,7 @@ scheduling loop: ``snapshot()`` (a ``SnapshotSource``) and ``apply(result)`` (a
   ``allocated``, and an allocate-once reservation becomes ``Succeeded``;
 - ``EndReservation``: the Reservation becomes ``Expired`` or ``Failed``, ``Ready`` says why;
 - ``NominatePod``: ``status.nominatedNodeName`` is set;
+- ``ExceedExecutionTime`` (``fail``): the PodGroup gets the annotation that keeps it Failed;
 - ``ReserveClaim``: the ResourceClaim gets the allocation (only if it has none) and the pod in
   ``reservedFor``; a ``BindPod`` whose ResourceClaims do not all list the pod is not done, and
   what was reserved for it is released. Playing the resourceclaim controller
@@ -172,6 +173,7 @@ class Evicted:
     uid: str
     node: str
     reason: str
+    cause: reasons.ReasonCode | None = None  # the decision's: None for preemption, reclaim
 
 
 @dataclasses.dataclass(frozen=True)
@@ -430,6 +432,8 @@ class InMemoryCluster:
                 self._mark_pending(decision)
             elif isinstance(decision, decisions.DeallocateClaim):
                 self._claims.deallocate(decision)
+            elif isinstance(decision, decisions.ExceedExecutionTime):
+                self._exceed_execution_time(decision)
             else:
                 self._unschedulable(decision)
         self._result = result
@@ -476,8 +480,26 @@ class InMemoryCluster:
             return
         self.delete("Pod", namespace=decision.namespace, name=decision.name)
         self._outbox.append(
-            Evicted(key=decision.key, uid=decision.uid, node=decision.node, reason=decision.reason)
+            Evicted(
+                key=decision.key,
+                uid=decision.uid,
+                node=decision.node,
+                reason=decision.reason,
+                cause=decision.cause,
+            )
         )
+
+    def _exceed_execution_time(self, decision: decisions.ExceedExecutionTime) -> None:
+        if not decision.fail:
+            return  # the live binder posts an Event; the simulator keeps none
+        obj = self._objects.get(("PodGroup", decision.namespace, decision.name))
+        if obj is None or obj["metadata"].get("uid") != decision.uid:
+            return
+        annotations = {
+            **(obj["metadata"].get("annotations") or {}),
+            keys.EXECUTION_TIME_EXCEEDED_ANNOTATION: decision.reason.message,
+        }
+        self._update(obj, metadata={**obj["metadata"], "annotations": annotations})
 
     def _claim_bound(self, key: str) -> bool:
         namespace, _, name = key.partition("/")

@@ -16,7 +16,7 @@ import dataclasses
 from berth.api import resources
 from berth.sim import fairness
 
-__all__ = ["JobRecord", "PodRecord", "Recorder", "Series"]
+__all__ = ["PREEMPTED", "JobRecord", "PodRecord", "Recorder", "Series"]
 
 
 class Series:
@@ -44,6 +44,10 @@ class Series:
         return self.samples[-1][1] if self.samples else resources.ResourceList()
 
 
+PREEMPTED = "Preempted"
+"""Why an eviction was, when the scheduler gave no cause: preemption or reclaim."""
+
+
 @dataclasses.dataclass
 class JobRecord:
     """One job: a PodGroup and its pods, or a plain pod on its own."""
@@ -61,6 +65,9 @@ class JobRecord:
     finished: int | None = None  # when every pod of the last attempt had succeeded
     evictions: int = 0
     evicted_at: list[int] = dataclasses.field(default_factory=list)  # when each eviction was
+    # Why each eviction was, as the Event's reason: ``Preempted`` (preemption, reclaim) or
+    # ``MaximumExecutionTimeExceeded`` (the timelimit action)
+    evicted_for: list[str] = dataclasses.field(default_factory=list)
     restarts: int = 0
     reason: str | None = None  # the scheduler's last "why pending", while it waits
 
@@ -194,14 +201,18 @@ class Recorder:
         if job.succeeded >= len(job.pods) and job.bound >= len(job.pods):
             job.finished = at
 
-    def pod_removed(self, key: str, *, at: int, evicted: bool, lost: bool = False) -> None:
-        """The pod is gone before finishing: evicted by the scheduler, or deleted (``lost``:
-        because another member of its gang was evicted, so its work is lost too)."""
+    def pod_removed(
+        self, key: str, *, at: int, evicted: bool, lost: bool = False, cause: str = PREEMPTED
+    ) -> None:
+        """The pod is gone before finishing: evicted by the scheduler (``cause``: why, as the
+        eviction's Event says it), or deleted (``lost``: because another member of its gang
+        was evicted, so its work is lost too)."""
         pod = self.pods.pop(key)
         job = self.jobs[pod.job]
         if evicted:
             job.evictions += 1
             job.evicted_at.append(at)
+            job.evicted_for.append(cause)
             if pod.queue is not None:
                 self.evicted[pod.queue] += 1
         if pod.done:

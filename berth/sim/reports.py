@@ -162,6 +162,7 @@ def _workload(job: records.JobRecord, *, end: int) -> dict[str, typing.Any]:
         "pods": dict(sorted(job.pods.items())),
         "evictions": job.evictions,
         "evictedAt": [events.seconds(t) for t in job.evicted_at],
+        "evictedFor": list(job.evicted_for),
         "restarts": job.restarts,
         "reason": job.reason,
     }

@@ -18,7 +18,10 @@ Choices the scheduler does not make and a simulator must:
   :data:`MAX_CYCLES_PER_INSTANT`, so that two plugins disagreeing cannot stall virtual time).
 - *Time-based decisions.* A PodGroup with ``scheduleTimeoutSeconds`` and a Reservation (at
   its ``expires``, or ``ttl`` after its creation) get a wake-up when that time has passed, so
-  the scheduler looks again even if nothing else happens.
+  the scheduler looks again even if nothing else happens; so does the next running group's
+  maximum execution time (the cycle result's ``revisit_at``). A gang evicted past its limit
+  is recreated (``Requeue``) or, when its PodGroup says ``onMaximumExecutionTime: Fail``, not
+  (its controller stops, as Kueue deactivates the workload; its pods are gone).
 - *Cycles.* A cycle runs at an instant when something changed and a pod (or a Reservation)
   waits; with ``schedulePeriod`` set, at most once per period (changes in between wait for the
   next cycle, as with a scheduler that runs a session every period).
@@ -40,7 +43,7 @@ import typing
 
 from berth.api import dra, durations, keys, resources
 from berth.scheduler import loop
-from berth.scheduler.framework import decisions
+from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import gpushare
 from berth.scheduler.snapshot import pods as pod_infos
@@ -115,6 +118,7 @@ class Simulation:
         self._wakeup_pending = False
         self._deadline = False  # a time-based wake-up is due: cycle even with nothing waiting
         self._last_change = 0  # the end of a run without ``until``
+        self._wakes: set[int] = set()  # instants a time-bound wake-up is queued for
         capacity = resources.ResourceList()
         node_count = 0
         for pool in spec.nodes:
@@ -229,6 +233,8 @@ class Simulation:
                 self._requeue(evicted)
                 again = True
 
+            if result.revisit_at is not None:
+                self._wake_at_time(result.revisit_at, reason="maximum execution time")
             for queue, summary in sorted(result.queues.items()):
                 self.recorder.fair_share_published(queue, summary.fair_share, at=self.now)
             self.recorder.cycle_done(decisions=len(result.decisions))
@@ -444,13 +450,28 @@ class Simulation:
         handled once, after all of its evictions are counted.
         """
         by_job: dict[str, list[str]] = {}
+        failing: set[str] = set()  # jobs evicted for running past their limit
         for applied in evicted:
             pod = self._pods.pop(applied.key)
-            self.recorder.pod_removed(applied.key, at=self.now, evicted=True)
+            if applied.cause is reasons.ReasonCode.EXECUTION_TIME_EXCEEDED:
+                failing.add(pod.job)
+            cause = applied.cause.value if applied.cause is not None else records.PREEMPTED
+            self.recorder.pod_removed(applied.key, at=self.now, evicted=True, cause=cause)
             by_job.setdefault(pod.job, []).append(applied.key.partition("/")[2])
         for job_key in sorted(by_job):
             job = self._jobs[job_key]
             namespace = job_key.partition("/")[0]
+            if job_key in failing and self._fails_past_limit(job_key):
+                # Failed past its maximum execution time: its controller stops (as Kueue
+                # deactivates the workload), nothing is recreated.
+                for other in sorted(job.templates):
+                    other_key = f"{namespace}/{other}"
+                    if other_key in self._pods:
+                        self.cluster.delete("Pod", namespace=namespace, name=other)
+                        self._waiting.discard(other_key)
+                        self._pods.pop(other_key)
+                        self.recorder.pod_removed(other_key, at=self.now, evicted=False, lost=True)
+                continue
             if job.min_member > 1:
                 # A gang cannot run short of a member: its other pods go too, and it starts over.
                 for other in sorted(job.templates):
@@ -474,10 +495,25 @@ class Simulation:
         if duration is not None:
             self._push(self.now + duration, events.Completion(key=key, uid=uid))
 
+    def _fails_past_limit(self, job_key: str, /) -> bool:
+        """Whether the job's PodGroup asks to fail past its maximum execution time
+        (``onMaximumExecutionTime: Fail``); a pod of no group is requeued."""
+        namespace, _, name = job_key.partition("/")
+        group = self.cluster.get("PodGroup", namespace=namespace, name=name)
+        spec = (group or {}).get("spec") or {}
+        return bool(spec.get("onMaximumExecutionTime") == "Fail")
+
     def _wake_after(self, obj: dict[str, typing.Any], *, seconds: int | float | None) -> None:
         if seconds:
             # One millisecond after the deadline, so that "now > created + timeout" holds.
             self._push(self.now + round(seconds * 1000) + 1, events.Wakeup(reason=_name(obj)))
+
+    def _wake_at_time(self, at: float, *, reason: str) -> None:
+        """Wake the scheduler at clock reading ``at`` (its first millisecond), once."""
+        ms = max(math.ceil(round((at - events.EPOCH) * 1000, 6)), self.now)
+        if ms > self.now and ms not in self._wakes:
+            self._wakes.add(ms)
+            self._push(ms, events.Wakeup(reason=reason))
 
     def _wake_at_deadline(self, reservation: dict[str, typing.Any]) -> None:
         """Wake the scheduler at the instant the Reservation ends by time, whichever way its

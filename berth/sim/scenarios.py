@@ -265,6 +265,11 @@ class Workload(SimModel):
     """Roles inside each job (PodGroup ``subGroups``); their replicas add up to ``replicas``."""
     resource_claims: list[PodClaim] = pydantic.Field(default_factory=list)
     """DRA claims of each pod (``spec.resourceClaims``)."""
+    maximum_execution_time_seconds: int | None = pydantic.Field(default=None, ge=1)
+    """Each job's PodGroup ``maximumExecutionTimeSeconds``: past it, the job is requeued or
+    failed (``onMaximumExecutionTime``). Unset: its queue's."""
+    on_maximum_execution_time: podgroups.ExecutionTimePolicy | None = None
+    """Each job's PodGroup ``onMaximumExecutionTime``: Requeue (unset) or Fail."""
 
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> Workload:
@@ -290,6 +295,7 @@ class Workload(SimModel):
             or self.queue is not None
             or self.topology is not None
             or bool(self.roles)
+            or self.maximum_execution_time_seconds is not None
         )
 
 

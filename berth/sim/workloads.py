@@ -93,6 +93,10 @@ def make_job(
             group_spec["topology"] = workload.topology.to_api()
         if workload.roles:
             group_spec["subGroups"] = [_sub_group(role) for role in workload.roles]
+        if workload.maximum_execution_time_seconds is not None:
+            group_spec["maximumExecutionTimeSeconds"] = workload.maximum_execution_time_seconds
+        if workload.on_maximum_execution_time is not None:
+            group_spec["onMaximumExecutionTime"] = workload.on_maximum_execution_time.value
         pod_group = {
             "apiVersion": keys.API_VERSION,
             "kind": "PodGroup",

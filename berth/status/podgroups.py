@@ -10,12 +10,16 @@ Phase, for ``minMember`` m (first rule that holds):
 
 - ``Failed``: the Gang plugin reported the schedule timeout (``scheduleTimeoutSeconds``)
   expired and the group asks for it (``onScheduleTimeout: Fail``; a requeued group stays
-  ``Inqueue`` with the ``Timeout`` reason while it backs off), or every member finished and
+  ``Inqueue`` with the ``Timeout`` reason while it backs off); or the group ran past its
+  ``maximumExecutionTimeSeconds`` and asks to fail (``onMaximumExecutionTime: Fail``; it
+  stays so while the scheduler's annotation marks it, its reason
+  ``MaximumExecutionTimeExceeded``); or every member finished and
   fewer than m succeeded;
 - ``Finished``: every member finished and at least m succeeded;
 - ``Running``: at least m members run or succeeded;
 - ``Scheduled``: at least m members are bound to nodes (not all running yet);
-- ``Inqueue``: at least m members exist, waiting to be placed together;
+- ``Inqueue``: at least m members exist, waiting to be placed together; or its pods were
+  just evicted for running past its maximum execution time (``Requeue``);
 - ``Pending``: fewer than m members exist yet.
 
 The ``Scheduled`` condition is ``True`` once the group is placed; otherwise ``False`` with a
@@ -98,6 +102,10 @@ def phase_of(
     timed_out = reason is not None and reason.code is reasons.ReasonCode.GANG_TIMED_OUT
     if fail_on_timeout and timed_out:
         return Phase.FAILED
+    if reason is not None and reason.code is reasons.ReasonCode.EXECUTION_TIME_EXCEEDED:
+        # Its pods were evicted for running past its limit: failed, or waiting again.
+        failed = reason.details.get("policy") == podgroups.ExecutionTimePolicy.FAIL.value
+        return Phase.FAILED if failed else Phase.INQUEUE
     if counts.finished and counts.members >= m:
         return Phase.FINISHED if counts.succeeded >= m else Phase.FAILED
     if counts.running + counts.succeeded >= m:
@@ -124,6 +132,13 @@ def desired_status(
     if info is None:
         return None
     counts = counts_of(info.min_member, snapshot.members(group.key))
+    if info.execution_failure is not None:
+        # Failed past its maximum execution time (the mark outlives its pods and reasons).
+        reason = reasons.new(
+            reasons.ReasonCode.EXECUTION_TIME_EXCEEDED,
+            info.execution_failure,
+            policy=podgroups.ExecutionTimePolicy.FAIL.value,
+        )
     phase = phase_of(counts, reason=reason, fail_on_timeout=info.fail_on_timeout)
     placed = phase in (Phase.SCHEDULED, Phase.RUNNING, Phase.FINISHED)
     if placed:
@@ -207,7 +222,12 @@ def transition_events(
         message = str(after.get("message") or "")
         if after.get("status") == "True":
             out.append(("Normal", "Scheduled", message))
-        elif after.get("reason") not in (INQUEUE, reasons.ReasonCode.NOT_ENOUGH_PODS.value):
+        elif after.get("reason") not in (
+            INQUEUE,
+            reasons.ReasonCode.NOT_ENOUGH_PODS.value,
+            # The scheduler's decision posted it when it evicted the group's pods.
+            reasons.ReasonCode.EXECUTION_TIME_EXCEEDED.value,
+        ):
             out.append(("Warning", "FailedScheduling", message))
     old_phase, new_phase = old.get("phase"), new.get("phase")
     if new_phase != old_phase:

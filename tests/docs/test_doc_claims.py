@@ -186,6 +186,14 @@ CLAIMS = (
             "tests/sim/test_examples.py::test_fair_share_reclaim_reaches_the_weighted_split_within_ten_minutes",
         ),
     ),
+    Claim(
+        "fair-share.md",
+        "a job's `evictedFor` in the report lists why each eviction was",
+        (
+            "tests/sim/test_max_execution_time.py::test_a_gang_past_its_queues_limit_is_evicted_whole_and_runs_again",
+            "tests/sim/test_max_execution_time.py::test_a_group_asking_to_fail_is_failed_and_its_room_goes_to_the_next_job",
+        ),
+    ),
     # gpu.md
     Claim(
         "gpu.md",

@@ -105,6 +105,11 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
         "tests/workloads/test_interop.py::test_volcano_group_carries_over_with_its_queue_and_priority",
         "tests/workloads/test_interop.py::test_scheduler_plugins_group_carries_over",
     ),
+    "cap how long a job may run (walltime)": (
+        "tests/operator/test_max_execution_time.py::test_a_gang_past_its_limit_is_evicted_and_failed_with_events",
+        "tests/operator/test_max_execution_time.py::test_a_gang_past_its_queues_limit_is_evicted_and_runs_again",
+        "tests/sim/test_max_execution_time.py::test_a_gang_past_its_queues_limit_is_evicted_whole_and_runs_again",
+    ),
     "give a namespace its own queue, limit who uses a queue": (
         "tests/workloads/test_queues_berth_up.py::test_namespace_default_queue_takes_its_pods_that_name_none",
         "tests/workloads/test_queues_berth_up.py::test_pod_in_a_queue_that_does_not_admit_its_namespace_waits_until_it_does",

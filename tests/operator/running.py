@@ -28,9 +28,15 @@ async def kubectl(emulator: testing.RunningEmulator, *args: str, input: str | No
 
 @contextlib.asynccontextmanager
 async def operator_on(
-    emulator: testing.RunningEmulator, *, clock: clocks.Clock | None = None, identity: str = "t"
+    emulator: testing.RunningEmulator,
+    *,
+    clock: clocks.Clock | None = None,
+    identity: str = "t",
+    elect: bool = True,
 ) -> collections.abc.AsyncIterator[int]:
-    """Run the operator (on ``clock``) until the block ends; yields its HTTP port."""
+    """Run the operator (on ``clock``) until the block ends; yields its HTTP port. Without
+    ``elect`` it leads from the start with no Lease (a test that jumps its clock further than
+    the renew deadline would otherwise see it step down)."""
     await kubectl(emulator, "apply", "-f", str(ROOT / "crds"))
     config = settings.Settings(
         kubeconfig=emulator.kubeconfig,
@@ -38,7 +44,7 @@ async def operator_on(
         http_host="127.0.0.1",
         http_authorization=False,  # the emulator reviews no tokens
         http_port=0,
-        leader_election={"identity": identity},
+        leader_election={"identity": identity} if elect else {"enabled": False},
     )
     stop = asyncio.Event()
     ports: list[int] = []

@@ -74,7 +74,7 @@ def test_run_once_places_pods_and_applies_the_result(virtual_clock: clocks.Virtu
     cluster = cluster_with(virtual_clock, b.node("n1"), b.pod("p"))
     result = scheduler(virtual_clock).run_once(cluster, cluster)
     assert result.bindings() == {"default/p": "n1"}
-    assert set(result.action_seconds) == {"allocate", "backfill", "reclaim", "preempt"}
+    assert set(result.action_seconds) == {"timelimit", "allocate", "backfill", "reclaim", "preempt"}
     stored = cluster.get("Pod", namespace="default", name="p")
     assert stored is not None and stored["spec"]["nodeName"] == "n1"
 

@@ -1,1 +1,1 @@
-"""Actions run over a session: allocate, backfill, reclaim, preempt."""
+"""Actions run over a session: timelimit, allocate, backfill, reclaim, preempt."""

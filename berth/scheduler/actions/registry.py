@@ -6,7 +6,7 @@ these by name and sets the order each session runs them in.
 
 from __future__ import annotations
 
-from berth.scheduler.actions import allocate, backfill, preempt, reclaim
+from berth.scheduler.actions import allocate, backfill, preempt, reclaim, timelimit
 from berth.scheduler.framework import interfaces
 
 __all__ = ["default_actions"]
@@ -15,6 +15,8 @@ __all__ = ["default_actions"]
 def default_actions() -> tuple[interfaces.Action, ...]:
     """Every available action, in the default order."""
     return (
+        # Requeue or fail what ran past its maximum execution time (its room is placed next).
+        timelimit.new(),
         # Place pending work: plain pods, then gangs queue by queue.
         allocate.new(),
         # Nominate room for starving jobs as it frees.

@@ -132,11 +132,13 @@ class BindClaimVolume(_Addressed):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvictPod(_Addressed):
-    """Evict the pod from ``node`` (reclaim, preempt); ``reason`` goes into the Event."""
+    """Evict the pod from ``node`` (reclaim, preempt, a maximum execution time passed);
+    ``reason`` goes into the Event's message, ``cause`` (None: preemption) is its reason."""
 
     uid: str
     node: str
     reason: str
+    cause: reasons.ReasonCode | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -183,6 +185,18 @@ class EndReservation(_Addressed):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ExceedExecutionTime(_Addressed):
+    """The PodGroup ran past its maximum execution time and its pods are evicted (the
+    ``EvictPod`` decisions beside it): a Warning Event of ``reason``'s code on the group and,
+    with ``fail``, the mark that keeps it Failed (the annotation
+    ``scheduling.berth.io/maximum-execution-time-exceeded``, with ``reason``'s message)."""
+
+    uid: str
+    reason: reasons.Reason
+    fail: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NominatePod(_Addressed):
     """Record that the pod is expected on ``node`` once capacity frees (a pipelined pod)."""
 
@@ -218,6 +232,7 @@ Decision = (
     | SetReservationAvailable
     | AllocateReservation
     | EndReservation
+    | ExceedExecutionTime
     | NominatePod
     | SelectClaimNode
     | BindClaimVolume
@@ -320,6 +335,9 @@ class CycleResult:
     queues: collections.abc.Mapping[str, QueueStatusSummary] = dataclasses.field(
         default_factory=lambda: types.MappingProxyType({})
     )  # by queue name, when a queue plugin published them
+    revisit_at: float | None = None
+    """When something placed changes by time alone (a running group reaches its maximum
+    execution time): the loop looks again then even if nothing else happens."""
 
     @property
     def pod_reasons(self) -> dict[str, str]:

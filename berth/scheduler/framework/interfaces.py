@@ -479,7 +479,7 @@ class APIServiceProvider(Plugin, typing.Protocol):
 
 @typing.runtime_checkable
 class Action(typing.Protocol):
-    """A step of every session (allocate, backfill, reclaim, preempt)."""
+    """A step of every session (timelimit, allocate, backfill, reclaim, preempt)."""
 
     name: str
 

@@ -112,6 +112,7 @@ class Parking:
         self._ticket = itertools.count()  # heap tie-break: class keys need not be ordered
         self._changes: changes.Changes | None = None
         self._quiet = False
+        self._due = math.inf  # when something placed changes by time alone (CycleResult)
         # Rows each pod signature may use (static filters): kept while the world is the same
         # (nodes' rows, labels and taints move only with it, and it clears the lot).
         self._rows: dict[collections.abc.Hashable, filtering.BoolArray] = {}
@@ -157,6 +158,7 @@ class Parking:
             and snapshot.changes is not None
             and snapshot.changes.same_state(self._changes)
             and snapshot.now < self._wake_at
+            and snapshot.now < self._due
         )
 
     def saw(self, snapshot: snapshots.Snapshot) -> None:
@@ -283,12 +285,15 @@ class Parking:
         revisit: collections.abc.Mapping[str, float],
         class_revisit: collections.abc.Mapping[str, float] | None = None,
         quiet: bool,
+        due: float | None = None,
     ) -> None:
         """Park what ``session`` left pending untouched; ``starving``: jobs the guard holds
         room for (never parked); ``revisit``: when a job's own situation changes by itself;
         ``class_revisit``: when that of every job of its shape does (by job key; the class's
-        head wakes then); ``quiet``: the session decided nothing but reasons."""
+        head wakes then); ``quiet``: the session decided nothing but reasons; ``due``: when
+        something placed changes by time alone (no session is skipped as quiet from then)."""
         class_revisit = class_revisit or {}
+        self._due = math.inf if due is None else due
         snapshot = session.snapshot
         now = snapshot.now
         self._changes = snapshot.changes

@@ -68,6 +68,7 @@ NEEDS_CAPACITY: collections.abc.Mapping[Code, bool] = types.MappingProxyType(
         # Not capacity: more nodes would stay empty or go to others.
         Code.NOT_ENOUGH_PODS: False,  # the gang waits for its members
         Code.GANG_TIMED_OUT: False,  # failed, or backing off until its next attempt
+        Code.EXECUTION_TIME_EXCEEDED: False,  # failed past its maximum execution time
         Code.QUEUE_NOT_FOUND: False,
         Code.QUEUE_CLOSED: False,
         Code.NOT_LEAF_QUEUE: False,

@@ -37,6 +37,11 @@ class ReasonCode(enum.Enum):
     GANG_TIMED_OUT = "Timeout"
     """A gang's ``scheduleTimeoutSeconds`` passed without placing it (failed or backing off)."""
 
+    EXECUTION_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
+    """A running group (or pod) passed its ``maximumExecutionTimeSeconds`` (its own, else its
+    queue's): its pods were evicted, and it waits again (``Requeue``) or failed (``Fail``;
+    ``details``: ``maximumExecutionTimeSeconds``, ``policy``)."""
+
     QUEUE_NOT_FOUND = "QueueNotFound"
     """The work names a queue that does not exist."""
 

@@ -299,6 +299,12 @@ class Session:
         self.queue_statuses: dict[str, decisions.QueueStatusSummary] = {}
         """What a queue plugin publishes at session close, by queue name (into the result)."""
         self.attempt_seconds: list[float] = []
+        self.revisit_at: float | None = None
+        """When something placed changes by time alone (into the result): the earliest of
+        what :attr:`revisit_fns` say when the session closes."""
+        self.revisit_fns: list[collections.abc.Callable[[], float | None]] = []
+        """Asked at close (after every action placed what it could): when something placed
+        changes by time alone (an action's; e.g. the timelimit action's deadlines)."""
         self.parked: collections.abc.Mapping[str, parking.Parked] = types.MappingProxyType({})
         """Jobs left out of this session, parked with their reasons (:mod:`.parking`)."""
         self.lines: dict[str, tuple[str, ...]] = {}
@@ -578,6 +584,9 @@ def close_session(session: Session) -> decisions.CycleResult:
     finally:
         session.closed = True
         framework.handle.detach()
+    times = [t for fn in session.revisit_fns if (t := fn()) is not None]
+    if times:
+        session.revisit_at = min(times)
     left_out = session.parked
     for pod in session.pending:
         if pod.key not in session.placed and pod.key not in session.pod_why:
@@ -638,6 +647,7 @@ def close_session(session: Session) -> decisions.CycleResult:
         errors=errors,
         queues=types.MappingProxyType(dict(sorted(session.queue_statuses.items()))),
         waiting=lines,
+        revisit_at=session.revisit_at,
     )
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import typing
 
-from berth.scheduler.framework import cyclestate, decisions, hooks, jobs, statuses
+from berth.scheduler.framework import cyclestate, decisions, hooks, jobs, reasons, statuses
 
 if typing.TYPE_CHECKING:
     import types
@@ -48,7 +48,7 @@ class StatementError(RuntimeError):
 
 
 class _Operation:
-    __slots__ = ("job", "kind", "node", "pod", "reason", "row", "state", "vec")
+    __slots__ = ("cause", "job", "kind", "node", "pod", "reason", "row", "state", "vec")
 
     def __init__(
         self,
@@ -61,6 +61,7 @@ class _Operation:
         job: jobs.Job | None,
         state: cyclestate.CycleState | None = None,
         reason: str = "",
+        cause: reasons.ReasonCode | None = None,
     ) -> None:
         self.kind = kind
         self.pod = pod
@@ -70,6 +71,7 @@ class _Operation:
         self.job = job
         self.state = state
         self.reason = reason
+        self.cause = cause
 
 
 class Statement:
@@ -180,9 +182,12 @@ class Statement:
         session.nodes.forget(row, vec)
         self._operations.append(operation)
 
-    def evict(self, pod: pods.PodInfo, *, reason: str) -> None:
+    def evict(
+        self, pod: pods.PodInfo, *, reason: str, cause: reasons.ReasonCode | None = None
+    ) -> None:
         """Evict placed ``pod``: its node's capacity frees at once; the commit records an
-        :class:`~decisions.EvictPod` with ``reason``."""
+        :class:`~decisions.EvictPod` with ``reason`` (and ``cause``: why, as data; None for
+        preemption and reclaim)."""
         self._check_open()
         session = self._session
         if pod.node_name is None or pod.node_name not in session.nodes.index:
@@ -194,7 +199,14 @@ class Statement:
         if job is not None:
             job.evicted.add(pod.key)
         operation = _Operation(
-            _EVICT, pod=pod, row=row, node=pod.node_name, vec=vec, job=job, reason=reason
+            _EVICT,
+            pod=pod,
+            row=row,
+            node=pod.node_name,
+            vec=vec,
+            job=job,
+            reason=reason,
+            cause=cause,
         )
         self._operations.append(operation)
         session.placements.remove(pod)
@@ -252,6 +264,7 @@ class Statement:
                         uid=op.pod.uid,
                         node=op.node,
                         reason=op.reason,
+                        cause=op.cause,
                     )
                 )
         out.extend(recorder.decisions())

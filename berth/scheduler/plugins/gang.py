@@ -12,6 +12,9 @@ cannot reach quorum holds nothing):
   (scheduler-plugins' coscheduling PreFilter check); never when, with nothing placed, its
   ``minMember`` pods ask more of some resource than the schedulable nodes have in all
   (``ClusterTooSmall``: ``can never fit: needs 40 nvidia.com/gpu, the cluster has 32``).
+- A group whose status says it failed for running past its maximum execution time
+  (:mod:`berth.scheduler.actions.timelimit`, ``onMaximumExecutionTime: Fail``) is never
+  worth trying again (:func:`failed_status`).
 - ``job_ready``: ``minMember`` pods are placed (already running or done, plus those this
   session placed, minus those it evicts). A group of one is no gang: its reason is its pod's.
 - ``job_pipelined``: the same, counting pods nominated to nodes that are freeing up.
@@ -63,6 +66,7 @@ __all__ = [
     "TimeoutState",
     "backing_off",
     "cluster_status",
+    "failed_status",
     "min_resources_status",
     "new",
     "quorum_since",
@@ -132,6 +136,18 @@ def quorum_status(group: podgroups.PodGroupInfo, /) -> statuses.Status:
         f"minMember {group.min_member}",
         reason_code=reasons.ReasonCode.NOT_ENOUGH_PODS,
         details={"created": group.created, "minMember": group.min_member},
+    )
+
+
+def failed_status() -> statuses.Status:
+    """``UNSCHEDULABLE_AND_UNRESOLVABLE``: the group failed for running past its maximum
+    execution time (``onMaximumExecutionTime: Fail``) and is not placed again."""
+    return statuses.new(
+        statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "failed: ran past its maximumExecutionTimeSeconds; it is not placed again (recreate "
+        "the PodGroup to run it again)",
+        reason_code=reasons.ReasonCode.EXECUTION_TIME_EXCEEDED,
+        details={"policy": "Fail"},
     )
 
 
@@ -329,6 +345,10 @@ class Gang(interfaces.SessionPlugin):
                     job.group.invalid,
                     reason_code=reasons.ReasonCode.INVALID,
                 )
+            if job.group.execution_failure is not None:
+                # Failed for running past its maximumExecutionTimeSeconds (the timelimit
+                # action): a Failed group is never placed again.
+                return failed_status()
             status = quorum_status(job.group)
             if not status.is_success():
                 return status

@@ -114,7 +114,7 @@ def in_tree_registry() -> registries.Registry:
 
 DEFAULT_PROFILE_YAML = """\
 schedulerName: berth-scheduler
-actions: [allocate, backfill, reclaim, preempt]
+actions: [timelimit, allocate, backfill, reclaim, preempt]
 plugins:
   # Ordering, who may use a queue, gangs (their roles first, so a role's reason is the one
   # given), the topology domains gangs go to, and queues

@@ -82,6 +82,10 @@ class PodGroupInfo:
     topology: TopologyRequest | None = None  # spec.topology
     sub_groups: tuple[SubGroupInfo, ...] = ()  # spec.subGroups, in order
     preemption_delay: float | None = None  # spec.preemptionDelay (s); None: its queue's
+    max_execution_seconds: int | None = None  # spec.maximumExecutionTimeSeconds; None: queue's
+    fail_past_execution_time: bool = False  # onMaximumExecutionTime: Fail (else Requeue)
+    # Set once it failed past that limit (the timelimit action's annotation): what happened
+    execution_failure: str | None = None
 
     @property
     def title(self) -> str:
@@ -137,7 +141,8 @@ def pod_group_info(
     topology, problem = _topology(spec.get("topology"), field="spec.topology")
     sub_groups, sub_problem = _sub_groups(spec.get("subGroups"))
     delay, delay_problem = queues.preemption_delay(spec)
-    invalid = invalid or problem or sub_problem or delay_problem
+    max_execution, execution_problem = queues.max_execution_seconds(spec)
+    invalid = invalid or problem or sub_problem or delay_problem or execution_problem
     marked = wire.sub(meta, "annotations").get(keys.INVALID_ANNOTATION)
     if marked:
         # A mirror of another scheduler's PodGroup that cannot be honoured (berth.workloads.
@@ -165,7 +170,17 @@ def pod_group_info(
         topology=topology,
         sub_groups=sub_groups,
         preemption_delay=delay,
+        max_execution_seconds=max_execution,
+        fail_past_execution_time=spec.get("onMaximumExecutionTime") == "Fail",
+        execution_failure=_execution_failure(meta),
     )
+
+
+def _execution_failure(meta: wire.Raw, /) -> str | None:
+    """What the annotation Berth puts on a group that failed past its maximum execution time
+    says (``None``: no such failure). Its presence is the fact; the text is only shown."""
+    found = wire.sub(meta, "annotations").get(keys.EXECUTION_TIME_EXCEEDED_ANNOTATION)
+    return None if found is None else str(found) or "ran past its maximumExecutionTimeSeconds"
 
 
 def _topology(raw: typing.Any, /, *, field: str) -> tuple[TopologyRequest | None, str | None]:

@@ -28,6 +28,7 @@ __all__ = [
     "QueueInfo",
     "default_queue",
     "namespace_selector",
+    "max_execution_seconds",
     "preemption_delay",
     "provisioning_policy",
     "queue_info",
@@ -143,6 +144,7 @@ class QueueInfo:
     preempt_across_queues: bool = False  # its jobs may preempt other queues above their share
     namespaces: NamespaceSelector | None = None  # who may use it; None: every namespace
     preemption_delay: float | None = None  # seconds its work waits for nodes before evicting
+    max_execution_seconds: int | None = None  # maximumExecutionTimeSeconds; None: a parent's
     provisioning: ProvisioningPolicy | None = None  # its gangs ask with a ProvisioningRequest
     reservation_buffers: bool = False  # its Reservations ask with a CapacityBuffer
 
@@ -185,6 +187,8 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
     invalid = invalid or problem
     provisioning, problem = provisioning_policy(spec)
     invalid = invalid or problem
+    max_execution, problem = max_execution_seconds(spec)
+    invalid = invalid or problem
     weight = spec.get("weight", 1)
     priority = spec.get("priority", 0)
     parent = spec.get("parent")
@@ -214,6 +218,7 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         preempt_across_queues=spec.get("preemptAcrossQueues") is True,
         namespaces=namespace_selector(spec.get("namespaceSelector")),
         preemption_delay=delay,
+        max_execution_seconds=max_execution,
         provisioning=provisioning,
         reservation_buffers=wire.sub(spec, "autoscaling").get("reservationBuffers") is True,
     )
@@ -230,6 +235,21 @@ def preemption_delay(spec: wire.Raw, /) -> tuple[float | None, str | None]:
     except errors.DurationError as exc:
         # As the API server says it (the CRDs' rule), then what exactly is wrong.
         return None, f"spec.preemptionDelay: preemptionDelay {rules.DURATION_FORM} ({exc})"
+
+
+def max_execution_seconds(spec: wire.Raw, /) -> tuple[int | None, str | None]:
+    """A Queue's or PodGroup's ``spec.maximumExecutionTimeSeconds`` (None: unset), and what
+    is wrong with it, naming the field, in the API server's words (the object is then
+    invalid: it waits, saying so, rather than run without the limit its owner asked for)."""
+    raw = spec.get("maximumExecutionTimeSeconds")
+    if raw is None:
+        return None, None
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 1:
+        return None, (
+            f"spec.maximumExecutionTimeSeconds: Invalid value: {raw!r}: should be greater "
+            "than or equal to 1"
+        )
+    return raw, None
 
 
 def default_queue() -> QueueInfo:

@@ -107,7 +107,7 @@ def test_the_default_profile_resolves() -> None:
         actions={a.name for a in actions_registry.default_actions()},
     )
     assert resolved.scheduler_name == "berth-scheduler"
-    assert resolved.actions == ("allocate", "backfill", "reclaim", "preempt")
+    assert resolved.actions == ("timelimit", "allocate", "backfill", "reclaim", "preempt")
     assert [p.name for p in resolved.plugins] == [
         "Priority",
         "QueueAccess",
