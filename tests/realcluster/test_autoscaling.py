@@ -71,7 +71,9 @@ from berth.emulator import kubelets
 from berth.realcluster import audit, binaries, controlplane, install, karpenter, processes
 from tests.realcluster import cluster, pods
 
-pytestmark = pytest.mark.realcluster
+# Each test may first wait for an earlier test's nodes to be consolidated and its pods to go
+# (up to WAIT each), then launch nodes of its own: more than the suite's default timeout.
+pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(1200)]
 
 Obj = dict[str, typing.Any]
 POOL = "elastic"
@@ -127,6 +129,9 @@ def real(elastic: cluster.RealCluster) -> collections.abc.Iterator[cluster.RealC
     except processes.ComponentFailed as failed:
         pytest.fail(str(failed), pytrace=False)
     wait_for(elastic, "no NodeClaim left from an earlier test", lambda: not claims(elastic))
+    # An earlier test's namespaces are deleted without waiting; their pods may still hold the
+    # fixed nodes' GPUs, which each test counts on being free.
+    wait_for(elastic, "no pod left from an earlier test", lambda: not leftover_pods(elastic))
     refused_before = len(elastic.refused())
     try:
         yield elastic
@@ -143,6 +148,16 @@ def real(elastic: cluster.RealCluster) -> collections.abc.Iterator[cluster.RealC
 def listed(real: cluster.RealCluster, *args: str) -> list[Obj]:
     items: list[Obj] = real.json("get", *args)["items"]
     return items
+
+
+def leftover_pods(real: cluster.RealCluster) -> list[str]:
+    """Pods of the per-test namespaces (``t-...``) still in the cluster."""
+    items = real.json("get", "pods", "--all-namespaces")["items"]
+    return [
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in items
+        if p["metadata"]["namespace"].startswith("t-")
+    ]
 
 
 def claims(real: cluster.RealCluster) -> list[Obj]:
