@@ -269,11 +269,15 @@ async def run(
     audit_log: pathlib.Path | None = None,
     limit_cpu: int = 4,
     settle: float = 10.0,
+    canary_timeout: float = 120.0,
     namespace: str = "fuzz",
     tenant_namespace: str = "tenant",
     scheduler: str = "berth-scheduler",
 ) -> Report:
-    """Run the fuzzer (see the module docstring). ``kubectl`` sends every third object."""
+    """Run the fuzzer (see the module docstring). ``kubectl`` sends every third object.
+
+    ``canary_timeout`` bounds the wait for the canary's binding: generous, because on a loaded
+    two-core machine with faults injected a healthy scheduler can take tens of seconds."""
     report = Report()
     queue = f"{tenant_namespace}-limited"
     # Only this run's bindings count: pod names are reused across runs on a long-lived cluster.
@@ -320,7 +324,7 @@ async def run(
         canary = _one_cpu_pod("canary", queue="default", scheduler=scheduler)
         path = f"/api/v1/namespaces/{tenant_namespace}/pods"
         await rest.request(api, method="POST", path=path, body=canary)
-        if not await _wait_bound(api, f"{path}/canary", timeout=30):
+        if not await _wait_bound(api, f"{path}/canary", timeout=canary_timeout):
             report.violations.append("the canary pod was not bound: Berth stopped scheduling")
         listed = await rest.request(api, method="GET", path=path)
         steady = [p for p in listed["items"] if p["metadata"]["name"] in tenant_pods]
