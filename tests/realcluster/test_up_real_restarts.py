@@ -14,18 +14,15 @@ import os
 import pathlib
 import signal
 import subprocess
-import sys
-import threading
 import time
 
 import pytest
 
-from berth.realcluster import binaries, processes
-from tests.realcluster import cluster
+from berth.realcluster import processes
+from tests.realcluster import cluster, upreal
 
 pytestmark = pytest.mark.realcluster
 
-BERTH = str(pathlib.Path(sys.executable).parent / "berth")
 DOWN = 12.0  # seconds kube-apiserver stays down: past Berth's renewDeadline (10 s)
 
 
@@ -54,81 +51,45 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.timeout(420)
 def test_up_real_starts_berth_again_after_a_kube_apiserver_restart(tmp_path: pathlib.Path) -> None:
-    try:
-        binaries.find()
-    except binaries.BinariesMissing as missing:
-        pytest.skip(f"no real control plane: {missing}")
-    env = dict(os.environ, BERTH_STATE_DIR=str(tmp_path / "berth"))
-    env["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     state = tmp_path / "berth" / "real-cluster"
-    process = subprocess.Popen(
-        [BERTH, "up", "--real", "--nodes", "2x cpu=8,memory=32Gi", "--log-level", "warning"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    lines: list[str] = []
     replacement: subprocess.Popen[bytes] | None = None
     try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if "export KUBECONFIG=" in line:
-                break
-        assert lines and "export KUBECONFIG=" in lines[-1], "".join(lines)
-        output = process.stdout
-        reader = threading.Thread(target=lambda: lines.extend(output), daemon=True)
-        reader.start()
-        kube = dict(env, KUBECONFIG=str(state / "admin.kubeconfig"))
+        with upreal.started(
+            tmp_path / "berth", "--nodes", "2x cpu=8,memory=32Gi", until="export KUBECONFIG="
+        ) as up:
+            up.follow()
 
-        def kubectl(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                ["kubectl", *args], env=kube, capture_output=True, text=True, check=check,
-                timeout=150,
-            )  # fmt: skip
+            def run_pod(name: str) -> None:
+                pod = (
+                    f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n"
+                    "  schedulerName: berth-scheduler\n  restartPolicy: Never\n"
+                    "  containers: [{name: main, image: registry.k8s.io/pause:3.10}]\n"
+                )
+                up.out("create", "-f", "-", input=pod)
+                up.out("wait", f"pod/{name}", "--for=jsonpath={.status.phase}=Running",
+                       f"--timeout={cluster.WAIT}")  # fmt: skip
 
-        def run_pod(name: str) -> None:
-            pod = (
-                f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n"
-                "  schedulerName: berth-scheduler\n  restartPolicy: Never\n"
-                "  containers: [{name: main, image: registry.k8s.io/pause:3.10}]\n"
+            run_pod("before")
+            pid, argv = _apiserver(state)
+            os.kill(pid, signal.SIGTERM)
+            processes.wait_until("kube-apiserver stopped", lambda: _gone(pid), timeout=60)
+            time.sleep(DOWN)  # the fault itself: the API server is away this long
+            with (tmp_path / "kube-apiserver-again.log").open("wb") as log:
+                replacement = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            processes.wait_until(
+                "kube-apiserver serving again",
+                lambda: up.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+                timeout=120,
             )
-            made = subprocess.run(
-                ["kubectl", "create", "-f", "-"], env=kube, input=pod, capture_output=True,
-                text=True, timeout=150,
-            )  # fmt: skip
-            assert made.returncode == 0, made.stderr
-            kubectl("wait", f"pod/{name}", "--for=jsonpath={.status.phase}=Running",
-                    f"--timeout={cluster.WAIT}")  # fmt: skip
-
-        run_pod("before")
-        pid, argv = _apiserver(state)
-        os.kill(pid, signal.SIGTERM)
-        processes.wait_until("kube-apiserver stopped", lambda: _gone(pid), timeout=60)
-        time.sleep(DOWN)  # the fault itself: the API server is away this long
-        with (tmp_path / "kube-apiserver-again.log").open("wb") as log:
-            replacement = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        processes.wait_until(
-            "kube-apiserver serving again",
-            lambda: kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
-            timeout=120,
-        )
-        run_pod("after")
-        assert process.poll() is None, "".join(lines)
-        processes.wait_until(
-            "berth up --real saying it started Berth again",
-            lambda: any("starting it again" in line for line in lines),
-            timeout=60,
-        )
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0, "".join(lines)
-    except Exception as failed:
-        said = "".join(lines[-80:])
-        raise AssertionError(
-            f"{failed}\n--- berth up --real said (last lines):\n{said}"
-        ) from failed
+            run_pod("after")
+            assert up.process.poll() is None, "berth up --real exited"
+            processes.wait_until(
+                "berth up --real saying it started Berth again",
+                lambda: any("starting it again" in line for line in up.printed),
+                timeout=60,
+            )
+            up.stop()
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
         if replacement is not None and replacement.poll() is None:
             # Its etcd went with berth up: it may not stop gracefully.
             replacement.terminate()
@@ -137,5 +98,3 @@ def test_up_real_starts_berth_again_after_a_kube_apiserver_restart(tmp_path: pat
             except subprocess.TimeoutExpired:
                 replacement.kill()
                 replacement.wait()
-        if process.stdout is not None:
-            process.stdout.close()
