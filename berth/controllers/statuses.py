@@ -49,7 +49,7 @@ from berth.controllers import observed
 from berth.kube import clients, errors, events, fencing, writes
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots, wire
-from berth.status import conditions, cycles, observations, podgroups, queues
+from berth.status import conditions, cycles, observations, podgroups, queues, scale_up
 from berth.util import aiotasks, clocks, reporting, wakeups
 
 __all__ = [
@@ -131,6 +131,8 @@ class StatusWriter:
         on_podgroup_phases: collections.abc.Callable[[collections.abc.Mapping[str, int]], None]
         | None = None,
         fence: fencing.Fence | None = None,
+        scale_ups: collections.abc.Callable[[], collections.abc.Mapping[str, scale_up.ScaleUp]]
+        | None = None,
     ) -> None:
         # The write primitive, one per kind: each names its Kopf handler as field manager.
         self._writers = {
@@ -139,6 +141,7 @@ class StatusWriter:
         }
         self._objects = objects
         self._board = board
+        self._scale_ups = scale_ups  # what the autoscaler did per group (None: not watched)
         self._clock = clock
         self._recorder = recorder
         self._interval = interval
@@ -182,7 +185,9 @@ class StatusWriter:
         cached = self._facts
         if cached is not None and cached[0] == id(snapshot) and cached[1] == id(result):
             return cached[2]
-        facts = cycles.facts_of(snapshot, result)
+        facts = cycles.facts_of(
+            snapshot, result, scale_ups=self._scale_ups() if self._scale_ups else None
+        )
         self._facts = (id(snapshot), id(result), facts)
         return facts
 

@@ -39,6 +39,15 @@ the objects, and reads back what the autoscaler says:
   about 0.7 s after the pins). A ProvisioningRequest stays until the pods are placed:
   Cluster Autoscaler books its capacity for the pods that consume it, and asks for nothing
   more.
+- **What the autoscaler did** for each group waiting on one, as data
+  (:attr:`CapacityRequests.verdicts`, the PodGroup's ``ScaleUp`` condition;
+  :mod:`berth.status.scale_up`): for a request, its state; for a gang in scheduler mode that
+  asks with its pods' ``Unschedulable`` condition alone (:attr:`~berth.status
+  .capacity_requests.Planner.signals`), Karpenter's and Cluster Autoscaler's Events on its pods
+  (:mod:`berth.kube.autoscaler_events`, listed on each pass while such a gang waits, on a
+  cluster serving an autoscaler's API — Karpenter's NodePools or ``autoscaling.x-k8s.io``):
+  a member it cannot fit, its plan, or nobody acting within ``answer_timeout``. A change of
+  a gang's verdict is an Event on its owner, its code as the reason.
 - **A new leader** adopts the requests it finds (by label and owner uid) once its first cycle
   has said what is wanted, and deletes the others.
 
@@ -57,10 +66,11 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import autoscaling, keys
-from berth.kube import errors, events, pod_edits, rest, watching, writes
+from berth.kube import autoscaler_events, errors, events, pod_edits, rest, watching, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots
 from berth.status import capacity_requests as plans
+from berth.status import conditions, scale_up
 from berth.util import clocks, wakeups
 
 __all__ = ["MANAGED_LABEL", "OWNER_LABEL", "CapacityRequests", "Entry", "pod_template"]
@@ -86,6 +96,7 @@ _API_VERSION = {
     Kind.CAPACITY_BUFFER: autoscaling.CAPACITY_BUFFER_API_VERSION,
 }
 _DISCOVERY_INTERVAL = 300.0
+_KARPENTER_PATH = "/apis/karpenter.sh/v1"  # NodePools served: Karpenter is installed
 
 
 def pod_template(pod: collections.abc.Mapping[str, typing.Any]) -> Object:
@@ -173,6 +184,11 @@ class CapacityRequests:
         self._stray: list[tuple[Kind, Object]] = []  # a new leader's leftovers nobody wants
         self._wake = wakeups.Wakeup()
         self._notes: dict[str, str] = {}  # group key -> note
+        self._verdicts: dict[str, scale_up.ScaleUp] = {}  # group key -> what the autoscaler did
+        self._sightings: list[scale_up.Sighting] = []  # the autoscalers' Events, last read
+        self._said: dict[str, scale_up.ScaleUpReason] = {}  # a signalled gang's last Event
+        self.karpenter = False
+        """Karpenter's NodePools are served (an autoscaler is expected to act)."""
         self._noted: tuple[decisions.CycleResult, dict[str, str], decisions.CycleResult] | None = (
             None
         )
@@ -196,10 +212,10 @@ class CapacityRequests:
             for d in result.of_kind(decisions.Unschedulable)
             if d.subject is decisions.Subject.RESERVATION
         ]
-        before = dict(self.planner.wants)
+        before = dict(self.planner.wants), set(self.planner.signals)
         wants = self.planner.cycle(snapshot, marks=marks, gated=gated, reservations=told)
         self._cycles += 1
-        if wants != before or self._cycles == 1:
+        if (wants, set(self.planner.signals)) != before or self._cycles == 1:
             self._wake.wake()
 
     def note(self, group: str) -> str | None:
@@ -218,6 +234,12 @@ class CapacityRequests:
         noted = dataclasses.replace(result, group_why=_Noted(result.group_why, self._notes))
         self._noted = (result, self._notes, noted)
         return noted
+
+    @property
+    def verdicts(self) -> collections.abc.Mapping[str, scale_up.ScaleUp]:
+        """What the autoscaler did for each group waiting on one (by group key): the
+        PodGroup's ``ScaleUp`` condition (:mod:`berth.status.scale_up`)."""
+        return self._verdicts
 
     @property
     def notes(self) -> collections.abc.Mapping[str, str]:
@@ -292,6 +314,17 @@ class CapacityRequests:
             self._failures.pop(key, None)
         for key, want in sorted(wants.items()):
             await self._keep(key, want)
+        # An autoscaler's Events are read only where one is known to run (its API is served):
+        # elsewhere nobody writes them, and the lists would cost the API server for nothing.
+        signals = self.planner.signals
+        if signals and (self.karpenter or self.served):
+            read = await autoscaler_events.sightings(
+                self._api, (s.owner.namespace for s in signals.values())
+            )
+            if read is not None:  # a failed list keeps what was read before
+                self._sightings = read
+        else:
+            self._sightings = []
         self._update_notes(wants)
 
     # Discovery ------------------------------------------------------------------------------
@@ -310,6 +343,18 @@ class CapacityRequests:
             names = {r.get("name") for r in listing.get("resources") or [] if isinstance(r, dict)}
             if plural in names:
                 served.add(kind)
+        try:
+            listing = await rest.request(
+                self._api, method="GET", path=_KARPENTER_PATH, timeout=10.0
+            )
+            self.karpenter = any(
+                isinstance(r, dict) and r.get("name") == "nodepools"
+                for r in listing.get("resources") or []
+            )
+        except errors.NotFound:
+            self.karpenter = False
+        except errors.KubeError as exc:
+            logger.warning("capacity requests: discovery of %s failed: %s", _KARPENTER_PATH, exc)
         if frozenset(served) != self.served:
             logger.info(
                 "capacity requests: the cluster serves %s",
@@ -699,32 +744,66 @@ class CapacityRequests:
 
     def _update_notes(self, wants: collections.abc.Mapping[str, plans.Want]) -> None:
         now = self._clock.now()
-        notes: dict[str, str] = {}
+        verdicts: dict[str, scale_up.ScaleUp] = {}
         for key, want in wants.items():
             entry = self._entries.get(key)
             if entry is None:
                 if self._kind_for(want) is None and self.served is not None:
-                    notes[want.group] = _unserved(want, self._snapshot)
+                    verdicts[want.group] = scale_up.ScaleUp(
+                        scale_up.ScaleUpReason.CAPACITY_API_UNSERVED,
+                        _unserved(want, self._snapshot),
+                    )
                 continue
             state = entry.verdict.state
+            overdue = now - entry.created >= self._answer_timeout
+            code = scale_up.of_request(state, overdue=overdue)
             if state is plans.State.UNANSWERED:
-                if now - entry.created >= self._answer_timeout:
-                    notes[want.group] = self._unanswered(entry)
-                else:
-                    notes[want.group] = f"asked the autoscaler for {_what(entry)}"
+                message = (
+                    self._unanswered(entry)
+                    if overdue
+                    else f"asked the autoscaler for {_what(entry)}"
+                )
             elif state is plans.State.REFUSED:
-                wait = (entry.retry_at or now) - now
-                notes[want.group] = (
+                # The time to ask again, not the seconds left: the words stay the same while
+                # nothing changes (a countdown would rewrite the group's status every pass).
+                again = conditions.timestamp(entry.retry_at if entry.retry_at is not None else now)
+                message = (
                     f"the autoscaler refused {_what(entry)}: {entry.verdict.detail}; asking again "
-                    f"in {max(wait, 0):.0f}s"
+                    f"at {again}"
                 )
             elif state is plans.State.PROVISIONED:
-                notes[want.group] = f"the autoscaler provided {_what(entry)}"
+                message = f"the autoscaler provided {_what(entry)}"
             else:
-                notes[want.group] = (
-                    f"asked the autoscaler for {_what(entry)}: {entry.verdict.detail}"
+                message = f"asked the autoscaler for {_what(entry)}: {entry.verdict.detail}"
+            verdicts[want.group] = scale_up.ScaleUp(code, message)
+        autoscaled = self.karpenter or bool(self.served)
+        by_pod: dict[str, list[scale_up.Sighting]] = {}  # each gang reads its members' only
+        for seen in self._sightings:
+            by_pod.setdefault(seen.pod_uid, []).append(seen)
+        for group, signalled in self.planner.signals.items():
+            verdict = scale_up.judge(
+                signalled.members,
+                [s for uid in signalled.members.values() for s in by_pod.get(uid, ())],
+                since=signalled.since,
+                now=now,
+                timeout=self._answer_timeout,
+                autoscaled=autoscaled,
+            )
+            if verdict is None:
+                continue
+            verdicts[group] = verdict
+            if self._said.get(group) is not verdict.code:
+                self._said[group] = verdict.code
+                self._event(
+                    signalled.owner,
+                    type=events.WARNING if verdict.warning else events.NORMAL,
+                    reason=verdict.code.value,
+                    message=verdict.message,
                 )
-        self._notes = notes
+        for group in set(self._said) - set(self.planner.signals):
+            del self._said[group]
+        self._verdicts = verdicts
+        self._notes = {group: v.message for group, v in verdicts.items()}
 
     def _event(self, owner: plans.Owner, *, type: str, reason: str, message: str) -> None:
         if self._recorder is None:

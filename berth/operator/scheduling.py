@@ -313,6 +313,7 @@ def build(inputs: Inputs) -> Parts:
         interval=interval,
         on_podgroup_phases=inputs.metrics.set_podgroup_phases if inputs.metrics else None,
         fence=inputs.fence,
+        scale_ups=(lambda: requests.verdicts) if requests is not None else None,
     )
     reservation_writer = reservation_statuses.ReservationStatusWriter(
         inputs.api,

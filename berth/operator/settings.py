@@ -209,13 +209,17 @@ class AutoscalingSettings(pydantic.BaseModel):
     """Ask the cluster's autoscaler for capacity with ProvisioningRequests or CapacityBuffers
     (``autoscaling.x-k8s.io``) where they are served: for gated gangs in admission mode, for
     gangs of queues that name a ProvisioningRequest class, for Reservations that ask for a
-    buffer (needs ``podtemplates``, ``provisioningrequests`` and ``capacitybuffers``). On by
-    default; nothing is created where neither API is served."""
+    buffer (needs ``podtemplates``, ``provisioningrequests`` and ``capacitybuffers``); and say
+    on each group waiting for capacity what the autoscaler did for it (the PodGroup's
+    ``ScaleUp`` condition, from Karpenter's and Cluster Autoscaler's Events on its pods: needs
+    ``events: list``). On by default; nothing is created where neither API is served."""
 
     answer_timeout: Seconds = 120.0
     """Measured in seconds. How long a capacity request may go without any condition from an
-    autoscaler before the group's reason (and a Warning Event) says that none has answered.
-    The default, two minutes, is well above the seconds an autoscaler takes to read one."""
+    autoscaler, or a gang's ``Unschedulable`` pods without any autoscaler acting on them (on a
+    cluster serving an autoscaler's API), before the group's reason (``NoAutoscalerActed``,
+    and a Warning Event) says that none has. The default, two minutes, is well above the
+    seconds an autoscaler takes to act (Karpenter batches pods for at most ten)."""
 
     retry_after: Seconds = 60.0
     """Measured in seconds. How long a refused capacity request stays (its status is the

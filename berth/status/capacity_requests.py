@@ -19,6 +19,11 @@ autoscaler with a pod-less request (a **want**, :class:`Want`):
   scale-down opt-outs keep it from then on, and a buffer still asking would buy a second node
   once owners fill the first) and goes when the reservation ends.
 
+A gang in scheduler mode without a class asks with its pods' ``Unschedulable`` condition
+alone: no want, but a **signal** (:attr:`Planner.signals`: its waiting members and since when
+they wait), so that what the autoscaler did for it can be read from its Events
+(:mod:`berth.status.scale_up`).
+
 A gang's want lasts while any of its members still waits; a later ``MarkPending`` that waits
 for something other than capacity (its queue's limit, missing members) ends it, as do its
 members being placed (bound, assumed or admitted) or gone. Pods nothing looked at in a cycle
@@ -51,6 +56,7 @@ __all__ = [
     "Owner",
     "Planner",
     "Purpose",
+    "Signalled",
     "State",
     "Verdict",
     "Want",
@@ -124,6 +130,16 @@ class Want:
         return autoscaling.BEST_EFFORT_ATOMIC_SCALE_UP
 
 
+@dataclasses.dataclass(frozen=True)
+class Signalled:
+    """A gang whose pods' ``Unschedulable`` condition is its only ask of an autoscaler (see
+    :attr:`Planner.signals`): its owner, waiting members (key -> uid), since when."""
+
+    owner: Owner
+    members: collections.abc.Mapping[str, str]
+    since: float
+
+
 def policy_of(snapshot: snapshots.Snapshot, queue: str | None) -> queues.ProvisioningPolicy | None:
     """The ProvisioningRequest policy that holds for ``queue``'s work: its own, else the
     nearest ancestor's that sets one."""
@@ -159,6 +175,9 @@ class Planner:
 
     def __init__(self) -> None:
         self._wants: dict[str, Want] = {}  # by owner (str)
+        # Gangs whose pods' Unschedulable condition is their only ask (scheduler mode, no
+        # request): group key -> (owner, members key -> uid, since when they wait).
+        self._signals: dict[str, Signalled] = {}
 
     @property
     def wants(self) -> collections.abc.Mapping[str, Want]:
@@ -184,6 +203,12 @@ class Planner:
         self._settle(snapshot)
         return self._wants
 
+    @property
+    def signals(self) -> collections.abc.Mapping[str, Signalled]:
+        """The gangs (by group key) whose pods' ``Unschedulable`` condition is their only ask
+        of an autoscaler: scheduler mode, waiting for capacity alone, no request made."""
+        return self._signals
+
     def forget(self, key: str) -> None:
         """Drop the want of ``key`` (``str(owner)``) now: its pods are being admitted, and
         its request was withdrawn before they are (a later cycle that marks them waiting for
@@ -203,6 +228,7 @@ class Planner:
         key = str(owner)
         if not mark.capacity:
             self._wants.pop(key, None)  # it waits for something more nodes cannot give
+            self._signals.pop(mark.group, None)
             return
         members = tuple(sorted(p.key for p in mark.pods))
         first = snapshot.pods.get(members[0]) if members else None
@@ -214,13 +240,33 @@ class Planner:
             purpose = Purpose.QUEUE
         else:
             self._wants.pop(key, None)  # scheduler mode: the pods' condition is the signal
+            self._signal(snapshot, mark, owner=owner, members=members)
             return
+        self._signals.pop(mark.group, None)
         had = self._wants.get(key)
         if had is not None and set(members) <= set(had.members):
             members = had.members  # a want never shrinks while its members wait
         self._wants[key] = Want(
             owner=owner, purpose=purpose, group=mark.group, members=members, policy=policy
         )
+
+    def _signal(
+        self,
+        snapshot: snapshots.Snapshot,
+        mark: pending.MarkPending,
+        *,
+        owner: Owner,
+        members: tuple[str, ...],
+    ) -> None:
+        had = self._signals.get(mark.group)
+        uids = {m: snapshot.pods[m].uid for m in members if m in snapshot.pods}
+        if had is not None and had.owner == owner:
+            # Still waiting: the clock keeps running (a member added or placed does not
+            # restart it), and members once marked stay until placed or gone.
+            uids = {**had.members, **uids}
+            self._signals[mark.group] = dataclasses.replace(had, members=uids)
+        else:
+            self._signals[mark.group] = Signalled(owner, uids, since=snapshot.now)
 
     def _reservation(self, snapshot: snapshots.Snapshot, told: decisions.Unschedulable) -> None:
         info = snapshot.reservations.get(told.key)
@@ -258,6 +304,21 @@ class Planner:
             waiting = [m for m in want.members if _waits(snapshot, m)]
             if not waiting:
                 del self._wants[key]
+        for gang, signalled in list(self._signals.items()):
+            if signalled.owner.kind == "PodGroup":
+                found = snapshot.pod_groups.get(gang)
+                if found is None or found.uid != signalled.owner.uid:
+                    del self._signals[gang]
+                    continue
+            members = {
+                m: uid
+                for m, uid in signalled.members.items()
+                if _waits(snapshot, m) and snapshot.pods[m].uid == uid
+            }
+            if not members:
+                del self._signals[gang]
+            elif members != signalled.members:
+                self._signals[gang] = dataclasses.replace(signalled, members=members)
 
 
 def _waits(snapshot: snapshots.Snapshot, key: str) -> bool:

@@ -18,7 +18,7 @@ import typing
 
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots
-from berth.status import observations, podgroups, queues
+from berth.status import observations, podgroups, queues, scale_up
 
 __all__ = ["KINDS", "CycleFacts", "desired", "facts_of"]
 
@@ -36,11 +36,20 @@ class CycleFacts:
     summaries: collections.abc.Mapping[str, decisions.QueueStatusSummary]
     usage: collections.abc.Mapping[str, queues.Usage]  # only without summaries
     pods: collections.abc.Mapping[str, queues.PodCounts]
+    scale_ups: collections.abc.Mapping[str, scale_up.ScaleUp] = dataclasses.field(
+        default_factory=dict
+    )  # group key -> what the autoscaler did for it (the ``ScaleUp`` condition)
 
 
-def facts_of(snapshot: snapshots.Snapshot, result: decisions.CycleResult | None) -> CycleFacts:
+def facts_of(
+    snapshot: snapshots.Snapshot,
+    result: decisions.CycleResult | None,
+    *,
+    scale_ups: collections.abc.Mapping[str, scale_up.ScaleUp] | None = None,
+) -> CycleFacts:
     """The facts of the cycle that decided ``result`` on ``snapshot`` (``result`` None: only
-    the snapshot is known yet)."""
+    the snapshot is known yet); ``scale_ups``: what the autoscaler did for each group waiting
+    on one (:mod:`berth.kube.capacity_requests`; None: nothing known)."""
     summaries = result.queues if result is not None else {}
     return CycleFacts(
         snapshot=snapshot,
@@ -49,6 +58,7 @@ def facts_of(snapshot: snapshots.Snapshot, result: decisions.CycleResult | None)
         summaries=summaries,
         usage=queues.usage_by_queue(snapshot) if not summaries else {},
         pods=queues.pods_by_queue(snapshot),
+        scale_ups=scale_ups or {},
     )
 
 
@@ -64,6 +74,7 @@ def desired(
             reason=facts.group_why.get(obj.key),
             now=now,
             position=facts.places.get(obj.key),
+            scale_up=facts.scale_ups.get(obj.key),
         )
     if obj.kind == queues.KIND:
         return queues.desired_status(

@@ -22,6 +22,10 @@ Phase, for ``minMember`` m (first rule that holds):
   just evicted for running past its maximum execution time (``Requeue``);
 - ``Pending``: fewer than m members exist yet.
 
+While the group waits for an autoscaler, the ``ScaleUp`` condition says what the autoscaler
+did for it (:mod:`berth.status.scale_up`); it goes once the group is placed, or waits for
+something else.
+
 The ``Scheduled`` condition is ``True`` once the group is placed; otherwise ``False`` with a
 CamelCase reason (the ``Reason`` printer column of ``kubectl get bpg``) and the scheduler's
 full explanation as its message (``kubectl describe bpg``). :func:`transition_events` turns a
@@ -39,6 +43,7 @@ from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import podgroups as pgsnap
 from berth.scheduler.snapshot import pods, snapshots
 from berth.status import conditions, observations
+from berth.status import scale_up as scale_ups
 
 __all__ = [
     "Counts",
@@ -124,10 +129,12 @@ def desired_status(
     reason: reasons.Reason | None,
     now: float,
     position: tuple[int, int] | None = None,
+    scale_up: scale_ups.ScaleUp | None = None,
 ) -> dict[str, typing.Any] | None:
     """The status ``group`` should have; None while the snapshot does not know the group.
     ``position`` is the group's place in its queue's line and the line's length, while it
-    waits (:func:`positions`)."""
+    waits (:func:`positions`); ``scale_up`` what the autoscaler did for it while it waits for
+    one (the ``ScaleUp`` condition; gone once the group is placed)."""
     info = snapshot.pod_groups.get(group.key)
     if info is None:
         return None
@@ -159,7 +166,11 @@ def desired_status(
         "running": counts.running,
         "succeeded": counts.succeeded,
         "failed": counts.failed,
-        "conditions": conditions.replaced(group.status, condition),
+        "conditions": scale_ups.with_condition(
+            conditions.replaced(group.status, condition),
+            None if placed else scale_up,
+            now=now,
+        ),
     }
     if position is not None and not placed and phase is not Phase.FAILED:
         status["queuePosition"], status["queuePending"] = position

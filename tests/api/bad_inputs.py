@@ -177,6 +177,12 @@ TABLE: list[Bad] = [
     Bad("group-preemption-delay-no-unit", "PodGroup", {"spec": {"preemptionDelay": "120"}},
         "spec.preemptionDelay", "should match", by="schema",
         rule=f"preemptionDelay {rules.DURATION_FORM}"),
+    Bad("group-negative-preemption-delay", "PodGroup", {"spec": {"preemptionDelay": "-5s"}},
+        "spec.preemptionDelay", "should match", by="schema",
+        rule=f"preemptionDelay {rules.DURATION_FORM}"),
+    Bad("group-preemption-delay-forever", "PodGroup", {"spec": {"preemptionDelay": "forever"}},
+        "spec.preemptionDelay", "should match", by="schema",
+        rule=f"preemptionDelay {rules.DURATION_FORM}"),
     # Reservations ---------------------------------------------------------------------------
     Bad("resv-ttl-and-expires", "Reservation",
         {"spec": {"ttl": "1h", "expires": "2026-01-02T00:00:00Z"}}, "spec.expires",

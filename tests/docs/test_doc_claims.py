@@ -126,6 +126,25 @@ CLAIMS = (
     ),
     Claim(
         "autoscaling.md",
+        "What the autoscaler did for a group waiting for capacity is said on the group as data",
+        (
+            "tests/status/test_scale_up.py",
+            "tests/status/test_podgroups.py::test_a_waiting_group_says_what_the_autoscaler_did_and_a_placed_one_not",
+            "tests/kube/test_capacity_requests.py::test_karpenter_unable_to_fit_a_member_is_said_on_the_group",
+            "tests/kube/test_capacity_requests.py::test_no_autoscaler_acting_is_said_after_the_timeout_then_its_plan",
+            "tests/kube/test_capacity_requests.py::test_a_provisioning_request_refused_is_said_and_asked_again",
+        ),
+    ),
+    Claim(
+        "autoscaling.md",
+        "Karpenter cannot place 2 of its 2 waiting pods on any node",
+        (
+            "tests/realcluster/test_autoscaling.py::test_a_gang_no_node_shape_fits_buys_nothing_and_is_told_why",
+            "tests/kube/test_capacity_requests.py::test_karpenter_unable_to_fit_a_member_is_said_on_the_group",
+        ),
+    ),
+    Claim(
+        "autoscaling.md",
         "The settings (`berth run`, `BERTH_AUTOSCALING__*`)",
         why="names settings and the RBAC they need, no command's output",
     ),

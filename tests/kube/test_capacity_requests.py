@@ -28,10 +28,11 @@ import typing
 import pytest
 
 from berth.api import autoscaling, keys
-from berth.emulator import testing
+from berth.emulator import faults, testing
 from berth.kube import capacity_requests, clients, events, writes
 from berth.scheduler.framework import decisions, pending, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
+from berth.status import conditions, scale_up
 from berth.util import clocks
 from tests.kube import conftest
 
@@ -322,14 +323,48 @@ async def test_a_provisioning_request_refused_is_said_and_asked_again(world: Wor
     assert world.requests.note("default/g") == (
         "the autoscaler refused 3 pods' capacity with ProvisioningRequest default/berth-pg-g-1: "
         "Failed=True (FailedToCreateNodes: no node group can hold 4 nvidia.com/gpu); asking "
-        "again in 60s"
+        "again at 2027-01-15T08:01:00Z"
     )
+    refused_verdict = world.requests.verdicts["default/g"]
+    assert refused_verdict.code is scale_up.ScaleUpReason.CAPACITY_REQUEST_REFUSED
+    assert refused_verdict.status == "False"
     await world.recorder.drain()
     (refused,) = world.events("CapacityRequestRefused")
     assert "no node group can hold 4 nvidia.com/gpu" in refused
-    world.clock.advance(61)
+    # No loop: within the backoff the refused request stays, and nothing new is made.
+    world.clock.advance(30)
+    await world.requests.reconcile()
+    assert [r["metadata"]["name"] for r in world.stored(PR_PATH)] == ["berth-pg-g-1"]
+    world.clock.advance(31)
     await world.requests.reconcile()
     assert [r["metadata"]["name"] for r in world.stored(PR_PATH)] == ["berth-pg-g-2"]
+    assert world.requests.created == 2
+    # Refused again: the backoff doubles (120 s), and the group says when it asks again.
+    world.set_status(
+        PR_PATH,
+        "berth-pg-g-2",
+        {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "FailedToCreateNodes",
+                    "message": "no node group can hold 4 nvidia.com/gpu",
+                    "lastTransitionTime": "2027-01-01T00:01:01Z",
+                }
+            ]
+        },
+    )
+    await world.requests.reconcile()
+    note = world.requests.note("default/g")
+    assert note is not None and note.endswith("asking again at 2027-01-15T08:03:01Z")
+    world.clock.advance(119)
+    await world.requests.reconcile()
+    assert [r["metadata"]["name"] for r in world.stored(PR_PATH)] == ["berth-pg-g-2"]
+    world.clock.advance(2)
+    await world.requests.reconcile()
+    assert [r["metadata"]["name"] for r in world.stored(PR_PATH)] == ["berth-pg-g-3"]
+    assert world.requests.created == 3
 
 
 async def test_nobody_answering_is_told_on_the_group(world: World) -> None:
@@ -443,3 +478,163 @@ async def test_group_reasons_carry_the_notes(world: World) -> None:
     assert noted.group_why["default/g"].code is reasons.ReasonCode.NOT_ENOUGH_RESOURCES
     assert noted.group_why["default/g"].message.startswith("0/2 nodes fit; no autoscaler API")
     assert world.requests.noted(result) is noted
+
+
+# Scheduler mode: the pods' Unschedulable condition is the ask; what the autoscaler did is read
+# from its Events on them.
+
+
+def serve_karpenter(emulator: testing.RunningEmulator) -> None:
+    """Karpenter's NodePools, served as its CRDs serve them (cluster-scoped, karpenter.sh/v1)."""
+    crd = open_crd("nodepools", "NodePool", "v1")
+    crd["metadata"]["name"] = "nodepools.karpenter.sh"
+    crd["spec"]["group"] = "karpenter.sh"
+    crd["spec"]["scope"] = "Cluster"
+    api = emulator.api
+    crds = emulator.call(api.resource, "apiextensions.k8s.io/v1", "customresourcedefinitions")
+    emulator.call(api.create, crds, crd)
+
+
+def autoscaler_event(
+    world: World, pod: str, *, reason: str, message: str, source: str = "karpenter"
+) -> None:
+    """An Event on ``pod`` as Karpenter's (or Cluster Autoscaler's) recorder writes it."""
+    (found,) = [
+        p for p in world.stored("/api/v1/namespaces/default/pods") if p["metadata"]["name"] == pod
+    ]
+    stamp = conditions.timestamp(world.clock.now())
+    conftest.create(
+        world.emulator,
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{pod}.{reason.lower()}.{int(world.clock.now())}"},
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": "default",
+                "name": pod,
+                "uid": found["metadata"]["uid"],
+                "apiVersion": "v1",
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning" if reason == "FailedScheduling" else "Normal",
+            "source": {"component": source},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        },
+        plural="events",
+    )
+
+
+def group_events(world: World, reason: str) -> list[Object]:
+    return [
+        e
+        for e in world.stored("/api/v1/namespaces/default/events")
+        if e["reason"] == reason and e["involvedObject"]["kind"] == "PodGroup"
+    ]
+
+
+KARPENTER_FAILED = (
+    'Failed to schedule pod, incompatible with nodepool "autoscaled", daemonset overhead='
+    '{"pods":"0"}, no instance type has enough resources'
+)
+
+
+async def test_karpenter_unable_to_fit_a_member_is_said_on_the_group(world: World) -> None:
+    serve_karpenter(world.emulator)
+    world.gang("g", 3)
+    world.cycle(capacity_mark("default/g", MEMBERS))  # scheduler mode, no class: no request
+    await world.requests.reconcile()
+    assert world.requests.verdicts == {}  # nothing said yet, and nothing asked
+    assert world.writer.sent == 0
+    autoscaler_event(world, "g-1", reason="FailedScheduling", message=KARPENTER_FAILED)
+    await world.requests.reconcile()
+    verdict = world.requests.verdicts["default/g"]
+    assert verdict.code is scale_up.ScaleUpReason.AUTOSCALER_CANNOT_FIT
+    assert verdict.message == (
+        "Karpenter cannot place 1 of its 3 waiting pods on any node it could add, so it buys "
+        f"none for the gang (pod default/g-1: {KARPENTER_FAILED})"
+    )
+    # The group's reason carries it (the code stands), and one Warning Event on the PodGroup.
+    why = reasons.new(reasons.ReasonCode.NOT_ENOUGH_RESOURCES, "0/2 nodes fit")
+    result = decisions.CycleResult(session_id="s", group_why={"default/g": why})
+    told = world.requests.noted(result).group_why["default/g"]
+    assert told.code is reasons.ReasonCode.NOT_ENOUGH_RESOURCES
+    assert told.message == f"0/2 nodes fit; {verdict.message}"
+    # A list of the Events that fails keeps the verdict (no flapping with the network).
+    world.emulator.faults.add(
+        faults.Fault("GET", "/api/v1/namespaces/default/events", status=500, times=2)
+    )
+    await world.requests.reconcile()
+    assert world.requests.verdicts["default/g"] == verdict
+    await world.requests.reconcile()
+    await world.recorder.drain()
+    (said,) = group_events(world, "AutoscalerCannotFit")
+    assert (said["type"], said["involvedObject"]["name"]) == ("Warning", "g")
+    assert said["message"] == verdict.message
+    assert world.writer.sent == 0  # nothing made, nothing evicted
+    # Placed (the NodePool grew): the verdict goes with the wait.
+    for key in MEMBERS:
+        world.cache.assume_pod(key, node="n1")
+    world.cycle()
+    await world.requests.reconcile()
+    assert world.requests.verdicts == {}
+
+
+async def test_no_autoscaler_acting_is_said_after_the_timeout_then_its_plan(world: World) -> None:
+    serve_karpenter(world.emulator)
+    world.gang("g", 3)
+    world.cycle(capacity_mark("default/g", MEMBERS))
+    await world.requests.reconcile()
+    world.clock.advance(119)
+    world.cycle(capacity_mark("default/g", MEMBERS))  # still waiting: the clock runs on
+    await world.requests.reconcile()
+    assert world.requests.verdicts == {}
+    world.clock.advance(1)
+    await world.requests.reconcile()
+    absent = world.requests.verdicts["default/g"]
+    assert absent.code is scale_up.ScaleUpReason.NO_AUTOSCALER_ACTED
+    assert absent.message.startswith("no autoscaler has acted on its 3 Unschedulable pods in 120s")
+    world.clock.advance(60)
+    await world.requests.reconcile()  # said once, not again on every pass
+    await world.recorder.drain()
+    assert len(group_events(world, "NoAutoscalerActed")) == 1
+    assert world.writer.sent == 0
+    # Karpenter comes back and plans nodes for the gang.
+    autoscaler_event(
+        world, "g-0", reason="Nominated", message="Pod should schedule on: nodeclaim/autoscaled-x"
+    )
+    await world.requests.reconcile()
+    planned = world.requests.verdicts["default/g"]
+    assert planned.code is scale_up.ScaleUpReason.SCALING_UP
+    assert planned.message.endswith(
+        "(pod default/g-0: Pod should schedule on: nodeclaim/autoscaled-x)"
+    )
+    await world.recorder.drain()
+    (said,) = group_events(world, "ScalingUp")
+    assert said["type"] == "Normal"
+
+
+async def test_without_an_autoscaler_api_nobody_is_expected_to_act(world: World) -> None:
+    world.gang("g", 3)
+    world.cycle(capacity_mark("default/g", MEMBERS))
+    await world.requests.reconcile()
+    world.clock.advance(600)
+    await world.requests.reconcile()
+    assert world.requests.verdicts == {}
+    # A gang waiting for its queue is no autoscaler's business at all.
+    serve_karpenter(world.emulator)
+    world.clock.advance(301)  # discovery is asked again
+    over = reasons.new(reasons.ReasonCode.QUEUE_AT_LIMIT, "queue default at limit")
+    world.cycle(
+        pending.MarkPending(
+            group="default/g",
+            pods=tuple(pending.PodPending(key=k, reason=over, capacity=False) for k in MEMBERS),
+        )
+    )
+    world.clock.advance(600)
+    await world.requests.reconcile()
+    assert world.requests.karpenter
+    assert world.requests.verdicts == {}

@@ -139,6 +139,7 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
             ("autoscaling.x-k8s.io", "capacitybuffers", "create"),
             ("autoscaling.x-k8s.io", "capacitybuffers", "delete"),
             ("autoscaling.x-k8s.io", "capacitybuffers", "patch"),
+            ("", "events", "list"),
         )
     },
     ("scheduling.berth.io", "podgroups", "get"): "read only when a derived PodGroup exists "

@@ -40,12 +40,14 @@ any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 
    Events saying why, no buffer, and no NodeClaim;
 7. bad input: a gang of 16-GPU pods no instance type of the pool can hold: in scheduler mode
    its pods read ``Unschedulable`` and Karpenter's Warning ``FailedScheduling`` Event on each
-   says ``no instance type has enough resources``; in admission mode Karpenter answers the
-   gang's buffer ``0/2 virtual pods required new capacity, 2 failed`` and the PodGroup's
-   ``Scheduled`` condition says so; either way no NodeClaim is made, nothing is bound or
-   evicted. (Windows of ``-5s`` or ``forever`` are refused by the API server, naming the
-   field: ``tests/api/bad_inputs.py``, run against the real API server by
-   ``test_bad_input_table.py``.)
+   says ``no instance type has enough resources``, and Berth says it on the PodGroup: its
+   ``ScaleUp`` condition ``False``, reason ``AutoscalerCannotFit``, quoting Karpenter (also
+   in the ``Scheduled`` condition's message, and a Warning Event); in admission mode
+   Karpenter answers the gang's buffer ``0/2 virtual pods required new capacity, 2 failed``
+   and the PodGroup's ``Scheduled`` and ``ScaleUp`` conditions say so; either way no
+   NodeClaim is made, nothing is bound or evicted. (Windows of ``-5s`` or ``forever`` are
+   refused by the API server, naming the field: ``tests/api/bad_inputs.py``, run against the
+   real API server by ``test_bad_input_table.py``.)
 
 Each test is short (a few minutes at most) and waits on conditions with generous bounds; on a
 failure it prints the tails of Karpenter's and Berth's logs. Skipped without the control
@@ -632,6 +634,15 @@ def test_a_gang_in_its_preemption_window_gets_new_nodes_and_evicts_nothing(
         real.kubectl("delete", "priorityclass", low, high, "--wait=false", check=False)
 
 
+def group_condition(real: cluster.RealCluster, namespace: str, name: str, kind: str) -> Obj | None:
+    """The PodGroup's condition of type ``kind``, if it has one."""
+    group = real.json("get", "podgroup", name, "-n", namespace)
+    for c in (group.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return typing.cast("Obj", c)
+    return None
+
+
 # Bad input: a NodePool that can never fit the gang --------------------------------------------
 
 
@@ -664,6 +675,29 @@ def test_a_gang_no_node_shape_fits_buys_nothing_and_is_told_why(
             wait_for(real, "Karpenter's Event on each pod", lambda: set(refused()) == set(members))
             assert all("no instance type has enough resources" in m for m in refused().values())
             assert {s[1] for s in scheduled(real, namespace).values()} == {"Unschedulable"}
+            # Berth reads Karpenter's verdict and says it on the group: the ScaleUp condition
+            # (a code, Karpenter's words quoted), the Scheduled message, a Warning Event.
+            wait_for(
+                real,
+                "the group's ScaleUp condition saying Karpenter cannot fit its pods",
+                lambda: (
+                    (group_condition(real, namespace, "huge", "ScaleUp") or {}).get("reason")
+                    == "AutoscalerCannotFit"
+                ),
+            )
+            scale_up = group_condition(real, namespace, "huge", "ScaleUp") or {}
+            assert scale_up["status"] == "False"
+            assert "no instance type has enough resources" in scale_up["message"], scale_up
+            said = group_condition(real, namespace, "huge", "Scheduled") or {}
+            assert said.get("reason") != "AutoscalerCannotFit"  # why it waits stands
+            assert scale_up["message"] in str(said.get("message")), said
+            assert [
+                e
+                for e in listed(real, "events", "-n", namespace)
+                if e.get("reason") == "AutoscalerCannotFit"
+                and e["involvedObject"]["kind"] == "PodGroup"
+                and e.get("type") == "Warning"
+            ]
         else:
             # The gated gang asks with a buffer; Karpenter answers it cannot fit the virtual
             # pods, and the PodGroup's reason says so.
@@ -681,6 +715,9 @@ def test_a_gang_no_node_shape_fits_buys_nothing_and_is_told_why(
             )
             message = group_message()
             assert "CapacityBuffer" in message and "Provisioning=False" in message, message
+            scale_up = group_condition(real, namespace, "huge", "ScaleUp") or {}
+            assert scale_up.get("reason") == "CapacityRequestPending", scale_up
+            assert "2 failed" in scale_up["message"], scale_up
             assert {s[1] for s in scheduled(real, namespace).values()} == {"SchedulingGated"}
         # Karpenter's rounds since found nothing to launch: no node bought, none bound, none
         # evicted.

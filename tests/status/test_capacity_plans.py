@@ -8,6 +8,9 @@ We test these aspects:
 - work that waits for anything nodes cannot give asks for nothing (a queue at its limit, a gang
   missing members), and a want ends when its gang turns out to wait for its queue instead;
 - a want ends once its gang is placed, or its PodGroup is gone;
+- a scheduler-mode gang short of nodes without a class is a signal instead (what the autoscaler
+  does for it is read from its pods' Events), its clock kept while it waits, ended once it
+  waits for its queue or is placed; gated, it asks with a request;
 - a Reservation that cannot fit asks for a buffer when it says so (or its queue does); once it
   holds its node the buffer is emptied, and it goes with the reservation;
 - names of the objects fit the API's 253 characters, whatever the owner's name;
@@ -119,6 +122,38 @@ def test_a_want_ends_with_its_podgroup() -> None:
     assert list(cycle(run, planner)) == ["PodGroup default/g"]
     run.cluster.delete("PodGroup", namespace="default", name="g")
     assert cycle(run, planner) == {}
+
+
+def test_a_scheduler_mode_gang_without_a_class_is_a_signal_while_it_waits_for_nodes() -> None:
+    planner = plans.Planner()
+    limited = queue("q", limit={"cpu": "100"})
+    run = runs.Run(b.node("n1", cpu="4"), limited, *gang("g", 4, queue="q", cpu="2"))
+    assert cycle(run, planner) == {}  # no request: the pods' Unschedulable condition asks
+    (signalled,) = planner.signals.values()
+    assert list(planner.signals) == ["default/g"]
+    assert str(signalled.owner) == "PodGroup default/g"
+    assert sorted(signalled.members) == [f"default/g-{i}" for i in range(4)]
+    since = signalled.since
+    # Still waiting a minute later: the clock keeps running from the first mark.
+    run.clock.advance(60)
+    cycle(run, planner)
+    assert planner.signals["default/g"].since == since
+    # It now waits for its queue: no autoscaler is waited on.
+    run.put(queue("q", limit={"cpu": "2"}))
+    cycle(run, planner)
+    assert planner.signals == {}
+    # Nodes again, then placed: the signal ends.
+    run.put(queue("q", limit={"cpu": "100"}))
+    cycle(run, planner)
+    assert planner.signals["default/g"].since > since
+    run.put(b.node("n2", cpu="8"))
+    cycle(run, planner)
+    assert planner.signals == {}
+    # Gated (admission mode) or with a class, the gang asks with a request instead.
+    gated = runs.Run(b.node("n1", cpu="4"), queue("p"), *gang("a", 4, queue="p", cpu="2"))
+    other = plans.Planner()
+    cycle(gated, other, gated=frozenset(f"default/a-{i}" for i in range(4)))
+    assert other.signals == {}
 
 
 def _reservation(name: str, *, buffer: bool, queue_name: str | None = None, cpu: str = "8") -> Obj:

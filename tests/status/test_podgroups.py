@@ -19,7 +19,7 @@ import pytest
 
 from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import snapshots
-from berth.status import conditions, observations, podgroups
+from berth.status import conditions, observations, podgroups, scale_up
 from tests.scheduler import builders as b
 
 NOW = b.EPOCH + 100
@@ -285,3 +285,34 @@ def test_transition_events(
     old: dict[str, object], new: dict[str, object], expected: list[tuple[str, str, str]]
 ) -> None:
     assert podgroups.transition_events(old, new) == expected
+
+
+def test_a_waiting_group_says_what_the_autoscaler_did_and_a_placed_one_not() -> None:
+    objects = b.gang("g", 2, cpu="100")
+    snap = snapshot_of(*objects)
+    reason = why(C.NOT_ENOUGH_RESOURCES, "0/1 nodes fit: 1 Insufficient cpu")
+    verdict = scale_up.ScaleUp(
+        scale_up.ScaleUpReason.AUTOSCALER_CANNOT_FIT,
+        "Karpenter cannot place 2 of its 2 waiting pods on any node it could add, ...",
+    )
+    status = podgroups.desired_status(
+        observe(objects[0]), snapshot=snap, reason=reason, now=NOW, scale_up=verdict
+    )
+    assert status is not None
+    found = conditions.find(status, scale_up.CONDITION_SCALE_UP)
+    assert found is not None
+    assert (found["status"], found["reason"], found["message"]) == (
+        "False",
+        "AutoscalerCannotFit",
+        verdict.message,
+    )
+    # The Scheduled condition still says why the group waits.
+    scheduled = conditions.find(status, "Scheduled")
+    assert scheduled is not None and scheduled["reason"] == "NotEnoughResources"
+    # Placed: the ScaleUp condition goes.
+    group = b.pod_group("p", min_member=1)
+    placed = snapshot_of(group, b.pod("p-0", group="p", node="n1"))
+    seen = observe(group, status={"conditions": [dict(found)]})
+    after = podgroups.desired_status(seen, snapshot=placed, reason=None, now=NOW, scale_up=verdict)
+    assert after is not None
+    assert [c["type"] for c in after["conditions"]] == ["Scheduled"]

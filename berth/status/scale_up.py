@@ -1,0 +1,299 @@
+"""What the cluster's autoscaler did for a group waiting for capacity: the ``ScaleUp`` verdict.
+
+A group whose pods wait ``Unschedulable`` for capacity hands its fate to an autoscaler
+(docs/autoscaling.md). Whether the autoscaler acted, and what it could not do, Berth reads
+from what the autoscaler itself writes, and says on the group as data (:class:`ScaleUp`: a
+:class:`ScaleUpReason` code, the ``ScaleUp`` condition's status, and a message quoting the
+autoscaler's own words, never parsed):
+
+- **The autoscaler's Events on the gang's pods** (scheduler mode, where the pods'
+  ``Unschedulable`` condition is the signal). Karpenter (Event source ``karpenter``) writes a
+  Normal ``Nominated`` Event (``Pod should schedule on: nodeclaim/...``) when a provisioning
+  round planned a node for the pod, and a Warning ``FailedScheduling`` Event (``Failed to
+  schedule pod, no instance type has enough resources ...``; at most one per pod in five
+  minutes) when no NodePool's instance type can take it. Cluster Autoscaler (source
+  ``cluster-autoscaler``) writes ``TriggeredScaleUp`` and ``NotTriggerScaleUp``
+  (``pod didn't trigger scale-up: ...``) in the same two cases. :func:`sighting_of` reads one
+  Event into a :class:`Sighting` by its source and reason (fields, not words);
+  :func:`judge` turns a gang's sightings into its verdict: any member the autoscaler cannot
+  place makes the gang ``AutoscalerCannotFit`` (a gang is placed whole or not at all);
+  else a nomination since it began waiting is ``ScalingUp``; else, once it has waited
+  ``timeout`` on a cluster that runs an autoscaler (one of its APIs is served), nobody
+  acting is ``NoAutoscalerActed``.
+- **The requests Berth made** (ProvisioningRequests, CapacityBuffers;
+  :mod:`berth.status.capacity_requests`): :func:`of_request` maps a request's
+  :class:`~berth.status.capacity_requests.State` to the same codes — refused is
+  ``CapacityRequestRefused``, unanswered past the timeout ``NoAutoscalerActed``.
+
+:func:`with_condition` renders a verdict as the PodGroup's ``ScaleUp`` condition (a type no
+autoscaler reads). Pure and synchronous.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import typing
+
+from berth.scheduler.snapshot import wire
+from berth.status import capacity_requests as plans
+from berth.status import conditions
+
+__all__ = [
+    "CONDITION_SCALE_UP",
+    "Action",
+    "ScaleUp",
+    "PLAN_STANDS",
+    "SOURCES",
+    "ScaleUpReason",
+    "Sighting",
+    "judge",
+    "of_request",
+    "sighting_of",
+    "with_condition",
+]
+
+CONDITION_SCALE_UP = "ScaleUp"
+"""The PodGroup condition saying what the autoscaler did for the group (no autoscaler reads
+it: both act on pods' ``PodScheduled`` only)."""
+
+KARPENTER = "karpenter"
+CLUSTER_AUTOSCALER = "cluster-autoscaler"
+
+
+class ScaleUpReason(enum.Enum):
+    """What the autoscaler did for a group waiting for capacity; the value is the ``ScaleUp``
+    condition's reason and the Event's."""
+
+    SCALING_UP = "ScalingUp"
+    """An autoscaler planned nodes for its pods (Karpenter's ``Nominated``, Cluster
+    Autoscaler's ``TriggeredScaleUp``)."""
+
+    AUTOSCALER_CANNOT_FIT = "AutoscalerCannotFit"
+    """An autoscaler said it cannot place a member on any node it could add (Karpenter's
+    ``FailedScheduling``, Cluster Autoscaler's ``NotTriggerScaleUp``)."""
+
+    NO_AUTOSCALER_ACTED = "NoAutoscalerActed"
+    """The group waited the timeout on a cluster with an autoscaler API, and no autoscaler
+    acted on its pods or answered its request: it is absent, failing, or ignores them."""
+
+    CAPACITY_REQUESTED = "CapacityRequested"
+    """Berth asked with a ProvisioningRequest or CapacityBuffer; no answer yet."""
+
+    CAPACITY_REQUEST_PENDING = "CapacityRequestPending"
+    """The autoscaler answered the request; the capacity is not there yet."""
+
+    CAPACITY_PROVISIONED = "CapacityProvisioned"
+    """The autoscaler provided (or booked) the capacity asked for."""
+
+    CAPACITY_REQUEST_REFUSED = "CapacityRequestRefused"
+    """The autoscaler refused the request (``Failed``, booking expired, capacity revoked, a
+    buffer not ready); Berth asks again after a backoff."""
+
+    CAPACITY_API_UNSERVED = "CapacityApiUnserved"
+    """Berth would ask with a request, but the cluster serves no API to carry it."""
+
+
+_STATUS = {
+    ScaleUpReason.SCALING_UP: "True",
+    ScaleUpReason.CAPACITY_PROVISIONED: "True",
+    ScaleUpReason.CAPACITY_REQUESTED: "Unknown",
+    ScaleUpReason.CAPACITY_REQUEST_PENDING: "Unknown",
+    ScaleUpReason.AUTOSCALER_CANNOT_FIT: "False",
+    ScaleUpReason.NO_AUTOSCALER_ACTED: "False",
+    ScaleUpReason.CAPACITY_REQUEST_REFUSED: "False",
+    ScaleUpReason.CAPACITY_API_UNSERVED: "False",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleUp:
+    """A group's verdict: the code, and the message said on the group."""
+
+    code: ScaleUpReason
+    message: str
+
+    @property
+    def status(self) -> str:
+        """The ``ScaleUp`` condition's status: ``True`` (capacity coming or there), ``False``
+        (the autoscaler could not, or none acted), ``Unknown`` (asked, no answer yet)."""
+        return _STATUS[self.code]
+
+    @property
+    def warning(self) -> bool:
+        """Worth a Warning Event (the autoscaler could not help)."""
+        return self.status == "False"
+
+
+class Action(enum.Enum):
+    """What an autoscaler's Event on a pod says it did."""
+
+    PLANNED = "planned"  # it plans a node for the pod
+    CANNOT_FIT = "cannot fit"  # no node it could add takes the pod
+
+
+# (source component, Event reason) -> what it says. Karpenter v1.15:
+# pkg/controllers/provisioning/scheduling/events.go (NominatePodEvent, PodFailedToScheduleEvent);
+# Cluster Autoscaler: its event reasons for unschedulable pods.
+_ACTIONS: dict[tuple[str, str], Action] = {
+    (KARPENTER, "Nominated"): Action.PLANNED,
+    (KARPENTER, "FailedScheduling"): Action.CANNOT_FIT,
+    (CLUSTER_AUTOSCALER, "TriggeredScaleUp"): Action.PLANNED,
+    (CLUSTER_AUTOSCALER, "NotTriggerScaleUp"): Action.CANNOT_FIT,
+}
+
+PLAN_STANDS = 300.0
+"""Seconds an autoscaler's plan for a pod stands without being repeated. Karpenter repeats
+its ``Nominated`` Event for a pod still pending at most every two minutes (its recorder's
+dedupe); a plan not repeated in five has stalled (the autoscaler stopped, or its node never
+came), and the gang is judged as if none was made since."""
+
+SOURCES = (KARPENTER, CLUSTER_AUTOSCALER)
+"""The Event sources read (``source.component``; Events with these sources are listed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sighting:
+    """One autoscaler Event on a pod: who, what it did, when (seconds), its words."""
+
+    pod_uid: str
+    source: str
+    action: Action
+    at: float
+    message: str
+
+
+def sighting_of(event: collections.abc.Mapping[str, typing.Any]) -> Sighting | None:
+    """The sighting a core/v1 Event is, if an autoscaler wrote it about a pod (its source —
+    ``source.component``, else ``reportingComponent`` — and its reason; the message is kept
+    as written; its time is the latest it carries)."""
+    involved = event.get("involvedObject") or {}
+    if not isinstance(involved, collections.abc.Mapping) or involved.get("kind") != "Pod":
+        return None
+    source = (event.get("source") or {}).get("component") or event.get("reportingComponent")
+    action = _ACTIONS.get((str(source or ""), str(event.get("reason") or "")))
+    uid = involved.get("uid")
+    if action is None or not uid:
+        return None
+    metadata = event.get("metadata") or {}
+    stamps = (
+        event.get("lastTimestamp"),
+        (event.get("series") or {}).get("lastObservedTime"),
+        event.get("eventTime"),
+        event.get("firstTimestamp"),
+        metadata.get("creationTimestamp"),
+    )
+    at = max((t for t in (wire.parse_time(s) for s in stamps if s) if t is not None), default=None)
+    if at is None:
+        return None
+    return Sighting(str(uid), str(source), action, at, str(event.get("message") or ""))
+
+
+_WHO = {KARPENTER: "Karpenter", CLUSTER_AUTOSCALER: "Cluster Autoscaler"}
+
+
+def judge(
+    members: collections.abc.Mapping[str, str],
+    sightings: collections.abc.Iterable[Sighting],
+    *,
+    since: float,
+    now: float,
+    timeout: float,
+    autoscaled: bool,
+) -> ScaleUp | None:
+    """The verdict on a gang whose waiting ``members`` (key -> uid) have waited
+    ``Unschedulable`` since ``since``, from the autoscalers' ``sightings`` (any pods'; its
+    members' count). Each member's latest sighting stands. One the autoscaler cannot fit
+    makes the gang ``AutoscalerCannotFit`` (quoting it); else a plan made since the gang
+    began waiting and not older than :data:`PLAN_STANDS` is ``ScalingUp``; else, once
+    ``timeout`` has passed without either on an ``autoscaled`` cluster (an autoscaler's API
+    is served), ``NoAutoscalerActed``; else None (nothing to say yet)."""
+    uids = {uid: key for key, uid in members.items()}
+    latest: dict[str, Sighting] = {}
+    for seen in sightings:
+        if seen.pod_uid not in uids:
+            continue
+        had = latest.get(seen.pod_uid)
+        if had is None or (seen.at, seen.action is Action.CANNOT_FIT) > (
+            had.at,
+            had.action is Action.CANNOT_FIT,
+        ):
+            latest[seen.pod_uid] = seen
+    refused = sorted(
+        (s for s in latest.values() if s.action is Action.CANNOT_FIT),
+        key=lambda s: uids[s.pod_uid],
+    )
+    pods = len(members)
+    if refused:
+        first = refused[0]
+        return ScaleUp(
+            ScaleUpReason.AUTOSCALER_CANNOT_FIT,
+            f"{_WHO.get(first.source, first.source)} cannot place {len(refused)} of its {pods} "
+            f"waiting pod{'s' if pods != 1 else ''} on any node it could add, so it buys none "
+            f"for the gang (pod {uids[first.pod_uid]}: {first.message})",
+        )
+    planned = sorted(
+        (s for s in latest.values() if s.action is Action.PLANNED and s.at >= since - 1),
+        key=lambda s: uids[s.pod_uid],
+    )
+    fresh = [s for s in planned if now - s.at <= PLAN_STANDS]
+    if fresh:
+        first = fresh[0]
+        return ScaleUp(
+            ScaleUpReason.SCALING_UP,
+            f"{_WHO.get(first.source, first.source)} plans nodes for {len(fresh)} of its "
+            f"{pods} waiting pod{'s' if pods != 1 else ''} (pod {uids[first.pod_uid]}: "
+            f"{first.message})",
+        )
+    quiet = now - max([since, *(s.at for s in planned)])
+    if autoscaled and quiet >= timeout:
+        # The words stay the same while nothing changes: a message that counted the seconds
+        # would rewrite the group's status (and its Event) on every pass.
+        stalled = " since its last plan" if planned else ""
+        return ScaleUp(
+            ScaleUpReason.NO_AUTOSCALER_ACTED,
+            f"no autoscaler has acted on its {pods} Unschedulable pod{'s' if pods != 1 else ''} "
+            f"in {timeout:g}s{stalled}: is Karpenter or Cluster Autoscaler running, and does "
+            "any of its node pools or groups match the pods?",
+        )
+    return None
+
+
+def of_request(state: plans.State, *, overdue: bool, served: bool = True) -> ScaleUpReason:
+    """The code of a request Berth made, in ``state`` (``overdue``: unanswered past the
+    timeout; ``served`` False: no API could carry it, so none was made)."""
+    if not served:
+        return ScaleUpReason.CAPACITY_API_UNSERVED
+    if state is plans.State.UNANSWERED:
+        return ScaleUpReason.NO_AUTOSCALER_ACTED if overdue else ScaleUpReason.CAPACITY_REQUESTED
+    return {
+        plans.State.PENDING: ScaleUpReason.CAPACITY_REQUEST_PENDING,
+        plans.State.PROVISIONED: ScaleUpReason.CAPACITY_PROVISIONED,
+        plans.State.REFUSED: ScaleUpReason.CAPACITY_REQUEST_REFUSED,
+    }[state]
+
+
+def with_condition(
+    found: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]],
+    verdict: ScaleUp | None,
+    *,
+    now: float,
+) -> list[dict[str, typing.Any]]:
+    """The conditions ``found`` with the ``ScaleUp`` condition of ``verdict`` (None: without
+    one, as no autoscaler is waited on); its ``lastTransitionTime`` moves with its status."""
+    status = {"conditions": list(found)}
+    if verdict is None:
+        return [
+            dict(c)
+            for c in found
+            if isinstance(c, collections.abc.Mapping) and c.get("type") != CONDITION_SCALE_UP
+        ]
+    return conditions.updated(
+        status,
+        kind=CONDITION_SCALE_UP,
+        value=verdict.status,
+        reason=verdict.code.value,
+        message=verdict.message,
+        now=now,
+    )

@@ -1,0 +1,157 @@
+"""What the autoscaler did for a waiting gang, on the PodGroup, through the whole operator.
+
+The operator runs in the test's loop on a virtual clock an hour behind the wall clock, the
+emulator on its thread with simulated nodes, and Karpenter's NodePools are served (an
+autoscaler is expected); the test writes the Events Karpenter would. Everything is read with
+the real ``kubectl``. We test these aspects (docs/autoscaling.md, "When the autoscaler
+cannot"):
+
+- a gang too big for the nodes reads ``Unschedulable``; once Karpenter's Warning
+  ``FailedScheduling`` Event is on one member, the PodGroup's ``ScaleUp`` condition is
+  ``False``, ``AutoscalerCannotFit``, quoting it; the ``Scheduled`` condition keeps its reason
+  and carries the words; a Warning Event on the PodGroup says it once;
+- a gang nobody acts on: after ``answerTimeout`` (virtual) its ``ScaleUp`` condition is
+  ``NoAutoscalerActed``; nothing is asked of the autoscaler for either gang (no PodTemplate,
+  no request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import typing
+
+import pytest
+
+from berth.emulator import testing
+from berth.status import conditions
+from berth.util import clocks
+from tests.kube import conftest
+from tests.kube.test_capacity_requests import serve_karpenter
+from tests.operator import running
+from tests.operator.running import kubectl
+
+pytestmark = pytest.mark.slow
+
+Obj = dict[str, typing.Any]
+
+
+def gang(name: str) -> str:
+    pods = "".join(
+        f"""
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}-{i}, labels: {{scheduling.berth.io/pod-group: {name}}}}}
+spec:
+  schedulerName: berth-scheduler
+  containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "16"}}}}}}]
+"""
+        for i in range(2)
+    )
+    return f"""
+apiVersion: scheduling.berth.io/v1alpha1
+kind: PodGroup
+metadata: {{name: {name}}}
+spec: {{minMember: 2, queue: default}}
+{pods}"""
+
+
+async def condition(emulator: testing.RunningEmulator, group: str, kind: str) -> Obj | None:
+    found = json.loads(await kubectl(emulator, "get", "podgroup", group, "-o", "json"))
+    return typing.cast("Obj | None", conditions.find(found.get("status") or {}, kind))
+
+
+async def wait_condition(
+    emulator: testing.RunningEmulator, group: str, kind: str, reason: str
+) -> Obj:
+    seen: list[Obj | None] = [None]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        seen[0] = await condition(emulator, group, kind)
+        if seen[0] is not None and seen[0].get("reason") == reason:
+            return seen[0]
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{group}'s {kind} condition never read {reason}: {seen[0]}")
+
+
+FAILED = (
+    'Failed to schedule pod, incompatible with nodepool "autoscaled", daemonset overhead='
+    '{"pods":"0"}, no instance type has enough resources'
+)
+
+
+async def test_the_group_says_what_karpenter_could_not_do_and_that_nobody_acted(
+    emulator: testing.RunningEmulator,
+) -> None:
+    emulator.start_kubelets(["2x cpu=4,memory=8Gi"], speedup=30)
+    serve_karpenter(emulator)
+    clock = clocks.VirtualClock(time.time() - 3600)
+    async with running.operator_on(emulator, clock=clock):
+        await kubectl(emulator, "apply", "-f", "-", input=gang("big"))
+        await wait_condition(emulator, "big", "Scheduled", "ClusterTooSmall")
+        pod = json.loads(await kubectl(emulator, "get", "pod", "big-0", "-o", "json"))
+        (scheduled,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert scheduled["reason"] == "Unschedulable"  # the ask an autoscaler reads
+        stamp = conditions.timestamp(clock.now())
+        conftest.create(
+            emulator,
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": "big-0.karpenter"},
+                "involvedObject": {
+                    "kind": "Pod",
+                    "namespace": "default",
+                    "name": "big-0",
+                    "uid": pod["metadata"]["uid"],
+                    "apiVersion": "v1",
+                },
+                "reason": "FailedScheduling",
+                "message": FAILED,
+                "type": "Warning",
+                "source": {"component": "karpenter"},
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+                "count": 1,
+            },
+            plural="events",
+        )
+        scale_up = await wait_condition(emulator, "big", "ScaleUp", "AutoscalerCannotFit")
+        assert scale_up["status"] == "False"
+        assert scale_up["message"] == (
+            "Karpenter cannot place 1 of its 2 waiting pods on any node it could add, so it "
+            f"buys none for the gang (pod default/big-0: {FAILED})"
+        )
+        said = await condition(emulator, "big", "Scheduled")
+        assert said is not None and said["reason"] == "ClusterTooSmall"
+        assert said["message"].endswith(scale_up["message"])
+        listed = json.loads(
+            await kubectl(
+                emulator,
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.kind=PodGroup,reason=AutoscalerCannotFit",
+                "-o",
+                "json",
+            )
+        )
+        (event,) = listed["items"]
+        assert (event["type"], event["involvedObject"]["name"]) == ("Warning", "big")
+
+        # A second gang that no autoscaler acts on.
+        await kubectl(emulator, "apply", "-f", "-", input=gang("idle"))
+        await wait_condition(emulator, "idle", "Scheduled", "ClusterTooSmall")
+        assert await condition(emulator, "idle", "ScaleUp") is None
+        clock.advance(121)
+        absent = await wait_condition(emulator, "idle", "ScaleUp", "NoAutoscalerActed")
+        assert absent["status"] == "False"
+        assert absent["message"].startswith(
+            "no autoscaler has acted on its 2 Unschedulable pods in 120s"
+        )
+        # Nothing asked of the autoscaler for either gang.
+        assert (
+            json.loads(await kubectl(emulator, "get", "podtemplates", "-o", "json"))["items"] == []
+        )

@@ -1,0 +1,241 @@
+"""What the autoscaler did for a waiting group (``berth.status.scale_up``), decided purely.
+
+We test these aspects:
+
+- an Event is a sighting by its source and reason alone (Karpenter's ``Nominated`` and
+  ``FailedScheduling``, Cluster Autoscaler's ``TriggeredScaleUp`` and ``NotTriggerScaleUp``);
+  kube-scheduler's own ``FailedScheduling``, Events about other kinds, and Events without a
+  time are not; its time is the latest it carries;
+- a gang's verdict: any member the autoscaler cannot fit makes the whole gang
+  ``AutoscalerCannotFit`` quoting the autoscaler's words (even beside plans for others); a
+  member's newer sighting replaces its older one; a plan is ``ScalingUp``; nothing said is
+  nothing to say until the timeout, then ``NoAutoscalerActed`` — only on a cluster with an
+  autoscaler's API; a plan older than the gang's wait, or one not repeated for five minutes,
+  does not count; the words do not change while nothing does;
+- a request's state maps to its code (refused, unanswered before and after the timeout);
+- the ``ScaleUp`` condition: status per code, other conditions kept, the transition time kept
+  while its status holds, removed with no verdict.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from berth.status import capacity_requests as plans
+from berth.status import conditions, scale_up
+
+R = scale_up.ScaleUpReason
+T0 = 1_800_000_000.0
+MEMBERS = {"team/train-0": "u0", "team/train-1": "u1", "team/train-2": "u2"}
+FAILED = (
+    'Failed to schedule pod, incompatible with nodepool "autoscaled", daemonset overhead='
+    '{"cpu":"0"}, no instance type has enough resources'
+)
+
+
+def event(
+    uid: str,
+    *,
+    reason: str,
+    source: str = "karpenter",
+    at: float = T0,
+    message: str = "",
+    kind: str = "Pod",
+) -> dict[str, typing.Any]:
+    return {
+        "involvedObject": {"kind": kind, "namespace": "team", "name": "x", "uid": uid},
+        "reason": reason,
+        "message": message,
+        "source": {"component": source},
+        "firstTimestamp": conditions.timestamp(at - 60),
+        "lastTimestamp": conditions.timestamp(at),
+        "metadata": {"creationTimestamp": conditions.timestamp(at - 60)},
+    }
+
+
+def seen(uid: str, action: scale_up.Action, at: float, message: str = "") -> scale_up.Sighting:
+    return scale_up.Sighting(uid, scale_up.KARPENTER, action, at, message)
+
+
+@pytest.mark.parametrize(
+    ("given", "action"),
+    [
+        (event("u0", reason="Nominated"), scale_up.Action.PLANNED),
+        (event("u0", reason="FailedScheduling"), scale_up.Action.CANNOT_FIT),
+        (
+            event("u0", reason="TriggeredScaleUp", source="cluster-autoscaler"),
+            scale_up.Action.PLANNED,
+        ),
+        (
+            event("u0", reason="NotTriggerScaleUp", source="cluster-autoscaler"),
+            scale_up.Action.CANNOT_FIT,
+        ),
+        (event("u0", reason="FailedScheduling", source="default-scheduler"), None),
+        (event("u0", reason="FailedScheduling", source="berth-scheduler"), None),
+        (event("u0", reason="Nominated", kind="NodeClaim"), None),
+        (event("u0", reason="Launched"), None),
+    ],
+    ids=[
+        "karpenter-plan",
+        "karpenter-cannot",
+        "ca-plan",
+        "ca-cannot",
+        "kube-scheduler",
+        "berth",
+        "not-a-pod",
+        "other-reason",
+    ],
+)
+def test_an_event_is_a_sighting_by_source_and_reason(
+    given: dict[str, typing.Any], action: scale_up.Action | None
+) -> None:
+    found = scale_up.sighting_of(given)
+    assert (found.action if found is not None else None) is action
+    if found is not None:
+        assert (found.pod_uid, found.at) == ("u0", T0)
+
+
+def test_reporting_component_and_event_time_serve_events_k8s_io_writers() -> None:
+    given = {
+        "involvedObject": {"kind": "Pod", "uid": "u0"},
+        "reason": "FailedScheduling",
+        "reportingComponent": "karpenter",
+        "eventTime": "2027-01-15T08:00:00.123456Z",
+        "message": FAILED,
+    }
+    found = scale_up.sighting_of(given)
+    assert found is not None and found.action is scale_up.Action.CANNOT_FIT
+    assert found.message == FAILED
+    assert scale_up.sighting_of({**given, "eventTime": None}) is None
+
+
+def judge(
+    sightings: list[scale_up.Sighting],
+    *,
+    now: float = T0 + 10,
+    autoscaled: bool = True,
+    since: float = T0,
+) -> scale_up.ScaleUp | None:
+    return scale_up.judge(
+        MEMBERS, sightings, since=since, now=now, timeout=120.0, autoscaled=autoscaled
+    )
+
+
+def test_one_member_the_autoscaler_cannot_fit_holds_the_whole_gang() -> None:
+    verdict = judge(
+        [
+            seen("u0", scale_up.Action.PLANNED, T0 + 2, "Pod should schedule on: nodeclaim/a"),
+            seen("u1", scale_up.Action.CANNOT_FIT, T0 + 1, FAILED),
+            seen("u2", scale_up.Action.PLANNED, T0 + 2, "Pod should schedule on: nodeclaim/a"),
+        ]
+    )
+    assert verdict == scale_up.ScaleUp(
+        R.AUTOSCALER_CANNOT_FIT,
+        "Karpenter cannot place 1 of its 3 waiting pods on any node it could add, so it buys "
+        f"none for the gang (pod team/train-1: {FAILED})",
+    )
+    assert (verdict.status, verdict.warning) == ("False", True)
+
+
+def test_a_newer_sighting_replaces_an_older_one() -> None:
+    before = seen("u0", scale_up.Action.CANNOT_FIT, T0 + 1, FAILED)
+    after = seen("u0", scale_up.Action.PLANNED, T0 + 5, "Pod should schedule on: nodeclaim/b")
+    verdict = judge([after, before])
+    assert verdict is not None and verdict.code is R.SCALING_UP
+    assert verdict.message == (
+        "Karpenter plans nodes for 1 of its 3 waiting pods "
+        "(pod team/train-0: Pod should schedule on: nodeclaim/b)"
+    )
+    assert verdict.status == "True"
+    again = judge([before, seen("u0", scale_up.Action.CANNOT_FIT, T0 + 9, FAILED), after])
+    assert again is not None and again.code is R.AUTOSCALER_CANNOT_FIT
+
+
+def test_sightings_of_other_pods_do_not_count() -> None:
+    assert judge([seen("other", scale_up.Action.CANNOT_FIT, T0 + 1, FAILED)]) is None
+
+
+def test_nobody_acting_is_said_after_the_timeout_only_where_an_autoscaler_is_served() -> None:
+    assert judge([], now=T0 + 119) is None
+    verdict = judge([], now=T0 + 120)
+    assert verdict == scale_up.ScaleUp(
+        R.NO_AUTOSCALER_ACTED,
+        "no autoscaler has acted on its 3 Unschedulable pods in 120s: is Karpenter or "
+        "Cluster Autoscaler running, and does any of its node pools or groups match the pods?",
+    )
+    assert verdict.warning
+    # The words stay the same as time passes (no status rewrite, no new Event).
+    assert judge([], now=T0 + 500) == verdict
+    # A cluster without any autoscaler API: nobody was expected to act.
+    assert judge([], now=T0 + 500, autoscaled=False) is None
+
+
+def test_a_stalled_or_earlier_plan_does_not_count() -> None:
+    plan = seen("u0", scale_up.Action.PLANNED, T0 + 5, "Pod should schedule on: nodeclaim/a")
+    fresh = judge([plan], now=T0 + 5 + scale_up.PLAN_STANDS)
+    assert fresh is not None and fresh.code is R.SCALING_UP
+    stalled = judge([plan], now=T0 + 6 + scale_up.PLAN_STANDS)
+    assert stalled is not None and stalled.code is R.NO_AUTOSCALER_ACTED
+    assert "in 120s since its last plan:" in stalled.message
+    # A plan made before the gang began waiting (since) is not about this wait.
+    earlier = judge([plan], since=T0 + 100, now=T0 + 110)
+    assert earlier is None
+
+
+@pytest.mark.parametrize(
+    ("state", "overdue", "served", "code"),
+    [
+        (plans.State.UNANSWERED, False, True, R.CAPACITY_REQUESTED),
+        (plans.State.UNANSWERED, True, True, R.NO_AUTOSCALER_ACTED),
+        (plans.State.PENDING, True, True, R.CAPACITY_REQUEST_PENDING),
+        (plans.State.PROVISIONED, False, True, R.CAPACITY_PROVISIONED),
+        (plans.State.REFUSED, False, True, R.CAPACITY_REQUEST_REFUSED),
+        (plans.State.UNANSWERED, False, False, R.CAPACITY_API_UNSERVED),
+    ],
+)
+def test_a_requests_state_maps_to_its_code(
+    state: plans.State, overdue: bool, served: bool, code: scale_up.ScaleUpReason
+) -> None:
+    assert scale_up.of_request(state, overdue=overdue, served=served) is code
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        (R.SCALING_UP, "True"),
+        (R.CAPACITY_PROVISIONED, "True"),
+        (R.CAPACITY_REQUESTED, "Unknown"),
+        (R.CAPACITY_REQUEST_PENDING, "Unknown"),
+        (R.AUTOSCALER_CANNOT_FIT, "False"),
+        (R.NO_AUTOSCALER_ACTED, "False"),
+        (R.CAPACITY_REQUEST_REFUSED, "False"),
+        (R.CAPACITY_API_UNSERVED, "False"),
+    ],
+)
+def test_every_code_has_a_condition_status(code: scale_up.ScaleUpReason, status: str) -> None:
+    assert scale_up.ScaleUp(code, "m").status == status
+
+
+def test_the_condition_keeps_others_and_its_transition_time() -> None:
+    other = {"type": "Scheduled", "status": "False", "reason": "NotEnoughResources"}
+    first = scale_up.with_condition(
+        [other], scale_up.ScaleUp(R.AUTOSCALER_CANNOT_FIT, FAILED), now=T0
+    )
+    assert [c["type"] for c in first] == ["ScaleUp", "Scheduled"]
+    assert first[0] == {
+        "type": "ScaleUp",
+        "status": "False",
+        "reason": "AutoscalerCannotFit",
+        "message": FAILED,
+        "lastTransitionTime": conditions.timestamp(T0),
+    }
+    same_status = scale_up.with_condition(
+        first, scale_up.ScaleUp(R.NO_AUTOSCALER_ACTED, "none"), now=T0 + 60
+    )
+    assert same_status[0]["lastTransitionTime"] == conditions.timestamp(T0)
+    assert same_status[0]["reason"] == "NoAutoscalerActed"
+    moved = scale_up.with_condition(first, scale_up.ScaleUp(R.SCALING_UP, "p"), now=T0 + 60)
+    assert moved[0]["lastTransitionTime"] == conditions.timestamp(T0 + 60)
+    assert scale_up.with_condition(first, None, now=T0 + 60) == [other]
