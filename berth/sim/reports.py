@@ -10,7 +10,8 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
                           schedulerFairShare [{t, resources}] | null, allocated [{t, resources}],
                           guaranteedSeries [{t, resources}], changes [{t, weight, guaranteed}],
                           evictions, workLost {resource: unit-seconds}}}
-    reservations: [{namespace, name, phase, nodeName, owners, currentOwners}]
+    reservations: [{namespace, name, phase, nodeName, availableAt, reason, message, owners,
+                    currentOwners}]
     podGroups:    [{namespace, name, phase, reason, message, scheduled, running, succeeded,
                     failed, queuePosition, queuePending}]
     queueStatuses: {name: {state, stateReason, allocated, requested, fairShare, pending,
@@ -19,6 +20,8 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
                   pendingAtEnd}}, jainIndex, contendedSeconds, partialGangs, jobs, evictions,
                   workLost {resource: unit-seconds}, emptyNodes {mean, atEnd}, cycles,
                   decisions
+
+A reservation's ``availableAt`` is when it was placed (null: never).
 
 How the summary is computed (the README of ``examples/sim`` repeats it):
 
@@ -58,7 +61,7 @@ import collections.abc
 import math
 import typing
 
-from berth.api import quantities, resources
+from berth.api import meta, quantities, resources
 from berth.sim import events, fairness, records
 
 __all__ = ["KIND", "build", "dominant_share", "percentile", "share_basis"]
@@ -232,14 +235,28 @@ def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typ
     metadata = raw.get("metadata", {})
     spec = raw.get("spec", {})
     status = raw.get("status") or {}
+    scheduled: collections.abc.Mapping[str, typing.Any] = next(
+        (c for c in status.get("conditions") or () if c.get("type") == "Scheduled"), {}
+    )
+    placed = scheduled.get("status") == "True" and scheduled.get("lastTransitionTime")
     return {
         "namespace": metadata.get("namespace"),
         "name": metadata.get("name"),
         "phase": status.get("phase", "Pending"),
         "nodeName": status.get("nodeName"),
+        "availableAt": _since_epoch(placed) if placed else None,
+        "reason": scheduled.get("reason"),
+        "message": scheduled.get("message"),
         "owners": spec.get("owners", []),
         "currentOwners": status.get("currentOwners", []),
     }
+
+
+def _since_epoch(stamp: typing.Any) -> float | None:
+    """Seconds of simulated time at an RFC 3339 ``stamp`` the cluster wrote."""
+    if not isinstance(stamp, str):
+        return None
+    return round(meta.parse_timestamp(stamp).timestamp() - events.EPOCH, 3)
 
 
 def _pod_group(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:

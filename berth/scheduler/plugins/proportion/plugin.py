@@ -70,6 +70,9 @@ class Books(
         times = [math.inf]
         if self.threshold is not None and job.creation_timestamp + self.threshold > now:
             times.append(job.creation_timestamp + self.threshold)
+        drain = self.drain_begins(job)
+        if drain is not None:
+            times.append(drain)
         if self.args.usage_half_life_seconds:
             # Decayed shares drift with time alone, and which waiting jobs the guard holds
             # room for follows them: every such job is looked at every cycle.
@@ -143,7 +146,10 @@ class Proportion(interfaces.SessionPlugin):
         session.add_event_handler(
             plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate
         )
-        if books.threshold is not None:
+        session.revisit_fns.append(books.next_drain)
+        if books.threshold is not None or any(
+            info.start_at is not None for info in session.snapshot.reservations.values()
+        ):
             books.take_holds()
             if books.holds:
                 session.add_predicate_fn(books.hold_filter, plugin=NAME)
