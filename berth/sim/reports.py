@@ -3,7 +3,7 @@
 Shape (times are seconds of virtual time, resources in the API's quantity strings)::
 
     apiVersion, kind: Report, scenario, seed, end
-    cluster:      nodes, capacity, allocated [{t, resources}]
+    cluster:      nodes, capacity, allocated [{t, resources}], heldIdle [{t, resources}]
     workloads:    [{namespace, name, workload, queue, minMember, submitted, started, finished,
                     wait, pods {pod: node|null}, evictions, evictedAt [t], restarts, reason}]
     queues:       {name: {weight, guaranteed, limit, fairShare, fairShareSeries [{t, resources}],
@@ -21,7 +21,9 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
                   workLost {resource: unit-seconds}, emptyNodes {mean, atEnd}, cycles,
                   decisions
 
-A reservation's ``availableAt`` is when it was placed (null: never).
+``heldIdle`` is the free capacity the starvation guard kept idle after each cycle: nodes
+draining for starving gangs and for Reservations booked for later (``startAt``), less what
+backfill took. A reservation's ``availableAt`` is when it was placed (null: never).
 
 How the summary is computed (the README of ``examples/sim`` repeats it):
 
@@ -92,6 +94,7 @@ def build(
             "nodes": recorder.nodes,
             "capacity": recorder.capacity.to_api(),
             "allocated": _samples(recorder.cluster),
+            "heldIdle": _samples(recorder.held),
         },
         "workloads": [_workload(job, end=end) for job in _jobs(recorder)],
         "queues": _queues(recorder, entitlements),

@@ -238,6 +238,7 @@ class Simulation:
                 self._wake_at_time(result.revisit_at, reason="a time a plugin waits for")
             for queue, summary in sorted(result.queues.items()):
                 self.recorder.fair_share_published(queue, summary.fair_share, at=self.now)
+                self.recorder.held_published(queue, summary.held, at=self.now)
             self.recorder.cycle_done(decisions=len(result.decisions))
             if not (again and self._waiting):
                 return

@@ -4,6 +4,7 @@ publishes the queue statuses at close and drops the books (R8)."""
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import math
 import typing
 
@@ -59,6 +60,7 @@ class Books(
         self.held_nodes = {}
         self.ripening = ripening.Ripening()  # the plugin hands its own, kept across sessions
         self._hopeless_jobs = {}
+        self._free_at_open = None
         self._smallest_pods = {}
         self._ripe = None
 
@@ -159,7 +161,11 @@ class Proportion(interfaces.SessionPlugin):
         if books is not None and books.session is session:
             _limits_over_capacity(session, books)
             _drains_given_back(session, books)
-            session.queue_statuses.update(books.publish())
+            published = books.publish()
+            for queue, idle in books.held_idle().items():
+                if queue in published:
+                    published[queue] = dataclasses.replace(published[queue], held=idle)
+            session.queue_statuses.update(published)
             # A shadow lasts while its job is held for; a job held again later starts afresh.
             held = {hold.job.key for hold in books.holds}
             for key in [k for k in self._shadows if k not in held]:

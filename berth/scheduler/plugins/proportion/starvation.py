@@ -140,6 +140,7 @@ class StarvationGuard(admission.Admission):
     shadows: dict[str, float]  # the plugin's, across sessions (see shadow)
     _hopeless_jobs: dict[str, bool]
     _smallest_pods: dict[str, IntArray]
+    _free_at_open: IntArray | None = None  # free capacity before holds (held_idle)
 
     def _hopeless(self, job: jobs.Job) -> bool:
         """The job's quorum exceeds its queue's share or a limit even with the queue empty:
@@ -273,6 +274,7 @@ class StarvationGuard(admission.Admission):
             return
         table = session.nodes
         free = np.clip(table.free(), 0, None)  # free now and not held yet
+        self._free_at_open = free.copy()
         # The nodes as if emptied of what runs there: a pod's target is where it fits once
         # that frees, besides the pods already targeted (each counted whole).
         emptied = table.copy()
@@ -364,6 +366,42 @@ class StarvationGuard(admission.Admission):
             ends = [self._ends(p, quantile=SHADOW_QUANTILE).end for p in snapshot.pods_on(node)]
             out[row] = all(end is not None and end <= start for end in ends)
         return out
+
+    def held_idle(self) -> dict[str, resources.ResourceList]:
+        """Per queue, the held room still free as the session leaves the nodes: free at
+        open less what the session bound there, up to each hold's amounts (room taken by a
+        nomination stays idle until its pod binds). Empty without holds."""
+        if not self.holds or self._free_at_open is None:
+            return {}
+        session = self.session
+        table = session.nodes
+        free = self._free_at_open.copy()
+        for key, node in session.placed.items():
+            pod = session.snapshot.pods.get(key)
+            row = table.index.get(node)
+            if pod is not None and row is not None:
+                free[row] -= table.vector(pod.requests)
+        free = np.clip(free, 0, None)
+        totals: dict[str, IntArray] = {}
+        for hold in self.holds:
+            if hold.job.committed:
+                continue
+            idle = np.minimum(hold.amounts, free)
+            free -= idle
+            summed = idle.sum(axis=0)
+            found = totals.get(hold.job.queue)
+            totals[hold.job.queue] = summed if found is None else found + summed
+        return {
+            queue: resources.ResourceList(
+                {
+                    name: int(amount)
+                    for name, amount in zip(table.resources, total.tolist(), strict=True)
+                    if amount > 0 and name != resources.PODS
+                }
+            )
+            for queue, total in totals.items()
+            if (total > 0).any()
+        }
 
     def nominations(self, job: jobs.Job) -> dict[str, str]:
         """The nodes the guard nominated for a starving job's pods (pod key -> node)."""
