@@ -36,6 +36,8 @@ __all__ = [
     "ReservationPhase",
     "ReservationSpec",
     "ReservationStatus",
+    "STARTS_AFTER_EXPIRY",
+    "STARTS_IN_THE_PAST",
     "VALUES_FORBIDDEN",
     "VALUES_REQUIRED",
     "template_asks",
@@ -163,6 +165,13 @@ class ReservationPhase(enum.StrEnum):
     FAILED = "Failed"
 
 
+STARTS_AFTER_EXPIRY = "startAt must be before expires: the reservation would never hold anything"
+"""What a Reservation starting at or after its expiry is told (API server and Berth alike)."""
+STARTS_IN_THE_PAST = "startAt is before the reservation was created"
+"""What Berth says of a Reservation whose ``startAt`` was already past when it was created
+(an API server's CEL has no clock, so this one is Berth's alone: the reservation is marked
+invalid and never placed)."""
+
 REQUESTS_NOTHING = (
     "a reservation holds what its template requests, and this one requests no resources: set "
     "resources.requests on its containers"
@@ -235,6 +244,12 @@ class ReservationSpec(meta.ApiModel):
                 message=NO_OWNER,
                 field_path=".owners",
             ),
+            rules.rule(
+                "!has(self.startAt) || !has(self.expires) || "
+                "timestamp(self.startAt) < timestamp(self.expires)",
+                message=STARTS_AFTER_EXPIRY,
+                field_path=".startAt",
+            ),
         )
     )
 
@@ -251,6 +266,13 @@ class ReservationSpec(meta.ApiModel):
     Defaults to 24h when expires is not set. Exclusive with expires."""
     expires: meta.TimestampField | None = None
     """When the reservation expires (RFC 3339). Exclusive with ttl."""
+    start_at: meta.TimestampField | None = None
+    """When the reservation starts holding its room (RFC 3339), e.g. to book a big run for
+    tonight: until then it is Pending and places nothing; a while before it, Berth drains a
+    node for it (new work goes there only if expected to end by then), and from then on it
+    holds its room like any reservation. Must be before ``expires``, and not before the
+    reservation's creation. With a ``ttl``, the reservation lives that long from ``startAt``.
+    Unset: it holds its room as soon as it fits."""
     allocate_once: bool = True
     """Whether the reservation ends (Succeeded) when its first owner is placed into it."""
     queue: str | None = None
@@ -271,6 +293,16 @@ class ReservationSpec(meta.ApiModel):
         if expires is not None and info.data.get("ttl") is not None:
             raise ValueError("set ttl or expires, not both")
         return expires
+
+    @pydantic.field_validator("start_at")
+    @classmethod
+    def _starts_before_expiry(
+        cls, start_at: datetime.datetime | None, info: pydantic.ValidationInfo
+    ) -> datetime.datetime | None:
+        expires = info.data.get("expires")
+        if start_at is not None and expires is not None and start_at >= expires:
+            raise ValueError(STARTS_AFTER_EXPIRY)
+        return start_at
 
     @pydantic.field_validator("template")
     @classmethod

@@ -74,6 +74,7 @@ class Flags:
     owner_selector: tuple[str, ...] = ()
     ttl: str | None = None
     expires: str | None = None
+    start_at: str | None = None
     node_selector: tuple[str, ...] = ()
     toleration: tuple[str, ...] = ()
     queue: str | None = None
@@ -194,13 +195,14 @@ def _toleration(text: str) -> dict[str, str]:
     return toleration
 
 
-def _expires(text: str, *, now: float) -> str:
+def _future(flag: str, text: str, *, now: float) -> str:
+    """An RFC 3339 time still ahead (this client has a clock; the API server's rules have none)."""
     try:
         when = meta.parse_timestamp(text)
     except ValueError as exc:
-        raise _fail("--expires", str(exc)) from None
+        raise _fail(flag, str(exc)) from None
     if when.timestamp() <= now:
-        raise _fail("--expires", f"{text} has already passed: give a time in the future")
+        raise _fail(flag, f"{text} has already passed: give a time in the future")
     return meta.format_timestamp(when)
 
 
@@ -268,7 +270,9 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
         except errors.DurationError as exc:
             raise _fail("--ttl", str(exc)) from None
     if flags.expires is not None:
-        spec["expires"] = _expires(flags.expires, now=clock.now())
+        spec["expires"] = _future("--expires", flags.expires, now=clock.now())
+    if flags.start_at is not None:
+        spec["startAt"] = _future("--start-at", flags.start_at, now=clock.now())
     if flags.queue is not None:
         spec["queue"] = _object_name("--queue", flags.queue, what="queue")
     if flags.allocate_once is not None:
@@ -279,6 +283,8 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
+        if first["loc"][:2] == ("spec", "startAt") or first["loc"][:2] == ("spec", "start_at"):
+            raise _fail("--start-at", str(first["msg"]).removeprefix("Value error, ")) from None
         raise click.ClickException(f"invalid reservation: {where}: {first['msg']}") from None
 
 
@@ -359,6 +365,12 @@ Examples:
 )
 @click.option(
     "--expires", metavar="TIME", help="When it expires (RFC 3339, e.g. 2026-12-24T06:00:00Z)."
+)
+@click.option(
+    "--start-at",
+    metavar="TIME",
+    help="Hold nothing until then (RFC 3339), e.g. to book a big run for tonight; a node is "
+    "drained for it ahead. --ttl counts from then.",
 )
 @click.option(
     "--node-selector",

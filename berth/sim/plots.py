@@ -3,7 +3,9 @@
 Two panels over virtual time, drawn from the JSON report alone (so a saved report can be
 plotted again):
 
-- *Cluster utilization*: bound requests over capacity, per resource, in percent;
+- *Cluster utilization*: bound requests over capacity, per resource, in percent, with a
+  shaded band above each line for the capacity the starvation guard held idle then
+  (``heldIdle``: nodes draining for a starving gang, or for a Reservation booked for later);
 - *Queues*: one colour per queue, every line a dominant share of the cluster (DRF: the
   largest fraction of any resource, over the resources pods ask for):
 
@@ -25,6 +27,7 @@ matplotlib comes with the ``[sim]`` extra.
 
 from __future__ import annotations
 
+import bisect
 import collections.abc
 import functools
 import hashlib
@@ -103,7 +106,11 @@ def figure(report: Report) -> matplotlib.figure.Figure:
             linestyle=_STYLES[index % len(_STYLES)],
             label=name,
         )
-    top.set_title("Cluster utilization (bound requests / capacity)")
+    _shade_held(top, report, cluster=cluster, drawn=drawn, capacity=capacity, end=end, scale=scale)
+    top.set_title(
+        "Cluster utilization (bound requests / capacity); shaded: held idle for a drain "
+        "(starving gangs, reservations' startAt)"
+    )
     top.set_ylabel("utilization (%)")
     top.set_ylim(0, 105)
     top.grid(True, alpha=0.3)
@@ -180,6 +187,50 @@ def figure(report: Report) -> matplotlib.figure.Figure:
         bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
     drawing.suptitle(f"berth sim: {report['scenario']}", fontsize=14)
     return drawing
+
+
+def _shade_held(
+    axes: typing.Any,
+    report: Report,
+    *,
+    cluster: _Samples,
+    drawn: list[str],
+    capacity: dict[str, int],
+    end: float,
+    scale: float,
+) -> None:
+    """A band above each resource's utilization line, as high as what the starvation guard
+    held idle then (nodes draining for a starving gang or a booked reservation)."""
+    held = _series(report["cluster"].get("heldIdle") or [])
+    if not any(value for _, value in held):
+        return
+    times = sorted({t for t, _ in cluster} | {t for t, _ in held} | {0.0, end})
+    cluster_at, held_at = _values_at(cluster, times), _values_at(held, times)
+    for index, name in enumerate(drawn):
+        used = [_percent(name, capacity, value) for value in cluster_at]
+        idle = [_percent(name, capacity, value) for value in held_at]
+        if not any(idle):
+            continue
+        axes.fill_between(
+            [t / scale for t in times],
+            used,
+            [u + i for u, i in zip(used, idle, strict=True)],
+            step="post",
+            alpha=0.3,
+            color=matplotlib.colormaps["tab10"](index % 10),
+            linewidth=0,
+            label=f"{name} held idle (drain)",
+        )
+
+
+def _values_at(samples: _Samples, times: list[float]) -> list[dict[str, int]]:
+    """The step function's value at each of ``times`` (the last sample at or before it)."""
+    keys = [at for at, _ in samples]
+    found: list[dict[str, int]] = []
+    for t in times:
+        i = bisect.bisect_right(keys, t)
+        found.append(samples[i - 1][1] if i else {})
+    return found
 
 
 def _mark_jobs(

@@ -108,6 +108,9 @@ class Recorder:
         # queue -> resource -> milli-units x milliseconds of running the evictions threw away
         self.work_lost: dict[str, dict[str, int]] = {}
         self.cluster = Series(resources.ResourceList())  # every bound pod, queued or not
+        # Free capacity the starvation guard held idle after each cycle (drains), by queue.
+        self.held_idle: dict[str, resources.ResourceList] = {}
+        self.held = Series(resources.ResourceList())  # the same, summed over queues
         self.partial_gangs = 0
         self.cycles = 0
         self.decisions = 0
@@ -134,6 +137,21 @@ class Recorder:
     def fair_share_published(self, queue: str, value: resources.ResourceList, *, at: int) -> None:
         """The scheduler's queue plugin computed ``value`` as the queue's fair share."""
         self.published.setdefault(queue, Series()).set(at, value)
+
+    def held_published(self, queue: str, value: resources.ResourceList, *, at: int) -> None:
+        """After a cycle, the starvation guard holds ``value`` idle for ``queue`` (its
+        starving gangs and Reservations booked for later draining nodes)."""
+        if not value and queue not in self.held_idle:
+            return
+        if value:
+            self.held_idle[queue] = value
+        else:
+            del self.held_idle[queue]
+        total: dict[str, int] = {}
+        for amounts in self.held_idle.values():
+            for name, amount in amounts.items():
+                total[name] = total.get(name, 0) + amount
+        self.held.set(at, resources.ResourceList(total))
 
     def _queue(self, name: str) -> None:
         if name not in self.allocated:

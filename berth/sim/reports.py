@@ -3,14 +3,15 @@
 Shape (times are seconds of virtual time, resources in the API's quantity strings)::
 
     apiVersion, kind: Report, scenario, seed, end
-    cluster:      nodes, capacity, allocated [{t, resources}]
+    cluster:      nodes, capacity, allocated [{t, resources}], heldIdle [{t, resources}]
     workloads:    [{namespace, name, workload, queue, minMember, submitted, started, finished,
                     wait, pods {pod: node|null}, evictions, evictedAt [t], restarts, reason}]
     queues:       {name: {weight, guaranteed, limit, fairShare, fairShareSeries [{t, resources}],
                           schedulerFairShare [{t, resources}] | null, allocated [{t, resources}],
                           guaranteedSeries [{t, resources}], changes [{t, weight, guaranteed}],
                           evictions, workLost {resource: unit-seconds}}}
-    reservations: [{namespace, name, phase, nodeName, owners, currentOwners}]
+    reservations: [{namespace, name, phase, nodeName, availableAt, reason, message, owners,
+                    currentOwners}]
     podGroups:    [{namespace, name, phase, reason, message, scheduled, running, succeeded,
                     failed, queuePosition, queuePending}]
     queueStatuses: {name: {state, stateReason, allocated, requested, fairShare, pending,
@@ -19,6 +20,10 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
                   pendingAtEnd}}, jainIndex, contendedSeconds, partialGangs, jobs, evictions,
                   workLost {resource: unit-seconds}, emptyNodes {mean, atEnd}, cycles,
                   decisions
+
+``heldIdle`` is the free capacity the starvation guard kept idle after each cycle: nodes
+draining for starving gangs and for Reservations booked for later (``startAt``), less what
+backfill took. A reservation's ``availableAt`` is when it was placed (null: never).
 
 How the summary is computed (the README of ``examples/sim`` repeats it):
 
@@ -58,7 +63,7 @@ import collections.abc
 import math
 import typing
 
-from berth.api import quantities, resources
+from berth.api import meta, quantities, resources
 from berth.sim import events, fairness, records
 
 __all__ = ["KIND", "build", "dominant_share", "percentile", "share_basis"]
@@ -89,6 +94,7 @@ def build(
             "nodes": recorder.nodes,
             "capacity": recorder.capacity.to_api(),
             "allocated": _samples(recorder.cluster),
+            "heldIdle": _samples(recorder.held),
         },
         "workloads": [_workload(job, end=end) for job in _jobs(recorder)],
         "queues": _queues(recorder, entitlements),
@@ -232,14 +238,28 @@ def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typ
     metadata = raw.get("metadata", {})
     spec = raw.get("spec", {})
     status = raw.get("status") or {}
+    scheduled: collections.abc.Mapping[str, typing.Any] = next(
+        (c for c in status.get("conditions") or () if c.get("type") == "Scheduled"), {}
+    )
+    placed = scheduled.get("status") == "True" and scheduled.get("lastTransitionTime")
     return {
         "namespace": metadata.get("namespace"),
         "name": metadata.get("name"),
         "phase": status.get("phase", "Pending"),
         "nodeName": status.get("nodeName"),
+        "availableAt": _since_epoch(placed) if placed else None,
+        "reason": scheduled.get("reason"),
+        "message": scheduled.get("message"),
         "owners": spec.get("owners", []),
         "currentOwners": status.get("currentOwners", []),
     }
+
+
+def _since_epoch(stamp: typing.Any) -> float | None:
+    """Seconds of simulated time at an RFC 3339 ``stamp`` the cluster wrote."""
+    if not isinstance(stamp, str):
+        return None
+    return round(meta.parse_timestamp(stamp).timestamp() - events.EPOCH, 3)
 
 
 def _pod_group(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:

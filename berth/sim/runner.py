@@ -18,8 +18,9 @@ Choices the scheduler does not make and a simulator must:
   :data:`MAX_CYCLES_PER_INSTANT`, so that two plugins disagreeing cannot stall virtual time).
 - *Time-based decisions.* A PodGroup with ``scheduleTimeoutSeconds`` and a Reservation (at
   its ``expires``, or ``ttl`` after its creation) get a wake-up when that time has passed, so
-  the scheduler looks again even if nothing else happens; so does the next running group's
-  maximum execution time (the cycle result's ``revisit_at``). A gang evicted past its limit
+  the scheduler looks again even if nothing else happens; so do the next running group's
+  maximum execution time and a Reservation's ``startAt`` and the start of its drain (the
+  cycle result's ``revisit_at``). A gang evicted past its limit
   is recreated (``Requeue``) or, when its PodGroup says ``onMaximumExecutionTime: Fail``, not
   (its controller stops, as Kueue deactivates the workload; its pods are gone).
 - *Cycles.* A cycle runs at an instant when something changed and a pod (or a Reservation)
@@ -234,9 +235,10 @@ class Simulation:
                 again = True
 
             if result.revisit_at is not None:
-                self._wake_at_time(result.revisit_at, reason="maximum execution time")
+                self._wake_at_time(result.revisit_at, reason="a time a plugin waits for")
             for queue, summary in sorted(result.queues.items()):
                 self.recorder.fair_share_published(queue, summary.fair_share, at=self.now)
+                self.recorder.held_published(queue, summary.held, at=self.now)
             self.recorder.cycle_done(decisions=len(result.decisions))
             if not (again and self._waiting):
                 return

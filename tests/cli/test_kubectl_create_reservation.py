@@ -133,6 +133,10 @@ BUILD_CASES: dict[str, tuple[dict[str, typing.Any], dict[str, typing.Any]]] = {
         {"cpu": "1", "owner_pod": ("a",), "ttl": "0"},
         {"ttl": "0"},
     ),
+    "booked-for-tonight": (
+        {"cpu": "1", "owner_pod": ("a",), "start_at": "2026-01-01T22:00:00+01:00", "ttl": "4h"},
+        {"startAt": "2026-01-01T21:00:00Z", "ttl": "4h"},
+    ),
 }  # fmt: skip
 
 
@@ -190,6 +194,27 @@ BAD_FLAGS = {
     "expires-in-the-past": (
         ["--cpu", "1", "--owner-pod", "a", "--expires", "2020-01-01T00:00:00Z"],
         "error: --expires: 2020-01-01T00:00:00Z has already passed: give a time in the future",
+    ),
+    "start-at-in-the-past": (
+        ["--cpu", "1", "--owner-pod", "a", "--start-at", "2020-01-01T00:00:00Z"],
+        "error: --start-at: 2020-01-01T00:00:00Z has already passed: give a time in the future",
+    ),
+    "start-at-not-rfc3339": (
+        ["--cpu", "1", "--owner-pod", "a", "--start-at", "tonight"],
+        "error: --start-at: timestamp 'tonight' is not RFC 3339 (e.g. 2026-01-01T00:00:00Z)",
+    ),
+    "start-at-after-expires": (
+        [
+            "--cpu",
+            "1",
+            "--owner-pod",
+            "a",
+            "--start-at",
+            "2099-01-02T00:00:00Z",
+            "--expires",
+            "2099-01-01T00:00:00Z",
+        ],
+        f"error: --start-at: {reservations.STARTS_AFTER_EXPIRY}",
     ),
     "expires-not-rfc3339": (
         ["--cpu", "1", "--owner-pod", "a", "--expires", "tomorrow"],

@@ -59,6 +59,11 @@ CHECKED_BY: dict[str, tuple[str, ...]] = {
         f"{HERE}::test_the_commands_the_readme_shows",
         "tests/cli/test_kubectl_create_reservation.py::test_kubectl_creates_a_valid_reservation",
     ),
+    "book a whole node for tonight's big run (a node drains for it an hour ahead)": (
+        "tests/cli/test_kubectl_create_reservation.py::test_flags_build_the_reservation",
+        "tests/operator/test_reservation_start_at.py::test_a_reservation_booked_for_later_drains_a_node_and_holds_it_from_its_start",
+        "tests/sim/test_reservation_start_at.py::test_a_reservation_2_hours_ahead_holds_its_node_then_idling_only_what_the_drain_needs",
+    ),
     "see queues, shares and usage": (
         f"{HERE}::test_the_commands_the_readme_shows",
         "tests/cli/test_up.py::test_the_default_queue_is_listed_with_its_usage",

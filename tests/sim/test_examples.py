@@ -19,6 +19,8 @@ We test these aspects (one test per scenario, asserting the README's "Today" lin
 - reservation: the serving job starts the minute it arrives on the reserved node, and batch
   pods stay off that node until it is done; without the reservation it starts by evicting 3
   batch gangs;
+- reservation-start-at: the booked reservation is placed at its startAt (2h) to the second,
+  the big run starts in it at once, and the drain's idle band lies between 1h and 2h only;
 - topology-roles: every training job starts, its eight workers in one rack and its launcher
   on a cpu node;
 - autoscaling-packing: its packing profile leaves far more nodes empty than the default
@@ -47,6 +49,7 @@ NAMES = (
     "reclaim",
     "starvation-guard",
     "reservation",
+    "reservation-start-at",
     "topology-roles",
     "autoscaling-packing",
 )
@@ -253,6 +256,18 @@ def test_without_the_reservation_the_serving_job_starts_by_evicting_batch_gangs(
     assert {w["queue"] for w in evicted} == {"batch"} and len(evicted) == 3
     assert result["summary"]["evictions"] == 6
     assert report("reservation")["summary"]["evictions"] == 0  # what the reservation spares
+
+
+def test_the_booked_reservation_is_held_from_its_start_after_a_drain() -> None:
+    found = report("reservation-start-at")
+    (booked,) = found["reservations"]
+    assert booked["availableAt"] == 7200
+    (big,) = jobs("reservation-start-at", "big")
+    assert big["started"] == 7200
+    assert big["pods"] == {"big-0-0": booked["nodeName"]}
+    held = [s for s in found["cluster"]["heldIdle"] if s["resources"].get(GPU)]
+    assert held, "no GPU was held idle for the drain"
+    assert all(3600 <= s["t"] < 7200 for s in held), held
 
 
 def test_topology_roles_keeps_each_jobs_workers_in_one_rack() -> None:

@@ -165,6 +165,9 @@ def test_the_report_is_plain_json() -> None:
             "name": "r",
             "phase": "Pending",
             "nodeName": None,
+            "availableAt": None,
+            "reason": None,
+            "message": None,
             "owners": [],
             "currentOwners": [],
         }

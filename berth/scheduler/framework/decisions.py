@@ -254,7 +254,7 @@ class QueueStatusSummary:
     ``allocated`` counts placed pods after the session's bindings and evictions, ``requested``
     the pods still pending, ``fair_share`` the entitlement the session computed. ``problem``
     is why the queue's work waits (a cycle, a missing parent, ``limit`` below ``guaranteed``),
-    ``None`` for a usable queue.
+    ``None`` for a usable queue; ``held`` what the starvation guard keeps idle for it.
     """
 
     allocated: resources.ResourceList
@@ -264,6 +264,10 @@ class QueueStatusSummary:
     running: int  # PodGroups of the queue with pods placed
     children: tuple[str, ...] = ()
     problem: str | None = None
+    held: resources.ResourceList = dataclasses.field(default_factory=resources.ResourceList)
+    """Free capacity the starvation guard holds idle for the queue's starving jobs and
+    Reservations booked for later as the session leaves the nodes (what backfill took is not
+    idle): what draining costs now."""
 
 
 class DecisionRecorder:

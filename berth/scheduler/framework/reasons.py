@@ -124,6 +124,10 @@ class ReasonCode(enum.Enum):
     room) that does not exist, has ended, is not Available yet, takes no owners, holds
     nothing any more, or does not list the pod as an owner (``details``: ``reservation``)."""
 
+    NOT_STARTED = "NotStarted"
+    """A Reservation's ``startAt`` has not come: it holds nothing yet (a node may be draining
+    for it meanwhile; ``details``: ``startAt``, RFC 3339)."""
+
     PREEMPTION_DELAYED = "PreemptionDelayed"
     """The work could evict others to fit, but waits for new nodes first: its
     ``preemptionDelay`` (the PodGroup's, else its queue's) has not passed since it began

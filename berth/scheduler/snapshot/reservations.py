@@ -14,7 +14,8 @@ the cache and the controller share (docs/architecture.md, "Who owns what"):
   slot) minus what its owners use;
 - **owners**: a pod matches by name, by its controller (kind and name) or by labels, and only
   in the reservation's namespace; :func:`owners_problem` says when no owner can ever match;
-- **lifetime**: :func:`deadline` (``expires``, else creation time plus ``ttl``);
+- **lifetime**: :func:`deadline` (``expires``, else creation time plus ``ttl``, or ``startAt``
+  plus ``ttl`` for a reservation that starts later), :func:`not_started` (``startAt`` ahead);
 - **charging**: the ``scheduling.berth.io/reservation-allocated`` annotation Berth writes on
   an owner it placed into a reservation (``{"name": ..., "uid": ...}``), read back by the cache.
 
@@ -52,9 +53,11 @@ __all__ = [
     "owner_matches",
     "owner_problem",
     "owners_problem",
+    "not_started",
     "reservation_info",
     "reserve_pod",
     "reserve_pod_key",
+    "starts",
     "template_problem",
 ]
 
@@ -119,6 +122,7 @@ class ReservationInfo:
     creation_timestamp: float
     invalid: str | None = None
     capacity_buffer: bool = False  # asks the autoscaler for its room while it cannot fit
+    start_at: float | None = None  # ``spec.startAt``: holds nothing before it
 
     @property
     def terminal(self) -> bool:
@@ -161,6 +165,17 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
     name = str(meta.get("name") or "")
     invalid: str | None = None
     expires = wire.parse_time(spec.get("expires"))
+    start_at = wire.parse_time(spec.get("startAt"))
+    created = wire.parse_time(meta.get("creationTimestamp")) or 0.0
+    if spec.get("startAt") is not None and start_at is None:
+        invalid = f"spec.startAt: {spec['startAt']!r} is not an RFC 3339 time"
+    elif start_at is not None and created and start_at < int(created):
+        invalid = (
+            f"spec.startAt: {api_reservations.STARTS_IN_THE_PAST} "
+            f"({_stamp(start_at)} < {_stamp(created)})"
+        )
+    elif start_at is not None and expires is not None and start_at >= expires:
+        invalid = f"spec.startAt: {api_reservations.STARTS_AFTER_EXPIRY}"
     ttl: float | None = None
     if spec.get("ttl") is not None:
         try:
@@ -205,9 +220,14 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
             if isinstance(o, collections.abc.Mapping)
         ),
         expires_at=wire.parse_time(status.get("expiresAt")),
-        creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
+        creation_timestamp=created,
         invalid=invalid,
+        start_at=start_at,
     )
+
+
+def _stamp(at: float, /) -> str:
+    return datetime.datetime.fromtimestamp(at, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Lifetime -----------------------------------------------------------------------------------
@@ -216,13 +236,27 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
 def deadline(info: ReservationInfo, /) -> float | None:
     """When the reservation expires (seconds since the epoch); ``None`` when it never does.
 
-    ``expires`` if set, else the creation time plus ``ttl`` (``0`` never expires).
+    ``expires`` if set, else the start plus ``ttl`` (``0`` never expires): the start is
+    ``startAt`` when given (a booked reservation lives its ttl from then), else the creation.
     """
     if info.expires is not None:
         return info.expires
     if info.ttl_seconds is None or info.ttl_seconds <= 0:
         return None
-    return info.creation_timestamp + info.ttl_seconds
+    return starts(info) + info.ttl_seconds
+
+
+def starts(info: ReservationInfo, /) -> float:
+    """When the reservation may begin to hold its room: ``startAt``, else (or when that was
+    already past) its creation."""
+    if info.start_at is None:
+        return info.creation_timestamp
+    return max(info.start_at, info.creation_timestamp)
+
+
+def not_started(info: ReservationInfo, /, *, now: float) -> bool:
+    """Whether ``startAt`` is still ahead: the reservation holds nothing yet."""
+    return info.start_at is not None and now < info.start_at
 
 
 # Owners -------------------------------------------------------------------------------------

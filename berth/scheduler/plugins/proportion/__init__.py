@@ -38,7 +38,9 @@ pending jobs, not every running pod — (:mod:`.accounting`), then registers:
   *held*: a node predicate keeps every other pod off it, so the room accumulates as running
   work finishes until the job fits whole; the backfill action pipelines the pods onto their
   nodes. The guard holds only room the queue is entitled to — it never overrides the
-  weighted split — and capacity the job cannot use, or does not need, stays open;
+  weighted split — and capacity the job cannot use, or does not need, stays open. A
+  Reservation booked for later (``startAt``) is drained for the same way from
+  ``reservationDrainSeconds`` before it, backfilled only by work expected to end by then;
 - **preempts_across_queues** and **reclaim_reason**: whether a job's queue preempts other
   queues' work, and what the victims of its reclaim are told (on which promise);
 - **allocate/deallocate handlers** keeping every queue's usage current while statements

@@ -33,6 +33,14 @@ class ProportionArgs(pydantic.BaseModel):
     holds nothing), and so is a timeout while ``starvationThresholdSeconds`` turns the guard
     off. Off by default because on issue #33's trace every timeout tried (4, 8 and 12 hours)
     made the big gangs wait longer: the guard's holds there take longer than that to fill."""
+    reservation_drain_seconds: int = pydantic.Field(default=3600, ge=0, le=7 * 24 * 3600)
+    """Seconds before a Reservation's ``startAt`` the guard begins to drain a node for it:
+    from then on, new work goes to that node only if expected to end by ``startAt``, and what
+    frees there is kept for the reservation. An hour by default: the longer it is, the surer
+    the node is empty in time and the more of it may idle meanwhile (what backfills it is
+    bounded by run-time estimates). 0 drains nothing: the reservation takes what fits at
+    ``startAt``. Works whether or not ``starvationThresholdSeconds`` turns the guard on for
+    gangs."""
     reclaim_to_fair_share: bool = True
     """Whether a queue below its weighted fair share may evict work of ``reclaimable`` queues
     above theirs (reclaim toward a guarantee is always on)."""

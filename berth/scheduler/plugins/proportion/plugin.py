@@ -4,6 +4,7 @@ publishes the queue statuses at close and drops the books (R8)."""
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import math
 import typing
 
@@ -59,6 +60,7 @@ class Books(
         self.held_nodes = {}
         self.ripening = ripening.Ripening()  # the plugin hands its own, kept across sessions
         self._hopeless_jobs = {}
+        self._free_at_open = None
         self._smallest_pods = {}
         self._ripe = None
 
@@ -70,6 +72,9 @@ class Books(
         times = [math.inf]
         if self.threshold is not None and job.creation_timestamp + self.threshold > now:
             times.append(job.creation_timestamp + self.threshold)
+        drain = self.drain_begins(job)
+        if drain is not None:
+            times.append(drain)
         if self.args.usage_half_life_seconds:
             # Decayed shares drift with time alone, and which waiting jobs the guard holds
             # room for follows them: every such job is looked at every cycle.
@@ -143,7 +148,10 @@ class Proportion(interfaces.SessionPlugin):
         session.add_event_handler(
             plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate
         )
-        if books.threshold is not None:
+        session.revisit_fns.append(books.next_drain)
+        if books.threshold is not None or any(
+            info.start_at is not None for info in session.snapshot.reservations.values()
+        ):
             books.take_holds()
             if books.holds:
                 session.add_predicate_fn(books.hold_filter, plugin=NAME)
@@ -153,7 +161,11 @@ class Proportion(interfaces.SessionPlugin):
         if books is not None and books.session is session:
             _limits_over_capacity(session, books)
             _drains_given_back(session, books)
-            session.queue_statuses.update(books.publish())
+            published = books.publish()
+            for queue, idle in books.held_idle().items():
+                if queue in published:
+                    published[queue] = dataclasses.replace(published[queue], held=idle)
+            session.queue_statuses.update(published)
             # A shadow lasts while its job is held for; a job held again later starts afresh.
             held = {hold.job.key for hold in books.holds}
             for key in [k for k in self._shadows if k not in held]:

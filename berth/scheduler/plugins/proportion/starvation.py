@@ -12,12 +12,20 @@ backfill.
 The cost is said and can be bounded: the held room is in the job's reason ("8 nvidia.com/gpu
 idle meanwhile"), and a job held for longer than ``drainTimeoutSeconds`` (the second
 threshold, counted from the cycle its hold began; off by default) gives the room back, its
-reason says so, and it is not held for again until as long after (:class:`GivenBack`)."""
+reason says so, and it is not held for again until as long after (:class:`GivenBack`).
+
+A Reservation booked for later (``spec.startAt``) is drained for the same way, from
+``reservationDrainSeconds`` before it starts: its reserve pod counts as starving, a node is
+chosen and what frees there is held, and only work expected to end by ``startAt`` backfills
+it (its shadow time is ``startAt`` itself, whatever runs there). Its queue's share does not
+bound the hold (the booking was made for that time; its queue's quota still decides at
+placement), no ``drainTimeoutSeconds`` gives it back, and the reservation's expiry ends it."""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import datetime
 import typing
 
 import numpy as np
@@ -27,7 +35,7 @@ from berth.api import resources
 from berth.scheduler.framework import filtering, hooks, jobs, sessions, statuses
 from berth.scheduler.plugins.proportion import accounting, admission
 from berth.scheduler.plugins.proportion import tree as trees
-from berth.scheduler.snapshot import nodetable, pods, runtimes
+from berth.scheduler.snapshot import nodetable, pods, reservations, runtimes
 
 __all__ = ["BACKFILL_QUANTILE", "MAX_HOLDERS", "SHADOW_QUANTILE", "GivenBack", "StarvationGuard"]
 
@@ -55,6 +63,7 @@ class _Hold:
     targets: dict[str, str]  # pod key -> node it waits on
     shadow: float | object | None = dataclasses.field(default=None)  # see shadow()
     basis: str = ""  # what the shadow rests on, in words (worked out with it)
+    booked: bool = False  # for a Reservation's startAt: the shadow is that time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +103,33 @@ def _fits_now_scorer(free: IntArray) -> hooks.NodeScorer:
     return score
 
 
+def _on_time_scorer(on_time: npt.NDArray[np.bool_]) -> hooks.NodeScorer:
+    """A node order putting first the nodes expected to empty by a booking's ``startAt``
+    (above any :func:`_fits_now_scorer` difference): a node draining for it then holds it on
+    time, whatever is free there today."""
+    bonus = np.where(on_time, 2 * _FITS_NOW_SCALE, 0).astype(np.int64)
+
+    def score(
+        pod: pods.PodInfo, nodes: nodetable.NodeTable, feasible: filtering.BoolArray
+    ) -> IntArray:
+        return bonus
+
+    return score
+
+
+def _held_for(hold: _Hold) -> str:
+    """What a pod kept off held room is told: for whom it is held."""
+    if hold.booked:
+        reserve = next((p for p in hold.job.pending if p.reservation is not None), None)
+        if reserve is not None and isinstance(hold.shadow, float):
+            start = datetime.datetime.fromtimestamp(hold.shadow, tz=datetime.UTC)
+            return (
+                f"room held for reservation {reserve.reservation}, which starts at "
+                f"{start:%Y-%m-%dT%H:%M:%SZ}"
+            )
+    return f"room held for starving pod group {hold.job.key}"
+
+
 class StarvationGuard(admission.Admission):
     """The starvation guard over the books."""
 
@@ -104,6 +140,7 @@ class StarvationGuard(admission.Admission):
     shadows: dict[str, float]  # the plugin's, across sessions (see shadow)
     _hopeless_jobs: dict[str, bool]
     _smallest_pods: dict[str, IntArray]
+    _free_at_open: IntArray | None = None  # free capacity before holds (held_idle)
 
     def _hopeless(self, job: jobs.Job) -> bool:
         """The job's quorum exceeds its queue's share or a limit even with the queue empty:
@@ -124,12 +161,60 @@ class StarvationGuard(admission.Admission):
             found = self._smallest_pods[job.key] = min(vectors, key=lambda v: int(v.sum()))
         return found
 
+    def booking(self, job: jobs.Job) -> reservations.ReservationInfo | None:
+        """The Reservation booked for later whose reserve pod ``job`` is, once its drain has
+        begun (``reservationDrainSeconds`` before its ``startAt``); ``None`` otherwise."""
+        snapshot = self.session.snapshot
+        for pod in job.pending:
+            if not pod.reserve or pod.reservation is None or pod.invalid:
+                continue
+            info = snapshot.reservations.get(str(pod.reservation))
+            if info is None or info.start_at is None or info.terminal or info.invalid:
+                continue
+            if snapshot.now >= info.start_at - self.args.reservation_drain_seconds:
+                return info
+        return None
+
+    def drain_begins(self, job: jobs.Job) -> float | None:
+        """When the drain for a reservation booked for later begins, while it is ahead."""
+        snapshot = self.session.snapshot
+        for pod in job.pending:
+            info = (
+                snapshot.reservations.get(str(pod.reservation))
+                if pod.reserve and pod.reservation is not None
+                else None
+            )
+            if info is not None and info.start_at is not None and not info.terminal:
+                begins = info.start_at - self.args.reservation_drain_seconds
+                if begins > snapshot.now:
+                    return begins
+        return None
+
+    def next_drain(self) -> float | None:
+        """When the first drain for a reservation booked for later begins (the session's
+        revisit: nothing else may change then)."""
+        snapshot = self.session.snapshot
+        lead = self.args.reservation_drain_seconds
+        times = [
+            info.start_at - lead
+            for info in snapshot.reservations.values()
+            if info.start_at is not None
+            and not info.terminal
+            and info.start_at - lead > snapshot.now
+        ]
+        return min(times, default=None)
+
     def starving(self, job: jobs.Job) -> bool:
         """Waited past the threshold, below quorum, and its queue has room left in its share
         (and limits) for what the job asks: the guard holds only room the queue is entitled
         to, so it never overrides the weighted split, while the room the queue's own smaller
         work gives back as it finishes accumulates for the starving job. A job that gave
-        its room back past ``drainTimeoutSeconds`` is not starving for as long again."""
+        its room back past ``drainTimeoutSeconds`` is not starving for as long again. A
+        reservation booked for later is starving from its drain's start (module docstring)."""
+        if self.booking(job) is not None:
+            return True
+        if self.drain_begins(job) is not None:
+            return False  # booked for later: nothing is held for it before its drain
         if self.threshold is None or job.occupied() >= job.group.min_member:
             return False
         if self.session.snapshot.now - job.creation_timestamp < self.threshold:
@@ -163,9 +248,12 @@ class StarvationGuard(admission.Admission):
             for job in session.jobs.values()
             if job.group.created >= job.group.min_member and self.starving(job)
         ]
-        # The queue furthest below its share first, as allocate would serve them.
+        # Bookings first (their time was promised), then the queue furthest below its share,
+        # as allocate would serve them.
+        booked = {job.key: info for job in candidates if (info := self.booking(job)) is not None}
         candidates.sort(
             key=lambda j: (
+                j.key not in booked,
                 self.ratio(self.index[j.queue]),
                 -j.priority,
                 j.creation_timestamp,
@@ -186,17 +274,31 @@ class StarvationGuard(admission.Admission):
             return
         table = session.nodes
         free = np.clip(table.free(), 0, None)  # free now and not held yet
+        self._free_at_open = free.copy()
         # The nodes as if emptied of what runs there: a pod's target is where it fits once
         # that frees, besides the pods already targeted (each counted whole).
         emptied = table.copy()
         emptied.requested[:] = 0  # a private copy nothing has read yet
         scorer = hooks.NodeScores()
         scorer.add(_fits_now_scorer(free), plugin=accounting.NAME)
+        # A booking prefers, above all, a node whose pods are expected to end by its startAt.
+        booking_scorers: dict[float, hooks.NodeScores] = {}
+        for info in booked.values():
+            start = typing.cast("float", info.start_at)
+            if start not in booking_scorers:
+                booking_scorers[start] = hooks.NodeScores()
+                booking_scorers[start].add(_fits_now_scorer(free), plugin=accounting.NAME)
+                booking_scorers[start].add(
+                    _on_time_scorer(self._empty_by(start)), plugin=accounting.NAME
+                )
         planned = self.allocated.copy()  # usage if every hold so far became placements
         width = len(table.resources)  # holds are on nodes: the books' device columns aside
         for job in candidates[:MAX_HOLDERS]:
+            booking = booked.get(job.key)
             since = self.held_since.get(job.key)
             timeout = self.drain_timeout
+            if booking is not None:
+                timeout = None  # a booking's drain ends with the reservation
             if since is not None and timeout is not None and now - since >= timeout:
                 del self.held_since[job.key]
                 nodes = self.held_nodes.pop(job.key, 0)
@@ -204,6 +306,8 @@ class StarvationGuard(admission.Admission):
                 continue
             path, i = self.paths[job.queue], self.index[job.queue]
             room = np.maximum(self._room(i, path, used=planned), 0)
+            if booking is not None:
+                room = np.full_like(room, np.iinfo(np.int64).max // 4)
             wanted = job.group.min_member - job.occupied()
             held = np.zeros_like(table.requested)
             targets: dict[str, str] = {}
@@ -215,7 +319,14 @@ class StarvationGuard(admission.Admission):
                 if len(targets) >= wanted or shape in failed:
                     continue
                 attempt = session.framework.find_node(
-                    pod, nodes=emptied, node_scores=scorer, explain=False
+                    pod,
+                    nodes=emptied,
+                    node_scores=(
+                        scorer
+                        if booking is None
+                        else booking_scorers[typing.cast("float", booking.start_at)]
+                    ),
+                    explain=False,
                 )
                 if attempt.row is None:
                     failed.add(shape)
@@ -239,9 +350,58 @@ class StarvationGuard(admission.Admission):
                         amounts=held,
                         rows=np.asarray(held.any(axis=1)),
                         targets=targets,
-                        shadow=_UNKNOWN,
+                        shadow=_UNKNOWN if booking is None else booking.start_at,
+                        basis="" if booking is None else "its reservation's startAt",
+                        booked=booking is not None,
                     )
                 )
+
+    def _empty_by(self, start: float) -> npt.NDArray[np.bool_]:
+        """Per row of the node table: whether every pod there is expected to have ended by
+        ``start`` (the median of what is known, as for a shadow time; unknown ends never)."""
+        snapshot = self.session.snapshot
+        table = self.session.nodes
+        out = np.zeros(len(table), dtype=np.bool_)
+        for row, node in enumerate(table.names):
+            ends = [self._ends(p, quantile=SHADOW_QUANTILE).end for p in snapshot.pods_on(node)]
+            out[row] = all(end is not None and end <= start for end in ends)
+        return out
+
+    def held_idle(self) -> dict[str, resources.ResourceList]:
+        """Per queue, the held room still free as the session leaves the nodes: free at
+        open less what the session bound there, up to each hold's amounts (room taken by a
+        nomination stays idle until its pod binds). Empty without holds."""
+        if not self.holds or self._free_at_open is None:
+            return {}
+        session = self.session
+        table = session.nodes
+        free = self._free_at_open.copy()
+        for key, node in session.placed.items():
+            pod = session.snapshot.pods.get(key)
+            row = table.index.get(node)
+            if pod is not None and row is not None:
+                free[row] -= table.vector(pod.requests)
+        free = np.clip(free, 0, None)
+        totals: dict[str, IntArray] = {}
+        for hold in self.holds:
+            if hold.job.committed:
+                continue
+            idle = np.minimum(hold.amounts, free)
+            free -= idle
+            summed = idle.sum(axis=0)
+            found = totals.get(hold.job.queue)
+            totals[hold.job.queue] = summed if found is None else found + summed
+        return {
+            queue: resources.ResourceList(
+                {
+                    name: int(amount)
+                    for name, amount in zip(table.resources, total.tolist(), strict=True)
+                    if amount > 0 and name != resources.PODS
+                }
+            )
+            for queue, total in totals.items()
+            if (total > 0).any()
+        }
 
     def nominations(self, job: jobs.Job) -> dict[str, str]:
         """The nodes the guard nominated for a starving job's pods (pod key -> node)."""
@@ -338,5 +498,5 @@ class StarvationGuard(admission.Admission):
         return filtering.NodeFilter(
             passed=fits | ~rows,
             code=statuses.Code.UNSCHEDULABLE,
-            reason=f"room held for starving pod group {active[0].job.key}",
+            reason=_held_for(active[0]),
         )

@@ -26,7 +26,7 @@ import datetime
 import numpy as np
 
 from berth.api import keys, resources
-from berth.scheduler.framework import decisions, interfaces, reasons, sessions, statuses
+from berth.scheduler.framework import decisions, interfaces, jobs, reasons, sessions, statuses
 from berth.scheduler.snapshot import ids, nodetable, pods
 from berth.scheduler.snapshot import reservations as resv
 
@@ -147,6 +147,43 @@ class Books:
         """The reservation as this session sees it (Available once placed in it)."""
         held = self.held.get(key)
         return held.info if held is not None else self.session.snapshot.reservations.get(key)
+
+    # Booked for later ---------------------------------------------------------------------
+    def not_started(self, info: resv.ReservationInfo, *, pod: pods.PodInfo) -> statuses.Status:
+        """The reserve ``pod`` of a reservation whose ``startAt`` is ahead waits, saying when
+        it starts and, once the starvation guard drains for it, where."""
+        start = _timestamp(resv.starts(info))
+        job = self.session.job_of(pod)
+        draining = self.session.hooks.nominations(job) if job is not None else None
+        where = sorted(set(draining.values())) if draining else []
+        message = f"starts at {start}" + (
+            f"; draining {', '.join(where)} for it meanwhile" if where else ""
+        )
+        return statuses.new(
+            statuses.Code.PENDING,
+            message,
+            reason_code=reasons.ReasonCode.NOT_STARTED,
+            details={"startAt": start},
+        )
+
+    def starts_at(self, job: jobs.Job) -> float | None:
+        """When a reserve pod's reservation booked for later starts (``revisit_at``)."""
+        now = self.session.snapshot.now
+        for pod in job.pending:
+            info = self.reservation(str(pod.reservation)) if pod.reserve else None
+            if info is not None and resv.not_started(info, now=now):
+                return resv.starts(info)
+        return None
+
+    def next_start(self) -> float | None:
+        """When the first reservation booked for later starts (the session's revisit)."""
+        now = self.session.snapshot.now
+        times = [
+            resv.starts(info)
+            for info in self.session.snapshot.reservations.values()
+            if not info.terminal and resv.not_started(info, now=now)
+        ]
+        return min(times, default=None)
 
     def hold(self, pod: pods.PodInfo, node: str) -> None:
         """The reserve ``pod`` was bound to ``node`` in this session: from now on its owners

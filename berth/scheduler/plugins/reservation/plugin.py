@@ -38,6 +38,11 @@ rest:
 - **Lifetime**, at session open: a reservation whose ``ttl``/``expires`` has passed is ended
   (``Expired`` while it held capacity, ``Failed`` if it never got placed), and so is one whose
   node is gone (``Failed``); the cache already stopped counting its capacity.
+- **Booked for later** (``startAt``): before it, PreEnqueue keeps the reserve pod out of the
+  cycle with the reason ``NotStarted`` ("starts at …", and the node the starvation guard drains
+  for it once it does, :mod:`berth.scheduler.plugins.proportion.starvation`); the session is
+  looked at again when it starts (``revisit_at``), and from then on it is placed like any
+  reservation.
 - **Bad input**, as the reservation's ``Scheduled`` condition (the session reports a reserve
   pod's "why pending" on its Reservation): a template without requests, owners that can never
   match a pod (PreEnqueue keeps such a reservation out of the cycle), a size no node offers.
@@ -183,6 +188,9 @@ class Reservation(
         session.hooks.judged_alone.add(_judged_alone, plugin=NAME)
         if session.snapshot.reservations:
             session.hooks.labels_judged.add(lambda: True, plugin=NAME)
+        # A reservation booked for later (``startAt``) is looked at again when it starts.
+        session.hooks.revisit_at.append(books.starts_at)
+        session.revisit_fns.append(books.next_start)
 
     def on_session_close(self, session: sessions.Session) -> None:
         books, self._books = self._books, None
@@ -206,6 +214,8 @@ class Reservation(
                 reason_code=reasons.ReasonCode.INVALID,
                 details={"field": "spec.owners"},
             )
+        if info is not None and resv.not_started(info, now=books.session.snapshot.now):
+            return books.not_started(info, pod=pod)
         return statuses.SUCCESS
 
     # Filtering ---------------------------------------------------------------------------------
