@@ -88,6 +88,7 @@ from berth.api.reservations import (
     ReservationPhase,
     ReservationSpec,
     ReservationStatus,
+    ReservedDevice,
 )
 
 __all__ = [
@@ -152,6 +153,7 @@ __all__ = [
     "ReservationPhase",
     "ReservationSpec",
     "ReservationStatus",
+    "ReservedDevice",
     "ResourceList",
     "ResourceListField",
     "ResourceRequirements",

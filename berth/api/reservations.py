@@ -14,7 +14,7 @@ import typing
 
 import pydantic
 
-from berth.api import durations, keys, meta, pods, resources, rules
+from berth.api import durations, keys, meta, pods, quantities, resources, rules
 
 __all__ = [
     "CurrentOwner",
@@ -36,6 +36,7 @@ __all__ = [
     "ReservationPhase",
     "ReservationSpec",
     "ReservationStatus",
+    "ReservedDevice",
     "STARTS_AFTER_EXPIRY",
     "STARTS_IN_THE_PAST",
     "VALUES_FORBIDDEN",
@@ -330,6 +331,27 @@ class CurrentOwner(meta.ApiModel):
     """UID of the pod."""
 
 
+class ReservedDevice(meta.ApiModel):
+    """One DRA device a reservation holds for its owners, as a ResourceClaim's allocation
+    names it (``status.allocation.devices.results[]``)."""
+
+    claim: str = pydantic.Field(min_length=1)
+    """The entry of ``spec.template.spec.resourceClaims`` the device was allocated for."""
+    request: str = pydantic.Field(min_length=1)
+    """The request of that entry's claim the device meets (``gpu``, or ``gpu/big`` for a
+    subrequest of ``firstAvailable``)."""
+    driver: str = pydantic.Field(min_length=1)
+    """The DRA driver of the device's ResourceSlice."""
+    pool: str = pydantic.Field(min_length=1)
+    """The pool of the device's ResourceSlice."""
+    device: str = pydantic.Field(min_length=1)
+    """The device's name in its pool."""
+    share_id: str | None = pydantic.Field(default=None, alias="shareID")
+    """Set when the device allows multiple allocations: which share of it is held."""
+    consumed_capacity: dict[str, quantities.QuantityField] | None = None
+    """For a share of a device with consumable capacity: the capacity the share consumes."""
+
+
 class ReservationStatus(meta.ApiModel):
     """Where the reservation is held and how much of it is used, written by Berth."""
 
@@ -343,6 +365,9 @@ class ReservationStatus(meta.ApiModel):
     """Resources of the held capacity used by owners."""
     current_owners: list[CurrentOwner] | None = None
     """Owner pods placed into the reservation."""
+    devices: list[ReservedDevice] | None = pydantic.Field(default=None, max_length=1024)
+    """DRA devices held on the node for the template's resourceClaims; non-owner pods see
+    them as taken until the reservation ends or an owner takes them over."""
     owner_selector: str | None = pydantic.Field(default=None, max_length=4096)
     """The owners as selectors people read (pod/NAME, KIND/NAME, app=train), what the OWNER
     column of kubectl get resv shows."""

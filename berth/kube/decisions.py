@@ -107,6 +107,7 @@ from berth.kube import (
 )
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
+from berth.scheduler.snapshot import reservations as snapshot_reservations
 from berth.scheduler.snapshot import snapshots, volumes
 from berth.util import clocks
 
@@ -310,7 +311,10 @@ class ApiSink:
         must not place it again before the status write lands (the watch then confirms it)."""
         with contextlib.suppress(KeyError):  # deleted while the session ran
             self._cache.assume_reservation(
-                decision.key, node=decision.node, allocatable=decision.allocatable
+                decision.key,
+                node=decision.node,
+                allocatable=decision.allocatable,
+                devices=snapshot_reservations.devices_of(decision.devices),
             )
 
     def _assume(

@@ -80,7 +80,8 @@ def reservation_status(
 ) -> _Status:
     """The status a Reservation whose status is ``current`` should have after ``fact``.
 
-    - available: placed on the node holding ``allocatable`` (``Scheduled`` True); ``Available``
+    - available: placed on the node holding ``allocatable`` and ``devices`` (``Scheduled``
+      True); ``Available``
       and ``Ready`` True unless it has ended already (an owner placed in the same cycle may
       have ended it first);
     - allocated: the owner joins ``currentOwners`` (once, by UID) and its requests add to
@@ -91,6 +92,10 @@ def reservation_status(
     status: _Status = copy.deepcopy(dict(current))
     if isinstance(fact, decisions.SetReservationAvailable):
         status.update(nodeName=fact.node, allocatable=fact.allocatable.to_api())
+        if fact.devices:
+            status["devices"] = [device.to_api() for device in fact.devices]
+        else:
+            status.pop("devices", None)
         _set(status, "Scheduled", "True", "Scheduled", f"placed on {fact.node}", now=now)
         if status.get("phase") not in ENDED_PHASES:
             status["phase"] = "Available"

@@ -8,7 +8,11 @@ Three nodes with two GPUs each of a fake driver (``devices=gpu.example.com:2``) 
   claim allocated on its pod's node and reserved for it;
 - queue quota in devices: a queue limited to four GPUs of the class runs two 2-GPU pods and holds
   the third with a reason naming the class; a claim shared by two pods is counted once (two
-  servers sharing a one-GPU claim and a third one-GPU pod all run under a two-GPU limit).
+  servers sharing a one-GPU claim and a third one-GPU pod all run under a two-GPU limit);
+- a Reservation holding two GPUs (its template names the claim template): its status lists the
+  two devices of its node; three 2-GPU pods that are no owners take the other nodes' GPUs and
+  the third waits for devices; the owner is bound on the reservation's node with its own claim
+  allocated on the very devices listed, and the reservation is Succeeded.
 """
 
 from __future__ import annotations
@@ -115,3 +119,53 @@ def test_queue_quota_counts_devices_of_a_class_and_a_shared_claim_once(
         assert bound["server-0"] == bound["server-1"]  # one claim: its device is on one node
         [model] = [c for c in _claims(kubectl) if c["metadata"]["name"] == "model"]
         assert len(model["status"]["reservedFor"]) == 2
+
+
+@pytest.mark.slow
+def test_a_reservation_holds_gpus_for_its_owner(tmp_path: pathlib.Path) -> None:
+    with cluster.berth_up(tmp_path, nodes=GPU_NODES) as kubectl:
+        kubectl("apply", "-f", str(EXAMPLE / "template.yaml"))
+        kubectl("apply", "-f", str(EXAMPLE / "reservation.yaml"))
+
+        def available() -> dict[str, object] | None:
+            status = kubectl.get("resv", "train-gpus").get("status") or {}
+            return status if status.get("phase") == "Available" else None
+
+        status = cluster.eventually(available, what="the reservation Available", timeout=60)
+        node = status["nodeName"]
+        held = [(d["pool"], d["device"]) for d in status["devices"]]
+        assert len(held) == 2 and {pool for pool, _ in held} == {node}, status
+        assert _claims(kubectl) == []  # what it holds is no ResourceClaim of the API
+
+        kubectl("apply", "-f", str(EXAMPLE / "reservation-users.yaml"))
+        others = {"other-a", "other-b", "other-c"}
+        bound = cluster.eventually(
+            lambda: (found := _bound(kubectl)) and len(others & found.keys()) == 2 and found,
+            what="two of the three others bound",
+            timeout=60,
+        )
+        assert node not in bound.values()
+        [waiting] = others - bound.keys()
+        why = cluster.eventually(
+            lambda: _failed_scheduling(kubectl, waiting), what="why the third waits", timeout=30
+        )
+        assert "too few free devices" in why, why
+
+        kubectl("apply", "-f", str(EXAMPLE / "trainer.yaml"))
+        trainer_node = cluster.eventually(
+            lambda: _bound(kubectl).get("trainer"), what="the trainer bound", timeout=60
+        )
+        assert trainer_node == node
+        [claim] = [
+            c for c in _claims(kubectl) if c["metadata"]["ownerReferences"][0]["name"] == "trainer"
+        ]
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert sorted((r["pool"], r["device"]) for r in results) == sorted(held)
+        cluster.eventually(
+            lambda: (
+                (kubectl.get("resv", "train-gpus").get("status") or {}).get("phase") == "Succeeded"
+            ),
+            what="the reservation used",
+            timeout=30,
+        )
+        assert waiting not in _bound(kubectl)

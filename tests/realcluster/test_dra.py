@@ -9,6 +9,10 @@ Each test publishes a fake driver's ResourceSlices on KWOK nodes. We test these 
   published all four are bound together, each claim allocated on its pod's node and reserved
   for it — written by Berth, as the API server (with its 1.36 authorization of claim status
   writes) accepts it;
+- scheduler mode, a Reservation whose template claims two GPUs through a template: it is
+  placed on the one node with two, its status listing the devices; a pod that is no owner waits
+  for devices, and the owner is bound there with its own claim allocated (by Berth, accepted by
+  the API server) on the very devices held; the reservation is then Succeeded;
 - admission mode, two pods wanting the one free device: Berth pins one, only to the node of
   that device, and kube-scheduler allocates its claim and binds it there; the other waits gated,
   told why, nothing deleted and recreated; within 30 seconds of the first pod going (its claim
@@ -46,6 +50,19 @@ def _bound(real: cluster.RealCluster, namespace: str) -> dict[str, str]:
         for p in real.pods(namespace)
         if p["spec"].get("nodeName")
     }
+
+
+def _bound_once_first_goes(real: cluster.RealCluster, namespace: str) -> float:
+    """Delete the pod ``first`` (its claim's device is freed) and wait for the pod ``second``
+    to be bound; the seconds that took."""
+    real.kubectl("delete", "pod", "first", "-n", namespace, "--wait=false")
+    freed = time.monotonic()
+    _eventually(
+        "the second pod bound once the first pod's device is freed",
+        lambda: bool(real.json("get", "pod", "second", "-n", namespace)["spec"].get("nodeName")),
+        timeout=60.0,
+    )
+    return time.monotonic() - freed
 
 
 def test_a_gang_claiming_gpus_waits_whole_and_starts_whole(real: cluster.RealCluster) -> None:
@@ -151,16 +168,7 @@ def test_admission_mode_pins_only_where_the_free_device_is(real: cluster.RealClu
         uid = second["metadata"]["uid"]
         assert keys.ADMISSION_GATE in [g["name"] for g in second["spec"]["schedulingGates"]]
 
-        real.kubectl("delete", "pod", "first", "-n", namespace, "--wait=false")
-        freed = time.monotonic()
-        _eventually(
-            "the second pod bound",
-            lambda: bool(
-                real.json("get", "pod", "second", "-n", namespace)["spec"].get("nodeName")
-            ),
-            timeout=60.0,
-        )
-        admitted_after = time.monotonic() - freed
+        admitted_after = _bound_once_first_goes(real, namespace)
         second = real.json("get", "pod", "second", "-n", namespace)
         assert second["spec"]["nodeName"] == node
         assert second["metadata"]["uid"] == uid  # the same pod: never deleted and recreated
@@ -223,16 +231,7 @@ def test_admission_mode_refused_for_a_claim_backs_off_and_comes_back_when_it_fre
         # Not pinned there again while the device stays taken (the count of deletions below
         # covers the whole test: a loop would show there).
         assert len(_events(real, namespace, "AdmissionRejected", "second")) == 1
-        real.kubectl("delete", "pod", "first", "-n", namespace, "--wait=false")
-        freed = time.monotonic()
-        _eventually(
-            "the second pod bound once the device is freed",
-            lambda: bool(
-                real.json("get", "pod", "second", "-n", namespace)["spec"].get("nodeName")
-            ),
-            timeout=60.0,
-        )
-        admitted_after = time.monotonic() - freed
+        admitted_after = _bound_once_first_goes(real, namespace)
         bound = real.json("get", "pod", "second", "-n", namespace)
         assert bound["spec"]["nodeName"] == node
         assert bound["metadata"]["uid"] == second["metadata"]["uid"]
@@ -250,3 +249,72 @@ def test_admission_mode_refused_for_a_claim_backs_off_and_comes_back_when_it_fre
     ]
     assert len(deletions) == 1, deletions  # never more than once a minute: once in all
     assert len(_events(real, namespace, "AdmissionRejected", "second")) == 1
+
+
+def _pod_waits_for_devices(real: cluster.RealCluster, namespace: str, name: str) -> str | None:
+    pod = real.json("get", "pod", name, "-n", namespace)
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition["type"] == "PodScheduled" and condition["status"] == "False":
+            message = str(condition.get("message") or "")
+            return message if "too few free devices" in message else None
+    return None
+
+
+def test_a_reservation_holds_gpus_for_its_owner(real: cluster.RealCluster) -> None:
+    real.berth()
+    namespace = real.namespace()
+    driver = dra.driver_name("resv")
+    node = "pool0-3"
+    with dra.devices(real, driver, {node: 2}):
+        real.create(dra.template("two-gpus", cls=driver, count=2), namespace=namespace)
+        holder = pods.pod("hold", cpu="100m", extra_spec=dra.claims_from("two-gpus"))
+        real.create(
+            {
+                "apiVersion": keys.API_VERSION,
+                "kind": "Reservation",
+                "metadata": {"name": "train-gpus"},
+                "spec": {
+                    "template": {"spec": holder["spec"]},
+                    "owners": [{"labelSelector": {"matchLabels": {"app": "train"}}}],
+                },
+            },
+            namespace=namespace,
+        )
+
+        def available() -> Obj | None:
+            status = real.json("get", "resv", "train-gpus", "-n", namespace).get("status") or {}
+            return status if status.get("phase") == "Available" else None
+
+        _eventually("the reservation Available", available)
+        status = available()
+        assert status is not None and status["nodeName"] == node
+        held = sorted((d["driver"], d["pool"], d["device"]) for d in status["devices"])
+        assert len(held) == 2 and {pool for _, pool, _ in held} == {node}, status
+        assert dra.claims(real, namespace) == []  # what it holds is no ResourceClaim
+
+        gpus = dra.claims_from("two-gpus")
+        real.create(pods.pod("stranger", cpu="100m", extra_spec=gpus), namespace=namespace)
+        _eventually(
+            "the stranger waiting for devices",
+            lambda: _pod_waits_for_devices(real, namespace, "stranger"),
+        )
+        real.create(
+            pods.pod("trainer", cpu="100m", labels={"app": "train"}, extra_spec=gpus),
+            namespace=namespace,
+        )
+        _eventually("the trainer bound", lambda: "trainer" in _bound(real, namespace))
+        assert _bound(real, namespace) == {"trainer": node}
+        [claim] = [c for c in dra.claims(real, namespace) if dra.owner(c) == "trainer"]
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert sorted((r["driver"], r["pool"], r["device"]) for r in results) == held
+        trainer = real.json("get", "pod", "trainer", "-n", namespace)
+        assert dra.consumers(claim) == [trainer["metadata"]["uid"]]
+        _eventually(
+            "the reservation used",
+            lambda: (
+                (available() is None)
+                and real.json("get", "resv", "train-gpus", "-n", namespace)["status"]["phase"]
+                == "Succeeded"
+            ),
+        )
+        assert "stranger" not in _bound(real, namespace)

@@ -15,6 +15,7 @@ import types
 import typing
 
 from berth.api import dra, resources
+from berth.api import reservations as api_reservations
 from berth.scheduler.framework import pending, reasons
 
 __all__ = [
@@ -151,10 +152,12 @@ class AnnotatePod(_Addressed):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SetReservationAvailable(_Addressed):
-    """Mark the Reservation ``Available`` on ``node`` holding ``allocatable``."""
+    """Mark the Reservation ``Available`` on ``node`` holding ``allocatable``, and the DRA
+    ``devices`` allocated for its template's claims (``status.devices``)."""
 
     node: str
     allocatable: resources.ResourceList
+    devices: tuple[api_reservations.ReservedDevice, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -43,7 +43,7 @@ if typing.TYPE_CHECKING:
     import numpy.typing as npt
 
     from berth.api import resources
-    from berth.scheduler.snapshot import ids, pods, queues, snapshots
+    from berth.scheduler.snapshot import ids, pods, queues, resourceclaims, snapshots
 
 __all__ = [
     "FRAMEWORK",
@@ -200,6 +200,18 @@ class SessionHooks:
         for a running pod, what evicting it would free. Answers for one pod stay the same
         between its placement and the undoing of it. The first registered callback answers;
         ``None`` (nothing registered): no devices."""
+        self.claim_allocations: hooks.FirstWins[
+            [pods.PodInfo], tuple[tuple[str, resourceclaims.AllocationInfo], ...] | None
+        ] = hooks.FirstWins(report=report)
+        """Asked by a plugin binding ``pod`` (a reserve pod records what its Reservation holds):
+        the allocations this session made for the pod's claims, as (claim key, allocation).
+        The first registered callback answers; ``None``: none made."""
+        self.reservation_rows: hooks.FirstWins[
+            [pods.PodInfo], collections.abc.Mapping[str, str] | None
+        ] = hooks.FirstWins(report=report)
+        """Asked by a plugin filtering an owner pod: per node name, the Reservation (key) the
+        pod's current attempt would be placed into there (what it holds is the pod's to use
+        on that node). The first registered callback answers; ``None``: none."""
         self.stand_ins: set[str] = set()
         """Keys of in-memory pods that stand for capacity, not for pods in the API (a plugin
         adds its own at session open): placed like any pod and holding room on their node,

@@ -374,14 +374,21 @@ class ClusterCache:
             self._refresh_reserve_pod(key)
 
     def assume_reservation(
-        self, key: str, /, *, node: str, allocatable: resources.ResourceList
+        self,
+        key: str,
+        /,
+        *,
+        node: str,
+        allocatable: resources.ResourceList,
+        devices: tuple[tuple[str, resourceclaims.AllocatedDevice], ...] = (),
     ) -> None:
         """Count the reservation ``key`` as Available on ``node`` while its status write is in
         flight (the sink calls this when it applies ``SetReservationAvailable``), so the next
         cycle does not place it again. The assumption holds until an update shows the status
         moved on (any phase but ``Pending``), or the Reservation is replaced (another UID) or
-        removed."""
-        self._reservations.assume(key, node=node, allocatable=allocatable)
+        removed. ``devices`` (template entry, device) are what it holds for its template's
+        claims."""
+        self._reservations.assume(key, node=node, allocatable=allocatable, devices=devices)
         self._changes.world_changed()
         self._refresh_reserve_pod(key)
 
@@ -395,6 +402,9 @@ class ClusterCache:
             priority_classes=self._priorities.values,
             default_priority=self._priorities.default,
         )
+        held = self._reservations.held_claims(key, holds=wanted is not None)
+        if self._devices.set_held_claims(pod_key, held):
+            self._changes.world_changed()  # devices held or given back
         if wanted is None:
             self.remove_pod(pod_key)
             return

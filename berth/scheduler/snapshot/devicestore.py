@@ -17,6 +17,12 @@ allocation and the consumers (or the write's own version, :meth:`DeviceStore.set
 when the claim is replaced or deleted, when the write failed (:meth:`DeviceStore.forget_claim`)
 and when the pod it was assumed for finishes or goes.
 
+A Reservation's template claims are *held claims*
+(:class:`~berth.scheduler.snapshot.reservations.HeldClaim`): no API object, they are set per
+reserve pod (:meth:`DeviceStore.set_held_claims`) and appear in the view as claims whose spec
+is their ResourceClaimTemplate's (or named claim's) and whose allocation is what the
+Reservation holds, so the allocator counts those devices taken like any claim's.
+
 Methods take the objects as the API returns them and report whether anything changed that
 could let waiting work fit (the cache counts such a change as a change of the world). Pure and
 synchronous; :class:`berth.scheduler.snapshot.cache.ClusterCache` routes to it.
@@ -31,6 +37,7 @@ import typing
 from berth.scheduler.snapshot import (
     deviceclasses,
     devices,
+    reservations,
     resourceclaims,
     resourceslices,
     wire,
@@ -80,6 +87,7 @@ class DeviceStore:
         self._claimants: set[str] = set()
         self._claimant_uids: dict[str, str] = {}  # pod key -> uid, of pods using claims
         self._assumed: dict[str, _Assumed] = {}  # claim key -> what was decided, not seen yet
+        self._held: dict[str, tuple[reservations.HeldClaim, ...]] = {}  # reserve pod key ->
         self._selections: devices.Selections = {}  # kept across catalogs (see the module)
         self._catalog: devices.Catalog | None = devices.EMPTY_CATALOG
         self._view: devices.Devices | None = None
@@ -297,6 +305,56 @@ class DeviceStore:
             self.forget_claim(key, pod_uid=pod_uid)
         return bool(held)
 
+    # Held claims --------------------------------------------------------------------------
+    def set_held_claims(self, pod_key: str, claims: tuple[reservations.HeldClaim, ...], /) -> bool:
+        """The reserve pod ``pod_key`` now holds ``claims`` (empty: none); whether that is a
+        change."""
+        if self._held.get(pod_key, ()) == claims:
+            return False
+        if claims:
+            self._held[pod_key] = claims
+        else:
+            del self._held[pod_key]
+        self._view = None
+        return True
+
+    def _held_claim(self, held: reservations.HeldClaim) -> resourceclaims.ResourceClaimInfo:
+        """A held claim as the allocator reads a claim (its spec from the object it copies)."""
+        namespace, _, name = held.key.partition("/")
+        spec = resourceclaims.ClaimSpec()
+        problem: str | None = None
+        if held.template is not None:
+            template = self._templates.get(held.template)
+            if template is None:
+                problem = (
+                    f"{held.field}.resourceClaimTemplateName: resourceclaimtemplate "
+                    f"{held.template} not found"
+                )
+            else:
+                spec = template.spec
+        elif held.claim is not None:
+            copied = self._claims.get(held.claim)
+            if copied is None:
+                problem = f"{held.field}.resourceClaimName: resourceclaim {held.claim} not found"
+            else:
+                spec = copied.spec
+        if problem is None and spec.problem is not None:
+            source = held.template or held.claim
+            kind = "resourceclaimtemplate" if held.template is not None else "resourceclaim"
+            problem = f"{held.field} ({kind} {source}): {spec.problem}"
+        return resourceclaims.ResourceClaimInfo(
+            key=held.key,
+            namespace=namespace,
+            name=name,
+            uid=held.reservation_uid,
+            spec=spec,
+            allocation=resourceclaims.AllocationInfo(devices=held.devices, node_selector=None)
+            if held.devices is not None
+            else None,
+            controller=(reservations.HELD_CLAIM_KIND, held.reservation, held.reservation_uid),
+            problem=problem,
+        )
+
     # Views --------------------------------------------------------------------------------
     def _catalog_changed(self) -> None:
         self._catalog = None
@@ -308,6 +366,9 @@ class DeviceStore:
             found = self._effective(key)
             if found is not None:
                 claims[key] = found
+        for held in self._held.values():
+            for claim in held:
+                claims[claim.key] = self._held_claim(claim)
         return claims
 
     def view(self) -> devices.Devices:

@@ -17,7 +17,14 @@ the cache and the controller share (docs/architecture.md, "Who owns what"):
 - **lifetime**: :func:`deadline` (``expires``, else creation time plus ``ttl``, or ``startAt``
   plus ``ttl`` for a reservation that starts later), :func:`not_started` (``startAt`` ahead);
 - **charging**: the ``scheduling.berth.io/reservation-allocated`` annotation Berth writes on
-  an owner it placed into a reservation (``{"name": ..., "uid": ...}``), read back by the cache.
+  an owner it placed into a reservation (``{"name": ..., "uid": ...}``), read back by the cache;
+- **devices**: each ``spec.template.spec.resourceClaims`` entry becomes a *held claim*
+  (:class:`HeldClaim`, :func:`held_claims`) that lives only in Berth's cache, keyed
+  ``namespace/reservation:<name>:<entry>`` (never a claim name of the API), with the spec of
+  the ResourceClaimTemplate or of the claim the entry names; the reserve pod uses it by name.
+  Pending, the DynamicResources plugin allocates it like a pod's claim; Available, its
+  allocation is ``status.devices`` (what the Reservation was placed with), so every other pod
+  sees those devices taken and another leader rebuilds the same books after a failover.
 
 Built by :class:`berth.scheduler.snapshot.cache.ClusterCache`.
 """
@@ -30,9 +37,9 @@ import datetime
 import json
 import typing
 
-from berth.api import durations, errors, keys, resources
+from berth.api import durations, errors, keys, quantities, resources
 from berth.api import reservations as api_reservations
-from berth.scheduler.snapshot import ids, pods, selectors, wire
+from berth.scheduler.snapshot import ids, podclaims, pods, resourceclaims, selectors, wire
 
 __all__ = [
     "ALLOCATED_ANNOTATION",
@@ -40,6 +47,8 @@ __all__ = [
     "DEFAULT_TTL_SECONDS",
     "EXPIRED",
     "FAILED",
+    "HELD_CLAIM_KIND",
+    "HeldClaim",
     "PENDING",
     "SUCCEEDED",
     "TERMINAL_PHASES",
@@ -48,7 +57,11 @@ __all__ = [
     "allocated_annotation",
     "allocated_to",
     "deadline",
+    "devices_of",
     "held",
+    "held_claim_key",
+    "held_claims",
+    "held_devices",
     "is_owner",
     "owner_matches",
     "owner_problem",
@@ -73,6 +86,8 @@ TERMINAL_PHASES = frozenset({SUCCEEDED, EXPIRED, FAILED})
 """Phases of a reservation that holds nothing any more and never will again."""
 
 _RESERVE_PREFIX = "reservation:"
+HELD_CLAIM_KIND = "Reservation"
+"""The controller kind a held claim names (its controller is the Reservation)."""
 _LABEL_OPERATORS = (selectors.IN, selectors.NOT_IN, selectors.EXISTS, selectors.DOES_NOT_EXIST)
 # Keys a template may carry that would make the reserve pod join a gang, a queue or a
 # reservation of its own: the reservation decides those.
@@ -123,6 +138,8 @@ class ReservationInfo:
     invalid: str | None = None
     capacity_buffer: bool = False  # asks the autoscaler for its room while it cannot fit
     start_at: float | None = None  # ``spec.startAt``: holds nothing before it
+    # status.devices: (template entry, device) of what an Available reservation holds
+    devices: tuple[tuple[str, resourceclaims.AllocatedDevice], ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -151,6 +168,38 @@ def _owner(raw: wire.Raw, /) -> ReservationOwner:
         controller_kind=str(controller["kind"]) if controller.get("kind") else None,
         controller_name=str(controller["name"]) if controller.get("name") else None,
     )
+
+
+def _devices(
+    raw: typing.Any, /
+) -> tuple[tuple[tuple[str, resourceclaims.AllocatedDevice], ...], str | None]:
+    """``status.devices`` as (template entry, device), and the first malformed entry."""
+    out: list[tuple[str, resourceclaims.AllocatedDevice]] = []
+    for i, item in enumerate(raw if isinstance(raw, list) else ()):
+        if not isinstance(item, collections.abc.Mapping):
+            return (), f"status.devices[{i}]: not an object"
+        consumed: dict[str, int] | None = None
+        consumed_raw = item.get("consumedCapacity")
+        if isinstance(consumed_raw, collections.abc.Mapping):
+            try:
+                consumed = {str(k): wire.milli(v) for k, v in consumed_raw.items()}
+            except errors.QuantityError as exc:
+                return (), f"status.devices[{i}].consumedCapacity: {exc}"
+        share = item.get("shareID")
+        out.append(
+            (
+                str(item.get("claim") or ""),
+                resourceclaims.AllocatedDevice(
+                    request=str(item.get("request") or ""),
+                    driver=str(item.get("driver") or ""),
+                    pool=str(item.get("pool") or ""),
+                    device=str(item.get("device") or ""),
+                    share_id=str(share) if share else None,
+                    consumed=consumed,
+                ),
+            )
+        )
+    return tuple(out), None
 
 
 def _resources(raw: wire.Raw, /) -> resources.ResourceList:
@@ -190,6 +239,8 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
     except errors.QuantityError as exc:
         invalid = invalid or f"invalid status quantities: {exc}"
         allocatable = allocated = resources.ResourceList()
+    held_devices, bad_devices = _devices(status.get("devices"))
+    invalid = invalid or bad_devices
     owners_raw = spec.get("owners")
     node_name = status.get("nodeName")
     queue = spec.get("queue")
@@ -223,6 +274,7 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
         creation_timestamp=created,
         invalid=invalid,
         start_at=start_at,
+        devices=held_devices,
     )
 
 
@@ -419,12 +471,15 @@ def template_problem(info: ReservationInfo, /) -> str | None:
     """Why ``spec.template`` cannot be held as written, or ``None`` (what the CRD's rules
     refuse is said with the same field and message as the API server's refusal)."""
     spec = wire.sub(info.template, "spec")
-    if spec.get("resourceClaims"):
-        # A reserve pod is no pod of the API: no claim is ever made or allocated for it, and
-        # owners' own claims could not be steered into what it would hold.
+    entries, problems = podclaims.parse(spec, {})
+    if problems:
+        return problems[0].replace("spec.", "spec.template.spec.", 1)
+    if entries and not info.allocate_once:
+        # Held devices pass to the first owner placed into the reservation; with more owners
+        # to come, which of them would own which device is not something a claim can say.
         return (
-            "spec.template.spec.resourceClaims: a reservation holds node capacity, not DRA "
-            "devices (claims in a Reservation's template are not supported yet)"
+            "spec.allocateOnce: a reservation holding DRA devices (spec.template.spec."
+            "resourceClaims) hands them to its first owner, so allocateOnce must be true"
         )
     for field, listed in _template_lists(spec):
         found = wire.range_problem(listed, field=field)
@@ -437,6 +492,97 @@ def template_problem(info: ReservationInfo, /) -> str | None:
     if not any(v > 0 for name, v in requests.items() if name != resources.PODS):
         return f"spec.template: {api_reservations.REQUESTS_NOTHING}"
     return None
+
+
+# Devices ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldClaim:
+    """One ``spec.template.spec.resourceClaims`` entry as the reserve pod holds it: a claim
+    that lives only in Berth's cache (see the module docstring)."""
+
+    key: str  # namespace/reservation:<reservation>:<entry>
+    entry: str  # the entry's name
+    field: str  # spec.template.spec.resourceClaims[i], for reasons
+    reservation: str  # the Reservation's name
+    reservation_uid: str
+    template: str | None  # namespace/name of the ResourceClaimTemplate it copies
+    claim: str | None  # namespace/name of the ResourceClaim whose spec it copies
+    devices: tuple[resourceclaims.AllocatedDevice, ...] | None  # None: not allocated
+
+
+def held_claim_key(info: ReservationInfo, entry: str, /) -> str:
+    """The key of the held claim for the template entry ``entry`` of ``info``."""
+    return ids.key_of(info.namespace, name=f"{_RESERVE_PREFIX}{info.name}:{entry}")
+
+
+def held_claims(info: ReservationInfo, /) -> tuple[HeldClaim, ...]:
+    """The claims the reserve pod of ``info`` holds, allocated once it is Available (what
+    ``status.devices`` lists for each entry)."""
+    if info.terminal:
+        return ()
+    entries, _ = podclaims.parse(wire.sub(info.template, "spec"), {})
+    out = []
+    for entry in entries:
+        devices: tuple[resourceclaims.AllocatedDevice, ...] | None = None
+        if info.available:
+            devices = tuple(device for name, device in info.devices if name == entry.name)
+        out.append(
+            HeldClaim(
+                key=held_claim_key(info, entry.name),
+                entry=entry.name,
+                field=entry.field.replace("spec.", "spec.template.spec.", 1),
+                reservation=info.name,
+                reservation_uid=info.uid,
+                template=ids.key_of(info.namespace, name=entry.template)
+                if entry.template
+                else None,
+                claim=entry.key(info.namespace) if not entry.template else None,
+                devices=devices,
+            )
+        )
+    return tuple(out)
+
+
+def devices_of(
+    listed: collections.abc.Iterable[api_reservations.ReservedDevice], /
+) -> tuple[tuple[str, resourceclaims.AllocatedDevice], ...]:
+    """``status.devices`` entries as the snapshot holds them: (template entry, device)."""
+    found, _ = _devices([device.to_api() for device in listed])
+    return found
+
+
+def held_devices(
+    allocations: collections.abc.Iterable[tuple[str, resourceclaims.AllocationInfo]],
+    info: ReservationInfo,
+    /,
+) -> tuple[api_reservations.ReservedDevice, ...]:
+    """``status.devices`` for the held claims' ``allocations`` (by claim key)."""
+    entries = {held.key: held.entry for held in held_claims(info)}
+    out = []
+    for key, allocation in allocations:
+        entry = entries.get(key)
+        if entry is None:
+            continue
+        for device in allocation.devices:
+            out.append(
+                api_reservations.ReservedDevice(
+                    claim=entry,
+                    request=device.request,
+                    driver=device.driver,
+                    pool=device.pool,
+                    device=device.device,
+                    share_id=device.share_id,
+                    consumed_capacity={
+                        name: quantities.Quantity(amount, quantities.Format.BINARY_SI)
+                        for name, amount in device.consumed.items()
+                    }
+                    if device.consumed
+                    else None,
+                )
+            )
+    return tuple(out)
 
 
 def held(info: ReservationInfo, /) -> resources.ResourceList:
@@ -497,6 +643,12 @@ def reserve_pod(
     }
     annotations[pods.RESERVE_POD_ANNOTATION] = "true"
     spec = {k: v for k, v in tspec.items() if k not in ("nodeName", "schedulingGates")}
+    if spec.get("resourceClaims"):
+        # The reserve pod uses its held claims by name (no resourceclaim controller makes any).
+        spec["resourceClaims"] = [
+            {"name": held_claim.entry, "resourceClaimName": held_claim.key.partition("/")[2]}
+            for held_claim in held_claims(info)
+        ]
     names = list(scheduler_names)
     if spec.get("schedulerName") not in names:
         spec["schedulerName"] = names[0] if names else keys.DEFAULT_SCHEDULER_NAME

@@ -24,7 +24,7 @@ import dataclasses
 import types
 
 from berth.api import resources
-from berth.scheduler.snapshot import ids, pods, reservations
+from berth.scheduler.snapshot import ids, pods, reservations, resourceclaims
 
 __all__ = ["ReservationStore"]
 
@@ -58,6 +58,7 @@ class ReservationStore:
                 phase=assumed.phase,
                 node_name=assumed.node_name,
                 allocatable=assumed.allocatable,
+                devices=assumed.devices,
             )
         else:
             self._assumed.discard(info.key)
@@ -68,9 +69,18 @@ class ReservationStore:
         self._assumed.discard(key)
         return self._reservations.pop(key, None) is not None
 
-    def assume(self, key: str, /, *, node: str, allocatable: resources.ResourceList) -> None:
-        """Count the Reservation ``key`` as Available on ``node`` until an update shows its
-        status moved on, or it is replaced or removed."""
+    def assume(
+        self,
+        key: str,
+        /,
+        *,
+        node: str,
+        allocatable: resources.ResourceList,
+        devices: tuple[tuple[str, resourceclaims.AllocatedDevice], ...] = (),
+    ) -> None:
+        """Count the Reservation ``key`` as Available on ``node`` (holding ``devices`` for its
+        template's claims) until an update shows its status moved on, or it is replaced or
+        removed."""
         info = self._reservations.get(key)
         if info is None:
             raise KeyError(f"cannot assume unknown reservation {key!r}")
@@ -80,6 +90,7 @@ class ReservationStore:
             phase=reservations.AVAILABLE,
             node_name=ids.NodeName(node),
             allocatable=allocatable,
+            devices=devices,
         )
 
     def owner_changed(self, info: pods.PodInfo, /) -> list[str]:
@@ -149,6 +160,12 @@ class ReservationStore:
         else:
             self._deadlines.pop(key, None)
         return wanted
+
+    def held_claims(self, key: str, /, *, holds: bool) -> tuple[reservations.HeldClaim, ...]:
+        """The held claims of the Reservation ``key`` (none unless its reserve pod ``holds``:
+        it exists, i.e. the reservation has not ended or been used)."""
+        info = self._reservations.get(key)
+        return reservations.held_claims(info) if info is not None and holds else ()
 
     def _reserve_pod(
         self,

@@ -74,11 +74,11 @@ PENDING = [
         id="every-owner-broken",
     ),
     pytest.param(
-        _with_claims(w.reservation("bad")),
-        "spec.template.spec.resourceClaims: a reservation holds node capacity, not DRA devices "
-        "(claims in a Reservation's template are not supported yet)",
+        _with_claims(w.reservation("bad", allocate_once=False)),
+        "spec.allocateOnce: a reservation holding DRA devices (spec.template.spec.resourceClaims) "
+        "hands them to its first owner, so allocateOnce must be true",
         reasons.ReasonCode.INVALID,
-        id="template-with-resource-claims",
+        id="template-with-resource-claims-used-more-than-once",
     ),
     pytest.param(
         w.reservation("bad", cpu="64"),

@@ -104,6 +104,18 @@ class InUse:
         many share it)."""
         return self.exclusive(device) or self.shared(device)
 
+    def without(self, choices: collections.abc.Iterable[Choice], /) -> InUse:
+        """A copy of these books in which ``choices`` are free (what a Reservation holds, as
+        its owner sees it); this object is left as it is."""
+        copy = InUse(self._base)
+        copy._exclusive = collections.Counter(self._exclusive)
+        copy._shares = collections.Counter(self._shares)
+        copy._consumed = {device: dict(amounts) for device, amounts in self._consumed.items()}
+        copy._counters = {key: dict(amounts) for key, amounts in self._counters.items()}
+        copy._pool_versions = collections.Counter(self._pool_versions)
+        copy.release(choices)
+        return copy
+
     # Changes --------------------------------------------------------------------------------
     def hold(self, choices: collections.abc.Iterable[Choice]) -> None:
         """The session allocated ``choices``."""

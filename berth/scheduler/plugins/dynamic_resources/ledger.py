@@ -176,6 +176,50 @@ class Ledger:
         held = self.held.get(key)
         return held.holder if held is not None else None
 
+    def claim_allocations(
+        self, pod: pods.PodInfo, /
+    ) -> tuple[tuple[str, resourceclaims.AllocationInfo], ...] | None:
+        """The allocations ``pod``'s Reserve made this session (the ``claim_allocations``
+        hook): (claim key, allocation), ``None`` when it made none."""
+        found = tuple(
+            (key, held.allocation.info)
+            for key in pod.resource_claim_keys
+            if (held := self.held.get(key)) is not None and held.holder == pod.key
+        )
+        return found or None
+
+    def held_choices(self, pod: pods.PodInfo, /) -> list[inuse.Choice]:
+        """The devices ``pod``'s claims hold, allocated this session or before it (a reserve
+        pod's: what its Reservation holds for its owners)."""
+        out: list[inuse.Choice] = []
+        for key in pod.resource_claim_keys:
+            held = self.held.get(key)
+            if held is not None:
+                out.extend(held.allocation.choices)
+                continue
+            out.extend(self._choices(key))
+        return out
+
+    def _choices(self, key: str, /) -> list[inuse.Choice]:
+        """The devices the snapshot's claim ``key`` holds."""
+        claim = self.devices.claims.get(key)
+        out: list[inuse.Choice] = []
+        if claim is None or claim.allocation is None:
+            return out
+        for result in claim.allocation.devices:
+            device = self.catalog.devices.get(result.id)
+            if device is None:
+                continue
+            out.append(
+                inuse.Choice(
+                    request=result.request,
+                    device=device,
+                    admin_access=result.admin_access,
+                    consumed=(result.consumed or {}) if result.share_id is not None else None,
+                )
+            )
+        return out
+
     # Evictions ------------------------------------------------------------------------------
     def _own_choices(self, pod: pods.PodInfo) -> list[inuse.Choice]:
         """The devices the allocated claims made for ``pod`` hold (what evicting it frees)."""
@@ -186,18 +230,7 @@ class Ledger:
                 continue
             if claim.controller is None or claim.controller[2] != pod.uid:
                 continue
-            for result in claim.allocation.devices:
-                device = self.catalog.devices.get(result.id)
-                if device is None:
-                    continue
-                out.append(
-                    inuse.Choice(
-                        request=result.request,
-                        device=device,
-                        admin_access=result.admin_access,
-                        consumed=(result.consumed or {}) if result.share_id is not None else None,
-                    )
-                )
+            out.extend(self._choices(key))
         return out
 
     def evicted(self, pod: pods.PodInfo) -> None:

@@ -30,6 +30,18 @@ table and held in the session's transaction:
   that it can be allocated again where the pod fits, as kube-scheduler's PostFilter does; the
   pod's reason says so.
 
+**Reservations** (Koordinator's reserved devices): a Reservation whose template names
+``resourceClaims`` is placed as its reserve pod, whose claims are *held claims* that live in
+Berth's cache only (:mod:`berth.scheduler.snapshot.reservations`): they are allocated here
+like any pod's, in the same transaction as the rest of the session's statement, and PreBind
+writes nothing for them; the Reservation plugin records the allocation on the Reservation
+(``status.devices``, from the ``claim_allocations`` hook), and from then on every other pod
+sees those devices taken. An owner pod that the Reservation plugin would place into the
+reservation on a node (the ``reservation_rows`` hook) sees the devices held there as free,
+and the allocator tries them first: its own claims are allocated on them, with the claims'
+own specs, and are what the API server is given (the reservation, used once, lets go of the
+rest).
+
 As a session plugin it holds the ledger, frees for the session the devices of the claims of
 pods it evicts, says pods with claims are judged alone (their claims, not their shape, decide
 where they go), and answers ``device_requests`` for queue accounting.
@@ -60,14 +72,47 @@ from berth.scheduler.framework import (
     statuses,
 )
 from berth.scheduler.plugins import names
-from berth.scheduler.plugins.dynamic_resources import allocator, ledger
-from berth.scheduler.snapshot import nodetable, podconstraints, pods, resourceclaims, selectors
+from berth.scheduler.plugins.dynamic_resources import allocator, inuse, ledger
+from berth.scheduler.snapshot import (
+    devices,
+    nodetable,
+    podconstraints,
+    pods,
+    reservations,
+    resourceclaims,
+    resourceslices,
+    selectors,
+)
 
 __all__ = ["NAME", "DynamicResources", "new"]
 
 NAME = names.DYNAMIC_RESOURCES
 _STATE = cyclestate.StateKey(f"{NAME}/claims")
 _FIELDS = frozenset({podconstraints.Field.RESOURCE_CLAIMS})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Released:
+    """What an owner pod sees on a node where a Reservation holds devices for it."""
+
+    reservation: str  # the Reservation's key
+    in_use: inuse.InUse  # the session's books with the held devices free
+    held: frozenset[resourceslices.DeviceId]  # tried first
+
+
+def _preferring(
+    pools: tuple[devices.Pool, ...], held: frozenset[resourceslices.DeviceId]
+) -> tuple[devices.Pool, ...]:
+    """``pools`` with the devices in ``held`` first (the allocator's search is first-fit)."""
+    first = [p for p in pools if any(d.id in held for d in p.devices)]
+    rest = [p for p in pools if not any(d.id in held for d in p.devices)]
+    return tuple(
+        dataclasses.replace(
+            pool,
+            devices=tuple(sorted(pool.devices, key=lambda d: d.id not in held)),
+        )
+        for pool in first
+    ) + tuple(rest)
 
 
 @dataclasses.dataclass
@@ -79,6 +124,7 @@ class _PodClaims:
     to_allocate: tuple[resourceclaims.ResourceClaimInfo, ...]
     version: int  # the ledger's when PreFilter ran
     outcomes: dict[str, allocator.Outcome] = dataclasses.field(default_factory=dict)
+    released: dict[str, _Released] | None = None  # node -> a reservation's devices, free
 
     @property
     def specs(self) -> tuple[resourceclaims.ClaimSpec, ...]:
@@ -107,9 +153,11 @@ def _describe(claim: resourceclaims.ResourceClaimInfo) -> str:
             for s in request.alternatives
         ]
         parts.append(f"request {request.name}: {' or '.join(alternatives)}")
-    return (
-        f"resourceclaim {claim.key} ({'; '.join(parts)})" if parts else f"resourceclaim {claim.key}"
-    )
+    name = f"resourceclaim {claim.key}"
+    if claim.controller is not None and claim.controller[0] == reservations.HELD_CLAIM_KIND:
+        # A Reservation's held claim: named as the user wrote it, by its template entry.
+        name = f"spec.template.spec.resourceClaims entry {claim.key.rpartition(':')[2]}"
+    return f"{name} ({'; '.join(parts)})" if parts else name
 
 
 class DynamicResources(
@@ -129,6 +177,7 @@ class DynamicResources(
         self._handle = handle
         self._ledger: ledger.Ledger | None = None
         self._freeing: dict[str, tuple[str, str]] = {}  # pod key -> (claim key, claim uid)
+        self._hooks: sessions.SessionHooks | None = None
 
     @property
     def understands(self) -> frozenset[podconstraints.Field]:
@@ -147,13 +196,15 @@ class DynamicResources(
         hooks = session.hooks
         hooks.judged_alone.add(lambda pod: bool(pod.resource_claims), plugin=NAME)
         hooks.device_requests.add(books.device_requests, plugin=NAME)
+        hooks.claim_allocations.add(books.claim_allocations, plugin=NAME)
+        self._hooks = hooks
         session.add_event_handler(
             plugin=NAME, allocate=self._on_allocated, deallocate=self._on_deallocated
         )
 
     def on_session_close(self, session: sessions.Session) -> None:
         books, freeing = self._ledger, self._freeing
-        self._ledger, self._freeing = None, {}
+        self._ledger, self._freeing, self._hooks = None, {}, None
         freed: set[str] = set()
         for pod_key, (key, uid) in sorted(freeing.items()):
             pod = session.snapshot.pods.get(pod_key)
@@ -219,6 +270,12 @@ class DynamicResources(
                     claim=template,
                 )
             claim = known.claims.get(key)
+            # A reserve pod's claims are its Reservation's template entries: named by field.
+            subject = (
+                entry.field.replace("spec.", "spec.template.spec.", 1)
+                if pod.reserve
+                else f"resourceclaim {key}"
+            )
             if claim is None:
                 return _problem(f"resourceclaim {key} not found ({entry.field})", claim=key)
             if claim.deleting:
@@ -230,7 +287,9 @@ class DynamicResources(
                     claim=key,
                 )
             if claim.problem is not None:
-                return _problem(f"resourceclaim {key}: {claim.problem}", claim=key)
+                if pod.reserve:
+                    return _problem(claim.problem, claim=key)  # it names the field
+                return _problem(f"{subject}: {claim.problem}", claim=key)
             allocation = books.allocation_of(key)
             if allocation is not None:
                 if not claim.reserved_for_pod(pod.uid):
@@ -248,13 +307,13 @@ class DynamicResources(
                     cls = known.classes.get(spec.class_name)
                     if cls is None:
                         return _problem(
-                            f"resourceclaim {key}: request {spec.name}: deviceclass "
+                            f"{subject}: request {spec.name}: deviceclass "
                             f"{spec.class_name} does not exist",
                             claim=key,
                         )
                     if cls.problem is not None:
                         return _problem(
-                            f"deviceclass {cls.name} (used by resourceclaim {key}): {cls.problem}",
+                            f"deviceclass {cls.name} (used by {subject}): {cls.problem}",
                             claim=key,
                         )
             to_allocate.append(claim)
@@ -286,15 +345,48 @@ class DynamicResources(
         outcome = found.outcomes.get(node)
         if outcome is None:
             books = self._books()
+            pools, in_use = self._view(found, node, labels=labels)
             outcome = allocator.allocate(
-                found.to_allocate,
-                node=node,
-                pools=books.pools_for(node, labels=labels),
-                catalog=books.catalog,
-                in_use=books.in_use,
+                found.to_allocate, node=node, pools=pools, catalog=books.catalog, in_use=in_use
             )
             found.outcomes[node] = outcome
         return outcome
+
+    def _view(
+        self, found: _PodClaims, node: str, *, labels: collections.abc.Mapping[str, str]
+    ) -> tuple[tuple[devices.Pool, ...], inuse.InUse]:
+        """The pools ``node`` reaches and the devices in use, as the pod sees them there: on a
+        node where a Reservation holds devices for it, those are free and tried first."""
+        books = self._books()
+        pools = books.pools_for(node, labels=labels)
+        released = (found.released or {}).get(node)
+        if released is None:
+            return pools, books.in_use
+        return _preferring(pools, released.held), released.in_use
+
+    def _release(self, found: _PodClaims, pod: pods.PodInfo) -> dict[str, _Released]:
+        """Per node, the devices a Reservation holds there for ``pod`` (an owner the
+        Reservation plugin would place into it there), worked out once per attempt."""
+        if found.released is not None:
+            return found.released
+        found.released = {}
+        rows = self._hooks.reservation_rows(pod) if self._hooks is not None else None
+        if pod.reserve or not rows:
+            return found.released
+        books = self._books()
+        snapshot = self._handle.snapshot()
+        for node, key in sorted(rows.items()):
+            reserve = snapshot.pods.get(reservations.reserve_pod_key(key))
+            if reserve is None or not reserve.resource_claims:
+                continue
+            choices = books.held_choices(reserve)
+            if choices:
+                found.released[node] = _Released(
+                    reservation=key,
+                    in_use=books.in_use.without(choices),
+                    held=frozenset(choice.device.id for choice in choices),
+                )
+        return found.released
 
     def _fits(
         self, found: _PodClaims, node: str, *, labels: collections.abc.Mapping[str, str]
@@ -307,7 +399,17 @@ class DynamicResources(
         known = books.feasible.get(key)
         if known is not None:
             return known
-        outcome = self._outcome(found, node, labels=labels)
+        if node in (found.released or {}):
+            # What every pod sees here (the filter then asks again for this owner alone).
+            outcome = allocator.allocate(
+                found.to_allocate,
+                node=node,
+                pools=pools,
+                catalog=books.catalog,
+                in_use=books.in_use,
+            )
+        else:
+            outcome = self._outcome(found, node, labels=labels)
         if isinstance(outcome, allocator.Failure):
             return outcome  # names this pod's claim: not shared
         answer: bool | allocator.Unallocatable = (
@@ -378,6 +480,7 @@ class DynamicResources(
         passed = placed.copy()
         failures: dict[int, allocator.Unallocatable] = {}
         if found.to_allocate:
+            released = self._release(found, pod)
             feasibility = self._feasibility(found, nodes)
             if isinstance(feasibility, allocator.Failure):
                 return filtering.NodeFilter(
@@ -386,8 +489,25 @@ class DynamicResources(
                     reason=feasibility.reason,
                     reason_code=reasons.ReasonCode.RESOURCE_CLAIM_PROBLEM,
                 )
-            passed &= feasibility.fits
-            failures = {row: f for row, f in feasibility.failures.items() if placed[row]}
+            fits = feasibility.fits
+            unmet = dict(feasibility.failures)
+            if released:
+                # Where a reservation holds devices for this owner, they are its to take.
+                fits = fits.copy()
+                for node in released:
+                    row = nodes.index.get(node)
+                    if row is None:
+                        continue
+                    mine = self._outcome(found, node, labels=self._labels(node))
+                    if isinstance(mine, allocator.Failure):
+                        continue  # the same failure anywhere: the mask said so already
+                    fits[row] = isinstance(mine, allocator.Allocated)
+                    if isinstance(mine, allocator.Unallocatable):
+                        unmet[row] = mine
+                    else:
+                        unmet.pop(row, None)
+            passed &= fits
+            failures = {row: f for row, f in unmet.items() if placed[row]}
         contended = any(f.contended for f in failures.values())
 
         def explain() -> filtering.Reasons:
@@ -427,10 +547,10 @@ class DynamicResources(
         as what the node did: ``had too few free devices for resourceclaim ...``."""
         books = self._books()
         info = self._handle.snapshot().node_infos.get(node)
-        pools = books.pools_for(node, labels=info.labels if info else {})
+        pools, in_use = self._view(found, node, labels=info.labels if info else {})
         for claim in found.to_allocate:
             alone = allocator.allocate(
-                (claim,), node=node, pools=pools, catalog=books.catalog, in_use=books.in_use
+                (claim,), node=node, pools=pools, catalog=books.catalog, in_use=in_use
             )
             if isinstance(alone, allocator.Unallocatable):
                 if alone.contended:
@@ -492,6 +612,7 @@ class DynamicResources(
                 return resolved
             found = resolved
             state.write(_STATE, found)
+        self._release(found, pod)
         snapshot = self._handle.snapshot()
         info = snapshot.node_infos.get(node)
         labels = info.labels if info is not None else {}
@@ -536,7 +657,8 @@ class DynamicResources(
         *,
         recorder: decisions.DecisionRecorder,
     ) -> statuses.Status:
-        if not self._active(pod):
+        if not self._active(pod) or pod.reserve:
+            # A reserve pod's claims live in Berth alone: its Reservation records them.
             return statuses.SUCCESS
         books = self._books()
         known = books.devices.claims

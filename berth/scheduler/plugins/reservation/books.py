@@ -125,6 +125,7 @@ class Books:
         self.by_namespace: dict[str, list[Held]] = {}
         self.charges: dict[str, Charge] = {}
         self.credited: dict[str, list[str]] = {}  # pods admitted on reservations' room
+        self.rows: dict[str, dict[str, str]] = {}  # owner pod -> node -> reservation it uses
         self.placed: dict[str, str] = {}  # reservations placed this session -> node
         self.endings: list[decisions.EndReservation] = []
         for key in sorted(snapshot.reservations):
@@ -256,7 +257,14 @@ class Books:
         if not covering:
             return None
         self.credited[pod.key] = [held.info.key for held in covering]
-        return pod.requests
+        # The devices the reservation holds for its template's claims are the queue's already
+        # too: the owner's own claims take them over (counted once, not twice).
+        devices = self.session.snapshot.devices
+        reserve = self.session.snapshot.pods.get(resv.reserve_pod_key(covering[0].info.key))
+        held_devices = devices.pod_devices(reserve) if reserve is not None else {}
+        if not held_devices:
+            return pod.requests
+        return resources.ResourceList({**pod.requests, **held_devices})
 
     def choose(self, pod: pods.PodInfo, usable: list[Held]) -> dict[int, str]:
         """One reservation per row for ``pod``: one covering all its requests if any (the

@@ -8,13 +8,17 @@ what its owners do not use, so every other pod sees that room as taken. This plu
 rest:
 
 - **Bind** of a reserve pod records ``SetReservationAvailable`` (the sink writes ``Available``,
-  ``nodeName``, ``allocatable``, the ``Scheduled`` and ``Ready`` conditions and an Event)
+  ``nodeName``, ``allocatable``, ``devices`` — what the DynamicResources plugin allocated for
+  the template's claims, from the session's ``claim_allocations`` hook —, the ``Scheduled``
+  and ``Ready`` conditions and an Event)
   instead of a pod binding; other pods are ``SKIP``ped to the next binder.
 - **Owners** (an owner entry matches the pod, in the reservation's namespace): PreFilter finds
   the reservations the pod may use (Available, not ``unschedulable``, not used up; only the
   one it names with the label ``scheduling.berth.io/reservation``, which it *must* use); the
   **FilterHook** hands one reservation's unused capacity per node back to that pod's view of
-  the node; **Score** gives 100 to those nodes (0 elsewhere); **Reserve** charges the pod to
+  the node (and the session's ``reservation_rows`` hook tells the DynamicResources plugin
+  which reservation's held devices are the pod's on which node); **Score** gives 100 to
+  those nodes (0 elsewhere); **Reserve** charges the pod to
   that reservation — what the reservation still holds shrinks by the part of the pod's
   requests it covers, and an ``allocateOnce`` reservation lets go of the rest at once —
   (Unreserve undoes it); **PreBind** records the pod's ``reservation-allocated`` annotation
@@ -177,6 +181,7 @@ class Reservation(
         books = self._books = reservation_books.Books(session)
         session.recorder.extend(books.endings)
         session.hooks.reserved_credit.add(books.credit, plugin=NAME)
+        session.hooks.reservation_rows.add(lambda pod: books.rows.get(pod.key), plugin=NAME)
         session.hooks.job_first.add(_holds_capacity, plugin=NAME)
         # A reserve pod holds room but is no pod others see, evict (a Reservation ends by its
         # lifetime or its deletion) or a node is nominated for, and its reason goes on its
@@ -225,13 +230,14 @@ class Reservation(
         books = self._books
         if books is None or pod.reserve:
             return statuses.SKIP
+        books.rows.pop(pod.key, None)
         named = str(pod.reservation) if pod.reservation is not None else None
         if named is not None:
             status, held = books.named_status(pod, named)
             if held is None:
                 return status
             must = f"pod must use reservation {named.partition('/')[2]}"
-            state.write(MATCHES_KEY, Matches({held.row: named}, must=must))
+            self._write(state, pod, nodes, Matches({held.row: named}, must=must))
             return statuses.SUCCESS
         credited = books.credited.get(pod.key)
         if credited is not None:
@@ -243,13 +249,26 @@ class Reservation(
                 return reservation_books.unschedulable(
                     f"{must}, which holds nothing any more", reservation=", ".join(credited)
                 )
-            state.write(MATCHES_KEY, Matches(books.choose(pod, held_), must=must))
+            self._write(state, pod, nodes, Matches(books.choose(pod, held_), must=must))
             return statuses.SUCCESS
         usable = books.candidates(pod)
         if usable:
-            state.write(MATCHES_KEY, Matches(books.choose(pod, usable)))
+            self._write(state, pod, nodes, Matches(books.choose(pod, usable)))
         # Only a pod naming a reservation is restricted by the Filter.
         return statuses.SKIP
+
+    def _write(
+        self,
+        state: cyclestate.CycleState,
+        pod: pods.PodInfo,
+        nodes: nodetable.NodeTable,
+        matches: Matches,
+    ) -> None:
+        """Keep ``matches`` for this attempt, and by node name for ``reservation_rows``."""
+        state.write(MATCHES_KEY, matches)
+        if self._books is not None:
+            rows = {str(nodes.names[row]): key for row, key in matches.by_row.items()}
+            self._books.rows[pod.key] = rows
 
     def filter_hook(
         self, state: cyclestate.CycleState, pod: pods.PodInfo, nodes: nodetable.NodeTable
@@ -362,9 +381,16 @@ class Reservation(
         allocatable = resources.ResourceList(
             {k: v for k, v in pod.requests.items() if k != resources.PODS}
         )
+        books = self._books
+        info = books.reservation(str(pod.reservation)) if books is not None else None
+        allocations = books.session.hooks.claim_allocations(pod) if books is not None else None
         recorder.record(
             decisions.SetReservationAvailable(
-                namespace=namespace, name=name, node=node, allocatable=allocatable
+                namespace=namespace,
+                name=name,
+                node=node,
+                allocatable=allocatable,
+                devices=resv.held_devices(allocations, info) if allocations and info else (),
             )
         )
         return statuses.SUCCESS
