@@ -49,7 +49,8 @@ from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
 from berth.api import reservations as reservation_api
 from berth.controllers import observed
-from berth.kube import clients, discovery, informers
+from berth.kube import informers
+from berth.kube.transport import clients, discovery
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import wire
 from berth.status import observations

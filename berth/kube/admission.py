@@ -70,9 +70,9 @@ This class is the thin asynchronous part of admission. What a pod's observation 
 every transition of a pending allocation (pinning, ungated; bound, dropped, rejected), is the
 pure state machine of :mod:`berth.kube.admission_states`; the pending allocations, mirrored in
 the cache, are kept by :mod:`berth.kube.allocations`; the edits of the pods (pin, unpin,
-ungate, gate again) are pure functions in :mod:`berth.kube.pod_edits`; pins and gate removals
-go through the write primitive (:class:`berth.kube.writes.Writer`: read at version, retry on
-conflict, fenced). Everything but the requests runs on the event loop and never
+ungate, gate again) are pure functions in :mod:`berth.kube.transport.pod_edits`; pins and gate
+removals go through the write primitive (:class:`berth.kube.transport.writes.Writer`: read at
+version, retry on conflict, fenced). Everything but the requests runs on the event loop and never
 blocks: :meth:`Admission.apply` and :meth:`Admission.observe_pod` record and queue;
 :meth:`Admission.run` does the requests.
 """
@@ -92,17 +92,8 @@ import kubernetes_asyncio.client
 
 from berth.api import keys
 from berth.kube import admission_states as states
-from berth.kube import (
-    allocations,
-    errors,
-    events,
-    pod_edits,
-    refusals,
-    rejections,
-    rest,
-    victim_waits,
-    writes,
-)
+from berth.kube import allocations, refusals, rejections, victim_waits
+from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import pods, resourceclaims, snapshots, usage, wire

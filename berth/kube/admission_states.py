@@ -38,7 +38,7 @@ import enum
 import typing
 
 from berth.api import keys
-from berth.kube import pod_edits
+from berth.kube.transport import pod_edits
 from berth.scheduler.snapshot import pods, wire
 
 __all__ = [

@@ -16,7 +16,7 @@ import logging
 
 import kubernetes_asyncio.client
 
-from berth.kube import errors, rest
+from berth.kube.transport import errors, rest
 from berth.status import scale_up
 
 __all__ = ["sightings"]

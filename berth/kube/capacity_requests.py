@@ -51,7 +51,7 @@ the objects, and reads back what the autoscaler says:
 - **A new leader** adopts the requests it finds (by label and owner uid) once its first cycle
   has said what is wanted, and deletes the others.
 
-Every write goes through the write primitive (:class:`~berth.kube.writes.Writer`), fenced.
+Every write goes through the write primitive (:class:`~berth.kube.transport.writes.Writer`), fenced.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import autoscaling, keys
-from berth.kube import autoscaler_events, errors, events, pod_edits, rest, watching, writes
+from berth.kube import autoscaler_events
+from berth.kube.transport import errors, events, pod_edits, rest, watching, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots
 from berth.status import capacity_requests as plans

@@ -33,8 +33,8 @@ When a pod that *is* bound finishes or goes, kube-controller-manager's resourcec
 controller removes it from ``reservedFor`` and deallocates the claim nobody reserves any more,
 as for kube-scheduler's pods: that is not the scheduler's share.
 
-Every write goes through the write primitive (:class:`~berth.kube.writes.Writer`: fenced, 409
-retried at the version read), the first attempt at the version the informer last showed (no
+Every write goes through the write primitive (:class:`~berth.kube.transport.writes.Writer`: fenced,
+409 retried at the version read), the first attempt at the version the informer last showed (no
 read: a claim is allocated in two requests, reserved in one, as kube-scheduler does it); at
 most ``concurrency`` claims are written at once. Runs on the event loop.
 """
@@ -48,7 +48,7 @@ import logging
 import typing
 
 from berth.api import dra
-from berth.kube import rest, writes
+from berth.kube.transport import rest, writes
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import resourceclaims

@@ -96,15 +96,11 @@ from berth.api import keys
 from berth.kube import (
     claim_reservations,
     claim_waits,
-    errors,
-    events,
     pending_marks,
-    pod_edits,
     reservation_statuses,
-    rest,
     victim_waits,
-    writes,
 )
+from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import reservations as snapshot_reservations

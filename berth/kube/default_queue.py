@@ -19,7 +19,7 @@ import asyncio
 import logging
 
 from berth.api import keys, queues
-from berth.kube import writes
+from berth.kube.transport import writes
 from berth.util import wakeups
 
 __all__ = ["MANAGED_BY", "PATH", "body", "keep"]

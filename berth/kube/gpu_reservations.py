@@ -25,7 +25,7 @@ import collections.abc
 import logging
 import typing
 
-from berth.kube import writes
+from berth.kube.transport import writes
 from berth.scheduler.snapshot import gpushare
 from berth.status import gpu_reservations
 

@@ -21,10 +21,10 @@ objects that disappeared while the watch was down.
 - PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes (the volume plugins);
   ``on_claim_changed`` hears every claim change (the binder's wait for claims to bind);
 - DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates (DRA), where the API
-  server serves ``resource.k8s.io/v1`` (asked once at start, :mod:`berth.kube.dra_discovery`;
-  the cache then schedules devices, :meth:`~berth.scheduler.snapshot.cache.ClusterCache.
-  watch_devices`); where it does not, one log line says so and pods with claims are not
-  Berth's to place.
+  server serves ``resource.k8s.io/v1`` (asked once at start,
+  :mod:`berth.kube.transport.dra_discovery`; the cache then schedules devices,
+  :meth:`~berth.scheduler.snapshot.cache.ClusterCache. watch_devices`); where it does not, one log
+  line says so and pods with claims are not Berth's to place.
 
 Berth's own kinds (Queues, PodGroups, Reservations) are not watched here: the leader's Kopf
 watches them, and its handlers feed the same cache (:mod:`berth.controllers.indexing`) — each
@@ -51,7 +51,7 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.kube import dra_discovery, errors, watching
+from berth.kube.transport import dra_discovery, errors, watching
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import wakeups
 

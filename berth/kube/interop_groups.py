@@ -31,7 +31,8 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import errors, events, informers, rest, writes
+from berth.kube import informers
+from berth.kube.transport import errors, events, rest, writes
 from berth.scheduler.snapshot import podgroups, snapshots
 from berth.util import wakeups
 from berth.workloads import interop

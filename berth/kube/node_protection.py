@@ -12,8 +12,8 @@ that gives it ``karpenter.sh/do-not-disrupt`` and
   the binder's nominations and admission's pins, and queues the nodes whose annotations are not
   what their holds ask: newly held, held differently, or no longer held (a node carrying
   Berth's record and holding nothing — also one a previous leader protected).
-- **How it writes.** Through the write primitive (:meth:`berth.kube.writes.Writer.update`: read
-  the Node, patch at the version read, again on a conflict, fenced like every write of the
+- **How it writes.** Through the write primitive (:meth:`berth.kube.transport.writes.Writer.update`:
+  read the Node, patch at the version read, again on a conflict, fenced like every write of the
   leader), computing the patch from the Node as read, with the holds as they are when the write
   is made: a hold that ended while the write waited is never written. The Node as written is
   what the writer knows next, so a write is not repeated while the watch catches up.
@@ -31,7 +31,7 @@ import collections.abc
 import logging
 import typing
 
-from berth.kube import writes
+from berth.kube.transport import writes
 from berth.scheduler.snapshot import snapshots
 from berth.status import nodes
 from berth.util import wakeups

@@ -33,7 +33,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import errors, events, rest, writes
+from berth.kube.transport import errors, events, rest, writes
 from berth.scheduler.snapshot import pods, snapshots
 from berth.util import clocks, wakeups
 from berth.workloads import kinds, plans

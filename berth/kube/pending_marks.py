@@ -22,8 +22,8 @@ signal Cluster Autoscaler and Karpenter act on — and otherwise the code of wha
   not fit.
 
 The patch is a strategic merge of ``status.conditions`` (merge key ``type``) through the write
-primitive (:class:`~berth.kube.writes.Writer`, fenced), as kube-scheduler's status update of
-the same condition.
+primitive (:class:`~berth.kube.transport.writes.Writer`, fenced), as kube-scheduler's status update
+of the same condition.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import asyncio
 import collections.abc
 import dataclasses
 
-from berth.kube import events, pod_edits, rest, writes
+from berth.kube.transport import events, pod_edits, rest, writes
 from berth.scheduler.framework import pending
 from berth.status import conditions
 from berth.util import clocks

@@ -19,7 +19,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import errors, rest
+from berth.kube.transport import errors, rest
 from berth.scheduler.snapshot import queues
 from berth.util import clocks
 

@@ -11,10 +11,10 @@ matters). Both sides run on the operator's one event loop.
 ``Unschedulable``) into status changes: phase, node, allocatable; owners and allocated;
 ``Scheduled``/``Ready`` conditions. What the status becomes is
 :func:`berth.status.reservations.reservation_status` (the one owner ``berth sim`` uses too);
-each write goes through Berth's write primitive (:class:`berth.kube.writes.Writer`): it reads
-the Reservation, computes its status and writes it back at the version read (a 409 reads again,
-with backoff, a bounded number of times); an Event says what happened. An availability write never
-revives a reservation that has ended already. Writes carry the ``fieldManager`` of the writer
+each write goes through Berth's write primitive (:class:`berth.kube.transport.writes.Writer`): it
+reads the Reservation, computes its status and writes it back at the version read (a 409 reads
+again, with backoff, a bounded number of times); an Event says what happened. An availability write
+never revives a reservation that has ended already. Writes carry the ``fieldManager`` of the writer
 their caller gives (the Kopf handler's); failures are logged by the writer (throttled), never
 raised.
 """
@@ -26,7 +26,7 @@ import logging
 import typing
 
 from berth.api import keys
-from berth.kube import events, rest, writes
+from berth.kube.transport import events, rest, writes
 from berth.scheduler.framework import decisions
 from berth.status import conditions
 from berth.status import reservations as reservation_owner
@@ -206,8 +206,8 @@ class ReservationStatuses:
         change: collections.abc.Callable[[dict[str, typing.Any]], dict[str, typing.Any]],
     ) -> collections.abc.Mapping[str, typing.Any] | None:
         """Read the Reservation, ``change`` its status, write it back at the version read
-        (:meth:`berth.kube.writes.Writer.update`); the Reservation as written (None: gone, or
-        it could not be written)."""
+        (:meth:`berth.kube.transport.writes.Writer.update`); the Reservation as written (None:
+        gone, or it could not be written)."""
         path = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/reservations/{name}"
 
         def patch(current: rest.Body) -> rest.Body | None:

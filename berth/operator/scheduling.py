@@ -6,7 +6,7 @@ returns them as :class:`Parts`, with the leader-only components in start order:
 
 0. ``default queue``: creates the Queue ``default`` when it is missing
    (:mod:`berth.kube.default_queue`), then waits;
-1. ``events``: the :class:`~berth.kube.events.EventRecorder`;
+1. ``events``: the :class:`~berth.kube.transport.events.EventRecorder`;
 2. ``informers``: :class:`~berth.kube.informers.ClusterInformers`, the one watch of every kind
    but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
 3. ``binder``: :class:`~berth.kube.decisions.ApiSink`, and ``admission``:
@@ -62,20 +62,16 @@ from berth.controllers import registry as kopf_registry
 from berth.kube import (
     admission,
     capacity_requests,
-    clients,
-    credentials,
     decisions,
     default_queue,
-    events,
-    fencing,
     gpu_reservations,
     informers,
     interop_groups,
     node_protection,
     owner_groups,
     snapshots,
-    writes,
 )
+from berth.kube.transport import clients, credentials, events, fencing, writes
 from berth.operator import components, embedding, http, main, visibility
 from berth.operator import metrics as berth_metrics
 from berth.operator import settings as settings_module

@@ -58,7 +58,8 @@ from aiohttp import web
 
 from berth.api import keys
 from berth.controllers import registry as kopf_registry
-from berth.kube import clients, credentials, discovery, errors, pod_edits, queue_access, rest
+from berth.kube import queue_access
+from berth.kube.transport import clients, credentials, discovery, errors, pod_edits, rest
 from berth.operator import components, embedding, settings
 from berth.scheduler.snapshot import queue_parents, queues
 

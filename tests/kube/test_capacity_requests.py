@@ -29,7 +29,8 @@ import pytest
 
 from berth.api import autoscaling, keys
 from berth.emulator import faults, testing
-from berth.kube import capacity_requests, clients, events, writes
+from berth.kube import capacity_requests
+from berth.kube.transport import clients, events, writes
 from berth.scheduler.framework import decisions, pending, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.status import conditions, scale_up

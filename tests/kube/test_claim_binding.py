@@ -30,7 +30,8 @@ import typing
 import pytest
 
 from berth.emulator import patches, testing
-from berth.kube import clients, decisions
+from berth.kube import decisions
+from berth.kube.transport import clients
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.snapshot import volumes
 from tests.kube import conftest

@@ -30,7 +30,8 @@ import pytest
 from berth.api import resources
 from berth.controllers import reservation_statuses
 from berth.emulator import faults, testing
-from berth.kube import clients, decisions, events
+from berth.kube import decisions
+from berth.kube.transport import clients, events
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.framework import pending, reasons
 from berth.scheduler.snapshot import cache as cluster_cache

@@ -28,7 +28,8 @@ import pytest
 import yaml
 
 from berth.emulator import faults, server, testing
-from berth.kube import clients, informers
+from berth.kube import informers
+from berth.kube.transport import clients
 from berth.operator import probing
 from berth.scheduler.snapshot import cache as cluster_cache
 from tests.kube import conftest

@@ -17,7 +17,8 @@ import json
 import typing
 
 from berth.emulator import testing
-from berth.kube import clients, fencing, node_protection, writes
+from berth.kube import node_protection
+from berth.kube.transport import clients, fencing, writes
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.status import nodes
 from berth.util import clocks

@@ -1,4 +1,4 @@
-"""Raw list and watch (``berth.kube.watching``) and an informer fed malformed data.
+"""Raw list and watch (``berth.kube.transport.watching``) and an informer fed malformed data.
 
 We test these aspects:
 
@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from berth.emulator import faults, server, testing
-from berth.kube import clients, errors, informers, watching
+from berth.kube import informers
+from berth.kube.transport import clients, errors, watching
 from tests.kube import conftest
 
 Object = dict[str, typing.Any]

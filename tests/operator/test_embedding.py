@@ -35,7 +35,8 @@ import pytest
 from berth.controllers import indexing, observed, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
-from berth.kube import clients, credentials, informers
+from berth.kube import informers
+from berth.kube.transport import clients, credentials
 from berth.operator import embedding, probing
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import signals

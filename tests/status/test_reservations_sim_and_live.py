@@ -25,7 +25,8 @@ import pytest
 
 from berth.api import resources
 from berth.emulator import testing
-from berth.kube import clients, reservation_statuses, writes
+from berth.kube import reservation_statuses
+from berth.kube.transport import clients, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.sim import cluster
 from berth.status import reservations as reservation_owner

@@ -23,7 +23,8 @@ import pytest
 
 from berth.api import keys
 from berth.emulator import testing
-from berth.kube import clients, interop_groups
+from berth.kube import interop_groups
+from berth.kube.transport import clients
 from berth.workloads import interop
 from tests.admission import stack
 

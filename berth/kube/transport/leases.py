@@ -3,9 +3,10 @@
 :class:`LeaseClient` speaks for one Lease object (namespace and name fixed). It reads the
 object into a :class:`LeaseRecord` (the election-relevant spec plus the ``resourceVersion``),
 creates it, and replaces it with optimistic concurrency: :meth:`LeaseClient.update` sends the
-``resourceVersion`` it read, so a writer that lost a race gets :class:`~berth.kube.errors.Conflict`
-(409) instead of silently overwriting the winner. Deciding *what* to write is
-:mod:`berth.operator.leadership`'s job; this module only moves the object.
+``resourceVersion`` it read, so a writer that lost a race gets
+:class:`~berth.kube.transport.errors.Conflict` (409) instead of silently overwriting the winner.
+Deciding *what* to write is :mod:`berth.operator.leadership`'s job; this module only moves the
+object.
 
 Times on the wire are ``MicroTime`` (RFC 3339 with microseconds, UTC); in Python they are
 seconds since the epoch, written only for humans and other tools: electing never compares
@@ -20,7 +21,7 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.kube import errors, rest
+from berth.kube.transport import errors, rest
 
 __all__ = ["LeaseClient", "LeaseRecord", "LeaseSpec", "format_micro_time", "parse_micro_time"]
 

@@ -20,7 +20,7 @@ import hashlib
 import time
 import typing
 
-from berth.kube import errors, fencing, rest
+from berth.kube.transport import errors, fencing, rest
 
 __all__ = ["Decision", "Reviewer"]
 

@@ -5,10 +5,11 @@ refresh, TLS) and a connection pool; this module sends requests through it and m
 dicts, not generated model objects: those cost too much on the hot paths (docs/architecture.md) and
 tie every caller to the library. Every asynchronous caller in :mod:`berth.kube` (leases, the
 informers' lists, the binder, admission, Events) and the status writers go through
-:func:`request`; the watch stream (:mod:`berth.kube.watching`) shares its auth and decoding.
+:func:`request`; the watch stream (:mod:`berth.kube.transport.watching`) shares its auth and
+decoding.
 
-Failures arrive as :mod:`berth.kube.errors`: an answer outside 2xx as an ``APIError`` subclass
-chosen by status, no answer (refused, reset, timed out) as ``TransportError``.
+Failures arrive as :mod:`berth.kube.transport.errors`: an answer outside 2xx as an ``APIError``
+subclass chosen by status, no answer (refused, reset, timed out) as ``TransportError``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import typing
 import aiohttp
 import kubernetes_asyncio.client
 
-from berth.kube import errors
+from berth.kube.transport import errors
 
 __all__ = [
     "AUTH_SETTINGS",
@@ -76,7 +77,7 @@ async def request(
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         refused = _not_leader(exc)
         if refused is not None:
-            raise refused from None  # fenced before a byte was written (berth.kube.fencing)
+            raise refused from None  # fenced before a byte was written (transport.fencing)
         raise errors.TransportError(f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
     decoded = decode(raw)
     if not 200 <= status <= 299:

@@ -7,9 +7,9 @@ Both move plain dicts decoded once from the wire, never generated model objects
 (docs/architecture.md). :mod:`berth.kube.informers` drives them.
 
 A watch answers problems in-band: an ``ERROR`` event carrying a Status. A 410 ("too old
-resource version") becomes :class:`~berth.kube.errors.Gone`, any other Status the matching
-:mod:`berth.kube.errors` class, so the caller handles an expired watch the same way whether
-the server said so before or after the stream started. Lines that are not JSON objects, and
+resource version") becomes :class:`~berth.kube.transport.errors.Gone`, any other Status the matching
+:mod:`berth.kube.transport.errors` class, so the caller handles an expired watch the same way
+whether the server said so before or after the stream started. Lines that are not JSON objects, and
 events without a type or an object, are reported to ``on_malformed`` and skipped: one broken
 object must not end the watch of every other one.
 """
@@ -23,7 +23,7 @@ import typing
 import aiohttp
 import kubernetes_asyncio.client
 
-from berth.kube import errors, rest
+from berth.kube.transport import errors, rest
 
 __all__ = ["Event", "Listing", "MalformedCallback", "list_pages", "watch"]
 
@@ -104,10 +104,10 @@ async def watch(
 ) -> collections.abc.AsyncGenerator[Event, None]:
     """The events of the collection at ``path`` after ``resource_version``, with bookmarks.
 
-    Ends when the server closes the stream; raises :mod:`berth.kube.errors` for an error
-    answer or ``ERROR`` event (:class:`~berth.kube.errors.Gone` for 410) and
-    :class:`~berth.kube.errors.TransportError` when the connection fails. ``on_open`` is told
-    when the server accepted the watch (a 2xx answer): a quiet collection may send its first
+    Ends when the server closes the stream; raises :mod:`berth.kube.transport.errors` for an error
+    answer or ``ERROR`` event (:class:`~berth.kube.transport.errors.Gone` for 410) and
+    :class:`~berth.kube.transport.errors.TransportError` when the connection fails. ``on_open`` is
+    told when the server accepted the watch (a 2xx answer): a quiet collection may send its first
     event only with the next bookmark, a minute later, and a caller that waited for it to say
     "the API server answers again" would say it a minute late.
     """

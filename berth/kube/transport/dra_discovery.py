@@ -15,7 +15,7 @@ from __future__ import annotations
 import typing
 
 from berth.api import dra
-from berth.kube import errors, rest
+from berth.kube.transport import errors, rest
 
 if typing.TYPE_CHECKING:
     import kubernetes_asyncio.client
@@ -35,8 +35,8 @@ NOT_SERVED = (
 
 async def served(api: kubernetes_asyncio.client.ApiClient, *, timeout: float = 30.0) -> bool:
     """Whether ``resource.k8s.io/v1`` is served with all four kinds. Raises
-    :class:`~berth.kube.errors.KubeError` for anything but a clear answer (the caller retries:
-    an API server that cannot be reached yet says nothing about DRA)."""
+    :class:`~berth.kube.transport.errors.KubeError` for anything but a clear answer (the caller
+    retries: an API server that cannot be reached yet says nothing about DRA)."""
     try:
         listing = await rest.request(api, method="GET", path=PATH, timeout=timeout)
     except errors.NotFound:

@@ -87,7 +87,7 @@ class TransportError(KubeError):
 
 class NotLeader(KubeError):
     """A write acting for the leader was not sent: the Lease may belong to another replica
-    (:mod:`berth.kube.fencing`). Nothing reached the API server; do not retry."""
+    (:mod:`berth.kube.transport.fencing`). Nothing reached the API server; do not retry."""
 
 
 _BY_STATUS: dict[int, type[APIError]] = {

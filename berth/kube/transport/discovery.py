@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 
-from berth.kube import clients, errors, rest
+from berth.kube.transport import clients, errors, rest
 
 __all__ = ["Served", "served"]
 

@@ -11,8 +11,8 @@ so every such write is a second scheduler acting on stale data (pods bound onto 
 A :class:`Fence` closes that gap at the last possible moment: every mutating request on a fenced
 API client is checked **when it is about to be written to the socket** — after it has waited for
 a pooled connection, not when it was queued — and refused with
-:class:`~berth.kube.errors.NotLeader` unless the last successful Lease renewal, measured on the
-monotonic clock from when that renewal was *sent*, is younger than the renew deadline. The
+:class:`~berth.kube.transport.errors.NotLeader` unless the last successful Lease renewal, measured
+on the monotonic clock from when that renewal was *sent*, is younger than the renew deadline. The
 monotonic clock keeps running while the process is stopped, so the first thing a resumed leader
 can do is find out that it is stale. Followers take over only ``leaseDurationSeconds`` after the
 last change *they* saw, later than the renewal was sent, and ``renew_deadline < lease_duration``
@@ -45,7 +45,7 @@ import typing
 import aiohttp
 import aiohttp.helpers
 
-from berth.kube import errors
+from berth.kube.transport import errors
 
 __all__ = ["Fence", "install", "unfenced"]
 
@@ -91,7 +91,7 @@ class Fence:
         self._renewed = None
 
     def check(self, what: str) -> None:
-        """Raise :class:`~berth.kube.errors.NotLeader` unless ``what`` may be sent now."""
+        """Raise :class:`~berth.kube.transport.errors.NotLeader` unless ``what`` may be sent now."""
         why = self._why_not()
         if why is None:
             return
@@ -160,7 +160,8 @@ def _fenced_request_class(
     (on Python < 3.12 that task runs one loop iteration after the connection was taken): a
     pause landing in between would send a request checked before the pause. Checked here, a
     refused request writes nothing; its connection is closed and the caller sees
-    :class:`~berth.kube.errors.NotLeader` (:func:`berth.kube.rest.request` unwraps it).
+    :class:`~berth.kube.transport.errors.NotLeader` (:func:`berth.kube.transport.rest.request`
+    unwraps it).
     """
 
     class FencedRequest(base):  # type: ignore[valid-type,misc]

@@ -35,7 +35,7 @@ import uuid
 
 import kubernetes_asyncio.client
 
-from berth.kube import errors, rest
+from berth.kube.transport import errors, rest
 from berth.status import conditions
 from berth.util import clocks
 

@@ -8,8 +8,8 @@ command works in by default is the context's (``default`` when it names none), o
 account's in a pod.
 
 Callers outside :mod:`berth.kube` get a :class:`Connection` and plain JSON dicts and see only
-:mod:`berth.kube.errors`, never the client library (docs/architecture.md). Today's caller is the
-``kubectl-create-reservation`` plugin (synchronous, one request per run, :func:`connect`) and
+:mod:`berth.kube.transport.errors`, never the client library (docs/architecture.md). Today's caller
+is the ``kubectl-create-reservation`` plugin (synchronous, one request per run, :func:`connect`) and
 the operator (asynchronous, long-running, :func:`connect_async`).
 """
 
@@ -31,7 +31,7 @@ import kubernetes_asyncio.client
 import kubernetes_asyncio.config
 import urllib3.exceptions
 
-from berth.kube import errors, rest
+from berth.kube.transport import errors, rest
 
 __all__ = [
     "AsyncApiClient",
@@ -79,7 +79,7 @@ def kubeconfig_paths(
 ) -> list[pathlib.Path]:
     """The kubeconfig files that apply, in precedence order; only those that exist.
 
-    An explicit ``kubeconfig`` must exist (:class:`~berth.kube.errors.ConfigError`
+    An explicit ``kubeconfig`` must exist (:class:`~berth.kube.transport.errors.ConfigError`
     otherwise), as kubectl insists; the ``KUBECONFIG`` list and the home default are optional.
     """
     if kubeconfig:
@@ -177,8 +177,8 @@ def _in_cluster() -> Connection:
 class AsyncConnection:
     """A configured ``kubernetes_asyncio`` client and what it is connected to.
 
-    Outside :mod:`berth.kube` the client is opaque: hand it to :mod:`berth.kube.rest` (raw JSON
-    requests), :class:`berth.kube.leases.LeaseClient` and the like.
+    Outside :mod:`berth.kube` the client is opaque: hand it to :mod:`berth.kube.transport.rest` (raw
+    JSON requests), :class:`berth.kube.transport.leases.LeaseClient` and the like.
     """
 
     api: AsyncApiClient

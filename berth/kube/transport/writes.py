@@ -19,8 +19,8 @@ evictions and Events have their own protocols: subresources that create, not pat
 - :meth:`Writer.delete`: delete the object with a ``uid`` precondition, so an object of the
   same name created since is never the one deleted (a garbage collector acting for the
   leader).
-- **Fencing**: a writer built with the leader's :class:`~berth.kube.fencing.Fence` checks it
-  after ``change`` decided and immediately before the patch is sent, so a write prepared
+- **Fencing**: a writer built with the leader's :class:`~berth.kube.transport.fencing.Fence` checks
+  it after ``change`` decided and immediately before the patch is sent, so a write prepared
   before a pause is dropped; the fenced API client checks again when the body is written to
   the socket. A refused write is :attr:`Outcome.FENCED`, never retried.
 - **Throttled logging**: a failure is logged once per kind and object per window
@@ -41,7 +41,7 @@ import logging
 import time
 import typing
 
-from berth.kube import errors, fencing, rest
+from berth.kube.transport import errors, fencing, rest
 
 if typing.TYPE_CHECKING:
     import kubernetes_asyncio.client

@@ -1,7 +1,7 @@
 """Read-only reads for command-line tools: one object, whole collections, the scheduler's inputs.
 
 ``kubectl berth`` (:mod:`berth.cli.kubectl_berth`) reads the cluster once per run and never
-writes. :func:`read_cluster` lists, concurrently and in pages (:func:`berth.kube.watching.
+writes. :func:`read_cluster` lists, concurrently and in pages (:func:`berth.kube.transport.watching.
 list_pages`), everything the scheduler's :class:`~berth.scheduler.snapshot.cache.ClusterCache`
 is fed by the operator's informers — nodes, pods, PriorityClasses, Queues, PodGroups,
 Reservations, Namespaces, the storage objects (claims, volumes, StorageClasses, CSINodes) and,
@@ -10,7 +10,7 @@ ResourceSlices, ResourceClaims and their templates; ``ClusterObjects.dynamic_res
 and :func:`fill_cache` hands them to a cache with the informers' rule for which
 pods it takes, so that a dry-run session sees what the operator's scheduler sees.
 
-Every call is a GET; failures arrive as :mod:`berth.kube.errors`.
+Every call is a GET; failures arrive as :mod:`berth.kube.transport.errors`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import dra_discovery, rest, watching
+from berth.kube.transport import dra_discovery, rest, watching
 from berth.scheduler.snapshot import cache as cluster_cache
 
 __all__ = [
