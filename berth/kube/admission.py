@@ -1,8 +1,8 @@
 """Admission mode: Berth decides, kube-scheduler binds — pending allocations over scheduling gates.
 
 :class:`Admission` sits between the scheduling loop and the usual source and sink (the informers'
-:class:`~berth.kube.snapshots.CacheSource` and the binder :class:`~berth.kube.decisions.ApiSink`)
-and is both a ``SnapshotSource`` and a ``DecisionSink``:
+:class:`~berth.kube.informers.snapshots.CacheSource` and the binder
+:class:`~berth.kube.decisions.ApiSink`) and is both a ``SnapshotSource`` and a ``DecisionSink``:
 
 - **The view.** A pod held by Berth's gate ``scheduling.berth.io/admission`` — and by no other
   gate: the others' owners go first — is offered to the session as a pending pod, whatever its

@@ -6,8 +6,8 @@ until its API is served — it is told of every CustomResourceDefinition the lea
 :mod:`berth.controllers.indexing`), so a CRD appearing is seen at once, and asks discovery at
 start and every ``discovery_interval`` (Kubernetes' Workload API is built into the API server,
 with no CRD): a cluster without Volcano costs a request a minute and logs no warning. Once
-served, it lists and watches those objects (an :class:`~berth.kube.informers.Informer`). For
-each one it keeps Berth PodGroups in step (:func:`berth.workloads.interop.mirrors`: the PodGroup
+served, it lists and watches those objects (an :class:`~berth.kube.informers.informers.Informer`).
+For each one it keeps Berth PodGroups in step (:func:`berth.workloads.interop.mirrors`: the PodGroup
 of the same name, or one per pod group of a 1.35 Workload and per replica key its waiting pods
 name; created, updated when the original changes, owned by it so they go with it), which is what
 the pods' own keys (``scheduling.x-k8s.io/pod-group``, ``scheduling.k8s.io/group-name``,
@@ -31,7 +31,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import informers
+from berth.kube.informers import informers
 from berth.kube.transport import errors, events, rest, writes
 from berth.scheduler.snapshot import podgroups, snapshots
 from berth.util import wakeups

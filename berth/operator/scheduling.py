@@ -7,7 +7,8 @@ returns them as :class:`Parts`, with the leader-only components in start order:
 0. ``default queue``: creates the Queue ``default`` when it is missing
    (:mod:`berth.kube.default_queue`), then waits;
 1. ``events``: the :class:`~berth.kube.transport.events.EventRecorder`;
-2. ``informers``: :class:`~berth.kube.informers.ClusterInformers`, the one watch of every kind
+2. ``informers``: :class:`~berth.kube.informers.informers.ClusterInformers`, the one watch of every
+kind
    but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
 3. ``binder``: :class:`~berth.kube.decisions.ApiSink`, and ``admission``:
    :class:`~berth.kube.admission.Admission` around the snapshot source and the binder (on in both
@@ -65,12 +66,11 @@ from berth.kube import (
     decisions,
     default_queue,
     gpu_reservations,
-    informers,
     interop_groups,
     node_protection,
     owner_groups,
-    snapshots,
 )
+from berth.kube.informers import informers, snapshots
 from berth.kube.transport import clients, credentials, events, fencing, writes
 from berth.operator import components, embedding, http, main, visibility
 from berth.operator import metrics as berth_metrics

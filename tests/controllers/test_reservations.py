@@ -40,7 +40,7 @@ from berth.api import crds, keys
 from berth.cli import up
 from berth.controllers import indexing, observed, reservations
 from berth.emulator import kubelets, server, testing
-from berth.kube import informers
+from berth.kube.informers import informers
 from berth.kube.transport import clients, rest
 from berth.operator import main, scheduling
 from berth.operator import settings as operator_settings

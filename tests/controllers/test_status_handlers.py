@@ -23,7 +23,7 @@ import pytest
 from berth.controllers import indexing, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
-from berth.kube import informers
+from berth.kube.informers import informers
 from berth.kube.transport import clients, credentials, fencing
 from berth.operator import embedding
 from berth.scheduler.snapshot import cache

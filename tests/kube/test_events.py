@@ -26,7 +26,7 @@ import collections.abc
 import pytest
 
 from berth.emulator import faults, testing
-from berth.kube import snapshots
+from berth.kube.informers import snapshots
 from berth.kube.transport import clients, events
 from berth.scheduler import loop
 from berth.scheduler.plugins import registry

@@ -26,7 +26,8 @@ import typing
 import pytest
 
 from berth.emulator import faults, testing
-from berth.kube import decisions, informers
+from berth.kube import decisions
+from berth.kube.informers import informers
 from berth.kube.transport import clients, events
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.snapshot import cache as cluster_cache

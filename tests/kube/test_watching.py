@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from berth.emulator import faults, server, testing
-from berth.kube import informers
+from berth.kube.informers import informers
 from berth.kube.transport import clients, errors, watching
 from tests.kube import conftest
 

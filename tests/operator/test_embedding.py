@@ -35,7 +35,7 @@ import pytest
 from berth.controllers import indexing, observed, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
-from berth.kube import informers
+from berth.kube.informers import informers
 from berth.kube.transport import clients, credentials
 from berth.operator import embedding, probing
 from berth.scheduler.snapshot import cache as cluster_cache

@@ -1,6 +1,6 @@
 """Whether the API server serves Dynamic Resource Allocation (``resource.k8s.io/v1``).
 
-The informers (:class:`~berth.kube.informers.ClusterInformers`) watch DeviceClasses,
+The informers (:class:`~berth.kube.informers.informers.ClusterInformers`) watch DeviceClasses,
 ResourceSlices, ResourceClaims and ResourceClaimTemplates only where the cluster serves them:
 ``resource.k8s.io/v1`` is GA and on by default since Kubernetes 1.34; an older cluster, or one
 with the API turned off (``--runtime-config``), answers 404 for the group version, or lists it
