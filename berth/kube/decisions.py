@@ -37,7 +37,7 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   (:meth:`ApiSink.claim_changed`).
 - A ``BindPod`` of a pod using ResourceClaims binds only once each lists the pod in
   ``status.reservedFor``: the cycle's ``ReserveClaim`` decisions for the pod (assumed in the
-  cache at once) are written first, in order (:mod:`berth.kube.claim_reservations`,
+  cache at once) are written first, in order (:mod:`berth.kube.devices.claim_reservations`,
   kube-scheduler's DynamicResources PreBind) — after its victims are gone, before its
   PersistentVolumeClaims are waited for. A refused write (the claim was allocated by someone
   else meanwhile, replaced, deleted) fails the binding like any other failure (backoff, a
@@ -45,7 +45,7 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   is released (it leaves ``reservedFor``; the claim its write allocated is deallocated when
   nobody else reserves it).
 - ``DeallocateClaim``: the claim's allocation cleared if nobody but the pod reserves it
-  (:mod:`berth.kube.claim_reservations`).
+  (:mod:`berth.kube.devices.claim_reservations`).
 - ``SelectClaimNode``: the claim's ``volume.kubernetes.io/selected-node`` annotation (a merge
   patch); ``BindClaimVolume``: the PersistentVolume's ``spec.claimRef``, as kube-scheduler's
   volume binder pre-binds (kube-controller-manager completes the binding). The cache assumes
@@ -93,13 +93,8 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import (
-    claim_reservations,
-    claim_waits,
-    pending_marks,
-    reservation_statuses,
-    victim_waits,
-)
+from berth.kube import claim_waits, pending_marks, reservation_statuses, victim_waits
+from berth.kube.devices import claim_reservations
 from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache

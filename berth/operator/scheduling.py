@@ -65,11 +65,11 @@ from berth.kube import (
     capacity_requests,
     decisions,
     default_queue,
-    gpu_reservations,
     interop_groups,
     node_protection,
     owner_groups,
 )
+from berth.kube.devices import gpu_reservations
 from berth.kube.informers import informers, snapshots
 from berth.kube.transport import clients, credentials, events, fencing, writes
 from berth.operator import components, embedding, http, main, visibility
