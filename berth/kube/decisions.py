@@ -93,8 +93,9 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import claim_waits, pending_marks, reservation_statuses, victim_waits
+from berth.kube import claim_waits, pending_marks, victim_waits
 from berth.kube.devices import claim_reservations
+from berth.kube.reservations import reservation_statuses
 from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
