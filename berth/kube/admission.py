@@ -18,8 +18,8 @@
   releases nothing; the group is tried again next cycle — its pods already pinned keep their
   pin, since a gated pod's node affinity may only narrow, and the session sees it). Before
   the pins, ``before_pin`` withdraws the gang's CapacityBuffer, if it asked with one
-  (:mod:`berth.kube.capacity_requests`: a buffer still asking once they bind buys a node). The
-  kube-scheduler then binds. A pod admitted onto a node from which the same cycle evicted
+  (:mod:`berth.kube.autoscaling.capacity_requests`: a buffer still asking once they bind buys a
+  node). The kube-scheduler then binds. A pod admitted onto a node from which the same cycle evicted
   victims stays pinned and gated (assumed in the cache) until those victims are gone, as the
   binder holds a preemptor's binding (the shared :class:`~berth.kube.victim_waits.VictimWaits`,
   bounded by ``eviction_wait``): ungated at once, kube-scheduler could bind it while the victims
@@ -158,7 +158,7 @@ class Admission:
     ) -> None:
         self._api = api
         # Awaited with a batch's pod keys before they are pinned: the capacity requests
-        # withdraw the gang's CapacityBuffer first (berth.kube.capacity_requests).
+        # withdraw the gang's CapacityBuffer first (berth.kube.autoscaling.capacity_requests).
         self._before_pin = before_pin
         self._writer = writer or writes.Writer(api, timeout=request_timeout)
         self._cache = cache
@@ -214,7 +214,7 @@ class Admission:
     @property
     def through_gate(self) -> frozenset[str]:
         """The gated pods the last snapshot offered as pending (admission decides them; their
-        capacity is asked for by :mod:`berth.kube.capacity_requests`)."""
+        capacity is asked for by :mod:`berth.kube.autoscaling.capacity_requests`)."""
         return frozenset(self._view)
 
     @property

@@ -26,9 +26,10 @@ kind
    first list of every kind (a cycle on a half-listed cluster would place pods on capacity that
    is taken); after every cycle the metrics are fed, the status passes and the Reservation
    controller kicked, the owner grouper and the interop mirrors offered the snapshot, the node
-   writer (:class:`~berth.kube.node_protection.NodeProtection`) told what holds each node and
-   the capacity requests (:class:`~berth.kube.capacity_requests.CapacityRequests`) what to ask
-   autoscalers for (groups' reasons carry what those say);
+   writer (:class:`~berth.kube.autoscaling.node_protection.NodeProtection`) told what holds each
+   node and the capacity requests
+   (:class:`~berth.kube.autoscaling.capacity_requests.CapacityRequests`) what to ask autoscalers for
+   (groups' reasons carry what those say);
 7. the owner grouper, the interop mirrors, the node writer and the capacity requests, when they
    are on.
 
@@ -60,15 +61,8 @@ from berth.controllers import (
     statuses,
 )
 from berth.controllers import registry as kopf_registry
-from berth.kube import (
-    admission,
-    capacity_requests,
-    decisions,
-    default_queue,
-    interop_groups,
-    node_protection,
-    owner_groups,
-)
+from berth.kube import admission, decisions, default_queue, interop_groups, owner_groups
+from berth.kube.autoscaling import capacity_requests, node_protection
 from berth.kube.devices import gpu_reservations
 from berth.kube.informers import informers, snapshots
 from berth.kube.transport import clients, credentials, events, fencing, writes

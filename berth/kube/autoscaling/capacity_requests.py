@@ -44,8 +44,8 @@ the objects, and reads back what the autoscaler says:
   :mod:`berth.status.scale_up`): for a request, its state; for a gang in scheduler mode that
   asks with its pods' ``Unschedulable`` condition alone (:attr:`~berth.status
   .capacity_requests.Planner.signals`), Karpenter's and Cluster Autoscaler's Events on its pods
-  (:mod:`berth.kube.autoscaler_events`, listed on each pass while such a gang waits, on a
-  cluster serving an autoscaler's API — Karpenter's NodePools or ``autoscaling.x-k8s.io``):
+  (:mod:`berth.kube.autoscaling.autoscaler_events`, listed on each pass while such a gang waits, on
+  a cluster serving an autoscaler's API — Karpenter's NodePools or ``autoscaling.x-k8s.io``):
   a member it cannot fit, its plan, or nobody acting within ``answer_timeout``. A change of
   a gang's verdict is an Event on its owner, its code as the reason.
 - **A new leader** adopts the requests it finds (by label and owner uid) once its first cycle
@@ -66,7 +66,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import autoscaling, keys
-from berth.kube import autoscaler_events
+from berth.kube.autoscaling import autoscaler_events
 from berth.kube.transport import errors, events, pod_edits, rest, watching, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots

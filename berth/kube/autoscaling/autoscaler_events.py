@@ -4,9 +4,9 @@ Karpenter and Cluster Autoscaler say what they did for an ``Unschedulable`` pod 
 on the pod (:mod:`berth.status.scale_up` says which, and what each means). :func:`sightings`
 lists them in the namespaces of the gangs Berth waits on: one list per namespace and source,
 filtered by the API server (``involvedObject.kind=Pod,source=<karpenter|cluster-autoscaler>``),
-made only while some gang waits for an autoscaler (:class:`berth.kube.capacity_requests
-.CapacityRequests` calls it on its pass, every few seconds). A list that fails is logged, and
-the pass keeps the sightings it read before.
+made only while some gang waits for an autoscaler
+(:class:`berth.kube.autoscaling.capacity_requests.CapacityRequests` calls it on its pass, every
+few seconds). A list that fails is logged, and the pass keeps the sightings it read before.
 """
 
 from __future__ import annotations
