@@ -35,7 +35,7 @@ import aiohttp
 import click
 
 from berth.api import crds
-from berth.kube import decisions
+from berth.kube.binder import decisions
 from berth.operator import main, scheduling, settings
 from berth.scheduler.plugins import registry as plugin_registry
 

@@ -36,7 +36,7 @@ import aiohttp
 import click
 
 from berth.cli import e2e
-from berth.kube import decisions
+from berth.kube.binder import decisions
 from berth.operator import main, scheduling, settings
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.util import allocator

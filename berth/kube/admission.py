@@ -2,7 +2,8 @@
 
 :class:`Admission` sits between the scheduling loop and the usual source and sink (the informers'
 :class:`~berth.kube.informers.snapshots.CacheSource` and the binder
-:class:`~berth.kube.decisions.ApiSink`) and is both a ``SnapshotSource`` and a ``DecisionSink``:
+:class:`~berth.kube.binder.decisions.ApiSink`) and is both a ``SnapshotSource`` and a
+``DecisionSink``:
 
 - **The view.** A pod held by Berth's gate ``scheduling.berth.io/admission`` — and by no other
   gate: the others' owners go first — is offered to the session as a pending pod, whatever its
@@ -21,12 +22,12 @@
   (:mod:`berth.kube.autoscaling.capacity_requests`: a buffer still asking once they bind buys a
   node). The kube-scheduler then binds. A pod admitted onto a node from which the same cycle evicted
   victims stays pinned and gated (assumed in the cache) until those victims are gone, as the
-  binder holds a preemptor's binding (the shared :class:`~berth.kube.victim_waits.VictimWaits`,
-  bounded by ``eviction_wait``): ungated at once, kube-scheduler could bind it while the victims
-  still run and the kubelet would fail it ``OutOf<resource>``. If they outstay the wait, the
-  batch's allocations are dropped (capacity released, a ``FailedScheduling`` Event names the
-  victims) and a later cycle admits the pods again. A pod that
-  names Berth's own scheduler is ungated and bound by Berth (POST binding) instead.
+  binder holds a preemptor's binding (the shared
+  :class:`~berth.kube.binder.victim_waits.VictimWaits`, bounded by ``eviction_wait``): ungated at
+  once, kube-scheduler could bind it while the victims still run and the kubelet would fail it
+  ``OutOf<resource>``. If they outstay the wait, the batch's allocations are dropped (capacity
+  released, a ``FailedScheduling`` Event names the victims) and a later cycle admits the pods again.
+  A pod that names Berth's own scheduler is ungated and bound by Berth (POST binding) instead.
 - **Devices.** The session places a gated pod only where its ResourceClaims can be met, as any
   pod; kube-scheduler allocates them when it binds the pod, so the cycle's ``ReserveClaim``
   decisions for admitted pods are not written — the devices found are assumed in the cache
@@ -92,7 +93,8 @@ import kubernetes_asyncio.client
 
 from berth.api import keys
 from berth.kube import admission_states as states
-from berth.kube import allocations, refusals, rejections, victim_waits
+from berth.kube import allocations, refusals, rejections
+from berth.kube.binder import victim_waits
 from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache

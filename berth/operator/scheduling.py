@@ -10,7 +10,7 @@ returns them as :class:`Parts`, with the leader-only components in start order:
 2. ``informers``: :class:`~berth.kube.informers.informers.ClusterInformers`, the one watch of every
 kind
    but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
-3. ``binder``: :class:`~berth.kube.decisions.ApiSink`, and ``admission``:
+3. ``binder``: :class:`~berth.kube.binder.decisions.ApiSink`, and ``admission``:
    :class:`~berth.kube.admission.Admission` around the snapshot source and the binder (on in both
    modes, so that a restart with the other ``--mode`` adopts the pods the previous one left;
    docs/admission.md);
@@ -61,8 +61,9 @@ from berth.controllers import (
     statuses,
 )
 from berth.controllers import registry as kopf_registry
-from berth.kube import admission, decisions, default_queue, interop_groups, owner_groups
+from berth.kube import admission, default_queue, interop_groups, owner_groups
 from berth.kube.autoscaling import capacity_requests, node_protection
+from berth.kube.binder import decisions
 from berth.kube.devices import gpu_reservations
 from berth.kube.informers import informers, snapshots
 from berth.kube.transport import clients, credentials, events, fencing, writes

@@ -32,7 +32,7 @@ import kubernetes_asyncio.config
 
 from berth.api import crds, keys
 from berth.emulator import testing
-from berth.kube import decisions
+from berth.kube.binder import decisions
 from berth.kube.transport import errors, rest, watching
 from berth.operator import scheduling, settings
 from berth.scheduler import loop

@@ -28,7 +28,8 @@ import pytest
 
 from berth.api import keys
 from berth.emulator import faults, testing
-from berth.kube import admission, decisions
+from berth.kube import admission
+from berth.kube.binder import decisions
 from berth.kube.informers import informers, snapshots
 from berth.kube.transport import events
 from berth.scheduler.framework import decisions as d

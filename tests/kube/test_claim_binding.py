@@ -1,4 +1,4 @@
-"""A binding waits for the pod's PersistentVolumeClaims (``berth.kube.decisions.ApiSink``).
+"""A binding waits for the pod's PersistentVolumeClaims (``berth.kube.binder.decisions.ApiSink``).
 
 Run against the emulator with simulated kubelets and the informers feeding the cache. Nothing
 in the emulator binds claims: the test plays kube-controller-manager's PV binder (it binds the
@@ -30,7 +30,7 @@ import typing
 import pytest
 
 from berth.emulator import patches, testing
-from berth.kube import decisions
+from berth.kube.binder import decisions
 from berth.kube.transport import clients
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.snapshot import volumes

@@ -1,4 +1,4 @@
-"""The decision sink (``berth.kube.decisions.ApiSink``) against the emulator.
+"""The decision sink (``berth.kube.binder.decisions.ApiSink``) against the emulator.
 
 We test these aspects:
 
@@ -30,7 +30,7 @@ import pytest
 from berth.api import resources
 from berth.controllers import reservation_statuses
 from berth.emulator import faults, testing
-from berth.kube import decisions
+from berth.kube.binder import decisions
 from berth.kube.transport import clients, events
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.framework import pending, reasons

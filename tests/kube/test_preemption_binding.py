@@ -1,4 +1,4 @@
-"""A preemptor's binding waits for its victims (``berth.kube.decisions.ApiSink``).
+"""A preemptor's binding waits for its victims (``berth.kube.binder.decisions.ApiSink``).
 
 Run against the emulator with simulated kubelets, the informers feeding the cache and telling
 the sink which pods still hold capacity. The victims are slow to go: the Eviction API answers
@@ -26,7 +26,7 @@ import typing
 import pytest
 
 from berth.emulator import faults, testing
-from berth.kube import decisions
+from berth.kube.binder import decisions
 from berth.kube.informers import informers
 from berth.kube.transport import clients, events
 from berth.scheduler.framework import decisions as d

@@ -33,7 +33,7 @@ import typing
 import pytest
 
 from berth.emulator import patches, testing
-from berth.kube import decisions
+from berth.kube.binder import decisions
 from berth.kube.transport import clients
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions as d

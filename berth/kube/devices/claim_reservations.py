@@ -1,9 +1,9 @@
 """Writing ResourceClaims' allocations and reservations before a pod is bound, and releasing them.
 
 kube-scheduler's DynamicResources PreBind and Unreserve, for the binder
-(:class:`~berth.kube.decisions.ApiSink`). A cycle that places a pod using ResourceClaims records,
-before its ``BindPod``, one :class:`~berth.scheduler.framework.decisions.ReserveClaim` per claim
-the pod does not hold yet. :class:`ClaimReservations`:
+(:class:`~berth.kube.binder.decisions.ApiSink`). A cycle that places a pod using ResourceClaims
+records, before its ``BindPod``, one :class:`~berth.scheduler.framework.decisions.ReserveClaim` per
+claim the pod does not hold yet. :class:`ClaimReservations`:
 
 - **plans** them when the cycle's result arrives (:meth:`ClaimReservations.plan`, on the event
   loop, never blocking): each claim is *assumed* in the cache at once — allocated, reserved for

@@ -1,6 +1,6 @@
 """A Reservation's status from the scheduler's facts: the facts' inbox and the writes.
 
-:class:`ReservationFacts` is where the binder (:class:`~berth.kube.decisions.ApiSink`)
+:class:`ReservationFacts` is where the binder (:class:`~berth.kube.binder.decisions.ApiSink`)
 publishes a cycle's Reservation facts, in order, per Reservation; Berth's Kopf handler for
 Reservations (:mod:`berth.controllers.reservation_statuses`) takes them from there and has
 them written. A newer ``Unschedulable`` replaces one not written yet (only the latest reason

@@ -3,8 +3,9 @@
 Admission mode (:mod:`berth.kube.admission`) pins a gated pod to the node Berth chose, removes
 Berth's gate, and sends a rejected bare pod back gated; the webhook
 (:mod:`berth.operator.webhooks`) decides whether a pod is Berth's at all. Both binders
-(:mod:`berth.kube.decisions`, admission) post the same Binding and Eviction bodies. Everything
-here is a function of plain JSON dicts, without I/O; what goes over the wire is the callers'.
+(:mod:`berth.kube.binder.decisions`, admission) post the same Binding and Eviction bodies.
+Everything here is a function of plain JSON dicts, without I/O; what goes over the wire is the
+callers'.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 kube-scheduler's VolumeBinding PreBind: a pod whose claim was unbound when it was placed (a
 ``WaitForFirstConsumer`` claim, annotated with the chosen node in the same cycle) must not reach
 the kubelet before the provisioner or kube-controller-manager's PV binder has bound the claim.
-The binder (:class:`~berth.kube.decisions.ApiSink`) holds such a binding, the pod assumed on
+The binder (:class:`~berth.kube.binder.decisions.ApiSink`) holds such a binding, the pod assumed on
 its node, in one :class:`ClaimWaits`, which the claim informer wakes
 (:meth:`ClaimWaits.changed`) on every change of a claim. Nothing is polled; each wait is bounded
 by ``claim_wait`` (kube-scheduler's ``bindTimeoutSeconds``), and ends at once when the volume

@@ -31,7 +31,7 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
   Without a ``presence`` (who knows which pods still hold capacity) nothing waits.
 - A ``BindPod`` listing claims not bound yet (``WaitForFirstConsumer`` claims the same cycle
   matched to a volume or annotated with the node) waits, assumed, until the claim informer shows
-  them bound (:mod:`berth.kube.claim_waits`, kube-scheduler's VolumeBinding PreBind), a
+  them bound (:mod:`berth.kube.binder.claim_waits`, kube-scheduler's VolumeBinding PreBind), a
   ``WaitingForVolumes`` Event saying so; after ``claim_wait`` the pod is forgotten, sits out the
   backoff and a ``FailedScheduling`` Event names the claims. The informers wake the wait
   (:meth:`ApiSink.claim_changed`).
@@ -70,7 +70,7 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
 - ``MarkPending``: a gang's (or a lone pod's) waiting pods get their ``PodScheduled=False``
   condition — reason ``Unschedulable`` only where more nodes would place them, else the code
   of what they wait for — and a ``FailedScheduling`` Event, the changed ones of a gang in one
-  burst (:mod:`berth.kube.pending_marks`; docs/autoscaling.md).
+  burst (:mod:`berth.kube.binder.pending_marks`; docs/autoscaling.md).
 - ``Unschedulable``: for a Reservation, published like the facts above, only when the reason
   changed (every cycle repeats the reasons of everything still waiting); a pod's is carried
   by its gang's ``MarkPending`` ("not tried this cycle" is in neither: no news). Group reasons
@@ -93,7 +93,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import claim_waits, pending_marks, victim_waits
+from berth.kube.binder import claim_waits, pending_marks, victim_waits
 from berth.kube.devices import claim_reservations
 from berth.kube.reservations import reservation_statuses
 from berth.kube.transport import errors, events, pod_edits, rest, writes
