@@ -11,8 +11,8 @@ returns them as :class:`Parts`, with the leader-only components in start order:
 kind
    but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
 3. ``binder``: :class:`~berth.kube.binder.decisions.ApiSink`, and ``admission``:
-   :class:`~berth.kube.admission.Admission` around the snapshot source and the binder (on in both
-   modes, so that a restart with the other ``--mode`` adopts the pods the previous one left;
+   :class:`~berth.kube.admission.admission.Admission` around the snapshot source and the binder (on
+   in both modes, so that a restart with the other ``--mode`` adopts the pods the previous one left;
    docs/admission.md);
 4. ``kopf``: the leader's Kopf operator (:class:`~berth.operator.embedding.KopfOperator`), the one
    watch of Queues, PodGroups and Reservations (its handlers feed the same cache:
@@ -61,7 +61,8 @@ from berth.controllers import (
     statuses,
 )
 from berth.controllers import registry as kopf_registry
-from berth.kube import admission, default_queue, interop_groups, owner_groups
+from berth.kube import default_queue, interop_groups, owner_groups
+from berth.kube.admission import admission
 from berth.kube.autoscaling import capacity_requests, node_protection
 from berth.kube.binder import decisions
 from berth.kube.devices import gpu_reservations

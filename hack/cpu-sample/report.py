@@ -19,7 +19,7 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("binding requests", ("_bind (kube/binder/decisions.py)",)),
     ("Events", ("_work (kube/transport/events.py)",)),
     ("informer: ClusterCache.add_pod", ("add_pod (scheduler/snapshot/cache.py)",)),
-    ("informer: Admission.observe_pod", ("observe_pod (kube/admission.py)",)),
+    ("informer: Admission.observe_pod", ("observe_pod (kube/admission/admission.py)",)),
     ("informer: JSON decoding", ("_event (kube/transport/watching.py)",)),
     ("informer: the rest", ("_follow (kube/informers/informers.py)",)),
     ("loop: snapshot", ("snapshot (operator/scheduling.py)",)),

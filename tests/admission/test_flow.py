@@ -1,9 +1,9 @@
 """Admission mode end to end: Berth admits gated pods, a stand-in kube-scheduler binds them.
 
 Runs on the emulator with simulated nodes, Berth's informers, cache, scheduler and
-:class:`~berth.kube.admission.Admission` (``tests/admission/stack.py``), and the tests' small
-stand-in for kube-scheduler (it binds an ungated pod pinned by a required node affinity to that
-node, an unpinned one to any node with room — enough to exercise the protocol). We test these
+:class:`~berth.kube.admission.admission.Admission` (``tests/admission/stack.py``), and the tests'
+small stand-in for kube-scheduler (it binds an ungated pod pinned by a required node affinity to
+that node, an unpinned one to any node with room — enough to exercise the protocol). We test these
 aspects:
 - a gang of 8 stays gated (nothing pinned) while 8 do not fit within its queue's limit, and the
   PodGroup's reason says why; once they fit, all 8 are pinned before any gate is removed, and

@@ -4,9 +4,10 @@ A preemptor placed on a node where the same cycle evicted victims must not reach
 while those victims still run there: the kubelet would see it first and fail it
 ``OutOf<resource>``. Both executors hold such a preemptor back — the binder
 (:class:`~berth.kube.binder.decisions.ApiSink`) its binding, admission
-(:class:`~berth.kube.admission.Admission`) its ungating — with one :class:`VictimWaits`, shared,
-which the informers wake (:meth:`VictimWaits.released`) whenever a pod stops holding capacity.
-Nothing is polled; each wait is bounded by the ``eviction_wait`` setting. Runs on the event loop.
+(:class:`~berth.kube.admission.admission.Admission`) its ungating — with one :class:`VictimWaits`,
+shared, which the informers wake (:meth:`VictimWaits.released`) whenever a pod stops holding
+capacity. Nothing is polled; each wait is bounded by the ``eviction_wait`` setting. Runs on the
+event loop.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Raw pods as Berth reads and rewrites them, purely: pins, gates, and pod request bodies.
 
-Admission mode (:mod:`berth.kube.admission`) pins a gated pod to the node Berth chose, removes
-Berth's gate, and sends a rejected bare pod back gated; the webhook
+Admission mode (:mod:`berth.kube.admission.admission`) pins a gated pod to the node Berth chose,
+removes Berth's gate, and sends a rejected bare pod back gated; the webhook
 (:mod:`berth.operator.webhooks`) decides whether a pod is Berth's at all. Both binders
 (:mod:`berth.kube.binder.decisions`, admission) post the same Binding and Eviction bodies.
 Everything here is a function of plain JSON dicts, without I/O; what goes over the wire is the

@@ -16,7 +16,7 @@ scheduling fields (UID, labels, taints, allocatable, cordon) and the devices it 
 are allocated, what capacity is consumed). :func:`cause_gone` says when the node has changed so
 that the cause may have gone — a taint removed, the node uncordoned or replaced, a label or its
 capacity changed, a device freed or added — which is when kube-scheduler would try the pod again
-(its queueing hints), and when :mod:`berth.kube.rejections` forgets the node for the pod.
+(its queueing hints), and when :mod:`berth.kube.admission.rejections` forgets the node for the pod.
 
 Pure and synchronous.
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import types
 
-from berth.kube import admission_states as states
+from berth.kube.admission import admission_states as states
 from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import devices as devices_
 from berth.scheduler.snapshot import pods, snapshots

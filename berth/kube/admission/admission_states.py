@@ -1,7 +1,7 @@
 """Admission mode's per-pod state machine: pure, no I/O, no clock, no asyncio.
 
-:class:`~berth.kube.admission.Admission` is the thin asynchronous part: it watches pods, sends
-the pins, gate removals, evictions and recreations, and asks this module what each thing it
+:class:`~berth.kube.admission.admission.Admission` is the thin asynchronous part: it watches pods,
+sends the pins, gate removals, evictions and recreations, and asks this module what each thing it
 learns means for the pod's pending allocation. Everything here is a function of its
 arguments, so every state and transition is tested exhaustively (tests/admission/
 test_admission_states.py, with a hypothesis test over event sequences).

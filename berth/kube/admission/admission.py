@@ -45,10 +45,10 @@
   owned by a controller is evicted (Eviction API; the controller recreates it and the webhook
   gates the new one) and a bare pod is recreated by Berth — deleted, then created again with
   the same name and spec, its pin removed and the gate back. Why it was refused is data
-  (:mod:`berth.kube.refusals`: the taint, cordon or ResourceClaim Berth sees on the node, and
-  kube-scheduler's own words verbatim), in the Events and the group's reason. The node is
-  remembered for the pod and its gang (:mod:`berth.kube.rejections`): no member is pinned there
-  again until the cause may have gone (a taint removed, a device freed, the node changed) or
+  (:mod:`berth.kube.admission.refusals`: the taint, cordon or ResourceClaim Berth sees on the node,
+  and kube-scheduler's own words verbatim), in the Events and the group's reason. The node is
+  remembered for the pod and its gang (:mod:`berth.kube.admission.rejections`): no member is pinned
+  there again until the cause may have gone (a taint removed, a device freed, the node changed) or
   the memory fades; the pod backs off exponentially before it is offered again; and no pod is
   deleted more than once a minute — refused again sooner, it stays pinned and ungated until
   then (kube-scheduler may still bind it there). A gang member rejected releases its group's
@@ -69,11 +69,11 @@ they tell autoscalers instead is in docs/autoscaling.md.
 
 This class is the thin asynchronous part of admission. What a pod's observation means, and
 every transition of a pending allocation (pinning, ungated; bound, dropped, rejected), is the
-pure state machine of :mod:`berth.kube.admission_states`; the pending allocations, mirrored in
-the cache, are kept by :mod:`berth.kube.allocations`; the edits of the pods (pin, unpin,
-ungate, gate again) are pure functions in :mod:`berth.kube.transport.pod_edits`; pins and gate
-removals go through the write primitive (:class:`berth.kube.transport.writes.Writer`: read at
-version, retry on conflict, fenced). Everything but the requests runs on the event loop and never
+pure state machine of :mod:`berth.kube.admission.admission_states`; the pending allocations,
+mirrored in the cache, are kept by :mod:`berth.kube.admission.allocations`; the edits of the pods
+(pin, unpin, ungate, gate again) are pure functions in :mod:`berth.kube.transport.pod_edits`; pins
+and gate removals go through the write primitive (:class:`berth.kube.transport.writes.Writer`: read
+at version, retry on conflict, fenced). Everything but the requests runs on the event loop and never
 blocks: :meth:`Admission.apply` and :meth:`Admission.observe_pod` record and queue;
 :meth:`Admission.run` does the requests.
 """
@@ -92,8 +92,8 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube import admission_states as states
-from berth.kube import allocations, refusals, rejections
+from berth.kube.admission import admission_states as states
+from berth.kube.admission import allocations, refusals, rejections
 from berth.kube.binder import victim_waits
 from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions, reasons
@@ -229,7 +229,7 @@ class Admission:
     def observe_pod(self, obj: dict[str, typing.Any]) -> bool:
         """Told every pod the informer sees (before it is cached); True keeps a pod of another
         scheduler in the cache: gated by Berth, or admitted by it. What the pod means is
-        decided by :mod:`berth.kube.admission_states`; this only records and acts."""
+        decided by :mod:`berth.kube.admission.admission_states`; this only records and acts."""
         seen = states.Observation.of(obj)
         key = seen.key
         allocation = self.allocations.get(key)
@@ -300,7 +300,7 @@ class Admission:
         *,
         seen: states.Observation | None = None,
     ) -> None:
-        """Apply ``event`` to ``allocation`` as :func:`~berth.kube.admission_states.advance`
+        """Apply ``event`` to ``allocation`` as :func:`~.admission_states.advance`
         says: its next state, or its end (bound: done; dropped: capacity released; rejected:
         :meth:`_reject`, ``seen`` being what the informer saw of the pod)."""
         if self.allocations.get(allocation.key) is not allocation:
@@ -535,7 +535,7 @@ class Admission:
 
     def _assume_devices(self, reserving: collections.abc.Iterable[decisions.ReserveClaim]) -> None:
         """Count the devices found for admitted pods' claims as taken while their pending
-        allocations live (:meth:`~berth.kube.allocations.Allocations.drop` forgets them)."""
+        allocations live (:meth:`~.allocations.Allocations.drop` forgets them)."""
         for decision in reserving:
             if f"{decision.namespace}/{decision.pod}" not in self.allocations:
                 continue  # gone while the session ran

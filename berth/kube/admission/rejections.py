@@ -5,10 +5,10 @@ binds it elsewhere, or leaves it unbound past the bind timeout), :meth:`Rejectio
 records three things:
 
 - **The node**, for the pod and for its PodGroup, with the node's mark
-  (:class:`~berth.kube.refusals.NodeMark`: what of the node the refusal rested on, as Berth saw
-  it). :meth:`Rejections.avoiding` narrows the pod's required node affinity (a ``matchFields
-  metadata.name NotIn`` requirement in every term) so that the next cycle pins it, and every
-  member of its gang, elsewhere: what made kube-scheduler refuse (a taint or cordon Berth's
+  (:class:`~berth.kube.admission.refusals.NodeMark`: what of the node the refusal rested on, as
+  Berth saw it). :meth:`Rejections.avoiding` narrows the pod's required node affinity (a
+  ``matchFields metadata.name NotIn`` requirement in every term) so that the next cycle pins it, and
+  every member of its gang, elsewhere: what made kube-scheduler refuse (a taint or cordon Berth's
   view missed, a device it could not allocate, a port or volume conflict only kube-scheduler
   sees) would refuse them there again. The node is forgotten when *the cause may have gone*
   (:meth:`Rejections.forget_changed`: a taint removed, a device freed, the node changed —
@@ -34,7 +34,7 @@ import collections
 import collections.abc
 import dataclasses
 
-from berth.kube import refusals
+from berth.kube.admission import refusals
 from berth.scheduler.snapshot import pods, selectors
 
 __all__ = [
@@ -150,9 +150,9 @@ class Rejections:
         *,
         now: float,
     ) -> list[str]:
-        """Forget every refused node whose cause may have gone (:func:`~berth.kube.refusals.
-        cause_gone` between its mark then and ``mark_of(node)`` now), and end the backoff of
-        the pods and groups refused there; the pod and group keys that forgot a node."""
+        """Forget every refused node whose cause may have gone (:func:`~.refusals.cause_gone`
+        between its mark then and ``mark_of(node)`` now), and end the backoff of the pods and
+        groups refused there; the pod and group keys that forgot a node."""
         current: dict[str, refusals.NodeMark | None] = {}
         forgot: list[str] = []
         for into in (self._pods, self._groups):

@@ -1,6 +1,6 @@
 """Admission mode's pending allocations: nodes Berth chose for gated pods, not bound there yet.
 
-:class:`Allocations` is the ledger :class:`~berth.kube.admission.Admission` keeps, one
+:class:`Allocations` is the ledger :class:`~berth.kube.admission.admission.Admission` keeps, one
 :class:`Allocation` per pod key, and the one place that keeps it and the scheduler's cache in
 step: while an allocation lives the cache assumes the pod on its node (the next cycle already
 counts the capacity as used; admission assumes the devices found for its ResourceClaims too),
@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 
-from berth.kube.admission_states import AllocationState
+from berth.kube.admission.admission_states import AllocationState
 from berth.scheduler.snapshot import cache as cluster_cache
 
 __all__ = ["Allocation", "AllocationState", "Allocations"]
