@@ -5,7 +5,7 @@ dependencies passed in (no callback is set on a part after it is built), in depe
 returns them as :class:`Parts`, with the leader-only components in start order:
 
 0. ``default queue``: creates the Queue ``default`` when it is missing
-   (:mod:`berth.kube.default_queue`), then waits;
+   (:mod:`berth.kube.grouping.default_queue`), then waits;
 1. ``events``: the :class:`~berth.kube.transport.events.EventRecorder`;
 2. ``informers``: :class:`~berth.kube.informers.informers.ClusterInformers`, the one watch of every
 kind
@@ -61,11 +61,11 @@ from berth.controllers import (
     statuses,
 )
 from berth.controllers import registry as kopf_registry
-from berth.kube import default_queue, interop_groups, owner_groups
 from berth.kube.admission import admission
 from berth.kube.autoscaling import capacity_requests, node_protection
 from berth.kube.binder import decisions
 from berth.kube.devices import gpu_reservations
+from berth.kube.grouping import default_queue, interop_groups, owner_groups
 from berth.kube.informers import informers, snapshots
 from berth.kube.transport import clients, credentials, events, fencing, writes
 from berth.operator import components, embedding, http, main, visibility
