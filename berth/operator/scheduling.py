@@ -7,8 +7,8 @@ returns them as :class:`Parts`, with the leader-only components in start order:
 0. ``default queue``: creates the Queue ``default`` when it is missing
    (:mod:`berth.kube.grouping.default_queue`), then waits;
 1. ``events``: the :class:`~berth.kube.transport.events.EventRecorder`;
-2. ``informers``: :class:`~berth.kube.informers.informers.ClusterInformers`, the one watch of every
-kind
+2. ``informers``: :class:`~berth.kube.informers.cluster_informers.ClusterInformers`, the one watch
+of every kind
    but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
 3. ``binder``: :class:`~berth.kube.binder.decisions.ApiSink`, and ``admission``:
    :class:`~berth.kube.admission.admission.Admission` around the snapshot source and the binder (on
@@ -66,7 +66,7 @@ from berth.kube.autoscaling import capacity_requests, node_protection
 from berth.kube.binder import decisions
 from berth.kube.devices import gpu_reservations
 from berth.kube.grouping import default_queue, interop_groups, owner_groups
-from berth.kube.informers import informers, snapshots
+from berth.kube.informers import cache_sync, cluster_informers, snapshots
 from berth.kube.transport import clients, credentials, events, fencing, writes
 from berth.operator import components, embedding, http, main, visibility
 from berth.operator import metrics as berth_metrics
@@ -91,7 +91,7 @@ class Parts:
 
     scheduler: loop.Scheduler
     cache: cluster_cache.ClusterCache
-    informers: informers.ClusterInformers
+    informers: cluster_informers.ClusterInformers
     source: snapshots.CacheSource
     sink: decisions.ApiSink
     recorder: events.EventRecorder
@@ -199,7 +199,7 @@ class Inputs:
     registry: registries.Registry
     handle: handles.ExtendedHandle | None = None  # None: a handle of its own
     metrics: berth_metrics.Metrics | None = None  # None: no metrics fed
-    readiness: informers.ReadinessSink | None = None  # where "caches-synced" goes
+    readiness: cache_sync.ReadinessSink | None = None  # where "caches-synced" goes
     providers: http.Providers | None = None  # what the HTTP server is lent (None: nothing)
     fence: fencing.Fence | None = None  # the leader's fence for the write primitive
     on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None = None
@@ -246,7 +246,7 @@ def build(inputs: Inputs) -> Parts:
         component=profile.scheduler_name,
         instance=config.leader_election.identity,
     )
-    live = informers.LivePods()
+    live = cluster_informers.LivePods()
     # The one cycle of the graph: the binder reads the snapshot the source made last (for its
     # Events), and the source reads the binder's backoffs. A lookup closes it.
     made: list[snapshots.CacheSource] = []
@@ -342,7 +342,7 @@ def build(inputs: Inputs) -> Parts:
         node_protection.NodeProtection(writer) if config.autoscaling.protect_nodes else None
     )
     trigger = asyncio.Event()
-    sync = informers.CacheSync(inputs.readiness)
+    sync = cache_sync.CacheSync(inputs.readiness)
     feed = indexing.CacheFeed(
         inputs.api,
         cache=cache,
@@ -351,7 +351,7 @@ def build(inputs: Inputs) -> Parts:
         sync=sync,
         on_crd=[mirrors.crd_seen] if mirrors is not None else [],
     )
-    watched = informers.ClusterInformers(
+    watched = cluster_informers.ClusterInformers(
         inputs.api,
         cache=cache,
         scheduler_names=names,
@@ -431,7 +431,7 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
         finally:
             # A follower has no caches: the condition leaves with the informers.
             if inputs.readiness is not None:
-                inputs.readiness.remove(informers.READINESS_CONDITION)
+                inputs.readiness.remove(cache_sync.READINESS_CONDITION)
 
     def on_result(result: cycle_decisions.CycleResult) -> None:
         if feed is not None:

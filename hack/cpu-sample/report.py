@@ -21,7 +21,7 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("informer: ClusterCache.add_pod", ("add_pod (scheduler/snapshot/cache.py)",)),
     ("informer: Admission.observe_pod", ("observe_pod (kube/admission/admission.py)",)),
     ("informer: JSON decoding", ("_event (kube/transport/watching.py)",)),
-    ("informer: the rest", ("_follow (kube/informers/informers.py)",)),
+    ("informer: the rest", ("_follow (kube/informers/list_watch.py)",)),
     ("loop: snapshot", ("snapshot (operator/scheduling.py)",)),
     ("loop: on_result (metrics, writers)", ("on_result (operator/scheduling.py)",)),
     ("loop: the rest (thread hop, sink)", ("run_loop (operator/scheduling.py)",)),

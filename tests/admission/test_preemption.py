@@ -30,7 +30,7 @@ from berth.api import keys
 from berth.emulator import faults, testing
 from berth.kube.admission import admission
 from berth.kube.binder import decisions
-from berth.kube.informers import informers, snapshots
+from berth.kube.informers import cluster_informers, snapshots
 from berth.kube.transport import events
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -57,7 +57,7 @@ class Admitting:
         self.clock = clocks.SystemClock()
         names = {stack.SCHEDULER_NAME}
         self.cache = cluster_cache.ClusterCache(scheduler_names=names)
-        live = informers.LivePods()
+        live = cluster_informers.LivePods()
         self.recorder = events.EventRecorder(api, clock=self.clock)
         self.sink = decisions.ApiSink(
             api,
@@ -77,7 +77,7 @@ class Admitting:
             bind_timeout=10.0,
             victims=self.sink.victims,
         )
-        self.informers = informers.ClusterInformers(
+        self.informers = cluster_informers.ClusterInformers(
             api,
             cache=self.cache,
             scheduler_names=names,

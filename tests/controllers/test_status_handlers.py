@@ -23,7 +23,7 @@ import pytest
 from berth.controllers import indexing, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
-from berth.kube.informers import informers
+from berth.kube.informers import cache_sync
 from berth.kube.transport import clients, credentials, fencing
 from berth.operator import embedding
 from berth.scheduler.snapshot import cache
@@ -61,7 +61,7 @@ async def start(
         cache=cache.ClusterCache(),
         objects=writer.objects,
         trigger=asyncio.Event(),
-        sync=informers.CacheSync(),
+        sync=cache_sync.CacheSync(),
     )
 
     async def login() -> credentials.Credentials:

@@ -1,4 +1,4 @@
-"""Informers (``berth.kube.informers.informers``) feeding a ``ClusterCache`` from the emulator.
+"""Informers (``berth.kube.informers``) feeding a ``ClusterCache`` from the emulator.
 
 We test these aspects:
 
@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from berth.emulator import faults, server, testing
-from berth.kube.informers import informers
+from berth.kube.informers import cluster_informers
 from berth.kube.transport import clients
 from berth.operator import probing
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -44,7 +44,7 @@ class Running:
         self.cache = cluster_cache.ClusterCache()
         self.trigger = asyncio.Event()
         self.readiness = probing.Readiness()
-        self.informers = informers.ClusterInformers(
+        self.informers = cluster_informers.ClusterInformers(
             connection.api,
             cache=self.cache,
             scheduler_names={"berth-scheduler"},

@@ -27,7 +27,7 @@ import pytest
 
 from berth.emulator import faults, testing
 from berth.kube.binder import decisions
-from berth.kube.informers import informers
+from berth.kube.informers import cluster_informers
 from berth.kube.transport import clients, events
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -52,7 +52,7 @@ class Cluster:
         self.emulator = emulator
         self.clock = clocks.SystemClock()
         self.cache = cluster_cache.ClusterCache()
-        live = informers.LivePods()
+        live = cluster_informers.LivePods()
         self.recorder = events.EventRecorder(api, clock=self.clock)
         self.outcomes: list[decisions.BindOutcome] = []
         self.victims_at_bind: list[bool] = []  # was the victim still stored at each outcome?
@@ -66,7 +66,7 @@ class Cluster:
             presence=live if presence else None,
             eviction_wait=eviction_wait,
         )
-        self.informers = informers.ClusterInformers(
+        self.informers = cluster_informers.ClusterInformers(
             api,
             cache=self.cache,
             scheduler_names={"berth-scheduler"},

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from berth.emulator import faults, server, testing
-from berth.kube.informers import informers
+from berth.kube.informers import cluster_informers, list_watch
 from berth.kube.transport import clients, errors, watching
 from tests.kube import conftest
 
@@ -178,9 +178,9 @@ async def test_informer_skips_what_it_cannot_read_and_keeps_following(
         changes.append(name)
 
     health: list[str | None] = []
-    informer = informers.Informer(
+    informer = list_watch.Informer(
         connection.api,
-        resource=informers.pod_resource(),
+        resource=cluster_informers.pod_resource(),
         on_change=on_change,
         on_remove=lambda key: None,
         on_health=lambda _, problem: health.append(problem),

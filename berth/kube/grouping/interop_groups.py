@@ -6,7 +6,7 @@ until its API is served — it is told of every CustomResourceDefinition the lea
 :mod:`berth.controllers.indexing`), so a CRD appearing is seen at once, and asks discovery at
 start and every ``discovery_interval`` (Kubernetes' Workload API is built into the API server,
 with no CRD): a cluster without Volcano costs a request a minute and logs no warning. Once
-served, it lists and watches those objects (an :class:`~berth.kube.informers.informers.Informer`).
+served, it lists and watches those objects (an :class:`~berth.kube.informers.list_watch.Informer`).
 For each one it keeps Berth PodGroups in step (:func:`berth.workloads.interop.mirrors`: the PodGroup
 of the same name, or one per pod group of a 1.35 Workload and per replica key its waiting pods
 name; created, updated when the original changes, owned by it so they go with it), which is what
@@ -31,7 +31,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube.informers import informers
+from berth.kube.informers import list_watch
 from berth.kube.transport import errors, events, rest, writes
 from berth.scheduler.snapshot import podgroups, snapshots
 from berth.util import wakeups
@@ -103,9 +103,9 @@ class InteropGroups:
                 seen.add((ref.pod_group, ref.replica_key))
                 self._dirty.add((interop.WORKLOADS.name, key))
 
-    def _changed(self, flavor: interop.Flavor) -> informers.ChangeCallback:
+    def _changed(self, flavor: interop.Flavor) -> list_watch.ChangeCallback:
         def change(_: str, obj: Raw) -> None:
-            key = informers.object_key(obj, namespaced=True)
+            key = list_watch.object_key(obj, namespaced=True)
             if key is not None:
                 self._originals[(flavor.name, key)] = obj
                 self._dirty.add((flavor.name, key))
@@ -113,7 +113,7 @@ class InteropGroups:
 
         return change
 
-    def _removed(self, flavor: interop.Flavor) -> informers.RemoveCallback:
+    def _removed(self, flavor: interop.Flavor) -> list_watch.RemoveCallback:
         def remove(key: str) -> None:
             self._originals.pop((flavor.name, key), None)
             self._dirty.discard((flavor.name, key))
@@ -178,10 +178,10 @@ class InteropGroups:
             return
         logger.info("%s %s are served: honouring them", flavor.name, flavor.plural)
         self.served.add(flavor.name)
-        resource = informers.Resource(
+        resource = list_watch.Resource(
             f"{flavor.name} {flavor.plural}", flavor.path, namespaced=True
         )
-        watcher = informers.Informer(
+        watcher = list_watch.Informer(
             self._api,
             resource=resource,
             on_change=self._changed(flavor),

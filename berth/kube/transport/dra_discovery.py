@@ -1,10 +1,10 @@
 """Whether the API server serves Dynamic Resource Allocation (``resource.k8s.io/v1``).
 
-The informers (:class:`~berth.kube.informers.informers.ClusterInformers`) watch DeviceClasses,
-ResourceSlices, ResourceClaims and ResourceClaimTemplates only where the cluster serves them:
-``resource.k8s.io/v1`` is GA and on by default since Kubernetes 1.34; an older cluster, or one
-with the API turned off (``--runtime-config``), answers 404 for the group version, or lists it
-without all four kinds. :func:`served` asks discovery once, at start; without DRA the informers
+The informers (:class:`~berth.kube.informers.cluster_informers.ClusterInformers`) watch
+DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates only where the cluster
+serves them: ``resource.k8s.io/v1`` is GA and on by default since Kubernetes 1.34; an older cluster,
+or one with the API turned off (``--runtime-config``), answers 404 for the group version, or lists
+it without all four kinds. :func:`served` asks discovery once, at start; without DRA the informers
 say so in one log line (:data:`NOT_SERVED`) and the scheduler goes on without devices — pods
 with ``spec.resourceClaims`` are then refused in scheduler mode (with a reason saying why) and
 left to kube-scheduler in admission mode.

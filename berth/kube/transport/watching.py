@@ -4,7 +4,7 @@
 and the list's ``resourceVersion``; :func:`watch` streams the events after a resourceVersion,
 with bookmarks, until the server ends the stream (``timeoutSeconds``) or the connection breaks.
 Both move plain dicts decoded once from the wire, never generated model objects
-(docs/architecture.md). :mod:`berth.kube.informers.informers` drives them.
+(docs/architecture.md). :mod:`berth.kube.informers.list_watch` drives them.
 
 A watch answers problems in-band: an ``ERROR`` event carrying a Status. A 410 ("too old
 resource version") becomes :class:`~berth.kube.transport.errors.Gone`, any other Status the matching
