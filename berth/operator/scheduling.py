@@ -63,7 +63,7 @@ from berth.controllers import (
 from berth.controllers import registry as kopf_registry
 from berth.kube.admission import admission
 from berth.kube.autoscaling import capacity_requests, node_protection
-from berth.kube.binder import decisions
+from berth.kube.binder import binding, decisions
 from berth.kube.devices import gpu_reservations
 from berth.kube.grouping import default_queue, interop_groups, owner_groups
 from berth.kube.informers import cache_sync, cluster_informers, snapshots
@@ -132,7 +132,7 @@ def with_registry(
     registry: registries.Registry,
     *,
     on_parts: collections.abc.Callable[[Parts], None] | None = None,
-    on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None = None,
+    on_bound: collections.abc.Callable[[binding.BindOutcome], None] | None = None,
 ) -> main.ComponentFactory:
     """A ``leader_components`` factory scheduling with ``registry``'s plugins (out-of-tree
     plugins merged in by the caller); ``on_parts`` sees what each term built, ``on_bound``
@@ -202,7 +202,7 @@ class Inputs:
     readiness: cache_sync.ReadinessSink | None = None  # where "caches-synced" goes
     providers: http.Providers | None = None  # what the HTTP server is lent (None: nothing)
     fence: fencing.Fence | None = None  # the leader's fence for the write primitive
-    on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None = None
+    on_bound: collections.abc.Callable[[binding.BindOutcome], None] | None = None
     on_exit: components.ExitCallback | None = None  # told when a component died
     wrap_sink: collections.abc.Callable[[decisions.ApiSink], admission.Sink] | None = None
     """Decorates the binder as admission's sink (tests record every cycle's result)."""

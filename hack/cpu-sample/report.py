@@ -16,7 +16,7 @@ import sys
 _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scheduling session (worker thread)", ("[session thread]",)),
     ("TLS handshakes", ("do_handshake ",)),
-    ("binding requests", ("_bind (kube/binder/decisions.py)",)),
+    ("binding requests", ("bind (kube/binder/binding.py)",)),
     ("Events", ("_work (kube/transport/events.py)",)),
     ("informer: ClusterCache.add_pod", ("add_pod (scheduler/snapshot/cache.py)",)),
     ("informer: Admission.observe_pod", ("observe_pod (kube/admission/admission.py)",)),

@@ -26,7 +26,7 @@ import typing
 import pytest
 
 from berth.emulator import faults, testing
-from berth.kube.binder import decisions
+from berth.kube.binder import binding, decisions
 from berth.kube.informers import cluster_informers
 from berth.kube.transport import clients, events
 from berth.scheduler.framework import decisions as d
@@ -54,7 +54,7 @@ class Cluster:
         self.cache = cluster_cache.ClusterCache()
         live = cluster_informers.LivePods()
         self.recorder = events.EventRecorder(api, clock=self.clock)
-        self.outcomes: list[decisions.BindOutcome] = []
+        self.outcomes: list[binding.BindOutcome] = []
         self.victims_at_bind: list[bool] = []  # was the victim still stored at each outcome?
         self.sink = decisions.ApiSink(
             api,
@@ -80,7 +80,7 @@ class Cluster:
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
 
-    def _bound(self, outcome: decisions.BindOutcome) -> None:
+    def _bound(self, outcome: binding.BindOutcome) -> None:
         self.outcomes.append(outcome)
         self.victims_at_bind.append(self.pod("victim") is not None)
 
@@ -230,7 +230,7 @@ async def test_a_victim_that_stays_gives_the_preemptor_up_until_a_later_cycle(
     assert preemptor is not None
     running.apply(running.evict(victim, preemptor="preemptor"), running.bind(preemptor, "n-0"))
     await asyncio.wait_for(running.sink.drain(), 10)
-    assert running.outcomes == [decisions.BindOutcome("default/preemptor", "n-0", False, "victims")]
+    assert running.outcomes == [binding.BindOutcome("default/preemptor", "n-0", False, "victims")]
     assert running.bindings("preemptor") == 0
     assert running.cache.snapshot(running.clock.now()).pods["default/preemptor"].node_name is None
     assert running.sink.holding(running.clock.now()) == {"default/preemptor"}
@@ -259,6 +259,6 @@ async def test_a_preemptor_deleted_while_it_waits_is_not_bound(cluster: Factory)
     pods = running.emulator.call(api.resource, "v1", "pods")
     running.emulator.call(api.delete, pods, namespace="default", name="preemptor")
     await asyncio.wait_for(running.sink.drain(), 5)
-    assert running.outcomes == [decisions.BindOutcome("default/preemptor", "n-0", False, "gone")]
+    assert running.outcomes == [binding.BindOutcome("default/preemptor", "n-0", False, "gone")]
     assert running.bindings("preemptor") == 0
     assert running.phase("victim") == "Running"
