@@ -394,7 +394,8 @@ async def test_a_forged_admitted_node_marker_is_charged_nowhere_and_said(
         await stack.eventually(lambda: _bound(stack.get_pod(cluster, "first")), what="first")
         stack.create(cluster, "v1", "pods", stack.pod("forger", labels=on_q))
         await stack.eventually(
-            lambda: "default/forger" in berth.admission._reasons, what="forger held at the limit"
+            lambda: "default/forger" in berth.admission.not_admitted.told,
+            what="forger held at the limit",
         )
         node = stack.get_pod(cluster, "first")["spec"]["nodeName"]  # type: ignore[index]
         cluster.call(

@@ -20,7 +20,9 @@ import collections.abc
 import dataclasses
 
 from berth.kube.admission.admission_states import AllocationState
+from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
+from berth.scheduler.snapshot import resourceclaims
 
 __all__ = ["Allocation", "AllocationState", "Allocations"]
 
@@ -83,6 +85,22 @@ class Allocations(collections.abc.Mapping[str, Allocation]):
     def bound(self, key: str) -> None:
         """The pod is bound where Berth put it: the allocation is done, the cache keeps it."""
         self._by_key.pop(key, None)
+
+    def assume_devices(self, reserving: collections.abc.Iterable[decisions.ReserveClaim]) -> None:
+        """Count the devices found for admitted pods' claims as taken while their pending
+        allocations live (:meth:`drop` forgets them)."""
+        for decision in reserving:
+            if f"{decision.namespace}/{decision.pod}" not in self._by_key:
+                continue  # gone while the session ran
+            self._cache.assume_resource_claim(
+                decision.key,
+                uid=decision.uid,
+                pod=decision.pod,
+                pod_uid=decision.pod_uid,
+                allocation=resourceclaims.allocation_info(decision.allocation)
+                if decision.allocation is not None
+                else None,
+            )
 
     def drop(self, allocation: Allocation) -> None:
         """End ``allocation`` unbound: the cache forgets the pod's assumed place, and the
