@@ -5,7 +5,7 @@ Queues form a tree through ``spec.parent``; only leaf queues take work. A queue'
 ``limit`` is a hard cap, and its ``weight`` is its share of what is left above the guarantees.
 Its ``namespaceSelector`` says which namespaces may use it. A queue named ``default`` exists
 implicitly, and the leader creates it as an object when it is missing
-(:mod:`berth.kube.default_queue`), so that users see it and its usage. The model is the
+(:mod:`berth.kube.grouping.default_queue`), so that users see it and its usage. The model is the
 contract; the Proportion and QueueAccess plugins and the queue controller are the readers.
 """
 

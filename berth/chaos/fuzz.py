@@ -36,7 +36,7 @@ import typing
 
 from berth.api import keys
 from berth.chaos import audits
-from berth.kube import clients, errors, rest
+from berth.kube.transport import clients, errors, rest
 from berth.util import extras
 
 try:

@@ -5,7 +5,7 @@ server through a :class:`~berth.chaos.proxy.ThreadedProxy` and, instead of SIGST
 that proxy for longer than the Lease (``reset``: every connection reset; ``drop``: a black
 hole; ``stall``: every byte held, and delivered late when it heals). The leader keeps running
 all along — unlike a paused one, it sees its renewals fail, so it must step down within the
-renew deadline, and the fence (:mod:`berth.kube.fencing`) must keep everything it prepared
+renew deadline, and the fence (:mod:`berth.kube.transport.fencing`) must keep everything it prepared
 from being written once its Lease may be another's. The follower talks to the API server
 directly, takes over and binds; then the fault heals.
 

@@ -35,7 +35,7 @@ import aiohttp
 import click
 
 from berth.api import crds
-from berth.kube import decisions
+from berth.kube.binder import binding
 from berth.operator import main, scheduling, settings
 from berth.scheduler.plugins import registry as plugin_registry
 
@@ -237,7 +237,7 @@ async def _measure(
     bound_at: dict[str, float] = {}
     all_bound = asyncio.Event()
 
-    def on_bound(outcome: decisions.BindOutcome) -> None:
+    def on_bound(outcome: binding.BindOutcome) -> None:
         if outcome.bound and outcome.key not in bound_at:
             bound_at[outcome.key] = time.perf_counter()
             if len(bound_at) >= pods:

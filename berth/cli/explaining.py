@@ -1,7 +1,7 @@
 """Why a pod or PodGroup waits, or why it went where it did: a read-only dry-run session.
 
 ``kubectl berth why`` (:mod:`berth.cli.kubectl_berth`) lists the cluster
-(:func:`berth.kube.listing.read_cluster`) and hands it here. :func:`dry_run` builds the
+(:func:`berth.kube.transport.listing.read_cluster`) and hands it here. :func:`dry_run` builds the
 scheduler's :class:`~berth.scheduler.snapshot.cache.ClusterCache` from it the way the operator's
 informers do, and runs one session of the same scheduler (:class:`berth.scheduler.loop.
 Scheduler`, the default profile or the user's) over it. Nothing is written anywhere: the
@@ -34,7 +34,7 @@ import typing
 import numpy as np
 
 from berth.api import keys
-from berth.kube import listing
+from berth.kube.transport import listing
 from berth.scheduler import loop
 from berth.scheduler.actions import registry as actions_registry
 from berth.scheduler.framework import (

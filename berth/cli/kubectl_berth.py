@@ -39,8 +39,8 @@ import yaml
 
 from berth.api import keys, podgroups
 from berth.cli import explaining, kubectl_common, queue_lines, queue_trees, why_reports
-from berth.kube import clients, listing
-from berth.kube import errors as kube_errors
+from berth.kube.transport import clients, listing
+from berth.kube.transport import errors as kube_errors
 from berth.operator import errors as operator_errors
 from berth.operator import settings as operator_settings
 from berth.scheduler.framework import errors as framework_errors

@@ -25,7 +25,7 @@ import typing
 import click
 
 from berth.api import keys
-from berth.kube import errors as kube_errors
+from berth.kube.transport import errors as kube_errors
 
 __all__ = [
     "F",

@@ -4,7 +4,7 @@ kubectl (1.37+) runs an executable called ``kubectl-create-<kind>`` found on PAT
 ``kubectl create <kind> ...``, passing it the rest of the command line and its environment
 (``KUBECONFIG`` included). This module reads kubectl-style flags into a Reservation
 (:mod:`berth.api.reservations`), lets the API models validate it, and creates it through
-:mod:`berth.kube.clients`, or only prints it (``--dry-run=client``).
+:mod:`berth.kube.transport.clients`, or only prints it (``--dry-run=client``).
 
 Every failure is one line on stderr: ``error: ...`` saying what to change, exit code 1; usage
 errors (unknown flag, missing NAME) exit 2; API errors read as kubectl's
@@ -26,7 +26,7 @@ import yaml
 
 from berth.api import durations, errors, keys, meta, pods, quantities, reservations, resources
 from berth.cli import kubectl_common
-from berth.kube import clients
+from berth.kube.transport import clients
 from berth.util import clocks
 
 __all__ = ["Flags", "PROG", "build", "command", "main"]

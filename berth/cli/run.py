@@ -15,7 +15,7 @@ import typing
 import click
 import pydantic
 
-from berth.kube import errors as kube_errors
+from berth.kube.transport import errors as kube_errors
 from berth.operator import errors, main, scheduling, settings
 from berth.util import logging as berth_logging
 from berth.util import signals

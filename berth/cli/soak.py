@@ -36,7 +36,7 @@ import aiohttp
 import click
 
 from berth.cli import e2e
-from berth.kube import decisions
+from berth.kube.binder import binding
 from berth.operator import main, scheduling, settings
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.util import allocator
@@ -113,7 +113,7 @@ async def _measure(
     built: list[scheduling.Parts] = []
     bound = [0]
 
-    def on_bound(outcome: decisions.BindOutcome) -> None:
+    def on_bound(outcome: binding.BindOutcome) -> None:
         if outcome.bound:
             bound[0] += 1
 

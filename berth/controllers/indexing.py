@@ -2,8 +2,8 @@
 Reservations, feeding the scheduler's cache.
 
 Each kind is watched once per replica (docs/architecture.md, "Where Kopf is used"): the
-informers (:mod:`berth.kube.informers`) watch every other kind, and the leader's Kopf watches
-Berth's CRDs. :func:`register` adds to the leader's Kopf registry, per kind:
+informers (:mod:`berth.kube.informers.cluster_informers`) watch every other kind, and the leader's
+Kopf watches Berth's CRDs. :func:`register` adds to the leader's Kopf registry, per kind:
 
 - an **indexing handler** (``kopf.index``) that hands every listed, added or changed object to
   the :class:`~berth.scheduler.snapshot.cache.ClusterCache` (``add_queue`` and the like), records
@@ -20,7 +20,7 @@ Neither needs a finalizer, writes anything, or leaves a mark on the object.
 a watching handler on CustomResourceDefinitions runs for Berth's own CRDs (which exist, since
 Kopf watches their kinds) only after every Queue, PodGroup and Reservation listed at start went
 through the indexing handlers. The first time it runs, the three kinds are listed in the
-cache's :class:`~berth.kube.informers.CacheSync` (the ``caches-synced`` readiness and the
+cache's :class:`~berth.kube.informers.cache_sync.CacheSync` (the ``caches-synced`` readiness and the
 scheduling loop's first cycle wait for them as for the informers). That handler is also the
 process's one watch of CRDs: it passes every CRD on (``on_crd``: the interop mirrors learn that
 another scheduler's PodGroup API appeared), and Kopf's own scanner watches none
@@ -49,7 +49,8 @@ from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
 from berth.api import reservations as reservation_api
 from berth.controllers import observed
-from berth.kube import clients, discovery, informers
+from berth.kube.informers import cache_sync, list_watch
+from berth.kube.transport import clients, discovery
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import wire
 from berth.status import observations
@@ -112,7 +113,8 @@ class CacheFeed:
     """What the handlers of :func:`register` feed, and whether Kopf has listed Berth's kinds.
 
     Built by the composition root with the cache, the observed objects, the loop's trigger and
-    the cache's :class:`~berth.kube.informers.CacheSync` (each kind is expected there at once).
+    the cache's :class:`~berth.kube.informers.cache_sync.CacheSync` (each kind is expected there at
+    once).
     """
 
     def __init__(
@@ -122,7 +124,7 @@ class CacheFeed:
         cache: cluster_cache.ClusterCache,
         objects: observed.ObservedObjects,
         trigger: asyncio.Event,
-        sync: informers.CacheSync,
+        sync: cache_sync.CacheSync,
         on_crd: collections.abc.Sequence[CrdCallback] = (),
         backoff: tuple[float, float] = (0.5, 30.0),
         rng: random.Random | None = None,
@@ -161,7 +163,7 @@ class CacheFeed:
             waiting()
             problem = found.problem or (
                 f"the API server does not serve {', '.join(found.missing)} of "
-                f"{keys.API_VERSION}; {informers.CRD_HINT}"
+                f"{keys.API_VERSION}; {cache_sync.CRD_HINT}"
             )
             for kind in KINDS:
                 self._sync.following(kind.plural, problem)
@@ -189,7 +191,7 @@ class CacheFeed:
 
     def deleted(self, kind: Kind, body: collections.abc.Mapping[str, typing.Any]) -> None:
         """``body`` is gone."""
-        key = informers.object_key(dict(body), namespaced=kind.namespaced)
+        key = list_watch.object_key(dict(body), namespaced=kind.namespaced)
         if key is None:
             return
         self.objects.remove(kind.kind, key)

@@ -35,7 +35,7 @@ import kopf
 
 from berth.api import keys
 from berth.controllers import indexing, reservation_statuses, reservations, statuses
-from berth.kube import credentials
+from berth.kube.transport import credentials
 
 __all__ = ["CONNECTIONS", "FINALIZER", "build", "connection", "operator_settings"]
 

@@ -1,7 +1,7 @@
 """Reservation statuses, written by Berth's Kopf handler from the facts each cycle publishes.
 
 The binder publishes every cycle's Reservation facts (placed, an owner allocated, ended, why it
-cannot be placed) into :class:`~berth.kube.reservation_statuses.ReservationFacts`;
+cannot be placed) into :class:`~berth.kube.reservations.reservation_statuses.ReservationFacts`;
 :func:`register` adds the Kopf handlers that own the status from there
 (docs/architecture.md, "Status owners"):
 
@@ -19,9 +19,9 @@ cannot be placed) into :class:`~berth.kube.reservation_statuses.ReservationFacts
 
 Each fact becomes the status :func:`berth.status.reservations.reservation_status` gives (the
 owner ``berth sim`` uses too), read and written back at the version read by
-:class:`~berth.kube.reservation_statuses.ReservationStatuses`, through the operator's
-fenced client (:mod:`berth.kube.fencing`), with the field manager :data:`MANAGER`. A change
-handler that fails says so in the ``StatusHandled`` condition and a Warning Event, and Kopf
+:class:`~berth.kube.reservations.reservation_statuses.ReservationStatuses`, through the operator's
+fenced client (:mod:`berth.kube.transport.fencing`), with the field manager :data:`MANAGER`. A
+change handler that fails says so in the ``StatusHandled`` condition and a Warning Event, and Kopf
 retries it with its backoff.
 """
 
@@ -37,8 +37,8 @@ import kopf
 from berth.api import keys
 from berth.api import reservations as reservation_api
 from berth.controllers import reservations, statuses
-from berth.kube import clients, events, fencing, writes
-from berth.kube import reservation_statuses as reservation_writes
+from berth.kube.reservations import reservation_statuses as reservation_writes
+from berth.kube.transport import clients, events, fencing, writes
 from berth.scheduler.snapshot import wire
 from berth.status import observations
 from berth.util import aiotasks, clocks, wakeups

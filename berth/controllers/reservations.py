@@ -28,11 +28,11 @@ Conditions and timestamps follow :mod:`berth.status.conditions`, as the facts' w
 :class:`ReservationController` runs inside Kopf, as part of the Reservation status handler
 (:mod:`berth.controllers.reservation_statuses`): it plans every reservation purely
 (:func:`plan`) and writes what differs through Berth's write primitive
-(:meth:`berth.kube.writes.Writer.update`: read, change, write back at the version read; a 409
-reads again; the leader's fence checked before sending), through the operator's fenced
+(:meth:`berth.kube.transport.writes.Writer.update`: read, change, write back at the version read; a
+409 reads again; the leader's fence checked before sending), through the operator's fenced
 client, with the handler's field manager; garbage is
-deleted with :meth:`~berth.kube.writes.Writer.delete` (a ``uid`` precondition). It sleeps until the
-earliest moment some reservation is due — its expiry or its deletion — or until
+deleted with :meth:`~berth.kube.transport.writes.Writer.delete` (a ``uid`` precondition). It sleeps
+until the earliest moment some reservation is due — its expiry or its deletion — or until
 :meth:`ReservationController.kick` (after a scheduling cycle, or when Kopf saw a change), with
 ``interval`` as a safety net; it never polls objects one by one.
 """
@@ -48,7 +48,7 @@ import typing
 from berth.api import keys, resources
 from berth.api import reservations as reservation_api
 from berth.controllers import observed, statuses
-from berth.kube import clients, events, fencing, writes
+from berth.kube.transport import clients, events, fencing, writes
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
 from berth.status import conditions, observations

@@ -21,8 +21,8 @@ at once on the loop its Lease renewals share (docs/architecture.md).
 
 
 Every write is sent through Berth's write primitive
-(:class:`berth.kube.writes.Writer`: the leader's fence checked before sending and by the fenced
-API client at the socket, so nothing lands once the Lease may be another replica's; a 409
+(:class:`berth.kube.transport.writes.Writer`: the leader's fence checked before sending and by the
+fenced API client at the socket, so nothing lands once the Lease may be another replica's; a 409
 tried again, bounded; failures logged once per object per window) with the field manager
 naming the handler (:data:`MANAGERS`: ``berth-kopf/podgroup-status``,
 ``berth-kopf/queue-status``), so an audit log shows who wrote it. A change handler that fails
@@ -46,7 +46,7 @@ from berth.api import keys
 from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
 from berth.controllers import observed
-from berth.kube import clients, errors, events, fencing, writes
+from berth.kube.transport import clients, errors, events, fencing, writes
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots, wire
 from berth.status import conditions, cycles, observations, podgroups, queues, scale_up

@@ -48,7 +48,7 @@ import typing
 
 import aiohttp.web
 
-from berth.kube import reviews
+from berth.kube.transport import reviews
 from berth.operator import dashboards, probing, visibility
 from berth.operator import metrics as berth_metrics
 from berth.scheduler.framework import handles, interfaces
@@ -133,7 +133,7 @@ def match_route(route: interfaces.Route, *, method: str, tail: str) -> dict[str,
 
 
 class Authorizer(typing.Protocol):
-    """Decides whether a request may be served (:class:`berth.kube.reviews.Reviewer`)."""
+    """Decides whether a request may be served (:class:`berth.kube.transport.reviews.Reviewer`)."""
 
     async def review(self, *, token: str | None, path: str, verb: str) -> reviews.Decision: ...
 

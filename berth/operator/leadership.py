@@ -17,8 +17,8 @@ Several replicas of ``berth run`` campaign for one Lease; the holder schedules, 
   :class:`~berth.operator.errors.LeadershipLost`, and the process exits non-zero, as
   kube-scheduler does. Because ``renew_deadline < lease_duration``, the old leader has stopped
   before any follower may take over.
-- **Fencing**: with a :class:`~berth.kube.fencing.Fence`, every successful acquire or renewal
-  tells the fence when its calls were sent, and stepping down revokes the fence *before*
+- **Fencing**: with a :class:`~berth.kube.transport.fencing.Fence`, every successful acquire or
+  renewal tells the fence when its calls were sent, and stepping down revokes the fence *before*
   ``on_stopped_leading`` runs, so no write for the leader leaves once leadership ends — and
   none leaves after the renew deadline even while this loop has not yet noticed (a paused
   process resuming: the writers may run before the elector does).
@@ -47,8 +47,8 @@ import logging
 import math
 import random
 
-from berth.kube import errors as kube_errors
-from berth.kube import fencing, leases
+from berth.kube.transport import errors as kube_errors
+from berth.kube.transport import fencing, leases
 from berth.operator import errors, probing, settings
 from berth.operator import metrics as berth_metrics
 from berth.util import clocks, wakeups

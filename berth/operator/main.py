@@ -5,10 +5,10 @@
 0. pin the C allocator's mmap threshold (:mod:`berth.util.allocator`): with glibc's adjusting
    one, asyncio's read buffers fragment the heap and the RSS creeps for the process's life;
 1. start the HTTP server (probes, metrics, the scheduler's API): followers serve it too;
-2. connect to the API server (kubeconfig or in-cluster) through :mod:`berth.kube.clients`;
+2. connect to the API server (kubeconfig or in-cluster) through :mod:`berth.kube.transport.clients`;
 3. campaign for the Lease (:mod:`berth.operator.leadership`), or lead at once with
    ``--no-leader-elect``; with an election, every write for the leader is fenced
-   (:mod:`berth.kube.fencing`) by the last renewal;
+   (:mod:`berth.kube.transport.fencing`) by the last renewal;
 4. as leader, start the leader-only :class:`~berth.operator.components.Component` list, in
    order: whatever ``leader_components`` builds from the :class:`Context` (the composition
    root, :mod:`berth.operator.scheduling`: informers and the leader's Kopf -> cache, the
@@ -40,7 +40,7 @@ import dataclasses
 import enum
 import logging
 
-from berth.kube import clients, fencing, leases, reviews
+from berth.kube.transport import clients, fencing, leases, reviews
 from berth.operator import (
     components,
     errors,
@@ -181,7 +181,7 @@ class _Process:
         fence: fencing.Fence | None = None
         if election.enabled:
             # Every write for the leader is checked against the last renewal just before it is
-            # sent (berth.kube.fencing); the Lease calls themselves are exempt.
+            # sent (berth.kube.transport.fencing); the Lease calls themselves are exempt.
             fence = fencing.Fence(
                 renew_deadline=election.renew_deadline, now=asyncio.get_running_loop().time
             )

@@ -5,13 +5,14 @@ dependencies passed in (no callback is set on a part after it is built), in depe
 returns them as :class:`Parts`, with the leader-only components in start order:
 
 0. ``default queue``: creates the Queue ``default`` when it is missing
-   (:mod:`berth.kube.default_queue`), then waits;
-1. ``events``: the :class:`~berth.kube.events.EventRecorder`;
-2. ``informers``: :class:`~berth.kube.informers.ClusterInformers`, the one watch of every kind
+   (:mod:`berth.kube.grouping.default_queue`), then waits;
+1. ``events``: the :class:`~berth.kube.transport.events.EventRecorder`;
+2. ``informers``: :class:`~berth.kube.informers.cluster_informers.ClusterInformers`, the one watch
+of every kind
    but Berth's own, feeding the :class:`~berth.scheduler.snapshot.cache.ClusterCache`;
-3. ``binder``: :class:`~berth.kube.decisions.ApiSink`, and ``admission``:
-   :class:`~berth.kube.admission.Admission` around the snapshot source and the binder (on in both
-   modes, so that a restart with the other ``--mode`` adopts the pods the previous one left;
+3. ``binder``: :class:`~berth.kube.binder.decisions.ApiSink`, and ``admission``:
+   :class:`~berth.kube.admission.admission.Admission` around the snapshot source and the binder (on
+   in both modes, so that a restart with the other ``--mode`` adopts the pods the previous one left;
    docs/admission.md);
 4. ``kopf``: the leader's Kopf operator (:class:`~berth.operator.embedding.KopfOperator`), the one
    watch of Queues, PodGroups and Reservations (its handlers feed the same cache:
@@ -25,9 +26,10 @@ returns them as :class:`Parts`, with the leader-only components in start order:
    first list of every kind (a cycle on a half-listed cluster would place pods on capacity that
    is taken); after every cycle the metrics are fed, the status passes and the Reservation
    controller kicked, the owner grouper and the interop mirrors offered the snapshot, the node
-   writer (:class:`~berth.kube.node_protection.NodeProtection`) told what holds each node and
-   the capacity requests (:class:`~berth.kube.capacity_requests.CapacityRequests`) what to ask
-   autoscalers for (groups' reasons carry what those say);
+   writer (:class:`~berth.kube.autoscaling.node_protection.NodeProtection`) told what holds each
+   node and the capacity requests
+   (:class:`~berth.kube.autoscaling.capacity_requests.CapacityRequests`) what to ask autoscalers for
+   (groups' reasons carry what those say);
 7. the owner grouper, the interop mirrors, the node writer and the capacity requests, when they
    are on.
 
@@ -59,23 +61,13 @@ from berth.controllers import (
     statuses,
 )
 from berth.controllers import registry as kopf_registry
-from berth.kube import (
-    admission,
-    capacity_requests,
-    clients,
-    credentials,
-    decisions,
-    default_queue,
-    events,
-    fencing,
-    gpu_reservations,
-    informers,
-    interop_groups,
-    node_protection,
-    owner_groups,
-    snapshots,
-    writes,
-)
+from berth.kube.admission import admission
+from berth.kube.autoscaling import capacity_requests, node_protection
+from berth.kube.binder import binding, decisions
+from berth.kube.devices import gpu_reservations
+from berth.kube.grouping import default_queue, interop_groups, owner_groups
+from berth.kube.informers import cache_sync, cluster_informers, snapshots
+from berth.kube.transport import clients, credentials, events, fencing, writes
 from berth.operator import components, embedding, http, main, visibility
 from berth.operator import metrics as berth_metrics
 from berth.operator import settings as settings_module
@@ -99,7 +91,7 @@ class Parts:
 
     scheduler: loop.Scheduler
     cache: cluster_cache.ClusterCache
-    informers: informers.ClusterInformers
+    informers: cluster_informers.ClusterInformers
     source: snapshots.CacheSource
     sink: decisions.ApiSink
     recorder: events.EventRecorder
@@ -140,7 +132,7 @@ def with_registry(
     registry: registries.Registry,
     *,
     on_parts: collections.abc.Callable[[Parts], None] | None = None,
-    on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None = None,
+    on_bound: collections.abc.Callable[[binding.BindOutcome], None] | None = None,
 ) -> main.ComponentFactory:
     """A ``leader_components`` factory scheduling with ``registry``'s plugins (out-of-tree
     plugins merged in by the caller); ``on_parts`` sees what each term built, ``on_bound``
@@ -207,10 +199,10 @@ class Inputs:
     registry: registries.Registry
     handle: handles.ExtendedHandle | None = None  # None: a handle of its own
     metrics: berth_metrics.Metrics | None = None  # None: no metrics fed
-    readiness: informers.ReadinessSink | None = None  # where "caches-synced" goes
+    readiness: cache_sync.ReadinessSink | None = None  # where "caches-synced" goes
     providers: http.Providers | None = None  # what the HTTP server is lent (None: nothing)
     fence: fencing.Fence | None = None  # the leader's fence for the write primitive
-    on_bound: collections.abc.Callable[[decisions.BindOutcome], None] | None = None
+    on_bound: collections.abc.Callable[[binding.BindOutcome], None] | None = None
     on_exit: components.ExitCallback | None = None  # told when a component died
     wrap_sink: collections.abc.Callable[[decisions.ApiSink], admission.Sink] | None = None
     """Decorates the binder as admission's sink (tests record every cycle's result)."""
@@ -254,7 +246,7 @@ def build(inputs: Inputs) -> Parts:
         component=profile.scheduler_name,
         instance=config.leader_election.identity,
     )
-    live = informers.LivePods()
+    live = cluster_informers.LivePods()
     # The one cycle of the graph: the binder reads the snapshot the source made last (for its
     # Events), and the source reads the binder's backoffs. A lookup closes it.
     made: list[snapshots.CacheSource] = []
@@ -350,7 +342,7 @@ def build(inputs: Inputs) -> Parts:
         node_protection.NodeProtection(writer) if config.autoscaling.protect_nodes else None
     )
     trigger = asyncio.Event()
-    sync = informers.CacheSync(inputs.readiness)
+    sync = cache_sync.CacheSync(inputs.readiness)
     feed = indexing.CacheFeed(
         inputs.api,
         cache=cache,
@@ -359,7 +351,7 @@ def build(inputs: Inputs) -> Parts:
         sync=sync,
         on_crd=[mirrors.crd_seen] if mirrors is not None else [],
     )
-    watched = informers.ClusterInformers(
+    watched = cluster_informers.ClusterInformers(
         inputs.api,
         cache=cache,
         scheduler_names=names,
@@ -439,7 +431,7 @@ def _components(inputs: Inputs, parts: Parts, *, board: _Board) -> tuple[compone
         finally:
             # A follower has no caches: the condition leaves with the informers.
             if inputs.readiness is not None:
-                inputs.readiness.remove(informers.READINESS_CONDITION)
+                inputs.readiness.remove(cache_sync.READINESS_CONDITION)
 
     def on_result(result: cycle_decisions.CycleResult) -> None:
         if feed is not None:

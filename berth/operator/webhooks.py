@@ -3,7 +3,7 @@
 The API server sends every pod creation the chart's MutatingWebhookConfiguration selects here as
 an ``AdmissionReview`` (``admission.k8s.io/v1``); the answer allows it, with a JSON patch adding
 the scheduling gate ``scheduling.berth.io/admission`` when the pod is Berth's. Berth then admits
-it (:mod:`berth.kube.admission`): pins it to the node it chose and removes the gate.
+it (:mod:`berth.kube.admission.admission`): pins it to the node it chose and removes the gate.
 
 A pod is Berth's when it names a group (``scheduling.berth.io/pod-group``, or the interop keys
 Berth reads) or a queue (``scheduling.berth.io/queue``), or when it is created in a namespace
@@ -19,8 +19,8 @@ for its queue (below): a request it cannot read is a 400 (the API server then ap
 configuration's ``failurePolicy``), anything else is allowed.
 
 A pod naming a queue its namespace may not use (the Queue's ``namespaceSelector``) is refused
-with a message saying so (:class:`~berth.kube.queue_access.QueueAccessLookup`, which reads the
-Namespace and the Queue, cached for seconds) — at creation, and on an update that changes its
+with a message saying so (:class:`~berth.kube.admission.queue_access.QueueAccessLookup`, which reads
+the Namespace and the Queue, cached for seconds) — at creation, and on an update that changes its
 queue label: a label added after creation must not reach a queue the pod could not have been
 created in (the chart sends such updates, and only those, with a CEL ``matchCondition``; an
 update is never gated). In scheduler mode the chart can register :data:`QUEUE_ACCESS_PATH`,
@@ -58,7 +58,8 @@ from aiohttp import web
 
 from berth.api import keys
 from berth.controllers import registry as kopf_registry
-from berth.kube import clients, credentials, discovery, errors, pod_edits, queue_access, rest
+from berth.kube.admission import queue_access
+from berth.kube.transport import clients, credentials, discovery, errors, pod_edits, rest
 from berth.operator import components, embedding, settings
 from berth.scheduler.snapshot import queue_parents, queues
 

@@ -30,7 +30,7 @@ members being placed (bound, assumed or admitted) or gone. Pods nothing looked a
 (parked, ``NotTried``) keep their want.
 
 :class:`Planner` keeps the wants across cycles (pure: the operator's writer,
-:mod:`berth.kube.capacity_requests`, feeds it each cycle and makes the API objects);
+:mod:`berth.kube.autoscaling.capacity_requests`, feeds it each cycle and makes the API objects);
 :func:`verdict` reads a request's status conditions into what Berth tells the group: not
 answered yet, provisioned, still pending (with the autoscaler's own words), or refused.
 """

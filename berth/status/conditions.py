@@ -6,7 +6,7 @@ The status owners (:mod:`berth.status.podgroups`, :mod:`berth.status.queues`,
 conditions: a list holds one condition per type, sorted by type, other writers' types kept;
 ``lastTransitionTime`` moves only when the condition's ``status`` does, as Kubernetes' own
 controllers do. :func:`timestamp` is the ``Time`` format those conditions, Events
-(:mod:`berth.kube.events`) and admission's ``admitted-at`` annotation are written in. Pure
+(:mod:`berth.kube.transport.events`) and admission's ``admitted-at`` annotation are written in. Pure
 functions of JSON dicts.
 """
 

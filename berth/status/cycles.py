@@ -49,7 +49,7 @@ def facts_of(
 ) -> CycleFacts:
     """The facts of the cycle that decided ``result`` on ``snapshot`` (``result`` None: only
     the snapshot is known yet); ``scale_ups``: what the autoscaler did for each group waiting
-    on one (:mod:`berth.kube.capacity_requests`; None: nothing known)."""
+    on one (:mod:`berth.kube.autoscaling.capacity_requests`; None: nothing known)."""
     summaries = result.queues if result is not None else {}
     return CycleFacts(
         snapshot=snapshot,

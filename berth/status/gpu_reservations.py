@@ -28,7 +28,7 @@ operator of KWOK clusters the GPU it assigned). Berth does the same for the shar
 
 Only the shares of the pods Berth schedules are looked at: another scheduler's shares (KAI's)
 have that scheduler's reservation pods. Pure: the operator's writer
-(:mod:`berth.kube.gpu_reservations`) applies the plan.
+(:mod:`berth.kube.devices.gpu_reservations`) applies the plan.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 A cycle publishes its Reservation facts as decisions (``SetReservationAvailable``,
 ``AllocateReservation``, ``EndReservation``, a Reservation's ``Unschedulable``).
 :func:`reservation_status` turns one fact and the status the object has now into the status it
-should have. The live operator (:mod:`berth.kube.reservation_statuses`, reading at a version
-and writing back) and ``berth sim`` (:mod:`berth.sim.cluster`, in memory) both call it, so the
-simulator and the cluster cannot drift: in both, an ended reservation (``Succeeded``,
+should have. The live operator (:mod:`berth.kube.reservations.reservation_statuses`, reading at a
+version and writing back) and ``berth sim`` (:mod:`berth.sim.cluster`, in memory) both call it, so
+the simulator and the cluster cannot drift: in both, an ended reservation (``Succeeded``,
 ``Expired``, ``Failed``) never becomes ``Available`` again, whatever order a cycle's facts land
 in. See "Status owners" in docs/architecture.md.
 

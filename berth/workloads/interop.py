@@ -6,10 +6,10 @@ Berth honours without writing its status): the Kubeflow training
 operator, the MPI and Spark operators and KubeRay create a scheduler-plugins PodGroup
 (``scheduling.x-k8s.io/v1alpha1``; pods labelled ``scheduling.x-k8s.io/pod-group``) or a Volcano
 PodGroup (``scheduling.volcano.sh/v1beta1``; pods annotated ``scheduling.k8s.io/group-name``).
-Berth honours such a group as it is: :mod:`berth.kube.interop_groups` keeps a Berth PodGroup of
-the same name in step with it (:func:`mirror`) — so the pods' own keys find it, ``kubectl get
-bpg`` shows it with its reason, and it goes with the original (ownerReference) — and writes
-Berth's verdict back into the original's status (:func:`foreign_status`), where its operator
+Berth honours such a group as it is: :mod:`berth.kube.grouping.interop_groups` keeps a Berth
+PodGroup of the same name in step with it (:func:`mirror`) — so the pods' own keys find it,
+``kubectl get bpg`` shows it with its reason, and it goes with the original (ownerReference) — and
+writes Berth's verdict back into the original's status (:func:`foreign_status`), where its operator
 looks.
 
 - scheduler-plugins: ``minMember``, ``minResources``, ``scheduleTimeoutSeconds`` carry over;

@@ -1,6 +1,6 @@
 """A pod's owners -> the group it belongs to: the rule that turns a walk into a plan.
 
-:mod:`berth.kube.owner_groups` walks a pod's owners (each hop follows the ``controller``
+:mod:`berth.kube.grouping.owner_groups` walks a pod's owners (each hop follows the ``controller``
 ownerReference, else the first, as Kueue and KAI do) and hands the objects it read, and why the
 walk ended, to :func:`plan`, which decides:
 

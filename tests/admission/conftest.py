@@ -21,7 +21,7 @@ import pytest
 import trustme
 
 from berth.emulator import testing
-from berth.kube import clients
+from berth.kube.transport import clients
 from berth.operator import webhooks
 
 SERVICE_HOST = "berth-admission.berth-system.svc"

@@ -13,8 +13,8 @@
 - :class:`BerthStack` runs Berth's leader-side pieces against the emulator, built by the
   operator's composition root (:func:`berth.operator.scheduling.build`): informers and the
   leader's Kopf (Berth's kinds, their statuses) -> cache ->
-  :class:`~berth.kube.admission.Admission` (around the ``CacheSource`` and the ``ApiSink``) ->
-  the scheduling loop with the default profile.
+  :class:`~berth.kube.admission.admission.Admission` (around the ``CacheSource`` and the
+  ``ApiSink``) -> the scheduling loop with the default profile.
   The wiring does not depend on the mode: the mode decides how pods are created (gated by the
   webhook, or naming Berth's scheduler), which is what restarting with the other flag changes.
 - :func:`eventually` polls a condition (bounded) while the asynchronous parts converge.
@@ -32,7 +32,8 @@ import kubernetes_asyncio.config
 
 from berth.api import crds, keys
 from berth.emulator import testing
-from berth.kube import decisions, errors, rest, watching
+from berth.kube.binder import decisions
+from berth.kube.transport import errors, rest, watching
 from berth.operator import scheduling, settings
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions as cycle_decisions

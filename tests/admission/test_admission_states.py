@@ -1,4 +1,4 @@
-"""Admission mode's per-pod state machine (:mod:`berth.kube.admission_states`), without I/O.
+"""Admission mode's per-pod state machine (``kube.admission.admission_states``), without I/O.
 
 We test these aspects:
 
@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from berth.api import keys
-from berth.kube import admission_states as states
+from berth.kube.admission import admission_states as states
 
 S = states.AllocationState
 E = states.Event

@@ -1,9 +1,9 @@
 """Admission mode end to end: Berth admits gated pods, a stand-in kube-scheduler binds them.
 
 Runs on the emulator with simulated nodes, Berth's informers, cache, scheduler and
-:class:`~berth.kube.admission.Admission` (``tests/admission/stack.py``), and the tests' small
-stand-in for kube-scheduler (it binds an ungated pod pinned by a required node affinity to that
-node, an unpinned one to any node with room — enough to exercise the protocol). We test these
+:class:`~berth.kube.admission.admission.Admission` (``tests/admission/stack.py``), and the tests'
+small stand-in for kube-scheduler (it binds an ungated pod pinned by a required node affinity to
+that node, an unpinned one to any node with room — enough to exercise the protocol). We test these
 aspects:
 - a gang of 8 stays gated (nothing pinned) while 8 do not fit within its queue's limit, and the
   PodGroup's reason says why; once they fit, all 8 are pinned before any gate is removed, and
@@ -394,7 +394,8 @@ async def test_a_forged_admitted_node_marker_is_charged_nowhere_and_said(
         await stack.eventually(lambda: _bound(stack.get_pod(cluster, "first")), what="first")
         stack.create(cluster, "v1", "pods", stack.pod("forger", labels=on_q))
         await stack.eventually(
-            lambda: "default/forger" in berth.admission._reasons, what="forger held at the limit"
+            lambda: "default/forger" in berth.admission.not_admitted.told,
+            what="forger held at the limit",
         )
         node = stack.get_pod(cluster, "first")["spec"]["nodeName"]  # type: ignore[index]
         cluster.call(

@@ -1,4 +1,4 @@
-"""The pod surgery of admission mode (:mod:`berth.kube.pod_edits`), pure.
+"""The pod surgery of admission mode (:mod:`berth.kube.transport.pod_edits`), pure.
 
 We test these aspects:
 - pinning ANDs ``matchFields metadata.name In [node]`` into every required term (the pod's own
@@ -17,7 +17,7 @@ import typing
 import pytest
 
 from berth.api import keys
-from berth.kube import pod_edits
+from berth.kube.transport import pod_edits
 
 PIN = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
 ZONE = {"key": "zone", "operator": "In", "values": ["a"]}

@@ -1,8 +1,8 @@
 """Admission mode: a preemptor admitted onto its victims' node is ungated only once they are gone.
 
 Runs on the emulator with simulated kubelets, Berth's informers, cache, binder and
-:class:`~berth.kube.admission.Admission` wired as the operator wires them (the binder's victim
-waits shared, the informers waking them), and the tests' stand-in kube-scheduler
+:class:`~berth.kube.admission.admission.Admission` wired as the operator wires them (the binder's
+victim waits shared, the informers waking them), and the tests' stand-in kube-scheduler
 (``tests/admission/stack.py``). The cycle's result is handed to admission directly: an
 ``EvictPod`` of the victim filling node ``n-0`` and a ``BindPod`` of the gated preemptor there.
 The victim is slow to go: the Eviction API answers late (an injected delay). We test these
@@ -28,7 +28,10 @@ import pytest
 
 from berth.api import keys
 from berth.emulator import faults, testing
-from berth.kube import admission, decisions, events, informers, snapshots
+from berth.kube.admission import admission
+from berth.kube.binder import decisions
+from berth.kube.informers import cluster_informers, snapshots
+from berth.kube.transport import events
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import clocks
@@ -54,7 +57,7 @@ class Admitting:
         self.clock = clocks.SystemClock()
         names = {stack.SCHEDULER_NAME}
         self.cache = cluster_cache.ClusterCache(scheduler_names=names)
-        live = informers.LivePods()
+        live = cluster_informers.LivePods()
         self.recorder = events.EventRecorder(api, clock=self.clock)
         self.sink = decisions.ApiSink(
             api,
@@ -74,7 +77,7 @@ class Admitting:
             bind_timeout=10.0,
             victims=self.sink.victims,
         )
-        self.informers = informers.ClusterInformers(
+        self.informers = cluster_informers.ClusterInformers(
             api,
             cache=self.cache,
             scheduler_names=names,

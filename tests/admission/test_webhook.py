@@ -25,7 +25,7 @@ import pytest
 
 from berth.api import keys
 from berth.emulator import testing
-from berth.kube import clients
+from berth.kube.transport import clients
 from berth.operator import settings, webhooks
 from tests.admission import conftest
 

@@ -38,7 +38,7 @@ import yaml
 
 from berth.cli import explaining, kubectl_berth, kubectl_common, queue_trees
 from berth.emulator import testing
-from berth.kube import errors as kube_errors
+from berth.kube.transport import errors as kube_errors
 from berth.scheduler.framework import filtering, statuses
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -28,7 +28,7 @@ import yaml
 from berth.api import reservations
 from berth.cli import kubectl_create_reservation as plugin
 from berth.emulator import testing
-from berth.kube import clients
+from berth.kube.transport import clients
 from berth.util import clocks
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

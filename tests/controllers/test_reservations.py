@@ -40,7 +40,8 @@ from berth.api import crds, keys
 from berth.cli import up
 from berth.controllers import indexing, observed, reservations
 from berth.emulator import kubelets, server, testing
-from berth.kube import clients, informers, rest
+from berth.kube.informers import cache_sync
+from berth.kube.transport import clients, rest
 from berth.operator import main, scheduling
 from berth.operator import settings as operator_settings
 from berth.scheduler.snapshot import cache as cache_module
@@ -384,7 +385,7 @@ async def controlled(
         cache=cache_module.ClusterCache(),
         objects=objects,
         trigger=asyncio.Event(),
-        sync=informers.CacheSync(),
+        sync=cache_sync.CacheSync(),
     )
     indexing.register(registry, feed=feed)
 

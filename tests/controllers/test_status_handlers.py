@@ -23,7 +23,8 @@ import pytest
 from berth.controllers import indexing, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
-from berth.kube import clients, credentials, fencing, informers
+from berth.kube.informers import cache_sync
+from berth.kube.transport import clients, credentials, fencing
 from berth.operator import embedding
 from berth.scheduler.snapshot import cache
 from berth.status import observations, queues
@@ -60,7 +61,7 @@ async def start(
         cache=cache.ClusterCache(),
         objects=writer.objects,
         trigger=asyncio.Event(),
-        sync=informers.CacheSync(),
+        sync=cache_sync.CacheSync(),
     )
 
     async def login() -> credentials.Credentials:

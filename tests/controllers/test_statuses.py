@@ -24,7 +24,7 @@ import pytest
 
 from berth.controllers import observed, statuses
 from berth.emulator import testing
-from berth.kube import clients, errors, events, fencing
+from berth.kube.transport import clients, errors, events, fencing
 from berth.scheduler.framework import decisions
 from berth.scheduler.framework import reasons as why
 from berth.scheduler.snapshot import snapshots, wire

@@ -3,10 +3,10 @@
 We test these aspects:
 
 - every path the document names in backticks — of the repository (``berth/...``, ``tests/...``,
-  ``docs/...``, ``helm/...``), of the package (``kube/decisions.py``, ``scheduler/plugins/``), or
-  of Kopf's source (``kopf/_core/...``) — exists;
-- every dotted name of Berth's it gives (``berth.kube.writes.Writer``) imports: the module, and
-  the attribute after it.
+  ``docs/...``, ``helm/...``), of the package (``kube/binder/decisions.py``,
+  ``scheduler/plugins/``), or of Kopf's source (``kopf/_core/...``) — exists;
+- every dotted name of Berth's it gives (``berth.kube.transport.writes.Writer``) imports: the
+  module, and the attribute after it.
 """
 
 from __future__ import annotations

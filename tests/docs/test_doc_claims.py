@@ -77,7 +77,7 @@ CLAIMS = (
     ),
     # architecture.md
     Claim("architecture.md", "the `berth` console script, kubectl plugins", why=_DIAGRAM),
-    Claim("architecture.md", "kube.informers.ClusterInformers", why=_DIAGRAM),
+    Claim("architecture.md", "kube.informers.cluster_informers.ClusterInformers", why=_DIAGRAM),
     Claim("architecture.md", "|-- Lease renewals (operator/leadership.py)", why=_DIAGRAM),
     Claim("architecture.md", "is one process with one asyncio event loop", why=_DESIGN),
     Claim("architecture.md", "travels unchanged from the plugin that rejects", why=_DESIGN),

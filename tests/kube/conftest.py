@@ -16,7 +16,7 @@ import pytest
 
 from berth.api import crds
 from berth.emulator import testing
-from berth.kube import clients
+from berth.kube.transport import clients
 
 Object = dict[str, typing.Any]
 

@@ -1,4 +1,4 @@
-"""Admission's pending allocations (:mod:`berth.kube.allocations`) and their mirror in the cache.
+"""Admission's pending allocations (``kube.admission.allocations``) and their mirror in the cache.
 
 We test these aspects:
 - starting an allocation assumes the pod on its node in the cache; a pod the cache lost is
@@ -11,7 +11,7 @@ We test these aspects:
 
 from __future__ import annotations
 
-from berth.kube import allocations
+from berth.kube.admission import allocations
 from berth.scheduler.snapshot import cache as cluster_cache
 from tests.kube import conftest
 

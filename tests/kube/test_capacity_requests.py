@@ -1,4 +1,4 @@
-"""Capacity requests to autoscalers (``berth.kube.capacity_requests``) against the emulator.
+"""Capacity requests to autoscalers (``kube.autoscaling.capacity_requests``) against the emulator.
 
 The autoscalers' APIs are served by minimal CRDs (what Karpenter's and Cluster Autoscaler's
 CRDs install, schema left open); where a test needs an autoscaler's answer, it writes the
@@ -29,7 +29,8 @@ import pytest
 
 from berth.api import autoscaling, keys
 from berth.emulator import faults, testing
-from berth.kube import capacity_requests, clients, events, writes
+from berth.kube.autoscaling import capacity_requests
+from berth.kube.transport import clients, events, writes
 from berth.scheduler.framework import decisions, pending, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.status import conditions, scale_up

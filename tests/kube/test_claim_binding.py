@@ -1,4 +1,4 @@
-"""A binding waits for the pod's PersistentVolumeClaims (``berth.kube.decisions.ApiSink``).
+"""A binding waits for the pod's PersistentVolumeClaims (``berth.kube.binder.decisions.ApiSink``).
 
 Run against the emulator with simulated kubelets and the informers feeding the cache. Nothing
 in the emulator binds claims: the test plays kube-controller-manager's PV binder (it binds the
@@ -30,7 +30,8 @@ import typing
 import pytest
 
 from berth.emulator import patches, testing
-from berth.kube import clients, decisions
+from berth.kube.binder import binding
+from berth.kube.transport import clients
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.snapshot import volumes
 from tests.kube import conftest
@@ -183,7 +184,7 @@ async def test_a_claim_that_stays_unbound_gives_the_pod_up(cluster: Factory) -> 
     pod = await _pending_with_claim(running, "p")
     running.apply(*_decisions(pod, "n-0", select=True))
     await asyncio.wait_for(running.sink.drain(), 10)
-    assert running.outcomes == [decisions.BindOutcome("default/p", "n-0", False, "claims")]
+    assert running.outcomes == [binding.BindOutcome("default/p", "n-0", False, "claims")]
     assert running.bindings("p") == 0
     assert running.cache.snapshot(running.clock.now()).pods["default/p"].node_name is None
     assert "default/p" in running.sink.holding(running.clock.now())
@@ -285,7 +286,7 @@ async def test_a_volume_changed_since_it_was_chosen_is_not_written(cluster: Fact
     await asyncio.wait_for(running.sink.drain(), 10)  # long before the 60 s claim_wait
     stored = running.emulator.call(running.emulator.api.storage.get, resource.key, "", "pv-b")
     assert stored["spec"]["claimRef"]["name"] == "someone-else"  # refused: nothing changed
-    assert running.outcomes == [decisions.BindOutcome("default/p", "n-0", False, "claims")]
+    assert running.outcomes == [binding.BindOutcome("default/p", "n-0", False, "claims")]
     assert running.bindings("p") == 0
     assert running.cache.snapshot(running.clock.now()).pods["default/p"].node_name is None
     assert "default/p" in running.sink.holding(running.clock.now())

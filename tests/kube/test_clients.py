@@ -1,4 +1,4 @@
-"""berth.kube.clients: connections configured as kubectl configures itself, and ``create``.
+"""kube.transport.clients: connections configured as kubectl configures itself, and ``create``.
 
 Aspects:
 - which kubeconfig files apply: an explicit path (must exist), the ``KUBECONFIG`` list (missing
@@ -7,7 +7,7 @@ Aspects:
 - the in-cluster service account when no kubeconfig exists inside a pod;
 - configuration problems are ``ConfigError`` with a message saying what to do;
 - ``create`` against the emulator: the stored object back, ``dry_run`` stores nothing, HTTP
-  errors as ``berth.kube.errors`` by status, an unreachable server as ``TransportError``;
+  errors as ``berth.kube.transport.errors`` by status, an unreachable server as ``TransportError``;
 - the asynchronous client reads no ``.netrc`` (a login there would clash with the token), and
   takes the environment's proxy for the API server (``HTTPS_PROXY``, ``NO_PROXY``) once at
   connect, a kubeconfig ``proxy-url`` first.
@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from berth.emulator import testing
-from berth.kube import clients, errors, rest
+from berth.kube.transport import clients, errors, rest
 
 
 def kubeconfig(

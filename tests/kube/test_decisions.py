@@ -1,4 +1,4 @@
-"""The decision sink (``berth.kube.decisions.ApiSink``) against the emulator.
+"""The decision sink (``berth.kube.binder.decisions.ApiSink``) against the emulator.
 
 We test these aspects:
 
@@ -30,7 +30,8 @@ import pytest
 from berth.api import resources
 from berth.controllers import reservation_statuses
 from berth.emulator import faults, testing
-from berth.kube import clients, decisions, events
+from berth.kube.binder import binding, decisions
+from berth.kube.transport import clients, events
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.framework import pending, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -67,7 +68,7 @@ class Harness:
         self.cache = cluster_cache.ClusterCache()
         self.observer = Observer()
         self.recorder = events.EventRecorder(api, clock=self.clock)
-        self.outcomes: list[decisions.BindOutcome] = []
+        self.outcomes: list[binding.BindOutcome] = []
         self.sink = decisions.ApiSink(
             api,
             cache=self.cache,
@@ -157,7 +158,7 @@ async def test_binding_assumes_at_once_then_binds_and_explains(harness: Harness)
     await harness.settle()
     stored = harness.stored("pods", "p")
     assert stored is not None and stored["spec"]["nodeName"] == "n1"
-    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", True, None)]
+    assert harness.outcomes == [binding.BindOutcome("default/p", "n1", True, None)]
     assert ("p", "Scheduled", "Successfully assigned default/p to n1") in harness.events()
     assert harness.observer.bindings == [None]
     assert len(harness.observer.e2e) == 1
@@ -177,12 +178,14 @@ async def test_already_bound_to_the_same_node_is_success(harness: Harness) -> No
 
 async def test_bound_elsewhere_forgets_the_assumption_without_retry(harness: Harness) -> None:
     pod = harness.add_pod("p")
-    binding = {"target": {"name": "n2"}, "metadata": {"name": "p"}}
-    harness.emulator.call(harness.emulator.api.bind, namespace="default", name="p", binding=binding)
+    elsewhere = {"target": {"name": "n2"}, "metadata": {"name": "p"}}
+    harness.emulator.call(
+        harness.emulator.api.bind, namespace="default", name="p", binding=elsewhere
+    )
     harness.apply(harness.bind(pod, "n1"))
     harness.start()
     await harness.settle()
-    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", False, "conflict")]
+    assert harness.outcomes == [binding.BindOutcome("default/p", "n1", False, "conflict")]
     # Held where it really is (what the watch will bring): no cycle tries it again meanwhile.
     assert harness.assumed_on("default/p") == "n2"
     assert harness.sink.holding(harness.clock.now()) == set()
@@ -199,7 +202,7 @@ async def test_a_binding_that_landed_but_was_answered_500_is_reconciled_not_retr
     harness.apply(harness.bind(pod, "n1"))
     harness.start()
     await harness.settle()
-    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", True, None)]
+    assert harness.outcomes == [binding.BindOutcome("default/p", "n1", True, None)]
     assert harness.assumed_on("default/p") == "n1"  # the node's usage counts it
     assert harness.sink.holding(harness.clock.now()) == set()  # no backoff, no retry
     assert harness.binding_requests("p") == 1
@@ -208,7 +211,7 @@ async def test_a_binding_that_landed_but_was_answered_500_is_reconciled_not_retr
 
 async def test_repeated_failures_are_capped_and_explained(harness: Harness) -> None:
     pod = harness.add_pod("p")
-    for attempt in range(decisions.FAILURES_BEFORE_REASON + 2):
+    for attempt in range(binding.FAILURES_BEFORE_REASON + 2):
         harness.emulator.faults.add(
             faults.Fault("POST", "/api/v1/namespaces/*/pods/*/binding", status=500)
         )
@@ -241,7 +244,7 @@ async def test_deleted_pod_is_not_retried(harness: Harness) -> None:
     harness.apply(harness.bind(pod, "n1"))
     harness.start()
     await harness.settle()
-    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", False, "gone")]
+    assert harness.outcomes == [binding.BindOutcome("default/p", "n1", False, "gone")]
     assert harness.sink.holding(harness.clock.now()) == set()
 
 
@@ -285,7 +288,7 @@ async def test_timeout_retries_the_same_binding_and_binds_once(harness: Harness)
     harness.apply(harness.bind(pod, "n1"))
     harness.start()
     await harness.settle()
-    assert harness.outcomes == [decisions.BindOutcome("default/p", "n1", True, None)]
+    assert harness.outcomes == [binding.BindOutcome("default/p", "n1", True, None)]
     assert harness.observer.bindings[0] == "timeout"
     assert harness.binding_requests("p") == 2
     stored = harness.stored("pods", "p")

@@ -1,4 +1,4 @@
-"""The leader creates the Queue ``default`` (:mod:`berth.kube.default_queue`), on the emulator.
+"""The leader creates the Queue ``default`` (``kube.grouping.default_queue``), on the emulator.
 
 We test these aspects:
 
@@ -16,7 +16,8 @@ import typing
 
 from berth.api import keys
 from berth.emulator import testing
-from berth.kube import clients, default_queue, writes
+from berth.kube.grouping import default_queue
+from berth.kube.transport import clients, writes
 from tests.kube.conftest import create, install_crds, until
 
 Object = dict[str, typing.Any]

@@ -1,4 +1,4 @@
-"""Kubernetes Events (``berth.kube.events.EventRecorder``) and the snapshot source.
+"""Kubernetes Events (``berth.kube.transport.events.EventRecorder``) and the snapshot source.
 
 We test these aspects:
 
@@ -26,7 +26,8 @@ import collections.abc
 import pytest
 
 from berth.emulator import faults, testing
-from berth.kube import clients, events, snapshots
+from berth.kube.informers import snapshots
+from berth.kube.transport import clients, events
 from berth.scheduler import loop
 from berth.scheduler.plugins import registry
 from berth.scheduler.snapshot import cache as cluster_cache

@@ -28,7 +28,8 @@ import pytest
 import yaml
 
 from berth.emulator import faults, server, testing
-from berth.kube import clients, informers
+from berth.kube.informers import cluster_informers
+from berth.kube.transport import clients
 from berth.operator import probing
 from berth.scheduler.snapshot import cache as cluster_cache
 from tests.kube import conftest
@@ -43,7 +44,7 @@ class Running:
         self.cache = cluster_cache.ClusterCache()
         self.trigger = asyncio.Event()
         self.readiness = probing.Readiness()
-        self.informers = informers.ClusterInformers(
+        self.informers = cluster_informers.ClusterInformers(
             connection.api,
             cache=self.cache,
             scheduler_names={"berth-scheduler"},

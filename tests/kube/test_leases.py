@@ -1,12 +1,12 @@
-"""Lease calls and raw-JSON requests (``berth.kube.leases``, ``berth.kube.rest``) on the emulator.
+"""Lease calls and raw-JSON requests (``kube.transport.leases``, ``.rest``) on the emulator.
 
 We test these aspects:
 
 - a Lease round-trips: create, get (None while absent), replace; times travel as MicroTime;
 - optimistic concurrency: creating an existing Lease and replacing a stale version are 409s;
 - a replacement keeps what it does not manage (labels, spec fields such as ``strategy``);
-- raw requests map answers to ``berth.kube.errors`` by status, keep the Status message, and
-  report an API server that does not answer as ``TransportError``;
+- raw requests map answers to ``berth.kube.transport.errors`` by status, keep the Status message,
+  and report an API server that does not answer as ``TransportError``;
 - an async connection without any kubeconfig is a ``ConfigError``;
 - malformed Lease fields read as absent rather than failing the election.
 """
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from berth.emulator import server
-from berth.kube import clients, errors, leases, rest
+from berth.kube.transport import clients, errors, leases, rest
 
 SPEC = leases.LeaseSpec(
     holder_identity="replica-a",

@@ -1,4 +1,4 @@
-"""``berth.kube.listing``: what ``kubectl berth`` reads of a cluster for its dry runs.
+"""``berth.kube.transport.listing``: what ``kubectl berth`` reads of a cluster for its dry runs.
 
 We test these aspects:
 - where the API server serves ``resource.k8s.io/v1``, the DRA objects are read with the rest and
@@ -10,7 +10,7 @@ We test these aspects:
 from __future__ import annotations
 
 from berth.emulator import testing
-from berth.kube import clients, listing
+from berth.kube.transport import clients, listing
 from berth.scheduler import loop
 from berth.scheduler.plugins import registry
 from berth.scheduler.snapshot import cache as cluster_cache

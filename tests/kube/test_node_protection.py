@@ -1,4 +1,4 @@
-"""The node writer (``berth.kube.node_protection``) against the emulator.
+"""The node writer (``berth.kube.autoscaling.node_protection``) against the emulator.
 
 We test these aspects:
 
@@ -17,7 +17,8 @@ import json
 import typing
 
 from berth.emulator import testing
-from berth.kube import clients, fencing, node_protection, writes
+from berth.kube.autoscaling import node_protection
+from berth.kube.transport import clients, fencing, writes
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.status import nodes
 from berth.util import clocks

@@ -1,4 +1,4 @@
-"""A preemptor's binding waits for its victims (``berth.kube.decisions.ApiSink``).
+"""A preemptor's binding waits for its victims (``berth.kube.binder.decisions.ApiSink``).
 
 Run against the emulator with simulated kubelets, the informers feeding the cache and telling
 the sink which pods still hold capacity. The victims are slow to go: the Eviction API answers
@@ -26,7 +26,9 @@ import typing
 import pytest
 
 from berth.emulator import faults, testing
-from berth.kube import clients, decisions, events, informers
+from berth.kube.binder import binding, decisions
+from berth.kube.informers import cluster_informers
+from berth.kube.transport import clients, events
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import clocks
@@ -50,9 +52,9 @@ class Cluster:
         self.emulator = emulator
         self.clock = clocks.SystemClock()
         self.cache = cluster_cache.ClusterCache()
-        live = informers.LivePods()
+        live = cluster_informers.LivePods()
         self.recorder = events.EventRecorder(api, clock=self.clock)
-        self.outcomes: list[decisions.BindOutcome] = []
+        self.outcomes: list[binding.BindOutcome] = []
         self.victims_at_bind: list[bool] = []  # was the victim still stored at each outcome?
         self.sink = decisions.ApiSink(
             api,
@@ -64,7 +66,7 @@ class Cluster:
             presence=live if presence else None,
             eviction_wait=eviction_wait,
         )
-        self.informers = informers.ClusterInformers(
+        self.informers = cluster_informers.ClusterInformers(
             api,
             cache=self.cache,
             scheduler_names={"berth-scheduler"},
@@ -78,7 +80,7 @@ class Cluster:
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
 
-    def _bound(self, outcome: decisions.BindOutcome) -> None:
+    def _bound(self, outcome: binding.BindOutcome) -> None:
         self.outcomes.append(outcome)
         self.victims_at_bind.append(self.pod("victim") is not None)
 
@@ -228,7 +230,7 @@ async def test_a_victim_that_stays_gives_the_preemptor_up_until_a_later_cycle(
     assert preemptor is not None
     running.apply(running.evict(victim, preemptor="preemptor"), running.bind(preemptor, "n-0"))
     await asyncio.wait_for(running.sink.drain(), 10)
-    assert running.outcomes == [decisions.BindOutcome("default/preemptor", "n-0", False, "victims")]
+    assert running.outcomes == [binding.BindOutcome("default/preemptor", "n-0", False, "victims")]
     assert running.bindings("preemptor") == 0
     assert running.cache.snapshot(running.clock.now()).pods["default/preemptor"].node_name is None
     assert running.sink.holding(running.clock.now()) == {"default/preemptor"}
@@ -257,6 +259,6 @@ async def test_a_preemptor_deleted_while_it_waits_is_not_bound(cluster: Factory)
     pods = running.emulator.call(api.resource, "v1", "pods")
     running.emulator.call(api.delete, pods, namespace="default", name="preemptor")
     await asyncio.wait_for(running.sink.drain(), 5)
-    assert running.outcomes == [decisions.BindOutcome("default/preemptor", "n-0", False, "gone")]
+    assert running.outcomes == [binding.BindOutcome("default/preemptor", "n-0", False, "gone")]
     assert running.bindings("preemptor") == 0
     assert running.phase("victim") == "Running"

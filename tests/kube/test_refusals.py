@@ -1,4 +1,4 @@
-"""kube-scheduler's refusals in admission mode (``berth.kube.refusals``, ``berth.kube.rejections``),
+"""kube-scheduler's refusals in admission mode (``kube.admission.refusals``, ``.rejections``),
 pure, on virtual time (every call is given its ``now``).
 
 We test these aspects:
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import typing
 
-from berth.kube import admission_states as states
-from berth.kube import refusals, rejections
+from berth.kube.admission import admission_states as states
+from berth.kube.admission import refusals, rejections
 from berth.scheduler.snapshot import cache as cache_module
 from berth.scheduler.snapshot import pods, snapshots
 from tests.scheduler import builders as b

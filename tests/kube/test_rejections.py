@@ -1,4 +1,4 @@
-"""Admission mode's memory of rejected nodes (``berth.kube.rejections``), pure.
+"""Admission mode's memory of rejected nodes (``berth.kube.admission.rejections``), pure.
 
 We test these aspects:
 
@@ -12,7 +12,7 @@ We test these aspects:
 
 from __future__ import annotations
 
-from berth.kube import rejections
+from berth.kube.admission import rejections
 from berth.scheduler.snapshot import nodes, nodetable, pods, selectors
 from tests.scheduler import builders as b
 

@@ -33,7 +33,8 @@ import typing
 import pytest
 
 from berth.emulator import patches, testing
-from berth.kube import clients, decisions
+from berth.kube.binder import binding
+from berth.kube.transport import clients
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions as d
 from berth.scheduler.plugins import registry
@@ -55,7 +56,7 @@ class Devices(Cluster):
         )
         self.claim_at_bind: dict[str, Object | None] = {}
 
-    def _bound(self, outcome: decisions.BindOutcome) -> None:
+    def _bound(self, outcome: binding.BindOutcome) -> None:
         super()._bound(outcome)
         name = outcome.key.partition("/")[2]
         pod = self.pod(name) or {}

@@ -1,4 +1,4 @@
-"""Raw list and watch (``berth.kube.watching``) and an informer fed malformed data.
+"""Raw list and watch (``berth.kube.transport.watching``) and an informer fed malformed data.
 
 We test these aspects:
 
@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from berth.emulator import faults, server, testing
-from berth.kube import clients, errors, informers, watching
+from berth.kube.informers import cluster_informers, list_watch
+from berth.kube.transport import clients, errors, watching
 from tests.kube import conftest
 
 Object = dict[str, typing.Any]
@@ -177,9 +178,9 @@ async def test_informer_skips_what_it_cannot_read_and_keeps_following(
         changes.append(name)
 
     health: list[str | None] = []
-    informer = informers.Informer(
+    informer = list_watch.Informer(
         connection.api,
-        resource=informers.pod_resource(),
+        resource=cluster_informers.pod_resource(),
         on_change=on_change,
         on_remove=lambda key: None,
         on_health=lambda _, problem: health.append(problem),

@@ -1,4 +1,4 @@
-"""Berth's write primitive (:mod:`berth.kube.writes`) against the emulator.
+"""Berth's write primitive (:mod:`berth.kube.transport.writes`) against the emulator.
 
 We test these aspects:
 
@@ -26,7 +26,7 @@ import typing
 import pytest
 
 from berth.emulator import testing
-from berth.kube import clients, fencing, rest, writes
+from berth.kube.transport import clients, fencing, rest, writes
 from tests.kube.conftest import create, pod
 
 PATH = "/api/v1/namespaces/default/pods/p"
@@ -133,7 +133,7 @@ async def test_update_gives_up_after_the_bounded_attempts(
         label_from(emulator, "round", str(rounds))  # every read is stale by the write
         return {"metadata": {"labels": {"mine": "x"}}}
 
-    with caplog.at_level(logging.WARNING, logger="berth.kube.writes"):
+    with caplog.at_level(logging.WARNING, logger="berth.kube.transport.writes"):
         written = await writer.update(PATH, change, what="pod default/p")
     assert written.outcome is writes.Outcome.CONFLICTED
     assert rounds == 4
@@ -193,7 +193,7 @@ async def test_patch_writes_and_failures_are_logged_once_per_window(
     assert written.ok
     assert typing.cast(rest.Body, written.object)["metadata"]["annotations"] == {"berth": "yes"}
     bad: rest.Body = {"spec": {"containers": "not a list"}}  # refused (422)
-    with caplog.at_level(logging.DEBUG, logger="berth.kube.writes"):
+    with caplog.at_level(logging.DEBUG, logger="berth.kube.transport.writes"):
         for at in (0.0, 30.0, 61.0):
             clock[0] = at
             failed = await writer.patch(PATH, bad, what="pod default/p")

@@ -9,7 +9,7 @@
   another thread would look like one that never answers; in the same loop every exchange
   completes before virtual time moves;
 - ``connection``: a ``kubernetes_asyncio`` connection to ``api_server`` (through
-  :func:`berth.kube.clients.connect_async`);
+  :func:`berth.kube.transport.clients.connect_async`);
 - ``wall_clock``: a :class:`~berth.util.clocks.Clock` that follows the event loop's (virtual)
   time from a fixed epoch, for the timestamps written into Leases;
 - :class:`Recorder`: a leader-only component journaling its start and stop.
@@ -26,7 +26,7 @@ import pathlib
 import pytest
 
 from berth.emulator import server
-from berth.kube import clients
+from berth.kube.transport import clients
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z, as tests/conftest.py's virtual clock
 

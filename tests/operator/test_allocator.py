@@ -34,7 +34,7 @@ mode, reads = sys.argv[1], int(sys.argv[2])
 if mode == "pinned":
     assert allocator.pin_mmap_threshold()
 elif mode == "operator":
-    from berth.kube import errors
+    from berth.kube.transport import errors
     from berth.operator import main, settings
 
     config = settings.Settings(

@@ -77,7 +77,7 @@ async def test_refused_lists_make_it_unready_with_reasons_until_they_work(
     emulator.faults.add(faults.Fault("GET", "/api/v1/nodes", status=401, times=10**9))
     stop = asyncio.Event()
     ports: list[int] = []
-    caplog.set_level(logging.WARNING, logger="berth.kube.informers")
+    caplog.set_level(logging.WARNING, logger="berth.kube.informers.list_watch")
     operator = asyncio.create_task(
         main.run(
             config(emulator, "picky"),

@@ -35,7 +35,8 @@ import pytest
 from berth.controllers import indexing, observed, statuses
 from berth.controllers import registry as kopf_registry
 from berth.emulator import testing
-from berth.kube import clients, credentials, informers
+from berth.kube.informers import cache_sync
+from berth.kube.transport import clients, credentials
 from berth.operator import embedding, probing
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.util import signals
@@ -54,7 +55,7 @@ class Fed:
     cache: cluster_cache.ClusterCache
     objects: observed.ObservedObjects
     readiness: probing.Readiness
-    sync: informers.CacheSync
+    sync: cache_sync.CacheSync
 
     def condition(self) -> probing.Condition:
         (found,) = [c for c in self.readiness.report() if c.name == "caches-synced"]
@@ -65,7 +66,7 @@ def fed(api: clients.AsyncApiClient) -> Fed:
     cache = cluster_cache.ClusterCache()
     objects = observed.ObservedObjects()
     readiness = probing.Readiness()
-    sync = informers.CacheSync(readiness)
+    sync = cache_sync.CacheSync(readiness)
     feed = indexing.CacheFeed(
         api,
         cache=cache,

@@ -26,7 +26,7 @@ import looptime
 import pytest
 
 from berth.emulator import faults
-from berth.kube import clients, errors, fencing, leases, rest
+from berth.kube.transport import clients, errors, fencing, leases, rest
 from berth.operator import leadership, settings
 from tests.operator import conftest
 

@@ -5,7 +5,7 @@ Port 8080 used to answer anyone with every tenant's pod names per node. We test 
 - with authorization on, the probes stay open; metrics, the scheduler's API and the plugins'
   routes answer 401 without a bearer token, 403 when RBAC says no, and are served when it says
   yes;
-- :class:`berth.kube.reviews.Reviewer` asks the API server a TokenReview, then a
+- :class:`berth.kube.transport.reviews.Reviewer` asks the API server a TokenReview, then a
   SubjectAccessReview for the non-resource path and verb, passes the user's groups, and
   caches the verdict (a scraper costs two calls per ttl, not per scrape); an unknown token is
   401 and a denied user 403 with the reason.
@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from berth.emulator import server as emulator_server
-from berth.kube import clients, reviews
+from berth.kube.transport import clients, reviews
 from berth.operator import http, metrics, probing
 
 

@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from berth.emulator import faults, server
-from berth.kube import clients, leases
+from berth.kube.transport import clients, leases
 from berth.operator import errors, leadership, probing, settings
 from tests.operator import conftest
 

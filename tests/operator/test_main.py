@@ -27,8 +27,8 @@ import looptime
 import pytest
 
 from berth.controllers import plugins
-from berth.kube import clients, leases
-from berth.kube import errors as kube_errors
+from berth.kube.transport import clients, leases
+from berth.kube.transport import errors as kube_errors
 from berth.operator import components, main, settings
 from berth.scheduler.framework import interfaces
 from tests.operator import conftest

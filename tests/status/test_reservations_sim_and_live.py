@@ -1,8 +1,8 @@
 """The live operator and ``berth sim`` give a Reservation the same status for the same facts.
 
 A cycle's Reservation facts (available, allocated, ended, unschedulable) are applied in order
-once by the live writer (:class:`berth.kube.reservation_statuses.ReservationStatuses`, through
-the emulator's API) and once by the simulator (:class:`berth.sim.cluster.InMemoryCluster`);
+once by the live writer (:class:`berth.kube.reservations.reservation_statuses.ReservationStatuses`,
+through the emulator's API) and once by the simulator (:class:`berth.sim.cluster.InMemoryCluster`);
 both statuses are the one :func:`berth.status.reservations.reservation_status` computes.
 
 We test these aspects (one table, every row on both sides):
@@ -25,7 +25,8 @@ import pytest
 
 from berth.api import resources
 from berth.emulator import testing
-from berth.kube import clients, reservation_statuses, writes
+from berth.kube.reservations import reservation_statuses
+from berth.kube.transport import clients, writes
 from berth.scheduler.framework import decisions, reasons
 from berth.sim import cluster
 from berth.status import reservations as reservation_owner

@@ -33,7 +33,7 @@ import pytest
 from berth.api import resources
 from berth.controllers import observed, statuses
 from berth.emulator import testing
-from berth.kube import clients
+from berth.kube.transport import clients
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots, wire
 from berth.sim import cluster

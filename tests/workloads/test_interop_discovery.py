@@ -2,8 +2,8 @@
 
 Kubernetes' Workload API is built into the API server (1.35's ``scheduling.k8s.io/v1alpha1``
 Workloads, 1.36's ``v1alpha2`` PodGroups): there is no CRD to watch, so
-:class:`~berth.kube.interop_groups.InteropGroups` asks discovery. The emulator serves the APIs
-through minimal CRDs, which discovery lists as the API server lists its own. We test these
+:class:`~berth.kube.grouping.interop_groups.InteropGroups` asks discovery. The emulator serves the
+APIs through minimal CRDs, which discovery lists as the API server lists its own. We test these
 aspects:
 
 - a table of what is served (nothing, a Workload CRD, one whose v1alpha1 is not served, the 1.36
@@ -23,7 +23,8 @@ import pytest
 
 from berth.api import keys
 from berth.emulator import testing
-from berth.kube import clients, interop_groups
+from berth.kube.grouping import interop_groups
+from berth.kube.transport import clients
 from berth.workloads import interop
 from tests.admission import stack
 

@@ -28,7 +28,7 @@ import pytest
 
 from berth.api import keys
 from berth.emulator import testing
-from berth.kube import queue_access
+from berth.kube.admission import queue_access
 from berth.operator import webhooks
 from tests.admission import conftest, stack
 

@@ -2,7 +2,7 @@
 
 The core never does I/O. Binding-cycle plugins (Bind, PreBind, PostBind) and statements record
 ``Decision`` values; the loop hands the session's :class:`CycleResult` to a ``DecisionSink``
-(``berth.kube.decisions`` against the API server, ``berth.sim.cluster`` in memory), which
+(``berth.kube.binder.decisions`` against the API server, ``berth.sim.cluster`` in memory), which
 applies them in order.
 """
 

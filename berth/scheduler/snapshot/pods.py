@@ -137,7 +137,7 @@ class PodInfo:
     # times count from start_time to it (berth.scheduler.snapshot.runstats).
     finish_time: float | None = None
     # Grouping by owner is on, the pod has owners and no group yet: it waits for Berth to derive
-    # its group from them (berth.kube.owner_groups). ``group_error`` says why that failed.
+    # its group from them (berth.kube.grouping.owner_groups). ``group_error`` says why that failed.
     awaiting_group: bool = False
     group_error: str | None = None
     # Kubernetes 1.35's spec.workloadRef: the interop mirrors make a replica's PodGroup from it.

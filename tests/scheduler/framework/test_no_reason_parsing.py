@@ -61,7 +61,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("berth/emulator/cel.py", "message"): "the CEL library's error text, reworded for users",
     ("berth/sim/scenarios.py", "message"): "pydantic's validation error text, reworded",
-    ("berth/kube/decisions.py", "message"): (
+    ("berth/kube/binder/binding.py", "message"): (
         "the API server's error message on a failed binding: Kubernetes gives no code for "
         "'already assigned' or 'being deleted'"
     ),

@@ -1,0 +1,107 @@
+"""Raw-JSON REST calls to the Kubernetes API over a ``kubernetes_asyncio`` API client.
+
+The client library gives Berth configuration (kubeconfig, in-cluster service account, token
+refresh, TLS) and a connection pool; this module sends requests through it and moves plain JSON
+dicts, not generated model objects: those cost too much on the hot paths (docs/architecture.md) and
+tie every caller to the library. Every asynchronous caller in :mod:`berth.kube` (leases, the
+informers' lists, the binder, admission, Events) and the status writers go through
+:func:`request`; the watch stream (:mod:`berth.kube.transport.watching`) shares its auth and
+decoding.
+
+Failures arrive as :mod:`berth.kube.transport.errors`: an answer outside 2xx as an ``APIError``
+subclass chosen by status, no answer (refused, reset, timed out) as ``TransportError``.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import json
+import typing
+
+import aiohttp
+import kubernetes_asyncio.client
+
+from berth.kube.transport import errors
+
+__all__ = [
+    "AUTH_SETTINGS",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "Body",
+    "decode",
+    "request",
+]
+
+Body: typing.TypeAlias = dict[str, typing.Any]
+"""A decoded JSON object as the API server sends it (Kubernetes' camelCase keys)."""
+
+AUTH_SETTINGS = ["BearerToken"]
+"""The auth scheme name the generated clients use for tokens (static, exec plugins, in-cluster)."""
+
+MERGE_PATCH = "application/merge-patch+json"
+"""RFC 7386 JSON merge patch: maps merge key by key, ``null`` deletes, lists are replaced."""
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+"""Kubernetes' strategic merge patch: lists with a merge key (conditions by type) are merged."""
+
+
+async def request(
+    api: kubernetes_asyncio.client.ApiClient,
+    *,
+    method: str,
+    path: str,
+    query: collections.abc.Mapping[str, str] | None = None,
+    body: collections.abc.Mapping[str, typing.Any] | None = None,
+    content_type: str = "application/json",
+    timeout: float | None = None,
+) -> Body:
+    """Send one request and return the decoded JSON object of a 2xx answer.
+
+    ``path`` is absolute (``/apis/coordination.k8s.io/v1/namespaces/ns/leases/name``);
+    ``timeout`` bounds the whole exchange in seconds (None: the client's default, no limit).
+    """
+    what = f"{method} {path}"
+    try:
+        response = await api.call_api(
+            path,
+            method,
+            query_params=list(query.items()) if query else None,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=dict(body) if body is not None else None,
+            auth_settings=AUTH_SETTINGS,
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        async with response:
+            status = response.status
+            raw = await response.read()
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        refused = _not_leader(exc)
+        if refused is not None:
+            raise refused from None  # fenced before a byte was written (transport.fencing)
+        raise errors.TransportError(f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
+    decoded = decode(raw)
+    if not 200 <= status <= 299:
+        raise errors.from_status(status, body=decoded, what=what)
+    if decoded is None:
+        raise errors.APIError(f"{what}: {status} answer is not a JSON object", status=status)
+    return decoded
+
+
+def _not_leader(exc: BaseException) -> errors.NotLeader | None:
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain: the client's error, then its cause
+        if seen is None:
+            return None
+        if isinstance(seen, errors.NotLeader):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def decode(raw: bytes | None) -> Body | None:
+    """``raw`` as a JSON object; None when it is empty, not JSON, or not an object."""
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
