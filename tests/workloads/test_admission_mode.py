@@ -54,7 +54,8 @@ def bound(emulator: testing.RunningEmulator, *names: str) -> bool:
 def group_condition(emulator: testing.RunningEmulator, name: str) -> Obj | None:
     found = emulator.call(emulator.api.storage.get, (keys.GROUP, "podgroups"), "default", name)
     for condition in ((found or {}).get("status") or {}).get("conditions") or []:
-        return typing.cast(Obj, condition)
+        if condition.get("type") == "Scheduled":  # beside it, ScaleUp says what autoscalers do
+            return typing.cast(Obj, condition)
     return None
 
 

@@ -113,6 +113,13 @@ class Namespace:
         return sorted(p["metadata"]["name"] for p in self.pods() if p["spec"].get("nodeName"))
 
 
+def scheduled_condition(group: Obj) -> Obj:
+    """The group's ``Scheduled`` condition (conditions are sorted by type: ``ScaleUp`` may come
+    first)."""
+    (condition,) = [c for c in group["status"]["conditions"] if c["type"] == "Scheduled"]
+    return typing.cast(Obj, condition)
+
+
 def job_pods(job: Obj, count: int, *, cpu: str, indexed: bool = False) -> list[Obj]:
     name, uid = job["metadata"]["name"], job["metadata"]["uid"]
     out = []
@@ -158,7 +165,7 @@ def test_job_with_parallelism_4_starts_whole_or_not_at_all(
         group = cluster.eventually(waiting_group, what="the Job's group to say why it waits")
         assert group["spec"]["minMember"] == 4
         assert group["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
-        message = group["status"]["conditions"][0]["message"]
+        message = scheduled_condition(group)["message"]
         assert "gang needs minMember 4, only 3 could be placed" in message
         assert ns.bound() == ["blocker"]
         table = kubectl("get", "bpg", "-n", "team")
@@ -696,7 +703,7 @@ def test_admission_of_every_namespace_gates_a_plain_job_whole(tmp_path: pathlib.
         assert group["spec"]["minMember"] == 5
         assert (
             "gang needs minMember 5, only 4 could be placed"
-            in (group["status"]["conditions"][0]["message"])
+            in scheduled_condition(group)["message"]
         )
         waiting = [p for p in ns.pods() if p["metadata"]["name"].startswith("train-")]
         assert len(waiting) == 5
