@@ -216,6 +216,11 @@ CLAIMS = (
     # gpu.md
     Claim(
         "gpu.md",
+        "races Berth, kube-scheduler and a null scheduler on scheduler_perf's",
+        why=_MEASURED,
+    ),
+    Claim(
+        "gpu.md",
         "`berth bench gpu-sharing --seeds 3` (one JSON object",
         (
             "tests/cli/test_bench.py::test_gpu_sharing_prints_one_object_per_run",
@@ -252,6 +257,11 @@ CLAIMS = (
         ),
     ),
     # performance.md
+    Claim(
+        "performance.md",
+        "So the allocator was not where Berth's stream CPU goes on the real plane.",
+        why=_DESIGN,
+    ),
     Claim(
         "performance.md", "--nodes 300 --standing 0,3000 --plot docs/e2e-real.png", why=_MEASURED
     ),

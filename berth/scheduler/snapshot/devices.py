@@ -52,6 +52,7 @@ __all__ = [
     "Catalog",
     "Devices",
     "Pool",
+    "PoolUsage",
     "SelectorOutcome",
     "Selections",
     "claim_devices",
@@ -207,6 +208,9 @@ class Catalog:
                     self.devices.setdefault(device.id, device)
         self._local = dict(local)
         self._shared = tuple(shared)
+        # Without shared slices a node reaches its own slices' pools whatever its labels:
+        # worked out once per node for as long as this catalog lives (not once per cycle).
+        self._reached: dict[str, tuple[Pool, ...]] | None = None if shared else {}
 
     @property
     def empty(self) -> bool:
@@ -227,6 +231,16 @@ class Catalog:
     ) -> tuple[Pool, ...]:
         """The pools the node reaches, by (driver, pool) name: for each, the devices of its
         newest generation available there (a broken or incomplete pool has none)."""
+        if self._reached is None:
+            return self._pools_for(node_name, labels=labels)
+        found = self._reached.get(node_name)
+        if found is None:
+            found = self._reached[node_name] = self._pools_for(node_name, labels=labels)
+        return found
+
+    def _pools_for(
+        self, node_name: str, /, *, labels: collections.abc.Mapping[str, str]
+    ) -> tuple[Pool, ...]:
         found: dict[PoolId, list[resourceslices.DeviceInfo]] = {}
         for item in self._local.get(node_name, ()):
             found.setdefault(item.pool_id, []).extend(item.devices)
@@ -328,6 +342,46 @@ class AllocatedState:
     counters: collections.abc.Mapping[tuple[PoolId, str], collections.abc.Mapping[str, int]] = (
         dataclasses.field(default_factory=dict)
     )
+
+    def pool_usage(self, pool: PoolId, /) -> PoolUsage:
+        """What the allocations hold of one pool, as a value equal across snapshots while
+        they hold the same of it: an answer worked out from a pool's usage stays true for as
+        long as its usage is equal (the allocator's answers outlive a cycle by it)."""
+        return self._usage.get(pool, _UNUSED)
+
+    @functools.cached_property
+    def _usage(self) -> dict[PoolId, PoolUsage]:
+        exclusive: dict[PoolId, list[str]] = collections.defaultdict(list)
+        consumed: dict[PoolId, list[tuple[str, tuple[tuple[str, int], ...]]]] = (
+            collections.defaultdict(list)
+        )
+        counters: dict[PoolId, list[tuple[str, tuple[tuple[str, int], ...]]]] = (
+            collections.defaultdict(list)
+        )
+        for driver, pool, name in self.exclusive:
+            exclusive[(driver, pool)].append(name)
+        for (driver, pool, name), amounts in self.consumed.items():
+            consumed[(driver, pool)].append((name, tuple(sorted(amounts.items()))))
+        for (pool_id, counter_set), amounts in self.counters.items():
+            counters[pool_id].append((counter_set, tuple(sorted(amounts.items()))))
+        return {
+            pool_id: (
+                tuple(sorted(exclusive.get(pool_id, ()))),
+                tuple(sorted(consumed.get(pool_id, ()))),
+                tuple(sorted(counters.get(pool_id, ()))),
+            )
+            for pool_id in exclusive.keys() | consumed.keys() | counters.keys()
+        }
+
+
+PoolUsage = tuple[
+    tuple[str, ...],
+    tuple[tuple[str, tuple[tuple[str, int], ...]], ...],
+    tuple[tuple[str, tuple[tuple[str, int], ...]], ...],
+]
+"""A pool's usage (:meth:`AllocatedState.pool_usage`): devices allocated whole, capacity
+consumed per shared device, counters drawn per counter set; by name, sorted."""
+_UNUSED: PoolUsage = ((), (), ())
 
 
 def _allocated_state(

@@ -99,6 +99,19 @@ class InUse:
         the same while these do (a pool's counters include its devices on other nodes)."""
         return tuple(self._pool_versions[pool] for pool in pools)
 
+    def base_usage(
+        self, pools: collections.abc.Iterable[resourceslices.PoolId]
+    ) -> tuple[devices.PoolUsage, ...] | None:
+        """What the snapshot's claims hold of each of ``pools`` (equal across snapshots while
+        they hold the same), ``None`` when this session changed one of them: an answer about
+        these pools keyed by it holds in any session that sees the same usage."""
+        usage = []
+        for pool in pools:
+            if self._pool_versions[pool]:
+                return None
+            usage.append(self._base.pool_usage(pool))
+        return tuple(usage)
+
     def _draws(self, device: DeviceId) -> bool:
         """Whether the device counts as allocated for its pool's counters (once, however
         many share it)."""

@@ -72,7 +72,7 @@ from berth.scheduler.framework import (
     statuses,
 )
 from berth.scheduler.plugins import names
-from berth.scheduler.plugins.dynamic_resources import allocator, inuse, ledger
+from berth.scheduler.plugins.dynamic_resources import allocator, answers, inuse, ledger
 from berth.scheduler.snapshot import (
     devices,
     nodetable,
@@ -178,6 +178,7 @@ class DynamicResources(
         self._ledger: ledger.Ledger | None = None
         self._freeing: dict[str, tuple[str, str]] = {}  # pod key -> (claim key, claim uid)
         self._hooks: sessions.SessionHooks | None = None
+        self._answers = answers.Answers()  # the allocator's, from cycle to cycle
 
     @property
     def understands(self) -> frozenset[podconstraints.Field]:
@@ -389,16 +390,32 @@ class DynamicResources(
         return found.released
 
     def _fits(
-        self, found: _PodClaims, node: str, *, labels: collections.abc.Mapping[str, str]
+        self,
+        found: _PodClaims,
+        node: str,
+        *,
+        labels: collections.abc.Mapping[str, str],
+        specs: int,
     ) -> bool | allocator.Unallocatable | allocator.Failure:
         """Whether claims like the pod's can be allocated on ``node`` now: shared by pods
         whose claims have the same specs while the pools the node reaches do not change."""
         books = self._books()
         pools = books.pools_for(node, labels=labels)
-        key = (found.specs, node, books.in_use.versions(p.id for p in pools))
+        key = (specs, node, books.in_use.versions(p.id for p in pools))
         known = books.feasible.get(key)
         if known is not None:
             return known
+        usage = books.in_use.base_usage(p.id for p in pools)
+        kept = (
+            self._answers.key(books.catalog, specs, node, usage=usage, pools=pools, labels=labels)
+            if usage is not None
+            else None
+        )
+        if kept is not None:
+            known = self._answers.get(kept)
+            if known is not None:
+                books.feasible[key] = known
+                return known
         if node in (found.released or {}):
             # What every pod sees here (the filter then asks again for this owner alone).
             outcome = allocator.allocate(
@@ -416,6 +433,8 @@ class DynamicResources(
             True if isinstance(outcome, allocator.Allocated) else outcome
         )
         books.feasible[key] = answer
+        if kept is not None:
+            self._answers.put(kept, answer)
         return answer
 
     def _labels(self, node: str) -> collections.abc.Mapping[str, str]:
@@ -429,6 +448,7 @@ class DynamicResources(
         specs, brought up to date by the rows whose pools changed since it was made."""
         books = self._books()
         names = nodes.names
+        specs = self._answers.specs_id(found.specs)  # hashed once, not once per node
         known = books.masks.get(found.specs)
         if known is None or len(known.fits) != len(names):
             rows: collections.abc.Iterable[int] = range(len(names))
@@ -448,7 +468,7 @@ class DynamicResources(
             )
         for row in sorted(rows):
             name = names[row]
-            outcome = self._fits(found, name, labels=self._labels(name))
+            outcome = self._fits(found, name, labels=self._labels(name), specs=specs)
             if isinstance(outcome, allocator.Failure):
                 return outcome
             current.fits[row] = outcome is True
