@@ -28,6 +28,7 @@ import typing
 
 from berth.api import quantities
 from berth.emulator import errors, kubelets, patches, rest, storage
+from berth.util import wakeups
 
 __all__ = ["DEFAULT_SCHEDULER", "Binder"]
 
@@ -143,14 +144,14 @@ class Binder:
         self.api = api
         self._task: asyncio.Task[None] | None = None
         self._watchers: list[storage.Watcher] = []
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
 
     async def start(self) -> None:
         for plural in ("pods", "nodes"):
             key = self.api.resource("v1", plural).key
             self._watchers.append(self.api.storage.subscribe(key=key, namespace=None))
         self._task = asyncio.create_task(self._run(), name="stand-in kube-scheduler")
-        self._wake.set()
+        self._wake.wake()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -166,8 +167,7 @@ class Binder:
         drains = [asyncio.create_task(self._drain(w)) for w in self._watchers]
         try:
             while True:
-                await self._wake.wait()
-                self._wake.clear()
+                await self._wake.sleep()
                 self.schedule()
         finally:
             for drain in drains:
@@ -175,7 +175,7 @@ class Binder:
 
     async def _drain(self, watcher: storage.Watcher) -> None:
         while (await watcher.queue.get()) is not None:
-            self._wake.set()
+            self._wake.wake()
 
     def schedule(self) -> int:
         """One pass over the pods waiting for the default scheduler; how many it bound."""

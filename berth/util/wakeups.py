@@ -6,6 +6,8 @@ a check and a wait):
 
 - :func:`first_set` — wait until any of several flags is set (a wake-up, a stop), or a timeout;
 - :func:`sleep_or_stop` — sleep, cut short by a stop;
+- :func:`run_until` — run some work until a stop, cancelling it then (a watch may be silent
+  for minutes: it is cancelled rather than polled for the stop);
 - :class:`Wakeup` — a wake-up call for one sleeper: any number of :meth:`Wakeup.wake` calls
   before it looks count as one, and :meth:`Wakeup.sleep` consumes it;
 - :class:`Wakeups` — wake-up calls by key, for waits that watch some objects and are woken
@@ -22,7 +24,7 @@ import collections.abc
 import contextlib
 import typing
 
-__all__ = ["Wakeup", "Wakeups", "first_set", "sleep_or_stop"]
+__all__ = ["Wakeup", "Wakeups", "first_set", "run_until", "sleep_or_stop"]
 
 _K = typing.TypeVar("_K", bound=collections.abc.Hashable)
 
@@ -34,6 +36,11 @@ async def first_set(*flags: asyncio.Event, timeout: float | None = None) -> bool
         return True
     if timeout is not None and timeout <= 0:
         return False
+    if len(flags) == 1:  # no waiter task: woken as soon as the flag's own waiters are
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await flags[0].wait()
+        return flags[0].is_set()
     waiters = [asyncio.ensure_future(flag.wait()) for flag in flags]
     try:
         await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -53,6 +60,28 @@ async def sleep_or_stop(seconds: float, *, stop: asyncio.Event) -> bool:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             await stop.wait()
+    return stop.is_set()
+
+
+async def run_until(
+    work: collections.abc.Coroutine[typing.Any, typing.Any, None],
+    /,
+    *,
+    stop: asyncio.Event,
+    name: str,
+) -> bool:
+    """Run ``work`` (as a task called ``name``) until it ends or ``stop`` is set, cancelling it
+    then; True if stopped. Its exception is raised; neither it nor the waiter outlives this."""
+    task = asyncio.create_task(work, name=name)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in (task, stopping):
+            waiter.cancel()
+        await asyncio.gather(task, stopping, return_exceptions=True)
+    if not task.cancelled() and task.exception() is not None:
+        raise typing.cast(BaseException, task.exception())
     return stop.is_set()
 
 

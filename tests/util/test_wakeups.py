@@ -5,6 +5,8 @@ We test these aspects:
 - ``first_set``: returns at once when a flag is set already, when the first of several is set,
   or at its timeout (saying whether one was set), and leaves no waiter task behind;
 - ``sleep_or_stop``: sleeps its time, is cut short by the stop, and says which;
+- ``run_until``: work that ends ends it; a stop cancels the work; the work's failure is raised;
+  no task is left behind either way;
 - ``Wakeup``: a wake before the sleep is not lost, many wakes count as one and are consumed by
   the sleep, ``clear`` drops one, a stop or a timeout ends the sleep unwoken;
 - ``Wakeups``: a wait watching some keys is woken by any of them and by no other, several waits
@@ -57,6 +59,36 @@ async def test_sleep_or_stop_sleeps_or_is_cut_short(looptime: looptime.LoopTimeP
     asyncio.get_running_loop().call_later(1, stop.set)
     assert await wakeups.sleep_or_stop(60, stop=stop)
     assert looptime == 3
+
+
+async def test_run_until_ends_with_the_work_or_cancels_it_at_the_stop(
+    looptime: looptime.LoopTimeProxy,
+) -> None:
+    stop = asyncio.Event()
+    cancelled: list[str] = []
+
+    async def work(seconds: float) -> None:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            cancelled.append("work")
+            raise
+
+    assert not await wakeups.run_until(work(3), stop=stop, name="short")
+    assert looptime == 3 and not cancelled
+    asyncio.get_running_loop().call_later(2, stop.set)
+    assert await wakeups.run_until(work(100), stop=stop, name="long")
+    assert looptime == 5 and cancelled == ["work"]
+    assert not _other_tasks()
+
+
+async def test_run_until_raises_the_failure_of_the_work() -> None:
+    async def failing() -> None:
+        raise ValueError("watch broke")
+
+    with pytest.raises(ValueError, match="watch broke"):
+        await wakeups.run_until(failing(), stop=asyncio.Event(), name="failing")
+    assert not _other_tasks()
 
 
 async def test_a_wake_before_the_sleep_is_kept_and_many_count_as_one(

@@ -147,7 +147,7 @@ class Admission:
         # What the last snapshot offered through the gate, and how often that changed.
         self._offered: tuple[tuple[pods.PodInfo, ...], tuple[str, ...]] = ((), ())
         self._offer_changes = 0
-        self._recreating: dict[str, asyncio.Event] = {}  # pod key -> set when the old one is gone
+        self._recreating: dict[str, wakeups.Wakeup] = {}  # pod key -> woken when the old one goes
         # Refused pods to send back later (no pod is deleted twice within the resend interval):
         # pod key -> (when, UID, node).
         self._due: dict[str, tuple[float, str, str]] = {}
@@ -335,7 +335,7 @@ class Admission:
             self.rejections.forget_pod(key)
         gone = self._recreating.get(key)
         if gone is not None:
-            gone.set()
+            gone.wake()
         self._sink.pod_removed(key)
 
     # SnapshotSource ----------------------------------------------------------------------

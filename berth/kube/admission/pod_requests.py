@@ -9,8 +9,6 @@ the log, repeats are debug (one line per pod would flood the log while the API s
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import typing
 
@@ -21,7 +19,7 @@ from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import wire
 from berth.status import conditions
-from berth.util import clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["PodRequests"]
 
@@ -100,10 +98,10 @@ class PodRequests:
             self.log_failure("evict", f"evicting rejected pod {key} failed: {exc}")
 
     async def recreate(
-        self, key: str, obj: dict[str, typing.Any], *, node: str, gone: asyncio.Event
+        self, key: str, obj: dict[str, typing.Any], *, node: str, gone: wakeups.Wakeup
     ) -> None:
         """A rejected bare pod: delete it and create it again, unpinned and gated (``gone`` is
-        set when the informers see the old pod go)."""
+        woken when the informers see the old pod go)."""
         options: dict[str, typing.Any] = {
             "preconditions": {"uid": wire.sub(obj, "metadata").get("uid")}
         }
@@ -112,7 +110,7 @@ class PodRequests:
         try:
             await self.call("DELETE", pod_edits.path(key), body=options)
         except errors.NotFound:
-            gone.set()
+            gone.wake()
         except errors.Conflict:
             return  # another pod of that name already: nothing of ours to recreate
         except errors.KubeError as exc:
@@ -132,8 +130,7 @@ class PodRequests:
                 if left <= 0:
                     break
                 gone.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(gone.wait(), timeout=min(left, 5.0))
+                await gone.sleep(timeout=min(left, 5.0))
             except errors.KubeError as exc:
                 self.log_failure("recreate", f"recreating rejected pod {key} failed: {exc}")
                 return

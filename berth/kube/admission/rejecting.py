@@ -33,7 +33,7 @@ from berth.kube.transport import events, pod_edits
 from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.status import conditions
-from berth.util import clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["Rejecting"]
 
@@ -45,7 +45,7 @@ class Rejecting:
 
     Shared with admission: ``objects`` (the raw pods it may patch), ``due`` (refused pods to send
     back later: pod key -> (when, UID, node); no pod is deleted twice within the resend
-    interval), ``recreating`` (pod key -> set when the old pod is gone) and ``jobs`` (the
+    interval), ``recreating`` (pod key -> woken when the old pod is gone) and ``jobs`` (the
     requests its workers send); ``seen`` is the inner source's last snapshot, ``group_of`` a
     pod's group key.
     """
@@ -60,7 +60,7 @@ class Rejecting:
         clock: clocks.Clock,
         objects: dict[str, dict[str, typing.Any]],
         due: dict[str, tuple[float, str, str]],
-        recreating: dict[str, asyncio.Event],
+        recreating: dict[str, wakeups.Wakeup],
         jobs: asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]],
         seen: collections.abc.Callable[[], snapshots.Snapshot | None],
         group_of: collections.abc.Callable[[str], str | None],
@@ -187,12 +187,12 @@ class Rejecting:
         if pod_edits.controlled(obj):
             self._jobs.put_nowait(lambda: self._requests.evict(key, obj))
         else:
-            self._recreating[key] = asyncio.Event()
+            self._recreating[key] = wakeups.Wakeup()
             self._jobs.put_nowait(lambda: self._recreate(key, obj, node=node))
 
     async def _recreate(self, key: str, obj: dict[str, typing.Any], *, node: str) -> None:
         """A rejected bare pod: delete it and create it again, unpinned and gated."""
-        gone = self._recreating.get(key) or asyncio.Event()
+        gone = self._recreating.get(key) or wakeups.Wakeup()
         try:
             await self._requests.recreate(key, obj, node=node, gone=gone)
         finally:

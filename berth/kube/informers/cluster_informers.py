@@ -176,6 +176,7 @@ class ClusterInformers:
                 on_change=change,
                 on_remove=remove,
                 on_health=self._health,
+                on_listed=self._listed,
                 watch_timeout=watch_timeout,
             )
 
@@ -208,20 +209,14 @@ class ClusterInformers:
         self.sync.report()
         if not await self._discover_devices(stop):
             return
-        waiters = [
-            asyncio.create_task(self._listed(i), name=f"informers: {i.resource.name} listed")
-            for i in self.informers
-        ]
-        waiters.append(asyncio.create_task(self._await_sync(), name="informers: synced"))
+        synced = asyncio.create_task(self._await_sync(), name="informers: synced")
         try:
             await asyncio.gather(*(i.run(stop) for i in self.informers))
         finally:
-            for waiter in waiters:
-                waiter.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
+            synced.cancel()
+            await asyncio.gather(synced, return_exceptions=True)
 
-    async def _listed(self, informer: Informer) -> None:
-        await informer.synced.wait()
+    def _listed(self, informer: Informer) -> None:
         self.sync.listed(informer.resource.name)
 
     async def _discover_devices(self, stop: asyncio.Event) -> bool:
@@ -279,7 +274,8 @@ class ClusterInformers:
         return True
 
     async def _await_sync(self) -> None:
-        await self.sync.synced.wait()
+        """Kick the scheduling loop once the cache is synced (again on a run after a stop)."""
+        await wakeups.first_set(self.sync.synced)
         self._trigger.set()
 
     def _health(self, informer: Informer, problem: str | None) -> None:

@@ -63,7 +63,8 @@ class Informer:
     """Lists and watches one :class:`Resource`; see the module docstring.
 
     ``on_change`` and ``on_remove`` run on the event loop and must not block; an exception from
-    them is logged as a malformed object and the watch goes on.
+    them is logged as a malformed object and the watch goes on. ``on_listed`` is told once, when
+    the first list has been handed to them (as :attr:`synced` is set).
     """
 
     def __init__(
@@ -74,6 +75,7 @@ class Informer:
         on_change: ChangeCallback,
         on_remove: RemoveCallback,
         on_health: collections.abc.Callable[[Informer, str | None], None] | None = None,
+        on_listed: collections.abc.Callable[[Informer], None] | None = None,
         watch_timeout: int = 300,
         backoff: tuple[float, float] = (0.5, 30.0),
         rng: random.Random | None = None,
@@ -83,6 +85,7 @@ class Informer:
         self._on_change = on_change
         self._on_remove = on_remove
         self._on_health = on_health
+        self._on_listed = on_listed
         self._watch_timeout = watch_timeout
         self._backoff = backoff
         self._rng = rng if rng is not None else random.Random()
@@ -96,17 +99,7 @@ class Informer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """List and watch until ``stop`` is set."""
-        # Cancelled rather than polled for ``stop``: a watch may be silent for minutes.
-        task = asyncio.create_task(self._loop(stop), name=f"informer: {self.resource.name}")
-        stopping = asyncio.create_task(stop.wait(), name=f"informer stop: {self.resource.name}")
-        try:
-            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in (task, stopping):
-                waiter.cancel()
-            await asyncio.gather(task, stopping, return_exceptions=True)
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise typing.cast(BaseException, task.exception())
+        await wakeups.run_until(self._loop(stop), stop=stop, name=f"informer: {self.resource.name}")
 
     async def _loop(self, stop: asyncio.Event) -> None:
         delay = self._backoff[0]
@@ -142,6 +135,8 @@ class Informer:
         if not self.synced.is_set():
             logger.info("%s: listed %d", self.resource.name, len(seen))
             self.synced.set()
+            if self._on_listed is not None:
+                self._on_listed(self)
 
     async def _follow(self) -> None:
         events = watching.watch(
