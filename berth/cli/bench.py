@@ -11,7 +11,8 @@ times the cycles of a full cluster with a long backlog (parked work; see
 benchmarks (``sim``, ``emulator``) join the same group as subcommands. ``gpu-sharing``
 compares GPU placement policies on the same arrivals (:mod:`berth.sim.gpusharing`).
 ``pod-events`` times the cache's work for each watch event of a pod
-(:mod:`berth.sim.pod_events`).
+(:mod:`berth.sim.pod_events`); ``requests`` the client's work for each API request
+(:mod:`berth.cli.bench_requests`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import typing
 
 import click
 
-from berth.cli import e2e, soak
+from berth.cli import bench_requests, e2e, soak
 from berth.cli import emulator as emulator_cli
 from berth.sim import benchmarks, gpusharing, pod_events, stress
 
@@ -119,6 +120,20 @@ for _name, _summary in (
 def pod_events_command(pods: int) -> None:
     """CPU microseconds per pod watch event in the cache: created, bound, running."""
     click.echo(json.dumps(pod_events.run(pods=pods)))
+
+
+@command.command("requests")
+@click.option("--requests", type=click.IntRange(min=1), default=20_000, show_default=True)
+@click.option(
+    "--in-flight",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Requests in flight at once (the binder's default).",
+)
+def requests_command(requests: int, in_flight: int) -> None:
+    """Client CPU microseconds per API request (a binding) sent as Berth sends it."""
+    click.echo(json.dumps(bench_requests.run(requests=requests, in_flight=in_flight)))
 
 
 @command.command("sim")

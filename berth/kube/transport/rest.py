@@ -1,8 +1,9 @@
 """Raw-JSON REST calls to the Kubernetes API over a ``kubernetes_asyncio`` API client.
 
 The client library gives Berth configuration (kubeconfig, in-cluster service account, token
-refresh, TLS) and a connection pool; this module sends requests through it and moves plain JSON
-dicts, not generated model objects: those cost too much on the hot paths (docs/architecture.md) and
+refresh, TLS, proxy) and a connection pool (its aiohttp session); this module sends requests
+through that session itself, not through the client's ``call_api``, and moves plain JSON dicts,
+not generated model objects: those cost too much on the hot paths (docs/architecture.md) and
 tie every caller to the library. Every asynchronous caller in :mod:`berth.kube` (leases, the
 informers' lists, the binder, admission, Events) and the status writers go through
 :func:`request`; the watch stream (:mod:`berth.kube.transport.watching`) shares its auth and
@@ -15,8 +16,10 @@ subclass chosen by status, no answer (refused, reset, timed out) as ``TransportE
 from __future__ import annotations
 
 import collections.abc
+import datetime
 import json
 import typing
+import urllib.parse
 
 import aiohttp
 import kubernetes_asyncio.client
@@ -57,19 +60,46 @@ async def request(
     """Send one request and return the decoded JSON object of a 2xx answer.
 
     ``path`` is absolute (``/apis/coordination.k8s.io/v1/namespaces/ns/leases/name``);
-    ``timeout`` bounds the whole exchange in seconds (None: the client's default, no limit).
+    ``timeout`` bounds the whole exchange in seconds (None: no limit, as the client's default).
+
+    The request goes straight to the client's aiohttp session, with what the client's
+    ``call_api`` would have added: its default headers (User-Agent), its cookie, the bearer
+    token (through the configuration, so an exec plugin's or service account's token is
+    refreshed as it would be), its proxy and TLS server name. ``call_api`` itself is skipped:
+    it walks every header, parameter and body to sanitise generated model objects Berth never
+    sends, and that walk was about a tenth of the client CPU of a binding (docs/performance.md).
     """
     what = f"{method} {path}"
+    configuration = api.configuration
+    transport = api.rest_client
+    headers = {"Accept": "application/json", "Content-Type": content_type}
+    headers.update(api.default_headers)
+    if api.cookie:
+        headers["Cookie"] = api.cookie
+    url = f"{configuration.host}{path}"
+    if query:
+        url += "?" + urllib.parse.urlencode(list(query.items()))
+    options: dict[str, typing.Any] = {}
+    if transport.proxy:
+        options["proxy"] = transport.proxy
+    if transport.proxy_headers:
+        options["proxy_headers"] = transport.proxy_headers
+    if transport.server_hostname:
+        options["server_hostname"] = transport.server_hostname
     try:
-        response = await api.call_api(
-            path,
+        # Inside the try: an exec plugin that cannot refresh the token fails as the request.
+        settings = await configuration.auth_settings()
+        for name in AUTH_SETTINGS:
+            setting = settings.get(name)
+            if setting:
+                headers[setting["key"]] = setting["value"]
+        response = await transport.pool_manager.request(
             method,
-            query_params=list(query.items()) if query else None,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=dict(body) if body is not None else None,
-            auth_settings=AUTH_SETTINGS,
-            _preload_content=False,
-            _request_timeout=timeout,
+            url,
+            headers=headers,
+            data=_ENCODER.encode(body).encode() if body is not None else None,
+            timeout=aiohttp.ClientTimeout(total=timeout) if timeout else _NO_TIMEOUT,
+            **options,
         )
         async with response:
             status = response.status
@@ -85,6 +115,21 @@ async def request(
     if decoded is None:
         raise errors.APIError(f"{what}: {status} answer is not a JSON object", status=status)
     return decoded
+
+
+_NO_TIMEOUT = aiohttp.ClientTimeout()
+"""No limit on any part of the exchange (the session's own default would be five minutes)."""
+
+
+def _json_default(value: object) -> str:
+    # What the client's sanitiser did for the one non-JSON type a caller may hand over.
+    if isinstance(value, datetime.date):  # datetime.datetime included
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+_ENCODER = json.JSONEncoder(default=_json_default)
+"""One encoder for every body (``json.dumps`` with ``default=`` builds one per call)."""
 
 
 def _not_leader(exc: BaseException) -> errors.NotLeader | None:
