@@ -83,6 +83,7 @@ NEEDS_CAPACITY: collections.abc.Mapping[Code, bool] = types.MappingProxyType(
         Code.VOLUME_IN_USE: False,
         Code.RESOURCE_CLAIM_PROBLEM: False,  # the claim cannot be allocated wherever it goes
         Code.RESERVATION_UNAVAILABLE: False,  # it waits for its Reservation, not for nodes
+        Code.NOT_STARTED: False,  # a Reservation before its startAt: not due, nodes or not
         Code.NAMESPACE_NOT_ADMITTED: False,
         Code.INVALID: False,
         Code.GROUP_PENDING: False,
