@@ -276,6 +276,7 @@ def build(inputs: Inputs) -> Parts:
             answer_timeout=autoscaling.answer_timeout,
             retry_after=autoscaling.retry_after,
             resync=max(config.period, 5.0),
+            on_hold=sink.hold_pending,
         )
         if autoscaling.capacity_requests
         else None

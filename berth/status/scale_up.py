@@ -27,6 +27,17 @@ autoscaler's own words, never parsed):
 
 :func:`with_condition` renders a verdict as the PodGroup's ``ScaleUp`` condition (a type no
 autoscaler reads). Pure and synchronous.
+
+**A gang the autoscaler cannot fit is kept off its list** (:class:`Holds`). Karpenter decides
+a provisioning round pod by pod: it buys nodes for the members that fit and says
+``FailedScheduling`` for the one that fits nowhere — nodes the gang, placed whole or not at
+all, can never use, kept alive by its nominations. Once a gang's verdict is
+``AutoscalerCannotFit``, its pods wait as ``AutoscalerCannotFit`` instead of
+``Unschedulable`` (:func:`berth.scheduler.framework.pending.withheld`): no autoscaler reads
+that reason, so it buys nothing more and consolidates what it bought. After a backoff
+(:data:`HOLD_FIRST`, doubling after each verdict in a row up to :data:`HOLD_CAP`) the pods are
+shown to it again, so that a NodePool changed meanwhile is noticed: one provisioning round,
+whose verdict either holds them again or (a plan for every member) lets the gang scale up.
 """
 
 from __future__ import annotations
@@ -36,13 +47,18 @@ import dataclasses
 import enum
 import typing
 
+from berth.api import durations
+from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import wire
 from berth.status import capacity_requests as plans
 from berth.status import conditions
 
 __all__ = [
     "CONDITION_SCALE_UP",
+    "HOLD_CAP",
+    "HOLD_FIRST",
     "Action",
+    "Holds",
     "ScaleUp",
     "PLAN_STANDS",
     "SOURCES",
@@ -113,6 +129,8 @@ class ScaleUp:
 
     code: ScaleUpReason
     message: str
+    at: float | None = None
+    """When the autoscaler last said it (``AutoscalerCannotFit``: its latest refusal)."""
 
     @property
     def status(self) -> str:
@@ -230,8 +248,9 @@ def judge(
         return ScaleUp(
             ScaleUpReason.AUTOSCALER_CANNOT_FIT,
             f"{_WHO.get(first.source, first.source)} cannot place {len(refused)} of its {pods} "
-            f"waiting pod{'s' if pods != 1 else ''} on any node it could add, so it buys none "
-            f"for the gang (pod {uids[first.pod_uid]}: {first.message})",
+            f"waiting pod{'s' if pods != 1 else ''} on any node it could add, and the gang is "
+            f"placed whole or not at all (pod {uids[first.pod_uid]}: {first.message})",
+            at=max(s.at for s in refused),
         )
     planned = sorted(
         (s for s in latest.values() if s.action is Action.PLANNED and s.at >= since - 1),
@@ -297,3 +316,90 @@ def with_condition(
         message=verdict.message,
         now=now,
     )
+
+
+HOLD_FIRST = 300.0
+"""Seconds a gang the autoscaler cannot fit is first kept off its list. Karpenter repeats its
+``FailedScheduling`` Event for a pod at most every five minutes (its recorder's dedupe): a
+shorter hold could show the pods again before Karpenter may say its verdict again, and they
+would stay ``Unschedulable`` on the old one."""
+
+HOLD_CAP = 3600.0
+"""The longest hold: a NodePool changed meanwhile is noticed within an hour."""
+
+_SKEW = 30.0  # seconds the autoscaler's clock may lag Berth's when its Event is stamped
+
+
+@dataclasses.dataclass(frozen=True)
+class _Hold:
+    until: float  # when the pods are shown to the autoscaler again
+    rounds: int  # holds in a row: the backoff's exponent
+
+
+class Holds:
+    """Which gangs' pods wait as ``AutoscalerCannotFit`` (module docstring): fed every pass's
+    verdicts, on a clock of the caller's. Pure: no I/O, no clock of its own."""
+
+    def __init__(self, *, first: float = HOLD_FIRST, cap: float = HOLD_CAP) -> None:
+        if not 0 < first <= cap:
+            raise ValueError(f"hold backoff must satisfy 0 < first <= cap, got {first}, {cap}")
+        self._first = first
+        self._cap = cap
+        self._holds: dict[str, _Hold] = {}  # group key -> its last hold (held or released)
+        self._held: dict[str, reasons.Reason] = {}  # group key -> what its pods say
+
+    @property
+    def held(self) -> collections.abc.Mapping[str, reasons.Reason]:
+        """The gangs whose pods are kept off the autoscalers' list, and what they say."""
+        return self._held
+
+    def until(self, group: str) -> float | None:
+        """When ``group``'s pods are shown to the autoscaler again (None: not held)."""
+        hold = self._holds.get(group)
+        return hold.until if hold is not None and group in self._held else None
+
+    def update(self, verdicts: collections.abc.Mapping[str, ScaleUp], *, now: float) -> bool:
+        """Take a pass's ``verdicts`` (by group key) at ``now``; whether :attr:`held` changed.
+
+        A gang is held when its verdict first becomes ``AutoscalerCannotFit``; released when
+        its hold ends; held again, for twice as long, only when the autoscaler says it again
+        after the release (its pods were shown to it and it still cannot fit them). A verdict
+        that is anything else (a plan for every member, the gang placed or gone) forgets it:
+        its next refusal starts over at :data:`HOLD_FIRST`."""
+        changed = False
+        for group in [g for g in self._holds if not _cannot_fit(verdicts.get(g))]:
+            del self._holds[group]
+            changed |= self._held.pop(group, None) is not None
+        for group, verdict in sorted(verdicts.items()):
+            if not _cannot_fit(verdict) or verdict.at is None:
+                continue
+            hold = self._holds.get(group)
+            if hold is None:
+                self._hold(group, verdict, rounds=1, now=now)
+                changed = True
+            elif now >= hold.until:
+                if self._held.pop(group, None) is not None:
+                    changed = True
+                if verdict.at >= hold.until - _SKEW:  # said again once shown again
+                    self._hold(group, verdict, rounds=hold.rounds + 1, now=now)
+                    changed = True
+        return changed
+
+    def _hold(self, group: str, verdict: ScaleUp, *, rounds: int, now: float) -> None:
+        backoff = min(self._first * 2 ** (rounds - 1), self._cap)
+        until = now + backoff
+        self._holds[group] = _Hold(until=until, rounds=rounds)
+        self._held[group] = reasons.new(
+            reasons.ReasonCode.AUTOSCALER_CANNOT_FIT,
+            f"pod group {group}: {verdict.message}; so that no node is bought for the members "
+            f"that fit, its pods are kept off the autoscalers' list until "
+            f"{conditions.timestamp(until)} (backoff "
+            f"{durations.format_duration(int(backoff * 1000))}), then shown to them again",
+            plugin="autoscaler",
+            group=group,
+            until=until,
+        )
+
+
+def _cannot_fit(verdict: ScaleUp | None) -> bool:
+    return verdict is not None and verdict.code is ScaleUpReason.AUTOSCALER_CANNOT_FIT

@@ -554,10 +554,14 @@ async def test_karpenter_unable_to_fit_a_member_is_said_on_the_group(world: Worl
     await world.requests.reconcile()
     verdict = world.requests.verdicts["default/g"]
     assert verdict.code is scale_up.ScaleUpReason.AUTOSCALER_CANNOT_FIT
+    # Its pods are kept off the autoscalers' list for five minutes (the binder is told).
+    until = conditions.timestamp(world.clock.now() + scale_up.HOLD_FIRST)
     assert verdict.message == (
-        "Karpenter cannot place 1 of its 3 waiting pods on any node it could add, so it buys "
-        f"none for the gang (pod default/g-1: {KARPENTER_FAILED})"
+        "Karpenter cannot place 1 of its 3 waiting pods on any node it could add, and the gang "
+        f"is placed whole or not at all (pod default/g-1: {KARPENTER_FAILED}); its pods wait as "
+        f"AutoscalerCannotFit, off the autoscalers' list, until {until}"
     )
+    assert set(world.requests.holds.held) == {"default/g"}
     # The group's reason carries it (the code stands), and one Warning Event on the PodGroup.
     why = reasons.new(reasons.ReasonCode.NOT_ENOUGH_RESOURCES, "0/2 nodes fit")
     result = decisions.CycleResult(session_id="s", group_why={"default/g": why})
@@ -582,6 +586,7 @@ async def test_karpenter_unable_to_fit_a_member_is_said_on_the_group(world: Worl
     world.cycle()
     await world.requests.reconcile()
     assert world.requests.verdicts == {}
+    assert world.requests.holds.held == {}  # and its hold with it
 
 
 async def test_no_autoscaler_acting_is_said_after_the_timeout_then_its_plan(world: World) -> None:

@@ -13,7 +13,9 @@ We test these aspects:
   per node;
 - a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
   reason changes (``Unschedulable`` only for capacity, else the code), a gang's in one burst,
-  and a burst made stale by a newer decision never written;
+  and a burst made stale by a newer decision never written; a gang the autoscaler cannot fit
+  rewritten at once, in one burst, off the autoscalers' list (and back when its hold ends),
+  without a new cycle, and held on the next cycle's decisions too;
 - Reservation decisions: ``Available`` on a node, an owner allocated (allocate-once ends it
   ``Succeeded``), ``Expired``, and why a Pending one waits — published by the sink and written
   by what Kopf's Reservation status handler runs (``berth.controllers.reservation_statuses``).
@@ -448,6 +450,44 @@ async def test_a_superseded_burst_writes_nothing(harness: Harness) -> None:
     assert scheduled_condition(harness, "p") == ("False", "NotEnoughPods", second.message)
     status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
     assert harness.emulator.count("PATCH", status_path) == 1
+
+
+async def test_a_held_gang_leaves_the_autoscalers_list_at_once_and_returns(
+    harness: Harness,
+) -> None:
+    for i in range(3):
+        harness.add_pod(f"h-{i}")
+    harness.start()
+    room = waiting("0/2 nodes fit: 2 Insufficient nvidia.com/gpu")
+    gang = marked("default/h", *((f"default/h-{i}", room, True) for i in range(3)))
+    harness.apply(gang)
+    await harness.settle()
+    verdict = reasons.new(
+        reasons.ReasonCode.AUTOSCALER_CANNOT_FIT,
+        "pod group default/h: Karpenter cannot place 1 of its 3 waiting pods",
+        group="default/h",
+    )
+    # The hold rewrites the gang's pods from its last decision: no cycle needed.
+    harness.sink.hold_pending({"default/h": verdict})
+    await harness.settle()
+    assert harness.sink.pending.bursts == 2
+    for i in range(3):
+        assert scheduled_condition(harness, f"h-{i}") == (
+            "False",
+            "AutoscalerCannotFit",
+            verdict.message,
+        )
+    messages = {e["involvedObject"]["name"]: e["message"] for e in harness.stored_events()}
+    assert messages == {f"h-{i}": verdict.message for i in range(3)}
+    # The next cycle repeats the capacity decision: still held, nothing written.
+    harness.apply(gang)
+    await harness.settle()
+    assert harness.sink.pending.bursts == 2
+    # The hold ends: shown to the autoscalers again, in one burst.
+    harness.sink.hold_pending({})
+    await harness.settle()
+    assert harness.sink.pending.bursts == 3
+    assert {scheduled_condition(harness, f"h-{i}")[1] for i in range(3)} == {"Unschedulable"}
 
 
 def _reservation(name: str) -> Object:

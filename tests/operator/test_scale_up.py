@@ -12,7 +12,11 @@ cannot"):
   and carries the words; a Warning Event on the PodGroup says it once;
 - a gang nobody acts on: after ``answerTimeout`` (virtual) its ``ScaleUp`` condition is
   ``NoAutoscalerActed``; nothing is asked of the autoscaler for either gang (no PodTemplate,
-  no request).
+  no request);
+- a gang Karpenter cannot fit leaves its list: every member's ``PodScheduled`` reason becomes
+  ``AutoscalerCannotFit`` (which no autoscaler reads), its ``FailedScheduling`` Event says
+  why and until when; five (virtual) minutes later the members read ``Unschedulable`` again
+  and stay so on Karpenter's old word; Karpenter's new word holds them again, for ten.
 """
 
 from __future__ import annotations
@@ -82,6 +86,53 @@ FAILED = (
 )
 
 
+def karpenter_failed(emulator: testing.RunningEmulator, pod: Obj, name: str, *, at: float) -> None:
+    """Write the Warning ``FailedScheduling`` Event Karpenter writes on a pod it cannot fit."""
+    stamp = conditions.timestamp(at)
+    conftest.create(
+        emulator,
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name},
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": "default",
+                "name": pod["metadata"]["name"],
+                "uid": pod["metadata"]["uid"],
+                "apiVersion": "v1",
+            },
+            "reason": "FailedScheduling",
+            "message": FAILED,
+            "type": "Warning",
+            "source": {"component": "karpenter"},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        },
+        plural="events",
+    )
+
+
+async def pod_scheduled(emulator: testing.RunningEmulator, name: str) -> Obj:
+    pod = json.loads(await kubectl(emulator, "get", "pod", name, "-o", "json"))
+    (found,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return typing.cast("Obj", found)
+
+
+async def wait_pods_read(
+    emulator: testing.RunningEmulator, names: list[str], reason: str
+) -> list[Obj]:
+    deadline = time.monotonic() + 60
+    seen: list[Obj] = []
+    while time.monotonic() < deadline:
+        seen = [await pod_scheduled(emulator, name) for name in names]
+        if {c["reason"] for c in seen} == {reason}:
+            return seen
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the pods' PodScheduled never all read {reason}: {seen}")
+
+
 async def test_the_group_says_what_karpenter_could_not_do_and_that_nobody_acted(
     emulator: testing.RunningEmulator,
 ) -> None:
@@ -94,35 +145,13 @@ async def test_the_group_says_what_karpenter_could_not_do_and_that_nobody_acted(
         pod = json.loads(await kubectl(emulator, "get", "pod", "big-0", "-o", "json"))
         (scheduled,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
         assert scheduled["reason"] == "Unschedulable"  # the ask an autoscaler reads
-        stamp = conditions.timestamp(clock.now())
-        conftest.create(
-            emulator,
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": "big-0.karpenter"},
-                "involvedObject": {
-                    "kind": "Pod",
-                    "namespace": "default",
-                    "name": "big-0",
-                    "uid": pod["metadata"]["uid"],
-                    "apiVersion": "v1",
-                },
-                "reason": "FailedScheduling",
-                "message": FAILED,
-                "type": "Warning",
-                "source": {"component": "karpenter"},
-                "firstTimestamp": stamp,
-                "lastTimestamp": stamp,
-                "count": 1,
-            },
-            plural="events",
-        )
+        karpenter_failed(emulator, pod, "big-0.karpenter", at=clock.now())
         scale_up = await wait_condition(emulator, "big", "ScaleUp", "AutoscalerCannotFit")
         assert scale_up["status"] == "False"
-        assert scale_up["message"] == (
-            "Karpenter cannot place 1 of its 2 waiting pods on any node it could add, so it "
-            f"buys none for the gang (pod default/big-0: {FAILED})"
+        assert scale_up["message"].startswith(
+            "Karpenter cannot place 1 of its 2 waiting pods on any node it could add, and the "
+            f"gang is placed whole or not at all (pod default/big-0: {FAILED}); its pods wait "
+            "as AutoscalerCannotFit, off the autoscalers' list, until "
         )
         said = await condition(emulator, "big", "Scheduled")
         assert said is not None and said["reason"] == "ClusterTooSmall"
@@ -155,3 +184,62 @@ async def test_the_group_says_what_karpenter_could_not_do_and_that_nobody_acted(
         assert (
             json.loads(await kubectl(emulator, "get", "podtemplates", "-o", "json"))["items"] == []
         )
+
+
+async def test_a_gang_karpenter_cannot_fit_leaves_its_list_and_is_shown_again_later(
+    emulator: testing.RunningEmulator,
+) -> None:
+    emulator.start_kubelets(["2x cpu=4,memory=8Gi"], speedup=30)
+    serve_karpenter(emulator)
+    # The clock starts at the wall clock's time (the API server stamps an Event's creation
+    # with it), so that Karpenter's words written before the hold read as old once the virtual
+    # clock has passed its end.
+    clock = clocks.VirtualClock(time.time())
+    members = ["big-0", "big-1"]
+    async with running.operator_on(emulator, clock=clock):
+        await kubectl(emulator, "apply", "-f", "-", input=gang("big"))
+        await wait_pods_read(emulator, members, "Unschedulable")
+        pod = json.loads(await kubectl(emulator, "get", "pod", "big-0", "-o", "json"))
+        karpenter_failed(emulator, pod, "big-0.karpenter", at=clock.now())
+        held = await wait_pods_read(emulator, members, "AutoscalerCannotFit")
+        message = held[0]["message"]
+        assert {c["message"] for c in held} == {message}
+        assert message.startswith(
+            "pod group default/big: Karpenter cannot place 1 of its 2 waiting pods"
+        )
+        assert "its pods are kept off the autoscalers' list until" in message
+        assert "(backoff 5m0s)" in message
+        # Each member's Event says why.
+        deadline = time.monotonic() + 60
+        said: dict[str, str] = {}
+        while time.monotonic() < deadline and set(said) != set(members):
+            listed = json.loads(
+                await kubectl(
+                    emulator,
+                    "get",
+                    "events",
+                    "--field-selector",
+                    "involvedObject.kind=Pod,reason=FailedScheduling",
+                    "-o",
+                    "json",
+                )
+            )
+            said = {
+                e["involvedObject"]["name"]: e["message"]
+                for e in listed["items"]
+                if e["message"] == message
+            }
+            await asyncio.sleep(0.2)
+        assert set(said) == set(members)
+
+        # The hold ends: the pods are shown to the autoscalers again...
+        clock.advance(301)
+        await wait_pods_read(emulator, members, "Unschedulable")
+        # ... and Karpenter's old word does not hold them again.
+        clock.advance(30)
+        await asyncio.sleep(7)  # more than a pass of the capacity requests (5 s)
+        assert {(await pod_scheduled(emulator, n))["reason"] for n in members} == {"Unschedulable"}
+        # Karpenter says it again: held again, twice as long.
+        karpenter_failed(emulator, pod, "big-0.karpenter-2", at=clock.now())
+        again = await wait_pods_read(emulator, members, "AutoscalerCannotFit")
+        assert "(backoff 10m0s)" in again[0]["message"]

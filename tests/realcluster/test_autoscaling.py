@@ -48,6 +48,13 @@ any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 
    NodeClaim is made, nothing is bound or evicted. (Windows of ``-5s`` or ``forever`` are
    refused by the API server, naming the field: ``tests/api/bad_inputs.py``, run against the
    real API server by ``test_bad_input_table.py``.)
+8. bad input, a gang only some of whose members the pool can fit (scheduler mode): two 4-GPU
+   members only a new node of the pool can take, and one of 16 GPUs that no instance type
+   holds. Karpenter's first round, which sees all three, says ``FailedScheduling`` for the
+   big one (and may buy nodes for the two that fit: it decides pod by pod); once Berth has
+   read it, every member reads ``AutoscalerCannotFit`` (no autoscaler's reason), whatever
+   Karpenter bought is consolidated, and for 90 s after no NodeClaim is made: no node is
+   bought for pods that cannot use it, nothing is bound or evicted.
 
 Each test is short (a few minutes at most) and waits on conditions with generous bounds; on a
 failure it prints the tails of Karpenter's and Berth's logs. Skipped without the control
@@ -726,6 +733,76 @@ def test_a_gang_no_node_shape_fits_buys_nothing_and_is_told_why(
             for r in karpenter_lines(real, after=offset)
         )
         assert claims(real) == []
+        assert not [
+            r
+            for r in real.audited()
+            if r.namespace == namespace and r.resource in ("pods/eviction", "pods/binding")
+        ]
+
+
+def test_a_gang_only_partly_fitting_the_pool_buys_no_node_for_the_members_that_fit(
+    real: cluster.RealCluster,
+) -> None:
+    with logs_on_failure(real):
+        namespace = real.namespace()
+        real.berth(mode="scheduler")
+        # Two members only a new node of the pool can take (the fixed nodes lack its label),
+        # one that no instance type holds (16 GPUs; the largest has 8).
+        pool_only = {"nodeSelector": {karpenter.NODE_POOL_LABEL: POOL}}
+        real.create(
+            pods.pod_group("mixed", min_member=3, queue="default"),
+            gpu_pod("mixed-0", gpus=4, group="mixed", extra_spec=pool_only),
+            gpu_pod("mixed-1", gpus=4, group="mixed", extra_spec=pool_only),
+            gpu_pod("mixed-2", gpus=16, group="mixed"),
+            namespace=namespace,
+        )
+        members = ["mixed-0", "mixed-1", "mixed-2"]
+        offset = karpenter_offset(real)
+        wait_for(
+            real,
+            "Karpenter's verdict on the member no instance type holds",
+            lambda: (
+                "no instance type has enough resources"
+                in events_of(real, namespace, "FailedScheduling").get("mixed-2", "")
+            ),
+        )
+        wait_for(
+            real,
+            "every member off the autoscalers' list",
+            lambda: (
+                {s[1] for s in scheduled(real, namespace).values()} == {"AutoscalerCannotFit"}
+                and len(scheduled(real, namespace)) == 3
+            ),
+        )
+        held = karpenter_offset(real)
+        bought = [
+            r
+            for r in karpenter_lines(real, after=offset)
+            if r.get("message") == "created nodeclaim"
+        ]
+        print(f"Karpenter's rounds before the hold created {len(bought)} NodeClaim(s)")
+        said = scheduled(real, namespace)
+        assert all("kept off the autoscalers' list until" in m for _, _, m in said.values()), said
+        assert "Karpenter cannot place 1 of its 3 waiting pods" in said["mixed-0"][2], said
+        scale_up = group_condition(real, namespace, "mixed", "ScaleUp") or {}
+        assert scale_up.get("reason") == "AutoscalerCannotFit", scale_up
+        # What Karpenter's first round bought for the two that fit (if anything) is empty: no
+        # pod asks for it any more, so it is consolidated (the pool's consolidateAfter: 10 s).
+        wait_for(real, "no NodeClaim left for the gang", lambda: not claims(real))
+        # And none is made again. Karpenter's rounds follow pod changes and are batched within
+        # 10 s; 90 s spans several of them (and a Berth pass every 5 s), and stays well inside
+        # the gang's 5-minute hold, after which its pods are shown to Karpenter again by design.
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert claims(real) == [], "Karpenter bought a node for the gang while it was held"
+            reasons_now = {s[1] for s in scheduled(real, namespace).values()}
+            assert reasons_now == {"AutoscalerCannotFit"}, reasons_now
+            time.sleep(2)
+        assert set(scheduled(real, namespace)) == set(members)
+        # Karpenter's own log agrees: not one NodeClaim created since the gang was held.
+        assert not [
+            r for r in karpenter_lines(real, after=held) if r.get("message") == "created nodeclaim"
+        ]
         assert not [
             r
             for r in real.audited()

@@ -14,7 +14,12 @@ We test these aspects:
   does not count; the words do not change while nothing does;
 - a request's state maps to its code (refused, unanswered before and after the timeout);
 - the ``ScaleUp`` condition: status per code, other conditions kept, the transition time kept
-  while its status holds, removed with no verdict.
+  while its status holds, removed with no verdict;
+- holding a gang the autoscaler cannot fit (virtual time): held at its first refusal, with a
+  reason no autoscaler reads that says until when; shown again after five minutes; held again
+  only when the autoscaler says it again after that, twice as long each time, never longer
+  than an hour; an old refusal never holds it again; any other verdict (or none) releases it
+  at once and the next refusal starts over at five minutes.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ import typing
 
 import pytest
 
+from berth.scheduler.framework import pending, reasons
 from berth.status import capacity_requests as plans
 from berth.status import conditions, scale_up
 
 R = scale_up.ScaleUpReason
+Code = reasons.ReasonCode
 T0 = 1_800_000_000.0
 MEMBERS = {"team/train-0": "u0", "team/train-1": "u1", "team/train-2": "u2"}
 FAILED = (
@@ -133,8 +140,9 @@ def test_one_member_the_autoscaler_cannot_fit_holds_the_whole_gang() -> None:
     )
     assert verdict == scale_up.ScaleUp(
         R.AUTOSCALER_CANNOT_FIT,
-        "Karpenter cannot place 1 of its 3 waiting pods on any node it could add, so it buys "
-        f"none for the gang (pod team/train-1: {FAILED})",
+        "Karpenter cannot place 1 of its 3 waiting pods on any node it could add, and the gang "
+        f"is placed whole or not at all (pod team/train-1: {FAILED})",
+        at=T0 + 1,
     )
     assert (verdict.status, verdict.warning) == ("False", True)
 
@@ -239,3 +247,89 @@ def test_the_condition_keeps_others_and_its_transition_time() -> None:
     moved = scale_up.with_condition(first, scale_up.ScaleUp(R.SCALING_UP, "p"), now=T0 + 60)
     assert moved[0]["lastTransitionTime"] == conditions.timestamp(T0 + 60)
     assert scale_up.with_condition(first, None, now=T0 + 60) == [other]
+
+
+# Holding a gang the autoscaler cannot fit ------------------------------------------------------
+
+GANG = "team/train"
+
+
+def cannot(at: float) -> scale_up.ScaleUp:
+    return scale_up.ScaleUp(R.AUTOSCALER_CANNOT_FIT, "Karpenter cannot place 1 of its 3", at=at)
+
+
+def test_a_gang_the_autoscaler_cannot_fit_is_held_then_shown_again_with_a_backoff() -> None:
+    holds = scale_up.Holds()
+    assert holds.update({GANG: cannot(T0)}, now=T0 + 3)
+    reason = holds.held[GANG]
+    assert reason.code is Code.AUTOSCALER_CANNOT_FIT
+    assert not pending.needs_capacity(reason.code)  # no autoscaler acts on it
+    assert reason.message == (
+        "pod group team/train: Karpenter cannot place 1 of its 3; so that no node is bought "
+        "for the members that fit, its pods are kept off the autoscalers' list until "
+        f"{conditions.timestamp(T0 + 303)} (backoff 5m0s), then shown to them again"
+    )
+    assert dict(reason.details) == {"group": GANG, "until": T0 + 303}
+    # Nothing changes while the hold lasts, whatever the passes see.
+    assert not holds.update({GANG: cannot(T0)}, now=T0 + 302)
+    assert holds.until(GANG) == T0 + 303
+    # Its end: shown to the autoscaler again; the old refusal does not hold it again.
+    assert holds.update({GANG: cannot(T0)}, now=T0 + 303)
+    assert GANG not in holds.held and holds.until(GANG) is None
+    assert not holds.update({GANG: cannot(T0)}, now=T0 + 900)
+    # The autoscaler says it again: held twice as long.
+    assert holds.update({GANG: cannot(T0 + 905)}, now=T0 + 906)
+    assert holds.until(GANG) == T0 + 906 + 600
+    assert "(backoff 10m0s)" in holds.held[GANG].message
+
+
+def test_the_backoff_doubles_up_to_an_hour() -> None:
+    holds = scale_up.Holds()
+    now = T0
+    seen: list[float] = []
+    for _ in range(7):
+        holds.update({GANG: cannot(now)}, now=now)
+        until = holds.until(GANG)
+        assert until is not None
+        seen.append(until - now)
+        now = until  # released, and said again at once
+    assert seen == [300, 600, 1200, 2400, 3600, 3600, 3600]
+
+
+def test_a_refusal_stamped_a_little_before_the_release_counts_as_said_again() -> None:
+    # The autoscaler's clock may lag Berth's by seconds: its answer to the pods shown again
+    # can be stamped just before the hold's end.
+    holds = scale_up.Holds()
+    holds.update({GANG: cannot(T0)}, now=T0)
+    holds.update({GANG: cannot(T0 + 290)}, now=T0 + 301)
+    assert holds.until(GANG) == T0 + 301 + 600
+
+
+def test_any_other_verdict_releases_the_gang_and_a_later_refusal_starts_over() -> None:
+    holds = scale_up.Holds()
+    holds.update({GANG: cannot(T0)}, now=T0)
+    holds.update({GANG: cannot(T0 + 301)}, now=T0 + 301)  # second round: 10 minutes
+    planned = scale_up.ScaleUp(R.SCALING_UP, "Karpenter plans nodes for 3 of its 3", at=None)
+    assert holds.update({GANG: planned}, now=T0 + 320)
+    assert holds.held == {}
+    assert holds.update({GANG: cannot(T0 + 400)}, now=T0 + 401)
+    assert holds.until(GANG) == T0 + 401 + 300
+    assert holds.update({}, now=T0 + 402)  # placed or gone
+    assert holds.held == {}
+    assert not holds.update({}, now=T0 + 403)
+
+
+def test_each_gang_is_held_on_its_own() -> None:
+    holds = scale_up.Holds()
+    holds.update({GANG: cannot(T0)}, now=T0)
+    holds.update({GANG: cannot(T0), "team/other": cannot(T0 + 100)}, now=T0 + 100)
+    holds.update({GANG: cannot(T0), "team/other": cannot(T0 + 100)}, now=T0 + 300)
+    assert set(holds.held) == {"team/other"}
+    assert holds.until("team/other") == T0 + 400
+
+
+def test_a_hold_backoff_must_be_positive_and_bounded() -> None:
+    with pytest.raises(ValueError, match="0 < first <= cap"):
+        scale_up.Holds(first=0)
+    with pytest.raises(ValueError, match="0 < first <= cap"):
+        scale_up.Holds(first=600, cap=300)

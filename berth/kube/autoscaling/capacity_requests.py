@@ -165,6 +165,8 @@ class CapacityRequests:
         retry_after: float = 60.0,
         retry_cap: float = 900.0,
         resync: float = 5.0,
+        on_hold: collections.abc.Callable[[collections.abc.Mapping[str, reasons.Reason]], None]
+        | None = None,
     ) -> None:
         self._api = api
         self._writer = writer
@@ -188,6 +190,9 @@ class CapacityRequests:
         self._verdicts: dict[str, scale_up.ScaleUp] = {}  # group key -> what the autoscaler did
         self._sightings: list[scale_up.Sighting] = []  # the autoscalers' Events, last read
         self._said: dict[str, scale_up.ScaleUpReason] = {}  # a signalled gang's last Event
+        self.holds = scale_up.Holds()
+        """The gangs Karpenter cannot fit, kept off its list for a backoff."""
+        self._on_hold = on_hold  # told the held gangs whenever they change (the binder)
         self.karpenter = False
         """Karpenter's NodePools are served (an autoscaler is expected to act)."""
         self._noted: tuple[decisions.CycleResult, dict[str, str], decisions.CycleResult] | None = (
@@ -781,6 +786,7 @@ class CapacityRequests:
         by_pod: dict[str, list[scale_up.Sighting]] = {}  # each gang reads its members' only
         for seen in self._sightings:
             by_pod.setdefault(seen.pod_uid, []).append(seen)
+        judged: dict[str, scale_up.ScaleUp] = {}
         for group, signalled in self.planner.signals.items():
             verdict = scale_up.judge(
                 signalled.members,
@@ -790,13 +796,26 @@ class CapacityRequests:
                 timeout=self._answer_timeout,
                 autoscaled=autoscaled,
             )
-            if verdict is None:
-                continue
+            if verdict is not None:
+                judged[group] = verdict
+        # A gang the autoscaler cannot fit is kept off its list for a while: otherwise it
+        # buys nodes for the members that fit, which the gang can never use.
+        if self.holds.update(judged, now=now) and self._on_hold is not None:
+            self._on_hold(self.holds.held)
+        for group, verdict in sorted(judged.items()):
+            until = self.holds.until(group)
+            if until is not None:
+                verdict = dataclasses.replace(
+                    verdict,
+                    message=f"{verdict.message}; its pods wait as "
+                    f"{self.holds.held[group].code.value}, off the autoscalers' list, until "
+                    f"{conditions.timestamp(until)}",
+                )
             verdicts[group] = verdict
             if self._said.get(group) is not verdict.code:
                 self._said[group] = verdict.code
                 self._event(
-                    signalled.owner,
+                    self.planner.signals[group].owner,
                     type=events.WARNING if verdict.warning else events.NORMAL,
                     reason=verdict.code.value,
                     message=verdict.message,

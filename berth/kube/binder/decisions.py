@@ -25,7 +25,9 @@ queues work; worker tasks (:meth:`ApiSink.run`) do the requests, a bounded numbe
 - ``MarkPending``: a gang's (or a lone pod's) waiting pods get their ``PodScheduled=False``
   condition — reason ``Unschedulable`` only where more nodes would place them, else the code
   of what they wait for — and a ``FailedScheduling`` Event, the changed ones of a gang in one
-  burst (:mod:`berth.kube.binder.pending_marks`; docs/autoscaling.md).
+  burst (:mod:`berth.kube.binder.pending_marks`; docs/autoscaling.md). A gang the autoscaler
+  cannot fit is written off its list (``AutoscalerCannotFit``) while
+  :meth:`ApiSink.hold_pending` says it is held.
 - ``Unschedulable``: for a Reservation, published like the facts above, only when the reason
   changed (every cycle repeats the reasons of everything still waiting); a pod's is carried
   by its gang's ``MarkPending`` ("not tried this cycle" is in neither: no news). Group reasons
@@ -237,6 +239,17 @@ class ApiSink:
                 self._writes.put_nowait(prebind.Job(decision, 0.0))
         for plan in plans.values():
             self.resource_claims.abandon(plan)  # no binding of that pod in the result
+
+    def hold_pending(self, held: collections.abc.Mapping[str, reasons.Reason]) -> None:
+        """Keep the gangs of ``held`` off the autoscalers' list (gang key -> what their pods
+        say instead; :class:`berth.status.scale_up.Holds`), and show the others again: the
+        pods of each gang whose hold changed are rewritten at once, a gang per burst."""
+        snapshot = self._last_snapshot() if self._last_snapshot is not None else None
+        for burst in self.pending.hold(
+            held, ref=lambda key: _pod_ref(key, uid="", snapshot=snapshot)
+        ):
+            mark = decisions.MarkPending(group=burst.group, pods=burst.pods)
+            self._writes.put_nowait(prebind.Job(mark, 0.0, burst=burst))
 
     def _assume_reservation(self, decision: decisions.SetReservationAvailable) -> None:
         """Hold the reservation on its node at once, as a bound pod is assumed: the next cycle

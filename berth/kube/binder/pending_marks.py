@@ -20,6 +20,12 @@ signal Cluster Autoscaler and Karpenter act on — and otherwise the code of wha
 - **Events say why.** After its condition is written, each pod gets a ``FailedScheduling``
   Event with the reason's message: the queue limit, the missing members, the nodes that do
   not fit.
+- **Gangs the autoscaler cannot fit are held.** :meth:`PendingMarks.hold` is told which gangs
+  wait as ``AutoscalerCannotFit`` (:class:`berth.status.scale_up.Holds`); their capacity
+  decisions are written withheld (:func:`~berth.scheduler.framework.pending.withheld`). The
+  last capacity decision of each gang is kept, so that a hold that begins or ends rewrites
+  its pods at once, without waiting for a cycle to look at the gang again (a parked gang
+  would wait for a node event).
 
 The patch is a strategic merge of ``status.conditions`` (merge key ``type``) through the write
 primitive (:class:`~berth.kube.transport.writes.Writer`, fenced), as kube-scheduler's status update
@@ -33,7 +39,7 @@ import collections.abc
 import dataclasses
 
 from berth.kube.transport import events, pod_edits, rest, writes
-from berth.scheduler.framework import pending
+from berth.scheduler.framework import pending, reasons
 from berth.status import conditions
 from berth.util import clocks
 
@@ -81,6 +87,9 @@ class PendingMarks:
         self._clock = clock
         self._recorder = recorder
         self._written: dict[str, _Written] = {}  # pod key -> what its condition says (or will)
+        self._marks: dict[str, pending.MarkPending] = {}  # gang -> its last capacity decision
+        self._gang_of: dict[str, str] = {}  # pod key -> its gang, for the kept decisions
+        self._held: collections.abc.Mapping[str, reasons.Reason] = {}  # gang -> what it says
         self.bursts = 0
         """Bursts written (tests, the bench)."""
 
@@ -92,6 +101,10 @@ class PendingMarks:
     ) -> Burst | None:
         """The burst ``decision`` asks for (None: nothing changed); unchanged pods' reasons are
         told to the recorder at once. ``ref`` gives a pod's Event object by key."""
+        self._keep(decision)
+        held = self._held.get(decision.group)
+        if held is not None:
+            decision = pending.withheld(decision, held)
         changed: list[pending.PodPending] = []
         refs: list[events.ObjectRef] = []
         for waiting in decision.pods:
@@ -146,8 +159,47 @@ class PendingMarks:
         return self._written.get(key)
 
     def forget(self, key: str) -> None:
-        """The pod was placed or left: a later reason to wait is news again."""
+        """The pod was placed or left: a later reason to wait is news again (and its gang's
+        kept decision goes: the next cycle's says what the rest wait for)."""
         self._written.pop(key, None)
+        gang = self._gang_of.pop(key, None)
+        if gang is not None:
+            self._drop(gang)
+
+    def hold(
+        self,
+        held: collections.abc.Mapping[str, reasons.Reason],
+        *,
+        ref: collections.abc.Callable[[str], events.ObjectRef],
+    ) -> list[Burst]:
+        """Hold the gangs of ``held`` (gang key -> what its pods say instead of
+        ``Unschedulable``), release the others; the bursts rewriting the pods of each gang
+        whose hold began, changed or ended (from its kept decision)."""
+        before, self._held = self._held, dict(held)
+        bursts: list[Burst] = []
+        for gang in sorted(set(before) | set(self._held)):
+            mark = self._marks.get(gang)
+            if mark is None or before.get(gang) == self._held.get(gang):
+                continue
+            burst = self.offer(mark, ref=ref)
+            if burst is not None:
+                bursts.append(burst)
+        return bursts
+
+    def _keep(self, decision: pending.MarkPending) -> None:
+        self._drop(decision.group)
+        if not decision.capacity:
+            return  # it waits for something else: no hold applies
+        self._marks[decision.group] = decision
+        for waiting in decision.pods:
+            self._gang_of[waiting.key] = decision.group
+
+    def _drop(self, gang: str) -> None:
+        mark = self._marks.pop(gang, None)
+        if mark is not None:
+            for waiting in mark.pods:
+                if self._gang_of.get(waiting.key) == gang:
+                    del self._gang_of[waiting.key]
 
     def _event(self, ref: events.ObjectRef, waiting: pending.PodPending) -> None:
         if self._recorder is not None:

@@ -19,6 +19,12 @@ says what that obstacle is. The members of one gang are one :class:`MarkPending`
 that the sink writes their conditions in one burst and an autoscaler batching pending pods sees
 the whole gang in one provisioning round. A pod nothing looked at this cycle (``NotTried``) is
 no news: it is left out, and the condition last written for it stands.
+
+Codes say what Berth knows; the autoscaler knows its node shapes. Once it has said that a
+member of a gang fits no node it could add, :func:`withheld` turns the gang's capacity
+decision into one that waits for that verdict (``AutoscalerCannotFit``, chosen by
+:class:`berth.status.scale_up.Holds`): an autoscaler would otherwise buy nodes for the members
+that fit, which the gang, placed whole or not at all, can never use.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ __all__ = [
     "condition_reason",
     "decide",
     "needs_capacity",
+    "withheld",
 ]
 
 Code = reasons.ReasonCode
@@ -65,6 +72,7 @@ NEEDS_CAPACITY: collections.abc.Mapping[Code, bool] = types.MappingProxyType(
         Code.DEVICES_UNAVAILABLE: True,  # a node whose devices match may be added (the
         # autoscaler judges, as for kube-scheduler's pods: Karpenter ignores DRA by default)
         Code.PREEMPTION_DELAYED: True,  # it waits for new nodes before evicting: ask for them
+        Code.AUTOSCALER_CANNOT_FIT: False,  # the autoscaler said no node it adds fits a member
         # Not capacity: more nodes would stay empty or go to others.
         Code.NOT_ENOUGH_PODS: False,  # the gang waits for its members
         Code.GANG_TIMED_OUT: False,  # failed, or backing off until its next attempt
@@ -83,6 +91,7 @@ NEEDS_CAPACITY: collections.abc.Mapping[Code, bool] = types.MappingProxyType(
         Code.VOLUME_IN_USE: False,
         Code.RESOURCE_CLAIM_PROBLEM: False,  # the claim cannot be allocated wherever it goes
         Code.RESERVATION_UNAVAILABLE: False,  # it waits for its Reservation, not for nodes
+        Code.NOT_STARTED: False,  # a Reservation before its startAt: not due, nodes or not
         Code.NAMESPACE_NOT_ADMITTED: False,
         Code.INVALID: False,
         Code.GROUP_PENDING: False,
@@ -222,4 +231,20 @@ def _for_members(group: str, why: reasons.Reason, *, pod: str = "") -> reasons.R
         message=f"pod group {group}: {about}{why.message}",
         plugin=why.plugin,
         details={**why.details, "group": group},
+    )
+
+
+def withheld(mark: MarkPending, reason: reasons.Reason) -> MarkPending:
+    """``mark`` with its pods off the autoscalers' list, each saying ``reason`` (a code more
+    nodes cannot fix): for a gang the autoscaler said it cannot fit. A decision that already
+    waits for something else is returned as it is (it says the more specific obstacle)."""
+    if needs_capacity(reason.code):
+        raise ValueError(
+            f"a withheld gang waits for what nodes cannot fix, not {reason.code.value}"
+        )
+    if not mark.capacity:
+        return mark
+    return dataclasses.replace(
+        mark,
+        pods=tuple(dataclasses.replace(p, reason=reason, capacity=False) for p in mark.pods),
     )

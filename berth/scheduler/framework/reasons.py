@@ -133,6 +133,12 @@ class ReasonCode(enum.Enum):
     ``preemptionDelay`` (the PodGroup's, else its queue's) has not passed since it began
     waiting (``details``: ``delaySeconds``, ``remainingSeconds``). Capacity may still come."""
 
+    AUTOSCALER_CANNOT_FIT = "AutoscalerCannotFit"
+    """The gang waits for capacity, but the cluster's autoscaler said it cannot place a
+    member on any node it could add (its NodePools are too small): its pods are kept off the
+    autoscalers' list for a backoff, so that no node is bought for the members that fit
+    (``details``: ``group``, ``until``). Set by the binder, never by a plugin."""
+
     NAMESPACE_NOT_ADMITTED = "NamespaceNotAdmitted"
     """The work's queue does not admit its namespace (the queue's ``namespaceSelector``;
     ``details``: ``queue``, ``namespace``)."""

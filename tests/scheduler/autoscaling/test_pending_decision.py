@@ -8,13 +8,17 @@ We test these aspects:
   cannot fix keeps every member off the autoscalers' list, and each member then says what
   stops its gang; a gang at quorum judges each further pod on its own;
 - a pod nothing looked at this cycle is no news: left out, and a gang of only such pods gets
-  no decision.
+  no decision;
+- a gang the autoscaler cannot fit is withheld: every member leaves the autoscalers' list and
+  says the autoscaler's verdict (never ``Unschedulable``); a gang that waits for something
+  else keeps what it says; a withheld gang cannot be said to wait for capacity.
 """
 
 from __future__ import annotations
 
 import hypothesis
 import hypothesis.strategies as st
+import pytest
 
 from berth.scheduler.framework import pending, reasons
 
@@ -181,3 +185,41 @@ def test_a_gang_in_its_preemption_window_asks_for_nodes_and_says_how_long_it_wai
         "Unschedulable",
         "pod group ns/g: could preempt to fit, but waits for new nodes first",
     )
+
+
+def test_a_gang_the_autoscaler_cannot_fit_is_withheld_from_its_list() -> None:
+    mark = pending.decide(
+        pending.Gang(
+            key="t/g",
+            whole=True,
+            reason=None,
+            pods={"t/g-0": why(Code.NOT_ENOUGH_RESOURCES), "t/g-1": why(Code.CLUSTER_TOO_SMALL)},
+        )
+    )
+    assert mark is not None and mark.capacity
+    verdict = why(Code.AUTOSCALER_CANNOT_FIT, "pod group t/g: Karpenter cannot place 1 of 2")
+    held = pending.withheld(mark, verdict)
+    assert held.group == "t/g" and not held.capacity
+    assert [(p.key, p.condition, p.reason) for p in held.pods] == [
+        ("t/g-0", "AutoscalerCannotFit", verdict),
+        ("t/g-1", "AutoscalerCannotFit", verdict),
+    ]
+
+
+def test_a_gang_waiting_for_something_else_keeps_what_it_says() -> None:
+    mark = pending.decide(
+        pending.Gang(
+            key="t/g",
+            whole=True,
+            reason=why(Code.QUEUE_AT_LIMIT, "queue at limit"),
+            pods={"t/g-0": why(Code.NOT_ENOUGH_RESOURCES)},
+        )
+    )
+    assert mark is not None and not mark.capacity
+    assert pending.withheld(mark, why(Code.AUTOSCALER_CANNOT_FIT)) is mark
+
+
+def test_a_withheld_gang_cannot_be_said_to_wait_for_capacity() -> None:
+    mark = pending.MarkPending(group="p", pods=())
+    with pytest.raises(ValueError, match="NotEnoughResources"):
+        pending.withheld(mark, why(Code.NOT_ENOUGH_RESOURCES))
