@@ -8,8 +8,8 @@ the binder does, through a connection configured as ``berth run`` configures it
 (:func:`berth.kube.transport.clients.connect_async`, a bearer token), to a local aiohttp server
 on 127.0.0.1 that answers each with 201 and a Status.
 
-The server runs in a thread of its own with its own event loop, and only the CPU time of the
-client's thread is counted (``time.thread_time``): the number is what the request path costs
+The server runs in a process of its own (one event loop per process), and only the CPU time of
+the client's thread is counted (``time.thread_time``): the number is what the request path costs
 the sender, whatever the server does, and moves far less with the machine's load than a race
 on the real control plane.
 """
@@ -17,11 +17,14 @@ on the real control plane.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import contextlib
 import os
 import pathlib
 import socket
+import subprocess
+import sys
 import tempfile
-import threading
 import time
 import typing
 
@@ -36,48 +39,50 @@ _WARM_UP = 200  # connections opened and code paths warmed before the clock star
 _ANSWER = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
-class _Server:
-    """An aiohttp server answering every request 201, on a loop in a thread of its own."""
+async def _answer_forever() -> None:
+    async def answer(request: aiohttp.web.Request) -> aiohttp.web.Response:
+        await request.read()
+        return aiohttp.web.json_response(_ANSWER, status=201)
 
-    def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._runner: aiohttp.web.AppRunner | None = None
-        self.port = 0
-        self._thread = threading.Thread(target=self._serve, name="bench-server", daemon=True)
+    app = aiohttp.web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    runner = aiohttp.web.AppRunner(app, access_log=None)
+    await runner.setup()
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))  # a free port, chosen by the kernel
+    await aiohttp.web.SockSite(runner, listening).start()
+    print(f"port {listening.getsockname()[1]}", flush=True)
+    await asyncio.Event().wait()  # until the bench terminates this process
 
-    def __enter__(self) -> _Server:
-        self._thread.start()
-        if not self._ready.wait(timeout=30.0):
-            raise RuntimeError("the bench's local server did not start within 30 s")
-        return self
 
-    def __exit__(self, *_: object) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30.0)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30.0)
+def serve() -> None:
+    """The bench's stand-in API server: answers every request 201 until terminated."""
+    asyncio.run(_answer_forever())
 
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_until_complete(self._start())
-        self._ready.set()
-        self._loop.run_forever()
-        self._loop.close()
 
-    async def _start(self) -> None:
-        async def answer(request: aiohttp.web.Request) -> aiohttp.web.Response:
-            await request.read()
-            return aiohttp.web.json_response(_ANSWER, status=201)
-
-        app = aiohttp.web.Application()
-        app.router.add_route("*", "/{tail:.*}", answer)
-        self._runner = aiohttp.web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        listening = socket.socket()
-        listening.bind(("127.0.0.1", 0))  # a free port, chosen by the kernel
-        self.port = int(listening.getsockname()[1])
-        await aiohttp.web.SockSite(self._runner, listening).start()
+@contextlib.contextmanager
+def _server() -> collections.abc.Iterator[int]:
+    """The stand-in API server in a process of its own, as an API server is: its port."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from berth.cli import bench_requests; bench_requests.serve()"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("port "):
+            raise RuntimeError(f"the bench's local server did not start: {line.strip()!r}")
+        yield int(line.split()[1])
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def _kubeconfig(path: pathlib.Path, *, port: int) -> None:
@@ -129,9 +134,9 @@ async def _send(kubeconfig: pathlib.Path, *, requests: int, in_flight: int) -> t
 def run(*, requests: int = 20_000, in_flight: int = 64) -> dict[str, typing.Any]:
     """Send the bindings and report the client's CPU per request (JSON-ready)."""
     load_before = os.getloadavg()[0]
-    with _Server() as server, tempfile.TemporaryDirectory(prefix="berth-bench-") as scratch:
+    with _server() as port, tempfile.TemporaryDirectory(prefix="berth-bench-") as scratch:
         kubeconfig = pathlib.Path(scratch) / "kubeconfig"
-        _kubeconfig(kubeconfig, port=server.port)
+        _kubeconfig(kubeconfig, port=port)
         cpu, wall = asyncio.run(_send(kubeconfig, requests=requests, in_flight=in_flight))
     return {
         "bench": "requests",
