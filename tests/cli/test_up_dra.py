@@ -153,11 +153,13 @@ def test_a_reservation_holds_gpus_for_its_owner(tmp_path: pathlib.Path) -> None:
 
         kubectl("apply", "-f", str(EXAMPLE / "trainer.yaml"))
         trainer_node = cluster.eventually(
-            lambda: _bound(kubectl).get("trainer"), what="the trainer bound", timeout=60
+            lambda: _bound(kubectl).get("gpu-trainer"), what="the trainer bound", timeout=60
         )
         assert trainer_node == node
         [claim] = [
-            c for c in _claims(kubectl) if c["metadata"]["ownerReferences"][0]["name"] == "trainer"
+            c
+            for c in _claims(kubectl)
+            if c["metadata"]["ownerReferences"][0]["name"] == "gpu-trainer"
         ]
         results = claim["status"]["allocation"]["devices"]["results"]
         assert sorted((r["pool"], r["device"]) for r in results) == sorted(held)
