@@ -32,6 +32,7 @@ import aiohttp.web
 import yaml
 
 from berth.kube.transport import clients, rest
+from berth.util import wakeups
 
 __all__ = ["run"]
 
@@ -52,7 +53,7 @@ async def _answer_forever() -> None:
     listening.bind(("127.0.0.1", 0))  # a free port, chosen by the kernel
     await aiohttp.web.SockSite(runner, listening).start()
     print(f"port {listening.getsockname()[1]}", flush=True)
-    await asyncio.Event().wait()  # until the bench terminates this process
+    await wakeups.first_set(asyncio.Event())  # never set: until the bench terminates us
 
 
 def serve() -> None:
