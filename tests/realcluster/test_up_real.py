@@ -137,6 +137,9 @@ def test_up_real_gating_every_namespace_shows_the_default_queues_usage(
             assert pod["spec"]["schedulerName"] == "default-scheduler"
         too_big = json.loads(up.out("get", "pod/plain-2", "-o", "json"))
         assert too_big["spec"]["schedulingGates"] == [{"name": "scheduling.berth.io/admission"}]
+        # The leader creates the Queue default; kubectl wait fails at once on an object that is
+        # not there yet, so first wait for it to exist.
+        up.out("wait", "queue/default", "--for=create", wait)
         up.out("wait", "queue/default", "--for=jsonpath={.status.runningPods}=2", wait)
         up.out("wait", "queue/default", "--for=jsonpath={.status.pendingPods}=1", wait)
         table = up.out("get", "bq")

@@ -44,8 +44,10 @@ class Running:
         )  # fmt: skip
 
     def out(self, *args: str, input: str | None = None) -> str:
-        """``kubectl ARGS``'s standard output; a failing kubectl fails the test."""
-        return self.kubectl(*args, input=input).stdout
+        """``kubectl ARGS``'s standard output; a failing kubectl fails the test, saying why."""
+        done = self.kubectl(*args, input=input, check=False)
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr.strip()}"
+        return done.stdout
 
     def follow(self) -> None:
         """Keep collecting what the command prints, in the background (for long tests)."""
