@@ -34,6 +34,7 @@ import typing
 
 import kubernetes_asyncio.client
 
+from berth.kube.binder import failure_log
 from berth.kube.transport import errors, events, pod_edits, rest
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -103,7 +104,7 @@ class Bindings:
         self._retries = retries_on_timeout
         self._backoff = backoff
         self._backoffs: dict[str, _Backoff] = {}
-        self._failing: set[str] = set()  # kinds of failure already logged
+        self._failures = failure_log.FailureLog(logger)
         self.bound = 0
         """Pods bound (the API server confirmed)."""
         self.failures = 0
@@ -162,7 +163,7 @@ class Bindings:
                 # Never sent: another replica may lead now. No retry, no backoff: whoever
                 # leads places the pod from its own view.
                 self._cache.forget_pod(key)
-                self._log_failure("bind-fenced", f"not binding pod {key}: {exc}")
+                self._failures.failed("bind-fenced", f"not binding pod {key}: {exc}")
                 return BindOutcome(key, decision.node, False, "fenced")
             self._observe(loop.time() - started, failure=None)
             return self._succeeded(decision, created=created, ref=ref)
@@ -261,7 +262,7 @@ class Bindings:
         attempts = entry.attempts + 1 if entry is not None else 1
         delay = min(self._backoff[0] * 2 ** (attempts - 1), self._backoff[1])
         self._backoffs[key] = _Backoff(attempts, self._clock.now() + delay)
-        self._log_failure(
+        self._failures.failed(
             f"bind-{failure}",
             f"binding pod {key} to {decision.node} failed ({detail}); retrying in {delay:g}s",
         )
@@ -284,12 +285,3 @@ class Bindings:
     def _event(self, ref: events.ObjectRef, *, type: str, reason: str, message: str) -> None:
         if self._recorder is not None:
             self._recorder.record(ref, type=type, reason=reason, message=message)
-
-    def _log_failure(self, kind: str, message: str) -> None:
-        # The first failure of a kind is a warning; repeats are debug (a flapping API server
-        # must not flood the log with one line per pod).
-        if kind not in self._failing:
-            self._failing.add(kind)
-            logger.warning("%s", message)
-        else:
-            logger.debug("%s", message)

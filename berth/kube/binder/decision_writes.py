@@ -32,7 +32,7 @@ import typing
 import kubernetes_asyncio.client
 
 from berth.api import keys
-from berth.kube.binder import claim_waits, pending_marks
+from berth.kube.binder import claim_waits, failure_log, pending_marks
 from berth.kube.devices import claim_reservations
 from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions
@@ -65,7 +65,7 @@ class DecisionWrites:
         self._resource_claims = resource_claims
         self._pending = pending
         self._recorder = recorder
-        self._failing: set[str] = set()  # kinds of failure already logged
+        self._failures = failure_log.FailureLog(logger)
 
     async def apply(
         self,
@@ -118,7 +118,7 @@ class DecisionWrites:
         except errors.NotFound:
             return  # gone already: the eviction's purpose is served
         except errors.KubeError as exc:
-            self._log_failure("evict", f"evicting pod {decision.key} failed: {exc}")
+            self._failures.failed("evict", f"evicting pod {decision.key} failed: {exc}")
             return
         self._event(
             ref or events.ObjectRef("Pod", decision.name, decision.namespace, decision.uid),
@@ -207,12 +207,3 @@ class DecisionWrites:
     def _event(self, ref: events.ObjectRef, *, type: str, reason: str, message: str) -> None:
         if self._recorder is not None:
             self._recorder.record(ref, type=type, reason=reason, message=message)
-
-    def _log_failure(self, kind: str, message: str) -> None:
-        # The first failure of a kind is a warning; repeats are debug (a flapping API server
-        # must not flood the log with one line per pod).
-        if kind not in self._failing:
-            self._failing.add(kind)
-            logger.warning("%s", message)
-        else:
-            logger.debug("%s", message)
