@@ -46,8 +46,16 @@ the objects, and reads back what the autoscaler says:
   .capacity_requests.Planner.signals`), Karpenter's and Cluster Autoscaler's Events on its pods
   (:mod:`berth.kube.autoscaling.autoscaler_events`, listed on each pass while such a gang waits, on
   a cluster serving an autoscaler's API — Karpenter's NodePools or ``autoscaling.x-k8s.io``):
-  a member it cannot fit, its plan, or nobody acting within ``answer_timeout``. A change of
-  a gang's verdict is an Event on its owner, its code as the reason.
+  a member it cannot fit, its plan, or nobody acting within ``answer_timeout``; for a gang
+  asking with CapacityBuffers (one per pod shape), their ``Provisioning`` conditions
+  (:func:`berth.status.scale_up.judge_buffers`: ``Infeasible``, or one shape fitting while
+  another stays ``False``). A change of a gang's verdict is an Event on its owner, its code
+  as the reason.
+- **A gang the autoscaler cannot fit asks for nothing** for a backoff
+  (:class:`berth.status.scale_up.Holds`): in scheduler mode its pods leave the autoscalers'
+  list (the binder, told through ``on_hold``); a gang asking with a request has it deleted and
+  not made again until the hold ends, when it is made as the next attempt — so that no node
+  is bought for the members that fit. The verdict stands until the new request answers.
 - **A new leader** adopts the requests it finds (by label and owner uid) once its first cycle
   has said what is wanted, and deletes the others.
 
@@ -145,6 +153,8 @@ class Entry:
     retry_at: float | None = None  # refused: when to ask again
     active: bool = True  # a buffer's replicas as written (False: 0)
     unanswered_told: bool = False  # the Event saying nobody answered went out
+    said: dict[str, scale_up.BufferSaid] = dataclasses.field(default_factory=dict)
+    """A gang's buffers: where each one's virtual pods fit, since when (by object name)."""
 
     @property
     def pods(self) -> int:
@@ -189,9 +199,18 @@ class CapacityRequests:
         self._notes: dict[str, str] = {}  # group key -> note
         self._verdicts: dict[str, scale_up.ScaleUp] = {}  # group key -> what the autoscaler did
         self._sightings: list[scale_up.Sighting] = []  # the autoscalers' Events, last read
-        self._said: dict[str, scale_up.ScaleUpReason] = {}  # a signalled gang's last Event
+        self._said: dict[str, scale_up.ScaleUpReason] = {}  # a judged gang's last Event
+        # What the autoscaler did for a gang, judged from its Events or its buffers, by
+        # group key: the verdict and the owner told of it.
+        self._judged: dict[str, tuple[scale_up.ScaleUp, plans.Owner]] = {}
+        # A gang asking with buffers that the autoscaler cannot fit: the verdict stands while
+        # its want lasts (through its hold, when its buffers are gone) until its buffers say
+        # otherwise, as Karpenter's last word on a pod stands in scheduler mode.
+        self._cannot_fit: dict[str, scale_up.ScaleUp] = {}
+        self._attempts: dict[str, int] = {}  # owner -> the attempt a hold withdrew
         self.holds = scale_up.Holds()
-        """The gangs Karpenter cannot fit, kept off its list for a backoff."""
+        """The gangs the autoscaler cannot fit: kept off its list (scheduler mode) or asking
+        with no request (admission mode) for a backoff."""
         self._on_hold = on_hold  # told the held gangs whenever they change (the binder)
         self.karpenter = False
         """Karpenter's NodePools are served (an autoscaler is expected to act)."""
@@ -318,8 +337,6 @@ class CapacityRequests:
         for key in sorted(set(self._entries) - set(wants)):
             await self._remove(self._entries.pop(key))
             self._failures.pop(key, None)
-        for key, want in sorted(wants.items()):
-            await self._keep(key, want)
         # An autoscaler's Events are read only where one is known to run (its API is served):
         # elsewhere nobody writes them, and the lists would cost the API server for nothing.
         signals = self.planner.signals
@@ -331,6 +348,18 @@ class CapacityRequests:
                 self._sightings = read
         else:
             self._sightings = []
+        self._judge(wants)
+        for key, want in sorted(wants.items()):
+            if want.purpose is not plans.Purpose.RESERVATION and want.group in self.holds.held:
+                # The autoscaler cannot fit a member: ask for nothing until the hold ends,
+                # so that no node is bought for the members that fit.
+                held = self._entries.pop(key, None)
+                if held is not None:
+                    await self._remove(held)
+                    self._failures.pop(key, None)
+                    self._attempts[key] = held.attempt  # the next one is made as the next
+                continue
+            await self._keep(key, want)
         self._update_notes(wants)
 
     # Discovery ------------------------------------------------------------------------------
@@ -432,14 +461,13 @@ class CapacityRequests:
         now = self._clock.now()
         for entry in self._entries.values():
             namespace = entry.want.owner.namespace
-            verdicts = [
-                plans.verdict(
-                    entry.kind,
-                    (current.get((entry.kind, f"{namespace}/{n}")) or {}).get("status") or {},
-                )
+            statuses = [
+                (current.get((entry.kind, f"{namespace}/{n}")) or {}).get("status") or {}
                 for n in entry.requests
             ]
-            entry.verdict = _worst(verdicts)
+            entry.verdict = _worst([plans.verdict(entry.kind, status) for status in statuses])
+            if entry.kind is Kind.CAPACITY_BUFFER:
+                entry.said = _buffers_said(entry, statuses, now=now)
             self._tell(entry, now=now)
 
     # Keeping a want -------------------------------------------------------------------------
@@ -461,7 +489,7 @@ class CapacityRequests:
             return
         if want.purpose is plans.Purpose.RESERVATION and not want.active:
             return  # never asked while it could: nothing to keep
-        await self._make(key, want, attempt=1)
+        await self._make(key, want, attempt=self._attempts.get(key, 0) + 1)
 
     def _kind_for(self, want: plans.Want) -> Kind | None:
         for kind in want.kinds:
@@ -574,6 +602,7 @@ class CapacityRequests:
             active=want.active,
         )
         self._entries[key] = entry
+        self._attempts.pop(key, None)
         self.created += 1
         if kind is Kind.PROVISIONING_REQUEST:
             await self._consume(want, request=names[0])
@@ -782,11 +811,23 @@ class CapacityRequests:
             else:
                 message = f"asked the autoscaler for {_what(entry)}: {entry.verdict.detail}"
             verdicts[want.group] = scale_up.ScaleUp(code, message)
+        current = set(self.planner.signals) | {w.group for w in wants.values()}
+        for group, (verdict, _) in sorted(self._judged.items()):
+            if group in current:  # not a gang admitted since (its want withdrawn)
+                verdicts[group] = self._shown(group, verdict)
+        self._verdicts = verdicts
+        self._notes = {group: v.message for group, v in verdicts.items()}
+
+    def _judge(self, wants: collections.abc.Mapping[str, plans.Want]) -> None:
+        """What the autoscaler did for each gang, from its Events on the pods of a signalled
+        gang (scheduler mode) and from the buffers of a gang asking with them; the holds
+        updated from it (and the binder told), a changed verdict told on the gang's owner."""
+        now = self._clock.now()
         autoscaled = self.karpenter or bool(self.served)
         by_pod: dict[str, list[scale_up.Sighting]] = {}  # each gang reads its members' only
         for seen in self._sightings:
             by_pod.setdefault(seen.pod_uid, []).append(seen)
-        judged: dict[str, scale_up.ScaleUp] = {}
+        judged: dict[str, tuple[scale_up.ScaleUp, plans.Owner]] = {}
         for group, signalled in self.planner.signals.items():
             verdict = scale_up.judge(
                 signalled.members,
@@ -797,33 +838,63 @@ class CapacityRequests:
                 autoscaled=autoscaled,
             )
             if verdict is not None:
-                judged[group] = verdict
-        # A gang the autoscaler cannot fit is kept off its list for a while: otherwise it
-        # buys nodes for the members that fit, which the gang can never use.
-        if self.holds.update(judged, now=now) and self._on_hold is not None:
-            self._on_hold(self.holds.held)
-        for group, verdict in sorted(judged.items()):
-            until = self.holds.until(group)
-            if until is not None:
-                verdict = dataclasses.replace(
-                    verdict,
-                    message=f"{verdict.message}; its pods wait as "
-                    f"{self.holds.held[group].code.value}, off the autoscalers' list, until "
-                    f"{conditions.timestamp(until)}",
+                judged[group] = (verdict, signalled.owner)
+        asking: set[str] = set()
+        for key, want in wants.items():
+            if want.purpose is plans.Purpose.RESERVATION:
+                continue
+            asking.add(want.group)
+            entry = self._entries.get(key)
+            found = (
+                scale_up.judge_buffers(
+                    list(entry.said.values()), now=now, timeout=self._answer_timeout
                 )
-            verdicts[group] = verdict
+                if entry is not None and entry.kind is Kind.CAPACITY_BUFFER
+                else None
+            )
+            if found is not None:
+                self._cannot_fit[want.group] = found
+            elif entry is not None and entry.verdict.state is plans.State.PROVISIONED:
+                self._cannot_fit.pop(want.group, None)  # asked again, and all of it fits now
+            if want.group in self._cannot_fit:
+                judged[want.group] = (self._cannot_fit[want.group], want.owner)
+        for group in set(self._cannot_fit) - asking:
+            del self._cannot_fit[group]
+        for key in set(self._attempts) - set(wants):
+            del self._attempts[key]
+        # A gang the autoscaler cannot fit asks for nothing for a while: otherwise it buys
+        # nodes for the members that fit, which the gang can never use.
+        if (
+            self.holds.update({g: v for g, (v, _) in judged.items()}, now=now)
+            and self._on_hold is not None
+        ):
+            self._on_hold(self.holds.held)
+        for group, (verdict, owner) in sorted(judged.items()):
             if self._said.get(group) is not verdict.code:
                 self._said[group] = verdict.code
                 self._event(
-                    self.planner.signals[group].owner,
+                    owner,
                     type=events.WARNING if verdict.warning else events.NORMAL,
                     reason=verdict.code.value,
-                    message=verdict.message,
+                    message=self._shown(group, verdict).message,
                 )
-        for group in set(self._said) - set(self.planner.signals):
+        for group in set(self._said) - set(self.planner.signals) - asking:
             del self._said[group]
-        self._verdicts = verdicts
-        self._notes = {group: v.message for group, v in verdicts.items()}
+        self._judged = judged
+
+    def _shown(self, group: str, verdict: scale_up.ScaleUp) -> scale_up.ScaleUp:
+        """``verdict`` as said on ``group``: with its hold, while it is held."""
+        until = self.holds.until(group)
+        if until is None:
+            return verdict
+        held = (
+            f"its pods wait as {self.holds.held[group].code.value}, off the autoscalers' list"
+            if group in self.planner.signals
+            else "it asks the autoscaler for nothing (its requests withdrawn)"
+        )
+        return dataclasses.replace(
+            verdict, message=f"{verdict.message}; {held}, until {conditions.timestamp(until)}"
+        )
 
     def _event(self, owner: plans.Owner, *, type: str, reason: str, message: str) -> None:
         if self._recorder is None:
@@ -932,3 +1003,26 @@ def _counts(kind: Kind, objects: collections.abc.Iterable[Object]) -> list[int]:
         else:
             counts.append(int(spec.get("replicas") or 0))
     return counts
+
+
+def _buffers_said(
+    entry: Entry,
+    statuses: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]],
+    *,
+    now: float,
+) -> dict[str, scale_up.BufferSaid]:
+    """Where each of a gang's buffers' virtual pods fit, as ``statuses`` say; since when,
+    kept from what was read before while it stays the same."""
+    namespace = entry.want.owner.namespace
+    said: dict[str, scale_up.BufferSaid] = {}
+    for name, count, status in zip(entry.requests, entry.counts, statuses, strict=False):
+        fit = plans.fit(status)
+        had = entry.said.get(name)
+        said[name] = scale_up.BufferSaid(
+            name=f"{namespace}/{name}",
+            pods=count,
+            fit=fit,
+            since=had.since if had is not None and had.fit is fit else now,
+            detail=plans.told(status, autoscaling.BUFFER_PROVISIONING),
+        )
+    return said
