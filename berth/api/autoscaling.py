@@ -29,6 +29,8 @@ from berth.api import meta, rules
 __all__ = [
     "BEST_EFFORT_ATOMIC_SCALE_UP",
     "BUFFER_ACTIVE_CAPACITY",
+    "BUFFER_INFEASIBLE",
+    "BUFFER_NOT_ASKING",
     "BUFFER_PROVISIONING",
     "BUFFER_READY",
     "CAPACITY_BUFFER_API_VERSION",
@@ -78,6 +80,13 @@ BUFFER_READY = "ReadyForProvisioning"
 BUFFER_PROVISIONING = "Provisioning"
 """CapacityBuffer condition: its virtual pods fit the cluster as it is (False: new capacity
 is being asked for, or cannot be)."""
+BUFFER_INFEASIBLE = "Infeasible"
+"""The ``Provisioning`` condition's reason (``False``) when no node the autoscaler could add
+takes the buffer's virtual pods (kubernetes-sigs/karpenter#3318, after v1.15; v1.15 says
+``RequiresNewCapacity`` whether the pods need new nodes or fit none)."""
+BUFFER_NOT_ASKING = frozenset({"NotReadyForProvisioning", "BufferEmpty"})
+"""The ``Provisioning`` condition's reasons that speak of the buffer itself (its template not
+read, no replicas), not of where its virtual pods fit."""
 MAX_PARAMETERS = 100
 """The most parameters a ProvisioningRequest takes (its CRD's ``maxProperties``)."""
 MAX_PARAMETER_LENGTH = 255

@@ -32,7 +32,10 @@ members being placed (bound, assumed or admitted) or gone. Pods nothing looked a
 :class:`Planner` keeps the wants across cycles (pure: the operator's writer,
 :mod:`berth.kube.autoscaling.capacity_requests`, feeds it each cycle and makes the API objects);
 :func:`verdict` reads a request's status conditions into what Berth tells the group: not
-answered yet, provisioned, still pending (with the autoscaler's own words), or refused.
+answered yet, provisioned, still pending (with the autoscaler's own words), or refused;
+:func:`fit` reads a CapacityBuffer's ``Provisioning`` condition into where its virtual pods
+fit, from which :func:`berth.status.scale_up.judge_buffers` tells a gang the autoscaler can
+only partly fit.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import snapshots
 
 __all__ = [
+    "Fit",
     "Kind",
     "Owner",
     "Planner",
@@ -60,8 +64,10 @@ __all__ = [
     "State",
     "Verdict",
     "Want",
+    "fit",
     "object_name",
     "policy_of",
+    "told",
     "verdict",
 ]
 
@@ -428,3 +434,45 @@ def verdict(kind: Kind, status: collections.abc.Mapping[str, typing.Any]) -> Ver
         return Verdict(State.PROVISIONED, _told(provisioning))
     shown = provisioning or ready or next(iter(conditions.values()))
     return Verdict(State.PENDING, _told(shown))
+
+
+class Fit(enum.Enum):
+    """Where a CapacityBuffer's virtual pods fit, as its ``Provisioning`` condition says (by
+    status and reason, never by its words)."""
+
+    FITS = "fits"
+    """``True``: on nodes that exist, or that the autoscaler is launching (Karpenter counts
+    a NodeClaim it launched as a node its next round can fill)."""
+
+    SHORT = "short"
+    """``False``: some need new capacity, or fit no node it could add (Karpenter v1.15 says
+    ``RequiresNewCapacity`` for both)."""
+
+    INFEASIBLE = "infeasible"
+    """``False``, reason ``Infeasible``: no node the autoscaler could add takes them."""
+
+    UNKNOWN = "unknown"
+    """No ``Provisioning`` condition yet, or one about the buffer itself (not ready, empty)."""
+
+
+def fit(status: collections.abc.Mapping[str, typing.Any]) -> Fit:
+    """Where the virtual pods of a CapacityBuffer with ``status`` fit (:class:`Fit`)."""
+    provisioning = _conditions(status).get(autoscaling.BUFFER_PROVISIONING)
+    if provisioning is None:
+        return Fit.UNKNOWN
+    if provisioning.get("status") == "True":
+        return Fit.FITS
+    if provisioning.get("status") != "False":
+        return Fit.UNKNOWN
+    reason = provisioning.get("reason", "")
+    if reason == autoscaling.BUFFER_INFEASIBLE:
+        return Fit.INFEASIBLE
+    if reason in autoscaling.BUFFER_NOT_ASKING:
+        return Fit.UNKNOWN
+    return Fit.SHORT
+
+
+def told(status: collections.abc.Mapping[str, typing.Any], kind: str) -> str:
+    """The condition ``kind`` of ``status`` as the autoscaler wrote it (``""``: none)."""
+    found = _conditions(status).get(kind)
+    return _told(found) if found is not None else ""

@@ -24,6 +24,18 @@ autoscaler's own words, never parsed):
   :mod:`berth.status.capacity_requests`): :func:`of_request` maps a request's
   :class:`~berth.status.capacity_requests.State` to the same codes — refused is
   ``CapacityRequestRefused``, unanswered past the timeout ``NoAutoscalerActed``.
+- **A gated gang's CapacityBuffers** (admission mode; one per pod shape, which Karpenter fills
+  shape by shape, not atomically): :func:`judge_buffers` reads their ``Provisioning``
+  conditions (:class:`BufferSaid`). A buffer ``False`` with reason ``Infeasible`` makes the
+  gang ``AutoscalerCannotFit`` at once. Karpenter v1.15 does not say ``Infeasible``: its
+  ``RequiresNewCapacity`` covers virtual pods that need a new node and those that fit none,
+  its count of the latter only in words. The two part with time: a shape that needs a node
+  reads ``True`` a round after Karpenter launched it (a launched NodeClaim is a node its next
+  round fills), a shape that fits none stays ``False``. So a buffer still ``False``
+  ``timeout`` after Berth first read it so, while another buffer of the same gang reads
+  ``True`` (the autoscaler serves this gang, and has room for some members), makes it
+  ``AutoscalerCannotFit`` too. A gang all of whose shapes fit nowhere gets no node either way,
+  and keeps its request's code.
 
 :func:`with_condition` renders a verdict as the PodGroup's ``ScaleUp`` condition (a type no
 autoscaler reads). Pure and synchronous.
@@ -58,6 +70,7 @@ __all__ = [
     "HOLD_CAP",
     "HOLD_FIRST",
     "Action",
+    "BufferSaid",
     "Holds",
     "ScaleUp",
     "PLAN_STANDS",
@@ -65,6 +78,7 @@ __all__ = [
     "ScaleUpReason",
     "Sighting",
     "judge",
+    "judge_buffers",
     "of_request",
     "sighting_of",
     "with_condition",
@@ -277,6 +291,53 @@ def judge(
             "any of its node pools or groups match the pods?",
         )
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferSaid:
+    """What one CapacityBuffer of a gang says, as Berth read it."""
+
+    name: str  # namespace/name
+    pods: int  # the virtual pods it asks for: the gang's members of its shape
+    fit: plans.Fit
+    since: float  # when Berth first read this fit (its clock)
+    detail: str  # its Provisioning condition as the autoscaler wrote it
+
+
+def judge_buffers(
+    said: collections.abc.Sequence[BufferSaid], *, now: float, timeout: float
+) -> ScaleUp | None:
+    """The verdict on a gang asking with the CapacityBuffers ``said`` (one per pod shape;
+    module docstring): ``AutoscalerCannotFit`` when one reads ``Infeasible``, or when one has
+    read ``False`` for ``timeout`` while another reads ``True``; else None (its requests'
+    code stands). ``at`` is when the verdict came true, on Berth's clock."""
+    pods = sum(s.pods for s in said)
+    waiting = f"{pods} waiting pod{'s' if pods != 1 else ''}"
+    infeasible = sorted((s for s in said if s.fit is plans.Fit.INFEASIBLE), key=lambda s: s.name)
+    if infeasible:
+        first, count = infeasible[0], sum(s.pods for s in infeasible)
+        return ScaleUp(
+            ScaleUpReason.AUTOSCALER_CANNOT_FIT,
+            f"the autoscaler cannot place {count} of its {waiting} on any node it could add, "
+            f"and the gang is placed whole or not at all (CapacityBuffer {first.name}: "
+            f"{first.detail})",
+            at=max(s.since for s in infeasible),
+        )
+    fits = [s for s in said if s.fit is plans.Fit.FITS]
+    stuck = sorted(
+        (s for s in said if s.fit is plans.Fit.SHORT and now - s.since >= timeout),
+        key=lambda s: s.name,
+    )
+    if not fits or not stuck:
+        return None
+    first, count = stuck[0], sum(s.pods for s in stuck)
+    return ScaleUp(
+        ScaleUpReason.AUTOSCALER_CANNOT_FIT,
+        f"the autoscaler has room for {sum(s.pods for s in fits)} of its {waiting} but, in "
+        f"{timeout:g}s, none for {count} more, and the gang is placed whole or not at all "
+        f"(CapacityBuffer {first.name}: {first.detail})",
+        at=max(s.since for s in stuck) + timeout,
+    )
 
 
 def of_request(state: plans.State, *, overdue: bool, served: bool = True) -> ScaleUpReason:

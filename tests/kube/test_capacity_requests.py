@@ -17,7 +17,13 @@ status conditions Cluster Autoscaler or Karpenter would. We test these aspects:
 - a Reservation's buffer: its template (a pause image where it names none), emptied once the
   reservation holds its node, deleted when it goes;
 - a new leader adopts the requests it finds for what it wants and deletes the others;
-- group reasons carry the notes (the code stands).
+- group reasons carry the notes (the code stands);
+- a gated gang the autoscaler can only partly fit (one of its buffers ``Infeasible``, or —
+  Karpenter v1.15 — ``False`` for ``answer_timeout`` beside one that reads ``True``): both
+  buffers are deleted, the group says ``AutoscalerCannotFit`` and until when, nothing is asked
+  within the hold; after it the gang asks again (the next attempt), is held again for twice as
+  long when the autoscaler says it again, and asks on once every shape fits; a gang whose
+  only shape fits nowhere (nothing is bought) keeps its buffer and its code.
 """
 
 from __future__ import annotations
@@ -644,3 +650,146 @@ async def test_without_an_autoscaler_api_nobody_is_expected_to_act(world: World)
     await world.requests.reconcile()
     assert world.requests.karpenter
     assert world.requests.verdicts == {}
+
+
+# Admission mode: a gated gang asks with a CapacityBuffer per pod shape, which Karpenter fills
+# shape by shape; what it says on the buffers tells a gang it can only partly fit.
+
+
+def mixed_gang(world: World) -> list[str]:
+    """A gang of two 4-GPU members and one of 16 GPUs (two pod shapes, two buffers)."""
+    world.add(
+        {
+            "apiVersion": keys.API_VERSION,
+            "kind": "PodGroup",
+            "metadata": {"name": "g"},
+            "spec": {"minMember": 3, "queue": "default"},
+        },
+        plural="podgroups",
+    )
+    for i, gpus in enumerate((4, 4, 16)):
+        pod = conftest.pod(f"g-{i}", labels={keys.POD_GROUP_LABEL: "g"})
+        pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = str(gpus)
+        world.add(pod, plural="pods")
+    return MEMBERS
+
+
+def provisioning(status: str, reason: str, message: str) -> Object:
+    """A buffer's status as Karpenter writes it after a provisioning round."""
+    return {
+        "conditions": [
+            {
+                "type": "ReadyForProvisioning",
+                "status": "True",
+                "reason": "Resolved",
+                "lastTransitionTime": "2027-01-01T00:00:00Z",
+            },
+            {
+                "type": "Provisioning",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": "2027-01-01T00:00:00Z",
+            },
+        ]
+    }
+
+
+def buffer_names(world: World) -> list[str]:
+    return sorted(b["metadata"]["name"] for b in world.stored(CB_PATH))
+
+
+async def test_a_gated_gang_the_autoscaler_can_only_partly_fit_stops_asking_for_a_backoff(
+    world: World,
+) -> None:
+    serve(world.emulator, "CapacityBuffer")
+    members = mixed_gang(world)
+    world.cycle(capacity_mark("default/g", members), gated=members)
+    await world.requests.reconcile()
+    assert buffer_names(world) == ["berth-pg-g-1-0", "berth-pg-g-1-1"]
+    assert [b["spec"]["replicas"] for b in world.stored(CB_PATH)] == [2, 1]
+    # Karpenter v1.15: the 4-GPU shape fits the nodes it launched; the 16-GPU one fits none,
+    # which it says with the reason it also gives pods that need a node.
+    fits = provisioning("True", "FitsExistingCapacity", "All 2 virtual pods fit on existing")
+    short = provisioning("False", "RequiresNewCapacity", "0/1 virtual pods required new, 1 failed")
+    world.set_status(CB_PATH, "berth-pg-g-1-0", fits)
+    world.set_status(CB_PATH, "berth-pg-g-1-1", short)
+    await world.requests.reconcile()
+    world.clock.advance(119)
+    await world.requests.reconcile()
+    assert len(buffer_names(world)) == 2  # a shape may still be launching: not yet
+    assert "default/g" not in world.requests.holds.held
+    world.clock.advance(1)
+    await world.requests.reconcile()
+    # The whole gang stops asking: both buffers and their templates go.
+    assert buffer_names(world) == []
+    assert world.stored("/api/v1/namespaces/default/podtemplates") == []
+    verdict = world.requests.verdicts["default/g"]
+    assert (verdict.code, verdict.status) == (scale_up.ScaleUpReason.AUTOSCALER_CANNOT_FIT, "False")
+    until = world.clock.now() + scale_up.HOLD_FIRST
+    assert verdict.message == (
+        "the autoscaler has room for 2 of its 3 waiting pods but, in 120s, none for 1 more, and "
+        "the gang is placed whole or not at all (CapacityBuffer default/berth-pg-g-1-1: "
+        "Provisioning=False (RequiresNewCapacity: 0/1 virtual pods required new, 1 failed)); "
+        f"it asks the autoscaler for nothing (its requests withdrawn), until "
+        f"{conditions.timestamp(until)}"
+    )
+    assert world.requests.holds.until("default/g") == until
+    await world.recorder.drain()
+    (said,) = group_events(world, "AutoscalerCannotFit")
+    assert (said["type"], said["message"]) == ("Warning", verdict.message)
+    # Within the hold the gang still waits for nodes, and nothing is asked again.
+    world.clock.advance(scale_up.HOLD_FIRST - 1)
+    world.cycle(capacity_mark("default/g", members), gated=members)
+    await world.requests.reconcile()
+    assert buffer_names(world) == [] and world.requests.created == 1
+    # The hold ends: asked again (the next attempt), so that a changed NodePool is seen; the
+    # old verdict stands until the new buffers say otherwise.
+    world.clock.advance(1)
+    await world.requests.reconcile()
+    assert buffer_names(world) == ["berth-pg-g-2-0", "berth-pg-g-2-1"]
+    assert world.requests.verdicts["default/g"].code is scale_up.ScaleUpReason.AUTOSCALER_CANNOT_FIT
+    assert world.requests.holds.until("default/g") is None
+    # A Karpenter that says Infeasible holds it again at once, for twice as long.
+    world.set_status(CB_PATH, "berth-pg-g-2-0", fits)
+    world.set_status(
+        CB_PATH,
+        "berth-pg-g-2-1",
+        provisioning("False", "Infeasible", "no instance type has enough resources"),
+    )
+    await world.requests.reconcile()
+    assert buffer_names(world) == []
+    assert world.requests.holds.until("default/g") == world.clock.now() + 2 * scale_up.HOLD_FIRST
+    assert world.requests.verdicts["default/g"].message.startswith(
+        "the autoscaler cannot place 1 of its 3 waiting pods on any node it could add"
+    )
+    # The NodePool grew: after the hold, every shape fits, and the gang's verdict says so.
+    world.clock.advance(2 * scale_up.HOLD_FIRST)
+    await world.requests.reconcile()
+    assert buffer_names(world) == ["berth-pg-g-3-0", "berth-pg-g-3-1"]
+    for name in buffer_names(world):
+        world.set_status(CB_PATH, name, fits)
+    await world.requests.reconcile()
+    provided = world.requests.verdicts["default/g"]
+    assert provided.code is scale_up.ScaleUpReason.CAPACITY_PROVISIONED
+    assert world.requests.holds.held == {}
+
+
+async def test_a_gated_gang_whose_every_shape_fits_nowhere_keeps_its_buffers_code(
+    world: World,
+) -> None:
+    serve(world.emulator, "CapacityBuffer")
+    world.gang("g", 3, gpus=16)  # one shape, which no instance type holds: nothing is bought
+    world.cycle(capacity_mark("default/g", MEMBERS), gated=MEMBERS)
+    await world.requests.reconcile()
+    world.set_status(
+        CB_PATH,
+        "berth-pg-g-1",
+        provisioning("False", "RequiresNewCapacity", "0/3 virtual pods required new, 3 failed"),
+    )
+    world.clock.advance(600)
+    await world.requests.reconcile()
+    assert buffer_names(world) == ["berth-pg-g-1"]
+    verdict = world.requests.verdicts["default/g"]
+    assert verdict.code is scale_up.ScaleUpReason.CAPACITY_REQUEST_PENDING
+    assert world.requests.holds.held == {}

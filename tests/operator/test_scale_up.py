@@ -16,7 +16,12 @@ cannot"):
 - a gang Karpenter cannot fit leaves its list: every member's ``PodScheduled`` reason becomes
   ``AutoscalerCannotFit`` (which no autoscaler reads), its ``FailedScheduling`` Event says
   why and until when; five (virtual) minutes later the members read ``Unschedulable`` again
-  and stay so on Karpenter's old word; Karpenter's new word holds them again, for ten.
+  and stay so on Karpenter's old word; Karpenter's new word holds them again, for ten;
+- admission mode, a gated gang Karpenter can only partly fit (the test writes Karpenter
+  v1.15's ``Provisioning`` conditions on its two buffers: one shape fits, the other stays
+  ``False``): ``answerTimeout`` (virtual) later both buffers are gone, the PodGroup's
+  ``ScaleUp`` condition is ``AutoscalerCannotFit`` saying until when, its pods stay gated and
+  unbound; five (virtual) minutes later it asks again with new buffers.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from berth.emulator import testing
 from berth.status import conditions
 from berth.util import clocks
 from tests.kube import conftest
-from tests.kube.test_capacity_requests import serve_karpenter
+from tests.kube.test_capacity_requests import serve, serve_karpenter
 from tests.operator import running
 from tests.operator.running import kubectl
 
@@ -243,3 +248,104 @@ async def test_a_gang_karpenter_cannot_fit_leaves_its_list_and_is_shown_again_la
         karpenter_failed(emulator, pod, "big-0.karpenter-2", at=clock.now())
         again = await wait_pods_read(emulator, members, "AutoscalerCannotFit")
         assert "(backoff 10m0s)" in again[0]["message"]
+
+
+def gated_mixed_gang(name: str) -> str:
+    """Two members of 8 cpu and one of 64 (two pod shapes), held by admission's gate."""
+    pods = "".join(
+        f"""
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}-{i}, labels: {{scheduling.berth.io/pod-group: {name}}}}}
+spec:
+  schedulingGates: [{{name: scheduling.berth.io/admission}}]
+  containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
+"""
+        for i, cpu in enumerate((8, 8, 64))
+    )
+    return f"""
+apiVersion: scheduling.berth.io/v1alpha1
+kind: PodGroup
+metadata: {{name: {name}}}
+spec: {{minMember: 3, queue: default}}
+{pods}"""
+
+
+async def buffers(emulator: testing.RunningEmulator) -> list[Obj]:
+    listed = json.loads(await kubectl(emulator, "get", "capacitybuffers", "-o", "json"))
+    return sorted(listed["items"], key=lambda b: b["metadata"]["name"])
+
+
+async def wait_buffers(emulator: testing.RunningEmulator, names: list[str]) -> list[Obj]:
+    deadline = time.monotonic() + 60
+    seen: list[Obj] = []
+    while time.monotonic() < deadline:
+        seen = await buffers(emulator)
+        if [b["metadata"]["name"] for b in seen] == names:
+            return seen
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the CapacityBuffers never were {names}: {seen}")
+
+
+def karpenter_provisioning(
+    emulator: testing.RunningEmulator, name: str, status: str, reason: str, message: str
+) -> None:
+    """Write the conditions Karpenter v1.15 writes on a buffer after a provisioning round."""
+    api = emulator.api
+    resource = emulator.call(api.resource, "autoscaling.x-k8s.io/v1beta1", "capacitybuffers")
+    stamp = conditions.timestamp(time.time())
+    said = [
+        {"type": "ReadyForProvisioning", "status": "True", "reason": "Resolved"},
+        {"type": "Provisioning", "status": status, "reason": reason, "message": message},
+    ]
+    emulator.call(
+        api.patch,
+        resource,
+        {"status": {"conditions": [{**c, "lastTransitionTime": stamp} for c in said]}},
+        namespace="default",
+        name=name,
+        patch_type="application/merge-patch+json",
+        subresource="status",
+    )
+
+
+async def test_a_gated_gang_karpenter_can_only_partly_fit_stops_asking_for_a_backoff(
+    emulator: testing.RunningEmulator,
+) -> None:
+    emulator.start_kubelets(["2x cpu=4,memory=8Gi"], speedup=30)
+    serve(emulator, "CapacityBuffer")
+    clock = clocks.VirtualClock(time.time())
+    members = ["mixed-0", "mixed-1", "mixed-2"]
+    async with running.operator_on(emulator, clock=clock):
+        await kubectl(emulator, "apply", "-f", "-", input=gated_mixed_gang("mixed"))
+        made = await wait_buffers(emulator, ["berth-pg-mixed-1-0", "berth-pg-mixed-1-1"])
+        assert [b["spec"]["replicas"] for b in made] == [2, 1]
+        karpenter_provisioning(
+            emulator, "berth-pg-mixed-1-0", "True", "FitsExistingCapacity", "All 2 fit"
+        )
+        karpenter_provisioning(
+            emulator,
+            "berth-pg-mixed-1-1",
+            "False",
+            "RequiresNewCapacity",
+            "0/1 virtual pods required new capacity, 1 failed",
+        )
+        await wait_condition(emulator, "mixed", "ScaleUp", "CapacityRequestPending")
+        clock.advance(121)
+        await wait_buffers(emulator, [])
+        held = await wait_condition(emulator, "mixed", "ScaleUp", "AutoscalerCannotFit")
+        assert held["status"] == "False"
+        assert held["message"].startswith(
+            "the autoscaler has room for 2 of its 3 waiting pods but, in 120s, none for 1 more, "
+            "and the gang is placed whole or not at all (CapacityBuffer "
+            "default/berth-pg-mixed-1-1: Provisioning=False (RequiresNewCapacity: "
+        )
+        withdrawn = "; it asks the autoscaler for nothing (its requests withdrawn), until "
+        assert withdrawn in held["message"]
+        for name in members:  # still held by the gate: nothing admitted, bound or evicted
+            pod = json.loads(await kubectl(emulator, "get", "pod", name, "-o", "json"))
+            assert pod["spec"].get("schedulingGates") and not pod["spec"].get("nodeName")
+        # The hold ends: the gang asks again, with the next attempt's buffers.
+        clock.advance(301)
+        await wait_buffers(emulator, ["berth-pg-mixed-2-0", "berth-pg-mixed-2-1"])

@@ -55,6 +55,13 @@ any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 
    read it, every member reads ``AutoscalerCannotFit`` (no autoscaler's reason), whatever
    Karpenter bought is consolidated, and for 90 s after no NodeClaim is made: no node is
    bought for pods that cannot use it, nothing is bound or evicted.
+9. the same gang in admission mode: it asks with a CapacityBuffer per pod shape; Karpenter
+   answers ``Provisioning=True`` on the 4-GPU shape's (it launched a node for it) and keeps
+   the 16-GPU shape's ``False``; ``answerTimeout`` (120 s) later Berth deletes both buffers,
+   the PodGroup's ``ScaleUp`` condition reads ``AutoscalerCannotFit`` saying its requests are
+   withdrawn, whatever Karpenter bought is consolidated, and for 90 s after no buffer and no
+   NodeClaim is made; the pods stay gated, nothing is bound or evicted. (Written without a
+   run: the session that wrote it had no real control plane to run it on.)
 
 Each test is short (a few minutes at most) and waits on conditions with generous bounds; on a
 failure it prints the tails of Karpenter's and Berth's logs. Skipped without the control
@@ -813,6 +820,84 @@ def test_a_gang_only_partly_fitting_the_pool_buys_no_node_for_the_members_that_f
             time.sleep(2)
         assert set(scheduled(real, namespace)) == set(members)
         # Karpenter's own log agrees: not one NodeClaim created since the gang was held.
+        assert not [
+            r for r in karpenter_lines(real, after=held) if r.get("message") == "created nodeclaim"
+        ]
+        assert not [
+            r
+            for r in real.audited()
+            if r.namespace == namespace and r.resource in ("pods/eviction", "pods/binding")
+        ]
+
+
+def test_admission_mode_a_gang_only_partly_fitting_the_pool_stops_asking_for_its_nodes(
+    real: cluster.RealCluster,
+) -> None:
+    with logs_on_failure(real):
+        namespace = real.namespace()
+        real.berth(mode="admission")
+        pool_only = {"nodeSelector": {karpenter.NODE_POOL_LABEL: POOL}}
+        real.create(
+            pods.pod_group("mixed", min_member=3, queue="default"),
+            gpu_pod("mixed-0", gpus=4, group="mixed", scheduler=None, extra_spec=pool_only),
+            gpu_pod("mixed-1", gpus=4, group="mixed", scheduler=None, extra_spec=pool_only),
+            gpu_pod("mixed-2", gpus=16, group="mixed", scheduler=None),
+            namespace=namespace,
+        )
+        members = ["mixed-0", "mixed-1", "mixed-2"]
+
+        def buffers() -> dict[str, Obj]:
+            return {
+                b["metadata"]["name"]: b for b in listed(real, "capacitybuffers", "-n", namespace)
+            }
+
+        def provisioning(name: str) -> str:
+            for c in (buffers().get(name, {}).get("status") or {}).get("conditions") or []:
+                if c.get("type") == "Provisioning":
+                    return str(c.get("status"))
+            return ""
+
+        wait_for(
+            real,
+            "a CapacityBuffer per pod shape",
+            lambda: sorted(buffers()) == ["berth-pg-mixed-1-0", "berth-pg-mixed-1-1"],
+        )
+        wait_for(
+            real,
+            "Karpenter's answers: the 4-GPU shape fits what it launched, the 16-GPU one not",
+            lambda: (
+                (
+                    provisioning("berth-pg-mixed-1-0") == "True"
+                    and provisioning("berth-pg-mixed-1-1") == "False"
+                )
+                or not buffers()  # (read too late: Berth has withdrawn them already)
+            ),
+        )
+        wait_for(
+            real,
+            "the gang's buffers withdrawn, the group saying Karpenter cannot fit it",
+            lambda: (
+                not buffers()
+                and (group_condition(real, namespace, "mixed", "ScaleUp") or {}).get("reason")
+                == "AutoscalerCannotFit"
+            ),
+        )
+        held = karpenter_offset(real)
+        scale_up = group_condition(real, namespace, "mixed", "ScaleUp") or {}
+        assert scale_up["status"] == "False"
+        assert "CapacityBuffer" in scale_up["message"], scale_up
+        assert "its requests withdrawn" in scale_up["message"], scale_up
+        # What Karpenter bought for the shape that fits is empty once the buffer is gone:
+        # consolidated (the pool's consolidateAfter: 10 s).
+        wait_for(real, "no NodeClaim left for the gang", lambda: not claims(real))
+        # And nothing is asked or bought again inside the 5-minute hold.
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert claims(real) == [], "Karpenter bought a node for the gang while it was held"
+            assert not buffers(), "Berth asked again for the gang while it was held"
+            time.sleep(2)
+        assert {s[1] for s in scheduled(real, namespace).values()} == {"SchedulingGated"}
+        assert set(scheduled(real, namespace)) == set(members)
         assert not [
             r for r in karpenter_lines(real, after=held) if r.get("message") == "created nodeclaim"
         ]

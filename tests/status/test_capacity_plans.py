@@ -14,7 +14,8 @@ We test these aspects:
 - a Reservation that cannot fit asks for a buffer when it says so (or its queue does); once it
   holds its node the buffer is emptied, and it goes with the reservation;
 - names of the objects fit the API's 253 characters, whatever the owner's name;
-- what a ProvisioningRequest's and a CapacityBuffer's conditions say.
+- what a ProvisioningRequest's and a CapacityBuffer's conditions say, and where a buffer's
+  virtual pods fit (by its ``Provisioning`` condition's status and reason, never its words).
 """
 
 from __future__ import annotations
@@ -249,3 +250,25 @@ def test_what_a_capacity_buffer_says() -> None:
     )
     fits = plans.verdict(cb, _status(("Provisioning", "True", "FitsExistingCapacity")))
     assert fits.state is plans.State.PROVISIONED
+
+
+def test_where_a_capacity_buffers_virtual_pods_fit() -> None:
+    ready = ("ReadyForProvisioning", "True", "Resolved")
+    assert plans.fit({}) is plans.Fit.UNKNOWN
+    assert plans.fit(_status(ready)) is plans.Fit.UNKNOWN
+    assert plans.fit(_status(ready, ("Provisioning", "True", "FitsExistingCapacity"))) is (
+        plans.Fit.FITS
+    )
+    # Karpenter v1.15: the same reason for pods that need a node and pods that fit none.
+    short = _status(ready, ("Provisioning", "False", "RequiresNewCapacity"))
+    assert plans.fit(short) is plans.Fit.SHORT
+    assert plans.fit(_status(ready, ("Provisioning", "False", "Infeasible"))) is (
+        plans.Fit.INFEASIBLE
+    )
+    # About the buffer itself, not where its pods fit.
+    for reason in ("NotReadyForProvisioning", "BufferEmpty"):
+        assert plans.fit(_status(("Provisioning", "False", reason))) is plans.Fit.UNKNOWN
+    assert plans.told(short, "Provisioning") == (
+        "Provisioning=False (RequiresNewCapacity: Provisioning RequiresNewCapacity)"
+    )
+    assert plans.told(short, "Missing") == ""

@@ -15,6 +15,11 @@ We test these aspects:
 - a request's state maps to its code (refused, unanswered before and after the timeout);
 - the ``ScaleUp`` condition: status per code, other conditions kept, the transition time kept
   while its status holds, removed with no verdict;
+- a gang asking with a CapacityBuffer per pod shape: a buffer ``Infeasible`` makes it
+  ``AutoscalerCannotFit`` at once; on Karpenter v1.15 (no such reason), a buffer ``False`` for
+  the timeout while another of the gang's reads ``True``, not a moment before; a gang none of
+  whose buffers reads ``True`` (nothing bought for it) or whose buffers only just answered
+  keeps its request's code;
 - holding a gang the autoscaler cannot fit (virtual time): held at its first refusal, with a
   reason no autoscaler reads that says until when; shown again after five minutes; held again
   only when the autoscaler says it again after that, twice as long each time, never longer
@@ -333,3 +338,65 @@ def test_a_hold_backoff_must_be_positive_and_bounded() -> None:
         scale_up.Holds(first=0)
     with pytest.raises(ValueError, match="0 < first <= cap"):
         scale_up.Holds(first=600, cap=300)
+
+
+def buffer(name: str, fit: plans.Fit, *, pods: int = 1, since: float = T0) -> scale_up.BufferSaid:
+    detail = {
+        plans.Fit.FITS: "Provisioning=True (FitsExistingCapacity: All 2 virtual pods fit)",
+        plans.Fit.SHORT: "Provisioning=False (RequiresNewCapacity: 0/1 virtual pods required "
+        "new capacity, 1 failed)",
+        plans.Fit.INFEASIBLE: "Provisioning=False (Infeasible: no instance type fits)",
+        plans.Fit.UNKNOWN: "",
+    }[fit]
+    return scale_up.BufferSaid(f"team/{name}", pods, fit, since, detail)
+
+
+def test_a_buffer_the_autoscaler_says_is_infeasible_holds_the_gang_at_once() -> None:
+    said = [buffer("b-0", plans.Fit.SHORT, pods=2), buffer("b-1", plans.Fit.INFEASIBLE)]
+    verdict = scale_up.judge_buffers(said, now=T0, timeout=120)
+    assert verdict == scale_up.ScaleUp(
+        R.AUTOSCALER_CANNOT_FIT,
+        "the autoscaler cannot place 1 of its 3 waiting pods on any node it could add, and the "
+        "gang is placed whole or not at all (CapacityBuffer team/b-1: Provisioning=False "
+        "(Infeasible: no instance type fits))",
+        at=T0,
+    )
+    assert verdict.status == "False"
+
+
+def test_a_shape_left_short_beside_one_that_fits_is_one_the_autoscaler_cannot_fit() -> None:
+    said = [
+        buffer("b-0", plans.Fit.FITS, pods=2, since=T0 + 30),
+        buffer("b-1", plans.Fit.SHORT, since=T0),
+    ]
+    assert scale_up.judge_buffers(said, now=T0 + 119, timeout=120) is None
+    verdict = scale_up.judge_buffers(said, now=T0 + 120, timeout=120)
+    assert verdict is not None and verdict.code is R.AUTOSCALER_CANNOT_FIT
+    assert verdict.at == T0 + 120  # when it came true, not when it was read
+    assert verdict.message == (
+        "the autoscaler has room for 2 of its 3 waiting pods but, in 120s, none for 1 more, and "
+        "the gang is placed whole or not at all (CapacityBuffer team/b-1: Provisioning=False "
+        "(RequiresNewCapacity: 0/1 virtual pods required new capacity, 1 failed))"
+    )
+    # The words stay the same while nothing changes.
+    later = scale_up.judge_buffers(said, now=T0 + 600, timeout=120)
+    assert later == verdict
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        # Nothing fits anywhere: no node is bought for it, its request's code stands.
+        [buffer("b-0", plans.Fit.SHORT), buffer("b-1", plans.Fit.SHORT)],
+        [buffer("b-0", plans.Fit.SHORT)],
+        # Not answered yet where the other fits.
+        [buffer("b-0", plans.Fit.FITS), buffer("b-1", plans.Fit.UNKNOWN)],
+        # All of it fits.
+        [buffer("b-0", plans.Fit.FITS), buffer("b-1", plans.Fit.FITS)],
+        [],
+    ],
+)
+def test_a_gang_with_no_shape_left_short_beside_one_that_fits_keeps_its_code(
+    said: list[scale_up.BufferSaid],
+) -> None:
+    assert scale_up.judge_buffers(said, now=T0 + 3600, timeout=120) is None
