@@ -45,8 +45,10 @@ try:
 except ModuleNotFoundError as exc:
     raise extras.missing("chaos", exc) from exc
 
-__all__ = ["Report", "hostile_objects", "run"]
+__all__ = ["Report", "ReportJson", "hostile_objects", "run"]
 
+# Hostile objects: arbitrary JSON by design (wrong types, unknown keys), which no typed record
+# could hold; what the API server and Berth make of them is the point.
 Obj = dict[str, typing.Any]
 _GROUP_VERSION = keys.API_VERSION
 
@@ -152,6 +154,15 @@ def hostile_objects(draw: st.DrawFn, *, scheduler: str = "berth-scheduler") -> O
     return {"apiVersion": _GROUP_VERSION, "kind": "Reservation", "spec": spec}
 
 
+class ReportJson(typing.TypedDict):
+    """The JSON object ``berth chaos fuzz`` prints."""
+
+    objects_tried: int
+    through_kubectl: int
+    answers: dict[str, int]  # the API server's answer (code or reason) -> how often
+    violations: list[str]
+
+
 @dataclasses.dataclass
 class Report:
     """What a run tried and found."""
@@ -161,7 +172,7 @@ class Report:
     answers: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     violations: list[str] = dataclasses.field(default_factory=list)
 
-    def as_dict(self) -> dict[str, typing.Any]:
+    def as_dict(self) -> ReportJson:
         return {
             "objects_tried": self.tried,
             "through_kubectl": self.through_kubectl,

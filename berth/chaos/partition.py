@@ -17,7 +17,6 @@ plus the proxy's counters (faults injected, connections reset, bytes dropped).
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 import typing
 import urllib.parse
@@ -26,23 +25,61 @@ import yaml
 
 from berth.chaos import proxy, sigstop
 
-__all__ = ["ProxyFault", "proxied_kubeconfig", "run_many", "upstream"]
+__all__ = ["PartitionSummary", "ProxyFault", "proxied_kubeconfig", "run_many", "upstream"]
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def _cluster(config: dict[str, typing.Any]) -> dict[str, typing.Any]:
+class PartitionSummary(sigstop.SummaryJson):
+    """The JSON object ``berth chaos partition`` prints."""
+
+    fault: str
+    proxy: proxy.CountersJson
+
+
+class KubeconfigCluster(typing.TypedDict, total=False):
+    server: str
+
+
+class _NamedCluster(typing.TypedDict):
+    name: str
+    cluster: KubeconfigCluster
+
+
+class _Context(typing.TypedDict, total=False):
+    cluster: str
+
+
+class _NamedContext(typing.TypedDict):
+    name: str
+    context: _Context
+
+
+# A kubeconfig (client-go's document): the fields read here. Whatever else the user's file has
+# stays in the dicts yaml.safe_load made, so the copy written back carries it.
+Kubeconfig = typing.TypedDict(
+    "Kubeconfig",
+    {
+        "clusters": list[_NamedCluster],
+        "contexts": list[_NamedContext],
+        "current-context": str,
+    },
+    total=False,
+)
+
+
+def _cluster(config: Kubeconfig) -> KubeconfigCluster:
     """The cluster entry of the kubeconfig's current context."""
     contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
     current = contexts.get(config.get("current-context") or "") or next(iter(contexts.values()))
     clusters = {c["name"]: c["cluster"] for c in config.get("clusters") or []}
-    return typing.cast(dict[str, typing.Any], clusters[current["cluster"]])
+    return clusters[current["cluster"]]
 
 
 def upstream(kubeconfig: pathlib.Path) -> str:
     """``HOST:PORT`` of the API server ``kubeconfig`` points at (loopback only: the proxy
     listens on 127.0.0.1 and the server's certificate must still match)."""
-    config = yaml.safe_load(kubeconfig.read_text())
+    config: Kubeconfig = yaml.safe_load(kubeconfig.read_text())
     url = urllib.parse.urlsplit(str(_cluster(config)["server"]))
     if url.hostname not in _LOOPBACK:
         raise ValueError(
@@ -55,7 +92,7 @@ def upstream(kubeconfig: pathlib.Path) -> str:
 
 def proxied_kubeconfig(kubeconfig: pathlib.Path, *, port: int, to: pathlib.Path) -> pathlib.Path:
     """A copy of ``kubeconfig`` whose API server is reached through the proxy on ``port``."""
-    config = yaml.safe_load(kubeconfig.read_text())
+    config: Kubeconfig = yaml.safe_load(kubeconfig.read_text())
     cluster = _cluster(config)
     url = urllib.parse.urlsplit(str(cluster["server"]))
     cluster["server"] = urllib.parse.urlunsplit(url._replace(netloc=f"127.0.0.1:{port}"))
@@ -88,7 +125,7 @@ class ProxyFault:
 
 async def run_many(
     experiment: sigstop.Experiment, *, runs: int, fault: proxy.Fault
-) -> dict[str, typing.Any]:
+) -> PartitionSummary:
     """``runs`` partitions of the leader; the summary with the proxy's counters."""
     experiment.workdir.mkdir(parents=True, exist_ok=True)
     with proxy.ThreadedProxy(upstream(experiment.replicas_kubeconfig)) as through:
@@ -96,4 +133,4 @@ async def run_many(
             experiment, runs=runs, disruption=ProxyFault(through, fault)
         )
         counters = through.counters
-    return {"fault": fault.value, **summary.as_dict(), "proxy": dataclasses.asdict(counters)}
+    return {"fault": fault.value, **summary.as_dict(), "proxy": counters.as_dict()}

@@ -36,7 +36,7 @@ import struct
 import threading
 import typing
 
-__all__ = ["Counters", "Fault", "FaultProxy", "ThreadedProxy"]
+__all__ = ["Counters", "CountersJson", "Fault", "FaultProxy", "ThreadedProxy"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,14 @@ class Fault(enum.Enum):
     RESET = "reset"
 
 
+class CountersJson(typing.TypedDict):
+    connections: int
+    resets: int
+    forwarded_bytes: int
+    dropped_bytes: int
+    faults: int
+
+
 @dataclasses.dataclass
 class Counters:
     connections: int = 0
@@ -59,6 +67,15 @@ class Counters:
     forwarded_bytes: int = 0
     dropped_bytes: int = 0
     faults: int = 0  # faults switched on (every set_fault to something but NONE)
+
+    def as_dict(self) -> CountersJson:
+        return {
+            "connections": self.connections,
+            "resets": self.resets,
+            "forwarded_bytes": self.forwarded_bytes,
+            "dropped_bytes": self.dropped_bytes,
+            "faults": self.faults,
+        }
 
 
 class _Link:

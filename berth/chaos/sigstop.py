@@ -50,6 +50,8 @@ __all__ = [
     "Disruption",
     "Experiment",
     "Replica",
+    "RunResultJson",
+    "SummaryJson",
     "RunResult",
     "SigStop",
     "Summary",
@@ -114,6 +116,44 @@ class Experiment:
             identities.remove(self.kubeconfig, namespace=namespace, pod=identity)
 
 
+class RunResultJson(typing.TypedDict):
+    """A :class:`RunResult` in the summary's ``detail``."""
+
+    run: int
+    old_leader: str
+    new_leader: str
+    paused_seconds: float
+    late_writes: int
+    late_attempts: int
+    new_leader_writes: int
+    bound: int
+    failed_pods: int
+    old_leader_exit: int | None
+    bound_twice: int
+    tenant_harmed: int
+    queue_over_limit: int
+    scheduled_after: bool
+    new_leader_refused: int
+    late: list[str]
+
+
+class SummaryJson(typing.TypedDict):
+    """The JSON object ``berth chaos sigstop`` prints."""
+
+    runs: int
+    incomplete: list[str]
+    late_writes: int
+    late_attempts: int
+    new_leader_refused: int
+    failed_pods: int
+    bound_twice: int
+    tenant_harmed: int
+    queue_over_limit: int
+    scheduled_after: bool
+    violations: list[str]
+    detail: list[RunResultJson]
+
+
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     """One run, as counted at the API server."""
@@ -149,6 +189,26 @@ class RunResult:
         }
         return [f"{what}: {int(n)}" for what, n in broken.items() if n]
 
+    def as_dict(self) -> RunResultJson:
+        return {
+            "run": self.run,
+            "old_leader": self.old_leader,
+            "new_leader": self.new_leader,
+            "paused_seconds": self.paused_seconds,
+            "late_writes": self.late_writes,
+            "late_attempts": self.late_attempts,
+            "new_leader_writes": self.new_leader_writes,
+            "bound": self.bound,
+            "failed_pods": self.failed_pods,
+            "old_leader_exit": self.old_leader_exit,
+            "bound_twice": self.bound_twice,
+            "tenant_harmed": self.tenant_harmed,
+            "queue_over_limit": self.queue_over_limit,
+            "scheduled_after": self.scheduled_after,
+            "new_leader_refused": self.new_leader_refused,
+            "late": list(self.late),
+        }
+
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
@@ -157,7 +217,7 @@ class Summary:
     """Runs that could not play out, and why (e.g. the successor itself lost the Lease on an
     overloaded machine before binding): neither a pass nor a violation."""
 
-    def as_dict(self) -> dict[str, typing.Any]:
+    def as_dict(self) -> SummaryJson:
         return {
             "runs": len(self.runs),
             "incomplete": self.incomplete,
@@ -170,7 +230,7 @@ class Summary:
             "queue_over_limit": sum(r.queue_over_limit for r in self.runs),
             "scheduled_after": all(r.scheduled_after for r in self.runs),
             "violations": [f"run {r.run}: {v}" for r in self.runs for v in r.violations],
-            "detail": [dataclasses.asdict(r) for r in self.runs],
+            "detail": [r.as_dict() for r in self.runs],
         }
 
 

@@ -34,7 +34,7 @@ import yaml
 from berth.kube.transport import clients, rest
 from berth.util import wakeups
 
-__all__ = ["run"]
+__all__ = ["MachineLoad", "RequestsResult", "run"]
 
 _WARM_UP = 200  # connections opened and code paths warmed before the clock starts
 _ANSWER = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
@@ -101,6 +101,7 @@ def _kubeconfig(path: pathlib.Path, *, port: int) -> None:
     )
 
 
+# A Binding (Kubernetes JSON, the body the binder posts).
 def _binding(index: int) -> dict[str, typing.Any]:
     """The body the binder sends (berth.kube.binder)."""
     return {
@@ -132,7 +133,25 @@ async def _send(kubeconfig: pathlib.Path, *, requests: int, in_flight: int) -> t
         return time.thread_time() - cpu, time.perf_counter() - wall
 
 
-def run(*, requests: int = 20_000, in_flight: int = 64) -> dict[str, typing.Any]:
+class MachineLoad(typing.TypedDict):
+    """The one-minute load average before and after: a busy machine is said, not hidden."""
+
+    load_before: float
+    load_after: float
+
+
+class RequestsResult(typing.TypedDict):
+    """The JSON object ``berth bench requests`` prints."""
+
+    bench: str
+    requests: int
+    in_flight: int
+    client_cpu_us_per_request: float
+    requests_per_second: float | None
+    machine: MachineLoad
+
+
+def run(*, requests: int = 20_000, in_flight: int = 64) -> RequestsResult:
     """Send the bindings and report the client's CPU per request (JSON-ready)."""
     load_before = os.getloadavg()[0]
     with _server() as port, tempfile.TemporaryDirectory(prefix="berth-bench-") as scratch:

@@ -39,6 +39,8 @@ import aiohttp
 
 __all__ = ["main", "run"]
 
+# Pods, claims and bindings as the API server sends and takes them (Kubernetes JSON; berth.api's
+# records will type them, #31).
 Object = dict[str, typing.Any]
 
 _ATTEMPTS = 5

@@ -30,15 +30,21 @@ from berth.realcluster import processes
 
 __all__ = [
     "Contender",
+    "CycleUnit",
+    "Cycles",
+    "PhaseResult",
     "Race",
     "StreamEnd",
     "Tracker",
     "allocated_claims",
     "create",
+    "cycles",
     "delete_namespace",
     "phase",
 ]
 
+# Pods, PodGroups and claims as created and watched (Kubernetes JSON; berth.api's records will
+# type them, #31).
 Object = dict[str, typing.Any]
 
 _PATHS = {
@@ -58,6 +64,51 @@ _PATHS = {
 MetricsReader = collections.abc.Callable[[], collections.abc.Awaitable[tuple[float, float] | None]]
 
 
+CycleUnit = typing.Literal["cycle", "attempt"]
+
+
+class Cycles(typing.TypedDict):
+    """A contender's own histogram over a window, named after its unit: Berth's ``cycles``
+    (sessions), kube-scheduler's ``attempts`` (one per pod tried)."""
+
+    cycles: typing.NotRequired[int]
+    cycle_ms: typing.NotRequired[float | None]  # mean; None when none ran
+    attempts: typing.NotRequired[int]
+    attempt_ms: typing.NotRequired[float | None]
+
+
+class PhaseResult(Cycles):
+    """One race (:func:`phase`), as the ``--real`` report holds it."""
+
+    pods: int
+    bound: int
+    seconds: float
+    pods_per_second: float
+    p50_ms: float | None
+    p99_ms: float | None
+    cpu_seconds: float | None  # the contender's, over the window
+    cpu_seconds_per_1000_pods: float | None
+    scheduler_cores: float | None
+    peak_rss_mb: float | None
+    cores: dict[str, float | None]  # every other component's cores over the window
+    settled_cores_before: float
+    creates_per_second: typing.NotRequired[float]  # a stream race only
+    timed_out: typing.NotRequired[bool]  # not every pod was bound in time
+    # Added by berth.cli.e2e_real:
+    claims_allocated: typing.NotRequired[int]
+    fraction_of_null: typing.NotRequired[float]
+    fraction_of_first_level: typing.NotRequired[float]
+
+
+def cycles(unit: CycleUnit, before: tuple[float, float], after: tuple[float, float]) -> Cycles:
+    """The histogram's count and mean (ms) between two readings (sum of seconds, count)."""
+    count = after[1] - before[1]
+    mean = round((after[0] - before[0]) / count * 1000, 2) if count else None
+    if unit == "cycle":
+        return {"cycles": int(count), "cycle_ms": mean}
+    return {"attempts": int(count), "attempt_ms": mean}
+
+
 @dataclasses.dataclass
 class Contender:
     """A scheduler raced: its label in the JSON, the ``schedulerName`` its pods carry, its
@@ -67,7 +118,7 @@ class Contender:
     scheduler: str
     process: processes.Process
     cycles: MetricsReader | None = None
-    cycle_unit: str = "cycle"  # Berth's session; kube-scheduler's per-pod "attempt"
+    cycle_unit: CycleUnit = "cycle"  # Berth's session; kube-scheduler's per-pod "attempt"
 
 
 @dataclasses.dataclass
@@ -326,7 +377,7 @@ async def phase(
     before: collections.abc.Sequence[Object],
     pods: collections.abc.Sequence[Object],
     paused: bool,
-) -> Object:
+) -> PhaseResult:
     """One race in a fresh ``namespace``: the ``init`` pods (already bound) created and
     started, the ``before`` objects (gangs) created, the cluster left to settle; then
     ``pods`` created for ``contender`` with the clock running and timed until bound. With
@@ -384,7 +435,7 @@ async def phase(
     seconds = finished - started
     latencies = sorted((bound[k] - sent[k]) * 1000 for k in bound if k in sent)
     own = used.get(contender.process.name)
-    result: Object = {
+    result: PhaseResult = {
         "pods": len(pods),
         "bound": len(bound),
         "seconds": round(seconds, 3),
@@ -407,11 +458,7 @@ async def phase(
     if not paused:
         result["creates_per_second"] = round(len(pods) / (created - started), 1)
     if cycles_before is not None and cycles_after is not None:
-        count = cycles_after[1] - cycles_before[1]
-        result[f"{contender.cycle_unit}s"] = int(count)
-        result[f"{contender.cycle_unit}_ms"] = (
-            round((cycles_after[0] - cycles_before[0]) / count * 1000, 2) if count else None
-        )
+        result = {**result, **cycles(contender.cycle_unit, cycles_before, cycles_after)}
     if not all_bound:
         result["timed_out"] = True
     return result

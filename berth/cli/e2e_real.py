@@ -72,6 +72,8 @@ NOBODY = "berth-bench-nobody"  # the null scheduler's standing backlog names no 
 CONTENDERS = ("null", "kube_scheduler", "berth")
 _IDLE_SECONDS = 10.0
 
+# The --real report's outer levels (per shape, contender and standing backlog; each race in
+# it is a typed e2e_race.PhaseResult): still JSON built level by level, left to #31's next slice.
 Object = dict[str, typing.Any]
 
 
@@ -192,6 +194,13 @@ def _contenders(plane: controlplane.ControlPlane) -> dict[str, e2e_race.Contende
     }
 
 
+class IdleResult(e2e_race.Cycles):
+    """A contender beside a standing backlog with nothing else happening."""
+
+    seconds: float
+    scheduler_cores: float | None
+
+
 def _fractions(shape: Object) -> None:
     """Each contender's rate as a fraction of the null scheduler's, phase by phase."""
     null = shape.get("null") or {}
@@ -262,7 +271,7 @@ class _Bench:
                 finally:
                     _fractions(entry)  # of what finished, also when the run ends here
 
-    def _timed_out(self, shape: str, label: str, phase: str, result: Object) -> None:
+    def _timed_out(self, shape: str, label: str, phase: str, result: e2e_race.PhaseResult) -> None:
         if result.get("timed_out"):
             process = self.contenders[label].process
             self.report["errors"].append(
@@ -381,7 +390,7 @@ class _Bench:
                 if first:
                     level_entry["stream"]["fraction_of_first_level"] = round(rate / first, 2)
 
-    async def _idle(self, race: e2e_race.Race, contender: e2e_race.Contender) -> Object:
+    async def _idle(self, race: e2e_race.Race, contender: e2e_race.Contender) -> IdleResult:
         """The contender beside the standing backlog with nothing else happening."""
         await e2e_race.settle(race)
         pid = contender.process.pid
@@ -391,16 +400,12 @@ class _Bench:
         await asyncio.sleep(_IDLE_SECONDS)
         after = await contender.cycles() if contender.cycles else None
         wall, used = window.read()
-        idle: Object = {
+        idle: IdleResult = {
             "seconds": round(wall, 1),
             "scheduler_cores": round(used["own"] / wall, 3) if used["own"] is not None else None,
         }
         if before is not None and after is not None:
-            count = after[1] - before[1]
-            idle[f"{contender.cycle_unit}s"] = int(count)
-            idle[f"{contender.cycle_unit}_ms"] = (
-                round((after[0] - before[0]) / count * 1000, 2) if count else None
-            )
+            idle = {**idle, **e2e_race.cycles(contender.cycle_unit, before, after)}
         return idle
 
 

@@ -82,6 +82,8 @@ __all__ = [
     "standing_pods",
 ]
 
+# Kubernetes objects (Pods, PodGroups, Workloads, claims) as created: JSON until berth.api's
+# records type them (#31).
 Object = dict[str, typing.Any]
 
 NODE_ALLOCATABLE = "cpu=4,memory=32Gi,pods=110"

@@ -242,6 +242,7 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
     one-line message naming the flag to change.
     """
     _object_name("NAME", flags.name, what="reservation")
+    # The Reservation's manifest parts (Kubernetes JSON, as kubectl create prints or sends it).
     owners: list[dict[str, typing.Any]] = [
         {"object": {"name": _object_name("--owner-pod", p, what="pod")}} for p in flags.owner_pod
     ]
@@ -254,6 +255,7 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
         )
     if flags.ttl is not None and flags.expires is not None:
         raise click.ClickException("give --ttl or --expires, not both")
+    # The template's Pod spec (Kubernetes JSON).
     pod_spec: dict[str, typing.Any] = {
         "containers": [{"name": CONTAINER, "resources": {"requests": _requests(flags)}}]
     }
@@ -263,6 +265,7 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
         )
     if flags.toleration:
         pod_spec["tolerations"] = [_toleration(t) for t in flags.toleration]
+    # The Reservation's spec (Kubernetes JSON).
     spec: dict[str, typing.Any] = {"template": {"spec": pod_spec}, "owners": owners}
     if flags.ttl is not None:
         try:

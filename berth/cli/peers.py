@@ -65,6 +65,8 @@ from berth.realcluster import binaries, controlplane, install, kueue, processes
 
 __all__ = ["measure"]
 
+# Kubernetes objects (JSON, as created and watched), and for now the peers' report: nested
+# per shape and system; typing it is left to #31's next slice.
 Object = dict[str, typing.Any]
 
 NODE_SHAPE = "cpu=8,memory=32Gi,pods=110"

@@ -31,6 +31,7 @@ PARALLELISM = 4
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _MEMORY_PER_CPU_GI = 2
 
+# A Job or its Pod spec as Kubernetes JSON (berth.api's records will type them, #31).
 Object = dict[str, typing.Any]
 
 

@@ -30,7 +30,16 @@ import rich.tree
 from berth.api import keys, queues, resources
 from berth.util import suggestions
 
-__all__ = ["ConditionView", "QueueNode", "build", "to_json", "tree"]
+__all__ = [
+    "ConditionJson",
+    "ConditionView",
+    "QueueJson",
+    "QueueNode",
+    "QueueTreesJson",
+    "build",
+    "to_json",
+    "tree",
+]
 
 _MISSING = "-"
 
@@ -278,14 +287,65 @@ def tree(trees: collections.abc.Sequence[QueueNode]) -> rich.tree.Tree:
     return top
 
 
-def to_json(trees: collections.abc.Sequence[QueueNode]) -> dict[str, typing.Any]:
+class ConditionJson(typing.TypedDict):
+    type: str
+    status: str
+    reason: typing.NotRequired[str]
+    message: typing.NotRequired[str]
+
+
+class _Implicit(typing.TypedDict):
+    implicit: typing.NotRequired[bool]  # only when true: the default queue, with no object
+
+
+class _Problem(typing.TypedDict):
+    problem: typing.NotRequired[str]
+
+
+class QueueJson(_Implicit, _Problem):
+    """One queue of ``kubectl berth queues -o json|yaml``, with the queues below it."""
+
+    name: str
+    weight: int
+    priority: int
+    state: str
+    reclaimable: bool
+    guaranteed: dict[str, str]
+    limit: dict[str, str]
+    fairShare: dict[str, str] | None  # None: no status yet
+    allocated: dict[str, str] | None
+    requested: dict[str, str] | None
+    pending: int | None
+    running: int | None
+    pendingPods: int | None
+    runningPods: int | None
+    currentState: str | None
+    stateReason: str | None
+    conditions: list[ConditionJson]
+    children: list[QueueJson]
+
+
+class QueueTreesJson(typing.TypedDict):
+    queues: list[QueueJson]
+
+
+def to_json(trees: collections.abc.Sequence[QueueNode]) -> QueueTreesJson:
     """The trees as JSON-able data: ``{"queues": [...]}`` with camelCase keys."""
 
-    def one(node: QueueNode) -> dict[str, typing.Any]:
-        data: dict[str, typing.Any] = {"name": node.name}
-        if node.implicit:
-            data["implicit"] = True
-        data |= {
+    def condition(view: ConditionView) -> ConditionJson:
+        out: ConditionJson = {"type": view.type, "status": view.status}
+        if view.reason is not None:
+            out["reason"] = view.reason
+        if view.message is not None:
+            out["message"] = view.message
+        return out
+
+    def one(node: QueueNode) -> QueueJson:
+        implicit: _Implicit = {"implicit": True} if node.implicit else {}
+        problem: _Problem = {"problem": node.problem} if node.problem is not None else {}
+        return {
+            "name": node.name,
+            **implicit,
             "weight": node.weight,
             "priority": node.priority,
             "state": node.state,
@@ -301,14 +361,9 @@ def to_json(trees: collections.abc.Sequence[QueueNode]) -> dict[str, typing.Any]
             "runningPods": node.running_pods,
             "currentState": node.current_state,
             "stateReason": node.state_reason,
-            "conditions": [
-                {k: v for k, v in dataclasses.asdict(c).items() if v is not None}
-                for c in node.conditions
-            ],
+            "conditions": [condition(c) for c in node.conditions],
+            **problem,
+            "children": [one(c) for c in node.children],
         }
-        if node.problem is not None:
-            data["problem"] = node.problem
-        data["children"] = [one(c) for c in node.children]
-        return data
 
     return {"queues": [one(t) for t in trees]}

@@ -41,7 +41,7 @@ from berth.operator import main, scheduling, settings
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.util import allocator
 
-__all__ = ["command", "measure", "rss_mb"]
+__all__ = ["SoakResult", "TracedGrowth", "command", "measure", "rss_mb"]
 
 _NAMESPACE = "default"
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -54,6 +54,7 @@ def rss_mb() -> float:
     return resident * _PAGE / 2**20
 
 
+# A Pod manifest (Kubernetes JSON), as e2e's.
 def _pod(index: int, *, lifetime: float) -> dict[str, typing.Any]:
     body = e2e._pod(index)
     body["metadata"]["name"] = f"soak-{index:07d}"
@@ -99,6 +100,35 @@ async def _reap(session: aiohttp.ClientSession, *, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), 1.0)
 
 
+class TracedGrowth(typing.TypedDict):
+    """A line whose Python allocations grew most between the warm-up's end and the end."""
+
+    where: str
+    kib: float
+    blocks: int
+
+
+class SoakResult(typing.TypedDict):
+    """The JSON object ``berth bench soak`` prints."""
+
+    nodes: int
+    scenario: str
+    seconds: float
+    pods_created: int
+    pods_bound: int
+    bind_failures: int | None
+    warmup_seconds: float
+    rss_mb_start: float | None
+    rss_mb_end: float | None
+    rss_growth_pct_after_warmup: float | None
+    rss_mb: list[tuple[float, float]]  # (seconds since the start, MiB)
+    c_heap_mb: list[tuple[float, float, float]] | None  # (seconds, obtained, in use)
+    # With --trace-top: the Python heap (tracemalloc), None when a snapshot is missing.
+    traced_mb_warm: typing.NotRequired[float]
+    traced_mb_end: typing.NotRequired[float]
+    traced_growth: typing.NotRequired[list[TracedGrowth] | None]
+
+
 async def _measure(
     url: str,
     kubeconfig: pathlib.Path,
@@ -108,8 +138,9 @@ async def _measure(
     lifetime: float,
     interval: float,
     warmup: float,
+    nodes: int,
     trace_top: int = 0,
-) -> dict[str, typing.Any]:
+) -> SoakResult:
     built: list[scheduling.Parts] = []
     bound = [0]
 
@@ -174,7 +205,8 @@ async def _measure(
             await operator
     after = [mb for at, mb in samples if at >= warmup]
     growth = (after[-1] - after[0]) / after[0] * 100 if len(after) >= 2 and after[0] else None
-    return {
+    result: SoakResult = {
+        "nodes": nodes,
         "scenario": "soak",
         "seconds": seconds,
         "pods_created": created[0],
@@ -186,8 +218,10 @@ async def _measure(
         "rss_growth_pct_after_warmup": round(growth, 2) if growth is not None else None,
         "rss_mb": samples,
         "c_heap_mb": heaps or None,
-        **(_traced(warm, end, top=trace_top) if trace_top else {}),
     }
+    if trace_top:
+        _traced(result, warm, end, top=trace_top)
+    return result
 
 
 def _sample_heap(into: list[tuple[float, float, float]], *, at: float) -> None:
@@ -197,26 +231,30 @@ def _sample_heap(into: list[tuple[float, float, float]], *, at: float) -> None:
 
 
 def _traced(
-    warm: tracemalloc.Snapshot | None, end: tracemalloc.Snapshot | None, *, top: int
-) -> dict[str, typing.Any]:
-    """The Python heap at the end of the warm-up and at the end, and the lines that grew most."""
+    result: SoakResult,
+    warm: tracemalloc.Snapshot | None,
+    end: tracemalloc.Snapshot | None,
+    *,
+    top: int,
+) -> None:
+    """Add the Python heap at the end of the warm-up and at the end, and the lines that grew
+    most, to ``result``."""
     if warm is None or end is None:
-        return {"traced_growth": None}
+        result["traced_growth"] = None
+        return
     ours = (tracemalloc.Filter(False, tracemalloc.__file__),)
     warm, end = warm.filter_traces(ours), end.filter_traces(ours)
     grew = [d for d in end.compare_to(warm, "lineno") if d.size_diff > 0][:top]
-    return {
-        "traced_mb_warm": round(sum(s.size for s in warm.statistics("filename")) / 2**20, 1),
-        "traced_mb_end": round(sum(s.size for s in end.statistics("filename")) / 2**20, 1),
-        "traced_growth": [
-            {
-                "where": f"{d.traceback[0].filename}:{d.traceback[0].lineno}",
-                "kib": round(d.size_diff / 1024, 1),
-                "blocks": d.count_diff,
-            }
-            for d in grew
-        ],
-    }
+    result["traced_mb_warm"] = round(sum(s.size for s in warm.statistics("filename")) / 2**20, 1)
+    result["traced_mb_end"] = round(sum(s.size for s in end.statistics("filename")) / 2**20, 1)
+    result["traced_growth"] = [
+        {
+            "where": f"{d.traceback[0].filename}:{d.traceback[0].lineno}",
+            "kib": round(d.size_diff / 1024, 1),
+            "blocks": d.count_diff,
+        }
+        for d in grew
+    ]
 
 
 def measure(
@@ -228,7 +266,7 @@ def measure(
     interval: float = 10.0,
     warmup: float = 300.0,
     trace_top: int = 0,
-) -> dict[str, typing.Any]:
+) -> SoakResult:
     """Run the soak (see the module docstring); the JSON-ready result."""
     if trace_top:
         tracemalloc.start()
@@ -245,12 +283,13 @@ def measure(
                 lifetime=lifetime,
                 interval=interval,
                 warmup=warmup,
+                nodes=nodes,
                 trace_top=trace_top,
             )
         )
     if trace_top:
         tracemalloc.stop()
-    return {"nodes": nodes, **result}
+    return result
 
 
 @click.command("soak")

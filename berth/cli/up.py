@@ -77,6 +77,8 @@ _SHOWN_KINDS = (
     ("Pod", "Pods", "v1", "pods"),
 )
 
+# Kubernetes objects as the emulator stores them and kubectl applies them (JSON; berth.api's
+# records will type them, #31).
 Object = dict[str, typing.Any]
 
 
@@ -109,6 +111,7 @@ class LocalCluster:
         """``kubectl get -o wide``'s header and rows for a kind, from the printer columns."""
         api = self.threaded.emulator.api
 
+        # A meta.k8s.io/v1 Table, as kubectl get receives it (Kubernetes JSON).
         def render() -> dict[str, typing.Any]:
             resource = api.resource(api_version, plural)
             return tables.render(

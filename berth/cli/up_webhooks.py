@@ -67,6 +67,7 @@ def _queue_of(obj: str) -> str:
 QUEUE_CHANGED = f"{_queue_of('object')} != {_queue_of('oldObject')}"
 """CEL: an update changes the pod's queue label (the chart's matchCondition)."""
 
+# Webhook configurations as the API server takes them (Kubernetes JSON).
 Object = dict[str, typing.Any]
 
 

@@ -21,6 +21,7 @@ import pathlib
 import typing
 
 __all__ = [
+    "AuditEvent",
     "Request",
     "Watch",
     "bindings",
@@ -67,7 +68,38 @@ class Watch:
         return self.started <= moment and (self.ended is None or moment < self.ended)
 
 
-def _events(path: pathlib.Path) -> list[dict[str, typing.Any]]:
+class UserInfo(typing.TypedDict, total=False):
+    username: str
+
+
+class ObjectReference(typing.TypedDict, total=False):
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+
+
+class ResponseStatus(typing.TypedDict, total=False):
+    code: int
+
+
+class AuditEvent(typing.TypedDict, total=False):
+    """An ``audit.k8s.io/v1`` Event: the fields read here (the log has more; they are kept)."""
+
+    auditID: str
+    stage: str  # RequestReceived, ResponseStarted, ResponseComplete, Panic
+    requestURI: str
+    verb: str
+    user: UserInfo
+    userAgent: str
+    objectRef: ObjectReference
+    responseStatus: ResponseStatus
+    requestReceivedTimestamp: str
+    stageTimestamp: str
+    annotations: dict[str, str]
+
+
+def _events(path: pathlib.Path) -> list[AuditEvent]:
     """Every audit event of the log's complete lines, in order (a missing log has none)."""
     try:
         raw = path.read_bytes()
@@ -75,7 +107,7 @@ def _events(path: pathlib.Path) -> list[dict[str, typing.Any]]:
         return []
     # A line being written has no newline yet (and may end inside a character): leave it.
     complete = raw[: raw.rfind(b"\n") + 1]
-    out: list[dict[str, typing.Any]] = []  # an audit.k8s.io/v1 Event, as the API server wrote it
+    out: list[AuditEvent] = []
     for number, line in enumerate(complete.decode("utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -86,7 +118,7 @@ def _events(path: pathlib.Path) -> list[dict[str, typing.Any]]:
     return out
 
 
-def _resource(event: collections.abc.Mapping[str, typing.Any]) -> str:
+def _resource(event: AuditEvent) -> str:
     ref = event.get("objectRef") or {}
     resource = str(ref.get("resource") or "")
     if ref.get("subresource"):

@@ -43,6 +43,8 @@ except ModuleNotFoundError as exc:
 
 __all__ = ["ControlPlane", "Ports", "find_kubectl", "server_version"]
 
+# Kubernetes objects and other tools' documents (a kubeconfig's user, the audit Policy) as
+# JSON, written in the shape those tools read.
 Object = dict[str, typing.Any]
 
 SERVICE_CIDR = "10.96.0.0/16"

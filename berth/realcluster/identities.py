@@ -33,6 +33,7 @@ GATE = "realcluster.berth.io/stand-in"
 
 _LABELS = {"app.kubernetes.io/part-of": "berth", "app.kubernetes.io/component": "stand-in"}
 
+# A stand-in Pod as Kubernetes JSON (berth.api's Pod record will type it, #31).
 Object = dict[str, typing.Any]
 
 

@@ -37,6 +37,7 @@ USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 TOKEN_LIFETIME = "48h"
 WEBHOOK_CONFIGURATION = f"{RELEASE}-admission"
 
+# Helm values (free-form, as the chart's values.yaml takes them) and Kubernetes objects (JSON).
 Object = dict[str, typing.Any]
 
 

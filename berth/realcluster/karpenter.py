@@ -63,6 +63,8 @@ ZONE = "zone-a"
 GPU = "nvidia.com/gpu"
 _READY_TIMEOUT = 180.0
 
+# Karpenter's and Kubernetes' objects as JSON (NodePools, NodeClaims, Nodes: other projects'
+# kinds, applied and read as they are).
 Object = dict[str, typing.Any]
 
 

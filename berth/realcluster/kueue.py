@@ -61,6 +61,8 @@ _CA_NAME = "kueue-ca"  # Kueue's cert rotator checks its CA under this name
 _FRAMEWORK_RESOURCES = {"batch/job": ("batch", "jobs")}
 _READY_TIMEOUT = 180.0
 
+# Kueue's and Kubernetes' objects as JSON (ClusterQueues, Workloads: another project's kinds,
+# applied and read as they are).
 Object = dict[str, typing.Any]
 
 

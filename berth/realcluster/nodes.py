@@ -36,6 +36,7 @@ __all__ = [
 MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
 MANAGED_VALUE = "fake"
 
+# Nodes, DRA devices and KWOK Stages as Kubernetes JSON (KWOK's kinds are applied as they are).
 Object = dict[str, typing.Any]
 
 

@@ -54,6 +54,8 @@ from berth.util import clocks
 
 __all__ = [
     "SCENARIOS",
+    "BacklogResult",
+    "BenchJson",
     "BenchResult",
     "Workload",
     "anti_affinity",
@@ -69,6 +71,8 @@ __all__ = [
     "topology_spread",
 ]
 
+# A Kubernetes object as the API server holds it (Node, Pod, PodGroup, Queue, claims):
+# JSON until berth.api has typed records for these kinds (#31, typed wire).
 Obj = dict[str, typing.Any]
 
 EPOCH = 1_767_225_600.0  # a fixed start, so that runs are comparable
@@ -83,6 +87,38 @@ class Workload:
     nodes: int
     pods: int  # pending pods to place
     objects: tuple[Obj, ...]
+
+
+class BenchJson(typing.TypedDict):
+    """A :class:`BenchResult` as ``berth bench basic|gang|...`` prints it."""
+
+    scenario: str
+    nodes: int
+    pods: int
+    placed: int
+    seconds: float
+    cpu_seconds: float
+    pods_per_second: float
+    p50_ms: float
+    p99_ms: float
+    rss_mb: float
+    errors: int
+    disabled: list[str]
+
+
+class BacklogResult(typing.TypedDict):
+    """The JSON object ``berth bench backlog`` prints."""
+
+    scenario: str
+    nodes: int
+    pods: int
+    first_cycle_ms: float
+    placed_first: int
+    no_change_ms: float
+    one_change_ms: float
+    placed_after_change: int
+    parked: int
+    rss_mb: float
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,7 +138,7 @@ class BenchResult:
     errors: int
     disabled: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, typing.Any]:
+    def to_json(self) -> BenchJson:
         """The JSON object ``berth bench`` prints (rounded for reading)."""
         return {
             "scenario": self.scenario,
@@ -579,7 +615,7 @@ def run(
     return bench, result
 
 
-def run_backlog(workload: Workload) -> dict[str, typing.Any]:
+def run_backlog(workload: Workload) -> BacklogResult:
     """Time the ``backlog`` cycles (see the module docstring); the JSON ``berth bench backlog``
     prints."""
     loaded = load(workload)

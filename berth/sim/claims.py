@@ -31,6 +31,8 @@ __all__ = ["CLAIM", "ClaimController", "Store", "TEMPLATE"]
 CLAIM = "ResourceClaim"
 TEMPLATE = "ResourceClaimTemplate"
 
+# A Pod or DRA claim object as the in-memory cluster holds it (Kubernetes JSON; berth.api's
+# records will type it, #31).
 Object = dict[str, typing.Any]
 
 

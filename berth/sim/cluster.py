@@ -141,6 +141,8 @@ _CLUSTER_SCOPED = frozenset(
 _HOSTNAME = "kubernetes.io/hostname"
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 
+# Every kind is stored as the API server's JSON, as the live cache sees it (Kubernetes
+# objects: berth.api's records will type them, #31).
 Object = dict[str, typing.Any]
 ObjectKey = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 
@@ -661,6 +663,7 @@ class InMemoryCluster:
         self,
         obj: Object,
         *,
+        # Parts of a stored Kubernetes object, replaced whole (its JSON, as Object).
         metadata: dict[str, typing.Any] | None = None,
         spec: dict[str, typing.Any] | None = None,
         status: dict[str, typing.Any] | None = None,

@@ -68,6 +68,7 @@ class Completion:
 class Apply:
     """Create or replace an object (a manifest as the API would store it)."""
 
+    # Any of the scenario's kinds, as Kubernetes JSON (berth.api's records will type it, #31).
     manifest: dict[str, typing.Any] = dataclasses.field(hash=False)
 
 

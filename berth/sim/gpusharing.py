@@ -50,8 +50,21 @@ from berth.scheduler.snapshot import gpushare
 from berth.sim import cluster
 from berth.util import clocks
 
-__all__ = ["MIXES", "NODE_TYPES", "POLICIES", "Mix", "arrivals", "measure", "nodes"]
+__all__ = [
+    "MIXES",
+    "NODE_TYPES",
+    "POLICIES",
+    "GpuSharingResult",
+    "Mix",
+    "MixJson",
+    "MixResult",
+    "OutcomeJson",
+    "arrivals",
+    "measure",
+    "nodes",
+]
 
+# A Node or Pod as the API server holds it (Kubernetes JSON; berth.api's records, #31).
 Obj = dict[str, typing.Any]
 INFLATION = 1.3
 """Arrivals stop once their GPU requests reach this share of the cluster's GPUs."""
@@ -267,6 +280,41 @@ def _pod(
     }
 
 
+class MixJson(typing.TypedDict):
+    """A :class:`Mix` as the bench prints it."""
+
+    name: str
+    cpu_only: float
+    shared: float
+    multi: float
+    constrained: float
+
+
+class OutcomeJson(typing.TypedDict):
+    allocatedAt100: float
+    allocatedAt130: float
+    waitingAt130: int
+    cpuSeconds: float
+
+
+class MixResult(typing.TypedDict):
+    mix: MixJson
+    tasks: int
+    policies: dict[str, OutcomeJson]  # policy name -> its mean outcome
+    berthOverBestFitAt130: typing.NotRequired[float]  # when both policies ran
+
+
+class GpuSharingResult(typing.TypedDict):
+    """The JSON object ``berth bench gpu-sharing`` prints."""
+
+    scenario: str
+    nodes: int
+    gpus: int
+    inflation: float
+    seeds: list[int]
+    mixes: dict[str, MixResult]
+
+
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """One policy's run over one mix's arrivals."""
@@ -276,7 +324,7 @@ class Outcome:
     waiting: int
     cpu_seconds: float
 
-    def to_json(self) -> dict[str, typing.Any]:
+    def to_json(self) -> OutcomeJson:
         return {
             "allocatedAt100": round(self.allocated_100, 4),
             "allocatedAt130": round(self.allocated_130, 4),
@@ -330,11 +378,11 @@ def measure(
     policies: typing.Sequence[str] = tuple(POLICIES),
     scale: float = 1.0,
     seeds: typing.Sequence[int] = (1,),
-) -> dict[str, typing.Any]:
+) -> GpuSharingResult:
     """The bench's JSON object: per mix, every policy's outcome on the same arrivals (the mean
     over ``seeds``), and how far Berth's default is above best-fit at worst."""
     node_objs = nodes(scale=scale)
-    report: dict[str, typing.Any] = {
+    report: GpuSharingResult = {
         "scenario": "gpu-sharing",
         "nodes": len(node_objs),
         "gpus": _gpu_total(node_objs) // gpushare.WHOLE,
@@ -351,8 +399,14 @@ def measure(
             tasks += len(arrived)
             for policy in policies:
                 runs[policy].append(run(POLICIES[policy](), node_objs=node_objs, tasks=arrived))
-        entry: dict[str, typing.Any] = {
-            "mix": dataclasses.asdict(mix),
+        entry: MixResult = {
+            "mix": {
+                "name": mix.name,
+                "cpu_only": mix.cpu_only,
+                "shared": mix.shared,
+                "multi": mix.multi,
+                "constrained": mix.constrained,
+            },
             "tasks": round(tasks / len(seeds)),
             "policies": {policy: _mean(outcomes) for policy, outcomes in runs.items()},
         }
@@ -368,7 +422,7 @@ def measure(
     return report
 
 
-def _mean(outcomes: list[Outcome]) -> dict[str, typing.Any]:
+def _mean(outcomes: list[Outcome]) -> OutcomeJson:
     count = len(outcomes)
     return Outcome(
         allocated_100=sum(o.allocated_100 for o in outcomes) / count,

@@ -66,9 +66,179 @@ import typing
 from berth.api import meta, quantities, resources
 from berth.sim import events, fairness, records
 
-__all__ = ["KIND", "build", "dominant_share", "percentile", "share_basis"]
+__all__ = [
+    "KIND",
+    "ClusterSection",
+    "EmptyNodes",
+    "JobCounts",
+    "PodGroupRecord",
+    "QueueChange",
+    "QueueRecord",
+    "QueueStatusRecord",
+    "QueueWait",
+    "Report",
+    "ReservationRecord",
+    "Sample",
+    "Summary",
+    "WorkloadRecord",
+    "build",
+    "dominant_share",
+    "percentile",
+    "share_basis",
+]
 
 KIND = "Report"
+
+
+# The document -----------------------------------------------------------------------------
+# TypedDicts, not dataclasses: the report is JSON, printed with json.dumps and read back from
+# files by plots and tables; its keys are the JSON's camelCase names.
+
+
+class Sample(typing.TypedDict):
+    """A value of a time series: ``resources`` (API quantity strings) from ``t`` seconds on."""
+
+    t: float
+    resources: dict[str, str]
+
+
+class ClusterSection(typing.TypedDict):
+    nodes: int
+    capacity: dict[str, str]
+    allocated: list[Sample]
+    heldIdle: list[Sample]
+
+
+class WorkloadRecord(typing.TypedDict):
+    namespace: str
+    name: str
+    workload: str | None  # the generator it came from; None for manifests
+    queue: str | None  # None for plain pods
+    minMember: int
+    submitted: float
+    started: float | None
+    finished: float | None
+    wait: float
+    pods: dict[str, str | None]  # pod name -> its last node
+    evictions: int
+    evictedAt: list[float]
+    evictedFor: list[str]
+    restarts: int
+    reason: str | None
+
+
+class QueueChange(typing.TypedDict):
+    t: float
+    weight: int
+    guaranteed: dict[str, str]
+
+
+class QueueRecord(typing.TypedDict):
+    weight: int | None
+    guaranteed: dict[str, str]
+    limit: dict[str, str] | None
+    fairShare: dict[str, str]
+    fairShareSeries: list[Sample]
+    schedulerFairShare: list[Sample] | None
+    allocated: list[Sample]
+    guaranteedSeries: list[Sample]
+    changes: list[QueueChange]
+    evictions: int
+    workLost: dict[str, float]
+
+
+class ReservationRecord(typing.TypedDict):
+    namespace: str | None
+    name: str | None
+    phase: str
+    nodeName: str | None
+    availableAt: float | None
+    reason: str | None
+    message: str | None
+    # The Reservation's spec.owners and status.currentOwners, copied as the API holds them
+    # (nested owner objects and label selectors; their typed records are berth.api's).
+    owners: list[dict[str, typing.Any]]
+    currentOwners: list[dict[str, typing.Any]]
+
+
+class PodGroupRecord(typing.TypedDict):
+    namespace: str | None
+    name: str | None
+    phase: str
+    reason: str | None
+    message: str | None
+    scheduled: int
+    running: int
+    succeeded: int
+    failed: int
+    queuePosition: int | None
+    queuePending: int | None
+
+
+class QueueStatusRecord(typing.TypedDict):
+    """A Queue's ``status`` fields, as the cluster holds them (None: not written)."""
+
+    state: str | None
+    stateReason: str | None
+    allocated: dict[str, str] | None
+    requested: dict[str, str] | None
+    fairShare: dict[str, str] | None
+    pending: int | None
+    running: int | None
+    pendingPods: int | None
+    runningPods: int | None
+
+
+class QueueWait(typing.TypedDict):
+    p50: float | None
+    p90: float | None
+    jobs: int
+    started: int
+    pendingAtEnd: int
+
+
+class JobCounts(typing.TypedDict):
+    submitted: int
+    started: int
+    finished: int
+
+
+class EmptyNodes(typing.TypedDict):
+    mean: float
+    atEnd: int
+
+
+class Summary(typing.TypedDict):
+    utilization: dict[str, float]
+    utilizationWhileWaiting: dict[str, float | None]
+    wait: dict[str, QueueWait]
+    jainIndex: float | None
+    contendedSeconds: float
+    partialGangs: int
+    jobs: JobCounts
+    evictions: int
+    workLost: dict[str, float]
+    emptyNodes: EmptyNodes
+    cycles: int
+    decisions: int
+
+
+class Report(typing.TypedDict):
+    apiVersion: str
+    kind: str
+    scenario: str
+    seed: int
+    end: float
+    cluster: ClusterSection
+    workloads: list[WorkloadRecord]
+    queues: dict[str, QueueRecord]
+    reservations: list[ReservationRecord]
+    podGroups: list[PodGroupRecord]
+    queueStatuses: dict[str, QueueStatusRecord]
+    summary: Summary
+
+
+"""The document ``berth sim -o json`` prints (see the module docstring)."""
 
 
 def build(
@@ -79,7 +249,7 @@ def build(
     reservations: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
     pod_groups: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
     queues: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
-) -> dict[str, typing.Any]:
+) -> Report:
     """The report of a finished simulation (``reservations``, ``pod_groups`` and ``queues``
     as the cluster holds them at the end)."""
     end = recorder.end
@@ -118,7 +288,8 @@ def share_basis(report: collections.abc.Mapping[str, typing.Any]) -> dict[str, i
     """The capacity dominant shares are taken over: resources some pod asked for, not pods.
 
     A resource nobody requests (memory in a GPU-only scenario) would otherwise make every
-    share look like an even split of it.
+    share look like an even split of it. ``report`` is a :class:`Report`, built here or read
+    back from its JSON (the plots take either).
     """
     used = {
         name
@@ -154,7 +325,7 @@ def _jobs(recorder: records.Recorder) -> list[records.JobRecord]:
     return sorted(recorder.jobs.values(), key=lambda j: (j.submitted, j.namespace, j.name))
 
 
-def _workload(job: records.JobRecord, *, end: int) -> dict[str, typing.Any]:
+def _workload(job: records.JobRecord, *, end: int) -> WorkloadRecord:
     return {
         "namespace": job.namespace,
         "name": job.name,
@@ -177,9 +348,9 @@ def _workload(job: records.JobRecord, *, end: int) -> dict[str, typing.Any]:
 def _queues(
     recorder: records.Recorder,
     entitlements: dict[str, records.Series],
-) -> dict[str, typing.Any]:
+) -> dict[str, QueueRecord]:
     shapes = {s.name: s for _, current in recorder.shapes for s in current}
-    out: dict[str, typing.Any] = {}
+    out: dict[str, QueueRecord] = {}
     for name in sorted(recorder.allocated):
         shape = shapes.get(name)
         fair = entitlements.get(name, records.Series(resources.ResourceList()))
@@ -193,17 +364,22 @@ def _queues(
             if name in recorder.published
             else None,
             "allocated": _samples(recorder.allocated[name]),
-            **_shape_history(recorder, name),
+            **_shape_history(recorder, name),  # guaranteedSeries, changes
             "evictions": recorder.evicted[name],
             "workLost": _unit_seconds(recorder.work_lost.get(name, {})),
         }
     return out
 
 
-def _shape_history(recorder: records.Recorder, name: str) -> dict[str, typing.Any]:
+class _ShapeHistory(typing.TypedDict):
+    guaranteedSeries: list[Sample]
+    changes: list[QueueChange]
+
+
+def _shape_history(recorder: records.Recorder, name: str) -> _ShapeHistory:
     """The queue's guarantee over time, and when its weight or guarantee changed."""
     guaranteed = records.Series(resources.ResourceList())
-    changes: list[dict[str, typing.Any]] = []
+    changes: list[QueueChange] = []
     before: fairness.QueueShape | None = None
     for at, shapes in recorder.shapes:
         shape = next((s for s in shapes if s.name == name), None)
@@ -234,7 +410,7 @@ def _unit_seconds(lost: collections.abc.Mapping[str, int]) -> dict[str, float]:
     }
 
 
-def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> ReservationRecord:
     metadata = raw.get("metadata", {})
     spec = raw.get("spec", {})
     status = raw.get("status") or {}
@@ -262,7 +438,7 @@ def _since_epoch(stamp: typing.Any) -> float | None:
     return round(meta.parse_timestamp(stamp).timestamp() - events.EPOCH, 3)
 
 
-def _pod_group(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+def _pod_group(raw: collections.abc.Mapping[str, typing.Any]) -> PodGroupRecord:
     metadata = raw.get("metadata", {})
     status = raw.get("status") or {}
     scheduled: collections.abc.Mapping[str, typing.Any] = next(
@@ -274,31 +450,31 @@ def _pod_group(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typin
         "phase": status.get("phase", "Pending"),
         "reason": scheduled.get("reason"),
         "message": scheduled.get("message"),
-        **{k: status.get(k, 0) for k in ("scheduled", "running", "succeeded", "failed")},
+        "scheduled": status.get("scheduled", 0),
+        "running": status.get("running", 0),
+        "succeeded": status.get("succeeded", 0),
+        "failed": status.get("failed", 0),
         "queuePosition": status.get("queuePosition"),
         "queuePending": status.get("queuePending"),
     }
 
 
-_QUEUE_STATUS_FIELDS = (
-    "state",
-    "stateReason",
-    "allocated",
-    "requested",
-    "fairShare",
-    "pending",
-    "running",
-    "pendingPods",
-    "runningPods",
-)
-
-
-def _queue_status(raw: collections.abc.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
+def _queue_status(raw: collections.abc.Mapping[str, typing.Any]) -> QueueStatusRecord:
     status = raw.get("status") or {}
-    return {k: status.get(k) for k in _QUEUE_STATUS_FIELDS}
+    return {
+        "state": status.get("state"),
+        "stateReason": status.get("stateReason"),
+        "allocated": status.get("allocated"),
+        "requested": status.get("requested"),
+        "fairShare": status.get("fairShare"),
+        "pending": status.get("pending"),
+        "running": status.get("running"),
+        "pendingPods": status.get("pendingPods"),
+        "runningPods": status.get("runningPods"),
+    }
 
 
-def _summary(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:
+def _summary(recorder: records.Recorder, *, end: int) -> Summary:
     jain, contended = _jain(recorder, end=end)
     jobs = list(recorder.jobs.values())
     return {
@@ -326,7 +502,7 @@ def _summary(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:
     }
 
 
-def _empty_nodes(recorder: records.Recorder, *, end: int) -> dict[str, float | int]:
+def _empty_nodes(recorder: records.Recorder, *, end: int) -> EmptyNodes:
     """Nodes holding no pod: time-averaged over [0, end], and at ``end``."""
     samples = recorder.empty_nodes
     total = 0.0
@@ -349,7 +525,7 @@ def _seconds(ms: int | None) -> float | None:
     return None if ms is None else events.seconds(ms)
 
 
-def _samples(series: records.Series) -> list[dict[str, typing.Any]]:
+def _samples(series: records.Series) -> list[Sample]:
     return [{"t": events.seconds(t), "resources": value.to_api()} for t, value in series.samples]
 
 
@@ -357,11 +533,11 @@ def _wait(job: records.JobRecord, *, end: int) -> int:
     return (job.started if job.started is not None else max(end, job.submitted)) - job.submitted
 
 
-def _waits(recorder: records.Recorder, *, end: int) -> dict[str, typing.Any]:
+def _waits(recorder: records.Recorder, *, end: int) -> dict[str, QueueWait]:
     by_queue: dict[str, list[records.JobRecord]] = {}
     for job in _jobs(recorder):
         by_queue.setdefault(job.queue or "(none)", []).append(job)
-    out: dict[str, typing.Any] = {}
+    out: dict[str, QueueWait] = {}
     for queue in sorted(by_queue):
         jobs = by_queue[queue]
         waits = [events.seconds(_wait(j, end=end)) for j in jobs]

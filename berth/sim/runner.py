@@ -72,6 +72,7 @@ class _Job:
 
     key: str
     min_member: int
+    # Pod manifests: Kubernetes JSON (berth.api's Pod record will type them, #31).
     templates: dict[str, dict[str, typing.Any]]  # pod name -> manifest as first created
 
 
@@ -86,7 +87,7 @@ def run(
     *,
     seed: int | None = None,
     progress: ProgressFn | None = None,
-) -> dict[str, typing.Any]:
+) -> reports.Report:
     """Simulate ``scenario`` and return its report (``seed`` overrides ``spec.seed``)."""
     return Simulation(scenario, seed=seed).run(progress=progress)
 
@@ -133,7 +134,7 @@ class Simulation:
         self._ran = False
 
     # Driving ------------------------------------------------------------------------------
-    def run(self, *, progress: ProgressFn | None = None) -> dict[str, typing.Any]:
+    def run(self, *, progress: ProgressFn | None = None) -> reports.Report:
         """Run to the end and build the report."""
         if self._ran:
             raise RuntimeError("a Simulation runs once; build another one")
@@ -291,6 +292,7 @@ class Simulation:
         for pod in job.pods:
             self._create_pod(pod, job=key, queue=job.queue)
 
+    # Manifests of any scenario kind, as Kubernetes JSON (typed by berth.api's records, #31).
     def _apply(self, manifest: dict[str, typing.Any]) -> None:
         """A manifest from ``objects`` or a timed ``apply``."""
         kind = manifest["kind"]
@@ -306,6 +308,7 @@ class Simulation:
         elif kind == "Reservation":
             self._wake_at_deadline(stored)
 
+    # A PodGroup manifest (Kubernetes JSON, as the API server stores it).
     def _apply_group(self, manifest: dict[str, typing.Any]) -> None:
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         key = f"{namespace}/{name}"
@@ -330,11 +333,13 @@ class Simulation:
             self._jobs[key].min_member = min_member
         self._put_group(manifest)
 
+    # A PodGroup manifest (Kubernetes JSON, as the API server stores it).
     def _put_group(self, manifest: dict[str, typing.Any]) -> None:
         stored = self.cluster.put(manifest)
         timeout = stored.get("spec", {}).get("scheduleTimeoutSeconds")
         self._wake_after(stored, seconds=timeout if isinstance(timeout, int) else None)
 
+    # A Pod manifest (Kubernetes JSON, as the API server stores it).
     def _apply_pod(self, manifest: dict[str, typing.Any]) -> None:
         metadata = manifest["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
@@ -378,6 +383,7 @@ class Simulation:
         self._jobs[job_key].templates[name] = manifest
         self._create_pod(manifest, job=job_key, queue=queue)
 
+    # A Pod manifest (Kubernetes JSON, as the API server stores it).
     def _create_pod(self, manifest: dict[str, typing.Any], *, job: str, queue: str | None) -> None:
         stored = self.cluster.put(manifest)
         key = f"{stored['metadata']['namespace']}/{stored['metadata']['name']}"
@@ -505,6 +511,7 @@ class Simulation:
         spec = (group or {}).get("spec") or {}
         return bool(spec.get("onMaximumExecutionTime") == "Fail")
 
+    # A stored Kubernetes object of any kind (its JSON).
     def _wake_after(self, obj: dict[str, typing.Any], *, seconds: int | float | None) -> None:
         if seconds:
             # One millisecond after the deadline, so that "now > created + timeout" holds.
@@ -517,6 +524,7 @@ class Simulation:
             self._wakes.add(ms)
             self._push(ms, events.Wakeup(reason=reason))
 
+    # A stored Reservation (Kubernetes JSON, as the API server stores it).
     def _wake_at_deadline(self, reservation: dict[str, typing.Any]) -> None:
         """Wake the scheduler at the instant the Reservation ends by time, whichever way its
         lifetime is given (``expires``, else ``ttl`` after its creation, 24h by default).
@@ -566,8 +574,10 @@ def _allocatable(pool: scenarios.NodePool) -> resources.ResourceList:
     return resources.ResourceList(allocatable)
 
 
+# A Node as the API server would hold it (Kubernetes JSON; berth.api's Node record, #31).
 def _node(pool: scenarios.NodePool, *, name: str) -> dict[str, typing.Any]:
     allocatable = _allocatable(pool).to_api()
+    # The Node's spec (Kubernetes JSON).
     spec: dict[str, typing.Any] = {}
     if pool.taints:
         spec["taints"] = [t.to_api() for t in pool.taints]
@@ -582,11 +592,12 @@ def _node(pool: scenarios.NodePool, *, name: str) -> dict[str, typing.Any]:
     }
 
 
+# JSON, not dra.ResourceSlice: the in-memory cluster stores every kind as its JSON (Object).
 def _node_slice(devices: scenarios.NodeDevices, *, node: str) -> dict[str, typing.Any]:
     """The ResourceSlice of ``node``'s devices of one driver (its pool is named after it)."""
-    items: list[dict[str, typing.Any]] = []
+    items: list[dra.Device] = []
     for index in range(devices.count):
-        device: dict[str, typing.Any] = {
+        device: dra.Device = {
             "name": f"{devices.name_prefix}{index}",
             "attributes": {**devices.attributes, "index": {"int": index}},
         }

@@ -348,6 +348,8 @@ class TimedEvent(SimModel):
 
     at: Duration
     """When it happens."""
+    # Kubernetes JSON of any scenario kind: checked by that kind's model in load(), which
+    # names the bad field with its line.
     apply: dict[str, typing.Any] | None = None
     """A manifest of one of the scenario's kinds."""
     delete: ObjectRef | None = None
@@ -374,6 +376,8 @@ class ScenarioSpec(SimModel):
     """Scheduler profile (as ``berth run --config`` takes it); the default profile otherwise."""
     nodes: list[NodePool] = pydantic.Field(min_length=1)
     """Node pools."""
+    # Kubernetes JSON of any scenario kind: checked by that kind's model in load(), which
+    # names the bad field with its line.
     objects: list[dict[str, typing.Any]] = pydantic.Field(default_factory=list)
     """Manifests created at time zero."""
     workloads: list[Workload] = pydantic.Field(default_factory=list)
@@ -427,6 +431,7 @@ _WIRE: dict[str, pydantic.TypeAdapter[typing.Any]] = {
 }
 
 
+# A DRA object as the API server stores it (JSON the berth.api.dra TypedDicts checked).
 def _dra_problem(kind: str, obj: dict[str, typing.Any]) -> str | None:
     if kind == "DeviceClass":
         return deviceclasses.device_class_info(obj).problem
@@ -504,6 +509,7 @@ def from_data(
     return scenario.model_copy(update={"spec": spec})
 
 
+# The file's data before validation: arbitrary YAML, read to locate each manifest's line.
 def _raw_items(data: dict[str, typing.Any], field: str) -> list[tuple[int, dict[str, typing.Any]]]:
     """The mapping items of ``spec.<field>`` in raw data (the model reports anything else)."""
     spec = data.get("spec")
@@ -520,6 +526,8 @@ def node_names(pool: NodePool) -> list[str]:
 
 
 def _manifest(
+    # A manifest as the file holds it, not yet validated: arbitrary JSON until its kind's model
+    # has checked it (the stored form returned is still Kubernetes JSON).
     obj: dict[str, typing.Any],
     path: locations.Path,
     where: locations.Locator,
@@ -565,6 +573,7 @@ def _object_key(obj: collections.abc.Mapping[str, typing.Any]) -> tuple[str, str
 
 def _check_references(
     scenario: Scenario,
+    # Validated manifests of any scenario kind (Kubernetes JSON).
     objects: list[dict[str, typing.Any]],
     events: list[TimedEvent],
     where: locations.Locator,
@@ -572,6 +581,7 @@ def _check_references(
 ) -> None:
     """Cross-field rules: unique names, defined queues, known priority classes."""
     spec = scenario.spec
+    # Validated manifests of any scenario kind (Kubernetes JSON), with where each came from.
     manifests: list[tuple[locations.Path, dict[str, typing.Any]]] = [
         (("spec", "objects", i), obj) for i, obj in enumerate(objects)
     ]

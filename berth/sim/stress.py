@@ -17,9 +17,9 @@ import sys
 import time
 import typing
 
-from berth.sim import runner, scenarios
+from berth.sim import reports, runner, scenarios
 
-__all__ = ["Backlog", "backlog", "measure", "scenario"]
+__all__ = ["Backlog", "StressResult", "backlog", "measure", "scenario"]
 
 _QUEUES = (("research", 1), ("vision", 2), ("nlp", 3), ("prod", 4))
 _WINDOW_MINUTES = 480
@@ -34,6 +34,8 @@ def scenario(
     streams = 2 * len(_QUEUES)
     # Every stream gets its share of the jobs; the first ones one more when it does not divide.
     counts = [max(jobs // streams + (1 if i < jobs % streams else 0), 1) for i in range(streams)]
+    # spec.workloads entries as a scenario file holds them: from_data validates them as it
+    # validates a file's, so the bench runs exactly what a user's scenario would.
     workloads: list[dict[str, typing.Any]] = []
     for index, (name, _) in enumerate(_QUEUES):
         batch, train = counts[2 * index], counts[2 * index + 1]
@@ -120,7 +122,7 @@ class Backlog:
     threshold: int
 
 
-def backlog(jobs: typing.Iterable[typing.Mapping[str, typing.Any]], *, end: float) -> Backlog:
+def backlog(jobs: typing.Iterable[reports.WorkloadRecord], *, end: float) -> Backlog:
     """The backlog of a report's jobs (``workloads``: ``submitted`` and ``started`` seconds,
     ``started`` ``None`` when the job never started); ``seconds_over`` counts the time at
     least a tenth of the peak waited (at least one job)."""
@@ -156,9 +158,35 @@ def _gap_ms(count: int) -> int:
     return max(_WINDOW_MINUTES * 60_000 // count, 1)
 
 
+class StressResult(typing.TypedDict):
+    """The JSON object ``berth bench sim`` prints."""
+
+    scenario: str
+    nodes: int
+    jobs: int
+    pods: int
+    seconds: float
+    cpu_seconds: float
+    virtual_seconds: float
+    virtual_hours: float
+    peak_pending_jobs: int
+    peak_pending_at_hours: float
+    backlog_hours: float
+    backlog_threshold_jobs: int
+    speedup: float | None
+    schedule_period: str
+    cycles: int
+    ms_per_cycle: float | None
+    jobs_started: int
+    jobs_finished: int
+    utilization: dict[str, float]
+    partial_gangs: int
+    rss_mb: float
+
+
 def measure(
     *, jobs: int = 10_000, nodes: int = 1_000, seed: int = 1, schedule_period: str = "0s"
-) -> dict[str, typing.Any]:
+) -> StressResult:
     """Simulate :func:`scenario` and report how long it took, as one JSON-able object."""
     built = scenario(jobs=jobs, nodes=nodes, seed=seed, schedule_period=schedule_period)
     started, cpu_started = time.perf_counter(), time.process_time()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections.abc
 import contextlib
-import typing
 
 import rich.console
 import rich.progress
@@ -21,12 +20,12 @@ from berth.sim import reports
 
 __all__ = ["format_seconds", "progress", "render"]
 
-Report = collections.abc.Mapping[str, typing.Any]
 ProgressFn = collections.abc.Callable[[int, int | None], None]
 _MAX_WORKLOAD_ROWS = 30
+_NO_WAIT: reports.QueueWait = {"p50": None, "p90": None, "jobs": 0, "started": 0, "pendingAtEnd": 0}
 
 
-def render(report: Report, *, console: rich.console.Console) -> None:
+def render(report: reports.Report, *, console: rich.console.Console) -> None:
     """Print the summary, queue and workload tables of ``report``."""
     console.print(_summary(report))
     console.print(_queues(report))
@@ -86,7 +85,7 @@ def _resources(value: collections.abc.Mapping[str, str] | None) -> str:
     return ", ".join(f"{name} {text}" for name, text in value.items() if name != "pods") or "-"
 
 
-def _summary(report: Report) -> rich.table.Table:
+def _summary(report: reports.Report) -> rich.table.Table:
     summary = report["summary"]
     table = rich.table.Table(title=f"berth sim: {report['scenario']}", show_header=False)
     table.add_column("what", style="bold")
@@ -114,7 +113,9 @@ def _summary(report: Report) -> rich.table.Table:
     return table
 
 
-def _shares(samples: list[Report], *, basis: dict[str, int], end: float) -> tuple[float, float]:
+def _shares(
+    samples: list[reports.Sample], *, basis: dict[str, int], end: float
+) -> tuple[float, float]:
     """Time-averaged and peak dominant share of a queue's allocation."""
     total, peak = 0.0, 0.0
     for i, sample in enumerate(samples):
@@ -126,7 +127,7 @@ def _shares(samples: list[Report], *, basis: dict[str, int], end: float) -> tupl
     return (total / end if end > 0 else 0.0), peak
 
 
-def _queues(report: Report) -> rich.table.Table:
+def _queues(report: reports.Report) -> rich.table.Table:
     basis = reports.share_basis(report)
     end = float(report["end"])
     table = rich.table.Table(
@@ -143,17 +144,17 @@ def _queues(report: Report) -> rich.table.Table:
     waits = report["summary"]["wait"]
     for name, queue in report["queues"].items():
         average, peak = _shares(queue["allocated"], basis=basis, end=end)
-        wait = waits.get(name, {})
+        wait = waits.get(name, _NO_WAIT)
         table.add_row(
             name,
             str(queue["weight"] or "-"),
             _whole_percent(reports.dominant_share(queue["fairShare"], basis)),
             _whole_percent(average),
             _whole_percent(peak),
-            str(wait.get("jobs", 0)),
-            str(wait.get("pendingAtEnd", 0)),
-            format_seconds(wait.get("p50")),
-            format_seconds(wait.get("p90")),
+            str(wait["jobs"]),
+            str(wait["pendingAtEnd"]),
+            format_seconds(wait["p50"]),
+            format_seconds(wait["p90"]),
             str(queue.get("evictions", 0)),
             _lost(queue.get("workLost") or {}, basis=basis, end=end),
         )
@@ -171,8 +172,8 @@ def _lost(lost: collections.abc.Mapping[str, float], *, basis: dict[str, int], e
     return _percent(share) if share else "-"
 
 
-def _workloads(report: Report) -> rich.table.Table:
-    groups: dict[tuple[str, str], list[Report]] = {}
+def _workloads(report: reports.Report) -> rich.table.Table:
+    groups: dict[tuple[str, str], list[reports.WorkloadRecord]] = {}
     for job in report["workloads"]:
         label = job["workload"] or job["name"]
         groups.setdefault((job["namespace"], label), []).append(job)

@@ -133,6 +133,7 @@ def compose(
         if not nodes:
             raise errors.TraceError("a trace without a scenario needs node pools (--nodes)")
         name = pathlib.Path(trace.source).stem if trace is not None else "scenario"
+        # The scenario as its file holds it: edited as JSON, then validated again as a whole.
         data: dict[str, typing.Any] = {
             "apiVersion": scenarios.API_VERSION,
             "kind": "Scenario",
@@ -340,16 +341,12 @@ def _workload(job: TraceJob, *, name: str) -> scenarios.Workload:
     )
     if job.memory_milli is not None:
         requests[resources.MEMORY] = _per_worker(job.memory_milli, job.workers)
-    extra: dict[str, typing.Any] = {}
-    if job.estimate_ms is not None:
-        extra["expectedRuntime"] = durations.format_duration(job.estimate_ms)
-    if annotations:
-        extra["annotations"] = annotations
-    if job.gpu_models:
-        extra["gpuModels"] = list(job.gpu_models)
+    estimate = durations.format_duration(job.estimate_ms) if job.estimate_ms is not None else None
     return scenarios.Workload.model_validate(
         {
-            **extra,
+            "expectedRuntime": estimate,
+            "annotations": annotations,
+            "gpuModels": list(job.gpu_models),
             "name": name,
             "namespace": job.queue,
             "queue": job.queue,

@@ -56,6 +56,8 @@ class Job:
     queue: str | None  # the queue the job is accounted to; None for plain pods
     min_member: int
     duration_ms: int
+    # The job's PodGroup and Pods as Kubernetes JSON, created as they are (berth.api's records
+    # will type them, #31).
     pod_group: dict[str, typing.Any] | None = dataclasses.field(hash=False)
     pods: tuple[dict[str, typing.Any], ...] = dataclasses.field(hash=False)
 
@@ -84,8 +86,10 @@ def make_job(
     job_name = f"{workload.name}-{index:0{len(str(workload.count - 1))}d}"
     queue = (workload.queue or keys.DEFAULT_QUEUE) if workload.is_group else None
     base_labels = {WORKLOAD_LABEL: workload.name}
+    # Kubernetes JSON, as Job.pod_group.
     pod_group: dict[str, typing.Any] | None = None
     if workload.is_group:
+        # The PodGroup's spec (Kubernetes JSON).
         group_spec: dict[str, typing.Any] = {"minMember": workload.min_member, "queue": queue}
         if workload.priority_class_name is not None:
             group_spec["priorityClassName"] = workload.priority_class_name
@@ -129,8 +133,10 @@ def make_job(
     )
 
 
+# A PodGroup spec.subGroups entry (Kubernetes JSON).
 def _sub_group(role: scenarios.Role) -> dict[str, typing.Any]:
     """A role as a PodGroup's sub-group, selecting its pods by :data:`ROLE_LABEL`."""
+    # The entry as the PodGroup's JSON holds it.
     out: dict[str, typing.Any] = {
         "name": role.name,
         "minMember": role.min_member,
@@ -146,6 +152,7 @@ def _pod(
     *,
     job_name: str,
     name: str,
+    # The job's PodGroup manifest, if any; a Pod manifest is returned (Kubernetes JSON).
     grouped: dict[str, typing.Any] | None,
     scheduler_name: str,
     role: scenarios.Role | None = None,
@@ -158,6 +165,7 @@ def _pod(
         labels[ROLE_LABEL] = role.name
         if role.requests is not None:
             requests = role.requests
+    # The Pod's spec (Kubernetes JSON).
     spec: dict[str, typing.Any] = {
         "schedulerName": scheduler_name,
         "containers": [
@@ -194,6 +202,7 @@ def _pod(
     }
 
 
+# A Pod's affinity (Kubernetes JSON).
 def _gpu_models(models: list[str]) -> dict[str, typing.Any]:
     """A required node affinity on the GPU model label (``In`` the models)."""
     expression = {"key": GPU_MODEL_LABEL, "operator": "In", "values": list(models)}
