@@ -38,9 +38,6 @@ PENDING = {
     "cli/peers.py": 2,
     "cli/soak.py": 5,
     "cli/up.py": 3,
-    "operator/embedding.py": 1,
-    "operator/main.py": 2,
-    "operator/webhooks.py": 2,
 }
 
 
