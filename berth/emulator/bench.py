@@ -104,7 +104,8 @@ async def _measure(url: str, *, pods: int, watchers: int, concurrency: int) -> R
         started = time.perf_counter()
         create_seconds = await _pool(pods, concurrency, create)
         bind_seconds = await _pool(pods, concurrency, bind)
-        await asyncio.wait_for(asyncio.gather(*watches), timeout=600)
+        async with asyncio.timeout(600):  # a bound on the work, not a wait for a condition
+            await asyncio.gather(*watches)
         elapsed = time.perf_counter() - started
     events = sum(seen)
     return Result(

@@ -79,21 +79,13 @@ class ResourceClaimController:
             self._task = None
 
     async def _run(self) -> None:
-        pending = {asyncio.ensure_future(w.queue.get()): w for w in self._watchers}
-        try:
-            while pending:
-                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for future in done:
-                    watcher = pending.pop(future)
-                    change = future.result()
-                    if change is None:
-                        continue  # the server is stopping
-                    with contextlib.suppress(errors.StatusError):
-                        self._handle(change)
-                    pending[asyncio.ensure_future(watcher.queue.get())] = watcher
-        finally:
-            for future in pending:
-                future.cancel()
+        # One follower per watched kind; cancelling this task cancels them all.
+        await asyncio.gather(*(self._follow(watcher) for watcher in self._watchers))
+
+    async def _follow(self, watcher: storage.Watcher) -> None:
+        while (change := await watcher.queue.get()) is not None:  # None: the server stops
+            with contextlib.suppress(errors.StatusError):
+                self._handle(change)
 
     def _handle(self, change: storage.Change) -> None:
         plural = change.key[1]

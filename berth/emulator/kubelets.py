@@ -30,6 +30,7 @@ import typing
 from berth.api import durations, fake_devices, keys, quantities
 from berth.api import errors as api_errors
 from berth.emulator import addresses, errors, patches, resources, rest, storage
+from berth.util import wakeups
 
 __all__ = [
     "DURATION_ANNOTATION",
@@ -372,7 +373,7 @@ class Kubelets:
         nodes = self.api.resource("v1", "nodes")
         beats = 0
         while True:
-            await asyncio.sleep(self.heartbeat / self.speedup)
+            await wakeups.sleep_or_stop(self.heartbeat / self.speedup)  # stop() cancels us
             beats += 1
             for name in list(self.nodes):
                 if self.api.storage.get(nodes.key, "", name) is None:

@@ -39,7 +39,7 @@ from berth.emulator import (
     routes,
     storage,
 )
-from berth.util import clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["Emulator", "ThreadedEmulator", "kubeconfig"]
 
@@ -238,7 +238,7 @@ class Emulator:
                     return web.Response(status=499)  # never sent: the connection is gone
                 if fault.status is not None:
                     raise errors.StatusError(fault.message, code=fault.status, reason=fault.reason)
-                await asyncio.sleep(fault.delay)
+                await wakeups.sleep_or_stop(fault.delay)  # injected latency: only a delay
             return await handler(request)
         except errors.StatusError as exc:
             return handlers.json_response(exc.status(), status=exc.code)

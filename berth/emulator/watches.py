@@ -222,7 +222,8 @@ async def _follow(
         if request.allow_bookmarks:
             wait = min(wait, max(0.0, next_bookmark - now))
         try:
-            change = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
+            async with asyncio.timeout(wait):  # the watch's deadline or its next bookmark
+                change = await watcher.queue.get()
         except TimeoutError:
             if request.allow_bookmarks and loop.time() >= next_bookmark:
                 await writer.bookmark()

@@ -115,14 +115,9 @@ class KopfOperator:
         settings.process.ultimate_exiting_timeout = None
         host = asyncio.create_task(self._main(registry, settings), name=f"kopf: {self.name}")
         self._task = host
-        started = asyncio.ensure_future(wakeups.first_set(self._ready, self._waiting))
-        try:
-            await asyncio.wait(
-                {host, started}, timeout=self._start_timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            started.cancel()
-            await asyncio.gather(started, return_exceptions=True)
+        ended = asyncio.Event()  # Kopf's host task ended while starting (it failed)
+        host.add_done_callback(lambda _: ended.set())
+        await wakeups.first_set(self._ready, self._waiting, ended, timeout=self._start_timeout)
         if host.done():
             error = None if host.cancelled() else host.exception()
             raise RuntimeError(f"Kopf ({self.name}) ended while starting: {error!r}") from error

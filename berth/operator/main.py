@@ -52,7 +52,7 @@ from berth.operator import (
 )
 from berth.operator import metrics as berth_metrics
 from berth.scheduler.framework import handles
-from berth.util import allocator, clocks
+from berth.util import allocator, clocks, wakeups
 
 __all__ = ["ComponentFactory", "Context", "ExitCode", "no_components", "run"]
 
@@ -172,7 +172,7 @@ class _Process:
             logger.info("stopped")
 
     async def _relay(self, stop: asyncio.Event) -> None:
-        await stop.wait()
+        await wakeups.first_set(stop)
         logger.info("asked to stop")
         self._halt.set()
 
@@ -224,7 +224,7 @@ class _Process:
                 await self._start_leading()
                 self._metrics.set_leader(True)
                 try:
-                    await self._halt.wait()
+                    await wakeups.first_set(self._halt)
                 finally:
                     self._metrics.set_leader(False)
                     await self._stop_leading()

@@ -62,6 +62,7 @@ from berth.kube.admission import queue_access
 from berth.kube.transport import clients, credentials, discovery, errors, pod_edits, rest
 from berth.operator import components, embedding, settings
 from berth.scheduler.snapshot import queue_parents, queues
+from berth.util import wakeups
 
 __all__ = [
     "OPTED_IN_PATH",
@@ -509,14 +510,12 @@ class WebhookServer:
         )
         self._crds_served = found.all
         await self._component.start()
-        try:
-            await asyncio.wait_for(self._listening.wait(), self._start_timeout)
-        except TimeoutError:
+        if not await wakeups.first_set(self._listening, timeout=self._start_timeout):
             await self._component.stop()
             raise TimeoutError(
                 f"the admission webhook did not listen on port {self.port} within "
                 f"{self._start_timeout}s"
-            ) from None
+            )
         logger.info("admission webhook listening on %s (HTTPS, Kopf)", self.port)
 
     async def stop(self) -> None:

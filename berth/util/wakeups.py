@@ -5,7 +5,7 @@ bookkeeping a hand-written loop gets wrong (waiter tasks left pending, a wake-up
 a check and a wait):
 
 - :func:`first_set` — wait until any of several flags is set (a wake-up, a stop), or a timeout;
-- :func:`sleep_or_stop` — sleep, cut short by a stop;
+- :func:`sleep_or_stop` — sleep, cut short by a stop (without one: a plain delay);
 - :func:`run_until` — run some work until a stop, cancelling it then (a watch may be silent
   for minutes: it is cancelled rather than polled for the stop);
 - :class:`Wakeup` — a wake-up call for one sleeper: any number of :meth:`Wakeup.wake` calls
@@ -51,8 +51,14 @@ async def first_set(*flags: asyncio.Event, timeout: float | None = None) -> bool
     return any(flag.is_set() for flag in flags)
 
 
-async def sleep_or_stop(seconds: float, *, stop: asyncio.Event) -> bool:
-    """Sleep ``seconds`` or until ``stop`` is set, whichever is first; True if stopped."""
+async def sleep_or_stop(seconds: float, *, stop: asyncio.Event | None = None) -> bool:
+    """Sleep ``seconds`` or until ``stop`` is set, whichever is first; True if stopped.
+
+    Without ``stop`` it is a plain delay (a retry's backoff, an injected latency, a period)
+    that only cancelling its task cuts short."""
+    if stop is None:
+        await asyncio.sleep(max(0.0, seconds))
+        return False
     if stop.is_set():
         return True
     if seconds <= 0:

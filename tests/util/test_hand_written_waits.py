@@ -38,19 +38,6 @@ PENDING = {
     "cli/peers.py": 2,
     "cli/soak.py": 5,
     "cli/up.py": 3,
-    "emulator/bench.py": 1,
-    "emulator/claimcontroller.py": 1,
-    "emulator/kubelets.py": 1,
-    "emulator/server.py": 1,
-    "emulator/watches.py": 1,
-    "kube/binder/binding.py": 1,
-    "kube/binder/decisions.py": 1,
-    "kube/devices/gpu_reservations.py": 3,
-    "kube/grouping/default_queue.py": 1,
-    "kube/transport/events.py": 1,
-    "operator/embedding.py": 1,
-    "operator/main.py": 2,
-    "operator/webhooks.py": 2,
 }
 
 

@@ -4,7 +4,8 @@ We test these aspects:
 
 - ``first_set``: returns at once when a flag is set already, when the first of several is set,
   or at its timeout (saying whether one was set), and leaves no waiter task behind;
-- ``sleep_or_stop``: sleeps its time, is cut short by the stop, and says which;
+- ``sleep_or_stop``: sleeps its time, is cut short by the stop, and says which; without a
+  stop it sleeps its time and only a cancellation ends it sooner;
 - ``run_until``: work that ends ends it; a stop cancels the work; the work's failure is raised;
   no task is left behind either way;
 - ``Wakeup``: a wake before the sleep is not lost, many wakes count as one and are consumed by
@@ -59,6 +60,20 @@ async def test_sleep_or_stop_sleeps_or_is_cut_short(looptime: looptime.LoopTimeP
     asyncio.get_running_loop().call_later(1, stop.set)
     assert await wakeups.sleep_or_stop(60, stop=stop)
     assert looptime == 3
+
+
+async def test_sleep_or_stop_without_a_stop_is_a_plain_delay(
+    looptime: looptime.LoopTimeProxy,
+) -> None:
+    assert not await wakeups.sleep_or_stop(4)
+    assert looptime == 4
+    sleeper = asyncio.create_task(wakeups.sleep_or_stop(60))
+    asyncio.get_running_loop().call_later(1, sleeper.cancel)  # only cancelling cuts it short
+    with pytest.raises(asyncio.CancelledError):
+        await sleeper
+    assert looptime == 5
+    assert not await wakeups.sleep_or_stop(-1)  # a delay already due does not sleep
+    assert looptime == 5
 
 
 async def test_run_until_ends_with_the_work_or_cancels_it_at_the_stop(

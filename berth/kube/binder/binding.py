@@ -38,7 +38,7 @@ from berth.kube.binder import failure_log
 from berth.kube.transport import errors, events, pod_edits, rest
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
-from berth.util import clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["FAILURES_BEFORE_REASON", "BindOutcome", "BindingObserver", "Bindings"]
 
@@ -147,7 +147,7 @@ class Bindings:
                 if attempt < self._retries:
                     # It may have landed: ask again for the same node (a 409 naming this node
                     # then confirms it); the cache keeps the pod where it was assumed.
-                    await asyncio.sleep(self._backoff[0] / 4 * (attempt + 1))
+                    await wakeups.sleep_or_stop(self._backoff[0] / 4 * (attempt + 1))
                     continue
                 return self.failed(decision, failure="timeout", detail=str(exc))
             except errors.APIError as exc:

@@ -56,7 +56,7 @@ from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import reservations as snapshot_reservations
 from berth.scheduler.snapshot import snapshots
-from berth.util import clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["ApiSink"]
 
@@ -346,7 +346,7 @@ class ApiSink:
             for i in range(self._write_concurrency)
         ]
         try:
-            await stop.wait()
+            await wakeups.first_set(stop)
         finally:
             waiting = list(self._prebind.waiting)
             for task in [*workers, *waiting]:

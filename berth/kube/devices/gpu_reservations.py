@@ -28,6 +28,7 @@ import typing
 from berth.kube.transport import writes
 from berth.scheduler.snapshot import gpushare
 from berth.status import gpu_reservations
+from berth.util import wakeups
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.snapshot import snapshots
@@ -58,7 +59,7 @@ class GpuReservations:
         self._schedulers = schedulers
         self._image = image
         self._plan = gpu_reservations.Plan()
-        self._wake = asyncio.Event()
+        self._wake = wakeups.Wakeup()
         # What went through and is still asked for (the watch has not shown it yet).
         self._created: set[tuple[str, int]] = set()
         self._deleted: set[str] = set()  # UIDs
@@ -75,7 +76,7 @@ class GpuReservations:
         }
         self._plan = plan
         if self.pending():
-            self._wake.set()
+            self._wake.wake()
 
     def pending(self) -> bool:
         """Whether the plan asks a write not made yet."""
@@ -88,18 +89,11 @@ class GpuReservations:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Write what the plans ask until ``stop``."""
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            while not stop.is_set():
-                woken = asyncio.ensure_future(self._wake.wait())
-                await asyncio.wait({woken, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                woken.cancel()
-                if stop.is_set():
-                    return
-                self._wake.clear()
-                await self._apply(self._plan)
-        finally:
-            stopping.cancel()
+        while not stop.is_set():
+            await self._wake.sleep(stop=stop)  # consumes the wake-up: this pass covers it
+            if stop.is_set():
+                return
+            await self._apply(self._plan)
 
     async def _apply(self, plan: gpu_reservations.Plan) -> None:
         for node, device in plan.create:

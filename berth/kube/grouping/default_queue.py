@@ -60,4 +60,4 @@ async def keep(
         # FAILED, or GONE: Queues are not served yet (Berth's CRDs not installed); try again.
         if not await wakeups.sleep_or_stop(delay, stop=stop):
             delay = min(delay * 2, cap)
-    await stop.wait()
+    await wakeups.first_set(stop)

@@ -37,7 +37,7 @@ import kubernetes_asyncio.client
 
 from berth.kube.transport import errors, rest
 from berth.status import conditions
-from berth.util import clocks
+from berth.util import clocks, wakeups
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder", "ObjectRef"]
 
@@ -237,7 +237,7 @@ class EventRecorder:
             for i in range(self._workers)
         ]
         try:
-            await stop.wait()
+            await wakeups.first_set(stop)
         finally:
             self._running = False
             for worker in workers:
