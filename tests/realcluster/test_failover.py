@@ -2,8 +2,9 @@
 
 We test these aspects:
 - two Berth replicas, the leader SIGKILLed during a burst of 2 000 pods in gangs of four: the
-  other replica takes over and binds the rest; the audit log shows exactly one successful
-  binding per pod, and every gang is bound whole.
+  other replica takes over and binds the rest; every pod is bound, the audit log shows at
+  most one successful binding per pod (none only where the API server stored a binding but
+  answered it with a 5xx), and every gang is bound whole.
 """
 
 from __future__ import annotations
@@ -64,16 +65,21 @@ def test_leader_killed_mid_burst_every_pod_bound_once(
     finally:
         creating.join()
 
+    # Bound is what the API server stored (the pod's nodeName), not what it answered: on a
+    # loaded machine it may store a binding and still answer 504 (its request timed out), and
+    # the leader that sent it then sees the pod bound by its watch.
     def all_bound() -> bool:
-        counted = audit.bindings(real.audited())
-        return sum(1 for (ns, _), n in counted.items() if ns == namespace) >= PODS
+        listed = real.pods(namespace)
+        return len(listed) == PODS and all(p["spec"].get("nodeName") for p in listed)
 
-    processes.wait_until("every pod bound", all_bound, timeout=300, interval=1.0)
+    processes.wait_until("every pod bound", all_bound, timeout=300, interval=2.0)
     assert real.leader() == "replica-b"
-    counted = {
-        name: n for (ns, name), n in audit.bindings(real.audited()).items() if ns == namespace
-    }
-    assert len(counted) == PODS
+    requests = [
+        r for r in real.audited() if r.namespace == namespace and r.resource == "pods/binding"
+    ]
+    counted = {name: n for (_, name), n in audit.bindings(requests).items()}
     assert set(counted.values()) == {1}, {k: v for k, v in counted.items() if v != 1}
-    listed = real.pods(namespace)
-    assert len(listed) == PODS and all(p["spec"].get("nodeName") for p in listed)
+    # A pod with no successful binding was bound by one whose answer was lost (a 5xx).
+    unanswered = {r.name for r in requests if r.verb == "create" and r.code >= 500}
+    names = {p["metadata"]["name"] for p in real.pods(namespace)}
+    assert names - set(counted) <= unanswered, sorted(names - set(counted) - unanswered)
