@@ -19,6 +19,8 @@ import typing
 
 import typing_extensions
 
+from berth.api import objects
+
 __all__ = [
     "ADMIN_ACCESS_NAMESPACE_LABEL",
     "ALL",
@@ -102,30 +104,9 @@ def device_class_resource(name: str, /) -> str:
     return f"{DEVICE_CLASS_RESOURCE_PREFIX}{name}"
 
 
-class OwnerReference(typing_extensions.TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    name: str
-    uid: str
-    controller: bool
-    blockOwnerDeletion: bool
-
-
-class ObjectMeta(typing_extensions.TypedDict, total=False):
-    """The ``metadata`` fields these kinds use."""
-
-    name: str
-    generateName: str
-    namespace: str
-    uid: str
-    resourceVersion: str
-    generation: int
-    creationTimestamp: str
-    deletionTimestamp: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    ownerReferences: list[OwnerReference]
-    finalizers: list[str]
+# Shared with every kind: :mod:`berth.api.objects` owns them.
+OwnerReference = objects.OwnerReference
+ObjectMeta = objects.ObjectMeta
 
 
 # Node selection (core/v1 NodeSelector, as slices and allocations carry it) ----------------------
