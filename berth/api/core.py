@@ -294,7 +294,7 @@ class Binding(objects.KubeObject, total=False):
 
 
 class DeleteOptions(typing_extensions.TypedDict, total=False):
-    preconditions: dict[str, str]  # {uid, resourceVersion}
+    preconditions: dict[str, str | None]  # {uid, resourceVersion}; null: no precondition
     gracePeriodSeconds: int
     propagationPolicy: str
 

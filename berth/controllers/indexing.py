@@ -45,6 +45,7 @@ import typing
 import kopf
 
 from berth.api import keys
+from berth.api import objects as api_objects
 from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
 from berth.api import reservations as reservation_api
@@ -191,7 +192,9 @@ class CacheFeed:
 
     def deleted(self, kind: Kind, body: collections.abc.Mapping[str, typing.Any]) -> None:
         """``body`` is gone."""
-        key = list_watch.object_key(dict(body), namespaced=kind.namespaced)
+        key = list_watch.object_key(
+            typing.cast(api_objects.KubeObject, body), namespaced=kind.namespaced
+        )
         if key is None:
             return
         self.objects.remove(kind.kind, key)
