@@ -17,6 +17,7 @@ from berth.api import core, objects
 
 __all__ = [
     "CurrentOwner",
+    "ObjectStatus",
     "PodGroup",
     "PodGroupSpec",
     "PodGroupStatus",
@@ -33,6 +34,12 @@ __all__ = [
     "SubGroupStatus",
     "TopologyConstraint",
 ]
+
+
+class ObjectStatus(typing_extensions.TypedDict, total=False):
+    """What every status of Berth's kinds has: the conditions (one per type)."""
+
+    conditions: list[objects.Condition]
 
 
 # Queue ---------------------------------------------------------------------------------------
@@ -63,7 +70,7 @@ class QueueSummary(typing_extensions.TypedDict, total=False):
     limit: str
 
 
-class QueueStatus(typing_extensions.TypedDict, total=False):
+class QueueStatus(ObjectStatus, total=False):
     allocated: dict[str, str]
     requested: dict[str, str]
     fairShare: dict[str, str]
@@ -75,7 +82,6 @@ class QueueStatus(typing_extensions.TypedDict, total=False):
     pendingPods: int
     runningPods: int
     summary: QueueSummary
-    conditions: list[objects.Condition]
 
 
 class Queue(objects.KubeObject, total=False):
@@ -119,7 +125,7 @@ class SubGroupStatus(typing_extensions.TypedDict, total=False):
     running: int
 
 
-class PodGroupStatus(typing_extensions.TypedDict, total=False):
+class PodGroupStatus(ObjectStatus, total=False):
     phase: str
     scheduled: int
     running: int
@@ -128,7 +134,6 @@ class PodGroupStatus(typing_extensions.TypedDict, total=False):
     queuePosition: int
     queuePending: int
     subGroups: list[SubGroupStatus]
-    conditions: list[objects.Condition]
 
 
 class PodGroup(objects.KubeObject, total=False):
@@ -175,7 +180,7 @@ class ReservedDevice(typing_extensions.TypedDict, total=False):
     consumedCapacity: dict[str, str]
 
 
-class ReservationStatus(typing_extensions.TypedDict, total=False):
+class ReservationStatus(ObjectStatus, total=False):
     phase: str  # Pending, Available, Bound, Expired, ...
     nodeName: str
     allocatable: dict[str, str]
@@ -184,7 +189,6 @@ class ReservationStatus(typing_extensions.TypedDict, total=False):
     devices: list[ReservedDevice]
     ownerSelector: str
     expiresAt: str
-    conditions: list[objects.Condition]
 
 
 class Reservation(objects.KubeObject, total=False):
