@@ -182,6 +182,7 @@ class PodSpec(typing_extensions.TypedDict, total=False):
     resources: ResourceRequirements
     resourceClaims: list[dra.PodResourceClaim]
     restartPolicy: str
+    terminationGracePeriodSeconds: int
     hostNetwork: bool
     volumes: list[Volume]
     topologySpreadConstraints: list[TopologySpreadConstraint]

@@ -294,7 +294,7 @@ class DeviceConstraint(typing_extensions.TypedDict, total=False):
 class DeviceClaim(typing_extensions.TypedDict, total=False):
     requests: list[DeviceRequest]
     constraints: list[DeviceConstraint]
-    config: list[dict[str, typing.Any]]
+    config: list[dict[str, typing.Any]]  # opaque driver configuration, passed through
 
 
 class ResourceClaimSpec(typing_extensions.TypedDict, total=False):
@@ -318,7 +318,7 @@ class AllocatedDeviceResult(typing_extensions.TypedDict, total=False):
 
 class DeviceAllocation(typing_extensions.TypedDict, total=False):
     results: list[AllocatedDeviceResult]
-    config: list[dict[str, typing.Any]]
+    config: list[dict[str, typing.Any]]  # opaque driver configuration, passed through
 
 
 class AllocationResult(typing_extensions.TypedDict, total=False):
@@ -337,7 +337,7 @@ class ResourceClaimConsumerReference(typing_extensions.TypedDict, total=False):
 class ResourceClaimStatus(typing_extensions.TypedDict, total=False):
     allocation: AllocationResult
     reservedFor: list[ResourceClaimConsumerReference]
-    devices: list[dict[str, typing.Any]]
+    devices: list[dict[str, typing.Any]]  # drivers' own device status: Berth only clears it
 
 
 class ResourceClaim(typing_extensions.TypedDict, total=False):
