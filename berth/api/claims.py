@@ -50,7 +50,7 @@ def generated_name(pod: str, entry: str, *, pod_uid: str) -> str:
 def claim_from_template(
     template: dra.ResourceClaimTemplate,
     *,
-    pod: typing.Mapping[str, typing.Any],
+    pod: typing.Mapping[str, typing.Any],  # the emulator's and simulator's pods are untyped yet
     entry: str,
 ) -> dra.ResourceClaim:
     """The claim the resourceclaim controller makes from ``template`` for ``pod``'s entry
@@ -114,7 +114,7 @@ def reserved(
     """``claim`` reserved for the pod, with ``allocation`` written when given; ``None`` when
     that cannot be done (it is allocated already and an allocation was given: never
     overwritten; or it is not allocated and none was given)."""
-    status: dict[str, typing.Any] = dict(claim.get("status") or {})
+    status: dra.ResourceClaimStatus = {**(claim.get("status") or {})}
     if allocation is not None:
         if status.get("allocation"):
             return None
@@ -127,7 +127,7 @@ def reserved(
             return None
         consumers.append(dra.ResourceClaimConsumerReference(resource="pods", name=pod, uid=pod_uid))
     status["reservedFor"] = consumers
-    meta: dict[str, typing.Any] = dict(claim.get("metadata") or {})
+    meta: dra.ObjectMeta = {**(claim.get("metadata") or {})}
     finalizers = list(meta.get("finalizers") or [])
     if dra.CLAIM_FINALIZER not in finalizers:
         meta["finalizers"] = [*finalizers, dra.CLAIM_FINALIZER]
@@ -137,12 +137,12 @@ def reserved(
 def released(claim: dra.ResourceClaim, *, pod_uid: str) -> dra.ResourceClaim | None:
     """``claim`` without the pod among its consumers, deallocated (and its finalizer gone)
     when nobody reserves it any more; ``None`` when nothing changes."""
-    status: dict[str, typing.Any] = dict(claim.get("status") or {})
+    status: dra.ResourceClaimStatus = {**(claim.get("status") or {})}
     consumers = [c for c in status.get("reservedFor") or [] if c.get("uid") != pod_uid]
     if len(consumers) == len(status.get("reservedFor") or []):
         return None
     status["reservedFor"] = consumers
-    meta: dict[str, typing.Any] = dict(claim.get("metadata") or {})
+    meta: dra.ObjectMeta = {**(claim.get("metadata") or {})}
     if not consumers:
         status.pop("reservedFor")
         status.pop("allocation", None)
@@ -158,11 +158,12 @@ def released(claim: dra.ResourceClaim, *, pod_uid: str) -> dra.ResourceClaim | N
 def deallocated(claim: dra.ResourceClaim, *, pod_uid: str) -> dra.ResourceClaim | None:
     """``claim`` without its allocation and consumers, when it is allocated and reserved by
     nobody but the pod ``pod_uid``; ``None`` when it may not be deallocated."""
-    status: dict[str, typing.Any] = dict(claim.get("status") or {})
+    status: dra.ResourceClaimStatus = {**(claim.get("status") or {})}
     if not status.get("allocation"):
         return None
     if any(c.get("uid") != pod_uid for c in status.get("reservedFor") or []):
         return None
-    for field in ("allocation", "reservedFor", "devices"):
-        status.pop(field, None)
+    status.pop("allocation", None)
+    status.pop("reservedFor", None)
+    status.pop("devices", None)
     return typing.cast(dra.ResourceClaim, {**claim, "status": status})

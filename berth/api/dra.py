@@ -19,6 +19,8 @@ import typing
 
 import typing_extensions
 
+from berth.api import objects
+
 __all__ = [
     "ADMIN_ACCESS_NAMESPACE_LABEL",
     "ALL",
@@ -102,30 +104,9 @@ def device_class_resource(name: str, /) -> str:
     return f"{DEVICE_CLASS_RESOURCE_PREFIX}{name}"
 
 
-class OwnerReference(typing_extensions.TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    name: str
-    uid: str
-    controller: bool
-    blockOwnerDeletion: bool
-
-
-class ObjectMeta(typing_extensions.TypedDict, total=False):
-    """The ``metadata`` fields these kinds use."""
-
-    name: str
-    generateName: str
-    namespace: str
-    uid: str
-    resourceVersion: str
-    generation: int
-    creationTimestamp: str
-    deletionTimestamp: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    ownerReferences: list[OwnerReference]
-    finalizers: list[str]
+# Shared with every kind: :mod:`berth.api.objects` owns them.
+OwnerReference = objects.OwnerReference
+ObjectMeta = objects.ObjectMeta
 
 
 # Node selection (core/v1 NodeSelector, as slices and allocations carry it) ----------------------
@@ -313,7 +294,7 @@ class DeviceConstraint(typing_extensions.TypedDict, total=False):
 class DeviceClaim(typing_extensions.TypedDict, total=False):
     requests: list[DeviceRequest]
     constraints: list[DeviceConstraint]
-    config: list[dict[str, typing.Any]]
+    config: list[dict[str, typing.Any]]  # opaque driver configuration, passed through
 
 
 class ResourceClaimSpec(typing_extensions.TypedDict, total=False):
@@ -337,7 +318,7 @@ class AllocatedDeviceResult(typing_extensions.TypedDict, total=False):
 
 class DeviceAllocation(typing_extensions.TypedDict, total=False):
     results: list[AllocatedDeviceResult]
-    config: list[dict[str, typing.Any]]
+    config: list[dict[str, typing.Any]]  # opaque driver configuration, passed through
 
 
 class AllocationResult(typing_extensions.TypedDict, total=False):
@@ -356,7 +337,7 @@ class ResourceClaimConsumerReference(typing_extensions.TypedDict, total=False):
 class ResourceClaimStatus(typing_extensions.TypedDict, total=False):
     allocation: AllocationResult
     reservedFor: list[ResourceClaimConsumerReference]
-    devices: list[dict[str, typing.Any]]
+    devices: list[dict[str, typing.Any]]  # drivers' own device status: Berth only clears it
 
 
 class ResourceClaim(typing_extensions.TypedDict, total=False):

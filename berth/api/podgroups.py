@@ -13,7 +13,7 @@ import typing
 
 import pydantic
 
-from berth.api import durations, keys, meta, reservations, resources, rules
+from berth.api import durations, keys, meta, reservations, resources, rules, spec_defaults
 
 __all__ = [
     "CONDITION_SCHEDULED",
@@ -107,7 +107,7 @@ class SubGroup(meta.ApiModel):
 
     name: str = pydantic.Field(min_length=1, max_length=63)
     """Name of the role, unique in the group (used in reasons and status)."""
-    min_member: int = pydantic.Field(default=1, ge=1)
+    min_member: int = pydantic.Field(default=spec_defaults.SUB_GROUP_MIN_MEMBER, ge=1)
     """Pods of this role that must be placed before the gang runs."""
     selector: reservations.LabelSelector
     """The group's pods that belong to this role, by their labels (one role per pod)."""
@@ -135,18 +135,20 @@ class PodGroupSpec(meta.ApiModel):
         )
     )
 
-    min_member: int = pydantic.Field(default=1, ge=1)
+    min_member: int = pydantic.Field(default=spec_defaults.POD_GROUP_MIN_MEMBER, ge=1)
     """Number of pods that must be placed together before any of them is bound."""
     min_resources: resources.ResourceListField | None = None
     """Resources that must be available for the whole group before it is admitted."""
-    queue: str = keys.DEFAULT_QUEUE
+    queue: str = spec_defaults.POD_GROUP_QUEUE
     """Queue the group's resources are charged to."""
     priority_class_name: str | None = None
     """PriorityClass giving the group its priority among the queue's groups."""
     schedule_timeout_seconds: int | None = pydantic.Field(default=None, ge=1)
     """Seconds the group may wait for minMember pods to fit at a time; then
     ``onScheduleTimeout`` applies. Unset waits for ever."""
-    on_schedule_timeout: ScheduleTimeoutPolicy = ScheduleTimeoutPolicy.REQUEUE
+    on_schedule_timeout: ScheduleTimeoutPolicy = ScheduleTimeoutPolicy(
+        spec_defaults.POD_GROUP_ON_SCHEDULE_TIMEOUT
+    )
     """Requeue (release, back off exponentially, retry from the back of the queue) or Fail
     (mark the group Failed) when ``scheduleTimeoutSeconds`` passes."""
     maximum_execution_time_seconds: int | None = pydantic.Field(default=None, ge=1)

@@ -17,7 +17,7 @@ import typing
 import pydantic
 
 from berth.api import autoscaling as autoscaling_api
-from berth.api import durations, keys, meta, reservations, resources, rules
+from berth.api import durations, keys, meta, reservations, resources, rules, spec_defaults
 
 __all__ = [
     "JobOrder",
@@ -114,13 +114,13 @@ class QueueSpec(meta.ApiModel):
     limit: resources.ResourceListField | None = None
     """Hard cap on the resources this queue may use; a resource not named is not capped. Must
     be at least guaranteed for every resource both name."""
-    weight: int = pydantic.Field(default=1, ge=1, le=MAX_WEIGHT)
+    weight: int = pydantic.Field(default=spec_defaults.QUEUE_WEIGHT, ge=1, le=MAX_WEIGHT)
     """Share (1..65535) of the capacity above all guarantees, relative to sibling queues."""
-    priority: int = 0
+    priority: int = spec_defaults.QUEUE_PRIORITY
     """Higher-priority queues are served first and reclaimed from last."""
-    reclaimable: bool = True
+    reclaimable: bool = spec_defaults.QUEUE_RECLAIMABLE
     """Whether resources this queue borrowed above its guarantee may be taken back."""
-    state: QueueState = QueueState.OPEN
+    state: QueueState = QueueState(spec_defaults.QUEUE_STATE)
     """Open admits new PodGroups; Closed admits nothing new (running work continues)."""
     reclaim_min_runtime_seconds: int | None = pydantic.Field(
         default=None, ge=0, le=MAX_MIN_RUNTIME_SECONDS
@@ -140,10 +140,10 @@ class QueueSpec(meta.ApiModel):
     not set their own ``maximumExecutionTimeSeconds``; then they are requeued (a PodGroup's
     ``onMaximumExecutionTime`` may say Fail). On a parent queue it holds for the queues below
     that set none. Unset (here and above): no limit."""
-    job_order: JobOrder = JobOrder.PRIORITY_FIFO
+    job_order: JobOrder = JobOrder(spec_defaults.QUEUE_JOB_ORDER)
     """Order in which the queue's waiting PodGroups are tried: PriorityFIFO, FIFO or
     NamespaceFair (fair between the namespaces submitting to it). Leaf queues only."""
-    preempt_across_queues: bool = False
+    preempt_across_queues: bool = spec_defaults.QUEUE_PREEMPT_ACROSS_QUEUES
     """Whether this queue's groups may preempt lower-priority work of other queues that hold
     more than their fair share (never taking such a queue below its guarantee). Off: priority
     only orders work and preempts inside the queue."""

@@ -14,7 +14,7 @@ import typing
 
 import pydantic
 
-from berth.api import durations, keys, meta, pods, quantities, resources, rules
+from berth.api import durations, keys, meta, pods, quantities, resources, rules, spec_defaults
 
 __all__ = [
     "CurrentOwner",
@@ -274,13 +274,13 @@ class ReservationSpec(meta.ApiModel):
     holds its room like any reservation. Must be before ``expires``, and not before the
     reservation's creation. With a ``ttl``, the reservation lives that long from ``startAt``.
     Unset: it holds its room as soon as it fits."""
-    allocate_once: bool = True
+    allocate_once: bool = spec_defaults.RESERVATION_ALLOCATE_ONCE
     """Whether the reservation ends (Succeeded) when its first owner is placed into it."""
     queue: str | None = None
     """Queue the reserved capacity counts against."""
-    unschedulable: bool = False
+    unschedulable: bool = spec_defaults.RESERVATION_UNSCHEDULABLE
     """Stops new owners from being placed into the reservation (those placed keep running)."""
-    capacity_buffer: bool = False
+    capacity_buffer: bool = spec_defaults.RESERVATION_CAPACITY_BUFFER
     """While the reservation cannot fit, ask the cluster's autoscaler for its room with a
     CapacityBuffer of its template (Karpenter ≥ 1.15, Cluster Autoscaler): the reservation
     then lands on the node that appears. The buffer goes with the reservation. Its queue's

@@ -45,6 +45,7 @@ import typing
 import kopf
 
 from berth.api import keys
+from berth.api import objects as api_objects
 from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
 from berth.api import reservations as reservation_api
@@ -63,7 +64,7 @@ logger = logging.getLogger(__name__)
 CRDS = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 """Where Kopf watches CustomResourceDefinitions (group, version, plural)."""
 
-CrdCallback = collections.abc.Callable[[str, dict[str, typing.Any]], None]
+CrdCallback = collections.abc.Callable[[str, api_objects.KubeObject], None]
 """Told ``(event type, CRD)`` for every CRD Kopf sees (``"ADDED"`` for a listed one too)."""
 
 
@@ -174,9 +175,9 @@ class CacheFeed:
         return False
 
     # Kopf's handlers ----------------------------------------------------------------------
-    def changed(self, kind: Kind, body: collections.abc.Mapping[str, typing.Any]) -> None:
+    def changed(self, kind: Kind, body: kopf.Body) -> None:
         """``body`` was listed, added or changed."""
-        raw = dict(body)
+        raw = typing.cast(api_objects.KubeObject, dict(body))  # an object of ``kind``
         found = observations.observe(kind.kind, body=raw, parse_time=wire.parse_time)
         if found is None:
             self._skip(f"{kind.plural}: an object without a name: {str(raw)[:120]}")
@@ -189,9 +190,10 @@ class CacheFeed:
         self.objects.put(found)
         self._trigger.set()
 
-    def deleted(self, kind: Kind, body: collections.abc.Mapping[str, typing.Any]) -> None:
+    def deleted(self, kind: Kind, body: kopf.Body) -> None:
         """``body`` is gone."""
-        key = list_watch.object_key(dict(body), namespaced=kind.namespaced)
+        raw = typing.cast(api_objects.KubeObject, dict(body))  # an object of ``kind``
+        key = list_watch.object_key(raw, namespaced=kind.namespaced)
         if key is None:
             return
         self.objects.remove(kind.kind, key)
@@ -201,9 +203,9 @@ class CacheFeed:
             logger.exception("%s %s: removing it from the cache failed", kind.plural, key)
         self._trigger.set()
 
-    def crd(self, event_type: str, body: collections.abc.Mapping[str, typing.Any]) -> None:
+    def crd(self, event_type: str, body: kopf.Body) -> None:
         """A CRD seen by Kopf: Berth's own mark the kinds listed; every one is passed on."""
-        raw = dict(body)
+        raw = typing.cast(api_objects.KubeObject, dict(body))  # a CustomResourceDefinition
         name = str((raw.get("metadata") or {}).get("name") or "")
         if not self.listed.is_set() and name in {kind.crd for kind in KINDS}:
             # Kopf calls no watching handler before every indexed kind's first list is indexed.
@@ -231,9 +233,7 @@ def register(registry: kopf.OperatorRegistry, *, feed: CacheFeed) -> None:
         _register_kind(registry, feed=feed, kind=kind)
 
     @kopf.on.event(*CRDS, id="crds", registry=registry)
-    async def crd_seen(
-        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
-    ) -> None:
+    async def crd_seen(event: kopf.RawEvent, body: kopf.Body, **_: typing.Any) -> None:
         feed.crd(str(event.get("type") or "ADDED"), body)
 
 
@@ -246,8 +246,6 @@ def _register_kind(registry: kopf.OperatorRegistry, *, feed: CacheFeed, kind: Ki
         feed.changed(kind, body)
 
     @kopf.on.event(*where, id=f"{name}-gone", registry=registry)
-    async def gone(
-        event: collections.abc.Mapping[str, typing.Any], body: kopf.Body, **_: typing.Any
-    ) -> None:
+    async def gone(event: kopf.RawEvent, body: kopf.Body, **_: typing.Any) -> None:
         if event.get("type") == "DELETED":
             feed.deleted(kind, body)

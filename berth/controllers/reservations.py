@@ -45,10 +45,10 @@ import dataclasses
 import logging
 import typing
 
-from berth.api import keys, resources
+from berth.api import custom_objects, keys, resources
 from berth.api import reservations as reservation_api
 from berth.controllers import observed, statuses
-from berth.kube.transport import clients, events, fencing, writes
+from berth.kube.transport import clients, events, fencing, rest, writes
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
 from berth.status import conditions, observations
@@ -88,7 +88,7 @@ class Board(typing.Protocol):
 class Plan:
     """What one reservation needs now: a new status (or None), Events, deletion, next wake."""
 
-    status: dict[str, typing.Any] | None
+    status: custom_objects.ReservationStatus | None
     events: tuple[tuple[str, str, str], ...] = ()  # (type, reason, message)
     delete: bool = False
     wake_at: float | None = None  # when this reservation is next due (expiry, deletion)
@@ -110,7 +110,13 @@ def _info(obj: observations.ObservedObject) -> resv.ReservationInfo:
 
 
 def _set_condition(
-    status: dict[str, typing.Any], kind: str, value: str, reason: str, message: str, *, now: float
+    status: custom_objects.ReservationStatus,
+    kind: str,
+    value: str,
+    reason: str,
+    message: str,
+    *,
+    now: float,
 ) -> bool:
     """Set one condition (:func:`berth.status.conditions.updated`: the transition time moves only
     with ``value``); True when it changed, False (``status`` untouched) when it already said so."""
@@ -130,7 +136,7 @@ def _set_condition(
 def live_owners(
     info: resv.ReservationInfo,
     *,
-    status: collections.abc.Mapping[str, typing.Any],
+    status: custom_objects.ReservationStatus,
     snapshot: snapshots.Snapshot,
 ) -> list[pods.PodInfo]:
     """The reservation's owners that still hold what they were charged, sorted by key.
@@ -164,18 +170,20 @@ def live_owners(
 
 def _owners_status(
     info: resv.ReservationInfo, owners: list[pods.PodInfo]
-) -> tuple[list[dict[str, str]], dict[str, str]]:
+) -> tuple[list[custom_objects.CurrentOwner], dict[str, str]]:
     held = resv.held(info)
     allocated = resources.ResourceList()
     for pod in owners:
         allocated += resources.ResourceList(
             {k: v for k, v in pod.requests.items() if k in held and k != resources.PODS}
         )
-    listed = [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in owners]
+    listed: list[custom_objects.CurrentOwner] = [
+        {"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in owners
+    ]
     return listed, allocated.to_api()
 
 
-def _ended_at(status: collections.abc.Mapping[str, typing.Any], *, created: float) -> float:
+def _ended_at(status: custom_objects.ObjectStatus, *, created: float) -> float:
     """When an ended reservation ended: its ``Ready`` condition's last transition."""
     ready = conditions.find(status, _READY) or {}
     return wire.parse_time(ready.get("lastTransitionTime")) or created
@@ -193,8 +201,10 @@ def plan(
     ``snapshot`` is the scheduler's latest; without one, owners are left as they are.
     """
     info = _info(obj)
-    current = dict(obj.status)
-    status = dict(current)
+    current = typing.cast(
+        custom_objects.ReservationStatus, {**obj.status}
+    )  # a Reservation's, as observed
+    status: custom_objects.ReservationStatus = {**current}
     found: list[tuple[str, str, str]] = []
     phase = str(status.get("phase") or resv.PENDING)
     # Lifetime: filled whatever the phase, since the sink may end a reservation (Succeeded)
@@ -217,7 +227,7 @@ def plan(
         owners = live_owners(info, status=current, snapshot=snapshot) if snapshot else None
         if owners is not None:
             listed, allocated = _owners_status(info, owners)
-            status.update(currentOwners=listed, allocated=allocated)
+            status.update({"currentOwners": listed, "allocated": allocated})
         return Plan(status=status if status != current else None, wake_at=gone_at)
     # Validity.
     problem = info.invalid or resv.template_problem(info) or resv.owners_problem(info)
@@ -359,7 +369,7 @@ class ReservationController:
         """Plan again on the object as the API has it now, and write that at its version (the
         write primitive reads again on a conflict)."""
 
-        def change(live: dict[str, typing.Any]) -> dict[str, typing.Any] | None:
+        def change(live: rest.Body) -> rest.Body | None:
             fresh = observations.observe(KIND, body=live, parse_time=wire.parse_time)
             if fresh is None or fresh.uid != obj.uid:
                 return None  # another reservation of that name now

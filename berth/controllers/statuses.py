@@ -42,7 +42,7 @@ import typing
 
 import kopf
 
-from berth.api import keys
+from berth.api import custom_objects, keys
 from berth.api import podgroups as podgroup_api
 from berth.api import queues as queue_api
 from berth.controllers import observed
@@ -91,14 +91,14 @@ class Board(typing.Protocol):
 
 
 def merge_patch(
-    old: collections.abc.Mapping[str, typing.Any], new: collections.abc.Mapping[str, typing.Any]
-) -> dict[str, typing.Any]:
+    old: collections.abc.Mapping[str, object], new: collections.abc.Mapping[str, object]
+) -> dict[str, object]:
     """The RFC 7386 merge patch turning ``old`` into ``new`` (empty when they are equal).
 
     Nested objects are diffed key by key; keys only ``old`` has become ``null``; lists and
     scalars that differ are replaced whole.
     """
-    patch: dict[str, typing.Any] = {}
+    patch: dict[str, object] = {}
     for key, value in new.items():
         before = old.get(key)
         if isinstance(value, collections.abc.Mapping) and isinstance(
@@ -153,7 +153,7 @@ class StatusWriter:
         self._facts: tuple[int, int, cycles.CycleFacts] | None = None
         # key -> (the observed object the write was based on, the status written): until Kopf
         # observes the result, the same write is not sent again.
-        self._written: dict[tuple[str, str], tuple[_Observed, dict[str, typing.Any]]] = {}
+        self._written: dict[tuple[str, str], tuple[_Observed, custom_objects.ObjectStatus]] = {}
         self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
@@ -193,7 +193,7 @@ class StatusWriter:
 
     def desired(
         self, obj: observations.ObservedObject, facts: cycles.CycleFacts, *, now: float
-    ) -> dict[str, typing.Any] | None:
+    ) -> custom_objects.ObjectStatus | None:
         """The status ``obj`` should have (None: none to write yet); a
         :data:`CONDITION_HANDLED` condition left by a failure goes (its handler works)."""
         return without_failure(cycles.desired(obj, facts, now=now))
@@ -230,7 +230,7 @@ class StatusWriter:
             if desired is None:
                 continue
             if obj.kind == podgroups.KIND:
-                phases[str(desired["phase"])] += 1
+                phases[str(typing.cast(custom_objects.PodGroupStatus, desired)["phase"])] += 1
             found = self._changed(obj, desired)
             if found is not None:
                 writes.append(self._write(obj, desired, found, raising=False))
@@ -242,8 +242,8 @@ class StatusWriter:
         return len(writes)
 
     def _changed(
-        self, obj: observations.ObservedObject, desired: dict[str, typing.Any]
-    ) -> dict[str, typing.Any] | None:
+        self, obj: observations.ObservedObject, desired: custom_objects.ObjectStatus
+    ) -> dict[str, object] | None:
         """The patch ``obj`` needs, or None (up to date, or the same write is in flight)."""
         patch = merge_patch(obj.status, desired)
         if not patch:
@@ -257,8 +257,8 @@ class StatusWriter:
     async def _write(
         self,
         obj: observations.ObservedObject,
-        desired: dict[str, typing.Any],
-        patch: dict[str, typing.Any],
+        desired: custom_objects.ObjectStatus,
+        patch: dict[str, object],
         *,
         raising: bool,
     ) -> None:
@@ -298,8 +298,8 @@ class StatusWriter:
     async def _send(
         self,
         obj: observations.ObservedObject,
-        desired: dict[str, typing.Any] | None,
-        patch: dict[str, typing.Any],
+        desired: custom_objects.ObjectStatus | None,
+        patch: collections.abc.Mapping[str, object],
     ) -> writes.Outcome:
         """The status patch through the write primitive (fenced, named for its Kopf handler),
         and the Events the change is worth once it is written."""
@@ -323,7 +323,9 @@ class StatusWriter:
         return written.outcome
 
 
-def without_failure(status: dict[str, typing.Any] | None) -> dict[str, typing.Any] | None:
+def without_failure(
+    status: custom_objects.ObjectStatus | None,
+) -> custom_objects.ObjectStatus | None:
     """``status`` without the :data:`CONDITION_HANDLED` condition (a failure that is over)."""
     if status is None:
         return None

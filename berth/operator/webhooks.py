@@ -56,7 +56,7 @@ import pydantic
 import pydantic.alias_generators
 from aiohttp import web
 
-from berth.api import keys
+from berth.api import core, keys, objects, patches
 from berth.controllers import registry as kopf_registry
 from berth.kube.admission import queue_access
 from berth.kube.transport import clients, credentials, discovery, errors, pod_edits, rest
@@ -122,6 +122,8 @@ class AdmissionRequest(_Strict):
     resource: GroupVersionResource
     namespace: str = ""
     operation: str
+    # Any kind's object, whole: Kopf's handlers read it (a typed record here would drop the
+    # fields it does not name), and so is the user's info, which Berth never reads.
     object: dict[str, typing.Any] | None = None
     old_object: dict[str, typing.Any] | None = None
     user_info: dict[str, typing.Any] | None = None
@@ -141,9 +143,7 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def mutation(
-    pod: collections.abc.Mapping[str, typing.Any], /, *, opted_in: bool
-) -> list[dict[str, typing.Any]]:
+def mutation(pod: core.Pod, /, *, opted_in: bool) -> list[patches.JsonPatchOperation]:
     """The JSON patch that makes ``pod`` wait for Berth's admission; empty to leave it alone.
 
     ``opted_in`` says the pod's namespace is labelled for admission (see the module docstring).
@@ -152,7 +152,7 @@ def mutation(
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     assert isinstance(meta, dict) and isinstance(spec, dict)  # for mypy: narrowed above
     raw_labels = meta.get("labels")
-    labels: dict[str, typing.Any] = raw_labels if isinstance(raw_labels, dict) else {}
+    labels: dict[str, str] = raw_labels if isinstance(raw_labels, dict) else {}
     if labels.get(keys.ADMISSION_LABEL) == "disabled" and not opted_in:
         # The label opts a pod out only where admission is optional: a namespace labelled
         # for admission requires it, and its tenants cannot write their way around that.
@@ -168,7 +168,7 @@ def mutation(
     gate_list = gates if isinstance(gates, list) else []
     if any(isinstance(g, dict) and g.get("name") == keys.ADMISSION_GATE for g in gate_list):
         return []
-    ops: list[dict[str, typing.Any]] = []
+    ops: list[patches.JsonPatchOperation] = []
     if not belongs:
         # An opted-in namespace's plain pod joins the default queue (a group of one there),
         # as Kueue defaults a managed namespace's pods to its default LocalQueue.
@@ -187,7 +187,8 @@ def mutation(
 
 
 def _apply(
-    body: dict[str, typing.Any], ops: collections.abc.Sequence[dict[str, typing.Any]]
+    body: dict[str, typing.Any],  # Kopf's patch: any JSON, walked by the operations' paths
+    ops: collections.abc.Sequence[patches.JsonPatchOperation],
 ) -> None:
     """Apply :func:`mutation`'s ``add`` operations to ``body`` in place (Kopf diffs the result
     into the JSON patch it answers with)."""
@@ -221,7 +222,7 @@ def _register_pods(
         operation = kwargs.get("operation")
         if operation not in ("CREATE", "UPDATE"):
             return
-        pod = dict(body)
+        pod = typing.cast(core.Pod, dict(body))  # the pods webhook's object is a pod
         meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
         assert isinstance(meta, dict)  # for mypy: narrowed above
         namespace = str(meta.get("namespace") or "default")
@@ -243,10 +244,7 @@ def _register_pods(
             patch.fns.append(lambda raw: _apply(typing.cast(dict[str, typing.Any], raw), ops))
 
 
-def queue_changed(
-    old: collections.abc.Mapping[str, typing.Any] | None,
-    labels: collections.abc.Mapping[str, typing.Any],
-) -> bool:
+def queue_changed(old: core.Pod | None, labels: collections.abc.Mapping[str, str]) -> bool:
     """Whether an update gives the pod (``old`` before it) another queue label: the label
     added after creation is checked as it would have been at creation."""
     meta = old.get("metadata") if old is not None else None
@@ -411,7 +409,7 @@ class _KopfServer(kopf.WebhookServer):
             *,
             webhook: str | None = None,
             headers: dict[str, str] | None = None,
-            sslpeer: dict[str, typing.Any] | None = None,
+            sslpeer: dict[str, typing.Any] | None = None,  # Kopf's WebhookFn signature
         ) -> typing.Any:
             payload = request["request"]
             # An API server always says who asks; Kopf insists on it, Berth never reads it.
@@ -424,7 +422,7 @@ class _KopfServer(kopf.WebhookServer):
             answer = await fn(request, webhook=webhook, headers=headers, sslpeer=sslpeer)
             status = answer["response"].get("status")
             if status is not None and status.get("code") == 403:
-                typing.cast(dict[str, typing.Any], status)["reason"] = "Forbidden"
+                typing.cast(objects.Status, status)["reason"] = "Forbidden"
             return answer
 
         try:

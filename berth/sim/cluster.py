@@ -69,7 +69,7 @@ import dataclasses
 import datetime
 import typing
 
-from berth.api import keys
+from berth.api import custom_objects, keys
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache, snapshots, volumes, wire
 from berth.sim import claims
@@ -604,9 +604,9 @@ class InMemoryCluster:
         obj = self.get("Reservation", namespace=namespace, name=name)
         if obj is None:
             return False
-        current = obj.get("status") or {}
+        current = obj.get("status") or custom_objects.ReservationStatus()
         status = reservation_owner.reservation_status(current, fact, now=self._clock.now())
-        self._update(obj, status=status)
+        self._update(obj, status=dict(status))
         return True
 
     def _nominate(self, decision: decisions.NominatePod) -> None:

@@ -13,14 +13,13 @@ functions of JSON dicts.
 from __future__ import annotations
 
 import collections.abc
-import typing
 
-from berth.api import meta
+from berth.api import custom_objects, meta, objects
 from berth.util import clocks
 
 __all__ = ["find", "replaced", "timestamp", "updated"]
 
-_Status = collections.abc.Mapping[str, typing.Any]
+_Status = custom_objects.ObjectStatus
 
 
 def timestamp(when: float) -> str:
@@ -28,7 +27,7 @@ def timestamp(when: float) -> str:
     return meta.format_timestamp(clocks.to_datetime(int(when)))
 
 
-def find(status: _Status, kind: str) -> _Status | None:
+def find(status: _Status, kind: str) -> objects.Condition | None:
     """The condition of type ``kind`` in ``status``, if there is one."""
     for condition in status.get("conditions") or ():
         if isinstance(condition, collections.abc.Mapping) and condition.get("type") == kind:
@@ -36,11 +35,11 @@ def find(status: _Status, kind: str) -> _Status | None:
     return None
 
 
-def replaced(status: _Status, condition: dict[str, typing.Any]) -> list[dict[str, typing.Any]]:
+def replaced(status: _Status, condition: objects.Condition) -> list[objects.Condition]:
     """``status``'s conditions with ``condition`` in place of the one of its type (the other
     types kept, as copies), sorted by type."""
-    kept = [
-        dict(c)
+    kept: list[objects.Condition] = [
+        {**c}
         for c in status.get("conditions") or ()
         if isinstance(c, collections.abc.Mapping) and c.get("type") != condition["type"]
     ]
@@ -49,14 +48,14 @@ def replaced(status: _Status, condition: dict[str, typing.Any]) -> list[dict[str
 
 def updated(
     status: _Status, *, kind: str, value: str, reason: str, message: str, now: float
-) -> list[dict[str, typing.Any]]:
+) -> list[objects.Condition]:
     """``status``'s conditions with the one of type ``kind`` set; its ``lastTransitionTime``
     is kept while ``value`` (the condition's ``status``) stays the same, else ``now``."""
     old = find(status, kind)
     since = (
         old.get("lastTransitionTime") if old is not None and old.get("status") == value else None
     )
-    condition = {
+    condition: objects.Condition = {
         "type": kind,
         "status": value,
         "reason": reason,

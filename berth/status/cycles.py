@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import typing
 
+from berth.api import custom_objects
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots
 from berth.status import observations, podgroups, queues, scale_up
@@ -64,7 +64,7 @@ def facts_of(
 
 def desired(
     obj: observations.ObservedObject, facts: CycleFacts, *, now: float
-) -> dict[str, typing.Any] | None:
+) -> custom_objects.PodGroupStatus | custom_objects.QueueStatus | None:
     """The status ``obj`` (a PodGroup or a Queue) should have; None while the facts do not
     know it (a PodGroup the snapshot has not seen yet)."""
     if obj.kind == podgroups.KIND:

@@ -38,7 +38,7 @@ import dataclasses
 import hashlib
 import typing
 
-from berth.api import keys, resources
+from berth.api import core, keys, resources
 from berth.scheduler.snapshot import gpushare
 
 if typing.TYPE_CHECKING:
@@ -52,7 +52,8 @@ IMAGE = "registry.k8s.io/pause:3.10"
 _NAME_LIMIT = 253
 _DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
-Obj = dict[str, typing.Any]
+LabelsPatch = dict[str, dict[str, dict[str, str | None]]]
+"""A merge patch of a pod's labels: ``{"metadata": {"labels": {key: value or None}}}``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Plan:
 
     create: tuple[tuple[str, int], ...] = ()
     delete: tuple[tuple[str, str], ...] = ()
-    labels: collections.abc.Mapping[str, Obj] = dataclasses.field(default_factory=dict)
+    labels: collections.abc.Mapping[str, LabelsPatch] = dataclasses.field(default_factory=dict)
 
 
 def pod_name(node: str, device: int, /) -> str:
@@ -74,7 +75,7 @@ def pod_name(node: str, device: int, /) -> str:
     return f"{gpushare.RESERVATION_POD_PREFIX}{digest}-{device}"
 
 
-def reservation_pod(node: str, device: int, /, *, image: str = IMAGE) -> Obj:
+def reservation_pod(node: str, device: int, /, *, image: str = IMAGE) -> core.Pod:
     """The reservation pod holding ``device`` of ``node`` (see the module docstring)."""
     group = gpushare.group_of(node, device)
     return {
@@ -120,7 +121,7 @@ def _group_labels(node: str, devices: tuple[int, ...]) -> dict[str, str]:
 
 def labels_patch(
     labels: collections.abc.Mapping[str, str], *, node: str, devices: tuple[int, ...]
-) -> Obj | None:
+) -> LabelsPatch | None:
     """The merge patch giving a share on ``devices`` of ``node`` its group labels (``None``:
     it has them); a group label of a device it no longer uses is removed."""
     wanted = _group_labels(node, devices)
@@ -136,7 +137,7 @@ def plan(snapshot: snapshots.Snapshot, *, schedulers: collections.abc.Container[
     the pods of ``schedulers``)."""
     create: list[tuple[str, int]] = []
     delete: list[tuple[str, str]] = []
-    labels: dict[str, Obj] = {}
+    labels: dict[str, LabelsPatch] = {}
     pods = snapshot.pods
     for node, shares in sorted(snapshot.shared_gpus.items()):
         used: set[int] = set()

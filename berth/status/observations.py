@@ -12,6 +12,8 @@ import copy
 import dataclasses
 import typing
 
+from berth.api import custom_objects
+
 __all__ = ["ObservedObject", "observe"]
 
 
@@ -26,14 +28,15 @@ class ObservedObject:
     uid: str
     generation: int
     created: float  # creationTimestamp, seconds since the epoch (0.0 if unknown)
-    spec: collections.abc.Mapping[str, typing.Any]
-    status: collections.abc.Mapping[str, typing.Any]
+    spec: collections.abc.Mapping[str, object]  # Queue's, PodGroup's or Reservation's: see kind
+    status: custom_objects.ObjectStatus
     resource_version: str = ""
 
 
 def observe(
     kind: str,
     *,
+    # Kopf's body, or the simulator's object: parsed here, once, into the record below.
     body: collections.abc.Mapping[str, typing.Any],
     parse_time: collections.abc.Callable[[typing.Any], float | None],
 ) -> ObservedObject | None:
@@ -55,6 +58,8 @@ def observe(
         generation=generation if isinstance(generation, int) else 0,
         created=parse_time(metadata.get("creationTimestamp")) or 0.0,
         spec=copy.deepcopy(dict(spec)) if isinstance(spec, collections.abc.Mapping) else {},
-        status=copy.deepcopy(dict(status)) if isinstance(status, collections.abc.Mapping) else {},
+        status=typing.cast(custom_objects.ObjectStatus, copy.deepcopy(dict(status)))
+        if isinstance(status, collections.abc.Mapping)
+        else {},
         resource_version=str(metadata.get("resourceVersion") or ""),
     )

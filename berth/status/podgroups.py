@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import typing
 
-from berth.api import podgroups
+from berth.api import custom_objects, objects, podgroups
 from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import podgroups as pgsnap
 from berth.scheduler.snapshot import pods, snapshots
@@ -130,7 +129,7 @@ def desired_status(
     now: float,
     position: tuple[int, int] | None = None,
     scale_up: scale_ups.ScaleUp | None = None,
-) -> dict[str, typing.Any] | None:
+) -> custom_objects.PodGroupStatus | None:
     """The status ``group`` should have; None while the snapshot does not know the group.
     ``position`` is the group's place in its queue's line and the line's length, while it
     waits (:func:`positions`); ``scale_up`` what the autoscaler did for it while it waits for
@@ -160,7 +159,7 @@ def desired_status(
         if phase is Phase.INQUEUE and reason is None and info.invalid is None:
             condition["reason"] = INQUEUE
     _keep_transition_time(condition, current=group.status, now=now)
-    status: dict[str, typing.Any] = {
+    status: custom_objects.PodGroupStatus = {
         "phase": phase.value,
         "scheduled": counts.scheduled,
         "running": counts.running,
@@ -181,7 +180,7 @@ def desired_status(
 
 def sub_group_counts(
     info: pgsnap.PodGroupInfo, members: collections.abc.Iterable[pods.PodInfo]
-) -> list[dict[str, typing.Any]]:
+) -> list[custom_objects.SubGroupStatus]:
     """``status.subGroups``: per role (a pod counts in the first role matching it), its
     minMember and its pods scheduled and running."""
     scheduled = [0] * len(info.sub_groups)
@@ -218,7 +217,7 @@ def positions(
 
 
 def transition_events(
-    old: collections.abc.Mapping[str, typing.Any], new: collections.abc.Mapping[str, typing.Any]
+    old: custom_objects.ObjectStatus, new: custom_objects.ObjectStatus
 ) -> list[tuple[str, str, str]]:
     """``(type, reason, message)`` of the Events a status change from ``old`` to ``new`` is
     worth: placed, newly unschedulable (or for another reason), timed out, finished."""
@@ -268,7 +267,7 @@ def _own_reason(
     )
 
 
-def _condition(*, status: str, reason: str, message: str) -> dict[str, typing.Any]:
+def _condition(*, status: str, reason: str, message: str) -> objects.Condition:
     return {
         "type": podgroups.CONDITION_SCHEDULED,
         "status": status,
@@ -278,9 +277,9 @@ def _condition(*, status: str, reason: str, message: str) -> dict[str, typing.An
 
 
 def _keep_transition_time(
-    condition: dict[str, typing.Any],
+    condition: objects.Condition,
     *,
-    current: collections.abc.Mapping[str, typing.Any],
+    current: custom_objects.ObjectStatus,
     now: float,
 ) -> None:
     # Stricter than conditions.updated: a new reason or message is a transition too, so the

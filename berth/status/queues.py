@@ -20,7 +20,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import queues, resources
+from berth.api import custom_objects, queues, resources
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots
 from berth.status import conditions, observations
@@ -156,7 +156,7 @@ def desired_status(
     usage: collections.abc.Mapping[str, Usage],
     now: float,
     pods: collections.abc.Mapping[str, PodCounts] | None = None,
-) -> dict[str, typing.Any]:
+) -> custom_objects.QueueStatus:
     """The status ``queue`` should have (see the module docstring); ``pods`` is
     :func:`pods_by_queue` of the snapshot (computed when not given)."""
     parents: dict[str, str | None] = {name: info.parent for name, info in snapshot.queues.items()}
@@ -165,7 +165,7 @@ def desired_status(
     problem = tree_problem(queue.name, parents=parents)
     if summary is not None:
         problem = problem or summary.problem
-        status: dict[str, typing.Any] = {
+        status: custom_objects.QueueStatus = {
             "allocated": _resources(summary.allocated),
             "requested": _resources(summary.requested),
             "fairShare": _resources(summary.fair_share),
@@ -211,7 +211,7 @@ def desired_status(
 
 
 def transition_events(
-    old: collections.abc.Mapping[str, typing.Any], new: collections.abc.Mapping[str, typing.Any]
+    old: custom_objects.ObjectStatus, new: custom_objects.ObjectStatus
 ) -> list[tuple[str, str, str]]:
     """``(type, reason, message)`` of the Events a status change is worth: a queue becoming
     invalid, or valid again."""
@@ -229,15 +229,15 @@ def transition_events(
 
 
 def _summary(
-    spec: collections.abc.Mapping[str, typing.Any], status: collections.abc.Mapping[str, typing.Any]
-) -> dict[str, str]:
+    spec: collections.abc.Mapping[str, object], status: custom_objects.QueueStatus
+) -> custom_objects.QueueSummary:
     def text(raw: typing.Any) -> str:
         try:
             return resource_text(resources.ResourceList.parse(raw))
         except Exception:  # the API validated it; an unreadable value shows as itself
             return str(raw)
 
-    out = {
+    out: custom_objects.QueueSummary = {
         "guaranteed": text(spec.get("guaranteed")),
         "allocated": text(status.get("allocated")),
         "limit": text(spec.get("limit")) if spec.get("limit") else "none",

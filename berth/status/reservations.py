@@ -23,7 +23,7 @@ import collections.abc
 import copy
 import typing
 
-from berth.api import resources
+from berth.api import custom_objects, resources
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import reservations as snapshot_reservations
 from berth.scheduler.snapshot import selectors
@@ -42,7 +42,7 @@ ReservationFact = (
 )
 """The facts of a cycle about one Reservation."""
 
-_Status = dict[str, typing.Any]
+_Status = custom_objects.ReservationStatus
 _WORDED = {
     selectors.IN: "{key} in ({values})",
     selectors.NOT_IN: "{key} notin ({values})",
@@ -76,7 +76,7 @@ def owner_selector(owners: collections.abc.Sequence[snapshot_reservations.Reserv
 
 
 def reservation_status(
-    current: collections.abc.Mapping[str, typing.Any], fact: ReservationFact, *, now: float
+    current: custom_objects.ReservationStatus, fact: ReservationFact, *, now: float
 ) -> _Status:
     """The status a Reservation whose status is ``current`` should have after ``fact``.
 
@@ -89,11 +89,14 @@ def reservation_status(
     - ended: the phase and the ``Ready`` condition the fact says;
     - unschedulable: ``Pending``, ``Scheduled`` False with the reason's message.
     """
-    status: _Status = copy.deepcopy(dict(current))
+    status: _Status = copy.deepcopy(current)
     if isinstance(fact, decisions.SetReservationAvailable):
-        status.update(nodeName=fact.node, allocatable=fact.allocatable.to_api())
+        status.update({"nodeName": fact.node, "allocatable": fact.allocatable.to_api()})
         if fact.devices:
-            status["devices"] = [device.to_api() for device in fact.devices]
+            status["devices"] = [
+                typing.cast(custom_objects.ReservedDevice, device.to_api())
+                for device in fact.devices
+            ]
         else:
             status.pop("devices", None)
         _set(status, "Scheduled", "True", "Scheduled", f"placed on {fact.node}", now=now)
@@ -111,7 +114,7 @@ def reservation_status(
             allocated = resources.ResourceList.parse(status.get("allocated"))
         except Exception:
             allocated = resources.ResourceList()  # unreadable: start again from this owner
-        status.update(currentOwners=owners, allocated=(allocated + fact.requests).to_api())
+        status.update({"currentOwners": owners, "allocated": (allocated + fact.requests).to_api()})
         if fact.succeeded:
             status["phase"] = "Succeeded"
             _set(status, "Ready", "False", "Succeeded", f"used by its owner {fact.owner}", now=now)

@@ -59,7 +59,7 @@ import dataclasses
 import enum
 import typing
 
-from berth.api import durations
+from berth.api import custom_objects, durations, objects
 from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import wire
 from berth.status import capacity_requests as plans
@@ -355,17 +355,17 @@ def of_request(state: plans.State, *, overdue: bool, served: bool = True) -> Sca
 
 
 def with_condition(
-    found: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]],
+    found: collections.abc.Sequence[objects.Condition],
     verdict: ScaleUp | None,
     *,
     now: float,
-) -> list[dict[str, typing.Any]]:
+) -> list[objects.Condition]:
     """The conditions ``found`` with the ``ScaleUp`` condition of ``verdict`` (None: without
     one, as no autoscaler is waited on); its ``lastTransitionTime`` moves with its status."""
-    status = {"conditions": list(found)}
+    status: custom_objects.ObjectStatus = {"conditions": list(found)}
     if verdict is None:
         return [
-            dict(c)
+            {**c}
             for c in found
             if isinstance(c, collections.abc.Mapping) and c.get("type") != CONDITION_SCALE_UP
         ]

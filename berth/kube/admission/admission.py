@@ -61,7 +61,7 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys
+from berth.api import core, keys
 from berth.kube.admission import admission_states as states
 from berth.kube.admission import (
     allocations,
@@ -133,7 +133,7 @@ class Admission:
         self._recorder = recorder
         self._bind_timeout = bind_timeout
         self._concurrency = concurrency
-        self._objects: dict[str, dict[str, typing.Any]] = {}  # raw pods Berth may patch
+        self._objects: dict[str, core.Pod] = {}  # raw pods Berth may patch
         self._requests = pod_requests.PodRequests(
             api,
             writer=writer or writes.Writer(api, timeout=request_timeout),
@@ -228,7 +228,7 @@ class Admission:
         return {key: allocation.node for key, allocation in self.allocations.items()}
 
     # Informer side -----------------------------------------------------------------------
-    def observe_pod(self, obj: dict[str, typing.Any]) -> bool:
+    def observe_pod(self, obj: core.Pod) -> bool:
         """Told every pod the informer sees (before it is cached); True keeps a pod of another
         scheduler in the cache: gated by Berth, or admitted by it. What the pod means is
         decided by :mod:`berth.kube.admission.admission_states`; this only records and acts."""

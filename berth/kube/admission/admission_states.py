@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import typing
 
-from berth.api import keys
+from berth.api import core, keys
 from berth.kube.transport import pod_edits
 from berth.scheduler.snapshot import pods, wire
 
@@ -164,24 +163,23 @@ class Observation:
     unschedulable: str | None  # its scheduler's PodScheduled=False/Unschedulable message
 
     @classmethod
-    def of(cls, obj: typing.Mapping[str, typing.Any]) -> Observation:
+    def of(cls, obj: core.Pod) -> Observation:
         """The observation of the pod ``obj`` (wire form)."""
         meta = wire.sub(obj, "metadata")
         annotations = wire.sub(meta, "annotations")
         phase = wire.sub(obj, "status").get("phase")
         admitted = annotations.get(keys.ADMITTED_NODE_ANNOTATION)
-        raw = dict(obj)
         return cls(
             key=f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}",
             uid=str(meta.get("uid") or ""),
             node=str(wire.sub(obj, "spec").get("nodeName") or "") or None,
             finished=phase in _TERMINAL_PHASES or bool(meta.get("deletionTimestamp")),
-            gates=frozenset(pod_edits.gate_names(raw)),
+            gates=frozenset(pod_edits.gate_names(obj)),
             admitted_node=str(admitted) if admitted else None,
             admitted_at=wire.parse_time(annotations.get(keys.ADMITTED_AT_ANNOTATION)),
-            belongs=pod_edits.belongs(raw) or pods.awaits_owner_group(raw),
+            belongs=pod_edits.belongs(obj) or pods.awaits_owner_group(obj),
             opted_out=wire.sub(meta, "labels").get(keys.ADMISSION_LABEL) == "disabled",
-            unschedulable=pod_edits.unschedulable_message(raw),
+            unschedulable=pod_edits.unschedulable_message(obj),
         )
 
     @property

@@ -28,6 +28,7 @@ import dataclasses
 import logging
 import typing
 
+from berth.api import core
 from berth.kube.admission import admission_states as states
 from berth.kube.admission import allocations, pod_requests
 from berth.kube.binder import victim_waits
@@ -65,7 +66,7 @@ class Pinning:
         requests: pod_requests.PodRequests,
         move: collections.abc.Callable[[allocations.Allocation, states.Event], None],
         clock: clocks.Clock,
-        objects: dict[str, dict[str, typing.Any]],
+        objects: dict[str, core.Pod],
         pinned: dict[str, str],
         victims: victim_waits.VictimWaits | None = None,
         before_pin: collections.abc.Callable[
@@ -184,7 +185,7 @@ class Pinning:
         written = await self._requests.pin(bind.key, node=bind.node, now=now)
         if written.outcome is not writes.Outcome.WRITTEN or written.object is None:
             return None
-        answer = written.object
+        answer = typing.cast(core.Pod, written.object)  # the API server answers the pod
         self._objects[bind.key] = answer
         allocation = self._allocations.get(bind.key)
         if allocation is not None:

@@ -9,12 +9,13 @@ the log, repeats are debug (one line per pod would flood the log while the API s
 
 from __future__ import annotations
 
+import collections.abc
 import logging
 import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys
+from berth.api import core, keys
 from berth.kube.transport import errors, events, pod_edits, rest, writes
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import wire
@@ -41,7 +42,7 @@ class PodRequests:
         *,
         writer: writes.Writer,
         clock: clocks.Clock,
-        objects: dict[str, dict[str, typing.Any]],
+        objects: dict[str, core.Pod],
         recorder: events.EventRecorder | None = None,
         timeout: float = 30.0,
     ) -> None:
@@ -85,7 +86,7 @@ class PodRequests:
             return False
         return True
 
-    async def evict(self, key: str, obj: dict[str, typing.Any]) -> None:
+    async def evict(self, key: str, obj: core.Pod) -> None:
         """A rejected pod with a controller: evict it; the controller recreates it (gated)."""
         uid = str(wire.sub(obj, "metadata").get("uid") or "")
         try:
@@ -97,12 +98,10 @@ class PodRequests:
         except errors.KubeError as exc:
             self.log_failure("evict", f"evicting rejected pod {key} failed: {exc}")
 
-    async def recreate(
-        self, key: str, obj: dict[str, typing.Any], *, node: str, gone: wakeups.Wakeup
-    ) -> None:
+    async def recreate(self, key: str, obj: core.Pod, *, node: str, gone: wakeups.Wakeup) -> None:
         """A rejected bare pod: delete it and create it again, unpinned and gated (``gone`` is
         woken when the informers see the old pod go)."""
-        options: dict[str, typing.Any] = {
+        options: core.DeleteOptions = {
             "preconditions": {"uid": wire.sub(obj, "metadata").get("uid")}
         }
         if not wire.sub(obj, "spec").get("nodeName"):
@@ -136,9 +135,7 @@ class PodRequests:
                 return
         self.log_failure("recreate", f"rejected pod {key} was not gone in time to recreate")
 
-    async def remove_gate(
-        self, key: str, obj: dict[str, typing.Any], *, version: str | None
-    ) -> rest.Body:
+    async def remove_gate(self, key: str, obj: core.Pod, *, version: str | None) -> core.Pod:
         """PATCH away Berth's gate (the other gates kept) at ``version``; the pod as written."""
         patch = {
             "metadata": {"resourceVersion": version},
@@ -149,10 +146,10 @@ class PodRequests:
         )
         if written.outcome is not writes.Outcome.WRITTEN or written.object is None:
             raise errors.KubeError(f"not written ({written.outcome.value})")
-        return written.object
+        return typing.cast(core.Pod, written.object)  # the API server answers the pod
 
     async def call(
-        self, method: str, path: str, *, body: dict[str, typing.Any] | None = None
+        self, method: str, path: str, *, body: collections.abc.Mapping[str, object] | None = None
     ) -> rest.Body:
         """One request within the request timeout; every PATCH here is a JSON merge patch."""
         content_type = rest.MERGE_PATCH if method == "PATCH" else "application/json"

@@ -18,7 +18,7 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys
+from berth.api import core, custom_objects, keys, objects
 from berth.kube.transport import errors, rest
 from berth.scheduler.snapshot import queues
 from berth.util import clocks
@@ -27,8 +27,7 @@ __all__ = ["QueueAccessLookup"]
 
 logger = logging.getLogger(__name__)
 
-Raw = dict[str, typing.Any]
-_MISSING: Raw = {}
+_MISSING: objects.KubeObject = {}
 
 
 class QueueAccessLookup:
@@ -44,33 +43,36 @@ class QueueAccessLookup:
         self._api = api
         self._clock = clock if clock is not None else clocks.SystemClock()
         self._ttl = ttl
-        self._cache: dict[str, tuple[float, Raw]] = {}
+        self._cache: dict[str, tuple[float, objects.KubeObject]] = {}
 
-    async def _get(self, path: str) -> Raw:
+    async def _get(self, path: str) -> objects.KubeObject:
         now = self._clock.now()
         found = self._cache.get(path)
         if found is not None and now - found[0] < self._ttl:
             return found[1]
         try:
-            obj = await rest.request(self._api, method="GET", path=path, timeout=2.0)
+            read = await rest.request(self._api, method="GET", path=path, timeout=2.0)
+            obj = typing.cast(objects.KubeObject, read)  # a Namespace or a Queue
         except errors.NotFound:
             obj = _MISSING
         self._cache[path] = (now, obj)
         return obj
 
     async def refusal(
-        self, *, namespace: str, labels: collections.abc.Mapping[str, typing.Any]
+        self, *, namespace: str, labels: collections.abc.Mapping[str, str]
     ) -> str | None:
         """Why a pod of ``namespace`` with ``labels`` may not be created, or ``None``."""
         try:
-            ns = await self._get(f"/api/v1/namespaces/{namespace}")
+            ns = typing.cast(core.Namespace, await self._get(f"/api/v1/namespaces/{namespace}"))
             ns_labels = (ns.get("metadata") or {}).get("labels") or {}
             named = str(labels.get(keys.QUEUE_LABEL) or "")
             own = str(ns_labels.get(keys.NAMESPACE_QUEUE_LABEL) or "")
             queue = own if own and named in ("", keys.DEFAULT_QUEUE) else named
             if not queue:
                 return None
-            obj = await self._get(f"/apis/{keys.API_VERSION}/queues/{queue}")
+            obj = typing.cast(
+                custom_objects.Queue, await self._get(f"/apis/{keys.API_VERSION}/queues/{queue}")
+            )
         except errors.KubeError as exc:
             logger.warning("cannot check queue access for a pod of %s: %s", namespace, exc)
             return None

@@ -24,9 +24,8 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import logging
-import typing
 
-from berth.api import keys
+from berth.api import core, keys
 from berth.kube.admission import admission_states as states
 from berth.kube.admission import allocations, not_admitted, pod_requests, refusals, rejections
 from berth.kube.transport import events, pod_edits
@@ -58,7 +57,7 @@ class Rejecting:
         not_admitted: not_admitted.NotAdmitted,
         requests: pod_requests.PodRequests,
         clock: clocks.Clock,
-        objects: dict[str, dict[str, typing.Any]],
+        objects: dict[str, core.Pod],
         due: dict[str, tuple[float, str, str]],
         recreating: dict[str, wakeups.Wakeup],
         jobs: asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]],
@@ -179,7 +178,7 @@ class Rejecting:
             for sibling in [a for a in self._allocations.values() if a.group == group]:
                 self.reject(sibling, released_with=key)
 
-    def _send_back(self, key: str, obj: dict[str, typing.Any], *, node: str) -> None:
+    def _send_back(self, key: str, obj: core.Pod, *, node: str) -> None:
         """Send a refused pod back to wait gated: evict it (its controller recreates it, the
         webhook gates it) or, a bare pod, delete it and create it again."""
         self._rejections.sent_back(key, now=self._clock.now())
@@ -190,7 +189,7 @@ class Rejecting:
             self._recreating[key] = wakeups.Wakeup()
             self._jobs.put_nowait(lambda: self._recreate(key, obj, node=node))
 
-    async def _recreate(self, key: str, obj: dict[str, typing.Any], *, node: str) -> None:
+    async def _recreate(self, key: str, obj: core.Pod, *, node: str) -> None:
         """A rejected bare pod: delete it and create it again, unpinned and gated."""
         gone = self._recreating.get(key) or wakeups.Wakeup()
         try:

@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import functools
-import typing
 
-from berth.api import keys
+from berth.api import core, keys
 from berth.kube.admission import pod_requests
 from berth.kube.transport import errors, events
 from berth.scheduler.snapshot import cache as cluster_cache
@@ -38,7 +37,7 @@ class Ungating:
         *,
         cache: cluster_cache.ClusterCache,
         requests: pod_requests.PodRequests,
-        objects: dict[str, dict[str, typing.Any]],
+        objects: dict[str, core.Pod],
         jobs: asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]],
     ) -> None:
         self._cache = cache
@@ -73,7 +72,7 @@ class Ungating:
         self._forged.pop(key, None)
         self.bad.discard(key)
 
-    def gate_removed(self, key: str, obj: dict[str, typing.Any]) -> None:
+    def gate_removed(self, key: str, obj: core.Pod) -> None:
         """Someone other than Berth removed the admission gate: the pod bypassed its queue's
         and gang's checks. Say so on the pod and in the log; the cache charges it to no queue
         (Berth did not admit it), so it cannot take its queue's limit from the queue's
@@ -87,7 +86,7 @@ class Ungating:
         self._requests.log_failure("gate-removed", f"pod {key}: {message}")
         self._requests.event(key, type=events.WARNING, reason="AdmissionBypassed", message=message)
 
-    def marker_forged(self, key: str, obj: dict[str, typing.Any], *, uid: str, node: str) -> None:
+    def marker_forged(self, key: str, obj: core.Pod, *, uid: str, node: str) -> None:
         """The pod carries Berth's ``admitted-node`` marker, but Berth did not write it: it
         bypassed its queue's and gang's checks. The cache charges it to no queue; the pod and
         the log say so (once per pod)."""

@@ -31,6 +31,7 @@ import collections.abc
 import logging
 import typing
 
+from berth.api import core
 from berth.kube.transport import writes
 from berth.scheduler.snapshot import snapshots
 from berth.status import nodes
@@ -64,7 +65,7 @@ class NodeProtection:
         """Nodes whose annotations this writer changed (tests, metrics)."""
 
     # What the informers see ---------------------------------------------------------------
-    def node_seen(self, obj: Object) -> None:
+    def node_seen(self, obj: core.Node) -> None:
         """A Node as the watch brings it."""
         name = (obj.get("metadata") or {}).get("name")
         if isinstance(name, str) and name:

@@ -170,7 +170,7 @@ class RequestObjects:
             except errors.KubeError as exc:
                 logger.warning("capacity requests: listing %s failed: %s", plural, exc)
                 continue
-            found.extend((kind, item) for item in listing.items)
+            found.extend((kind, typing.cast(Object, item)) for item in listing.items)
         return found
 
     async def shapes(

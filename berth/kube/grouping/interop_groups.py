@@ -30,7 +30,7 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys
+from berth.api import keys, objects
 from berth.kube.informers import list_watch
 from berth.kube.transport import errors, events, rest, writes
 from berth.scheduler.snapshot import podgroups, snapshots
@@ -41,7 +41,7 @@ __all__ = ["InteropGroups"]
 
 logger = logging.getLogger(__name__)
 
-Raw = dict[str, typing.Any]
+Raw = collections.abc.Mapping[str, typing.Any]
 _OWNED = ("phase", "running", "succeeded", "failed", "conditions")
 
 
@@ -104,7 +104,7 @@ class InteropGroups:
                 self._dirty.add((interop.WORKLOADS.name, key))
 
     def _changed(self, flavor: interop.Flavor) -> list_watch.ChangeCallback:
-        def change(_: str, obj: Raw) -> None:
+        def change(_: str, obj: objects.KubeObject) -> None:
             key = list_watch.object_key(obj, namespaced=True)
             if key is not None:
                 self._originals[(flavor.name, key)] = obj

@@ -32,7 +32,8 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys
+from berth.api import core, custom_objects, keys
+from berth.api import objects as api_objects
 from berth.kube.transport import errors, events, rest, writes
 from berth.scheduler.snapshot import pods, snapshots
 from berth.util import clocks, wakeups
@@ -46,11 +47,11 @@ MAX_HOPS = 8
 """Owners followed at most (LeaderWorkerSet workers need four hops: StatefulSet, leader pod,
 StatefulSet, LeaderWorkerSet)."""
 
-Raw = dict[str, typing.Any]
-Fetch = collections.abc.Callable[[str], collections.abc.Awaitable[Raw]]
+Fetch = collections.abc.Callable[[str], collections.abc.Awaitable[api_objects.KubeObject]]
+"""Reads one owner (a Job, a JobSet, a RayCluster...: any kind :mod:`berth.workloads` knows)."""
 
 
-def pod_object(pod: pods.PodInfo, /) -> Raw:
+def pod_object(pod: pods.PodInfo, /) -> core.Pod:
     """The metadata of ``pod`` as the API has it (what the plan reads of the pod)."""
     return {
         "apiVersion": "v1",
@@ -75,12 +76,12 @@ def pod_object(pod: pods.PodInfo, /) -> Raw:
     }
 
 
-async def walk(pod: Raw, /, *, namespace: str, fetch: Fetch) -> plans.Chain:
+async def walk(pod: core.Pod, /, *, namespace: str, fetch: Fetch) -> plans.Chain:
     """Read ``pod``'s owners upwards with ``fetch(path)`` until one of the ends of
     :class:`~berth.workloads.plans.End`. API errors other than 403 and 404 propagate."""
-    owners: list[Raw] = []
+    owners: list[api_objects.KubeObject] = []
     seen = {plans.owner_ref(pod).uid}
-    obj = pod
+    obj: api_objects.KubeObject = pod
     for _ in range(MAX_HOPS):
         ref = plans.next_ref(obj)
         if ref is None:
@@ -107,10 +108,13 @@ async def walk(pod: Raw, /, *, namespace: str, fetch: Fetch) -> plans.Chain:
     return plans.Chain(tuple(owners), plans.End.LOOP, plans.next_ref(obj))
 
 
-def _podgroup(plan: plans.Plan, *, namespace: str) -> Raw:
+def _podgroup(plan: plans.Plan, *, namespace: str) -> custom_objects.PodGroup:
     assert plan.group is not None and plan.owner is not None and plan.gang is not None
     gang = plan.gang
-    spec: Raw = {"minMember": gang.min_member, "queue": plan.queue or keys.DEFAULT_QUEUE}
+    spec: custom_objects.PodGroupSpec = {
+        "minMember": gang.min_member,
+        "queue": plan.queue or keys.DEFAULT_QUEUE,
+    }
     if gang.min_resources:
         spec["minResources"] = dict(gang.min_resources)
     if gang.priority_class_name:
@@ -135,7 +139,8 @@ def _podgroup(plan: plans.Plan, *, namespace: str) -> Raw:
     }
 
 
-def _pod_edit(plan: plans.Plan, pod: pods.PodInfo) -> Raw:
+def _pod_edit(plan: plans.Plan, pod: pods.PodInfo) -> dict[str, object]:
+    """A merge patch of the pod's labels and annotations (``None`` removes one)."""
     labels: dict[str, str | None] = {}
     annotations: dict[str, str | None] = {}
     if plan.outcome is plans.Outcome.HELD:
@@ -148,7 +153,7 @@ def _pod_edit(plan: plans.Plan, pod: pods.PodInfo) -> Raw:
             labels[keys.POD_GROUP_LABEL] = plan.group
         annotations[keys.GROUPED_BY_ANNOTATION] = plan.grouped_by
         annotations[keys.GROUP_ERROR_ANNOTATION] = None
-    meta: Raw = {"annotations": annotations}
+    meta: dict[str, dict[str, str | None]] = {"annotations": annotations}
     if labels:
         meta["labels"] = labels
     return {"metadata": meta}
@@ -158,8 +163,8 @@ def _pod_edit(plan: plans.Plan, pod: pods.PodInfo) -> Raw:
 class _Batch:
     """What one batch read and wrote, so the pods of one workload cost one read and write."""
 
-    objects: dict[str, Raw] = dataclasses.field(default_factory=dict)
-    groups: dict[str, Raw] = dataclasses.field(default_factory=dict)  # key -> spec written
+    objects: dict[str, api_objects.KubeObject] = dataclasses.field(default_factory=dict)
+    groups: dict[str, custom_objects.PodGroupSpec] = dataclasses.field(default_factory=dict)
 
 
 class OwnerGrouper:
@@ -221,10 +226,11 @@ class OwnerGrouper:
                 logger.warning("cannot group pod %s by its owners yet: %s", key, exc)
                 self._not_before[key] = self._clock.now() + self._retry
 
-    async def _get(self, path: str, batch: _Batch) -> Raw:
+    async def _get(self, path: str, batch: _Batch) -> api_objects.KubeObject:
         found = batch.objects.get(path)
         if found is None:
-            found = batch.objects[path] = await rest.request(self._api, method="GET", path=path)
+            got = await rest.request(self._api, method="GET", path=path)
+            found = batch.objects[path] = typing.cast(api_objects.KubeObject, got)  # an owner
         return found
 
     async def _group(self, pod: pods.PodInfo, batch: _Batch) -> None:

@@ -42,6 +42,7 @@ import typing
 
 import kubernetes_asyncio.client
 
+from berth.api import core, objects
 from berth.kube.informers.cache_sync import CacheSync, ReadinessSink
 from berth.kube.informers.list_watch import (
     ChangeCallback,
@@ -139,11 +140,11 @@ class ClusterInformers:
         readiness: ReadinessSink | None = None,
         watch_timeout: int = 300,
         live: LivePods | None = None,
-        also_ours: collections.abc.Callable[[dict[str, typing.Any]], bool] | None = None,
+        also_ours: collections.abc.Callable[[core.Pod], bool] | None = None,
         on_pod_removed: collections.abc.Callable[[str], None] | None = None,
         on_pod_released: collections.abc.Callable[[str], None] | None = None,
         on_claim_changed: collections.abc.Callable[[str], None] | None = None,
-        on_node: collections.abc.Callable[[dict[str, typing.Any]], None] | None = None,
+        on_node: collections.abc.Callable[[core.Node], None] | None = None,
         on_node_gone: collections.abc.Callable[[str], None] | None = None,
         sync: CacheSync | None = None,
         dynamic_resources: bool | None = None,
@@ -287,7 +288,8 @@ class ClusterInformers:
         finished: a bound one still occupies its node."""
         return self.live.holds_capacity(key, uid=uid)
 
-    def _pod(self, kind: str, obj: dict[str, typing.Any]) -> None:
+    def _pod(self, kind: str, raw: objects.KubeObject) -> None:
+        obj = typing.cast(core.Pod, raw)  # the pods informer's objects are pods
         key = object_key(obj, namespaced=True)
         assert key is not None  # the informer checked
         spec = obj.get("spec")
@@ -340,17 +342,17 @@ class ClusterInformers:
             self._on_pod_released(key)
 
     # The rest -----------------------------------------------------------------------------
-    def _node(self, obj: dict[str, typing.Any]) -> None:
+    def _node(self, obj: objects.KubeObject) -> None:
         self.cache.add_node(obj)
         if self._on_node is not None:
-            self._on_node(obj)
+            self._on_node(typing.cast(core.Node, obj))  # the nodes informer's objects
 
     def _node_gone(self, name: str) -> None:
         self.cache.remove_node(name)
         if self._on_node_gone is not None:
             self._on_node_gone(name)
 
-    def _claim(self, obj: dict[str, typing.Any]) -> None:
+    def _claim(self, obj: objects.KubeObject) -> None:
         self.cache.add_claim(obj)
         key = object_key(obj, namespaced=True)
         if key is not None and self._on_claim_changed is not None:
@@ -363,12 +365,12 @@ class ClusterInformers:
 
     def _feeding(
         self,
-        add: collections.abc.Callable[[dict[str, typing.Any]], None],
+        add: collections.abc.Callable[[objects.KubeObject], None],
         remove: collections.abc.Callable[[str], None],
     ) -> tuple[ChangeCallback, RemoveCallback]:
         """Callbacks handing every change of a kind to the cache, each waking the scheduler."""
 
-        def change(kind: str, obj: dict[str, typing.Any]) -> None:
+        def change(kind: str, obj: objects.KubeObject) -> None:
             add(obj)
             self._trigger.set()
 

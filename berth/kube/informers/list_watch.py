@@ -17,10 +17,10 @@ import collections.abc
 import dataclasses
 import logging
 import random
-import typing
 
 import kubernetes_asyncio.client
 
+from berth.api import objects
 from berth.kube.transport import errors, watching
 from berth.util import wakeups
 
@@ -39,13 +39,13 @@ class Resource:
     hint: str = ""  # appended to a 404's log line (what is probably missing)
 
 
-ChangeCallback = collections.abc.Callable[[str, dict[str, typing.Any]], None]
+ChangeCallback = collections.abc.Callable[[str, objects.KubeObject], None]
 """Told ``("ADDED" | "MODIFIED", object)`` for a change; see :class:`Informer`."""
 RemoveCallback = collections.abc.Callable[[str], None]
 """Told the key (``namespace/name`` or ``name``) of an object that is gone."""
 
 
-def object_key(obj: collections.abc.Mapping[str, typing.Any], *, namespaced: bool) -> str | None:
+def object_key(obj: objects.KubeObject, *, namespaced: bool) -> str | None:
     """``namespace/name`` (or ``name``), or None when the object has no usable name."""
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
@@ -161,7 +161,7 @@ class Informer:
         finally:
             await events.aclose()
 
-    def _apply(self, kind: str, obj: dict[str, typing.Any]) -> str | None:
+    def _apply(self, kind: str, obj: objects.KubeObject) -> str | None:
         key = object_key(obj, namespaced=self.resource.namespaced)
         if key is None:
             self._malformed(f"{self.resource.name}: an object without a name: {str(obj)[:120]}")

@@ -25,7 +25,7 @@ import collections.abc
 import logging
 import typing
 
-from berth.api import keys
+from berth.api import custom_objects, keys, objects
 from berth.kube.transport import events, rest, writes
 from berth.scheduler.framework import decisions
 from berth.status import conditions
@@ -108,11 +108,13 @@ class ReservationStatuses:
     async def drop_condition(self, namespace: str, name: str, *, kind: str) -> bool:
         """Remove the condition of type ``kind`` (a failure that is over), if it is there."""
 
-        def change(status: dict[str, typing.Any]) -> dict[str, typing.Any]:
+        def change(status: custom_objects.ReservationStatus) -> custom_objects.ReservationStatus:
             listed = status.get("conditions")
             if not isinstance(listed, list):
                 return status
-            kept = [c for c in listed if not (isinstance(c, dict) and c.get("type") == kind)]
+            kept: list[objects.Condition] = [
+                c for c in listed if not (isinstance(c, dict) and c.get("type") == kind)
+            ]
             return {**status, "conditions": kept} if len(kept) != len(listed) else status
 
         return await self._update(namespace, name, change) is not None
@@ -123,7 +125,7 @@ class ReservationStatuses:
         """Set one condition of the Reservation's status (its handler failing, say)."""
         now = self._clock.now()
 
-        def change(status: dict[str, typing.Any]) -> dict[str, typing.Any]:
+        def change(status: custom_objects.ReservationStatus) -> custom_objects.ReservationStatus:
             listed = conditions.updated(
                 status, kind=kind, value=value, reason=reason, message=message, now=now
             )
@@ -186,7 +188,7 @@ class ReservationStatuses:
 
     async def _apply(
         self, fact: reservation_owner.ReservationFact
-    ) -> collections.abc.Mapping[str, typing.Any] | None:
+    ) -> custom_objects.Reservation | None:
         """Write the status :func:`~berth.kube.reservation_owner.reservation_status` gives."""
         if isinstance(fact, decisions.Unschedulable):
             namespace, _, name = fact.key.partition("/")
@@ -203,8 +205,10 @@ class ReservationStatuses:
         self,
         namespace: str,
         name: str,
-        change: collections.abc.Callable[[dict[str, typing.Any]], dict[str, typing.Any]],
-    ) -> collections.abc.Mapping[str, typing.Any] | None:
+        change: collections.abc.Callable[
+            [custom_objects.ReservationStatus], custom_objects.ReservationStatus
+        ],
+    ) -> custom_objects.Reservation | None:
         """Read the Reservation, ``change`` its status, write it back at the version read
         (:meth:`berth.kube.transport.writes.Writer.update`); the Reservation as written (None:
         gone, or it could not be written)."""
@@ -212,17 +216,19 @@ class ReservationStatuses:
 
         def patch(current: rest.Body) -> rest.Body | None:
             before = current.get("status")
-            status = change(before if isinstance(before, dict) else {})
+            known = before if isinstance(before, dict) else {}
+            status = change(typing.cast(custom_objects.ReservationStatus, known))
             return None if status == before else {"status": status}
 
         written = await self._writer.update(
             path, patch, subresource="status", what=f"reservation {namespace}/{name}"
         )
-        return written.object if written.ok else None
+        # The API server answers the Reservation as written.
+        return typing.cast(custom_objects.Reservation, written.object) if written.ok else None
 
     def _event(
         self,
-        reservation: collections.abc.Mapping[str, typing.Any],
+        reservation: custom_objects.Reservation,
         *,
         type: str,
         reason: str,

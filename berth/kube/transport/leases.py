@@ -21,6 +21,7 @@ import typing
 
 import kubernetes_asyncio.client
 
+from berth.api import coordination, objects
 from berth.kube.transport import errors, rest
 
 __all__ = ["LeaseClient", "LeaseRecord", "LeaseSpec", "format_micro_time", "parse_micro_time"]
@@ -52,8 +53,8 @@ class LeaseSpec:
     renew_time: float | None = None
     lease_transitions: int = 0
 
-    def to_api(self) -> dict[str, typing.Any]:
-        spec: dict[str, typing.Any] = {
+    def to_api(self) -> coordination.LeaseSpec:
+        spec: coordination.LeaseSpec = {
             "holderIdentity": self.holder_identity,
             "leaseDurationSeconds": self.lease_duration_seconds,
             "leaseTransitions": self.lease_transitions,
@@ -65,7 +66,7 @@ class LeaseSpec:
         return spec
 
     @classmethod
-    def from_api(cls, raw: typing.Mapping[str, typing.Any]) -> LeaseSpec:
+    def from_api(cls, raw: coordination.LeaseSpec) -> LeaseSpec:
         """Parse a Lease ``spec``; anything missing or malformed reads as absent."""
         return cls(
             holder_identity=_str(raw.get("holderIdentity")),
@@ -82,11 +83,12 @@ class LeaseRecord:
 
     spec: LeaseSpec
     resource_version: str
-    body: dict[str, typing.Any] = dataclasses.field(compare=False, repr=False)
+    body: coordination.Lease = dataclasses.field(compare=False, repr=False)
     """The whole object as read, so that a replacement keeps its labels and annotations."""
 
     @classmethod
-    def from_api(cls, body: dict[str, typing.Any]) -> LeaseRecord:
+    def from_api(cls, raw: rest.Body) -> LeaseRecord:
+        body = typing.cast(coordination.Lease, raw)  # the API server answers the Lease
         metadata = body.get("metadata")
         spec = body.get("spec")
         version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
@@ -139,16 +141,16 @@ class LeaseClient:
         self, current: LeaseRecord, spec: LeaseSpec, *, timeout: float | None = None
     ) -> LeaseRecord:
         """Replace ``current`` with ``spec``; :class:`~errors.Conflict` if it changed since."""
-        metadata = dict(current.body.get("metadata") or {})
+        metadata: objects.ObjectMeta = {**(current.body.get("metadata") or {})}
         metadata["resourceVersion"] = current.resource_version
         old_spec = current.body.get("spec")
-        new_spec = dict(old_spec) if isinstance(old_spec, dict) else {}
+        new_spec: coordination.LeaseSpec = {**old_spec} if isinstance(old_spec, dict) else {}
         # Keep spec fields this module does not manage (e.g. preferredHolder, strategy), but
         # not times the new spec leaves out.
         new_spec.pop("acquireTime", None)
         new_spec.pop("renewTime", None)
         new_spec.update(spec.to_api())
-        body = dict(current.body) | {"metadata": metadata, "spec": new_spec}
+        body: coordination.Lease = {**current.body, "metadata": metadata, "spec": new_spec}
         updated = await rest.request(
             self._api, method="PUT", path=self._path, body=body, timeout=timeout
         )

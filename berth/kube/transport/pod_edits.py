@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import typing
 
-from berth.api import keys, workload_refs
+from berth.api import core, keys, objects, workload_refs
 from berth.scheduler.snapshot import wire
 
 __all__ = [
@@ -46,7 +46,7 @@ def path(key: str) -> str:
 # Reading -------------------------------------------------------------------------------------
 
 
-def belongs(pod: wire.Raw) -> bool:
+def belongs(pod: core.Pod) -> bool:
     """The pod names a group or a queue, by any key Berth reads (labels, the interop
     annotation, Kubernetes' ``spec.schedulingGroup`` or ``spec.workloadRef``): it is Berth's
     to admit."""
@@ -62,7 +62,7 @@ def belongs(pod: wire.Raw) -> bool:
     )
 
 
-def gate_names(pod: wire.Raw) -> tuple[str, ...]:
+def gate_names(pod: core.Pod) -> tuple[str, ...]:
     """The names of the pod's scheduling gates, in order."""
     gates = wire.sub(pod, "spec").get("schedulingGates")
     return tuple(
@@ -72,7 +72,7 @@ def gate_names(pod: wire.Raw) -> tuple[str, ...]:
     )
 
 
-def unschedulable_message(pod: wire.Raw) -> str | None:
+def unschedulable_message(pod: core.Pod) -> str | None:
     """The message of a ``PodScheduled=False/Unschedulable`` condition, else None."""
     for condition in wire.sub(pod, "status").get("conditions") or ():
         if (
@@ -85,7 +85,7 @@ def unschedulable_message(pod: wire.Raw) -> str | None:
     return None
 
 
-def controlled(pod: wire.Raw) -> bool:
+def controlled(pod: core.Pod) -> bool:
     """A controller (Job, ReplicaSet, ...) owns the pod and recreates it when it is evicted."""
     return any(
         isinstance(ref, dict) and ref.get("controller")
@@ -96,33 +96,40 @@ def controlled(pod: wire.Raw) -> bool:
 # Rewriting -----------------------------------------------------------------------------------
 
 
-def without_gate(pod: wire.Raw) -> list[dict[str, typing.Any]] | None:
+def without_gate(pod: core.Pod) -> list[core.PodSchedulingGate] | None:
     """``spec.schedulingGates`` without Berth's admission gate (the others' kept, in order);
     None when none is left, which is how a merge patch removes the field."""
     gates = wire.sub(pod, "spec").get("schedulingGates") or ()
-    kept = [g for g in gates if isinstance(g, dict) and g.get("name") != keys.ADMISSION_GATE]
+    kept: list[core.PodSchedulingGate] = [
+        typing.cast(core.PodSchedulingGate, g)
+        for g in gates
+        if isinstance(g, dict) and g.get("name") != keys.ADMISSION_GATE
+    ]
     return kept or None
 
 
-def _pin(node: str) -> dict[str, typing.Any]:
+def _pin(node: str) -> core.NodeSelectorRequirement:
     return {"key": PIN_FIELD, "operator": "In", "values": [node]}
 
 
-def _terms(affinity: typing.Any) -> list[dict[str, typing.Any]] | None:
+def _terms(affinity: core.Affinity | None) -> list[core.NodeSelectorTerm] | None:
     """The required node selector terms of ``spec.affinity`` (a copy), None when there are none."""
     required = wire.sub(affinity, "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms")
     if not isinstance(terms, list) or not terms:
         return None
-    return [copy.deepcopy(t) if isinstance(t, dict) else {} for t in terms]
+    return [
+        typing.cast(core.NodeSelectorTerm, copy.deepcopy(t)) if isinstance(t, dict) else {}
+        for t in terms
+    ]
 
 
 def _with_terms(
-    affinity: typing.Any, terms: list[dict[str, typing.Any]] | None
-) -> dict[str, typing.Any] | None:
+    affinity: core.Affinity | None, terms: list[core.NodeSelectorTerm] | None
+) -> core.Affinity | None:
     """``affinity`` (a copy) with its required node selector terms replaced (or removed)."""
-    out = copy.deepcopy(affinity) if isinstance(affinity, dict) else {}
-    node = dict(wire.sub(out, "nodeAffinity"))
+    out: core.Affinity = copy.deepcopy(affinity) if isinstance(affinity, dict) else {}
+    node = typing.cast(core.NodeAffinity, dict(wire.sub(out, "nodeAffinity")))
     if terms:
         node["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
     else:
@@ -134,14 +141,14 @@ def _with_terms(
     return out or None
 
 
-def pin_affinity(affinity: typing.Any, /, *, node: str) -> dict[str, typing.Any]:
+def pin_affinity(affinity: core.Affinity | None, /, *, node: str) -> core.Affinity:
     """``spec.affinity`` requiring ``node``: the pin ANDed into every existing term (so the
     pod's own affinity still holds), or one term of its own. Only additions, as Kubernetes
     allows on a gated pod."""
-    terms = _terms(affinity) or [{}]
+    terms: list[core.NodeSelectorTerm] = _terms(affinity) or [{}]
     for term in terms:
-        fields = term.get("matchFields")
-        fields = list(fields) if isinstance(fields, list) else []
+        given = term.get("matchFields")
+        fields = list(given) if isinstance(given, list) else []
         if _pin(node) not in fields:
             fields.append(_pin(node))
         term["matchFields"] = fields
@@ -150,12 +157,12 @@ def pin_affinity(affinity: typing.Any, /, *, node: str) -> dict[str, typing.Any]
     return pinned
 
 
-def unpin_affinity(affinity: typing.Any, /, *, node: str) -> dict[str, typing.Any] | None:
+def unpin_affinity(affinity: core.Affinity | None, /, *, node: str) -> core.Affinity | None:
     """``spec.affinity`` without the pin to ``node`` (what :func:`pin_affinity` added)."""
     terms = _terms(affinity)
     if terms is None:
         return copy.deepcopy(affinity) if isinstance(affinity, dict) and affinity else None
-    kept: list[dict[str, typing.Any]] = []
+    kept: list[core.NodeSelectorTerm] = []
     for term in terms:
         fields = [f for f in term.get("matchFields") or () if f != _pin(node)]
         if fields:
@@ -167,7 +174,7 @@ def unpin_affinity(affinity: typing.Any, /, *, node: str) -> dict[str, typing.An
     return _with_terms(affinity, kept)
 
 
-def recreated_pod(pod: wire.Raw, *, node: str | None) -> dict[str, typing.Any]:
+def recreated_pod(pod: core.Pod, *, node: str | None) -> core.Pod:
     """A bare pod as it was created, gated again: same name, labels and spec, no pin."""
     metadata = wire.sub(pod, "metadata")
     annotations = {
@@ -175,16 +182,17 @@ def recreated_pod(pod: wire.Raw, *, node: str | None) -> dict[str, typing.Any]:
         for k, v in wire.sub(metadata, "annotations").items()
         if k not in (keys.ADMITTED_NODE_ANNOTATION, keys.ADMITTED_AT_ANNOTATION)
     }
-    new_meta: dict[str, typing.Any] = {
-        "name": metadata.get("name"),
-        "namespace": metadata.get("namespace"),
+    new_meta: objects.ObjectMeta = {
+        "name": str(metadata.get("name") or ""),
+        "namespace": str(metadata.get("namespace") or ""),
     }
-    for field in ("labels", "ownerReferences"):
-        if metadata.get(field):
-            new_meta[field] = copy.deepcopy(metadata[field])
+    if metadata.get("labels"):
+        new_meta["labels"] = copy.deepcopy(metadata["labels"])
+    if metadata.get("ownerReferences"):
+        new_meta["ownerReferences"] = copy.deepcopy(metadata["ownerReferences"])
     if annotations:
         new_meta["annotations"] = annotations
-    spec = copy.deepcopy(dict(wire.sub(pod, "spec")))
+    spec = typing.cast(core.PodSpec, copy.deepcopy(dict(wire.sub(pod, "spec"))))
     spec.pop("nodeName", None)
     if node is not None:
         affinity = unpin_affinity(spec.get("affinity"), node=node)
@@ -192,7 +200,9 @@ def recreated_pod(pod: wire.Raw, *, node: str | None) -> dict[str, typing.Any]:
             spec.pop("affinity", None)
         else:
             spec["affinity"] = affinity
-    gates = [g for g in spec.get("schedulingGates") or () if isinstance(g, dict)]
+    gates: list[core.PodSchedulingGate] = [
+        g for g in spec.get("schedulingGates") or () if isinstance(g, dict)
+    ]
     if not any(g.get("name") == keys.ADMISSION_GATE for g in gates):
         gates.append({"name": keys.ADMISSION_GATE})
     spec["schedulingGates"] = gates
@@ -204,12 +214,12 @@ def recreated_pod(pod: wire.Raw, *, node: str | None) -> dict[str, typing.Any]:
 
 def binding(
     key: str, *, uid: str, node: str, annotations: typing.Mapping[str, str] | None = None
-) -> dict[str, typing.Any]:
+) -> core.Binding:
     """The Binding that puts pod ``key`` on ``node``; its UID (when known) is the precondition.
     ``annotations`` are set on the pod by the API server in the same write (it copies a
     Binding's annotations onto the pod), so no separate patch of the pod is needed."""
     namespace, _, name = key.partition("/")
-    metadata: dict[str, typing.Any] = {"name": name, "namespace": namespace}
+    metadata: objects.ObjectMeta = {"name": name, "namespace": namespace}
     if uid:
         metadata["uid"] = uid
     if annotations:
@@ -222,7 +232,7 @@ def binding(
     }
 
 
-def eviction(key: str, *, uid: str) -> dict[str, typing.Any]:
+def eviction(key: str, *, uid: str) -> core.Eviction:
     """The Eviction of pod ``key``; its UID (when known) is the precondition."""
     namespace, _, name = key.partition("/")
     return {

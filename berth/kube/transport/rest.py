@@ -53,7 +53,7 @@ async def request(
     method: str,
     path: str,
     query: collections.abc.Mapping[str, str] | None = None,
-    body: collections.abc.Mapping[str, typing.Any] | None = None,
+    body: collections.abc.Mapping[str, object] | None = None,  # any JSON object
     content_type: str = "application/json",
     timeout: float | None = None,
 ) -> Body:

@@ -23,6 +23,7 @@ import typing
 import aiohttp
 import kubernetes_asyncio.client
 
+from berth.api import objects
 from berth.kube.transport import errors, rest
 
 __all__ = ["Event", "Listing", "MalformedCallback", "list_pages", "watch"]
@@ -42,7 +43,7 @@ class Event:
     """One watch event: ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``, and its object."""
 
     type: str
-    object: dict[str, typing.Any]
+    object: objects.KubeObject
 
     @property
     def resource_version(self) -> str:
@@ -55,7 +56,7 @@ class Event:
 class Listing:
     """A whole collection as listed: its items and the version to watch from."""
 
-    items: list[dict[str, typing.Any]]
+    items: list[objects.KubeObject]
     resource_version: str
 
 
@@ -69,7 +70,7 @@ async def list_pages(
     on_malformed: MalformedCallback | None = None,
 ) -> Listing:
     """Every item of the collection at ``path``, read ``page_size`` at a time."""
-    items: list[dict[str, typing.Any]] = []
+    items: list[objects.KubeObject] = []
     token = ""
     version = ""
     while True:
@@ -80,7 +81,7 @@ async def list_pages(
         raw_items = page.get("items")
         for item in raw_items if isinstance(raw_items, list) else []:
             if isinstance(item, dict):
-                items.append(item)
+                items.append(typing.cast(objects.KubeObject, item))  # its kind reads it
             elif on_malformed is not None:
                 on_malformed(f"a list item of {path} is not an object: {_clip(item)}")
         metadata = page.get("metadata")
@@ -171,7 +172,7 @@ def _event(line: bytes, *, what: str, on_malformed: MalformedCallback | None) ->
         code = obj.get("code")
         status = code if isinstance(code, int) else 500
         raise errors.from_status(status, body=obj, what=what)
-    return Event(type=kind, object=obj)
+    return Event(type=kind, object=typing.cast(objects.KubeObject, obj))  # its kind reads it
 
 
 def _clip(value: object, *, limit: int = 120) -> str:

@@ -212,7 +212,7 @@ class Writer:
     async def patch(
         self,
         path: str,
-        body: rest.Body,
+        body: collections.abc.Mapping[str, object],  # any JSON object: a merge patch
         *,
         content_type: str = rest.MERGE_PATCH,
         what: str = "",
@@ -236,7 +236,9 @@ class Writer:
             message = f"{what} kept conflicting ({self._retry.attempts} attempts)"
         return self._failed(what, message, outcome=Outcome.CONFLICTED)
 
-    async def create(self, path: str, body: rest.Body, *, what: str = "") -> Written:
+    async def create(
+        self, path: str, body: collections.abc.Mapping[str, object], *, what: str = ""
+    ) -> Written:
         """POST ``body`` to the collection at ``path``: ``WRITTEN`` with the object created,
         ``UNCHANGED`` when an object of its name exists already (left as it is), ``GONE`` when
         the collection is not served (its CRD not installed, or its namespace gone)."""
@@ -287,7 +289,7 @@ class Writer:
         return Written(Outcome.WRITTEN)
 
     async def _send(
-        self, path: str, body: rest.Body, content_type: str, *, what: str
+        self, path: str, body: collections.abc.Mapping[str, object], content_type: str, *, what: str
     ) -> Written | None:
         """One PATCH; None for a 409 (the caller retries)."""
         try:

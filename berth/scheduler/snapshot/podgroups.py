@@ -14,7 +14,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import errors, keys, resources
+from berth.api import errors, keys, resources, spec_defaults
 from berth.api import podgroups as api_podgroups
 from berth.scheduler.snapshot import ids, podconstraints, pods, queues, wire
 
@@ -134,7 +134,7 @@ def pod_group_info(
             )
     except errors.QuantityError as exc:
         invalid = f"invalid minResources: {exc}"
-    min_member = spec.get("minMember", 1)
+    min_member = spec.get("minMember", spec_defaults.POD_GROUP_MIN_MEMBER)
     if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
         too_few = f"spec.minMember: {api_podgroups.MIN_MEMBER} (got {min_member!r})"
         invalid, min_member = invalid or too_few, 1
@@ -157,7 +157,7 @@ def pod_group_info(
         uid=str(meta.get("uid") or ""),
         min_member=min_member,
         min_resources=min_resources,
-        queue=ids.QueueName(str(spec.get("queue") or keys.DEFAULT_QUEUE)),
+        queue=ids.QueueName(str(spec.get("queue") or spec_defaults.POD_GROUP_QUEUE)),
         priority_class_name=class_name,
         priority=_priority_of_class(
             class_name, priority_classes=priority_classes or {}, default_priority=default_priority
@@ -166,7 +166,8 @@ def pod_group_info(
         creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
         phase=str(status.get("phase") or "Pending"),
         invalid=invalid,
-        fail_on_timeout=spec.get("onScheduleTimeout") == "Fail",
+        fail_on_timeout=spec.get("onScheduleTimeout", spec_defaults.POD_GROUP_ON_SCHEDULE_TIMEOUT)
+        == "Fail",
         topology=topology,
         sub_groups=sub_groups,
         preemption_delay=delay,
@@ -221,7 +222,7 @@ def _sub_groups(raw: typing.Any, /) -> tuple[tuple[SubGroupInfo, ...], str | Non
         if name in seen:
             return (), f"spec.subGroups: {api_podgroups.SUB_GROUP_NAMES} ({name} is listed twice)"
         seen.add(name)
-        min_member = item.get("minMember", 1)
+        min_member = item.get("minMember", spec_defaults.SUB_GROUP_MIN_MEMBER)
         if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 1:
             return (), f"{field}.minMember: must be at least 1, got {min_member!r}"
         selector, problems = podconstraints.parse_selector_field(

@@ -14,7 +14,7 @@ import dataclasses
 import re
 import typing
 
-from berth.api import autoscaling, durations, errors, keys, resources, rules
+from berth.api import autoscaling, durations, errors, keys, resources, rules, spec_defaults
 from berth.scheduler.snapshot import ids, selectors, wire
 
 __all__ = [
@@ -131,17 +131,19 @@ class QueueInfo:
     parent: ids.QueueName | None
     guaranteed: resources.ResourceList
     limit: collections.abc.Mapping[str, int] | None = dataclasses.field(hash=False)  # None: none
-    weight: int = 1
-    priority: int = 0
-    reclaimable: bool = True
-    state: str = OPEN
+    weight: int = spec_defaults.QUEUE_WEIGHT
+    priority: int = spec_defaults.QUEUE_PRIORITY
+    reclaimable: bool = spec_defaults.QUEUE_RECLAIMABLE
+    state: str = spec_defaults.QUEUE_STATE
     creation_timestamp: float = 0.0
     implicit: bool = False  # the ``default`` queue nobody created
     invalid: str | None = None  # a malformed quota: the queue admits nothing
     min_runtime_seconds: int | None = None  # protection from fair-share reclaim; None: profile's
     expected_runtime_seconds: int | None = None  # for pods declaring none (EASY backfill)
-    job_order: str = PRIORITY_FIFO  # one of PriorityFIFO, FIFO, NamespaceFair
-    preempt_across_queues: bool = False  # its jobs may preempt other queues above their share
+    job_order: str = spec_defaults.QUEUE_JOB_ORDER  # one of PriorityFIFO, FIFO, NamespaceFair
+    preempt_across_queues: bool = (
+        spec_defaults.QUEUE_PREEMPT_ACROSS_QUEUES
+    )  # its jobs may preempt other queues above their share
     namespaces: NamespaceSelector | None = None  # who may use it; None: every namespace
     preemption_delay: float | None = None  # seconds its work waits for nodes before evicting
     max_execution_seconds: int | None = None  # maximumExecutionTimeSeconds; None: a parent's
@@ -189,8 +191,8 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
     invalid = invalid or problem
     max_execution, problem = max_execution_seconds(spec)
     invalid = invalid or problem
-    weight = spec.get("weight", 1)
-    priority = spec.get("priority", 0)
+    weight = spec.get("weight", spec_defaults.QUEUE_WEIGHT)
+    priority = spec.get("priority", spec_defaults.QUEUE_PRIORITY)
     parent = spec.get("parent")
     min_runtime = spec.get("reclaimMinRuntimeSeconds")
     job_order = spec.get("jobOrder")
@@ -202,8 +204,8 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         limit=limit,
         weight=weight if isinstance(weight, int) and weight >= 1 else 1,
         priority=priority if isinstance(priority, int) else 0,
-        reclaimable=spec.get("reclaimable", True) is not False,
-        state=str(spec.get("state") or OPEN),
+        reclaimable=spec.get("reclaimable", spec_defaults.QUEUE_RECLAIMABLE) is not False,
+        state=str(spec.get("state") or spec_defaults.QUEUE_STATE),
         creation_timestamp=wire.parse_time(meta.get("creationTimestamp")) or 0.0,
         invalid=invalid,
         min_runtime_seconds=(
@@ -214,8 +216,11 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
             else None
         ),
         expected_runtime_seconds=_positive_int(spec.get("defaultExpectedRuntimeSeconds")),
-        job_order=job_order if job_order in _JOB_ORDERS else PRIORITY_FIFO,
-        preempt_across_queues=spec.get("preemptAcrossQueues") is True,
+        job_order=job_order if job_order in _JOB_ORDERS else spec_defaults.QUEUE_JOB_ORDER,
+        preempt_across_queues=spec.get(
+            "preemptAcrossQueues", spec_defaults.QUEUE_PREEMPT_ACROSS_QUEUES
+        )
+        is True,
         namespaces=namespace_selector(spec.get("namespaceSelector")),
         preemption_delay=delay,
         max_execution_seconds=max_execution,

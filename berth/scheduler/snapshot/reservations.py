@@ -37,7 +37,7 @@ import datetime
 import json
 import typing
 
-from berth.api import durations, errors, keys, quantities, resources
+from berth.api import durations, errors, keys, quantities, resources, spec_defaults
 from berth.api import reservations as api_reservations
 from berth.scheduler.snapshot import ids, podclaims, pods, resourceclaims, selectors, wire
 
@@ -257,10 +257,12 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
         ),
         ttl_seconds=ttl,
         expires=expires,
-        allocate_once=spec.get("allocateOnce", True) is not False,
+        allocate_once=spec.get("allocateOnce", spec_defaults.RESERVATION_ALLOCATE_ONCE)
+        is not False,
         queue=ids.QueueName(str(queue)) if queue else None,
-        unschedulable=bool(spec.get("unschedulable")),
-        capacity_buffer=spec.get("capacityBuffer") is True,
+        unschedulable=bool(spec.get("unschedulable", spec_defaults.RESERVATION_UNSCHEDULABLE)),
+        capacity_buffer=spec.get("capacityBuffer", spec_defaults.RESERVATION_CAPACITY_BUFFER)
+        is True,
         phase=str(status.get("phase") or "Pending"),
         node_name=ids.NodeName(str(node_name)) if node_name else None,
         allocatable=allocatable,

@@ -1,0 +1,134 @@
+"""What every Kubernetes object shares as it crosses the wire: typed records (``meta/v1``).
+
+``ObjectMeta``, owner references, ``metav1.Condition``, label selectors, lists, watch events and
+the API server's ``Status`` answer, spelt exactly as the API server serves them (camelCase
+keys). They are typed dicts: the API's JSON is decoded once and handed around unchanged, and
+the kinds' records (:mod:`berth.api.core`, :mod:`berth.api.coordination`,
+:mod:`berth.api.dra`, :mod:`berth.api.custom_objects`) build on :class:`KubeObject`.
+
+``total=False`` throughout: the API server omits empty fields, so a reader must expect any of
+them to be absent (``obj.get("metadata", {})``). A record is a promise about the keys Berth
+reads, not a validator: parsing (and refusing bad values with the field's name) stays with the
+snapshot's infos and the pydantic models.
+"""
+
+from __future__ import annotations
+
+import typing_extensions
+
+__all__ = [
+    "Condition",
+    "KubeObject",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "ListMeta",
+    "ObjectList",
+    "ObjectMeta",
+    "OwnerReference",
+    "Status",
+    "StatusDetails",
+    "WatchEvent",
+]
+
+
+class OwnerReference(typing_extensions.TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+    blockOwnerDeletion: bool
+
+
+class ObjectMeta(typing_extensions.TypedDict, total=False):
+    """The ``metadata`` fields Berth reads and writes."""
+
+    name: str
+    generateName: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    generation: int
+    creationTimestamp: str
+    deletionTimestamp: str
+    deletionGracePeriodSeconds: int
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    ownerReferences: list[OwnerReference]
+    finalizers: list[str]
+
+
+class KubeObject(typing_extensions.TypedDict, total=False):
+    """Any object of any kind: what informers, watches and lists hand on before a kind's reader
+    looks at it. ``kind`` and ``apiVersion`` are read-only so that a kind's record may name its
+    own ``kind`` exactly (``typing.Literal["DeviceClass"]``) and still be a ``KubeObject``."""
+
+    apiVersion: typing_extensions.ReadOnly[str]
+    kind: typing_extensions.ReadOnly[str]
+    metadata: ObjectMeta
+
+
+class Condition(typing_extensions.TypedDict, total=False):
+    """``metav1.Condition``: what Queue, PodGroup and Reservation statuses carry."""
+
+    type: str
+    status: str  # "True", "False", "Unknown"
+    reason: str
+    message: str
+    lastTransitionTime: str
+    observedGeneration: int
+
+
+class LabelSelectorRequirement(typing_extensions.TypedDict, total=False):
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: list[str]
+
+
+class LabelSelector(typing_extensions.TypedDict, total=False):
+    matchLabels: dict[str, str]
+    matchExpressions: list[LabelSelectorRequirement]
+
+
+ListMeta = typing_extensions.TypedDict(
+    "ListMeta", {"resourceVersion": str, "continue": str, "remainingItemCount": int}, total=False
+)
+"""A list's ``metadata``: the version to watch from, and the token of the next page."""
+
+
+class ObjectList(typing_extensions.TypedDict, total=False):
+    """One page of a list (``PodList``, ``QueueList``...)."""
+
+    apiVersion: str
+    kind: str
+    metadata: ListMeta
+    items: list[KubeObject]
+
+
+class WatchEvent(typing_extensions.TypedDict):
+    """One line of a watch: ``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK`` or ``ERROR`` (whose
+    object is a :class:`Status`)."""
+
+    type: str
+    object: KubeObject
+
+
+class StatusDetails(typing_extensions.TypedDict, total=False):
+    name: str
+    group: str
+    kind: str
+    uid: str
+    causes: list[dict[str, str]]  # {reason, message, field}, each a string
+    retryAfterSeconds: int
+
+
+class Status(typing_extensions.TypedDict, total=False):
+    """The API server's answer to a failed request (and to a delete): ``meta/v1`` Status."""
+
+    apiVersion: str
+    kind: str
+    status: str  # "Success" or "Failure"
+    message: str
+    reason: str  # NotFound, AlreadyExists, Conflict, Invalid, Forbidden, ...
+    details: StatusDetails
+    code: int
