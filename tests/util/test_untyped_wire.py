@@ -142,15 +142,7 @@ PENDING = {
     "status/capacity_requests.py": 4,
     "status/observations.py": 1,
     "status/scale_up.py": 1,
-    "workloads/batch.py": 7,
-    "workloads/fields.py": 9,
     "workloads/interop.py": 11,
-    "workloads/kinds.py": 1,
-    "workloads/kubeflow.py": 7,
-    "workloads/lws.py": 2,
-    "workloads/plans.py": 8,
-    "workloads/ray.py": 5,
-    "workloads/spark.py": 3,
 }
 
 
