@@ -90,7 +90,6 @@ PENDING = {
     "kube/autoscaling/request_objects.py": 14,
     "kube/binder/decision_writes.py": 1,
     "kube/devices/claim_reservations.py": 14,
-    "kube/grouping/interop_groups.py": 10,
     "kube/informers/snapshots.py": 2,
     "kube/reservations/reservation_statuses.py": 2,
     "kube/transport/clients.py": 2,
@@ -142,7 +141,6 @@ PENDING = {
     "status/capacity_requests.py": 4,
     "status/observations.py": 1,
     "status/scale_up.py": 1,
-    "workloads/interop.py": 11,
 }
 
 
