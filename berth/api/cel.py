@@ -169,6 +169,7 @@ def _join(path: str, part: str) -> str:
 class Validator:
     """Checks objects against the CEL rules of one structural schema (compiled once)."""
 
+    # Untyped: a structural OpenAPI schema, arbitrary JSON walked keyword by keyword.
     def __init__(self, schema: collections.abc.Mapping[str, typing.Any]) -> None:
         self._schema = schema
         self._compiled: dict[int, tuple[_Compiled, ...]] = {}
@@ -179,6 +180,7 @@ class Validator:
         """Every rule of the schema, in walk order."""
         return [c.rule for group in self._compiled.values() for c in group]
 
+    # Untyped: a node of an OpenAPI schema (any keyword, any depth).
     def _compile_all(self, schema: collections.abc.Mapping[str, typing.Any]) -> None:
         found = schema.get(rules.KEY, [])
         if found:
@@ -198,6 +200,7 @@ class Validator:
 
     def _walk(
         self,
+        # Untyped: a node of an OpenAPI schema, and the user's value it checks.
         schema: collections.abc.Mapping[str, typing.Any],
         value: typing.Any,
         path: str,
@@ -235,6 +238,7 @@ class Validator:
             out.append(Violation(where, rule["rule"], rule["message"]))
 
 
+# Untyped: a rendered or served CRD, whose openAPIV3Schema is arbitrary JSON.
 def crd_validator(crd: collections.abc.Mapping[str, typing.Any]) -> Validator:
     """The validator of a CustomResourceDefinition's storage version."""
     versions = crd["spec"]["versions"]

@@ -16,6 +16,7 @@ import typing
 __all__ = ["apply_defaults"]
 
 
+# Untyped: an OpenAPI schema (any keyword, any depth) and the JSON value it defaults.
 def apply_defaults(
     schema: collections.abc.Mapping[str, typing.Any], value: typing.Any
 ) -> typing.Any:

@@ -14,10 +14,14 @@ snapshot's infos and the pydantic models.
 
 from __future__ import annotations
 
+import collections.abc
+
 import typing_extensions
 
 __all__ = [
     "Condition",
+    "ForeignObject",
+    "JSONObject",
     "KubeObject",
     "LabelSelector",
     "LabelSelectorRequirement",
@@ -66,6 +70,23 @@ class KubeObject(typing_extensions.TypedDict, total=False):
     apiVersion: typing_extensions.ReadOnly[str]
     kind: typing_extensions.ReadOnly[str]
     metadata: ObjectMeta
+
+
+JSONObject = collections.abc.Mapping[str, object]
+"""A JSON object whose schema another project owns (a Job's or a RayCluster's spec): its
+values are ``object``, so a reader must check each field's type where it reads it
+(:mod:`berth.workloads.fields` does, naming the field)."""
+
+
+class ForeignObject(KubeObject, total=False):
+    """An object of a kind another project owns (a Job, a JobSet, a Kubeflow job, a RayCluster,
+    a Volcano or scheduler-plugins PodGroup...): its metadata as every object's, its ``spec``
+    and ``status`` as that project's JSON. Berth reads a handful of their fields, in several
+    versions and as users wrote them, so they are checked where read rather than promised
+    here: a bad value is a clear error naming the field, never a crash."""
+
+    spec: JSONObject
+    status: JSONObject
 
 
 class Condition(typing_extensions.TypedDict, total=False):

@@ -225,6 +225,7 @@ def _parse_list(value: typing.Any) -> ResourceList:
         raise pydantic_core.PydanticCustomError("quantity", str(exc)) from None
 
 
+# Untyped: an OpenAPI schema fragment (pydantic's WithJsonSchema takes arbitrary JSON).
 _MAP_SCHEMA: dict[str, typing.Any] = {
     "type": "object",
     "maxProperties": MAX_NAMES,

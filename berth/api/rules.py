@@ -102,6 +102,7 @@ def duration_range() -> Rule:
     )
 
 
+# Untyped: pydantic's json_schema_extra is a fragment of a JSON schema, of any shape.
 def rules(*items: Rule) -> dict[str, typing.Any]:
     """The ``json_schema_extra`` that puts ``items`` on a model's schema."""
     return {KEY: list(items)}

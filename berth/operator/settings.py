@@ -409,6 +409,7 @@ class Settings(pydantic_settings.BaseSettings):
             if on and flavor.scheduler_name and flavor.scheduler_name != self.scheduler_name
         )
 
+    # Untyped: a scheduler profile document, the user's YAML (plugin args of any shape).
     def profile_document(self) -> dict[str, typing.Any]:
         """The scheduler profile part of the config file, for the profile loader.
 
@@ -461,6 +462,7 @@ class ConfigFileSource(pydantic_settings.PydanticBaseSettingsSource):
         # Unused: __call__ reads the whole file at once.
         return None, field_name, False
 
+    # Untyped: the user's configuration document (YAML of any shape until pydantic reads it).
     def __call__(self) -> dict[str, typing.Any]:
         path = self.current_state.get("config")
         if path is None:
@@ -469,6 +471,7 @@ class ConfigFileSource(pydantic_settings.PydanticBaseSettingsSource):
         return _settings_keys(document, self.settings_cls.model_fields)
 
 
+# Untyped: the user's configuration file, YAML of any shape until pydantic validates it.
 def read_config_file(path: pathlib.Path) -> dict[str, typing.Any]:
     """The configuration file's top-level mapping; :class:`ConfigFileError` if there is none."""
     try:
@@ -487,10 +490,12 @@ def read_config_file(path: pathlib.Path) -> dict[str, typing.Any]:
     return document
 
 
+# Untyped: the user's configuration document, before pydantic validates it.
 def _settings_keys(
     document: dict[str, typing.Any], fields: dict[str, pydantic.fields.FieldInfo]
 ) -> dict[str, typing.Any]:
     """The file's keys that name settings, in snake_case, recursing into nested settings."""
+    # Untyped: settings of every type, handed to pydantic to validate.
     values: dict[str, typing.Any] = {}
     for key, value in document.items():
         name = pydantic.alias_generators.to_snake(str(key))

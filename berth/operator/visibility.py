@@ -50,6 +50,7 @@ DEFAULT_PAGE = 100
 _DASHBOARD_LINE = 20  # waiting groups per queue the dashboard shows
 _MAIN = ("cpu", "memory", "nvidia.com/gpu")
 
+# Untyped: the visibility API's answers, JSON documents encoded straight to HTTP bodies.
 JSON = dict[str, typing.Any]
 
 

@@ -16,6 +16,7 @@ its first replicated Job).
 
 from __future__ import annotations
 
+from berth.api import core, objects
 from berth.workloads import fields, gangs
 
 __all__ = ["REPLICATED_JOB_LABEL", "job", "job_size", "jobset"]
@@ -27,7 +28,7 @@ _Stage = tuple[int, tuple[tuple[str, str], ...]]
 """When a replicated Job starts: (its place under ``InOrder``, else 0; what it waits for)."""
 
 
-def job_size(spec: fields.Raw, /, *, path: str, succeeded: int = 0) -> tuple[int, str]:
+def job_size(spec: fields.Fields, /, *, path: str, succeeded: int = 0) -> tuple[int, str]:
     """The pods a Job's ``spec`` runs at once (at least 1), and how that was computed."""
     parallelism = fields.integer(spec, "parallelism", path=path, default=1)
     completions = fields.integer(spec, "completions", path=path)
@@ -39,7 +40,7 @@ def job_size(spec: fields.Raw, /, *, path: str, succeeded: int = 0) -> tuple[int
     return size, f"parallelism {parallelism}, completions {completions}{done}"
 
 
-def job(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
+def job(owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang:
     """The gang of a ``batch/v1`` Job."""
     spec = fields.mapping(owner, "spec", path="Job", required=True)
     status = fields.mapping(owner, "status", path="Job")
@@ -50,7 +51,7 @@ def job(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
     return gangs.Gang(min_member=size, why=f"{why}{indexed}")
 
 
-def _stage_key(rjob: fields.Raw, *, index: int, in_order: bool, path: str) -> _Stage:
+def _stage_key(rjob: fields.Fields, *, index: int, in_order: bool, path: str) -> _Stage:
     """What decides when a replicated Job starts: replicated Jobs with the same key start
     together (under ``InOrder``, its place; else the replicated Jobs and statuses it waits for)."""
     deps: list[tuple[str, str]] = []
@@ -63,13 +64,11 @@ def _stage_key(rjob: fields.Raw, *, index: int, in_order: bool, path: str) -> _S
     return (index if in_order else 0, tuple(sorted(deps)))
 
 
-def _pod_replicated_job(pod: fields.Raw) -> str | None:
-    labels = fields.mapping(fields.mapping(pod, "metadata", path="pod"), "labels", path="pod")
-    value = labels.get(REPLICATED_JOB_LABEL)
-    return value if isinstance(value, str) and value else None
+def _pod_replicated_job(pod: core.Pod) -> str | None:
+    return pod.get("metadata", {}).get("labels", {}).get(REPLICATED_JOB_LABEL) or None
 
 
-def jobset(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
+def jobset(owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang:
     """The gang of the stage of a JobSet (``jobset.x-k8s.io/v1alpha2``) ``pod`` belongs to."""
     spec = fields.mapping(owner, "spec", path="JobSet", required=True)
     rjobs = fields.sequence(spec, "replicatedJobs", path="spec", required=True)

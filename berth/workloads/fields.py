@@ -1,8 +1,10 @@
 """Reading a workload's spec field by field, with errors that name the field.
 
-The derivers read owner objects as the API returns them; a field of the wrong type or out of
-range raises :class:`~berth.workloads.gangs.OwnerSpecError` with its path (``spec.parallelism
-is "four", not an integer``) instead of a ``KeyError`` or ``TypeError`` deep in a deriver.
+The derivers read owner objects as the API returns them (:class:`~berth.api.objects.ForeignObject`:
+another project's ``spec``, whose values are ``object`` until checked here); a field of the
+wrong type or out of range raises :class:`~berth.workloads.gangs.OwnerSpecError` with its path
+(``spec.parallelism is "four", not an integer``) instead of a ``KeyError`` or ``TypeError``
+deep in a deriver.
 """
 
 from __future__ import annotations
@@ -10,14 +12,16 @@ from __future__ import annotations
 import collections.abc
 import typing
 
+from berth.api import objects
 from berth.workloads import gangs
 
-__all__ = ["integer", "mapping", "sequence", "text"]
+__all__ = ["Fields", "integer", "mapping", "sequence", "text"]
 
-Raw = collections.abc.Mapping[str, typing.Any]
+Fields = objects.JSONObject
+"""An object of another project's schema, not yet checked: what these readers take and give."""
 
 
-def mapping(obj: Raw, key: str, /, *, path: str, required: bool = False) -> Raw:
+def mapping(obj: Fields, key: str, /, *, path: str, required: bool = False) -> Fields:
     """The object at ``obj[key]``; empty when absent (unless ``required``)."""
     value = obj.get(key)
     if value is None:
@@ -29,7 +33,7 @@ def mapping(obj: Raw, key: str, /, *, path: str, required: bool = False) -> Raw:
     return value
 
 
-def sequence(obj: Raw, key: str, /, *, path: str, required: bool = False) -> list[Raw]:
+def sequence(obj: Fields, key: str, /, *, path: str, required: bool = False) -> list[Fields]:
     """The list of objects at ``obj[key]``; empty when absent (unless ``required``)."""
     value = obj.get(key)
     if value is None:
@@ -44,13 +48,13 @@ def sequence(obj: Raw, key: str, /, *, path: str, required: bool = False) -> lis
 
 
 @typing.overload
-def integer(obj: Raw, key: str, /, *, path: str, default: int, minimum: int = 0) -> int: ...
+def integer(obj: Fields, key: str, /, *, path: str, default: int, minimum: int = 0) -> int: ...
 @typing.overload
 def integer(
-    obj: Raw, key: str, /, *, path: str, default: None = None, minimum: int = 0
+    obj: Fields, key: str, /, *, path: str, default: None = None, minimum: int = 0
 ) -> int | None: ...
 def integer(
-    obj: Raw, key: str, /, *, path: str, default: int | None = None, minimum: int = 0
+    obj: Fields, key: str, /, *, path: str, default: int | None = None, minimum: int = 0
 ) -> int | None:
     """The integer at ``obj[key]`` (``default`` when absent), at least ``minimum``."""
     value = obj.get(key)
@@ -63,7 +67,7 @@ def integer(
     return value
 
 
-def text(obj: Raw, key: str, /, *, path: str) -> str | None:
+def text(obj: Fields, key: str, /, *, path: str) -> str | None:
     """The string at ``obj[key]``, or ``None`` when absent or empty."""
     value = obj.get(key)
     if value is None or value == "":

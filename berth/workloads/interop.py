@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import typing
 
+import typing_extensions
+
+from berth.api import custom_objects, keys, objects, quantities, workload_refs
 from berth.api import errors as api_errors
-from berth.api import keys, quantities, workload_refs
 
 __all__ = [
     "FLAVORS",
@@ -45,12 +46,44 @@ __all__ = [
     "VOLCANO",
     "WORKLOADS",
     "Flavor",
+    "ForeignStatus",
+    "Mirror",
+    "MirrorMeta",
     "foreign_status",
     "mirror",
     "mirrors",
 ]
 
-Raw = collections.abc.Mapping[str, typing.Any]
+
+class MirrorMeta(typing_extensions.TypedDict):
+    """A mirror's metadata. An annotation set to ``None`` is one the mirror must not carry
+    (its ``invalid`` mark once the original is fixed): removed by the merge patch that writes it,
+    left out when it is created."""
+
+    name: str
+    namespace: str
+    annotations: dict[str, str | None]
+    ownerReferences: list[objects.OwnerReference]
+
+
+class Mirror(typing_extensions.TypedDict):
+    """The Berth PodGroup that stands for another scheduler's gang, as written."""
+
+    apiVersion: str
+    kind: str
+    metadata: MirrorMeta
+    spec: custom_objects.PodGroupSpec
+
+
+class ForeignStatus(typing_extensions.TypedDict, total=False):
+    """The status fields Berth writes into a scheduler-plugins or Volcano PodGroup (both name
+    them alike; Volcano's conditions are shaped as ``metav1.Condition``)."""
+
+    phase: str
+    running: int
+    succeeded: int
+    failed: int
+    conditions: list[objects.Condition]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +155,7 @@ with ``spec.workloadRef`` (:mod:`berth.api.workload_refs` names the Berth PodGro
 FLAVORS = (SCHEDULER_PLUGINS, VOLCANO, KUBERNETES, WORKLOADS)
 
 
-def _problems(spec: Raw, *, field: str = "minMember") -> tuple[int, list[str]]:
+def _problems(spec: objects.JSONObject, *, field: str = "minMember") -> tuple[int, list[str]]:
     """``spec``'s minMember (1 when unusable) and what is wrong with it; ``field`` is what the
     original calls minMember, for the messages."""
     problems: list[str] = []
@@ -146,7 +179,7 @@ def _problems(spec: Raw, *, field: str = "minMember") -> tuple[int, list[str]]:
     return min_member, problems
 
 
-def _kubernetes_spec(spec: Raw) -> Raw:
+def _kubernetes_spec(spec: objects.JSONObject) -> objects.JSONObject:
     """A ``scheduling.k8s.io/v1alpha2`` PodGroup's policy as ``minMember``."""
     policy = spec.get("schedulingPolicy")
     policy = policy if isinstance(policy, collections.abc.Mapping) else {}
@@ -159,18 +192,20 @@ def _kubernetes_spec(spec: Raw) -> Raw:
 
 
 def mirrors(
-    flavor: Flavor, obj: Raw, /, *, replica_keys: collections.abc.Iterable[tuple[str, str]] = ()
-) -> list[dict[str, typing.Any]]:
+    flavor: Flavor,
+    obj: objects.ForeignObject,
+    /,
+    *,
+    replica_keys: collections.abc.Iterable[tuple[str, str]] = (),
+) -> list[Mirror]:
     """The Berth PodGroups that stand for ``obj``: one for a PodGroup; for a
     :data:`WORKLOADS` Workload one per pod group, and one per (pod group, replica key) in
     ``replica_keys`` (the keys its pods name)."""
     if flavor is not WORKLOADS:
         return [mirror(flavor, obj)]
-    meta = obj.get("metadata") or {}
-    workload = str(meta.get("name") or "")
-    spec = obj.get("spec") if isinstance(obj.get("spec"), collections.abc.Mapping) else {}
-    assert isinstance(spec, collections.abc.Mapping)
-    groups = spec.get("podGroups")
+    meta = obj.get("metadata", {})
+    workload = meta.get("name", "")
+    groups = obj.get("spec", {}).get("podGroups")
     by_name = {
         str(g.get("name")): g
         for g in (groups if isinstance(groups, list) else ())
@@ -182,7 +217,11 @@ def mirrors(
     for pod_group, key in wanted:
         name = workload_refs.group_name(workload, pod_group, replica_key=key)
         policy = by_name[pod_group].get("policy")
-        renamed = {**obj, "metadata": {**meta, "name": name}, "spec": {"schedulingPolicy": policy}}
+        renamed: objects.ForeignObject = {
+            **obj,
+            "metadata": {**meta, "name": name},
+            "spec": {"schedulingPolicy": policy},
+        }
         what = f"Workload {workload} pod group {pod_group}" + (
             f" replica {key}" if key is not None else ""
         )
@@ -192,20 +231,26 @@ def mirrors(
 
 
 def mirror(
-    flavor: Flavor, obj: Raw, /, *, what: str | None = None, owner: str | None = None
-) -> dict[str, typing.Any]:
+    flavor: Flavor,
+    obj: objects.ForeignObject,
+    /,
+    *,
+    what: str | None = None,
+    owner: str | None = None,
+) -> Mirror:
     """The Berth PodGroup that stands for ``obj`` (a PodGroup of ``flavor``; ``what`` names it
     in messages and ``owner`` is the name of the object it belongs to, when not ``obj``)."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), collections.abc.Mapping) else {}
-    assert isinstance(spec, collections.abc.Mapping)
+    meta = obj.get("metadata", {})
+    spec = obj.get("spec", {})
     if flavor in (KUBERNETES, WORKLOADS):
         spec = _kubernetes_spec(spec)
     fields = {KUBERNETES: "schedulingPolicy.gang.minCount", WORKLOADS: "policy.gang.minCount"}
     min_member, problems = _problems(spec, field=fields.get(flavor, "minMember"))
-    out: dict[str, typing.Any] = {"minMember": min_member}
-    if not any(p.startswith("minResources") for p in problems) and spec.get("minResources"):
-        out["minResources"] = dict(spec["minResources"])
+    out: custom_objects.PodGroupSpec = {"minMember": min_member}
+    resources = spec.get("minResources")
+    if not any(p.startswith("minResources") for p in problems) and resources:
+        assert isinstance(resources, collections.abc.Mapping)  # _problems refused any other
+        out["minResources"] = {str(k): str(v) for k, v in resources.items()}
     if flavor is SCHEDULER_PLUGINS:
         timeout = spec.get("scheduleTimeoutSeconds")
         if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout >= 1:
@@ -218,7 +263,7 @@ def mirror(
         out["queue"] = str(spec.get("queue") or keys.DEFAULT_QUEUE)
         if spec.get("priorityClassName"):
             out["priorityClassName"] = str(spec["priorityClassName"])
-    name = str(meta.get("name") or "")
+    name = meta.get("name", "")
     annotations: dict[str, str | None] = {
         keys.MIRROR_OF_ANNOTATION: f"{flavor.api_version} {what or f'PodGroup {name}'}",
         keys.INVALID_ANNOTATION: (
@@ -232,14 +277,14 @@ def mirror(
         "kind": "PodGroup",
         "metadata": {
             "name": name,
-            "namespace": str(meta.get("namespace") or "default"),
+            "namespace": meta.get("namespace") or "default",
             "annotations": annotations,
             "ownerReferences": [
                 {
                     "apiVersion": flavor.api_version,
                     "kind": flavor.kind,
                     "name": owner or name,
-                    "uid": str(meta.get("uid") or ""),
+                    "uid": meta.get("uid", ""),
                     "controller": True,
                 }
             ],
@@ -276,17 +321,23 @@ def foreign_status(
     failed: int,
     reason: str | None,
     invalid: bool = False,
-) -> dict[str, typing.Any]:
+) -> ForeignStatus:
     """The status (the fields Berth owns) of a ``flavor`` PodGroup whose Berth mirror is in
     ``phase`` with these counts; ``reason``: why it waits (None once placed)."""
-    status: dict[str, typing.Any] = {"running": running, "succeeded": succeeded, "failed": failed}
+    status: ForeignStatus = {"running": running, "succeeded": succeeded, "failed": failed}
     if flavor is SCHEDULER_PLUGINS:
         status["phase"] = "Pending" if invalid else _SP_PHASES.get(phase, "Unknown")
         return status
     status["phase"] = "Pending" if invalid else _VOLCANO_PHASES.get(phase, "Unknown")
     if reason is not None:
-        condition = {"type": "Unschedulable", "status": "True", "reason": "Unschedulable"}
-        status["conditions"] = [{**condition, "message": reason}]
+        status["conditions"] = [
+            {
+                "type": "Unschedulable",
+                "status": "True",
+                "reason": "Unschedulable",
+                "message": reason,
+            }
+        ]
     else:
         status["conditions"] = [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}]
     return status

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import typing
 
-from berth.workloads import batch, fields, gangs, kubeflow, lws, ray, spark
+from berth.api import core, objects
+from berth.workloads import batch, gangs, kubeflow, lws, ray, spark
 
 __all__ = ["KINDS", "Deriver", "Kind", "kind_of", "split_api_version"]
 
-Deriver = collections.abc.Callable[..., gangs.Gang]
-"""``derive(owner, *, pod) -> Gang``: the gang of ``pod`` owned (at the top) by ``owner``."""
+
+class Deriver(typing.Protocol):
+    """``derive(owner, *, pod) -> Gang``: the gang of ``pod`` owned (at the top) by ``owner``."""
+
+    def __call__(self, owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +97,7 @@ def split_api_version(api_version: str, /) -> tuple[str, str]:
     return group, version
 
 
-def kind_of(obj: fields.Raw, /) -> Kind | None:
+def kind_of(obj: objects.KubeObject, /) -> Kind | None:
     """The table entry for ``obj`` (by its apiVersion's group and its kind), if Berth knows it."""
-    group, _ = split_api_version(str(obj.get("apiVersion") or ""))
-    return KINDS.get((group, str(obj.get("kind") or "")))
+    group, _ = split_api_version(obj.get("apiVersion", ""))
+    return KINDS.get((group, obj.get("kind", "")))

@@ -10,6 +10,7 @@ workers run). ``schedulingPolicy.queue`` and ``priorityClass`` carry over to the
 
 from __future__ import annotations
 
+from berth.api import core, objects
 from berth.workloads import fields, gangs
 
 __all__ = ["mpijob", "replica_job"]
@@ -24,7 +25,7 @@ REPLICA_SPECS = {
 """The field holding each kind's replica specs (replica type -> spec)."""
 
 
-def _replicas(spec: fields.Raw, *, kind: str) -> dict[str, int]:
+def _replicas(spec: fields.Fields, *, kind: str) -> dict[str, int]:
     field = REPLICA_SPECS[kind]
     specs = fields.mapping(spec, field, path="spec", required=True)
     if not specs:
@@ -37,7 +38,7 @@ def _replicas(spec: fields.Raw, *, kind: str) -> dict[str, int]:
     return out
 
 
-def _policy(spec: fields.Raw) -> tuple[int | None, str | None, str | None]:
+def _policy(spec: fields.Fields) -> tuple[int | None, str | None, str | None]:
     run = fields.mapping(spec, "runPolicy", path="spec")
     policy = fields.mapping(run, "schedulingPolicy", path="spec.runPolicy")
     where = "spec.runPolicy.schedulingPolicy"
@@ -48,7 +49,7 @@ def _policy(spec: fields.Raw) -> tuple[int | None, str | None, str | None]:
     )
 
 
-def _gang(kind: str, spec: fields.Raw, *, total: int, how: str) -> gangs.Gang:
+def _gang(kind: str, spec: fields.Fields, *, total: int, how: str) -> gangs.Gang:
     min_available, queue, priority = _policy(spec)
     if min_available is not None:
         total, how = min_available, f"schedulingPolicy.minAvailable {min_available}"
@@ -60,7 +61,7 @@ def _gang(kind: str, spec: fields.Raw, *, total: int, how: str) -> gangs.Gang:
     )
 
 
-def replica_job(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
+def replica_job(owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang:
     """The gang of a PyTorchJob, TFJob, XGBoostJob or PaddleJob (``kubeflow.org/v1``)."""
     kind = str(owner.get("kind") or "")
     spec = fields.mapping(owner, "spec", path=kind, required=True)
@@ -75,7 +76,7 @@ def replica_job(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
     return _gang(kind, spec, total=total, how=how)
 
 
-def mpijob(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
+def mpijob(owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang:
     """The gang of an MPIJob (``kubeflow.org/v2beta1``): launcher and workers."""
     spec = fields.mapping(owner, "spec", path="MPIJob", required=True)
     counts = _replicas(spec, kind="MPIJob")

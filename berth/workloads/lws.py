@@ -8,6 +8,7 @@ is the leader alone.
 
 from __future__ import annotations
 
+from berth.api import core, objects
 from berth.workloads import fields, gangs
 
 __all__ = ["GROUP_INDEX_LABEL", "leaderworkerset"]
@@ -15,14 +16,13 @@ __all__ = ["GROUP_INDEX_LABEL", "leaderworkerset"]
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 
 
-def leaderworkerset(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
+def leaderworkerset(owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang:
     """The gang of the replica of a LeaderWorkerSet that ``pod`` belongs to."""
     spec = fields.mapping(owner, "spec", path="LeaderWorkerSet", required=True)
     template = fields.mapping(spec, "leaderWorkerTemplate", path="spec", required=True)
     size = fields.integer(template, "size", path="spec.leaderWorkerTemplate", default=1, minimum=1)
-    labels = fields.mapping(fields.mapping(pod, "metadata", path="pod"), "labels", path="pod")
-    index = labels.get(GROUP_INDEX_LABEL)
-    if not isinstance(index, str) or not index.isdigit():
+    index = pod.get("metadata", {}).get("labels", {}).get(GROUP_INDEX_LABEL, "")
+    if not index.isdigit():
         raise gangs.OwnerSpecError(
             f"the pod has no {GROUP_INDEX_LABEL} label saying which replica it belongs to"
         )

@@ -28,8 +28,8 @@ import dataclasses
 import enum
 import hashlib
 
-from berth.api import keys
-from berth.workloads import fields, gangs, kinds
+from berth.api import core, keys, objects
+from berth.workloads import gangs, kinds
 
 __all__ = [
     "MAX_NAME",
@@ -77,7 +77,7 @@ class End(enum.Enum):
 class Chain:
     """The owners read from the pod up (the pod excluded) and why the walk ended there."""
 
-    owners: tuple[fields.Raw, ...]
+    owners: tuple[objects.ForeignObject, ...]
     end: End
     next: OwnerRef | None = None  # the owner the walk could not read (all but TOP)
 
@@ -104,33 +104,29 @@ class Plan:
     problem: str | None = None  # HELD
 
 
-def owner_ref(obj: fields.Raw, /) -> OwnerRef:
+def owner_ref(obj: objects.KubeObject, /) -> OwnerRef:
     """The reference to ``obj`` itself."""
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, collections.abc.Mapping) else {}
+    meta = obj.get("metadata", {})
     return OwnerRef(
-        api_version=str(obj.get("apiVersion") or ""),
-        kind=str(obj.get("kind") or ""),
-        name=str(meta.get("name") or ""),
-        uid=str(meta.get("uid") or ""),
+        api_version=obj.get("apiVersion", ""),
+        kind=obj.get("kind", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
     )
 
 
-def next_ref(obj: fields.Raw, /) -> OwnerRef | None:
+def next_ref(obj: objects.KubeObject, /) -> OwnerRef | None:
     """The owner to follow from ``obj``: its controller reference, else its first one."""
-    meta = obj.get("metadata")
-    refs = meta.get("ownerReferences") if isinstance(meta, collections.abc.Mapping) else None
-    if not isinstance(refs, list):
-        return None
-    usable = [r for r in refs if isinstance(r, collections.abc.Mapping) and r.get("name")]
+    refs = obj.get("metadata", {}).get("ownerReferences", [])
+    usable = [r for r in refs if r.get("name")]
     if not usable:
         return None
     chosen = next((r for r in usable if r.get("controller") is True), usable[0])
     return OwnerRef(
-        api_version=str(chosen.get("apiVersion") or ""),
-        kind=str(chosen.get("kind") or ""),
-        name=str(chosen.get("name") or ""),
-        uid=str(chosen.get("uid") or ""),
+        api_version=chosen.get("apiVersion", ""),
+        kind=chosen.get("kind", ""),
+        name=chosen.get("name", ""),
+        uid=chosen.get("uid", ""),
     )
 
 
@@ -146,13 +142,11 @@ def group_name(owner: OwnerRef, /, *, replica: str | None = None) -> str:
     return head + tail
 
 
-def _labels(obj: fields.Raw) -> collections.abc.Mapping[str, str]:
-    meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, collections.abc.Mapping) else None
-    return labels if isinstance(labels, collections.abc.Mapping) else {}
+def _labels(obj: objects.KubeObject) -> collections.abc.Mapping[str, str]:
+    return obj.get("metadata", {}).get("labels", {})
 
 
-def _held(pod: fields.Raw, problem: str) -> Plan:
+def _held(pod: core.Pod, problem: str) -> Plan:
     return Plan(Outcome.HELD, grouped_by=f"Pod/{owner_ref(pod).name}", problem=problem)
 
 
@@ -172,7 +166,7 @@ def _ended_badly(chain: Chain) -> str | None:
     return None
 
 
-def plan(pod: fields.Raw, chain: Chain, /, *, default_queue: str = keys.DEFAULT_QUEUE) -> Plan:
+def plan(pod: core.Pod, chain: Chain, /, *, default_queue: str = keys.DEFAULT_QUEUE) -> Plan:
     """The group ``pod`` belongs to, given the owners read above it (see the module
     docstring); ``default_queue`` is the queue of the pod's namespace."""
     problem = _ended_badly(chain)
@@ -218,12 +212,12 @@ def plan(pod: fields.Raw, chain: Chain, /, *, default_queue: str = keys.DEFAULT_
     )
 
 
-def _deriver(obj: fields.Raw) -> kinds.Deriver | None:
+def _deriver(obj: objects.KubeObject) -> kinds.Deriver | None:
     found = kinds.kind_of(obj)
     return found.derive if found is not None else None
 
 
-def _queue_label(obj: fields.Raw) -> str | None:
+def _queue_label(obj: objects.KubeObject) -> str | None:
     value = _labels(obj).get(keys.QUEUE_LABEL)
     return str(value) if value else None
 

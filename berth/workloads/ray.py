@@ -10,12 +10,13 @@ the group but is not counted: it starts only once the cluster is ready.
 
 from __future__ import annotations
 
+from berth.api import core, objects
 from berth.workloads import fields, gangs
 
 __all__ = ["cluster_size", "raycluster", "rayjob"]
 
 
-def cluster_size(spec: fields.Raw, /, *, path: str) -> tuple[int, str]:
+def cluster_size(spec: fields.Fields, /, *, path: str) -> tuple[int, str]:
     """Pods a RayCluster ``spec`` starts with (head included) and how that was computed."""
     autoscaling = spec.get("enableInTreeAutoscaling") is True
     fields.mapping(spec, "headGroupSpec", path=path, required=True)
@@ -40,14 +41,14 @@ def cluster_size(spec: fields.Raw, /, *, path: str) -> tuple[int, str]:
     return total, how
 
 
-def raycluster(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
+def raycluster(owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang:
     """The gang of a RayCluster."""
     spec = fields.mapping(owner, "spec", path="RayCluster", required=True)
     total, how = cluster_size(spec, path="spec")
     return gangs.Gang(min_member=total, why=how)
 
 
-def rayjob(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
+def rayjob(owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang:
     """The gang of a RayJob: its cluster (the submitter is not counted)."""
     spec = fields.mapping(owner, "spec", path="RayJob", required=True)
     cluster = fields.mapping(spec, "rayClusterSpec", path="spec")

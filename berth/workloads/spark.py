@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from berth.api import core, objects
 from berth.workloads import fields, gangs
 
 __all__ = ["spark_application", "spark_memory"]
@@ -29,7 +30,7 @@ def spark_memory(value: object, /, *, path: str) -> int:
     return max(int(int(match.group(1)) * _FACTOR[match.group(2).lower()]), 1)
 
 
-def _role(spec: fields.Raw, role: str) -> tuple[int, int]:
+def _role(spec: fields.Fields, role: str) -> tuple[int, int]:
     """(millicores, MiB) of one driver or executor pod."""
     part = fields.mapping(spec, role, path="spec")
     cores = fields.integer(part, "cores", path=f"spec.{role}", default=1, minimum=1)
@@ -43,7 +44,7 @@ def _role(spec: fields.Raw, role: str) -> tuple[int, int]:
     return cores * 1000, memory + overhead
 
 
-def spark_application(owner: fields.Raw, /, *, pod: fields.Raw) -> gangs.Gang:
+def spark_application(owner: objects.ForeignObject, /, *, pod: core.Pod) -> gangs.Gang:
     """The gang of a SparkApplication: the driver, with room for its executors."""
     spec = fields.mapping(owner, "spec", path="SparkApplication", required=True)
     executor = fields.mapping(spec, "executor", path="spec")

@@ -90,7 +90,6 @@ PENDING = {
     "kube/autoscaling/request_objects.py": 14,
     "kube/binder/decision_writes.py": 1,
     "kube/devices/claim_reservations.py": 14,
-    "kube/grouping/interop_groups.py": 10,
     "kube/informers/snapshots.py": 2,
     "kube/reservations/reservation_statuses.py": 2,
     "kube/transport/clients.py": 2,
@@ -142,15 +141,6 @@ PENDING = {
     "status/capacity_requests.py": 4,
     "status/observations.py": 1,
     "status/scale_up.py": 1,
-    "workloads/batch.py": 7,
-    "workloads/fields.py": 9,
-    "workloads/interop.py": 11,
-    "workloads/kinds.py": 1,
-    "workloads/kubeflow.py": 7,
-    "workloads/lws.py": 2,
-    "workloads/plans.py": 8,
-    "workloads/ray.py": 5,
-    "workloads/spark.py": 3,
 }
 
 

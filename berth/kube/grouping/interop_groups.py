@@ -41,7 +41,6 @@ __all__ = ["InteropGroups"]
 
 logger = logging.getLogger(__name__)
 
-Raw = collections.abc.Mapping[str, typing.Any]
 _OWNED = ("phase", "running", "succeeded", "failed", "conditions")
 
 
@@ -68,7 +67,7 @@ class InteropGroups:
         self._recorder = recorder
         self._available = {f.name: asyncio.Event() for f in self._flavors}
         # (flavor name, key) -> the original as last seen; the keys whose mirror needs a sync.
-        self._originals: dict[tuple[str, str], Raw] = {}
+        self._originals: dict[tuple[str, str], objects.ForeignObject] = {}
         self._dirty: set[tuple[str, str]] = set()
         self._snapshot: snapshots.Snapshot | None = None
         self._reasons: collections.abc.Mapping[str, str] = {}
@@ -107,7 +106,8 @@ class InteropGroups:
         def change(_: str, obj: objects.KubeObject) -> None:
             key = list_watch.object_key(obj, namespaced=True)
             if key is not None:
-                self._originals[(flavor.name, key)] = obj
+                # A flavour's PodGroup or Workload: the kinds interop.FLAVORS name.
+                self._originals[(flavor.name, key)] = typing.cast(objects.ForeignObject, obj)
                 self._dirty.add((flavor.name, key))
                 self._wake.wake()
 
@@ -157,18 +157,21 @@ class InteropGroups:
                 return
             await wakeups.sleep_or_stop(self._discovery_interval, stop=stop)
 
-    def crd_seen(self, _: str, crd: Raw) -> None:
+    def crd_seen(self, _: str, crd: objects.KubeObject) -> None:
         """A CustomResourceDefinition was listed, added or changed: a flavour it serves is
         watched from now on."""
-        name = str((crd.get("metadata") or {}).get("name") or "")
-        spec = crd.get("spec") or {}
+        name = crd.get("metadata", {}).get("name", "")
+        # apiextensions' schema is not a record of its own: only spec.versions is read here.
+        spec = typing.cast(objects.ForeignObject, crd).get("spec", {})
         for flavor in self._flavors:
             if name != f"{flavor.plural}.{flavor.group}":
                 continue
-            versions = spec.get("versions") if isinstance(spec, dict) else None
+            versions = spec.get("versions")
+            if not isinstance(versions, list):
+                continue
             if any(
                 isinstance(v, dict) and v.get("name") == flavor.version and v.get("served")
-                for v in versions or ()
+                for v in versions
             ):
                 self._available[flavor.name].set()
 
@@ -215,14 +218,15 @@ class InteropGroups:
             desired = self._status(flavors[name], key, snapshot)
             if desired is None:
                 continue
-            current = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-            assert isinstance(current, dict)
+            current = obj.get("status", {})
             if all(current.get(k) == desired.get(k) for k in _OWNED if k in desired):
                 continue
             # Not written: deleted meanwhile, or the write primitive logged why (throttled).
             await self._write_status(flavors[name], obj, desired)
 
-    def _status(self, flavor: interop.Flavor, key: str, snapshot: snapshots.Snapshot) -> Raw | None:
+    def _status(
+        self, flavor: interop.Flavor, key: str, snapshot: snapshots.Snapshot
+    ) -> interop.ForeignStatus | None:
         info = snapshot.pod_groups.get(key)
         if info is None:
             return None
@@ -240,18 +244,24 @@ class InteropGroups:
             invalid=info.invalid is not None,
         )
 
-    async def _sync_mirror(self, flavor: interop.Flavor, key: str, obj: Raw) -> None:
+    async def _sync_mirror(
+        self, flavor: interop.Flavor, key: str, obj: objects.ForeignObject
+    ) -> None:
         replicas = self._replica_keys.get(key, ()) if flavor is interop.WORKLOADS else ()
         for wanted in interop.mirrors(flavor, obj, replica_keys=replicas):
             await self._sync_one(flavor, key, obj, wanted)
 
-    async def _sync_one(self, flavor: interop.Flavor, key: str, obj: Raw, wanted: Raw) -> None:
+    async def _sync_one(
+        self,
+        flavor: interop.Flavor,
+        key: str,
+        obj: objects.ForeignObject,
+        wanted: interop.Mirror,
+    ) -> None:
         namespace, name = wanted["metadata"]["namespace"], wanted["metadata"]["name"]
         collection = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/podgroups"
-        body = {**wanted, "metadata": {**wanted["metadata"]}}
-        body["metadata"]["annotations"] = {
-            k: v for k, v in wanted["metadata"]["annotations"].items() if v is not None
-        }
+        present = {k: v for k, v in wanted["metadata"]["annotations"].items() if v is not None}
+        body = {**wanted, "metadata": {**wanted["metadata"], "annotations": present}}
         try:
             await rest.request(self._api, method="POST", path=collection, body=body)
             logger.info(
@@ -297,8 +307,10 @@ class InteropGroups:
                     f"PodGroup {namespace}/{name} was not updated ({written.outcome.value})"
                 )
 
-    async def _write_status(self, flavor: interop.Flavor, obj: Raw, desired: Raw) -> None:
-        meta = obj.get("metadata") or {}
+    async def _write_status(
+        self, flavor: interop.Flavor, obj: objects.ForeignObject, desired: interop.ForeignStatus
+    ) -> None:
+        meta = obj.get("metadata", {})
         path = flavor.object_path(namespace=str(meta.get("namespace")), name=str(meta.get("name")))
         if flavor.status_subresource:
             path += "/status"
@@ -306,16 +318,18 @@ class InteropGroups:
             path, {"status": desired}, what=f"the status of {flavor.name} PodGroup {path}"
         )
 
-    def _event(self, flavor: interop.Flavor, obj: Raw, *, reason: str, message: str) -> None:
+    def _event(
+        self, flavor: interop.Flavor, obj: objects.ForeignObject, *, reason: str, message: str
+    ) -> None:
         logger.warning("%s PodGroup: %s", flavor.name, message)
         if self._recorder is None:
             return
-        meta = obj.get("metadata") or {}
+        meta = obj.get("metadata", {})
         ref = events.ObjectRef(
             "PodGroup",
-            str(meta.get("name") or ""),
-            namespace=str(meta.get("namespace") or ""),
-            uid=str(meta.get("uid") or ""),
+            meta.get("name", ""),
+            namespace=meta.get("namespace", ""),
+            uid=meta.get("uid", ""),
             api_version=flavor.api_version,
         )
         self._recorder.record(ref, type="Warning", reason=reason, message=message)

@@ -47,7 +47,7 @@ MAX_HOPS = 8
 """Owners followed at most (LeaderWorkerSet workers need four hops: StatefulSet, leader pod,
 StatefulSet, LeaderWorkerSet)."""
 
-Fetch = collections.abc.Callable[[str], collections.abc.Awaitable[api_objects.KubeObject]]
+Fetch = collections.abc.Callable[[str], collections.abc.Awaitable[api_objects.ForeignObject]]
 """Reads one owner (a Job, a JobSet, a RayCluster...: any kind :mod:`berth.workloads` knows)."""
 
 
@@ -79,7 +79,7 @@ def pod_object(pod: pods.PodInfo, /) -> core.Pod:
 async def walk(pod: core.Pod, /, *, namespace: str, fetch: Fetch) -> plans.Chain:
     """Read ``pod``'s owners upwards with ``fetch(path)`` until one of the ends of
     :class:`~berth.workloads.plans.End`. API errors other than 403 and 404 propagate."""
-    owners: list[api_objects.KubeObject] = []
+    owners: list[api_objects.ForeignObject] = []
     seen = {plans.owner_ref(pod).uid}
     obj: api_objects.KubeObject = pod
     for _ in range(MAX_HOPS):
@@ -163,7 +163,7 @@ def _pod_edit(plan: plans.Plan, pod: pods.PodInfo) -> dict[str, object]:
 class _Batch:
     """What one batch read and wrote, so the pods of one workload cost one read and write."""
 
-    objects: dict[str, api_objects.KubeObject] = dataclasses.field(default_factory=dict)
+    objects: dict[str, api_objects.ForeignObject] = dataclasses.field(default_factory=dict)
     groups: dict[str, custom_objects.PodGroupSpec] = dataclasses.field(default_factory=dict)
 
 
@@ -226,11 +226,11 @@ class OwnerGrouper:
                 logger.warning("cannot group pod %s by its owners yet: %s", key, exc)
                 self._not_before[key] = self._clock.now() + self._retry
 
-    async def _get(self, path: str, batch: _Batch) -> api_objects.KubeObject:
+    async def _get(self, path: str, batch: _Batch) -> api_objects.ForeignObject:
         found = batch.objects.get(path)
         if found is None:
             got = await rest.request(self._api, method="GET", path=path)
-            found = batch.objects[path] = typing.cast(api_objects.KubeObject, got)  # an owner
+            found = batch.objects[path] = typing.cast(api_objects.ForeignObject, got)  # an owner
         return found
 
     async def _group(self, pod: pods.PodInfo, batch: _Batch) -> None:

@@ -61,6 +61,7 @@ class PluginConfig(_Model):
 
     name: str = pydantic.Field(min_length=1)
     """The name the plugin is registered under."""
+    # Untyped: each plugin validates its own args (registries.validate_args), of any shape.
     args: dict[str, typing.Any] = pydantic.Field(default_factory=dict)
     """The plugin's arguments, validated by its own model when the profile is resolved."""
     weight: int = pydantic.Field(default=1, ge=1, le=100)

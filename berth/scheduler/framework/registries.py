@@ -43,6 +43,7 @@ class PluginFactory(typing.Generic[_ArgsT]):
     args: type[_ArgsT] = NoArgs  # type: ignore[assignment]  # NoArgs is the default model
     proxied: bool = False  # True once wrapped by plugin_factory_proxy (never wrap twice)
 
+    # Untyped: a profile's args as the user wrote them; the plugin's model validates them.
     def validate_args(self, raw: collections.abc.Mapping[str, typing.Any] | None) -> _ArgsT:
         """``raw`` (from a profile) as the plugin's args model; ``pydantic.ValidationError``."""
         return self.args.model_validate(dict(raw or {}))
