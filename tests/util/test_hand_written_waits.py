@@ -4,7 +4,8 @@ We test these aspects:
 
 - no module of ``berth/`` waits by hand — ``asyncio.sleep``, ``asyncio.wait``,
   ``asyncio.wait_for`` or a ``.wait()`` call (an event's, a condition's) — but the toolkit
-  itself (``util/wakeups.py``, ``util/aiotasks.py``) and the modules listed in ``PENDING``,
+  itself (``util/wakeups.py``, ``util/aiotasks.py``, and ``util/children.py`` for child
+  processes) and the modules listed in ``PENDING``,
   whose waits are still to be moved onto it; a listed module with fewer such waits than listed
   fails too, so the list only shrinks;
 - the guard finds the waits it looks for (it is not blind).
@@ -20,7 +21,7 @@ import collections
 import pathlib
 
 BERTH = pathlib.Path(__file__).resolve().parents[2] / "berth"
-TOOLKIT = {"util/wakeups.py", "util/aiotasks.py"}
+TOOLKIT = {"util/wakeups.py", "util/aiotasks.py", "util/children.py"}
 _ASYNCIO_WAITS = {"sleep", "wait", "wait_for"}
 
 # Module -> how many hand-written waits it still has. Some of the CLI's and the chaos tools'
