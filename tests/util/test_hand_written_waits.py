@@ -30,15 +30,6 @@ PENDING = {
     "chaos/fuzz.py": 2,
     "chaos/proxy.py": 3,
     "chaos/sigstop.py": 3,
-    "cli/bench_requests.py": 1,  # its stand-in server process stopping
-    "cli/e2e.py": 6,
-    "cli/e2e_null.py": 1,
-    "cli/e2e_race.py": 9,
-    "cli/e2e_real.py": 1,
-    "cli/emulator.py": 1,
-    "cli/peers.py": 2,
-    "cli/soak.py": 5,
-    "cli/up.py": 3,
 }
 
 
