@@ -37,7 +37,7 @@ import typing
 from berth.api import keys
 from berth.chaos import audits
 from berth.kube.transport import clients, errors, rest
-from berth.util import extras
+from berth.util import extras, wakeups
 
 try:
     import hypothesis
@@ -249,7 +249,7 @@ async def _wait_bound(api: clients.AsyncApiClient, path: str, *, timeout: float)
         pod = await rest.request(api, method="GET", path=path)
         if (pod.get("spec") or {}).get("nodeName"):
             return True
-        await asyncio.sleep(0.1)
+        await wakeups.sleep_or_stop(0.1)
     return False
 
 
@@ -331,7 +331,7 @@ async def run(
             report.answers[answer] += 1
             if answer == "5xx":
                 report.violations.append(f"{obj['kind']} {index} answered 5xx: {json.dumps(obj)}")
-        await asyncio.sleep(settle)
+        await wakeups.sleep_or_stop(settle)  # what the fuzzed objects set off has run
         canary = _one_cpu_pod("canary", queue="default", scheduler=scheduler)
         path = f"/api/v1/namespaces/{tenant_namespace}/pods"
         await rest.request(api, method="POST", path=path, body=canary)

@@ -36,6 +36,8 @@ import struct
 import threading
 import typing
 
+from berth.util import wakeups
+
 __all__ = ["Counters", "CountersJson", "Fault", "FaultProxy", "ThreadedProxy"]
 
 logger = logging.getLogger(__name__)
@@ -109,7 +111,10 @@ class _Link:
             asyncio.create_task(self._pump(self._upstream[0], self._client[1])),
         ]
         # One side closing ends the link: HTTP clients and servers close whole connections.
-        await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        one_closed = asyncio.Event()
+        for pump in self._tasks:
+            pump.add_done_callback(lambda _: one_closed.set())
+        await wakeups.first_set(one_closed)
         self.close()
 
     async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
@@ -125,7 +130,7 @@ class _Link:
                     delay = due - loop.time()
                     if delay <= 0 or proxy.fault is Fault.DROP:
                         break
-                    await asyncio.sleep(delay)
+                    await wakeups.sleep_or_stop(delay)
                 if proxy.fault is Fault.DROP:
                     proxy.counters.dropped_bytes += len(data)
                     self.damaged = True
@@ -243,7 +248,7 @@ class FaultProxy:
     async def _flowing_or_dropping(self) -> None:
         """Return unless the bytes are held (STALL); then wait until they are not."""
         while self.fault is Fault.STALL and self._changed is not None:
-            await self._changed.wait()
+            await wakeups.first_set(self._changed)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.counters.connections += 1

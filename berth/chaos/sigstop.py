@@ -45,6 +45,7 @@ from berth.api import keys
 from berth.chaos import audits
 from berth.kube.transport import clients, errors, rest
 from berth.realcluster import identities
+from berth.util import children, wakeups
 
 __all__ = [
     "Disruption",
@@ -278,14 +279,9 @@ class Replica:
             self.process.send_signal(signum)
 
     def stop(self, *, timeout: float = 15.0) -> int | None:
-        """SIGCONT (in case), SIGTERM, wait; SIGKILL if it does not go. The exit status."""
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
+        """SIGCONT (in case), SIGTERM, wait; SIGKILL if it does not go (:func:`children.stop`).
+        The exit status."""
+        code = children.stop(self.process, grace=timeout)
         self._out.close()
         return code
 
@@ -321,7 +317,7 @@ async def _until(
     while not await predicate():
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.05)
+        await wakeups.sleep_or_stop(0.05)
 
 
 async def _holder(api: _Api, experiment: Experiment) -> str | None:
@@ -533,7 +529,7 @@ async def run_once(
 
         timeout = experiment.timeout + experiment.lease_duration
         await _until(successor_bound, timeout=timeout, what=f"{new.identity} to bind pods")
-        await asyncio.sleep(experiment.hold)
+        await wakeups.sleep_or_stop(experiment.hold)  # the successor leads beside it
         disruption.end(old)
         paused_for = time.monotonic() - paused
 

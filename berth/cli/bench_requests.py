@@ -22,7 +22,6 @@ import contextlib
 import os
 import pathlib
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ import aiohttp.web
 import yaml
 
 from berth.kube.transport import clients, rest
-from berth.util import wakeups
+from berth.util import children, wakeups
 
 __all__ = ["MachineLoad", "RequestsResult", "run"]
 
@@ -64,26 +63,11 @@ def serve() -> None:
 @contextlib.contextmanager
 def _server() -> collections.abc.Iterator[int]:
     """The stand-in API server in a process of its own, as an API server is: its port."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", "from berth.cli import bench_requests; bench_requests.serve()"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
+    argv = [sys.executable, "-c", "from berth.cli import bench_requests; bench_requests.serve()"]
+    with children.announcing(argv) as line:
         if not line.startswith("port "):
             raise RuntimeError(f"the bench's local server did not start: {line.strip()!r}")
         yield int(line.split()[1])
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 def _kubeconfig(path: pathlib.Path, *, port: int) -> None:

@@ -38,6 +38,7 @@ from berth.api import crds
 from berth.kube.binder import binding
 from berth.operator import main, scheduling, settings
 from berth.scheduler.plugins import registry as plugin_registry
+from berth.util import children, wakeups
 
 __all__ = ["E2eResult", "IdleCycles", "command", "measure"]
 
@@ -116,37 +117,21 @@ def _emulator_process(
     directory: pathlib.Path, *, nodes: int
 ) -> typing.Iterator[tuple[str, pathlib.Path]]:
     kubeconfig = directory / "kubeconfig"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from berth.cli.main import main; main()",
-            "emulator",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--nodes",
-            f"{nodes}x {_NODE_SHAPE} name=node",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
+    argv = [
+        sys.executable,
+        "-c",
+        "from berth.cli.main import main; main()",
+        "emulator",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--nodes",
+        f"{nodes}x {_NODE_SHAPE} name=node",
+    ]
+    with children.announcing(argv, stderr=subprocess.DEVNULL) as line:
         if "serving" not in line:
             raise click.ClickException(f"the emulator did not start: {line.strip()!r}")
         url = line.split("serving", 1)[1].split()[0]
         yield url, kubeconfig
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 async def _install_crds(session: aiohttp.ClientSession) -> None:
@@ -201,7 +186,7 @@ async def _still(parts: scheduling.Parts, *, cycles: int = 3) -> None:
     seen: list[int | None] = []
     last: object = None
     while len(seen) < cycles or len(set(seen[-cycles:])) > 1:
-        await asyncio.sleep(0.2)
+        await wakeups.sleep_or_stop(0.2)
         taken = parts.source.last
         if taken is None or taken is last:
             continue
@@ -239,10 +224,10 @@ async def _idle_cycles(
 
     async with asyncio.timeout(timeout):
         while told() < backlog:
-            await asyncio.sleep(0.5)
+            await wakeups.sleep_or_stop(0.5)
         await _still(parts)
     before = await _sessions(session, port)
-    await asyncio.sleep(idle_seconds)
+    await wakeups.sleep_or_stop(idle_seconds)  # the window the cycles are counted over
     after = await _sessions(session, port)
     cycles = after[1] - before[1]
     return {
@@ -308,16 +293,12 @@ async def _measure(
                 while not built or not built[0].informers.synced.is_set():
                     if operator.done():
                         raise click.ClickException("the operator stopped before its caches synced")
-                    await asyncio.sleep(0.05)
+                    await wakeups.sleep_or_stop(0.05)
             sent: dict[str, float] = {}
             started = time.perf_counter()
             await _create_all(session, pods=pods, concurrency=concurrency, sent=sent)
             created = time.perf_counter()
-            try:
-                async with asyncio.timeout(timeout):
-                    await all_bound.wait()
-            except TimeoutError:
-                pass
+            await wakeups.first_set(all_bound, timeout=timeout)  # unbound ones are counted
             finished = time.perf_counter()
             params = {"fieldSelector": "spec.nodeName="}
             async with session.get(f"/api/v1/namespaces/{_NAMESPACE}/pods", params=params) as r:

@@ -37,6 +37,8 @@ import typing
 
 import aiohttp
 
+from berth.util import wakeups
+
 __all__ = ["main", "run"]
 
 # Pods, claims and bindings as the API server sends and takes them (Kubernetes JSON; berth.api's
@@ -158,7 +160,7 @@ class _Null:
                     reason = f"{response.status} {await response.text()}"
             except aiohttp.ClientError as exc:
                 reason = str(exc)
-            await asyncio.sleep(0.05 * (attempt + 1))
+            await wakeups.sleep_or_stop(0.05 * (attempt + 1))  # a retry's backoff
         print(f"null scheduler: {method} {path}: {reason}", file=sys.stderr)
         return False
 

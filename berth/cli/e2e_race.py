@@ -27,6 +27,7 @@ import aiohttp
 
 from berth.cli import e2e_shapes, proc_usage
 from berth.realcluster import processes
+from berth.util import wakeups
 
 __all__ = [
     "Contender",
@@ -146,7 +147,7 @@ class StreamEnd:
     Cancelling a stream releases its connection, and a TLS connection closes only after a round
     trip (close_notify both ways). An event loop closed before that (``asyncio.run`` returning
     right after the bench's last race) leaves the socket to the garbage collector, which reports
-    an unclosed transport wherever it happens to run. :meth:`wait` waits for the close, and aborts
+    an unclosed transport wherever it happens to run. :meth:`closed` waits for the close, and aborts
     the connection when the server does not answer in time.
     """
 
@@ -156,16 +157,18 @@ class StreamEnd:
         self._closed = protocol.closed if protocol is not None else None
         self._transport = connection.transport if connection is not None else None
 
-    async def wait(self, *, timeout: float = 5.0) -> None:
+    async def closed(self, *, timeout: float = 5.0) -> None:
         """Return once the connection is closed (aborted after ``timeout`` seconds)."""
         closed = self._closed
         if closed is None:
             return  # closed before anyone asked
+        ended = asyncio.Event()
+        closed.add_done_callback(lambda _: ended.set())
         if not closed.done():
-            await asyncio.wait({closed}, timeout=timeout)
+            await wakeups.first_set(ended, timeout=timeout)
         if not closed.done() and self._transport is not None:
             self._transport.abort()
-            await asyncio.wait({closed}, timeout=timeout)
+            await wakeups.first_set(ended, timeout=timeout)
         if closed.done() and not closed.cancelled():
             closed.exception()  # retrieved: how a stream given up on ended is no news
 
@@ -193,7 +196,7 @@ class Tracker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._stream is not None:
-            await self._stream.wait()
+            await self._stream.closed()
 
     def check(self) -> None:
         """Raise what ended the watch, if it failed."""
@@ -255,8 +258,7 @@ class Tracker:
             if left <= 0:
                 return False
             self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), timeout=min(0.5, left))
+            await wakeups.first_set(self.changed, timeout=min(0.5, left))
         return True
 
 
@@ -309,7 +311,7 @@ async def create_namespace(race: Race, namespace: str) -> None:
             raise processes.ComponentFailed(
                 f"namespace {namespace} got no ServiceAccount in 60 s (kube-controller-manager)"
             )
-        await asyncio.sleep(0.2)
+        await wakeups.sleep_or_stop(0.2)
 
 
 async def delete_namespace(race: Race, namespace: str, *, timeout: float) -> None:
@@ -327,7 +329,7 @@ async def delete_namespace(race: Race, namespace: str, *, timeout: float) -> Non
             raise processes.ComponentFailed(
                 f"namespace {namespace} still there {timeout:.0f} s after its deletion"
             )
-        await asyncio.sleep(1.0)
+        await wakeups.sleep_or_stop(1.0)
 
 
 async def allocated_claims(race: Race, namespace: str) -> int:
@@ -357,7 +359,7 @@ async def settle(race: Race, *, below: float = 0.3, longest: float = 60.0) -> fl
     deadline = time.monotonic() + longest
     while True:
         window = proc_usage.Window({k: v for k, v in race.pids().items() if k != "bench"}).start()
-        await asyncio.sleep(1.0)
+        await wakeups.sleep_or_stop(1.0)  # the window the cores are read over
         race.check()
         total = sum(c for c in window.cores().values() if c is not None)
         if total < below or time.monotonic() > deadline:
@@ -397,7 +399,7 @@ async def phase(
                     f"the {len(init)} init pods in {namespace} were not all started by KWOK "
                     f"after {race.timeout:.0f} s"
                 )
-            await asyncio.sleep(0.5)
+            await wakeups.sleep_or_stop(0.5)
         await create(race.session, namespace, before, concurrency=race.concurrency)
         settled = await settle(race)
         names = {p["metadata"]["name"] for p in pods}

@@ -19,6 +19,7 @@ import signal
 import click
 
 from berth.emulator import bench, kubelets, server
+from berth.util import wakeups
 
 __all__ = ["bench_command", "command", "parse_pools"]
 
@@ -114,7 +115,7 @@ async def _serve(
             f"berth emulator: serving {running.url} with {nodes} simulated node(s); "
             f"export KUBECONFIG={kubeconfig.resolve()}"
         )
-        await stop.wait()
+        await wakeups.first_set(stop)
     click.echo("berth emulator: stopped")
 
 

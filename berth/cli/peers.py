@@ -62,6 +62,7 @@ from berth.api import keys
 from berth.cli import e2e_race, interrupts, peers_workload, proc_usage
 from berth.emulator import kubelets
 from berth.realcluster import binaries, controlplane, install, kueue, processes
+from berth.util import wakeups
 
 __all__ = ["measure"]
 
@@ -108,7 +109,7 @@ class _Watch:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._stream is not None:
-            await self._stream.wait()
+            await self._stream.closed()
 
     def check(self) -> None:
         if self._task is not None and self._task.done() and not self._task.cancelled():
@@ -218,7 +219,7 @@ async def _run_system(
                 raise processes.ComponentFailed(
                     f"{system}: {len(done)} of {len(specs)} Jobs completed after {timeout:.0f} s"
                 )
-            await asyncio.sleep(_SAMPLE)
+            await wakeups.sleep_or_stop(_SAMPLE)
     finally:
         await watch.stop()
     wall, used = window.read()

@@ -23,7 +23,6 @@ the allocator's).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import pathlib
@@ -39,7 +38,7 @@ from berth.cli import e2e
 from berth.kube.binder import binding
 from berth.operator import main, scheduling, settings
 from berth.scheduler.plugins import registry as plugin_registry
-from berth.util import allocator
+from berth.util import allocator, wakeups
 
 __all__ = ["SoakResult", "TracedGrowth", "command", "measure", "rss_mb"]
 
@@ -82,7 +81,7 @@ async def _churn(
                     raise click.ClickException(f"creating a pod: {answer.status}")
             index += 1
             created[0] = index
-        await asyncio.sleep(0.05)
+        await wakeups.sleep_or_stop(0.05)
 
 
 async def _reap(session: aiohttp.ClientSession, *, stop: asyncio.Event) -> None:
@@ -96,8 +95,7 @@ async def _reap(session: aiohttp.ClientSession, *, stop: asyncio.Event) -> None:
                 name = pod["metadata"]["name"]
                 async with session.delete(f"{path}/{name}", params={"gracePeriodSeconds": "0"}):
                     pass
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 1.0)
+        await wakeups.sleep_or_stop(1.0, stop=stop)
 
 
 class TracedGrowth(typing.TypedDict):
@@ -182,17 +180,19 @@ async def _measure(
                 while not built or not built[0].informers.synced.is_set():
                     if operator.done():
                         raise click.ClickException("the operator stopped before its caches synced")
-                    await asyncio.sleep(0.05)
+                    await wakeups.sleep_or_stop(0.05)
             started = time.monotonic()
             churning = asyncio.create_task(
                 _churn(session, seconds=seconds, rate=rate, lifetime=lifetime, created=created)
             )
+            churned = asyncio.Event()  # a sample is taken every interval until the churn ends
+            churning.add_done_callback(lambda _: churned.set())
             while not churning.done():
                 samples.append((round(time.monotonic() - started, 1), round(rss_mb(), 1)))
                 _sample_heap(heaps, at=samples[-1][0])
                 if trace_top and warm is None and samples[-1][0] >= warmup:
                     warm = tracemalloc.take_snapshot()
-                await asyncio.wait({churning}, timeout=interval)
+                await wakeups.first_set(churned, timeout=interval)
             await churning
             samples.append((round(time.monotonic() - started, 1), round(rss_mb(), 1)))
             _sample_heap(heaps, at=samples[-1][0])

@@ -45,7 +45,7 @@ from berth.cli import emulator as emulator_cli
 from berth.cli import signals, up_steps
 from berth.emulator import kubelets, rest, server, tables
 from berth.operator import main, scheduling, settings
-from berth.util import extras
+from berth.util import extras, wakeups
 from berth.util import logging as berth_logging
 
 __all__ = [
@@ -206,7 +206,7 @@ async def _placed(cluster: LocalCluster, name: str, *, timeout: float) -> None:
                 "Pending",
             ):
                 return
-        await asyncio.sleep(0.1)
+        await wakeups.sleep_or_stop(0.1)
 
 
 def _create(api: rest.Api, body: Object, *, source: pathlib.Path) -> Object:
@@ -575,14 +575,14 @@ async def _demo(
     with rich.live.Live(_progress(cluster, applied), console=console, refresh_per_second=4) as live:
         deadline = started + timeout
         while time.monotonic() < deadline and not operator.done() and not stop.is_set():
-            await asyncio.sleep(0.25)
+            await wakeups.sleep_or_stop(0.25, stop=stop)
             live.update(_progress(cluster, applied))
             if _finished(cluster, applied):
                 finished = True
                 break
         if finished:
             # One more cycle and status pass, so the tables show the final usage.
-            await asyncio.sleep(2.0)
+            await wakeups.sleep_or_stop(2.0, stop=stop)
             live.update(_progress(cluster, applied))
     console.print()
     metrics = await _metrics(ports[0]) if ports and not operator.done() else ""

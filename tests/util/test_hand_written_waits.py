@@ -3,10 +3,9 @@
 We test these aspects:
 
 - no module of ``berth/`` waits by hand — ``asyncio.sleep``, ``asyncio.wait``,
-  ``asyncio.wait_for`` or a ``.wait()`` call (an event's, a condition's) — but the toolkit
-  itself (``util/wakeups.py``, ``util/aiotasks.py``) and the modules listed in ``PENDING``,
-  whose waits are still to be moved onto it; a listed module with fewer such waits than listed
-  fails too, so the list only shrinks;
+  ``asyncio.wait_for`` or a ``.wait()`` call (an event's, a condition's, a child process's) —
+  but the toolkit itself: ``util/wakeups.py``, ``util/aiotasks.py`` and, for the processes a
+  command starts, ``util/children.py``;
 - the guard finds the waits it looks for (it is not blind).
 
 An ``asyncio.Event`` made as a flag (a stop, "synced") is fine: it is what the toolkit's waits
@@ -20,25 +19,8 @@ import collections
 import pathlib
 
 BERTH = pathlib.Path(__file__).resolve().parents[2] / "berth"
-TOOLKIT = {"util/wakeups.py", "util/aiotasks.py"}
+TOOLKIT = {"util/wakeups.py", "util/aiotasks.py", "util/children.py"}
 _ASYNCIO_WAITS = {"sleep", "wait", "wait_for"}
-
-# Module -> how many hand-written waits it still has. Some of the CLI's and the chaos tools'
-# are a subprocess's or a thread's ``.wait()``, not an event loop's; they are counted alike.
-PENDING = {
-    "chaos/fuzz.py": 2,
-    "chaos/proxy.py": 3,
-    "chaos/sigstop.py": 3,
-    "cli/bench_requests.py": 1,  # its stand-in server process stopping
-    "cli/e2e.py": 6,
-    "cli/e2e_null.py": 1,
-    "cli/e2e_race.py": 9,
-    "cli/e2e_real.py": 1,
-    "cli/emulator.py": 1,
-    "cli/peers.py": 2,
-    "cli/soak.py": 5,
-    "cli/up.py": 3,
-}
 
 
 def _waits(source: str) -> list[int]:
@@ -77,10 +59,6 @@ def test_the_guard_finds_hand_written_waits() -> None:
     assert _waits("await wakeups.sleep_or_stop(1.0, stop=stop)\n") == []
 
 
-def test_no_module_waits_by_hand_but_those_pending() -> None:
+def test_no_module_waits_by_hand() -> None:
     lines = _hand_written()
-    found = {module: len(at) for module, at in lines.items()}
-    new = {m: at for m, at in lines.items() if m not in PENDING}
-    assert not new, f"wait with berth.util.wakeups, not by hand (module: lines): {new}"
-    moved = {m: (PENDING[m], found.get(m, 0)) for m in PENDING if found.get(m, 0) != PENDING[m]}
-    assert not moved, f"PENDING is out of date (module: (listed, found)); shrink it: {moved}"
+    assert not lines, f"wait with berth.util.wakeups, not by hand (module: lines): {lines}"
