@@ -464,12 +464,15 @@ def fit(status: collections.abc.Mapping[str, typing.Any]) -> Fit:
         return Fit.FITS
     if provisioning.get("status") != "False":
         return Fit.UNKNOWN
-    reason = provisioning.get("reason", "")
-    if reason == autoscaling.BUFFER_INFEASIBLE:
-        return Fit.INFEASIBLE
-    if reason in autoscaling.BUFFER_NOT_ASKING:
-        return Fit.UNKNOWN
-    return Fit.SHORT
+    return _FIT_WHEN_FALSE.get(str(provisioning.get("reason", "")), Fit.SHORT)
+
+
+_FIT_WHEN_FALSE: dict[str, Fit] = {
+    autoscaling.BUFFER_INFEASIBLE: Fit.INFEASIBLE,
+    **dict.fromkeys(autoscaling.BUFFER_NOT_ASKING, Fit.UNKNOWN),
+}
+"""A ``False`` ``Provisioning`` condition's reason (the autoscaler's code, never its words) ->
+where the buffer's virtual pods fit; any other reason: :attr:`Fit.SHORT`."""
 
 
 def told(status: collections.abc.Mapping[str, typing.Any], kind: str) -> str:
