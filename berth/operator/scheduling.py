@@ -73,7 +73,7 @@ from berth.operator import metrics as berth_metrics
 from berth.operator import settings as settings_module
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions as cycle_decisions
-from berth.scheduler.framework import handles, profiles, reasons, registries
+from berth.scheduler.framework import handles, pending, profiles, reasons, registries
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots as snapshot_types
@@ -604,7 +604,7 @@ class _MetricsFeed:
             berth_metrics.AttemptResult.UNSCHEDULABLE
             for told in result.of_kind(cycle_decisions.Unschedulable)
             if told.subject is not cycle_decisions.Subject.GROUP
-            and told.reason.code is not reasons.ReasonCode.NOT_TRIED
+            and told.reason.code not in pending.NO_NEWS
         ]
         outcomes += [berth_metrics.AttemptResult.ERROR] * len(result.errors)
         durations = list(result.attempt_seconds)
@@ -624,11 +624,11 @@ class _MetricsFeed:
             metrics.count_preemption_victims(victims)
         if snapshot is None:
             return
-        pending: collections.Counter[str] = collections.Counter()
+        waiting: collections.Counter[str] = collections.Counter()
         for pod in snapshot.pending:
             if pod.key not in bound:
-                pending[pod.queue or "default"] += 1
-        metrics.set_pending_pods(pending)
+                waiting[pod.queue or "default"] += 1
+        metrics.set_pending_pods(waiting)
         summaries = result.queues
         metrics.set_queue_resources(
             allocated={name: s.allocated for name, s in summaries.items()},

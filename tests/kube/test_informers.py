@@ -5,7 +5,8 @@ We test these aspects:
 - the first lists fill the cache and mark ``caches-synced`` ready; later changes arrive by
   watch (a new pending pod, a binding, a deletion) and set the loop's trigger;
 - which pods are kept: Berth's in every phase, other schedulers' only while bound and running;
-  a running pod's status churn does not wake the scheduler;
+  a running pod's status churn does not wake the scheduler, nor does the echo of a binding
+  Berth sent (the cache counted the pod there already), while a binding to another node does;
 - an expired watch (410 Gone) relists, and objects deleted meanwhile leave the cache;
 - an API server that cannot be reached, refuses the credentials (401) or forbids the list
   (403): a clear reason in the readiness condition, retries with backoff, and recovery once it
@@ -184,6 +185,34 @@ async def test_running_pod_status_churn_does_not_wake_the_scheduler(
         )
     )
     assert not running.trigger.is_set()
+
+
+async def test_the_echo_of_berths_own_binding_does_not_wake_the_scheduler(
+    berth_crds: testing.RunningEmulator, running: Running
+) -> None:
+    emulator = berth_crds
+    for name in ("n1", "n2"):
+        conftest.create(emulator, conftest.node(name), plural="nodes", namespace=None)
+    conftest.create(emulator, conftest.pod("mine"), plural="pods")
+    conftest.create(emulator, conftest.pod("moved"), plural="pods")
+    running.start()
+    await asyncio.wait_for(running.informers.synced.wait(), 10)
+    for key in ("default/mine", "default/moved"):
+        running.cache.assume_pod(key, node="n1")  # the binder's bindings in flight
+    running.trigger.clear()
+
+    def bind(name: str, node: str) -> None:
+        binding = {"target": {"kind": "Node", "name": node}, "metadata": {"name": name}}
+        emulator.call(emulator.api.bind, namespace="default", name=name, binding=binding)
+
+    bind("mine", "n1")
+    await conftest.until(lambda: running.cache.assumed_node("default/mine") is None)
+    assert running.pods()["default/mine"] == "n1"
+    assert not running.trigger.is_set()
+
+    bind("moved", "n2")  # someone else placed it elsewhere: news for the next cycle
+    await conftest.until(lambda: running.pods().get("default/moved") == "n2")
+    assert running.trigger.is_set()
 
 
 async def test_expired_watch_relists_and_drops_what_vanished(

@@ -34,7 +34,7 @@ import logging
 
 from berth.api import podgroups as api_podgroups
 from berth.scheduler.framework import decisions, reasons, sessions
-from berth.scheduler.snapshot import podgroups, pods, queues, snapshots
+from berth.scheduler.snapshot import cowmaps, podgroups, pods, queues, snapshots
 
 __all__ = [
     "NAME",
@@ -159,14 +159,22 @@ class TimeLimit:
         now = snapshot.now
         ahead: list[float] = []
         evicted = 0
-        for key in sorted(snapshot.pod_groups):
-            group = snapshot.pod_groups[key]
-            if not group.placed:
-                continue
+        # Every cycle: of the thousands of groups (every plain pod is one) only those with a
+        # limit or a failure mark can be acted on, and only those are sorted (by key, so that
+        # evictions come in the same order every time).
+        concerned = sorted(
+            (key, group)
+            for key, group in cowmaps.items_in_any_order(snapshot.pod_groups)
+            if group.placed
+            and (
+                limited
+                or group.execution_failure is not None
+                or group.max_execution_seconds is not None
+            )
+        )
+        for _, group in concerned:
             if group.execution_failure is not None:
                 evicted += self._evict(session, group, reason=failed_again(group))
-                continue
-            if group.max_execution_seconds is None and not limited:
                 continue
             deadline = deadline_of(group, snapshot=snapshot)
             if deadline is None:

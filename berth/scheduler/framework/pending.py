@@ -17,8 +17,10 @@ below its quorum is placed all or nothing, so one obstacle that capacity cannot 
 group's or any member's — keeps every member off the autoscaler's list, and each member then
 says what that obstacle is. The members of one gang are one :class:`MarkPending` decision, so
 that the sink writes their conditions in one burst and an autoscaler batching pending pods sees
-the whole gang in one provisioning round. A pod nothing looked at this cycle (``NotTried``) is
-no news: it is left out, and the condition last written for it stands.
+the whole gang in one provisioning round. A pod nothing looked at this cycle (``NotTried``), or
+one whose claim the resourceclaim controller has not made yet (``ResourceClaimPending``, which
+kube-scheduler's PreEnqueue keeps out of its queue without a write), is no news
+(:data:`NO_NEWS`): it is left out, and the condition last written for it stands.
 
 Codes say what Berth knows; the autoscaler knows its node shapes. Once it has said that a
 member of a gang fits no node it could add, :func:`withheld` turns the gang's capacity
@@ -37,6 +39,7 @@ from berth.scheduler.framework import reasons
 
 __all__ = [
     "NEEDS_CAPACITY",
+    "NO_NEWS",
     "SCHEDULER_ERROR",
     "UNSCHEDULABLE",
     "Gang",
@@ -89,6 +92,7 @@ NEEDS_CAPACITY: collections.abc.Mapping[Code, bool] = types.MappingProxyType(
         Code.SUB_GROUPS_OVERLAP: False,
         Code.VOLUME_CLAIM_PROBLEM: False,
         Code.VOLUME_IN_USE: False,
+        Code.RESOURCE_CLAIM_PENDING: False,  # it waits for the resourceclaim controller
         Code.RESOURCE_CLAIM_PROBLEM: False,  # the claim cannot be allocated wherever it goes
         Code.RESERVATION_UNAVAILABLE: False,  # it waits for its Reservation, not for nodes
         Code.NOT_STARTED: False,  # a Reservation before its startAt: not due, nodes or not
@@ -102,6 +106,10 @@ NEEDS_CAPACITY: collections.abc.Mapping[Code, bool] = types.MappingProxyType(
     }
 )
 """Per reason code, whether more nodes could remove that obstacle (every code has a row)."""
+
+NO_NEWS: frozenset[Code] = frozenset({Code.NOT_TRIED, Code.RESOURCE_CLAIM_PENDING})
+"""Codes that say nothing to write on the pod (module docstring): left out of every decision,
+and of the scheduling attempts counted."""
 
 
 def needs_capacity(code: Code) -> bool:
@@ -173,7 +181,7 @@ def decide(gang: Gang) -> MarkPending | None:
     <key>: ...``), so a member never claims to wait for nodes when its gang waits for
     something else.
     """
-    told = {key: why for key, why in sorted(gang.pods.items()) if why.code is not Code.NOT_TRIED}
+    told = {key: why for key, why in sorted(gang.pods.items()) if why.code not in NO_NEWS}
     if not told:
         return None
     if not gang.whole:

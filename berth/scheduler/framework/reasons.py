@@ -107,9 +107,17 @@ class ReasonCode(enum.Enum):
     VOLUME_LIMIT_EXCEEDED = "VolumeLimitExceeded"
     """The nodes that could run the pod have no room for more volumes of its CSI driver."""
 
+    RESOURCE_CLAIM_PENDING = "ResourceClaimPending"
+    """A ResourceClaim the pod asks for from a template is not made yet: the resourceclaim
+    controller has not named it in the pod's ``status.resourceClaimStatuses``, or named it
+    there before Berth's watch of claims brought it (``details``: ``claim``).
+    kube-scheduler's PreEnqueue keeps such a pod out of its queue and writes nothing; so this
+    is no news (:mod:`~berth.scheduler.framework.pending`): no condition, no Event, only the
+    reason Berth's own views show."""
+
     RESOURCE_CLAIM_PROBLEM = "ResourceClaimProblem"
     """A ResourceClaim the pod uses cannot be allocated as it stands, wherever the pod goes:
-    missing (or not made from its template yet), being deleted, not the pod's own, malformed,
+    missing, being deleted, not the pod's own, malformed,
     naming a DeviceClass that does not exist, with a selector that does not compile or fails
     on a device, asking for all devices of a pool being updated or broken, or reserved by
     as many consumers as a claim may have (``details``: ``claim``)."""

@@ -223,6 +223,10 @@ class ClusterCache:
             from_api=False,
         )
 
+    def assumed_node(self, key: str, /) -> str | None:
+        """The node the pod ``key``'s binding in flight names (``None``: none in flight)."""
+        return self._pods.assumed_node(key)
+
     def forget_pod(self, key: str, /) -> bool:
         """Undo :meth:`assume_pod` (the binding failed); False when it was not assumed."""
         if not self._pods.forget_assumed(key):

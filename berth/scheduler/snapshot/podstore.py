@@ -76,6 +76,10 @@ class PodStore:
         """Whether the pod ``key``'s binding is in flight."""
         return key in self._assumed
 
+    def assumed_node(self, key: str, /) -> ids.NodeName | None:
+        """The node of the pod ``key``'s binding in flight, if one is."""
+        return self._assumed.get(key)
+
     def assume(self, key: str, /, *, node: str) -> None:
         """The pod ``key``'s binding to ``node`` is in flight (store its placed info next)."""
         self._assumed[key] = ids.NodeName(node)

@@ -7,8 +7,8 @@ We test these aspects:
 - a gang below quorum is one verdict: one member (or the group) stopped by something nodes
   cannot fix keeps every member off the autoscalers' list, and each member then says what
   stops its gang; a gang at quorum judges each further pod on its own;
-- a pod nothing looked at this cycle is no news: left out, and a gang of only such pods gets
-  no decision;
+- a pod nothing looked at this cycle, or one waiting for the resourceclaim controller to make
+  its claim, is no news: left out, and a gang of only such pods gets no decision;
 - a gang the autoscaler cannot fit is withheld: every member leaves the autoscalers' list and
   says the autoscaler's verdict (never ``Unschedulable``); a gang that waits for something
   else keeps what it says; a withheld gang cannot be said to wait for capacity.
@@ -123,8 +123,9 @@ def test_a_gang_at_quorum_judges_each_further_pod_on_its_own() -> None:
     ]
 
 
-def test_pods_no_action_looked_at_are_no_news() -> None:
-    untried = why(Code.NOT_TRIED, "not tried this cycle")
+@pytest.mark.parametrize("code", [Code.NOT_TRIED, Code.RESOURCE_CLAIM_PENDING])
+def test_pods_no_action_looked_at_are_no_news(code: Code) -> None:
+    untried = why(code, "not tried this cycle")
     assert pending.decide(pending.Gang(key="p", whole=True, reason=None, pods={"p": untried})) is (
         None
     )
@@ -154,7 +155,7 @@ def test_a_whole_gang_is_one_verdict_that_capacity_codes_alone_make(
         pods={f"p{i}": why(code) for i, code in enumerate(members)},
     )
     marked = pending.decide(gang)
-    told = [c for c in members if c is not Code.NOT_TRIED]
+    told = [c for c in members if c not in pending.NO_NEWS]
     if not told:
         assert marked is None
         return

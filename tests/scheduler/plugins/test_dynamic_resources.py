@@ -24,7 +24,9 @@ We test these aspects:
 - bad input: a missing class, claim or template, a selector that does not compile or fails on
   a device, a broken pool, a claim being deleted, not the pod's own, reserved by 256 consumers
   or malformed — the pod waits with a reason naming the object and field, and the rest of the
-  cluster is scheduled as before (a plain pod beside it is always bound);
+  cluster is scheduled as before (a plain pod beside it is always bound); a pod whose claim the
+  resourceclaim controller has not made yet waits as ``ResourceClaimPending``, and no
+  condition is decided for it (kube-scheduler's PreEnqueue writes nothing either);
 - a pod refused by one node's devices is told which claim, and whether devices were taken;
 - without a source feeding DRA objects, Berth's own pods with claims are refused as before and
   admission mode's pass every extension point untouched.
@@ -792,6 +794,36 @@ def test_bad_input_waits_with_a_reason_naming_the_object_and_field(
     assert _bound(outcome, "plain") == "n1"  # the rest of the cluster as before
     written = [c for c in outcome.claims.values() if (c.get("status") or {}).get("reservedFor")]
     assert all(r["name"] != "p" for c in written for r in c["status"]["reservedFor"])
+
+
+def test_a_pod_whose_claim_is_not_made_yet_waits_and_nothing_is_written_on_it() -> None:
+    # The cache alone (no in-memory resourceclaim controller): the template exists, the pod
+    # names it, its claim is not made yet. kube-scheduler's PreEnqueue keeps such a pod out
+    # of its queue without a write; Berth says why in its own views only.
+    cache = b.cache_of(b.node("n1"))
+    cache.watch_devices()
+    cache.add_device_class(GPU)
+    cache.add_resource_slice(_SLICE)
+    cache.add_resource_claim_template(d.template("one"))
+    b.load(cache, d.pod_with_claims("p", templates={"gpu": "one"}), PLAIN)
+    clock = clocks.VirtualClock(b.EPOCH)
+    scheduler = harness.scheduler(harness.profile_with(), clock=clock)
+    result = scheduler.run_session(cache.snapshot(b.EPOCH))
+    assert result.bindings() == {"default/plain": "n1"}
+    why = result.pod_why["default/p"]
+    assert why.code.value == "ResourceClaimPending"
+    assert "waiting for the resourceclaim controller" in why.message
+    marked = [p.key for m in result.of_kind(decisions.MarkPending) for p in m.pods]
+    assert "default/p" not in marked
+
+    # Made and named in the pod's status, but the claim's watch has not brought it yet.
+    made = d.pod_with_claims("p", templates={"gpu": "one"})
+    made["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu"}]}
+    cache.add_pod(made)
+    result = scheduler.run_session(cache.snapshot(b.EPOCH + 1))
+    assert result.pod_why["default/p"].code.value == "ResourceClaimPending"
+    assert "resourceclaim default/p-gpu not found" in result.pod_why["default/p"].message
+    assert not [p for m in result.of_kind(decisions.MarkPending) for p in m.pods]
 
 
 @pytest.mark.parametrize(

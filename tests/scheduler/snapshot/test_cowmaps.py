@@ -7,7 +7,8 @@ We test these aspects:
 - missing keys: ``KeyError`` from ``[]``/``del``/``pop``, the default from ``get``/``pop``;
 - a write after a freeze copies the one shard it touches, and only once;
 - property (hypothesis): any sequence of writes and freezes behaves like a dict copied at
-  every freeze, and freezing itself copies nothing.
+  every freeze, and freezing itself copies nothing; ``items_in_any_order`` gives a view's
+  items (and a plain mapping's) as they are, each once.
 """
 
 from __future__ import annotations
@@ -111,3 +112,5 @@ def test_writes_and_freezes_behave_like_copies(ops: list[tuple[object, ...]]) ->
         assert dict(view) == expected
         assert list(view) == sorted(expected)
         assert len(view) == len(expected)
+        assert sorted(cowmaps.items_in_any_order(view)) == sorted(expected.items())
+        assert sorted(cowmaps.items_in_any_order(expected)) == sorted(expected.items())

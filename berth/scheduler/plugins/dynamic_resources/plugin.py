@@ -5,8 +5,10 @@ table and held in the session's transaction:
 
 - **PreFilter** resolves each of the pod's claims (``spec.resourceClaims``: by name, or made
   from a template by the resourceclaim controller). The pod waits,
-  ``UNSCHEDULABLE_AND_UNRESOLVABLE`` with a ``ResourceClaimProblem`` naming the claim and the
-  field, when a claim is missing (or not made yet), being deleted, not made for this pod,
+  ``UNSCHEDULABLE_AND_UNRESOLVABLE``: with a ``ResourceClaimPending`` while a claim from a
+  template is not made yet, or made but not seen yet (kube-scheduler's PreEnqueue: nothing is
+  written on the pod for it), and with a ``ResourceClaimProblem`` naming the claim and the
+  field when a claim it names is missing, being deleted, not made for this pod,
   malformed, names a DeviceClass that does not exist or one whose selector does not compile,
   or is reserved by as many consumers as a claim may have. A claim allocated already (by
   kube-scheduler, another leader, or earlier in this session) is used as it is: never
@@ -135,11 +137,16 @@ class _PodClaims:
         return self  # read-only once Filter ran; Reserve recomputes when the ledger moved
 
 
-def _problem(text: str, *, claim: str) -> statuses.Status:
+def _problem(
+    text: str,
+    *,
+    claim: str,
+    code: reasons.ReasonCode = reasons.ReasonCode.RESOURCE_CLAIM_PROBLEM,
+) -> statuses.Status:
     return statuses.new(
         statuses.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
         text,
-        reason_code=reasons.ReasonCode.RESOURCE_CLAIM_PROBLEM,
+        reason_code=code,
         details={"claim": claim},
     )
 
@@ -269,6 +276,7 @@ class DynamicResources(
                     f"waiting for the resourceclaim controller to make the claim of "
                     f"{entry.field} from resourceclaimtemplate {template}",
                     claim=template,
+                    code=reasons.ReasonCode.RESOURCE_CLAIM_PENDING,
                 )
             claim = known.claims.get(key)
             # A reserve pod's claims are its Reservation's template entries: named by field.
@@ -278,7 +286,15 @@ class DynamicResources(
                 else f"resourceclaim {key}"
             )
             if claim is None:
-                return _problem(f"resourceclaim {key} not found ({entry.field})", claim=key)
+                return _problem(
+                    f"resourceclaim {key} not found ({entry.field})",
+                    claim=key,
+                    # Made from its template and named in the pod's status, not seen yet:
+                    # the claim's watch is behind the pod's, a moment's wait like the above.
+                    code=reasons.ReasonCode.RESOURCE_CLAIM_PENDING
+                    if entry.from_template
+                    else reasons.ReasonCode.RESOURCE_CLAIM_PROBLEM,
+                )
             if claim.deleting:
                 return _problem(f"resourceclaim {key} is being deleted", claim=key)
             if entry.from_template and (claim.controller is None or claim.controller[2] != pod.uid):
