@@ -237,7 +237,9 @@ def test_a_reservation_pod_holds_each_shared_gpu_as_kai_does(real: cluster.RealC
             if len(holders) != 1:
                 return False
             groups = {
-                p["metadata"]["labels"].get("runai-gpu-group")
+                # The reservation pod and each share's label are separate writes: a share
+                # may still have no labels at all when the reservation pod is seen.
+                (p["metadata"].get("labels") or {}).get("runai-gpu-group")
                 for p in real.pods(namespace)
                 if p["metadata"]["name"].startswith("half-")
             }
