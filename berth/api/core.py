@@ -188,6 +188,7 @@ class PodSpec(typing_extensions.TypedDict, total=False):
     volumes: list[Volume]
     topologySpreadConstraints: list[TopologySpreadConstraint]
     workloadRef: dict[str, str]  # {name, podGroup, podGroupReplicaKey}
+    schedulingGroup: dict[str, str]  # {podGroupName}: 1.36's scheduling.k8s.io/v1alpha2 gangs
     serviceAccountName: str
     automountServiceAccountToken: bool
 
