@@ -41,8 +41,6 @@ PENDING = {
     "cli/e2e_plot.py": 4,
     "cli/e2e_real.py": 12,
     "cli/kubectl_create_reservation.py": 4,
-    "cli/peers.py": 13,
-    "cli/peers_plot.py": 3,
     "cli/run.py": 1,
     "cli/up.py": 1,
     "controllers/reservations.py": 2,
