@@ -38,7 +38,6 @@ PENDING = {
     "api/workload_refs.py": 1,
     "chaos/fuzz.py": 10,
     "chaos/sigstop.py": 3,
-    "cli/kubectl_create_reservation.py": 4,
     "cli/run.py": 1,
     "cli/up.py": 1,
     "controllers/reservations.py": 2,
