@@ -48,6 +48,7 @@ __all__ = [
     "PodTemplateSpec",
     "PreferredSchedulingTerm",
     "ResourceRequirements",
+    "Secret",
     "Taint",
     "Toleration",
     "TopologySpreadConstraint",
@@ -187,6 +188,9 @@ class PodSpec(typing_extensions.TypedDict, total=False):
     volumes: list[Volume]
     topologySpreadConstraints: list[TopologySpreadConstraint]
     workloadRef: dict[str, str]  # {name, podGroup, podGroupReplicaKey}
+    schedulingGroup: dict[str, str]  # {podGroupName}: 1.36's scheduling.k8s.io/v1alpha2 gangs
+    serviceAccountName: str
+    automountServiceAccountToken: bool
 
 
 class PodCondition(typing_extensions.TypedDict, total=False):
@@ -254,6 +258,7 @@ class ContainerImage(typing_extensions.TypedDict, total=False):
 
 
 class NodeSpec(typing_extensions.TypedDict, total=False):
+    podCIDR: str
     unschedulable: bool
     taints: list[Taint]
     providerID: str
@@ -273,6 +278,12 @@ class Node(objects.KubeObject, total=False):
 
 class Namespace(objects.KubeObject, total=False):
     status: dict[str, str]  # {phase}
+
+
+class Secret(objects.KubeObject, total=False):
+    type: str  # Opaque, kubernetes.io/tls, ...
+    data: dict[str, str]  # base64 of each value
+    stringData: dict[str, str]
 
 
 # Writes: Binding, Eviction, Event --------------------------------------------------------------

@@ -30,6 +30,7 @@ import typing
 import aiohttp.web
 import yaml
 
+from berth.api import core
 from berth.kube.transport import clients, rest
 from berth.util import children, wakeups
 
@@ -85,8 +86,7 @@ def _kubeconfig(path: pathlib.Path, *, port: int) -> None:
     )
 
 
-# A Binding (Kubernetes JSON, the body the binder posts).
-def _binding(index: int) -> dict[str, typing.Any]:
+def _binding(index: int) -> core.Binding:
     """The body the binder sends (berth.kube.binder)."""
     return {
         "apiVersion": "v1",

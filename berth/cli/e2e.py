@@ -34,7 +34,7 @@ import typing
 import aiohttp
 import click
 
-from berth.api import crds
+from berth.api import core, crds
 from berth.kube.binder import binding
 from berth.operator import main, scheduling, settings
 from berth.scheduler.plugins import registry as plugin_registry
@@ -92,8 +92,7 @@ class E2eResult(typing.TypedDict):
     idle_cycle_ms: typing.NotRequired[float | None]
 
 
-# A Pod manifest (Kubernetes JSON, posted as it is; berth.api's Pod record will type it, #31).
-def _pod(index: int, *, cpu: str = "100m", prefix: str = "e2e") -> dict[str, typing.Any]:
+def _pod(index: int, *, cpu: str = "100m", prefix: str = "e2e") -> core.Pod:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -149,8 +148,7 @@ async def _create_all(
     pods: int,
     concurrency: int,
     sent: dict[str, float],
-    # Makes a Pod manifest (Kubernetes JSON), as _pod.
-    make: typing.Callable[[int], dict[str, typing.Any]] = _pod,
+    make: typing.Callable[[int], core.Pod] = _pod,
 ) -> None:
     queue: asyncio.Queue[int] = asyncio.Queue()
     for index in range(pods):

@@ -39,11 +39,11 @@ import aiohttp
 
 from berth.util import wakeups
 
-__all__ = ["main", "run"]
+if typing.TYPE_CHECKING:  # for types only: this process starts without pydantic's import
+    from berth.api import core, dra
+    from berth.api import objects as api_objects
 
-# Pods, claims and bindings as the API server sends and takes them (Kubernetes JSON; berth.api's
-# records will type them, #31).
-Object = dict[str, typing.Any]
+__all__ = ["main", "run"]
 
 _ATTEMPTS = 5
 _SLICES = "/apis/resource.k8s.io/v1/resourceslices"
@@ -52,6 +52,7 @@ _CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
 _MERGE = {"Content-Type": "application/merge-patch+json"}
 
 Key = tuple[str, str]  # namespace, name
+_Watched = typing.TypeVar("_Watched", "core.Pod", "dra.ResourceClaim")  # what _inform hands on
 Device = tuple[str, str, str]  # driver, pool, device
 
 
@@ -79,7 +80,7 @@ async def _devices(session: aiohttp.ClientSession) -> dict[str, list[Device]]:
     return found
 
 
-def _key(obj: Object) -> Key:
+def _key(obj: api_objects.KubeObject) -> Key:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace")), str(meta.get("name"))
 
@@ -100,10 +101,10 @@ class _Null:
         self.used: collections.Counter[str] = collections.Counter()
         self.pending: asyncio.Queue[tuple[Key, str, list[str]]] = asyncio.Queue()
         self.queued: set[Key] = set()
-        self.claims: dict[Key, Object] = {}
-        self.waiting: dict[Key, Object] = {}  # pods whose claims are not all seen yet
+        self.claims: dict[Key, dra.ResourceClaim] = {}
+        self.waiting: dict[Key, core.Pod] = {}  # pods whose claims are not all seen yet
 
-    def _claim_names(self, pod: Object) -> list[str] | None:
+    def _claim_names(self, pod: core.Pod) -> list[str] | None:
         """The names of the pod's claims, or None while one is not made or not seen yet."""
         namespace = str((pod.get("metadata") or {}).get("namespace"))
         made = {
@@ -118,7 +119,7 @@ class _Null:
             names.append(str(name))
         return names
 
-    def pod(self, kind: str, obj: Object) -> None:
+    def pod(self, kind: str, obj: core.Pod) -> None:
         key = _key(obj)
         if kind == "DELETED":
             self.waiting.pop(key, None)
@@ -134,7 +135,7 @@ class _Null:
         uid = str((obj.get("metadata") or {}).get("uid"))
         self.pending.put_nowait((key, uid, names))
 
-    def claim(self, kind: str, obj: Object) -> None:
+    def claim(self, kind: str, obj: dra.ResourceClaim) -> None:
         key = _key(obj)
         if kind == "DELETED":
             self.claims.pop(key, None)
@@ -146,7 +147,13 @@ class _Null:
                 self.pod("MODIFIED", waiting)
 
     async def _send(
-        self, method: str, path: str, body: Object, *, done: tuple[int, ...], merge: bool = False
+        self,
+        method: str,
+        path: str,
+        body: api_objects.KubeObject | dra.ResourceClaim,
+        *,
+        done: tuple[int, ...],
+        merge: bool = False,
     ) -> bool:
         """Send, retried a few times; False (reported on stderr) when it never succeeded."""
         reason = ""
@@ -169,20 +176,23 @@ class _Null:
         reserve it for the pod: the finalizer, then the status, as a DRA scheduler writes."""
         claim = self.claims[(namespace, name)]
         devices = self.devices[node]
-        results = []
+        results: list[dra.AllocatedDeviceResult] = []
         for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
-            for _ in range(int((request.get("exactly") or {}).get("count") or 1)):
+            exactly = request.get("exactly")
+            for _ in range(int((exactly.get("count") if exactly else None) or 1)):
                 driver, pool, device = devices[self.used[node] % len(devices)]
                 self.used[node] += 1
                 results.append(
                     {"request": request["name"], "driver": driver, "pool": pool, "device": device}
                 )
         path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
-        finalizer = {"metadata": {"finalizers": [_CLAIM_FINALIZER]}}
+        finalizer: dra.ResourceClaim = {"metadata": {"finalizers": [_CLAIM_FINALIZER]}}
         if not await self._send("PATCH", path, finalizer, done=(200,), merge=True):
             return False
-        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-        status = {
+        term: dra.NodeSelectorTerm = {
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]
+        }
+        status: dra.ResourceClaim = {
             "status": {
                 "allocation": {
                     "devices": {"results": results},
@@ -204,7 +214,7 @@ class _Null:
                 )
             if not allocated:
                 continue
-            body = {
+            body: core.Binding = {
                 "apiVersion": "v1",
                 "kind": "Binding",
                 "metadata": {"name": name, "namespace": namespace},
@@ -219,7 +229,7 @@ async def _inform(
     session: aiohttp.ClientSession,
     path: str,
     params: dict[str, str],
-    handle: collections.abc.Callable[[str, Object], None],
+    handle: collections.abc.Callable[[str, _Watched], None],
 ) -> collections.abc.Callable[[], collections.abc.Awaitable[None]]:
     """List ``path`` into ``handle``; the watch that follows, resuming and relisting as an
     informer does, to run."""
@@ -251,7 +261,8 @@ async def _inform(
                         break
                     version = (obj.get("metadata") or {}).get("resourceVersion") or version
                     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                        handle(str(event["type"]), obj)
+                        # A watch event's object is of the kind watched.
+                        handle(str(event["type"]), typing.cast("_Watched", obj))
 
     return watch
 

@@ -13,7 +13,6 @@ display); it comes with the ``[sim]`` extra.
 
 from __future__ import annotations
 
-import collections.abc
 import pathlib
 import typing
 
@@ -24,43 +23,60 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised by tests/packaging
     raise extras.missing("sim", exc) from exc
 
+if typing.TYPE_CHECKING:  # the report's shape only: drawing needs no real control plane
+    from berth.cli import e2e_real, e2e_shapes
+
 __all__ = ["draw", "figure"]
 
-Report = collections.abc.Mapping[str, typing.Any]
-_LABELS = {"null": "null scheduler (ceiling)", "kube_scheduler": "kube-scheduler", "berth": "Berth"}
+_Phase = typing.Literal["stream", "backlog"]
+_Value = typing.Literal["pods_per_second", "cpu_seconds_per_1000_pods"]
+_LABELS: dict[e2e_shapes.ContenderLabel, str] = {
+    "null": "null scheduler (ceiling)",
+    "kube_scheduler": "kube-scheduler",
+    "berth": "Berth",
+}
 _COLORS = {"null": "#9e9e9e", "kube_scheduler": "#3f6fb5", "berth": "#d9822b"}
+_PHASES: tuple[_Phase, ...] = ("stream", "backlog")
 _UNSCHEDULABLE = "unschedulable-backlog"
 
 
-def draw(report: Report, path: pathlib.Path) -> None:
+def draw(report: e2e_real.E2eRealReport, path: pathlib.Path) -> None:
     """Draw ``report`` into the PNG file at ``path``."""
     figure(report).savefig(path, format="png", metadata={"Software": None})
 
 
-def _value(report: Report, shape: str, contender: str, phase: str, key: str) -> float:
-    found = ((report["shapes"].get(shape) or {}).get(contender) or {}).get(phase) or {}
-    value = found.get(key)
+def _value(
+    report: e2e_real.E2eRealReport,
+    shape: str,
+    contender: e2e_shapes.ContenderLabel,
+    phase: _Phase,
+    key: _Value,
+) -> float:
+    entry = report["shapes"].get(shape)
+    phases = entry.get(contender) if entry else None
+    found = phases.get(phase) if phases else None
+    value = found.get(key) if found else None
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-def figure(report: Report) -> matplotlib.figure.Figure:
+def figure(report: e2e_real.E2eRealReport) -> matplotlib.figure.Figure:
     """The plot of ``report`` (see the module docstring), not yet saved."""
     shapes = [s for s in report["shapes"] if s != _UNSCHEDULABLE]
-    unschedulable = report["shapes"].get(_UNSCHEDULABLE)
+    # The unschedulable-backlog shape's entry is by standing backlog (e2e_real.StandingShape).
+    unschedulable = typing.cast(
+        "e2e_real.StandingShape | None", report["shapes"].get(_UNSCHEDULABLE)
+    )
     panels = 3 + (1 if unschedulable else 0)
     drawing = matplotlib.figure.Figure(figsize=(5 * panels, 5), dpi=100, layout="constrained")
     axes = drawing.subplots(1, panels, squeeze=False)[0]
     contenders = list(_LABELS)
     width = 0.8 / len(contenders)
     positions = range(len(shapes))
-    for ax, (phase, key, title) in zip(
-        axes,
-        (
-            ("stream", "pods_per_second", "stream: pods/s created → bound"),
-            ("backlog", "pods_per_second", "backlog: pods/s placed after resuming"),
-        ),
-        strict=False,
-    ):
+    panes: tuple[tuple[_Phase, _Value, str], ...] = (
+        ("stream", "pods_per_second", "stream: pods/s created → bound"),
+        ("backlog", "pods_per_second", "backlog: pods/s placed after resuming"),
+    )
+    for ax, (phase, key, title) in zip(axes, panes, strict=False):
         for i, contender in enumerate(contenders):
             ax.bar(
                 [p + i * width for p in positions],
@@ -73,7 +89,7 @@ def figure(report: Report) -> matplotlib.figure.Figure:
         ax.set_ylabel("pods/s")
     cpu = axes[2]
     for i, contender in enumerate(contenders[1:]):
-        for j, phase in enumerate(("stream", "backlog")):
+        for j, phase in enumerate(_PHASES):
             cpu.bar(
                 [p + (2 * i + j) * 0.2 for p in positions],
                 [_value(report, s, contender, phase, "cpu_seconds_per_1000_pods") for s in shapes],

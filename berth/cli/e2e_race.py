@@ -25,6 +25,8 @@ import typing
 
 import aiohttp
 
+from berth.api import core
+from berth.api import objects as api_objects
 from berth.cli import e2e_shapes, proc_usage
 from berth.realcluster import processes
 from berth.util import wakeups
@@ -43,10 +45,6 @@ __all__ = [
     "delete_namespace",
     "phase",
 ]
-
-# Pods, PodGroups and claims as created and watched (Kubernetes JSON; berth.api's records will
-# type them, #31).
-Object = dict[str, typing.Any]
 
 _PATHS = {
     ("v1", "Pod"): "/api/v1/namespaces/{ns}/pods",
@@ -203,7 +201,7 @@ class Tracker:
         if self._task is not None and self._task.done() and not self._task.cancelled():
             self._task.result()
 
-    def _seen(self, obj: Object) -> None:
+    def _seen(self, obj: core.Pod) -> None:
         name = (obj.get("metadata") or {}).get("name")
         if not name:
             return
@@ -234,7 +232,7 @@ class Tracker:
                 self._stream = StreamEnd(response)
                 async for line in response.content:
                     event = json.loads(line)
-                    obj = event.get("object") or {}
+                    obj: core.Pod = event.get("object") or core.Pod()
                     if event.get("type") == "ERROR":
                         version = await self._list()
                         break
@@ -265,14 +263,14 @@ class Tracker:
 async def create(
     session: aiohttp.ClientSession,
     namespace: str,
-    objects: collections.abc.Sequence[Object],
+    objects: collections.abc.Sequence[api_objects.KubeObject],
     *,
     concurrency: int,
     sent: dict[str, float] | None = None,
 ) -> None:
     """Create ``objects`` in ``namespace`` with ``concurrency`` clients; ``sent`` gets each
     one's send time by name."""
-    queue: asyncio.Queue[Object] = asyncio.Queue()
+    queue: asyncio.Queue[api_objects.KubeObject] = asyncio.Queue()
     for obj in objects:
         queue.put_nowait(obj)
 
@@ -375,9 +373,9 @@ async def phase(
     contender: Contender,
     *,
     namespace: str,
-    init: collections.abc.Sequence[Object],
-    before: collections.abc.Sequence[Object],
-    pods: collections.abc.Sequence[Object],
+    init: collections.abc.Sequence[core.Pod],
+    before: collections.abc.Sequence[api_objects.KubeObject],
+    pods: collections.abc.Sequence[core.Pod],
     paused: bool,
 ) -> PhaseResult:
     """One race in a fresh ``namespace``: the ``init`` pods (already bound) created and

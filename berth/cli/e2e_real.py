@@ -65,17 +65,24 @@ from berth.cli import e2e_race, e2e_shapes, interrupts, proc_usage
 from berth.realcluster import binaries, controlplane, install, processes
 from berth.util import wakeups
 
-__all__ = ["CONTENDERS", "KUBE_SCHEDULER_QPS", "measure"]
+__all__ = [
+    "CONTENDERS",
+    "KUBE_SCHEDULER_QPS",
+    "E2eRealReport",
+    "IdleResult",
+    "Level",
+    "Phases",
+    "RaceShape",
+    "StandingShape",
+    "measure",
+]
 
 KUBE_SCHEDULER_QPS = 5000.0
 NULL_SCHEDULER = "berth-bench-null"
 NOBODY = "berth-bench-nobody"  # the null scheduler's standing backlog names no live scheduler
-CONTENDERS = ("null", "kube_scheduler", "berth")
+CONTENDERS: tuple[e2e_shapes.ContenderLabel, ...] = ("null", "kube_scheduler", "berth")
+_PHASES: tuple[typing.Literal["stream", "backlog"], ...] = ("stream", "backlog")
 _IDLE_SECONDS = 10.0
-
-# The --real report's outer levels (per shape, contender and standing backlog; each race in
-# it is a typed e2e_race.PhaseResult): still JSON built level by level, left to #31's next slice.
-Object = dict[str, typing.Any]
 
 
 def _client_ssl(plane: controlplane.ControlPlane) -> ssl.SSLContext:
@@ -169,7 +176,9 @@ def _marked(tracker: e2e_race.Tracker, count: int) -> bool:
     return len(tracker.unschedulable) >= count
 
 
-def _contenders(plane: controlplane.ControlPlane) -> dict[str, e2e_race.Contender]:
+def _contenders(
+    plane: controlplane.ControlPlane,
+) -> dict[e2e_shapes.ContenderLabel, e2e_race.Contender]:
     """Start the null scheduler and Berth beside the plane's kube-scheduler."""
     null = _start_null(plane)
     berth, port = _start_berth(plane)
@@ -202,21 +211,98 @@ class IdleResult(e2e_race.Cycles):
     scheduler_cores: float | None
 
 
-def _fractions(shape: Object) -> None:
+class Phases(typing.TypedDict, total=False):
+    """A contender's races on one shape, by phase."""
+
+    stream: e2e_race.PhaseResult
+    backlog: e2e_race.PhaseResult
+
+
+class Level(typing.TypedDict):
+    """A contender beside one standing unschedulable backlog."""
+
+    standing: int
+    marked_unschedulable: int
+    seconds_to_mark: float
+    not_all_marked: typing.NotRequired[bool]
+    idle: typing.NotRequired[IdleResult]  # written once the marking is measured
+    stream: typing.NotRequired[e2e_race.PhaseResult]
+
+
+class RaceShape(typing.TypedDict):
+    """A shape's races, by contender (see the module docstring)."""
+
+    mirrors: str
+    init: int
+    pods: int
+    null: typing.NotRequired[Phases]
+    kube_scheduler: typing.NotRequired[Phases]
+    berth: typing.NotRequired[Phases]
+    ratio_berth_to_kube_scheduler: typing.NotRequired[dict[str, float]]  # by phase
+
+
+class StandingShape(typing.TypedDict):
+    """The unschedulable-backlog shape: by contender, by standing backlog (its size, a string
+    as JSON keys are)."""
+
+    mirrors: str
+    init: int
+    pods: int
+    standing: typing.NotRequired[list[int]]
+    null: typing.NotRequired[dict[str, Level]]
+    kube_scheduler: typing.NotRequired[dict[str, Level]]
+    berth: typing.NotRequired[dict[str, Level]]
+
+
+class Machine(typing.TypedDict):
+    cpus: int | None
+    load_before: list[float] | None
+    load_after: typing.NotRequired[list[float] | None]
+
+
+class RunError(typing.TypedDict):
+    """What failed: the whole run (``error``, ``logs``), or one race (and where)."""
+
+    error: str
+    logs: typing.NotRequired[str]
+    shape: typing.NotRequired[str]
+    scheduler: typing.NotRequired[str]
+    phase: typing.NotRequired[str]
+    log: typing.NotRequired[str]
+
+
+class E2eRealReport(typing.TypedDict):
+    """The JSON object ``berth bench e2e --real`` prints (see the module docstring)."""
+
+    scenario: str
+    kubernetes: str
+    nodes: int
+    machine: Machine
+    kube_scheduler_qps: float
+    feature_gates: dict[str, bool]
+    shapes: dict[str, RaceShape | StandingShape]
+    errors: list[RunError]
+    complete: bool
+    seconds: typing.NotRequired[float]
+    logs: typing.NotRequired[str]  # when not complete
+
+
+def _fractions(shape: RaceShape) -> None:
     """Each contender's rate as a fraction of the null scheduler's, phase by phase."""
-    null = shape.get("null") or {}
+    null = shape.get("null") or Phases()
     for label in CONTENDERS[1:]:
-        for phase_name, result in (shape.get(label) or {}).items():
-            ceiling = (null.get(phase_name) or {}).get("pods_per_second")
-            if ceiling and isinstance(result, dict) and "pods_per_second" in result:
-                result["fraction_of_null"] = round(result["pods_per_second"] / ceiling, 2)
-    ours, theirs = shape.get("berth") or {}, shape.get("kube_scheduler") or {}
-    ratio: Object = {}
-    for phase_name in ("stream", "backlog"):
-        a = (ours.get(phase_name) or {}).get("pods_per_second")
-        b = (theirs.get(phase_name) or {}).get("pods_per_second")
-        if a is not None and b:
-            ratio[phase_name] = round(a / b, 2)
+        phases = shape.get(label) or Phases()
+        for phase_name in _PHASES:
+            result, ceiling = phases.get(phase_name), null.get(phase_name)
+            if result is not None and ceiling is not None and ceiling["pods_per_second"]:
+                rate = result["pods_per_second"] / ceiling["pods_per_second"]
+                result["fraction_of_null"] = round(rate, 2)
+    ours, theirs = shape.get("berth") or Phases(), shape.get("kube_scheduler") or Phases()
+    ratio: dict[str, float] = {}
+    for phase_name in _PHASES:
+        a, b = ours.get(phase_name), theirs.get(phase_name)
+        if a is not None and b is not None and b["pods_per_second"]:
+            ratio[phase_name] = round(a["pods_per_second"] / b["pods_per_second"], 2)
     if ratio:
         shape["ratio_berth_to_kube_scheduler"] = ratio
 
@@ -227,14 +313,14 @@ class _Bench:
     def __init__(
         self,
         plane: controlplane.ControlPlane,
-        contenders: dict[str, e2e_race.Contender],
+        contenders: dict[e2e_shapes.ContenderLabel, e2e_race.Contender],
         *,
         nodes: int,
         pods: int | None,
         standing: collections.abc.Sequence[int],
         concurrency: int,
         timeout: float,
-        report: Object,
+        report: E2eRealReport,
     ) -> None:
         self.plane = plane
         self.contenders = contenders
@@ -262,17 +348,29 @@ class _Bench:
             for name in shapes:
                 shape = e2e_shapes.SHAPES[name]
                 init, measured = shape.counts(self.nodes, self.pods)
-                entry: Object = {"mirrors": shape.mirrors, "init": init, "pods": measured}
+                if name == e2e_shapes.UNSCHEDULABLE:
+                    standing: StandingShape = {
+                        "mirrors": shape.mirrors,
+                        "init": init,
+                        "pods": measured,
+                    }
+                    self.report["shapes"][name] = standing
+                    await self._unschedulable(race, shape, standing, init=init, measured=measured)
+                    continue
+                entry: RaceShape = {"mirrors": shape.mirrors, "init": init, "pods": measured}
                 self.report["shapes"][name] = entry
                 try:
-                    if name == e2e_shapes.UNSCHEDULABLE:
-                        await self._unschedulable(race, shape, entry, init=init, measured=measured)
-                    else:
-                        await self._shape(race, shape, entry, init=init, measured=measured)
+                    await self._shape(race, shape, entry, init=init, measured=measured)
                 finally:
                     _fractions(entry)  # of what finished, also when the run ends here
 
-    def _timed_out(self, shape: str, label: str, phase: str, result: e2e_race.PhaseResult) -> None:
+    def _timed_out(
+        self,
+        shape: str,
+        label: e2e_shapes.ContenderLabel,
+        phase: str,
+        result: e2e_race.PhaseResult,
+    ) -> None:
         if result.get("timed_out"):
             process = self.contenders[label].process
             self.report["errors"].append(
@@ -290,14 +388,15 @@ class _Bench:
         self,
         race: e2e_race.Race,
         shape: e2e_shapes.Shape,
-        entry: Object,
+        entry: RaceShape,
         *,
         init: int,
         measured: int,
     ) -> None:
         for label, contender in self.contenders.items():
-            entry[label] = {}
-            for phase_name in ("stream", "backlog"):
+            phases: Phases = {}
+            entry[label] = phases
+            for phase_name in _PHASES:
                 namespace = f"{shape.name}-{label.replace('_', '-')}-{phase_name}"
                 result = await e2e_race.phase(
                     race,
@@ -315,7 +414,7 @@ class _Bench:
                 )
                 if shape.claims:
                     result["claims_allocated"] = await e2e_race.allocated_claims(race, namespace)
-                entry[label][phase_name] = result
+                phases[phase_name] = result
                 self._timed_out(shape.name, label, phase_name, result)
                 await e2e_race.delete_namespace(race, namespace, timeout=self.timeout)
 
@@ -323,14 +422,14 @@ class _Bench:
         self,
         race: e2e_race.Race,
         shape: e2e_shapes.Shape,
-        entry: Object,
+        entry: StandingShape,
         *,
         init: int,
         measured: int,
     ) -> None:
         entry["standing"] = self.standing
         for label, contender in self.contenders.items():
-            levels: Object = {}
+            levels: dict[str, Level] = {}
             entry[label] = levels
             backlog = f"standing-{label.replace('_', '-')}"
             await e2e_race.create_namespace(race, backlog)
@@ -355,7 +454,7 @@ class _Bench:
                             timeout=self.timeout + created / 50,
                             race=race,
                         )
-                    level_entry: Object = {
+                    level_entry: Level = {
                         "standing": level,
                         "marked_unschedulable": len(tracker.unschedulable),
                         "seconds_to_mark": round(time.perf_counter() - marking, 1),
@@ -385,9 +484,11 @@ class _Bench:
             finally:
                 await tracker.stop()
             await e2e_race.delete_namespace(race, backlog, timeout=self.timeout + created / 20)
-            base = (levels.get(str(self.standing[0])) or {}).get("stream", {})
+            first_level = levels.get(str(self.standing[0]))
+            base = first_level.get("stream") if first_level is not None else None
             for level_entry in levels.values():
-                rate, first = level_entry["stream"]["pods_per_second"], base.get("pods_per_second")
+                rate = level_entry["stream"]["pods_per_second"]
+                first = base["pods_per_second"] if base is not None else None
                 if first:
                     level_entry["stream"]["fraction_of_first_level"] = round(rate / first, 2)
 
@@ -418,7 +519,7 @@ def measure(
     standing: collections.abc.Sequence[int] = (0, 10_000),
     concurrency: int = 32,
     timeout: float = 300.0,
-) -> Object:
+) -> E2eRealReport:
     """Run the benchmark (see the module docstring); the JSON-ready result, partial when
     something failed (``complete`` false, ``errors`` saying what)."""
     unknown = [s for s in shapes if s not in e2e_shapes.SHAPES]
@@ -431,7 +532,7 @@ def measure(
     except binaries.BinariesMissing as missing:
         raise click.ClickException(str(missing)) from None
     gangs = "gang" in shapes
-    report: Object = {
+    report: E2eRealReport = {
         "scenario": "e2e-real",
         "kubernetes": binaries.KUBERNETES_VERSION,
         "nodes": nodes,
@@ -482,7 +583,7 @@ def measure(
 
 def _run(
     plane: controlplane.ControlPlane,
-    report: Object,
+    report: E2eRealReport,
     *,
     shapes: collections.abc.Sequence[str],
     nodes: int,

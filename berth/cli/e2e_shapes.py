@@ -61,7 +61,8 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import keys
+from berth.api import core, custom_objects, dra, keys
+from berth.api import objects as api_objects
 from berth.emulator import kubelets
 
 __all__ = [
@@ -81,10 +82,6 @@ __all__ = [
     "pools",
     "standing_pods",
 ]
-
-# Kubernetes objects (Pods, PodGroups, Workloads, claims) as created: JSON until berth.api's
-# records type them (#31).
-Object = dict[str, typing.Any]
 
 NODE_ALLOCATABLE = "cpu=4,memory=32Gi,pods=110"
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -107,7 +104,7 @@ class Shape:
     init: int  # pods already running at 5000 nodes
     measured: int  # pods measured at 5000 nodes
     labels: collections.abc.Mapping[str, str] = dataclasses.field(default_factory=dict)
-    constraint: collections.abc.Mapping[str, typing.Any] = dataclasses.field(default_factory=dict)
+    constraint: core.PodSpec = dataclasses.field(default_factory=core.PodSpec)  # added to spec
     init_constrained: bool = True  # init pods carry the labels and constraint too
     one_init_per_node: bool = False
     gang: int = 0
@@ -127,7 +124,7 @@ class Shape:
         return init, measured
 
 
-def _term(color: str) -> Object:
+def _term(color: str) -> core.PodAffinityTerm:
     return {
         "labelSelector": {"matchLabels": {"color": color}},
         "topologyKey": "kubernetes.io/hostname",
@@ -228,11 +225,11 @@ def _pod(
     scheduler: str,
     cpu: str = "100m",
     labels: collections.abc.Mapping[str, str] = {},
-    extra: collections.abc.Mapping[str, typing.Any] = {},
+    extra: core.PodSpec | None = None,
     node: str | None = None,
-) -> Object:
+) -> core.Pod:
     resources = {"cpu": cpu, "memory": "500Mi"}
-    spec: Object = {
+    spec: core.PodSpec = {
         "schedulerName": scheduler,
         "restartPolicy": "Never",
         "containers": [
@@ -243,20 +240,20 @@ def _pod(
                 "resources": {"requests": resources, "limits": dict(resources)},
             }
         ],
-        **extra,
+        **(extra or {}),
     }
     if node is not None:
         spec["nodeName"] = node
-    metadata: Object = {"name": name}
+    metadata: api_objects.ObjectMeta = {"name": name}
     if labels:
         metadata["labels"] = dict(labels)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def init_pods(shape: Shape, count: int, *, nodes: collections.abc.Sequence[str]) -> list[Object]:
+def init_pods(shape: Shape, count: int, *, nodes: collections.abc.Sequence[str]) -> list[core.Pod]:
     """The pods already running: bound at creation, round-robin over ``nodes``."""
     labels = shape.labels if shape.init_constrained else {}
-    extra = shape.constraint if shape.init_constrained else {}
+    extra = shape.constraint if shape.init_constrained else None
     return [
         _pod(
             f"init-{i:06d}",
@@ -275,7 +272,7 @@ def _group_name(index: int) -> str:
 
 def measured_pods(
     shape: Shape, count: int, *, contender: ContenderLabel, scheduler: str
-) -> list[Object]:
+) -> list[core.Pod]:
     """The pods raced, naming ``scheduler``; in gangs for the ``gang`` shape, each in the form
     ``contender`` reads (see the module docstring)."""
     made = []
@@ -296,14 +293,16 @@ def measured_pods(
     return made
 
 
-def gang_objects(shape: Shape, count: int, *, contender: ContenderLabel) -> list[Object]:
+def gang_objects(
+    shape: Shape, count: int, *, contender: ContenderLabel
+) -> list[custom_objects.PodGroup] | list[api_objects.ForeignObject]:
     """The gangs' objects for ``contender``, created before its pods (none for the null
     scheduler, or a shape without gangs)."""
     if not shape.gang or contender == "null":
         return []
     groups = range(count // shape.gang)
     if contender == "berth":
-        return [
+        ours: list[custom_objects.PodGroup] = [
             {
                 "apiVersion": keys.API_VERSION,
                 "kind": "PodGroup",
@@ -312,7 +311,8 @@ def gang_objects(shape: Shape, count: int, *, contender: ContenderLabel) -> list
             }
             for g in groups
         ]
-    return [
+        return ours
+    kubernetes: list[api_objects.ForeignObject] = [
         {
             "apiVersion": "scheduling.k8s.io/v1alpha2",
             "kind": "PodGroup",
@@ -321,14 +321,18 @@ def gang_objects(shape: Shape, count: int, *, contender: ContenderLabel) -> list
         }
         for g in groups
     ]
+    return kubernetes
 
 
-def claim_objects(shape: Shape) -> list[Object]:
+def claim_objects(shape: Shape) -> list[dra.ResourceClaimTemplate]:
     """The namespace's ResourceClaimTemplate for a shape whose pods claim devices
     (``resourceclaimtemplate.yaml``: one device of the driver's class), else nothing."""
     if not shape.claims:
         return []
-    request = {"name": _CLAIM_TEMPLATE, "exactly": {"deviceClassName": DRA_DRIVER}}
+    request: dra.DeviceRequest = {
+        "name": _CLAIM_TEMPLATE,
+        "exactly": {"deviceClassName": DRA_DRIVER},
+    }
     return [
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -339,7 +343,7 @@ def claim_objects(shape: Shape) -> list[Object]:
     ]
 
 
-def standing_pods(start: int, stop: int, *, scheduler: str) -> list[Object]:
+def standing_pods(start: int, stop: int, *, scheduler: str) -> list[core.Pod]:
     """Pods ``start``..``stop`` of the standing backlog: cpu 9, more than any node has
     (``pod-high-priority-large-cpu.yaml``, without the priority: nothing is preempted here)."""
     return [_pod(f"u-{i:06d}", scheduler=scheduler, cpu="9") for i in range(start, stop)]

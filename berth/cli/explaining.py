@@ -33,7 +33,8 @@ import typing
 
 import numpy as np
 
-from berth.api import keys
+from berth.api import core, keys
+from berth.api import objects as api_objects
 from berth.kube.transport import listing
 from berth.scheduler import loop
 from berth.scheduler.actions import registry as actions_registry
@@ -238,9 +239,9 @@ class _Probe:
 _FINISHED = frozenset({"Succeeded", "Failed"})
 
 
-def _as_pending(pod: collections.abc.Mapping[str, typing.Any], *, scheduler: str) -> listing.Body:
+def _as_pending(pod: core.Pod, *, scheduler: str) -> core.Pod:
     """``pod`` as the scheduler would see it waiting: unbound, Pending, the scheduler's own."""
-    copied = copy.deepcopy(dict(pod))
+    copied = copy.deepcopy(pod)
     spec = copied.setdefault("spec", {})
     spec.pop("nodeName", None)
     spec["schedulerName"] = scheduler
@@ -248,7 +249,7 @@ def _as_pending(pod: collections.abc.Mapping[str, typing.Any], *, scheduler: str
     return copied
 
 
-def object_key(obj: collections.abc.Mapping[str, typing.Any]) -> str:
+def object_key(obj: api_objects.KubeObject) -> str:
     """``namespace/name`` of a namespaced object as the API sent it."""
     metadata = obj.get("metadata") or {}
     return f"{metadata.get('namespace') or 'default'}/{metadata.get('name') or ''}"
@@ -289,7 +290,8 @@ def dry_run(
     Raises :class:`~berth.scheduler.framework.errors.ProfileError` for an unusable profile.
     """
     scheduler_name = profile.scheduler_name
-    raw = {object_key(pod): pod for pod in objects.pods}
+    # The listing hands the API's Pods on as decoded JSON: read here as the records they are.
+    raw = {object_key(pod): pod for pod in typing.cast(tuple[core.Pod, ...], objects.pods)}
     bound: dict[str, str] = {}
     phases: dict[str, str] = {}
     for key, pod in raw.items():

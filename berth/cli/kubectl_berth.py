@@ -37,7 +37,7 @@ import pydantic.alias_generators
 import rich.console
 import yaml
 
-from berth.api import keys, podgroups
+from berth.api import core, custom_objects, keys, podgroups
 from berth.cli import explaining, kubectl_common, queue_lines, queue_trees, why_reports
 from berth.kube.transport import clients, listing
 from berth.kube.transport import errors as kube_errors
@@ -131,9 +131,13 @@ def load_profile(path: pathlib.Path | None, *, scheduler_name: str | None) -> pr
 # Reading the cluster --------------------------------------------------------------------------
 
 
-async def _read_queues(*, kubeconfig: str | None, context: str | None) -> tuple[listing.Body, ...]:
+async def _read_queues(
+    *, kubeconfig: str | None, context: str | None
+) -> tuple[custom_objects.Queue, ...]:
     async with clients.connect_async(kubeconfig=kubeconfig, context=context) as connection:
-        return await listing.list_all(connection.api, listing.QUEUES)
+        listed = await listing.list_all(connection.api, listing.QUEUES)
+    # The listing hands them on as decoded JSON: read here as the records they are.
+    return typing.cast(tuple[custom_objects.Queue, ...], listed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +145,7 @@ class _Read:
     namespace: str
     target: listing.Body
     objects: listing.ClusterObjects
-    events: tuple[listing.Body, ...]
+    events: tuple[core.Event, ...]
 
 
 async def _read_for_why(
@@ -156,13 +160,14 @@ async def _read_for_why(
             listing.read_cluster(connection.api),
             listing.list_all(connection.api, listing.EVENTS, namespace=ns),
         )
-    return _Read(ns, obj, objects, events)
+    # The listing hands the API's Events on as decoded JSON: read here as the records they are.
+    return _Read(ns, obj, objects, typing.cast(tuple[core.Event, ...], events))
 
 
 # Facts from the API ---------------------------------------------------------------------------
 
 
-def _condition_line(group: collections.abc.Mapping[str, typing.Any] | None) -> str | None:
+def _condition_line(group: custom_objects.PodGroup | None) -> str | None:
     if group is None:
         return None
     for condition in (group.get("status") or {}).get("conditions") or ():
@@ -177,7 +182,9 @@ def _condition_line(group: collections.abc.Mapping[str, typing.Any] | None) -> s
 
 def _facts(target: Target, read: _Read, run: explaining.DryRun) -> why_reports.Facts:
     key = f"{read.namespace}/{target.name}"
-    groups = {explaining.object_key(g): g for g in read.objects.pod_groups}
+    # The listing hands PodGroups on as decoded JSON: read here as the records they are.
+    listed = typing.cast(tuple[custom_objects.PodGroup, ...], read.objects.pod_groups)
+    groups = {explaining.object_key(g): g for g in listed}
     if target.kind == podgroups.KIND:
         spec = read.target.get("spec") or {}
         status = read.target.get("status") or {}
@@ -189,7 +196,11 @@ def _facts(target: Target, read: _Read, run: explaining.DryRun) -> why_reports.F
         about |= {("Pod", m.key.partition("/")[2]) for m in run.members}
         event = why_reports.latest_failed_scheduling(read.events, about=about)
         return why_reports.Facts(
-            podgroups.KIND, key, summary, condition=_condition_line(read.target), event=event
+            podgroups.KIND,
+            key,
+            summary,
+            condition=_condition_line(typing.cast(custom_objects.PodGroup, read.target)),
+            event=event,
         )
     spec = read.target.get("spec") or {}
     status = read.target.get("status") or {}
@@ -314,13 +325,16 @@ async def _bearer_token(*, kubeconfig: str | None, context: str | None) -> str |
 
 async def _read_line_objects(
     *, name: str, kubeconfig: str | None, context: str | None
-) -> tuple[listing.Body | None, tuple[listing.Body, ...], list[str]]:
+) -> tuple[custom_objects.Queue | None, tuple[custom_objects.PodGroup, ...], list[str]]:
     """The Queue ``name`` (None: none), every PodGroup, and every queue's name."""
     async with clients.connect_async(kubeconfig=kubeconfig, context=context) as connection:
-        queues, groups = await asyncio.gather(
+        listed_queues, listed_groups = await asyncio.gather(
             listing.list_all(connection.api, listing.QUEUES),
             listing.list_all(connection.api, listing.PODGROUPS),
         )
+    # The listing hands them on as decoded JSON: read here as the records they are.
+    queues = typing.cast(tuple[custom_objects.Queue, ...], listed_queues)
+    groups = typing.cast(tuple[custom_objects.PodGroup, ...], listed_groups)
     names = [str((q.get("metadata") or {}).get("name")) for q in queues]
     found = [q for q in queues if (q.get("metadata") or {}).get("name") == name]
     return (found[0] if found else None), groups, names

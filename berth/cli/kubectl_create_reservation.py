@@ -24,7 +24,18 @@ import click
 import pydantic
 import yaml
 
-from berth.api import durations, errors, keys, meta, pods, quantities, reservations, resources
+from berth.api import (
+    core,
+    custom_objects,
+    durations,
+    errors,
+    keys,
+    meta,
+    pods,
+    quantities,
+    reservations,
+    resources,
+)
 from berth.cli import kubectl_common
 from berth.kube.transport import clients
 from berth.util import clocks
@@ -174,14 +185,14 @@ def _controller(text: str) -> dict[str, str]:
     return {"kind": kind, "name": _object_name(flag, name, what=kind)}
 
 
-def _toleration(text: str) -> dict[str, str]:
+def _toleration(text: str) -> core.Toleration:
     """``key=value:Effect``, ``key:Effect`` (any value), ``key=value`` or ``key`` (any effect)."""
     flag = "--toleration"
     head, sep, effect = text.rpartition(":") if ":" in text else (text, "", "")
     if sep and effect not in _EFFECTS:
         raise _fail(flag, f"{effect!r} is not a taint effect: use {', '.join(sorted(_EFFECTS))}")
     key, has_value, value = head.partition("=")
-    toleration: dict[str, str] = {}
+    toleration: core.Toleration = {}
     if key:
         toleration["key"] = _qualified_name(flag, key, what="taint key")
     elif has_value:
@@ -242,8 +253,7 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
     one-line message naming the flag to change.
     """
     _object_name("NAME", flags.name, what="reservation")
-    # The Reservation's manifest parts (Kubernetes JSON, as kubectl create prints or sends it).
-    owners: list[dict[str, typing.Any]] = [
+    owners: list[custom_objects.ReservationOwner] = [
         {"object": {"name": _object_name("--owner-pod", p, what="pod")}} for p in flags.owner_pod
     ]
     owners += [{"controller": _controller(c)} for c in flags.owner_controller]
@@ -255,8 +265,7 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
         )
     if flags.ttl is not None and flags.expires is not None:
         raise click.ClickException("give --ttl or --expires, not both")
-    # The template's Pod spec (Kubernetes JSON).
-    pod_spec: dict[str, typing.Any] = {
+    pod_spec: core.PodSpec = {
         "containers": [{"name": CONTAINER, "resources": {"requests": _requests(flags)}}]
     }
     if flags.node_selector:
@@ -265,8 +274,7 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
         )
     if flags.toleration:
         pod_spec["tolerations"] = [_toleration(t) for t in flags.toleration]
-    # The Reservation's spec (Kubernetes JSON).
-    spec: dict[str, typing.Any] = {"template": {"spec": pod_spec}, "owners": owners}
+    spec: custom_objects.ReservationSpec = {"template": {"spec": pod_spec}, "owners": owners}
     if flags.ttl is not None:
         try:
             spec["ttl"] = str(durations.parse_duration(flags.ttl))
@@ -294,9 +302,7 @@ def build(flags: Flags, *, namespace: str | None, clock: clocks.Clock) -> reserv
 # Output ---------------------------------------------------------------------------------------
 
 
-def _render(
-    obj: collections.abc.Mapping[str, typing.Any], *, name: str, output: str | None, note: str
-) -> str:
+def _render(obj: custom_objects.Reservation, *, name: str, output: str | None, note: str) -> str:
     ref = f"{RESOURCE}/{(obj.get('metadata') or {}).get('name') or name}"
     if output == "name":
         return ref
@@ -428,7 +434,9 @@ def command(
     # Built (and so validated) before connecting: a bad flag is reported even without a cluster.
     reservation = build(flags, namespace=namespace, clock=clocks.SystemClock())
     if dry_run == "client":
-        click.echo(_render(reservation.to_api(), name=name, output=output, note=" (dry run)"))
+        # The API model's JSON is a Reservation as the API server holds it.
+        shown = typing.cast(custom_objects.Reservation, reservation.to_api())
+        click.echo(_render(shown, name=name, output=output, note=" (dry run)"))
         return
     with clients.connect(kubeconfig=kubeconfig, context=context) as connection:
         target = namespace or connection.namespace
@@ -442,7 +450,9 @@ def command(
             dry_run=dry_run == "server",
         )
     note = " (server dry run)" if dry_run == "server" else ""
-    click.echo(_render(created, name=name, output=output, note=note))
+    # The API server answers with the Reservation it stored.
+    stored = typing.cast(custom_objects.Reservation, created)
+    click.echo(_render(stored, name=name, output=output, note=note))
 
 
 # Entry point ----------------------------------------------------------------------------------

@@ -58,22 +58,111 @@ import urllib.request
 import aiohttp
 import click
 
-from berth.api import keys
+from berth.api import core, keys
+from berth.api import objects as api_objects
 from berth.cli import e2e_race, interrupts, peers_workload, proc_usage
 from berth.emulator import kubelets
 from berth.realcluster import binaries, controlplane, install, kueue, processes
 from berth.util import wakeups
 
-__all__ = ["measure"]
-
-# Kubernetes objects (JSON, as created and watched), and for now the peers' report: nested
-# per shape and system; typing it is left to #31's next slice.
-Object = dict[str, typing.Any]
+__all__ = ["Comparison", "Machine", "PeersReport", "RunError", "SystemResult", "measure"]
 
 NODE_SHAPE = "cpu=8,memory=32Gi,pods=110"
 _GRACE = 5.0  # seconds between a Job's first and last binding before it counts as partial
 _SAMPLE = 1.0
 QPS = 5000.0  # Kueue's client rate limit, raised from 50/s as kube-scheduler's is
+
+
+class SystemResult(typing.TypedDict):
+    """One system's run (:func:`_run_system`; see the module docstring)."""
+
+    jobs: int
+    jobs_started_per_minute: float | None
+    seconds_until_all_started: float
+    seconds_until_all_ran: float
+    fair_share_error: dict[str, float | None]  # per queue, and "all"
+    idle_while_waiting: float | None
+    partial_gangs: int
+    partial_gang_cpu_seconds: float
+    cpu_seconds: dict[str, float | None]  # per component
+    controller_and_scheduler_cpu_seconds: float
+    series: dict[str, list[tuple[float, float, float]]]  # peers_workload.Timeline.series
+    workloads_admitted: typing.NotRequired[int]  # Kueue's only
+
+
+class Comparison(typing.TypedDict):
+    """Berth against Kueue + kube-scheduler: a ratio, or [Berth's, theirs]."""
+
+    jobs_started_per_minute: float | None
+    fair_share_error: list[float | None]
+    partial_gangs: list[int]
+    controller_and_scheduler_cpu_seconds: list[float]
+
+
+class Machine(typing.TypedDict):
+    cpus: int | None
+    load_before: list[float] | None
+    load_after: typing.NotRequired[list[float] | None]
+
+
+class RunError(typing.TypedDict):
+    error: str
+    logs: str  # the components' logs, kept
+
+
+class PeersReport(typing.TypedDict):
+    """The JSON object ``berth bench peers --real`` prints (see the module docstring)."""
+
+    scenario: str
+    kubernetes: str
+    kueue: str
+    nodes: int
+    node: str
+    jobs: int
+    parallelism: int
+    weights: dict[str, float]
+    run_seconds: list[int]
+    asked_cpu_seconds: int
+    machine: Machine
+    errors: list[RunError]
+    complete: bool
+    kueue_kube_scheduler: typing.NotRequired[SystemResult]
+    berth: typing.NotRequired[SystemResult]
+    berth_vs_kueue: typing.NotRequired[Comparison]
+    seconds: typing.NotRequired[float]
+    logs: typing.NotRequired[str]  # when not complete
+
+
+# Kueue's kinds (kueue.x-k8s.io/v1beta2): the fields written here.
+
+
+class ResourceQuota(typing.TypedDict):
+    name: str
+    nominalQuota: str
+
+
+class FlavorQuotas(typing.TypedDict):
+    name: str
+    resources: list[ResourceQuota]
+
+
+class ResourceGroup(typing.TypedDict):
+    coveredResources: list[str]
+    flavors: list[FlavorQuotas]
+
+
+class KueueSpec(typing.TypedDict, total=False):
+    """The spec of a Cohort, a ClusterQueue or a LocalQueue (a ResourceFlavor's is empty)."""
+
+    resourceGroups: list[ResourceGroup]
+    cohortName: str
+    namespaceSelector: api_objects.LabelSelector
+    fairSharing: dict[str, str]  # {weight}
+    clusterQueue: str
+
+
+class KueueObject(api_objects.KubeObject, total=False):
+    spec: KueueSpec
 
 
 @dataclasses.dataclass
@@ -115,7 +204,7 @@ class _Watch:
         if self._task is not None and self._task.done() and not self._task.cancelled():
             self._task.result()
 
-    def _seen(self, obj: Object) -> None:
+    def _seen(self, obj: core.Pod) -> None:
         meta = obj.get("metadata") or {}
         job = (meta.get("labels") or {}).get("batch.kubernetes.io/job-name")
         if not job:
@@ -142,7 +231,7 @@ class _Watch:
                 self._stream = e2e_race.StreamEnd(response)
                 async for line in response.content:
                     event = json.loads(line)
-                    obj = event.get("object") or {}
+                    obj: core.Pod = event.get("object") or core.Pod()
                     if event.get("type") == "ERROR":
                         async with self.session.get(
                             f"/api/v1/namespaces/{self.namespace}/pods"
@@ -181,7 +270,7 @@ async def _run_system(
     capacity: float,
     charged: collections.abc.Sequence[str],
     timeout: float,
-) -> Object:
+) -> SystemResult:
     """Submit the Jobs, sample until every one completed, judge (see the module docstring)."""
     queue_of = {s.name: s.queue for s in specs}
     total = {s.name: float(s.total_cpu) for s in specs}
@@ -264,13 +353,16 @@ async def _run_system(
 async def _kueue_objects(
     race: e2e_race.Race, *, namespace: str, weights: dict[str, float], nodes: int
 ) -> None:
-    quota = [
+    quota: list[ResourceQuota] = [
         {"name": "cpu", "nominalQuota": str(8 * nodes)},
         {"name": "memory", "nominalQuota": f"{32 * nodes}Gi"},
     ]
-    zero = [{"name": "cpu", "nominalQuota": "0"}, {"name": "memory", "nominalQuota": "0"}]
+    zero: list[ResourceQuota] = [
+        {"name": "cpu", "nominalQuota": "0"},
+        {"name": "memory", "nominalQuota": "0"},
+    ]
 
-    def group(resources: list[Object]) -> list[Object]:
+    def group(resources: list[ResourceQuota]) -> list[ResourceGroup]:
         return [
             {
                 "coveredResources": ["cpu", "memory"],
@@ -279,7 +371,7 @@ async def _kueue_objects(
         ]
 
     api = "/apis/kueue.x-k8s.io/v1beta2"
-    objects: list[tuple[str, Object]] = [
+    objects: list[tuple[str, KueueObject]] = [
         (f"{api}/resourceflavors", {"metadata": {"name": "default"}}),
         (
             f"{api}/cohorts",
@@ -387,11 +479,11 @@ def _kueue_phase(
     nodes: int,
     concurrency: int,
     timeout: float,
-) -> Object:
+) -> SystemResult:
     manager = kueue.Kueue(plane, qps=QPS).start()
     try:
 
-        async def run() -> Object:
+        async def run() -> SystemResult:
             session, race = await _race(plane, concurrency)
             async with session:
                 await e2e_race.create_namespace(race, "peers-kueue")
@@ -423,7 +515,7 @@ def _berth_phase(
     nodes: int,
     concurrency: int,
     timeout: float,
-) -> Object:
+) -> SystemResult:
     installation = asyncio.run(install.install(plane, mode="scheduler"))
     port = processes.free_port()
     env = {**os.environ, **installation.environment(http_port=port, identity="bench")}
@@ -435,7 +527,7 @@ def _berth_phase(
     )
     processes.wait_until("berth's caches", lambda: _berth_ready(port), timeout=180.0, watch=[berth])
 
-    async def run() -> Object:
+    async def run() -> SystemResult:
         session, race = await _race(plane, concurrency)
         async with session:
             await e2e_race.create_namespace(race, "peers-berth")
@@ -466,7 +558,7 @@ def measure(
     seed: int = 1,
     concurrency: int = 16,
     timeout: float = 1800.0,
-) -> Object:
+) -> PeersReport:
     """Run the benchmark (see the module docstring); the JSON-ready result, partial when
     something failed (``complete`` false, ``errors`` saying what)."""
     try:
@@ -476,7 +568,7 @@ def measure(
         raise click.ClickException(str(missing)) from None
     queues = {f"q{i}": float(w) for i, w in enumerate(weights)}
     specs = peers_workload.jobs(jobs, list(queues), seed=seed, seconds=seconds)
-    report: Object = {
+    report: PeersReport = {
         "scenario": "peers-real",
         "kubernetes": binaries.KUBERNETES_VERSION,
         "kueue": binaries.EXTRAS["kueue"],
@@ -525,7 +617,7 @@ def measure(
     return report
 
 
-def _compare(report: Object) -> None:
+def _compare(report: PeersReport) -> None:
     theirs, ours = report["kueue_kube_scheduler"], report["berth"]
     a, b = ours["jobs_started_per_minute"], theirs["jobs_started_per_minute"]
     report["berth_vs_kueue"] = {

@@ -10,11 +10,13 @@ pyplot); it comes with the ``[sim]`` extra.
 
 from __future__ import annotations
 
-import collections.abc
 import pathlib
 import typing
 
 from berth.util import extras
+
+if typing.TYPE_CHECKING:  # the report's shape only: drawing needs no real control plane
+    from berth.cli import peers
 
 try:
     import matplotlib.figure
@@ -23,17 +25,19 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised by tests/pack
 
 __all__ = ["draw", "figure"]
 
-Report = collections.abc.Mapping[str, typing.Any]
-_SYSTEMS = (("kueue_kube_scheduler", "Kueue + kube-scheduler"), ("berth", "Berth"))
+_SYSTEMS: tuple[tuple[typing.Literal["kueue_kube_scheduler", "berth"], str], ...] = (
+    ("kueue_kube_scheduler", "Kueue + kube-scheduler"),
+    ("berth", "Berth"),
+)
 _COLORS = ("#3f6fb5", "#d9822b", "#4c9a2a", "#a23b72", "#6b6b6b", "#c2a800")
 
 
-def draw(report: Report, path: pathlib.Path) -> None:
+def draw(report: peers.PeersReport, path: pathlib.Path) -> None:
     """Draw ``report`` into the PNG file at ``path``."""
     figure(report).savefig(path, format="png", metadata={"Software": None})
 
 
-def figure(report: Report) -> matplotlib.figure.Figure:
+def figure(report: peers.PeersReport) -> matplotlib.figure.Figure:
     """The plot of ``report`` (see the module docstring), not yet saved."""
     present = [(key, title) for key, title in _SYSTEMS if key in report]
     drawing = matplotlib.figure.Figure(

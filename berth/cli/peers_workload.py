@@ -23,16 +23,39 @@ import dataclasses
 import random
 import typing
 
-from berth.api import keys
+from berth.api import core, keys
+from berth.api import objects as api_objects
 
-__all__ = ["PARALLELISM", "JobSpec", "Sample", "Timeline", "fair_shares", "jobs", "manifest"]
+__all__ = [
+    "PARALLELISM",
+    "BatchJob",
+    "BatchJobSpec",
+    "JobSpec",
+    "Sample",
+    "Timeline",
+    "fair_shares",
+    "jobs",
+    "manifest",
+]
 
 PARALLELISM = 4
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _MEMORY_PER_CPU_GI = 2
 
-# A Job or its Pod spec as Kubernetes JSON (berth.api's records will type them, #31).
-Object = dict[str, typing.Any]
+
+class BatchJobSpec(typing.TypedDict):
+    """A ``batch/v1`` Job's spec: the fields written here."""
+
+    parallelism: int
+    completions: int
+    backoffLimit: int
+    template: core.PodTemplateSpec
+
+
+class BatchJob(api_objects.KubeObject):
+    """A ``batch/v1`` Job as :func:`manifest` writes it."""
+
+    spec: BatchJobSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +90,10 @@ def jobs(
     ]
 
 
-def manifest(spec: JobSpec, *, system: typing.Literal["kueue", "berth"]) -> Object:
+def manifest(spec: JobSpec, *, system: typing.Literal["kueue", "berth"]) -> BatchJob:
     """The Job ``spec`` as ``system`` is handed it (see the module docstring)."""
     resources = {"cpu": str(spec.cpu), "memory": f"{spec.cpu * _MEMORY_PER_CPU_GI}Gi"}
-    pod_spec: Object = {
+    pod_spec: core.PodSpec = {
         "restartPolicy": "Never",
         "containers": [
             {

@@ -26,12 +26,46 @@ import rich.console
 import rich.table
 import rich.text
 
-from berth.api import podgroups
+from berth.api import custom_objects, objects, podgroups
 from berth.util import suggestions
 
 __all__ = ["Line", "NoSuchQueue", "Waiting", "from_objects", "from_operator", "render"]
 
-Body = collections.abc.Mapping[str, typing.Any]
+
+# The operator's visibility answers (berth.operator.visibility), the fields read here.
+class QueueItem(typing.TypedDict, total=False):
+    """One queue of ``/berth/v1/queues``."""
+
+    name: str
+    state: str
+    stateReason: str | None
+    allocated: str
+    fairShare: str
+    guaranteed: str
+    pendingPods: int
+    runningPods: int
+
+
+class QueueList(typing.TypedDict, total=False):
+    """``/berth/v1/queues``."""
+
+    items: list[QueueItem]
+
+
+class WaitingEntry(typing.TypedDict, total=False):
+    """One group of ``/berth/v1/queues/{name}/waiting``."""
+
+    position: int
+    kind: str
+    namespace: str
+    name: str
+    reason: str | None
+
+
+WaitingList = typing.TypedDict(
+    "WaitingList", {"total": int, "items": list[WaitingEntry], "continue": str}, total=False
+)
+"""``/berth/v1/queues/{name}/waiting``: one page, and the token of the next (none: the last)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +103,7 @@ def from_operator(
     """The line from the operator at ``url`` (its first ``limit`` groups, page by page), asked
     with the bearer ``token`` when given (the operator authorizes each path through the API
     server: RBAC on the non-resource URL ``/berth/*``)."""
-    listed = _get(url, "/berth/v1/queues", token=token, timeout=timeout)
+    listed: QueueList = json.loads(_get(url, "/berth/v1/queues", token=token, timeout=timeout))
     found = [q for q in listed.get("items", ()) if q.get("name") == queue]
     if not found:
         names = [str(q.get("name")) for q in listed.get("items", ())]
@@ -82,11 +116,14 @@ def from_operator(
         query = {"limit": str(min(limit - len(waiting), 500))}
         if page_token is not None:
             query["continue"] = page_token
-        page = _get(
-            url,
-            f"/berth/v1/queues/{urllib.parse.quote(queue)}/waiting?{urllib.parse.urlencode(query)}",
-            token=token,
-            timeout=timeout,
+        page: WaitingList = json.loads(
+            _get(
+                url,
+                f"/berth/v1/queues/{urllib.parse.quote(queue)}/waiting?"
+                f"{urllib.parse.urlencode(query)}",
+                token=token,
+                timeout=timeout,
+            )
         )
         total = int(page.get("total", 0))
         for entry in page.get("items", ()):
@@ -115,8 +152,8 @@ def from_operator(
 
 
 def from_objects(
-    queue: Body | None,
-    groups: collections.abc.Iterable[Body],
+    queue: custom_objects.Queue | None,
+    groups: collections.abc.Iterable[custom_objects.PodGroup],
     *,
     name: str,
     limit: int,
@@ -137,13 +174,13 @@ def from_objects(
             continue
         total = max(total, int(group_status.get("queuePending") or 0))
         meta = group.get("metadata") or {}
-        scheduled: Body = next(
+        scheduled: objects.Condition = next(
             (
                 c
                 for c in group_status.get("conditions") or ()
                 if c.get("type") == podgroups.CONDITION_SCHEDULED
             ),
-            {},
+            objects.Condition(),
         )
         waiting.append(
             Waiting(
@@ -202,12 +239,13 @@ def render(line: Line) -> rich.console.RenderableType:
     return rich.console.Group(heading, table, shown)
 
 
-def _get(url: str, path: str, *, token: str | None, timeout: float) -> Body:
+def _get(url: str, path: str, *, token: str | None, timeout: float) -> bytes:
+    """The operator's answer to ``GET path``, its JSON undecoded (each caller knows its shape)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     request = urllib.request.Request(url.rstrip("/") + path, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
-            body: Body = json.loads(answer.read())
+            body: bytes = answer.read()
             return body
     except urllib.error.HTTPError as exc:
         try:

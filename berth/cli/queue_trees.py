@@ -27,7 +27,7 @@ import rich.table
 import rich.text
 import rich.tree
 
-from berth.api import keys, queues, resources
+from berth.api import custom_objects, keys, queues, resources
 from berth.util import suggestions
 
 __all__ = [
@@ -90,7 +90,7 @@ def _resources(value: resources.ResourceList | None) -> dict[str, str] | None:
     return value.to_api() if value is not None else None
 
 
-def _node(obj: collections.abc.Mapping[str, typing.Any]) -> tuple[QueueNode, str | None]:
+def _node(obj: custom_objects.Queue) -> tuple[QueueNode, str | None]:
     """A childless node for one Queue object, and its parent's name."""
     name = str((obj.get("metadata") or {}).get("name") or "")
     try:
@@ -133,7 +133,7 @@ def _node(obj: collections.abc.Mapping[str, typing.Any]) -> tuple[QueueNode, str
 
 
 def build(
-    objects: collections.abc.Iterable[collections.abc.Mapping[str, typing.Any]],
+    objects: collections.abc.Iterable[custom_objects.Queue],
 ) -> list[QueueNode]:
     """The queue trees, roots sorted by name (see the module docstring)."""
     flat: dict[str, QueueNode] = {}

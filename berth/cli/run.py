@@ -84,8 +84,8 @@ def command(**flags: typing.Any) -> None:
     raise SystemExit(int(code))
 
 
-# click's option values by parameter name (whatever each option's type makes them): Settings
-# validates them, and names the bad one.
+# Untyped: click's option values by parameter name (whatever each option's type makes them):
+# Settings validates them, and names the bad one.
 def _load_settings(flags: dict[str, typing.Any]) -> settings.Settings:
     overrides = {k: v for k, v in flags.items() if v is not None and k != "leader_elect"}
     if flags.get("leader_elect") is not None:

@@ -34,6 +34,7 @@ import typing
 import aiohttp
 import click
 
+from berth.api import core
 from berth.cli import e2e
 from berth.kube.binder import binding
 from berth.operator import main, scheduling, settings
@@ -53,8 +54,7 @@ def rss_mb() -> float:
     return resident * _PAGE / 2**20
 
 
-# A Pod manifest (Kubernetes JSON), as e2e's.
-def _pod(index: int, *, lifetime: float) -> dict[str, typing.Any]:
+def _pod(index: int, *, lifetime: float) -> core.Pod:
     body = e2e._pod(index)
     body["metadata"]["name"] = f"soak-{index:07d}"
     body["metadata"]["annotations"] = {"sim.berth.io/duration": f"{lifetime:g}s"}

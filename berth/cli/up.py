@@ -40,7 +40,8 @@ import rich.table
 import yaml
 
 import berth
-from berth.api import crds, keys
+from berth.api import core, crds, custom_objects, keys
+from berth.api import objects as api_objects
 from berth.cli import emulator as emulator_cli
 from berth.cli import signals, up_steps
 from berth.emulator import kubelets, rest, server, tables
@@ -77,9 +78,28 @@ _SHOWN_KINDS = (
     ("Pod", "Pods", "v1", "pods"),
 )
 
-# Kubernetes objects as the emulator stores them and kubectl applies them (JSON; berth.api's
-# records will type them, #31).
-Object = dict[str, typing.Any]
+Shown: typing.TypeAlias = (
+    core.Pod | custom_objects.Queue | custom_objects.PodGroup | custom_objects.Reservation
+)
+"""An object of the kinds the demo shows (:data:`_SHOWN_KINDS`)."""
+
+
+class TableColumn(typing.TypedDict, total=False):
+    """A column of a ``meta.k8s.io/v1`` Table (the fields read here)."""
+
+    name: str
+    type: str
+
+
+class TableRow(typing.TypedDict, total=False):
+    cells: list[str | int | float | bool | None]
+
+
+class Table(typing.TypedDict, total=False):
+    """``kubectl get``'s ``meta.k8s.io/v1`` Table, as the emulator renders it."""
+
+    columnDefinitions: list[TableColumn]
+    rows: list[TableRow]
 
 
 @dataclasses.dataclass
@@ -97,13 +117,14 @@ class LocalCluster:
     def stop(self) -> None:
         self.threaded.stop()
 
-    def objects(self, api_version: str, plural: str) -> list[Object]:
-        """Every object of a kind (read in process, on the server's thread)."""
+    def objects(self, api_version: str, plural: str) -> list[Shown]:
+        """Every object of a kind the demo shows (read in process, on the server's thread)."""
         api = self.threaded.emulator.api
 
-        def read() -> list[Object]:
+        def read() -> list[Shown]:
             resource = api.resource(api_version, plural)
-            return list(api.storage.list(resource.key))
+            # The emulator stores decoded JSON: read here as the records they are.
+            return typing.cast(list[Shown], list(api.storage.list(resource.key)))
 
         return self.threaded.call(read)
 
@@ -111,12 +132,12 @@ class LocalCluster:
         """``kubectl get -o wide``'s header and rows for a kind, from the printer columns."""
         api = self.threaded.emulator.api
 
-        # A meta.k8s.io/v1 Table, as kubectl get receives it (Kubernetes JSON).
-        def render() -> dict[str, typing.Any]:
+        def render() -> Table:
             resource = api.resource(api_version, plural)
-            return tables.render(
+            rendered = tables.render(
                 resource, list(api.storage.list(resource.key)), now=api.clock.now()
             )
+            return typing.cast(Table, rendered)  # the emulator renders decoded JSON
 
         table = self.threaded.call(render)
         header = [str(c["name"]).upper() for c in table["columnDefinitions"]]
@@ -173,7 +194,7 @@ def default_examples() -> pathlib.Path:
 
 async def apply_examples(
     cluster: LocalCluster, directory: pathlib.Path, *, settle: float = 10.0
-) -> list[Object]:
+) -> list[api_objects.KubeObject]:
     """Create every manifest of the numbered example folders, in order; the objects created.
 
     After a Reservation, the next manifest waits (up to ``settle`` seconds) until the
@@ -183,7 +204,7 @@ async def apply_examples(
     folders = sorted(p for p in directory.iterdir() if p.is_dir() and _EXAMPLE_FOLDER.match(p.name))
     if not folders:
         raise click.ClickException(f"no numbered example folders in {directory}")
-    created: list[Object] = []
+    created: list[api_objects.KubeObject] = []
     api = cluster.threaded.emulator.api
     for folder in folders:
         for path in sorted(folder.glob("*.yaml")):
@@ -209,14 +230,20 @@ async def _placed(cluster: LocalCluster, name: str, *, timeout: float) -> None:
         await wakeups.sleep_or_stop(0.1)
 
 
-def _create(api: rest.Api, body: Object, *, source: pathlib.Path) -> Object:
+def _create(
+    api: rest.Api,
+    body: dict[str, typing.Any],  # Untyped: a user's manifest, any kind, as written
+    *,
+    source: pathlib.Path,
+) -> api_objects.KubeObject:
     """Create one manifest's object (on the server's thread)."""
     group, _, version = str(body.get("apiVersion", "")).rpartition("/")
     resource = api.registry.by_kind(group, version, str(body.get("kind")))
     if resource is None:
         raise click.ClickException(f"{source}: unknown kind {body.get('kind')}")
     namespace = "default" if resource.namespaced else None
-    return dict(api.create(resource, body, namespace=namespace).object)
+    created = dict(api.create(resource, body, namespace=namespace).object)
+    return typing.cast(api_objects.KubeObject, created)  # the emulator answers decoded JSON
 
 
 def _settings(cluster: LocalCluster, *, http_port: int, log_level: str) -> settings.Settings:
@@ -440,7 +467,7 @@ def _register_webhooks(
     ):
         plural = str(body["kind"]).lower() + "s"
         resource = cluster.threaded.call(api.resource, "admissionregistration.k8s.io/v1", plural)
-        cluster.threaded.call(api.create, resource, body)
+        cluster.threaded.call(api.create, resource, dict(body))
     return settings.AdmissionSettings(
         webhook_host="127.0.0.1",
         webhook_port=port,
@@ -608,7 +635,7 @@ async def _demo(
     return False
 
 
-def _progress(cluster: LocalCluster, applied: list[Object]) -> rich.table.Table:
+def _progress(cluster: LocalCluster, applied: list[api_objects.KubeObject]) -> rich.table.Table:
     table = rich.table.Table(title="Examples", title_justify="left", box=None, header_style="bold")
     for column in ("KIND", "NAME", "PHASE", "WHERE / WHY"):
         table.add_column(column)
@@ -626,9 +653,11 @@ def _progress(cluster: LocalCluster, applied: list[Object]) -> rich.table.Table:
     return table
 
 
-def _current(cluster: LocalCluster, applied: list[Object]) -> list[tuple[str, Object]]:
+def _current(
+    cluster: LocalCluster, applied: list[api_objects.KubeObject]
+) -> list[tuple[str, Shown]]:
     wanted = {(o["kind"], o["metadata"]["name"]) for o in applied}
-    out: list[tuple[str, Object]] = []
+    out: list[tuple[str, Shown]] = []
     for kind, _, api_version, plural in _SHOWN_KINDS:
         for obj in cluster.objects(api_version, plural):
             if (kind, obj["metadata"]["name"]) in wanted:
@@ -636,7 +665,7 @@ def _current(cluster: LocalCluster, applied: list[Object]) -> list[tuple[str, Ob
     return out
 
 
-def _finished(cluster: LocalCluster, applied: list[Object]) -> bool:
+def _finished(cluster: LocalCluster, applied: list[api_objects.KubeObject]) -> bool:
     """Every example pod ran to completion and every PodGroup says so."""
     current = _current(cluster, applied)
     pods = [o for k, o in current if k == "Pod"]

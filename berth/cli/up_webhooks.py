@@ -21,8 +21,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import pathlib
-import typing
 
+import typing_extensions
+
+from berth.api import admissionregistration, objects
 from berth.cli import up_steps
 from berth.operator import webhooks
 from berth.realcluster import pki
@@ -67,9 +69,6 @@ def _queue_of(obj: str) -> str:
 QUEUE_CHANGED = f"{_queue_of('object')} != {_queue_of('oldObject')}"
 """CEL: an update changes the pod's queue label (the chart's matchCondition)."""
 
-# Webhook configurations as the API server takes them (Kubernetes JSON).
-Object = dict[str, typing.Any]
-
 
 @dataclasses.dataclass(frozen=True)
 class ServingCertificate:
@@ -87,7 +86,7 @@ def serving_certificate(directory: pathlib.Path) -> ServingCertificate:
     return ServingCertificate(pair.cert, pair.key, authority.pem)
 
 
-def _pods_rule(operation: str = "CREATE") -> Object:
+def _pods_rule(operation: str = "CREATE") -> admissionregistration.RuleWithOperations:
     return {
         "operations": [operation],
         "apiGroups": [""],
@@ -97,7 +96,13 @@ def _pods_rule(operation: str = "CREATE") -> Object:
     }
 
 
-def _webhook(name: str, url: str, bundle: str, **rest: typing.Any) -> Object:
+def _webhook(
+    name: str,
+    url: str,
+    bundle: str,
+    /,
+    **rest: typing_extensions.Unpack[admissionregistration.Webhook],
+) -> admissionregistration.Webhook:
     return {
         "name": name,
         "admissionReviewVersions": ["v1"],
@@ -109,7 +114,7 @@ def _webhook(name: str, url: str, bundle: str, **rest: typing.Any) -> Object:
     }
 
 
-def _not_excluded(*more: Object) -> Object:
+def _not_excluded(*more: objects.LabelSelectorRequirement) -> objects.LabelSelector:
     return {
         "matchExpressions": [
             {
@@ -122,7 +127,9 @@ def _not_excluded(*more: Object) -> Object:
     }
 
 
-def configurations(base_url: str, ca_pem: bytes, *, namespaces: str = "optIn") -> list[Object]:
+def configurations(
+    base_url: str, ca_pem: bytes, *, namespaces: str = "optIn"
+) -> list[admissionregistration.WebhookConfiguration]:
     """The chart's Mutating- and ValidatingWebhookConfiguration (admission mode, default
     values but ``admission.namespaces``), sent to ``base_url`` (``https://127.0.0.1:PORT``)
     and trusting ``ca_pem``."""
@@ -133,9 +140,17 @@ def configurations(base_url: str, ca_pem: bytes, *, namespaces: str = "optIn") -
     # each pod is sent to one of them, never two (as the chart splits them).
     whole, rest = ("In", "NotIn") if namespaces == "optIn" else ("NotIn", "In")
     value = "enabled" if namespaces == "optIn" else "disabled"
-    opted_in = {"key": _ADMISSION, "operator": whole, "values": [value]}
-    optional = {"key": _ADMISSION, "operator": rest, "values": [value]}
-    mutating: list[Object] = []
+    opted_in: objects.LabelSelectorRequirement = {
+        "key": _ADMISSION,
+        "operator": whole,
+        "values": [value],
+    }
+    optional: objects.LabelSelectorRequirement = {
+        "key": _ADMISSION,
+        "operator": rest,
+        "values": [value],
+    }
+    mutating: list[admissionregistration.Webhook] = []
     for prefix, label in _POD_WEBHOOKS:
         if label:
             mutating.append(
@@ -216,13 +231,13 @@ def configurations(base_url: str, ca_pem: bytes, *, namespaces: str = "optIn") -
     ]
     return [
         {
-            "apiVersion": "admissionregistration.k8s.io/v1",
+            "apiVersion": admissionregistration.API_VERSION,
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": NAME},
             "webhooks": mutating,
         },
         {
-            "apiVersion": "admissionregistration.k8s.io/v1",
+            "apiVersion": admissionregistration.API_VERSION,
             "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": NAME},
             "webhooks": validating,

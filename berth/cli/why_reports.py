@@ -18,9 +18,8 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import datetime
-import typing
 
-from berth.api import meta
+from berth.api import core, meta
 from berth.cli import explaining
 
 __all__ = ["Facts", "latest_failed_scheduling", "render"]
@@ -40,7 +39,7 @@ class Facts:
     event: str | None = None  # the latest FailedScheduling Event, one line
 
 
-def _timestamp(event: collections.abc.Mapping[str, typing.Any]) -> datetime.datetime | None:
+def _timestamp(event: core.Event) -> datetime.datetime | None:
     """When the Event last happened (None when it says nowhere)."""
     metadata = event.get("metadata") or {}
     for value in (
@@ -57,7 +56,7 @@ def _timestamp(event: collections.abc.Mapping[str, typing.Any]) -> datetime.date
     return None
 
 
-def _written_order(event: collections.abc.Mapping[str, typing.Any]) -> int:
+def _written_order(event: core.Event) -> int:
     """The Event's resourceVersion as a number (-1 when it is not one): later writes are
     higher on the API servers Berth runs against (etcd revisions, the emulator's counter)."""
     version = str((event.get("metadata") or {}).get("resourceVersion") or "")
@@ -68,13 +67,13 @@ _NEVER = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
 def latest_failed_scheduling(
-    events: collections.abc.Iterable[collections.abc.Mapping[str, typing.Any]],
+    events: collections.abc.Iterable[core.Event],
     *,
     about: collections.abc.Collection[tuple[str, str]],
 ) -> str | None:
     """The latest ``FailedScheduling`` Event about one of ``about`` (``(kind, name)`` pairs in
     the events' namespace), as one line: when, about what, how often, and its message."""
-    found: list[tuple[datetime.datetime, int, collections.abc.Mapping[str, typing.Any]]] = []
+    found: list[tuple[datetime.datetime, int, core.Event]] = []
     for event in events:
         involved = event.get("involvedObject") or {}
         subject = (str(involved.get("kind") or ""), str(involved.get("name") or ""))

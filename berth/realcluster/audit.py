@@ -22,6 +22,9 @@ import typing
 
 __all__ = [
     "AuditEvent",
+    "GroupResources",
+    "Policy",
+    "PolicyRule",
     "Request",
     "Watch",
     "bindings",
@@ -81,6 +84,29 @@ class ObjectReference(typing.TypedDict, total=False):
 
 class ResponseStatus(typing.TypedDict, total=False):
     code: int
+
+
+class GroupResources(typing.TypedDict):
+    group: str
+    resources: list[str]  # "pods/binding": a subresource
+
+
+class PolicyRule(typing.TypedDict, total=False):
+    """A rule of an ``audit.k8s.io/v1`` Policy: the first that matches a request sets its level."""
+
+    level: typing.Required[str]  # None, Metadata, Request, RequestResponse
+    verbs: list[str]
+    users: list[str]
+    resources: list[GroupResources]
+
+
+class Policy(typing.TypedDict):
+    """The API server's ``--audit-policy-file``: which requests it logs, and how much."""
+
+    apiVersion: str
+    kind: str
+    omitStages: list[str]
+    rules: list[PolicyRule]
 
 
 class AuditEvent(typing.TypedDict, total=False):

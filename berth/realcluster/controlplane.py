@@ -31,9 +31,10 @@ import urllib.request
 
 import yaml
 
+from berth.api import objects as api_objects
 from berth.emulator import kubelets
+from berth.realcluster import audit, nodes, pki, processes
 from berth.realcluster import binaries as binaries_
-from berth.realcluster import nodes, pki, processes
 from berth.util import extras
 
 try:
@@ -43,9 +44,11 @@ except ModuleNotFoundError as exc:
 
 __all__ = ["ControlPlane", "Ports", "find_kubectl", "server_version"]
 
-# Kubernetes objects and other tools' documents (a kubeconfig's user, the audit Policy) as
-# JSON, written in the shape those tools read.
-Object = dict[str, typing.Any]
+
+KubeconfigUser = typing.TypedDict(
+    "KubeconfigUser", {"token": str, "client-certificate": str, "client-key": str}, total=False
+)
+"""A kubeconfig's user: a client certificate and key, or a bearer token."""
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service's address: the first of SERVICE_CIDR
@@ -200,7 +203,9 @@ class ControlPlane:
             )
         return result
 
-    def apply(self, objects: collections.abc.Iterable[Object], *, create: bool = False) -> None:
+    def apply(
+        self, objects: collections.abc.Iterable[api_objects.KubeObject], *, create: bool = False
+    ) -> None:
         """``kubectl apply`` (or ``create``) of objects given as dicts."""
         # JSON, never YAML: kubectl reads YAML 1.1, where a label value such as n, yes or off
         # that PyYAML writes bare is a boolean, and the API server refuses a boolean label.
@@ -221,7 +226,7 @@ class ControlPlane:
         """A kubeconfig that authenticates with a bearer token (a ServiceAccount's)."""
         return self._write_kubeconfig(path, user={"token": token})
 
-    def _write_kubeconfig(self, path: pathlib.Path, *, user: Object) -> pathlib.Path:
+    def _write_kubeconfig(self, path: pathlib.Path, *, user: KubeconfigUser) -> pathlib.Path:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -282,8 +287,8 @@ class ControlPlane:
         (self.directory / "audit-policy.yaml").write_text(yaml.safe_dump(self._audit_policy()))
         (self.directory / "kwok-stages.yaml").write_text(nodes.stages_config())
 
-    def _audit_policy(self) -> Object:
-        rules: list[Object] = [
+    def _audit_policy(self) -> audit.Policy:
+        rules: list[audit.PolicyRule] = [
             {
                 "level": "Metadata",
                 "verbs": ["create"],

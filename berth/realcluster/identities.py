@@ -20,10 +20,10 @@ import json
 import os
 import pathlib
 import subprocess
-import typing
 
 import yaml
 
+from berth.api import core
 from berth.realcluster import controlplane, processes
 
 __all__ = ["GATE", "bound_kubeconfig", "remove", "stand_in"]
@@ -33,11 +33,8 @@ GATE = "realcluster.berth.io/stand-in"
 
 _LABELS = {"app.kubernetes.io/part-of": "berth", "app.kubernetes.io/component": "stand-in"}
 
-# A stand-in Pod as Kubernetes JSON (berth.api's Pod record will type it, #31).
-Object = dict[str, typing.Any]
 
-
-def stand_in(pod: str, *, namespace: str, service_account: str) -> Object:
+def stand_in(pod: str, *, namespace: str, service_account: str) -> core.Pod:
     """The stand-in Pod for replica ``pod`` of ``service_account``."""
     return {
         "apiVersion": "v1",

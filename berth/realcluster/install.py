@@ -23,6 +23,7 @@ import pathlib
 import typing
 
 import berth
+from berth.api import admissionregistration
 from berth.realcluster import controlplane, identities, processes
 from berth.util import extras
 
@@ -36,9 +37,6 @@ USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 """The user name Berth's requests are authorized as (audit the control plane for it)."""
 TOKEN_LIFETIME = "48h"
 WEBHOOK_CONFIGURATION = f"{RELEASE}-admission"
-
-# Helm values (free-form, as the chart's values.yaml takes them) and Kubernetes objects (JSON).
-Object = dict[str, typing.Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,11 +111,14 @@ def _helm() -> typing.Any:
 
 
 async def install(
-    plane: controlplane.ControlPlane, *, mode: str = "scheduler", values: Object | None = None
+    plane: controlplane.ControlPlane,
+    *,
+    mode: str = "scheduler",
+    values: dict[str, typing.Any] | None = None,  # Untyped: Helm values, any of the chart's
 ) -> Installation:
     """``helm install berth helm/berth`` into ``plane`` and a local identity to run it as."""
     helm_sdkpy = _helm()
-    chart_values: Object = {"replicaCount": 1, "mode": mode, **(values or {})}
+    chart_values = {"replicaCount": 1, "mode": mode, **(values or {})}
     configuration = helm_sdkpy.Configuration(
         namespace=NAMESPACE, kubeconfig=str(plane.admin_kubeconfig)
     )
@@ -144,12 +145,15 @@ async def install(
 
 
 async def upgrade(
-    plane: controlplane.ControlPlane, installation: Installation, *, values: Object
+    plane: controlplane.ControlPlane,
+    installation: Installation,
+    *,
+    values: dict[str, typing.Any],  # Untyped: Helm values, any of the chart's
 ) -> None:
     """``helm upgrade berth helm/berth`` with ``values`` (over the chart's defaults, in the
     installation's mode), its Deployment scaled to zero and its webhooks pointed here again."""
     helm_sdkpy = _helm()
-    chart_values: Object = {"replicaCount": 1, "mode": installation.mode, **values}
+    chart_values = {"replicaCount": 1, "mode": installation.mode, **values}
     configuration = helm_sdkpy.Configuration(
         namespace=NAMESPACE, kubeconfig=str(plane.admin_kubeconfig)
     )
@@ -169,14 +173,16 @@ async def upgrade(
         _point_webhooks_here(plane, port=installation.webhook_port)
 
 
-def webhook_configuration(plane: controlplane.ControlPlane) -> Object | None:
+def webhook_configuration(
+    plane: controlplane.ControlPlane,
+) -> admissionregistration.WebhookConfiguration | None:
     """The chart's MutatingWebhookConfiguration as it is now (None: not installed)."""
     result = plane.kubectl(
         "get", "mutatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "-o", "json", check=False
     )
     if result.returncode != 0:
         return None
-    config: Object = json.loads(result.stdout)
+    config: admissionregistration.WebhookConfiguration = json.loads(result.stdout)
     return config
 
 
@@ -190,7 +196,7 @@ def _point_webhooks_here(plane: controlplane.ControlPlane, *, port: int) -> None
             raise processes.ComponentFailed(
                 f"the chart installed no {kind} {WEBHOOK_CONFIGURATION}"
             )
-        config: Object = json.loads(found.stdout)
+        config: admissionregistration.WebhookConfiguration = json.loads(found.stdout)
         for webhook in config.get("webhooks") or ():
             path = webhook["clientConfig"]["service"].get("path", "/")
             webhook["clientConfig"] = {

@@ -39,6 +39,7 @@ import urllib.request
 
 import yaml
 
+from berth.api import core, objects
 from berth.emulator import kubelets
 from berth.realcluster import binaries, controlplane, processes
 
@@ -47,8 +48,14 @@ __all__ = [
     "INSTANCE_TYPES",
     "NODE_CLASS",
     "NODE_POOL_LABEL",
+    "Disruption",
     "InstanceType",
     "Karpenter",
+    "NodeClaimTemplate",
+    "NodeClaimTemplateSpec",
+    "NodeClassReference",
+    "NodePool",
+    "NodePoolSpec",
     "instance_types_document",
     "node_class",
     "node_pool",
@@ -63,9 +70,42 @@ ZONE = "zone-a"
 GPU = "nvidia.com/gpu"
 _READY_TIMEOUT = 180.0
 
-# Karpenter's and Kubernetes' objects as JSON (NodePools, NodeClaims, Nodes: other projects'
-# kinds, applied and read as they are).
-Object = dict[str, typing.Any]
+
+# Karpenter's NodePool (karpenter.sh/v1): the fields written here.
+
+
+class NodeClassReference(typing.TypedDict):
+    group: str
+    kind: str
+    name: str
+
+
+class NodeClaimTemplateSpec(typing.TypedDict, total=False):
+    nodeClassRef: NodeClassReference
+    requirements: list[core.NodeSelectorRequirement]
+    expireAfter: str  # a duration, or "Never"
+
+
+class NodeClaimTemplate(typing.TypedDict, total=False):
+    """What the NodePool's nodes are made from: their labels and how they are launched."""
+
+    metadata: objects.ObjectMeta
+    spec: NodeClaimTemplateSpec
+
+
+class Disruption(typing.TypedDict, total=False):
+    consolidationPolicy: str  # WhenEmpty, WhenEmptyOrUnderutilized
+    consolidateAfter: str
+
+
+class NodePoolSpec(typing.TypedDict, total=False):
+    template: NodeClaimTemplate
+    disruption: Disruption
+    limits: dict[str, str]  # the most the pool's nodes may have in all, per resource
+
+
+class NodePool(objects.KubeObject, total=False):
+    spec: NodePoolSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +168,7 @@ def instance_types_document(types: collections.abc.Sequence[InstanceType]) -> st
     )
 
 
-def node_class(name: str = NODE_CLASS) -> Object:
+def node_class(name: str = NODE_CLASS) -> objects.KubeObject:
     """A KWOKNodeClass (nodes register at once: no startup delay)."""
     return {
         "apiVersion": "karpenter.kwok.sh/v1alpha1",
@@ -144,11 +184,11 @@ def node_pool(
     consolidate_after: str = "30s",
     labels: collections.abc.Mapping[str, str] | None = None,
     limits: collections.abc.Mapping[str, str] | None = None,
-) -> Object:
+) -> NodePool:
     """A NodePool launching ``instance_types`` on demand, consolidating a node that has been
     empty or underused for ``consolidate_after``. Its nodes carry ``labels`` and those the
     plane's own nodes carry (``type: kwok``, the pool label ``name``)."""
-    spec: Object = {
+    spec: NodePoolSpec = {
         "template": {
             "metadata": {
                 "labels": {"type": "kwok", kubelets.POOL_LABEL: name, **dict(labels or {})}
@@ -196,7 +236,7 @@ class Karpenter:
         self,
         plane: controlplane.ControlPlane,
         *,
-        node_pools: collections.abc.Sequence[Object] = (),
+        node_pools: collections.abc.Sequence[NodePool] = (),
         instance_types: collections.abc.Sequence[InstanceType] = INSTANCE_TYPES,
         directory: pathlib.Path | None = None,
     ) -> None:

@@ -41,12 +41,22 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from berth.api import admissionregistration, core
+from berth.api import objects as api_objects
 from berth.realcluster import binaries, controlplane, processes
 
 __all__ = [
     "NAMESPACE",
     "QUEUE_LABEL",
+    "ClientConnection",
+    "Configuration",
+    "CustomResourceConversion",
+    "CustomResourceDefinition",
+    "CustomResourceDefinitionSpec",
+    "InternalCertManagement",
     "Kueue",
+    "WebhookConversion",
+    "WebhookServer",
     "crds",
     "webhook_configurations",
 ]
@@ -61,15 +71,67 @@ _CA_NAME = "kueue-ca"  # Kueue's cert rotator checks its CA under this name
 _FRAMEWORK_RESOURCES = {"batch/job": ("batch", "jobs")}
 _READY_TIMEOUT = 180.0
 
-# Kueue's and Kubernetes' objects as JSON (ClusterQueues, Workloads: another project's kinds,
-# applied and read as they are).
-Object = dict[str, typing.Any]
+
+# A CustomResourceDefinition (apiextensions.k8s.io/v1): the fields written here; the rest (its
+# versions' OpenAPI schemas) is carried along as Kueue's files hold it.
 
 
-def crds(directory: pathlib.Path, *, url: str, ca_bundle: bytes) -> list[Object]:
+class WebhookConversion(typing.TypedDict):
+    clientConfig: admissionregistration.WebhookClientConfig
+    conversionReviewVersions: list[str]
+
+
+class CustomResourceConversion(typing.TypedDict, total=False):
+    strategy: typing.Required[str]  # None, Webhook
+    webhook: WebhookConversion
+
+
+class CustomResourceDefinitionSpec(typing.TypedDict, total=False):
+    conversion: CustomResourceConversion
+
+
+class CustomResourceDefinition(api_objects.KubeObject, total=False):
+    spec: CustomResourceDefinitionSpec
+
+
+# Kueue's configuration file (config.kueue.x-k8s.io/v1beta2): the fields written here.
+
+
+class WebhookServer(typing.TypedDict):
+    port: int
+    host: str
+    certDir: str
+
+
+class InternalCertManagement(typing.TypedDict):
+    enable: bool
+    webhookServiceName: str
+    webhookSecretName: str
+
+
+class ClientConnection(typing.TypedDict):
+    qps: float
+    burst: int
+
+
+class Configuration(typing.TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    namespace: str
+    health: dict[str, str]  # {healthProbeBindAddress}
+    metrics: dict[str, str]  # {bindAddress}
+    webhook: WebhookServer
+    leaderElection: dict[str, bool]  # {leaderElect}
+    internalCertManagement: InternalCertManagement
+    clientConnection: ClientConnection
+    integrations: dict[str, list[str]]  # {frameworks}
+    fairSharing: dict[str, list[str]]  # {preemptionStrategies}
+
+
+def crds(directory: pathlib.Path, *, url: str, ca_bundle: bytes) -> list[CustomResourceDefinition]:
     """Kueue's CRDs from ``directory/config``, with the conversion webhook its kustomization
     patches in pointed at ``url`` (``https://127.0.0.1:PORT``)."""
-    found: list[Object] = []
+    found: list[CustomResourceDefinition] = []
     for path in sorted((directory / "config" / "crd").glob("*.yaml")):
         found += [d for d in yaml.safe_load_all(path.read_text()) if d]
     patched = _patched_crds(directory / "config" / "crd-patches")
@@ -105,13 +167,14 @@ def webhook_configurations(
     url: str,
     ca_bundle: bytes,
     frameworks: collections.abc.Collection[str],
-) -> list[Object]:
+) -> list[admissionregistration.WebhookConfiguration]:
     """Kueue's webhook configurations, named as its overlay names them, pointed at ``url``,
     with only the webhooks of its own kinds and of ``frameworks``."""
     wanted = {_FRAMEWORK_RESOURCES[f] for f in frameworks}
     path = directory / "config" / "webhook" / "manifests.yaml"
     bundle = base64.b64encode(ca_bundle).decode()
-    configurations: list[Object] = []
+    configurations: list[admissionregistration.WebhookConfiguration] = []
+    document: admissionregistration.WebhookConfiguration
     for document in yaml.safe_load_all(path.read_text()):
         if not document:
             continue
@@ -237,7 +300,7 @@ class Kueue:
         self.probe_port = processes.free_port()
         self.visibility_port = processes.free_port()
         self.process: processes.Process | None = None
-        self._installed: list[Object] = []
+        self._installed: list[admissionregistration.WebhookConfiguration] = []
 
     @property
     def log(self) -> pathlib.Path:
@@ -296,7 +359,7 @@ class Kueue:
                 f"kueue: its CRDs did not become Established: {result.stderr.strip()}"
             )
         self.plane.kubectl("create", "namespace", NAMESPACE, check=False)  # exists on a re-install
-        secret = {
+        secret: core.Secret = {
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": {"name": _SECRET, "namespace": NAMESPACE},
@@ -309,7 +372,9 @@ class Kueue:
         self._installed = configurations
         self._kubectl_apply(configurations, what="its webhook configurations")
 
-    def _kubectl_apply(self, documents: list[Object], *, what: str) -> None:
+    def _kubectl_apply(
+        self, documents: collections.abc.Sequence[api_objects.KubeObject], *, what: str
+    ) -> None:
         # Server-side: Kueue's CRDs are too large for the last-applied annotation.
         result = self.plane.kubectl(
             "apply",
@@ -326,8 +391,8 @@ class Kueue:
                 f"kueue: installing {what} failed: {result.stderr.strip() or result.stdout}"
             )
 
-    def _configuration(self) -> Object:
-        config: Object = {
+    def _configuration(self) -> Configuration:
+        config: Configuration = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
             "namespace": NAMESPACE,

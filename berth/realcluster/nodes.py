@@ -21,13 +21,20 @@ import typing
 
 import yaml
 
-from berth.api import fake_devices, keys
+from berth.api import core, dra, fake_devices, keys, objects
 from berth.emulator import addresses, kubelets
 
 __all__ = [
     "CONFIGURATION",
     "MANAGED_ANNOTATION",
     "STAGES",
+    "KwokConfiguration",
+    "Stage",
+    "StageDelay",
+    "StageNext",
+    "StageRequirement",
+    "StageSelector",
+    "StageSpec",
     "device_manifests",
     "node_manifests",
     "stages_config",
@@ -36,20 +43,71 @@ __all__ = [
 MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
 MANAGED_VALUE = "fake"
 
-# Nodes, DRA devices and KWOK Stages as Kubernetes JSON (KWOK's kinds are applied as they are).
-Object = dict[str, typing.Any]
+
+# KWOK's kinds (kwok.x-k8s.io/v1alpha1, config.kwok.x-k8s.io/v1alpha1): the fields written here.
 
 
-def node_manifests(pools: collections.abc.Sequence[kubelets.NodePool]) -> list[Object]:
+class StageRequirement(typing.TypedDict, total=False):
+    """A Stage selector's requirement: ``key`` is a jq expression on the object."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: list[str]
+
+
+class StageSelector(typing.TypedDict):
+    matchExpressions: list[StageRequirement]
+
+
+class StageNext(typing.TypedDict, total=False):
+    """What the stage does: write the status its template renders, or delete the object."""
+
+    statusTemplate: str
+    delete: bool
+
+
+class StageDelay(typing.TypedDict, total=False):
+    durationMilliseconds: int
+    durationFrom: dict[str, str]  # {expressionFrom}: a jq expression giving the duration
+
+
+class StageSpec(typing.TypedDict, total=False):
+    resourceRef: dict[str, str]  # {apiGroup, kind}
+    selector: StageSelector
+    next: StageNext
+    delay: StageDelay
+
+
+class Stage(objects.KubeObject, total=False):
+    """A KWOK Stage: one step of the lifecycle KWOK plays for the objects it selects."""
+
+    spec: StageSpec
+
+
+class KwokConfiguration(typing.TypedDict):
+    apiVersion: str
+    kind: str
+    options: dict[str, int]
+
+
+def _taint(taint: collections.abc.Mapping[str, str]) -> core.Taint:
+    """A pool's taint as :func:`berth.emulator.kubelets.parse_pool` spells it."""
+    out = core.Taint(key=taint["key"], effect=taint["effect"])
+    if "value" in taint:
+        out["value"] = taint["value"]
+    return out
+
+
+def node_manifests(pools: collections.abc.Sequence[kubelets.NodePool]) -> list[core.Node]:
     """One Node per pool member, with capacity, labels, taints and a pod subnet."""
     carver = addresses.SubnetCarver(taken=())
-    nodes: list[Object] = []
+    nodes: list[core.Node] = []
     for pool in pools:
         pods = int(pool.allocatable.get("pods", "110"))
         for name in pool.names():
-            spec: Object = {"podCIDR": str(carver.carve(pods=pods))}
+            spec: core.NodeSpec = {"podCIDR": str(carver.carve(pods=pods))}
             if pool.taints:
-                spec["taints"] = [dict(t) for t in pool.taints]
+                spec["taints"] = [_taint(t) for t in pool.taints]
             nodes.append(
                 {
                     "apiVersion": "v1",
@@ -76,26 +134,32 @@ def node_manifests(pools: collections.abc.Sequence[kubelets.NodePool]) -> list[O
     return nodes
 
 
-def device_manifests(pools: collections.abc.Sequence[kubelets.NodePool]) -> list[Object]:
+def device_manifests(
+    pools: collections.abc.Sequence[kubelets.NodePool],
+) -> list[dra.DeviceClass | dra.ResourceSlice]:
     """The DRA objects of the pools' ``devices=`` (no kubelet plugin runs on KWOK's nodes):
     a DeviceClass per driver and a ResourceSlice per node and driver
     (:mod:`berth.api.fake_devices`)."""
-    classes: dict[str, Object] = {}
-    slices: list[Object] = []
+    classes: dict[str, dra.DeviceClass] = {}
+    slices: list[dra.ResourceSlice] = []
     for pool in pools:
         for driver, count in pool.devices:
-            classes.setdefault(driver, dict(fake_devices.device_class(driver)))
+            classes.setdefault(driver, fake_devices.device_class(driver))
             slices += [
-                dict(fake_devices.node_slice(driver=driver, node=name, count=count))
+                fake_devices.node_slice(driver=driver, node=name, count=count)
                 for name in pool.names()
             ]
     return [*classes.values(), *slices]
 
 
 def _pod_stage(
-    name: str, *, match: list[Object], next_: Object, delay: Object | None = None
-) -> Object:
-    spec: Object = {
+    name: str,
+    *,
+    match: list[StageRequirement],
+    next_: StageNext,
+    delay: StageDelay | None = None,
+) -> Stage:
+    spec: StageSpec = {
         "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
         "selector": {"matchExpressions": match},
         "next": next_,
@@ -110,7 +174,7 @@ def _pod_stage(
     }
 
 
-_NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+_NOT_DELETED: StageRequirement = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 
 _NODE_READY = """\
 {{ $now := Now }}
@@ -202,7 +266,7 @@ containerStatuses:
 phase: Succeeded
 """
 
-STAGES: list[Object] = [
+STAGES: list[Stage] = [
     {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "Stage",
@@ -256,7 +320,7 @@ STAGES: list[Object] = [
 """KWOK's stages for Berth's simulated nodes (what :mod:`berth.emulator.kubelets` does)."""
 
 
-CONFIGURATION: Object = {
+CONFIGURATION: KwokConfiguration = {
     "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
     "kind": "KwokConfiguration",
     # KWOK plays 4 stages at a time by default: thousands of nodes would take minutes to
