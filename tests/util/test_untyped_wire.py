@@ -102,7 +102,6 @@ PENDING = {
     "scheduler/snapshot/volumes.py": 2,
     "scheduler/snapshot/volumestore.py": 1,
     "scheduler/snapshot/wire.py": 6,
-    "sim/benchmarks.py": 21,
     "sim/plots.py": 7,
     "sim/pod_events.py": 5,
     "sim/reports.py": 11,
