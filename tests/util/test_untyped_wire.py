@@ -103,7 +103,7 @@ PENDING = {
     "scheduler/snapshot/volumestore.py": 1,
     "scheduler/snapshot/wire.py": 6,
     "sim/pod_events.py": 5,
-    "sim/scenarios.py": 10,
+    "sim/scenarios.py": 5,
     "sim/stress.py": 1,
     "sim/traces.py": 1,
     "status/capacity_requests.py": 4,
