@@ -34,7 +34,7 @@ import subprocess
 import time
 import typing
 
-from berth.api import keys
+from berth.api import core, keys
 from berth.chaos import audits
 from berth.kube.transport import clients, errors, rest
 from berth.util import extras, wakeups
@@ -47,8 +47,8 @@ except ModuleNotFoundError as exc:
 
 __all__ = ["Report", "ReportJson", "hostile_objects", "run"]
 
-# Hostile objects: arbitrary JSON by design (wrong types, unknown keys), which no typed record
-# could hold; what the API server and Berth make of them is the point.
+# Untyped: hostile objects are arbitrary JSON by design (wrong types, unknown keys), which no
+# typed record could hold; what the API server and Berth make of them is the point.
 Obj = dict[str, typing.Any]
 _GROUP_VERSION = keys.API_VERSION
 
@@ -213,8 +213,7 @@ async def _generate_apart(count: int, *, seed: int) -> list[Obj]:
         return await loop.run_in_executor(pool, functools.partial(generate, count, seed=seed))
 
 
-def _path(obj: Obj, namespace: str) -> str:
-    kind = obj["kind"]
+def _path(kind: str, namespace: str) -> str:
     if kind == "Pod":
         return f"/api/v1/namespaces/{namespace}/pods"
     plural = {"PodGroup": "podgroups", "Queue": "queues", "Reservation": "reservations"}[kind]
@@ -223,12 +222,13 @@ def _path(obj: Obj, namespace: str) -> str:
     return f"/apis/{_GROUP_VERSION}/namespaces/{namespace}/{plural}"
 
 
-def _kubectl(kubeconfig: pathlib.Path, obj: Obj, namespace: str, kubectl: str) -> str:
-    """``kubectl create -f -``; the status class of the answer ("2xx", "4xx", "5xx")."""
+def _kubectl(kubeconfig: pathlib.Path, manifest: str, namespace: str, kubectl: str) -> str:
+    """``kubectl create -f -`` of the JSON ``manifest``; the status class of the answer
+    ("2xx", "4xx", "5xx")."""
     env = dict(os.environ, KUBECONFIG=str(kubeconfig))
     done = subprocess.run(
         [kubectl, "create", "--validate=false", "-n", namespace, "-f", "-"],
-        input=json.dumps(obj),
+        input=manifest,
         capture_output=True,
         text=True,
         env=env,
@@ -253,7 +253,7 @@ async def _wait_bound(api: clients.AsyncApiClient, path: str, *, timeout: float)
     return False
 
 
-def _one_cpu_pod(name: str, *, queue: str, scheduler: str) -> Obj:
+def _one_cpu_pod(name: str, *, queue: str, scheduler: str) -> core.Pod:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -321,10 +321,12 @@ async def run(
             report.tried += 1
             if kubectl is not None and index % 3 == 2:
                 report.through_kubectl += 1
-                answer = await asyncio.to_thread(_kubectl, kubeconfig, obj, namespace, kubectl)
+                manifest = json.dumps(obj)
+                answer = await asyncio.to_thread(_kubectl, kubeconfig, manifest, namespace, kubectl)
             else:
                 try:
-                    await rest.request(api, method="POST", path=_path(obj, namespace), body=obj)
+                    path = _path(obj["kind"], namespace)
+                    await rest.request(api, method="POST", path=path, body=obj)
                     answer = "2xx"
                 except errors.APIError as exc:
                     answer = f"{exc.status // 100}xx"

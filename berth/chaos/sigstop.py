@@ -41,7 +41,7 @@ import sys
 import time
 import typing
 
-from berth.api import keys
+from berth.api import core, keys
 from berth.chaos import audits
 from berth.kube.transport import clients, errors, rest
 from berth.realcluster import identities
@@ -332,16 +332,14 @@ async def _holder(api: _Api, experiment: Experiment) -> str | None:
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
 
-async def _pods(api: _Api, namespace: str) -> list[rest.Body]:
+async def _pods(api: _Api, namespace: str) -> list[core.Pod]:
     listed = await rest.request(
         api, method="GET", path=f"/api/v1/namespaces/{namespace}/pods", timeout=30
     )
     return list(listed.get("items") or [])
 
 
-def _pod(
-    name: str, experiment: Experiment, *, cpu: str | None = None, queue: str = ""
-) -> rest.Body:
+def _pod(name: str, experiment: Experiment, *, cpu: str | None = None, queue: str = "") -> core.Pod:
     labels = {"app": "berth-chaos", **({keys.QUEUE_LABEL: queue} if queue else {})}
     return {
         "apiVersion": "v1",
@@ -576,7 +574,7 @@ def _count(
     old: Replica,
     new: Replica,
     entries: list[audits.Entry],
-    pods: list[rest.Body],
+    pods: list[core.Pod],
     paused: float,
 ) -> RunResult:
     by_new = [e for e in entries if e.user_agent == new.user_agent and e.write and e.succeeded]

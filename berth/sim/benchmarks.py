@@ -45,7 +45,7 @@ import sys
 import time
 import typing
 
-from berth.api import keys
+from berth.api import core, custom_objects, keys, objects, storage
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions
 from berth.scheduler.plugins import registry
@@ -71,9 +71,7 @@ __all__ = [
     "topology_spread",
 ]
 
-# A Kubernetes object as the API server holds it (Node, Pod, PodGroup, Queue, claims):
-# JSON until berth.api has typed records for these kinds (#31, typed wire).
-Obj = dict[str, typing.Any]
+Obj = objects.KubeObject  # a Node, Pod, PodGroup, Queue or storage object, as the API holds it
 
 EPOCH = 1_767_225_600.0  # a fixed start, so that runs are comparable
 _CREATED = "2026-01-01T00:00:00Z"
@@ -166,7 +164,7 @@ def _node(
     memory: str = "32Gi",
     pods: int = 110,
     labels: collections.abc.Mapping[str, str] | None = None,
-) -> Obj:
+) -> core.Node:
     allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
     return {
         "apiVersion": "v1",
@@ -190,17 +188,17 @@ def _pod(
     node: str | None = None,
     labels: collections.abc.Mapping[str, str] | None = None,
     namespace: str = "bench",
-    extra: Obj | None = None,
-    ports: collections.abc.Sequence[Obj] = (),
-) -> Obj:
-    container: Obj = {
+    extra: core.PodSpec | None = None,
+    ports: collections.abc.Sequence[core.ContainerPort] = (),
+) -> core.Pod:
+    container: core.Container = {
         "name": "main",
         "image": "pause",
         "resources": {"requests": {"cpu": cpu, "memory": memory}},
     }
     if ports:
         container["ports"] = list(ports)
-    spec: Obj = {"schedulerName": keys.DEFAULT_SCHEDULER_NAME, "containers": [container]}
+    spec: core.PodSpec = {"schedulerName": keys.DEFAULT_SCHEDULER_NAME, "containers": [container]}
     spec.update(extra or {})
     if node is not None:
         spec["nodeName"] = node
@@ -219,8 +217,8 @@ def _pod(
     }
 
 
-def _pod_group(name: str, *, min_member: int, queue: str | None = None) -> Obj:
-    spec: Obj = {"minMember": min_member}
+def _pod_group(name: str, *, min_member: int, queue: str | None = None) -> custom_objects.PodGroup:
+    spec: custom_objects.PodGroupSpec = {"minMember": min_member}
     if queue is not None:
         spec["queue"] = queue
     return {
@@ -236,7 +234,7 @@ def _pod_group(name: str, *, min_member: int, queue: str | None = None) -> Obj:
     }
 
 
-def _queue(name: str) -> Obj:
+def _queue(name: str) -> custom_objects.Queue:
     return {
         "apiVersion": f"{keys.GROUP}/{keys.VERSION}",
         "kind": "Queue",
@@ -325,19 +323,25 @@ _ZONES = 3
 _COLOR = {"color": "green"}
 
 
-def _term(key: str) -> Obj:
+def _term(key: str) -> core.PodAffinityTerm:
     return {"topologyKey": key, "labelSelector": {"matchLabels": dict(_COLOR)}}
 
 
 def _constrained(
-    scenario: str, *, nodes: int, pods: int, running: int, extra: Obj, zones: bool = False
+    scenario: str,
+    *,
+    nodes: int,
+    pods: int,
+    running: int,
+    extra: core.PodSpec,
+    ports: collections.abc.Sequence[core.ContainerPort] = (),
+    zones: bool = False,
 ) -> Workload:
     names = _node_names(nodes)
     objects: list[Obj] = [
         _node(n, labels={_ZONE: f"zone-{i % _ZONES}"} if zones else None)
         for i, n in enumerate(names)
     ]
-    ports = extra.pop("ports", ())
     objects += [
         _pod(
             f"init-{i:05d}",
@@ -360,7 +364,7 @@ def _constrained(
 def anti_affinity(*, nodes: int = 5000, pods: int = 1000) -> Workload:
     """SchedulingPodAntiAffinity: pods repelling each other per node (required), 1000 already
     placed."""
-    extra = {
+    extra: core.PodSpec = {
         "affinity": {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [_term(_HOSTNAME)]
@@ -374,7 +378,7 @@ def anti_affinity(*, nodes: int = 5000, pods: int = 1000) -> Workload:
 
 def preferred_affinity(*, nodes: int = 5000, pods: int = 1000) -> Workload:
     """SchedulingPreferredPodAffinity: pods preferring nodes with their kind, 5000 placed."""
-    extra = {
+    extra: core.PodSpec = {
         "affinity": {
             "podAffinity": {
                 "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -388,7 +392,7 @@ def preferred_affinity(*, nodes: int = 5000, pods: int = 1000) -> Workload:
 
 def topology_spread(*, nodes: int = 5000, pods: int = 1000) -> Workload:
     """TopologySpreading: pods spread over 3 zones (maxSkew 5, DoNotSchedule), 1000 placed."""
-    extra = {
+    extra: core.PodSpec = {
         "topologySpreadConstraints": [
             {
                 "maxSkew": 5,
@@ -410,17 +414,21 @@ def topology_spread(*, nodes: int = 5000, pods: int = 1000) -> Workload:
 
 def host_ports(*, nodes: int = 5000, pods: int = 1000) -> Workload:
     """Host ports: every pod binds host port 8080 (one per node), 1000 placed."""
-    extra = {"ports": [{"containerPort": 8080, "hostPort": 8080}]}
     return _constrained(
-        "host-ports", nodes=nodes, pods=pods, running=min(1000, nodes // 5), extra=extra
+        "host-ports",
+        nodes=nodes,
+        pods=pods,
+        running=min(1000, nodes // 5),
+        extra={},
+        ports=[{"containerPort": 8080, "hostPort": 8080}],
     )
 
 
 _DRIVER = "ebs.csi.aws.com"
 
 
-def _claim(name: str, *, volume: str | None) -> Obj:
-    spec: Obj = {
+def _claim(name: str, *, volume: str | None) -> storage.PersistentVolumeClaim:
+    spec: storage.PersistentVolumeClaimSpec = {
         "storageClassName": "zonal",
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": "10Gi"}},
@@ -443,49 +451,51 @@ def volumes(*, nodes: int = 5000, pods: int = 1000) -> Workload:
         _node(n, labels={_ZONE: f"zone-{i % _ZONES}"}) for i, n in enumerate(names)
     ]
     objects += [
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "CSINode",
-            "metadata": {"name": n},
-            "spec": {"drivers": [{"name": _DRIVER, "nodeID": n, "allocatable": {"count": 16}}]},
-        }
+        storage.CSINode(
+            apiVersion="storage.k8s.io/v1",
+            kind="CSINode",
+            metadata={"name": n},
+            spec={"drivers": [{"name": _DRIVER, "nodeID": n, "allocatable": {"count": 16}}]},
+        )
         for n in names
     ]
     objects.append(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": "zonal"},
-            "provisioner": _DRIVER,
-            "volumeBindingMode": "WaitForFirstConsumer",
-            "allowedTopologies": [
+        storage.StorageClass(
+            apiVersion="storage.k8s.io/v1",
+            kind="StorageClass",
+            metadata={"name": "zonal"},
+            provisioner=_DRIVER,
+            volumeBindingMode="WaitForFirstConsumer",
+            allowedTopologies=[
                 {
                     "matchLabelExpressions": [
                         {"key": _ZONE, "values": [f"zone-{z}" for z in range(_ZONES)]}
                     ]
                 }
             ],
-        }
+        )
     )
     for i in range(min(1000, nodes // 5)):
         volume = f"pv-{i:05d}"
         objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": volume},
-                "spec": {
+            storage.PersistentVolume(
+                apiVersion="v1",
+                kind="PersistentVolume",
+                metadata={"name": volume},
+                spec={
                     "storageClassName": "zonal",
                     "capacity": {"storage": "10Gi"},
                     "accessModes": ["ReadWriteOnce"],
                     "csi": {"driver": _DRIVER, "volumeHandle": volume},
                     "claimRef": {"namespace": "bench", "name": f"run-{i:05d}"},
                 },
-                "status": {"phase": "Bound"},
-            }
+                status={"phase": "Bound"},
+            )
         )
         objects.append(_claim(f"run-{i:05d}", volume=volume))
-        mount = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"run-{i:05d}"}}]}
+        mount: core.PodSpec = {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"run-{i:05d}"}}]
+        }
         objects.append(
             _pod(f"init-{i:05d}", cpu="100m", memory="500Mi", node=names[i % nodes], extra=mount)
         )

@@ -23,37 +23,50 @@ from __future__ import annotations
 import collections.abc
 import typing
 
-from berth.api import claims, dra
+from berth.api import claims, core, dra, objects
 from berth.scheduler.framework import decisions
 
 __all__ = ["CLAIM", "ClaimController", "Store", "TEMPLATE"]
 
-CLAIM = "ResourceClaim"
-TEMPLATE = "ResourceClaimTemplate"
-
-# A Pod or DRA claim object as the in-memory cluster holds it (Kubernetes JSON; berth.api's
-# records will type it, #31).
-Object = dict[str, typing.Any]
+CLAIM: typing.Final = "ResourceClaim"
+TEMPLATE: typing.Final = "ResourceClaimTemplate"
+_O = typing.TypeVar("_O", bound=objects.KubeObject)
 
 
 class Store(typing.Protocol):
     """The parts of :class:`~berth.sim.cluster.InMemoryCluster` the controller uses."""
 
-    def put(self, obj: Object) -> Object: ...
+    def put(self, obj: _O) -> _O: ...
 
-    def get(self, kind: str, *, namespace: str | None = None, name: str) -> Object | None: ...
+    @typing.overload
+    def get(
+        self, kind: typing.Literal["ResourceClaim"], *, namespace: str | None = None, name: str
+    ) -> dra.ResourceClaim | None: ...
+    @typing.overload
+    def get(
+        self,
+        kind: typing.Literal["ResourceClaimTemplate"],
+        *,
+        namespace: str | None = None,
+        name: str,
+    ) -> dra.ResourceClaimTemplate | None: ...
 
-    def delete(self, kind: str, *, namespace: str | None, name: str) -> Object | None: ...
+    def delete(
+        self, kind: str, *, namespace: str | None, name: str
+    ) -> objects.KubeObject | None: ...
 
-    def objects(self, kind: str) -> list[Object]: ...
-
-
-def _entries(pod: collections.abc.Mapping[str, typing.Any]) -> list[Object]:
-    raw = (pod.get("spec") or {}).get("resourceClaims")
-    return [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
+    def objects(self, kind: typing.Literal["Pod"]) -> list[core.Pod]: ...
 
 
-def claim_names(pod: collections.abc.Mapping[str, typing.Any]) -> list[str]:
+def _entries(pod: core.Pod) -> list[dra.PodResourceClaim]:
+    # Checked as read: a user's pod may carry anything there, and the API server checks it.
+    raw: object = (pod.get("spec") or {}).get("resourceClaims")
+    if not isinstance(raw, list):
+        return []
+    return [typing.cast(dra.PodResourceClaim, e) for e in raw if isinstance(e, dict)]
+
+
+def claim_names(pod: core.Pod) -> list[str]:
     """The claims the pod uses, by name (its namespace): named ones and those made for it."""
     made = {
         s.get("name"): s.get("resourceClaimName")
@@ -80,13 +93,13 @@ class ClaimController:
         self._written.clear()
 
     # Templates -------------------------------------------------------------------------------
-    def pod_with_claims(self, pod: Object) -> Object:
+    def pod_with_claims(self, pod: core.Pod) -> core.Pod:
         """``pod`` (about to be stored) with the claims its templates call for made, and its
         ``status.resourceClaimStatuses`` saying so."""
         entries = _entries(pod)
         if not any(e.get("resourceClaimTemplateName") for e in entries):
             return pod
-        status = dict(pod.get("status") or {})
+        status: core.PodStatus = {**(pod.get("status") or {})}
         made: dict[str, str | None] = {
             str(s["name"]): s.get("resourceClaimName")
             for s in status.get("resourceClaimStatuses") or []
@@ -101,11 +114,9 @@ class ClaimController:
             template = self._store.get(TEMPLATE, namespace=namespace, name=template_name)
             if template is None:
                 continue  # made when the template appears (template_added)
-            claim = claims.claim_from_template(
-                typing.cast(dra.ResourceClaimTemplate, template), pod=pod, entry=str(name)
-            )
+            claim = claims.claim_from_template(template, pod=pod, entry=str(name))
             if self._store.get(CLAIM, namespace=namespace, name=claim["metadata"]["name"]) is None:
-                self._store.put(typing.cast(Object, claim))
+                self._store.put(claim)
             made[str(name)] = claim["metadata"]["name"]
             changed = True
         if not changed:
@@ -113,11 +124,11 @@ class ClaimController:
         status["resourceClaimStatuses"] = claims.claim_statuses(made)
         return {**pod, "status": status}
 
-    def template_added(self, template: Object) -> list[Object]:
+    def template_added(self, template: objects.KubeObject) -> list[core.Pod]:
         """Pods waiting for ``template`` (stored, unbound), with their claims made now."""
         namespace = str(template["metadata"].get("namespace") or "default")
         name = template["metadata"]["name"]
-        out: list[Object] = []
+        out: list[core.Pod] = []
         for pod in self._store.objects("Pod"):
             if pod["metadata"].get("namespace") != namespace or pod["spec"].get("nodeName"):
                 continue
@@ -138,14 +149,14 @@ class ClaimController:
         if decision.after is not None and (decision.key, decision.after) not in self._written:
             return False  # the allocation it relies on was not written
         updated = claims.reserved(
-            typing.cast(dra.ResourceClaim, claim),
+            claim,
             pod=decision.pod,
             pod_uid=decision.pod_uid,
             allocation=decision.allocation,
         )
         if updated is None:
             return False
-        self._store.put(typing.cast(Object, updated))
+        self._store.put(updated)
         if decision.allocation is not None:
             self._written.add((decision.key, decision.pod))
         return True
@@ -155,12 +166,10 @@ class ClaimController:
         claim = self._store.get(CLAIM, namespace=decision.namespace, name=decision.name)
         if claim is None or claim["metadata"].get("uid") != decision.uid:
             return False
-        updated = claims.deallocated(
-            typing.cast(dra.ResourceClaim, claim), pod_uid=decision.pod_uid
-        )
+        updated = claims.deallocated(claim, pod_uid=decision.pod_uid)
         if updated is None:
             return False
-        self._store.put(typing.cast(Object, updated))
+        self._store.put(updated)
         return True
 
     def bindable(self, decision: decisions.BindPod) -> bool:
@@ -181,7 +190,7 @@ class ClaimController:
         return ok
 
     # Clean-up --------------------------------------------------------------------------------
-    def pod_done(self, pod: Object) -> None:
+    def pod_done(self, pod: core.Pod) -> None:
         """``pod`` was deleted or finished: it leaves its claims; the claims made for it go."""
         namespace = str(pod["metadata"].get("namespace") or "default")
         keys = [f"{namespace}/{name}" for name in claim_names(pod)]
@@ -202,6 +211,6 @@ class ClaimController:
             if owned and controller is not None and controller.get("uid") == pod_uid:
                 self._store.delete(CLAIM, namespace=namespace, name=name)
                 continue
-            updated = claims.released(typing.cast(dra.ResourceClaim, claim), pod_uid=pod_uid)
+            updated = claims.released(claim, pod_uid=pod_uid)
             if updated is not None:
-                self._store.put(typing.cast(Object, updated))
+                self._store.put(updated)

@@ -65,11 +65,12 @@ run ``Scheduler.run_once(cluster, cluster)``, read the pods back.
 from __future__ import annotations
 
 import collections.abc
+import copy
 import dataclasses
 import datetime
 import typing
 
-from berth.api import custom_objects, keys
+from berth.api import core, custom_objects, dra, keys, objects, storage
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import cache, snapshots, volumes, wire
 from berth.sim import claims
@@ -141,13 +142,20 @@ _CLUSTER_SCOPED = frozenset(
 _HOSTNAME = "kubernetes.io/hostname"
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 
-# Every kind is stored as the API server's JSON, as the live cache sees it (Kubernetes
-# objects: berth.api's records will type them, #31).
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
+"""An object of any kind, stored as the API server's JSON, as the live cache sees it;
+:meth:`InMemoryCluster.get` and :meth:`~InMemoryCluster.objects` give each kind's record."""
 ObjectKey = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
+_O = typing.TypeVar("_O", bound=Object)
 
 
-def object_key(obj: collections.abc.Mapping[str, typing.Any]) -> ObjectKey:
+class _Owned(objects.KubeObject, total=False):
+    """A PodGroup or a Queue as the status pass writes it: its status is its owner's."""
+
+    status: custom_objects.PodGroupStatus | custom_objects.QueueStatus
+
+
+def object_key(obj: Object) -> ObjectKey:
     """``(kind, namespace, name)`` of an object; namespaced kinds default to ``default``."""
     kind = str(obj.get("kind", ""))
     metadata = obj.get("metadata") or {}
@@ -235,7 +243,7 @@ class InMemoryCluster:
         """Volume reservations refused because the volume changed since it was chosen."""
 
     # Objects ------------------------------------------------------------------------------
-    def put(self, obj: Object) -> Object:
+    def put(self, obj: _O) -> _O:
         """Create or replace an object, as ``kubectl apply`` would; returns the stored object.
 
         ``obj`` itself is not changed, but the stored object shares its nested values: do not
@@ -249,7 +257,8 @@ class InMemoryCluster:
         if not key[2]:
             raise ValueError(f"a {kind} needs metadata.name")
         old = self._objects.get(key)
-        metadata = dict(obj.get("metadata") or {})
+        given: Object = obj
+        metadata: objects.ObjectMeta = {**(given.get("metadata") or {})}
         if key[1]:
             metadata["namespace"] = key[1]
         if old is not None:
@@ -259,12 +268,15 @@ class InMemoryCluster:
             metadata.setdefault("uid", self._next_uid())
             metadata.setdefault("creationTimestamp", self._timestamp())
         metadata["resourceVersion"] = self._next_version()
-        obj = {**obj, "metadata": metadata}
+        obj = copy.copy(obj)
+        obj["metadata"] = metadata
         if kind == "Pod":
-            obj = self._claims.pod_with_claims(self._pod_defaults(obj, old))
+            pod = self._pod_defaults(typing.cast(core.Pod, obj), typing.cast(core.Pod | None, old))
+            obj = typing.cast(_O, self._claims.pod_with_claims(pod))  # _O is core.Pod here
         elif kind in cycles.KINDS and old is not None and "status" not in obj:
             # Applying a manifest leaves the status subresource, which its owner writes.
-            obj["status"] = old.get("status") or {}
+            owned = typing.cast(_Owned, obj)
+            owned["status"] = typing.cast(_Owned, old).get("status") or {}
         if kind in cycles.KINDS:
             self._statuses_current = False
         self._store(key, obj)
@@ -286,22 +298,70 @@ class InMemoryCluster:
             subject = decisions.Subject.POD if kind == "Pod" else decisions.Subject.GROUP
             self._reasons.pop((subject, f"{key[1]}/{name}"), None)
         if kind == "Pod":
+            pod = typing.cast(core.Pod, obj)
             self._conditions.pop(f"{key[1]}/{name}", None)
-            group = self._group_of(obj)
+            group = self._group_of(pod)
             if group is not None:
                 members = self._group_pods.get(group)
                 if members is not None:
                     members.discard(key)
                     if not members:
                         del self._group_pods[group]
-            self._claims.pod_done(obj)
-            if key in self._cached and obj["status"].get("phase") in _TERMINAL:
+            self._claims.pod_done(pod)
+            if key in self._cached and pod["status"].get("phase") in _TERMINAL:
                 # The kubelet's report that it finished reaches the cache before the deletion,
                 # as watch events would (run times are learned from it), however soon after.
-                self._ended[key] = obj
+                self._ended[key] = pod
         self._dirty[key] = None
         return obj
 
+    # Each kind the simulator reads comes back as its record; any other as an object.
+    @typing.overload
+    def get(
+        self, kind: typing.Literal["Pod"], *, namespace: str | None = None, name: str
+    ) -> core.Pod | None: ...
+    @typing.overload
+    def get(
+        self, kind: typing.Literal["Node"], *, namespace: str | None = None, name: str
+    ) -> core.Node | None: ...
+    @typing.overload
+    def get(
+        self, kind: typing.Literal["PodGroup"], *, namespace: str | None = None, name: str
+    ) -> custom_objects.PodGroup | None: ...
+    @typing.overload
+    def get(
+        self, kind: typing.Literal["Reservation"], *, namespace: str | None = None, name: str
+    ) -> custom_objects.Reservation | None: ...
+    @typing.overload
+    def get(
+        self,
+        kind: typing.Literal["PersistentVolumeClaim"],
+        *,
+        namespace: str | None = None,
+        name: str,
+    ) -> storage.PersistentVolumeClaim | None: ...
+    @typing.overload
+    def get(
+        self, kind: typing.Literal["PersistentVolume"], *, namespace: str | None = None, name: str
+    ) -> storage.PersistentVolume | None: ...
+    @typing.overload
+    def get(
+        self, kind: typing.Literal["StorageClass"], *, namespace: str | None = None, name: str
+    ) -> storage.StorageClass | None: ...
+    @typing.overload
+    def get(
+        self, kind: typing.Literal["ResourceClaim"], *, namespace: str | None = None, name: str
+    ) -> dra.ResourceClaim | None: ...
+    @typing.overload
+    def get(
+        self,
+        kind: typing.Literal["ResourceClaimTemplate"],
+        *,
+        namespace: str | None = None,
+        name: str,
+    ) -> dra.ResourceClaimTemplate | None: ...
+    @typing.overload
+    def get(self, kind: str, *, namespace: str | None = None, name: str) -> Object | None: ...
     def get(self, kind: str, *, namespace: str | None = None, name: str) -> Object | None:
         """The stored object, or ``None`` (a PodGroup's or Queue's status up to date)."""
         if kind in cycles.KINDS:
@@ -309,7 +369,17 @@ class InMemoryCluster:
         key = (kind, "" if kind in _CLUSTER_SCOPED else (namespace or "default"), name)
         return self._objects.get(key)
 
-    def objects(self, kind: str) -> list[Object]:
+    @typing.overload
+    def objects(self, kind: typing.Literal["Pod"]) -> list[core.Pod]: ...
+    @typing.overload
+    def objects(self, kind: typing.Literal["PodGroup"]) -> list[custom_objects.PodGroup]: ...
+    @typing.overload
+    def objects(self, kind: typing.Literal["Queue"]) -> list[custom_objects.Queue]: ...
+    @typing.overload
+    def objects(self, kind: typing.Literal["Reservation"]) -> list[custom_objects.Reservation]: ...
+    @typing.overload
+    def objects(self, kind: str) -> list[Object]: ...
+    def objects(self, kind: str) -> collections.abc.Sequence[Object]:
         """Every stored object of ``kind``, by namespace and name (PodGroups' and Queues'
         statuses up to date)."""
         if kind in cycles.KINDS:
@@ -337,14 +407,14 @@ class InMemoryCluster:
                     continue
                 # Written in place, like a condition: the scheduler never reads these statuses
                 # back, so the cache need not parse the object again.
-                obj["status"] = status
+                typing.cast(_Owned, obj)["status"] = status
                 changed += 1
         return changed
 
-    def pods_of_group(self, namespace: str, *, name: str) -> list[Object]:
+    def pods_of_group(self, namespace: str, *, name: str) -> list[core.Pod]:
         """The pods labelled with the PodGroup ``namespace/name``, by name."""
         members = self._group_pods.get(("PodGroup", namespace, name), set())
-        return [self._objects[key] for key in sorted(members)]
+        return [self._stored_pod(key) for key in sorted(members)]
 
     # The kubelet's part -------------------------------------------------------------------
     def succeed_pod(self, key: str, *, uid: str) -> bool:
@@ -354,20 +424,26 @@ class InMemoryCluster:
         a plain pod is deleted at once.
         """
         namespace, _, name = key.partition("/")
-        obj = self._objects.get(("Pod", namespace, name))
+        obj = self._pod_at(namespace, name)
         if obj is None or obj["metadata"]["uid"] != uid or obj["status"].get("phase") in _TERMINAL:
             return False
         finished = self._timestamp()
         containers = [
-            {
-                "name": str(c.get("name") or "main"),
-                "state": {
-                    "terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": finished}
-                },
-            }
-            for c in obj["spec"].get("containers") or [{}]
+            core.ContainerStatus(
+                name=str(c.get("name") or "main"),
+                state=core.ContainerState(
+                    terminated=core.ContainerStateTerminated(
+                        exitCode=0, reason="Completed", finishedAt=finished
+                    )
+                ),
+            )
+            for c in obj["spec"].get("containers") or [core.Container()]
         ]
-        status = {**obj["status"], "phase": "Succeeded", "containerStatuses": containers}
+        status: core.PodStatus = {
+            **obj["status"],
+            "phase": "Succeeded",
+            "containerStatuses": containers,
+        }
         obj = {**obj, "status": status}
         self._store(object_key(obj), obj)
         self._claims.pod_done(obj)
@@ -375,7 +451,7 @@ class InMemoryCluster:
         if group is None:
             self.delete("Pod", namespace=namespace, name=name)
             return True
-        members = [self._objects[k] for k in sorted(self._group_pods.get(group, ()))]
+        members = [self._stored_pod(k) for k in sorted(self._group_pods.get(group, ()))]
         if all(m["status"].get("phase") in _TERMINAL for m in members):
             for member in members:
                 self.delete("Pod", namespace=namespace, name=member["metadata"]["name"])
@@ -447,8 +523,14 @@ class InMemoryCluster:
         return out
 
     # Decisions ----------------------------------------------------------------------------
-    def _pod(self, namespace: str, name: str, uid: str) -> Object | None:
-        obj = self._objects.get(("Pod", namespace, name))
+    def _stored_pod(self, key: ObjectKey) -> core.Pod:
+        return typing.cast(core.Pod, self._objects[key])  # stored under kind Pod: a pod
+
+    def _pod_at(self, namespace: str, name: str) -> core.Pod | None:
+        return typing.cast(core.Pod | None, self._objects.get(("Pod", namespace, name)))
+
+    def _pod(self, namespace: str, name: str, uid: str) -> core.Pod | None:
+        obj = self._pod_at(namespace, name)
         return obj if obj is not None and obj["metadata"]["uid"] == uid else None
 
     def _bind(self, decision: decisions.BindPod) -> None:
@@ -459,14 +541,23 @@ class InMemoryCluster:
             return  # the binder waits for the claims (PreBind); it stays pending meanwhile
         if decision.resource_claims and not self._claims.bindable(decision):
             return  # a ResourceClaim could not be reserved for it: the API refused the write
-        status = {**obj["status"], "phase": "Running", "startTime": self._timestamp()}
+        status: core.PodStatus = {
+            **obj["status"],
+            "phase": "Running",
+            "startTime": self._timestamp(),
+        }
         status.pop("nominatedNodeName", None)
         status.pop("conditions", None)
         self._reasons.pop((decisions.Subject.POD, decision.key), None)
         self._conditions.pop(decision.key, None)
         key = object_key(obj)
         was_dirty = key in self._dirty
-        self._update(obj, spec={**obj["spec"], "nodeName": decision.node}, status=status)
+        bound: core.Pod = {
+            **obj,
+            "spec": {**obj["spec"], "nodeName": decision.node},
+            "status": status,
+        }
+        self._replace(bound)
         if not was_dirty and key in self._cached:
             # As in the operator, the cache assumes the bound pod at once; the object itself
             # reaches the cache with its next change (nothing the scheduler reads differs),
@@ -497,11 +588,9 @@ class InMemoryCluster:
         obj = self._objects.get(("PodGroup", decision.namespace, decision.name))
         if obj is None or obj["metadata"].get("uid") != decision.uid:
             return
-        annotations = {
-            **(obj["metadata"].get("annotations") or {}),
-            keys.EXECUTION_TIME_EXCEEDED_ANNOTATION: decision.reason.message,
-        }
-        self._update(obj, metadata={**obj["metadata"], "annotations": annotations})
+        self._annotate_object(
+            obj, {keys.EXECUTION_TIME_EXCEEDED_ANNOTATION: decision.reason.message}
+        )
 
     def _claim_bound(self, key: str) -> bool:
         namespace, _, name = key.partition("/")
@@ -516,16 +605,15 @@ class InMemoryCluster:
         claim = self.get("PersistentVolumeClaim", namespace=decision.namespace, name=decision.name)
         if claim is None:
             return
-        annotations = {
-            **(claim["metadata"].get("annotations") or {}),
-            volumes.SELECTED_NODE: decision.node,
-        }
-        self._update(claim, metadata={**claim["metadata"], "annotations": annotations})
-        claim = self._objects[object_key(claim)]
+        self._annotate_object(claim, {volumes.SELECTED_NODE: decision.node})
+        claim = typing.cast(storage.PersistentVolumeClaim, self._objects[object_key(claim)])
         cls = self.get("StorageClass", name=volumes.claim_info(claim).storage_class)
-        if cls is None or not volumes.class_info(cls).provisions:
+        provisioner = volumes.class_info(cls) if cls is not None else None
+        if provisioner is None or not provisioner.provisions:
             return  # nothing provisions it: the pod's binding keeps waiting
-        provisioned = self.put(self._provisioned(claim, node=decision.node, provisioner=cls))
+        provisioned = self.put(
+            self._provisioned(claim, node=decision.node, provisioner=provisioner.provisioner)
+        )
         self._bind_claim(claim, volume=provisioned)
 
     def _bind_claim_volume(self, decision: decisions.BindClaimVolume) -> None:
@@ -538,7 +626,13 @@ class InMemoryCluster:
             return
         self._bind_claim(claim, volume=volume)
 
-    def _provisioned(self, claim: Object, *, node: str, provisioner: Object) -> Object:
+    def _provisioned(
+        self,
+        claim: storage.PersistentVolumeClaim,
+        *,
+        node: str,
+        provisioner: str,
+    ) -> storage.PersistentVolume:
         spec = claim.get("spec") or {}
         size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
         name = f"pvc-{claim['metadata']['uid']}"
@@ -550,7 +644,7 @@ class InMemoryCluster:
                 "storageClassName": spec.get("storageClassName"),
                 "capacity": {"storage": size},
                 "accessModes": list(spec.get("accessModes") or []),
-                "csi": {"driver": provisioner.get("provisioner"), "volumeHandle": name},
+                "csi": {"driver": provisioner, "volumeHandle": name},
                 "nodeAffinity": {
                     "required": {
                         "nodeSelectorTerms": [
@@ -565,26 +659,31 @@ class InMemoryCluster:
             },
         }
 
-    def _bind_claim(self, claim: Object, *, volume: Object) -> None:
+    def _bind_claim(
+        self, claim: storage.PersistentVolumeClaim, *, volume: storage.PersistentVolume
+    ) -> None:
         meta = claim["metadata"]
-        ref = {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}
-        self._update(
-            volume,
-            spec={**(volume.get("spec") or {}), "claimRef": ref},
-            status={**(volume.get("status") or {}), "phase": "Bound"},
+        ref = storage.ClaimReference(
+            namespace=meta["namespace"], name=meta["name"], uid=meta["uid"]
         )
-        self._update(
-            claim,
-            spec={**(claim.get("spec") or {}), "volumeName": volume["metadata"]["name"]},
-            status={**(claim.get("status") or {}), "phase": "Bound"},
-        )
+        bound_volume: storage.PersistentVolume = {
+            **volume,
+            "spec": {**(volume.get("spec") or {}), "claimRef": ref},
+            "status": {**(volume.get("status") or {}), "phase": "Bound"},
+        }
+        self._replace(bound_volume)
+        bound_claim: storage.PersistentVolumeClaim = {
+            **claim,
+            "spec": {**(claim.get("spec") or {}), "volumeName": volume["metadata"]["name"]},
+            "status": {**(claim.get("status") or {}), "phase": "Bound"},
+        }
+        self._replace(bound_claim)
 
     def _annotate(self, decision: decisions.AnnotatePod) -> None:
         obj = self._pod(decision.namespace, decision.name, decision.uid)
         if obj is None:
             return
-        annotations = {**(obj["metadata"].get("annotations") or {}), **decision.annotations}
-        self._update(obj, metadata={**obj["metadata"], "annotations": annotations})
+        self._annotate_object(obj, decision.annotations)
 
     def _reservation_available(self, decision: decisions.SetReservationAvailable) -> None:
         if self._reservation(decision, decision.namespace, decision.name):
@@ -606,14 +705,19 @@ class InMemoryCluster:
             return False
         current = obj.get("status") or custom_objects.ReservationStatus()
         status = reservation_owner.reservation_status(current, fact, now=self._clock.now())
-        self._update(obj, status=dict(status))
+        updated: custom_objects.Reservation = {**obj, "status": {**status}}
+        self._replace(updated)
         return True
 
     def _nominate(self, decision: decisions.NominatePod) -> None:
         obj = self._pod(decision.namespace, decision.name, decision.uid)
         if obj is None or obj["status"].get("nominatedNodeName") == decision.node:
             return
-        self._update(obj, status={**obj["status"], "nominatedNodeName": decision.node})
+        nominated: core.Pod = {
+            **obj,
+            "status": {**obj["status"], "nominatedNodeName": decision.node},
+        }
+        self._replace(nominated)
 
     def _unschedulable(self, decision: decisions.Unschedulable) -> None:
         subject = (decision.subject, decision.key)
@@ -659,23 +763,20 @@ class InMemoryCluster:
             obj["status"] = status
 
     # Internals ----------------------------------------------------------------------------
-    def _update(
-        self,
-        obj: Object,
-        *,
-        # Parts of a stored Kubernetes object, replaced whole (its JSON, as Object).
-        metadata: dict[str, typing.Any] | None = None,
-        spec: dict[str, typing.Any] | None = None,
-        status: dict[str, typing.Any] | None = None,
-    ) -> None:
-        """Replace parts of a stored object (a new dict: the cache may hold the old one)."""
-        new = dict(obj)
-        new["metadata"] = {**(metadata or obj["metadata"]), "resourceVersion": self._next_version()}
-        if spec is not None:
-            new["spec"] = spec
-        if status is not None:
-            new["status"] = status
+    def _replace(self, new: Object) -> None:
+        """Store ``new``, a changed copy of a stored object (a new dict: the cache may hold the
+        old one), at the next ``resourceVersion``."""
+        new["metadata"] = {**new["metadata"], "resourceVersion": self._next_version()}
         self._store(object_key(new), new)
+
+    def _annotate_object(self, obj: Object, annotations: collections.abc.Mapping[str, str]) -> None:
+        """Merge ``annotations`` into a stored object's."""
+        new = copy.copy(obj)
+        new["metadata"] = {
+            **obj["metadata"],
+            "annotations": {**(obj["metadata"].get("annotations") or {}), **annotations},
+        }
+        self._replace(new)
 
     def _store(self, key: ObjectKey, obj: Object) -> None:
         old = self._objects.get(key)
@@ -690,20 +791,22 @@ class InMemoryCluster:
                 self._group_pods.setdefault(group, set()).add(key)
         self._dirty[key] = obj
 
-    def _pod_defaults(self, obj: Object, old: Object | None) -> Object:
+    def _pod_defaults(self, obj: core.Pod, old: core.Pod | None) -> core.Pod:
         # There is no other scheduler in the simulator: a pod naming none is Berth's.
-        spec = {"schedulerName": self._scheduler_name, **(obj.get("spec") or {})}
-        status = dict(obj.get("status") or {})
+        spec: core.PodSpec = {"schedulerName": self._scheduler_name, **(obj.get("spec") or {})}
+        status: core.PodStatus = {**(obj.get("status") or {})}
         if old is not None:
-            spec.setdefault("nodeName", old["spec"].get("nodeName"))
-            if spec["nodeName"] is None:
-                del spec["nodeName"]
+            node = spec.get("nodeName", old["spec"].get("nodeName"))
+            if node is None:  # a manifest's null, or neither binds it
+                spec.pop("nodeName", None)
+            else:
+                spec["nodeName"] = node
             status = {**old["status"], **status}
         status.setdefault("phase", "Running" if spec.get("nodeName") else "Pending")
         return {**obj, "spec": spec, "status": status}
 
     @staticmethod
-    def _group_of(obj: collections.abc.Mapping[str, typing.Any]) -> ObjectKey | None:
+    def _group_of(obj: Object) -> ObjectKey | None:
         labels = obj["metadata"].get("labels") or {}
         name = labels.get(keys.POD_GROUP_LABEL)
         return ("PodGroup", obj["metadata"]["namespace"], name) if name else None

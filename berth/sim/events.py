@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import typing
+
+from berth.api import objects
 
 __all__ = [
     "EPOCH",
@@ -68,8 +69,7 @@ class Completion:
 class Apply:
     """Create or replace an object (a manifest as the API would store it)."""
 
-    # Any of the scenario's kinds, as Kubernetes JSON (berth.api's records will type it, #31).
-    manifest: dict[str, typing.Any] = dataclasses.field(hash=False)
+    manifest: objects.KubeObject = dataclasses.field(hash=False)  # any of the scenario's kinds
 
 
 @dataclasses.dataclass(frozen=True)

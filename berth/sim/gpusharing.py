@@ -42,7 +42,7 @@ import random
 import time
 import typing
 
-from berth.api import keys, resources
+from berth.api import core, keys, resources
 from berth.scheduler import loop
 from berth.scheduler.framework import profiles
 from berth.scheduler.plugins import registry
@@ -64,8 +64,6 @@ __all__ = [
     "nodes",
 ]
 
-# A Node or Pod as the API server holds it (Kubernetes JSON; berth.api's records, #31).
-Obj = dict[str, typing.Any]
 INFLATION = 1.3
 """Arrivals stop once their GPU requests reach this share of the cluster's GPUs."""
 _EPOCH = 1_767_225_600.0
@@ -159,9 +157,9 @@ POLICIES: dict[str, typing.Callable[[], profiles.Profile]] = {
 """Profiles compared, by name: Berth's default profile and FGD's simulator's policies."""
 
 
-def nodes(*, scale: float = 1.0) -> list[Obj]:
+def nodes(*, scale: float = 1.0) -> list[core.Node]:
     """The cluster's Node objects (:data:`NODE_TYPES`, counts times ``scale``)."""
-    out: list[Obj] = []
+    out: list[core.Node] = []
     for kind in NODE_TYPES:
         prefix = kind.model.lower() if kind.model else "cpu"
         for index in range(max(round(kind.count * scale), 1)):
@@ -184,7 +182,7 @@ def nodes(*, scale: float = 1.0) -> list[Obj]:
     return out
 
 
-def _gpu_total(node_objs: list[Obj]) -> int:
+def _gpu_total(node_objs: list[core.Node]) -> int:
     """The cluster's GPUs in thousandths."""
     total = 0
     for obj in node_objs:
@@ -201,11 +199,11 @@ def _weighted(rng: random.Random, choices: tuple[tuple[int, int], ...]) -> int:
 class Task:
     """One arrival: its pod and the GPU it asks (thousandths)."""
 
-    pod: Obj
+    pod: core.Pod
     gpu: int
 
 
-def arrivals(mix: Mix, *, node_objs: list[Obj], seed: int = 1) -> list[Task]:
+def arrivals(mix: Mix, *, node_objs: list[core.Node], seed: int = 1) -> list[Task]:
     """Tasks of ``mix`` until they ask :data:`INFLATION` times the cluster's GPUs."""
     rng = random.Random(f"{seed}:{mix.name}")
     total = _gpu_total(node_objs)
@@ -220,7 +218,7 @@ def arrivals(mix: Mix, *, node_objs: list[Obj], seed: int = 1) -> list[Task]:
         index = len(tasks)
         annotations: dict[str, str] = {}
         requests: dict[str, str] = {}
-        affinity: Obj | None = None
+        affinity: core.Affinity | None = None
         gpu = 0
         if rng.random() < mix.cpu_only:
             requests["cpu"] = str(rng.choice(_CPU_ONLY))
@@ -245,8 +243,8 @@ def arrivals(mix: Mix, *, node_objs: list[Obj], seed: int = 1) -> list[Task]:
     return tasks
 
 
-def _model_affinity(model: str) -> Obj:
-    expression = {"key": _MODEL, "operator": "In", "values": [model]}
+def _model_affinity(model: str) -> core.Affinity:
+    expression = core.NodeSelectorRequirement(key=_MODEL, operator="In", values=[model])
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -257,9 +255,12 @@ def _model_affinity(model: str) -> Obj:
 
 
 def _pod(
-    index: int, requests: dict[str, str], annotations: dict[str, str], affinity: Obj | None
-) -> Obj:
-    spec: Obj = {
+    index: int,
+    requests: dict[str, str],
+    annotations: dict[str, str],
+    affinity: core.Affinity | None,
+) -> core.Pod:
+    spec: core.PodSpec = {
         "schedulerName": keys.DEFAULT_SCHEDULER_NAME,
         "containers": [{"name": "main", "image": "task", "resources": {"requests": requests}}],
     }
@@ -333,7 +334,7 @@ class Outcome:
         }
 
 
-def run(profile: profiles.Profile, *, node_objs: list[Obj], tasks: list[Task]) -> Outcome:
+def run(profile: profiles.Profile, *, node_objs: list[core.Node], tasks: list[Task]) -> Outcome:
     """Place ``tasks`` one per cycle on a fresh cluster of ``node_objs`` with ``profile``."""
     clock = clocks.VirtualClock(_EPOCH)
     sim = cluster.InMemoryCluster(clock=clock)

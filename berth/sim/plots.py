@@ -48,12 +48,11 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised by tests/pack
 
 __all__ = ["figure", "plot", "provenance", "recorded_provenance"]
 
-Report = collections.abc.Mapping[str, typing.Any]
 _Samples = list[tuple[float, dict[str, int]]]
 _STYLES = ("-", "--", "-.", ":")
 
 
-def provenance(report: Report) -> str:
+def provenance(report: reports.Report) -> str:
     """What a plot of ``report`` depends on, as a digest: the report's JSON and the code that
     draws it. Written into each PNG (its ``Description``), so a plot can be checked against
     what the current scheduler and plotting code would draw (``hack/gen-sim-plots --check``)."""
@@ -62,7 +61,7 @@ def provenance(report: Report) -> str:
     return f"berth sim plot sha256:{digest.hexdigest()}"
 
 
-def plot(report: Report, *, path: pathlib.Path | str) -> None:
+def plot(report: reports.Report, *, path: pathlib.Path | str) -> None:
     """Draw ``report`` into the PNG file at ``path`` (its :func:`provenance` recorded)."""
     metadata = {"Software": None, "Description": provenance(report)}
     figure(report).savefig(pathlib.Path(path), format="png", metadata=metadata)
@@ -84,7 +83,7 @@ def recorded_provenance(path: pathlib.Path) -> str | None:
     return None
 
 
-def figure(report: Report) -> matplotlib.figure.Figure:
+def figure(report: reports.Report) -> matplotlib.figure.Figure:
     """The plot of ``report`` (see the module docstring), not yet saved."""
     capacity = _milli(report["cluster"]["capacity"])
     end = float(report["end"])
@@ -191,7 +190,7 @@ def figure(report: Report) -> matplotlib.figure.Figure:
 
 def _shade_held(
     axes: typing.Any,
-    report: Report,
+    report: reports.Report,
     *,
     cluster: _Samples,
     drawn: list[str],
@@ -235,7 +234,7 @@ def _values_at(samples: _Samples, times: list[float]) -> list[dict[str, int]]:
 
 def _mark_jobs(
     axes: typing.Any,
-    report: Report,
+    report: reports.Report,
     *,
     queue: str,
     colour: typing.Any,
@@ -285,7 +284,7 @@ def _milli(resources: collections.abc.Mapping[str, str]) -> dict[str, int]:
     return {name: quantities.parse_milli(text) for name, text in resources.items()}
 
 
-def _series(samples: collections.abc.Iterable[Report]) -> _Samples:
+def _series(samples: collections.abc.Iterable[reports.Sample]) -> _Samples:
     return [(float(s["t"]), _milli(s["resources"])) for s in samples]
 
 

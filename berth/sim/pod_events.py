@@ -27,7 +27,9 @@ from berth.scheduler.snapshot import cache
 
 __all__ = ["PodEventsResult", "lifecycle", "run"]
 
-# A Pod as its watch events carry it: Kubernetes JSON, decoded as the informer decodes it.
+# Untyped: a Pod as the API server's watch sends it, every field the bench makes the cache
+# parse (managedFields, dnsPolicy, qosClass...), most of which berth.api's Pod record does not
+# declare because Berth never reads them.
 Obj = dict[str, typing.Any]
 _CREATED = "2026-11-28T10:00:00Z"
 

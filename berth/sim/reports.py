@@ -63,7 +63,7 @@ import collections.abc
 import math
 import typing
 
-from berth.api import meta, quantities, resources
+from berth.api import custom_objects, meta, objects, quantities, resources
 from berth.sim import events, fairness, records
 
 __all__ = [
@@ -155,10 +155,9 @@ class ReservationRecord(typing.TypedDict):
     availableAt: float | None
     reason: str | None
     message: str | None
-    # The Reservation's spec.owners and status.currentOwners, copied as the API holds them
-    # (nested owner objects and label selectors; their typed records are berth.api's).
-    owners: list[dict[str, typing.Any]]
-    currentOwners: list[dict[str, typing.Any]]
+    # The Reservation's spec.owners and status.currentOwners, copied as the API holds them.
+    owners: list[custom_objects.ReservationOwner]
+    currentOwners: list[custom_objects.CurrentOwner]
 
 
 class PodGroupRecord(typing.TypedDict):
@@ -246,9 +245,9 @@ def build(
     *,
     scenario: str,
     seed: int,
-    reservations: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
-    pod_groups: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
-    queues: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]] = (),
+    reservations: collections.abc.Sequence[custom_objects.Reservation] = (),
+    pod_groups: collections.abc.Sequence[custom_objects.PodGroup] = (),
+    queues: collections.abc.Sequence[custom_objects.Queue] = (),
 ) -> Report:
     """The report of a finished simulation (``reservations``, ``pod_groups`` and ``queues``
     as the cluster holds them at the end)."""
@@ -284,7 +283,7 @@ def percentile(values: collections.abc.Sequence[float], fraction: float) -> floa
     return ordered[rank - 1]
 
 
-def share_basis(report: collections.abc.Mapping[str, typing.Any]) -> dict[str, int]:
+def share_basis(report: Report) -> dict[str, int]:
     """The capacity dominant shares are taken over: resources some pod asked for, not pods.
 
     A resource nobody requests (memory in a GPU-only scenario) would otherwise make every
@@ -410,13 +409,11 @@ def _unit_seconds(lost: collections.abc.Mapping[str, int]) -> dict[str, float]:
     }
 
 
-def _reservation(raw: collections.abc.Mapping[str, typing.Any]) -> ReservationRecord:
+def _reservation(raw: custom_objects.Reservation) -> ReservationRecord:
     metadata = raw.get("metadata", {})
     spec = raw.get("spec", {})
     status = raw.get("status") or {}
-    scheduled: collections.abc.Mapping[str, typing.Any] = next(
-        (c for c in status.get("conditions") or () if c.get("type") == "Scheduled"), {}
-    )
+    scheduled = _scheduled(status)
     placed = scheduled.get("status") == "True" and scheduled.get("lastTransitionTime")
     return {
         "namespace": metadata.get("namespace"),
@@ -438,12 +435,18 @@ def _since_epoch(stamp: typing.Any) -> float | None:
     return round(meta.parse_timestamp(stamp).timestamp() - events.EPOCH, 3)
 
 
-def _pod_group(raw: collections.abc.Mapping[str, typing.Any]) -> PodGroupRecord:
+def _scheduled(status: custom_objects.ObjectStatus) -> objects.Condition:
+    """The status's ``Scheduled`` condition (empty when it has none yet)."""
+    return next(
+        (c for c in status.get("conditions") or () if c.get("type") == "Scheduled"),
+        objects.Condition(),
+    )
+
+
+def _pod_group(raw: custom_objects.PodGroup) -> PodGroupRecord:
     metadata = raw.get("metadata", {})
     status = raw.get("status") or {}
-    scheduled: collections.abc.Mapping[str, typing.Any] = next(
-        (c for c in status.get("conditions") or () if c.get("type") == "Scheduled"), {}
-    )
+    scheduled = _scheduled(status)
     return {
         "namespace": metadata.get("namespace"),
         "name": metadata.get("name"),
@@ -459,7 +462,7 @@ def _pod_group(raw: collections.abc.Mapping[str, typing.Any]) -> PodGroupRecord:
     }
 
 
-def _queue_status(raw: collections.abc.Mapping[str, typing.Any]) -> QueueStatusRecord:
+def _queue_status(raw: custom_objects.Queue) -> QueueStatusRecord:
     status = raw.get("status") or {}
     return {
         "state": status.get("state"),

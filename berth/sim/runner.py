@@ -42,7 +42,7 @@ import dataclasses
 import math
 import typing
 
-from berth.api import dra, durations, keys, resources
+from berth.api import core, custom_objects, dra, durations, keys, objects, resources
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.plugins import registry as plugin_registry
@@ -72,8 +72,7 @@ class _Job:
 
     key: str
     min_member: int
-    # Pod manifests: Kubernetes JSON (berth.api's Pod record will type them, #31).
-    templates: dict[str, dict[str, typing.Any]]  # pod name -> manifest as first created
+    templates: dict[str, core.Pod]  # pod name -> manifest as first created
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +141,9 @@ class Simulation:
         spec = self.scenario.spec
         # Time zero: the objects, in an order that lets references resolve on first sight.
         order = {kind: i for i, kind in enumerate(scenarios.KINDS)}
-        ranked = sorted(enumerate(spec.objects), key=lambda item: (_rank(item[1], order), item[0]))
+        # scenarios.load() stored each manifest as its kind's model or wire record validated it.
+        manifests = [typing.cast(objects.KubeObject, obj) for obj in spec.objects]
+        ranked = sorted(enumerate(manifests), key=lambda item: (_rank(item[1], order), item[0]))
         for _, obj in ranked:
             self._apply(copy.deepcopy(obj))
         self._queues_changed()
@@ -151,7 +152,9 @@ class Simulation:
                 self._push(at, events.Arrival(workload=index, index=number))
         for event in spec.events:
             if event.apply is not None:
-                self._push(event.at.ms, events.Apply(manifest=event.apply))
+                # Validated by its kind's model in scenarios.load(), as the objects are.
+                manifest = typing.cast(objects.KubeObject, event.apply)
+                self._push(event.at.ms, events.Apply(manifest=manifest))
             elif event.delete is not None:
                 ref = event.delete
                 self._push(
@@ -292,24 +295,22 @@ class Simulation:
         for pod in job.pods:
             self._create_pod(pod, job=key, queue=job.queue)
 
-    # Manifests of any scenario kind, as Kubernetes JSON (typed by berth.api's records, #31).
-    def _apply(self, manifest: dict[str, typing.Any]) -> None:
-        """A manifest from ``objects`` or a timed ``apply``."""
+    def _apply(self, manifest: objects.KubeObject) -> None:
+        """A manifest from ``objects`` or a timed ``apply`` (of any scenario kind)."""
         kind = manifest["kind"]
         if kind == "Pod":
-            self._apply_pod(manifest)
+            self._apply_pod(typing.cast(core.Pod, manifest))
             return
         if kind == "PodGroup":
-            self._apply_group(manifest)
+            self._apply_group(typing.cast(custom_objects.PodGroup, manifest))
             return
         stored = self.cluster.put(manifest)
         if kind == "Queue":
             self._queues_changed()
         elif kind == "Reservation":
-            self._wake_at_deadline(stored)
+            self._wake_at_deadline(typing.cast(custom_objects.Reservation, stored))
 
-    # A PodGroup manifest (Kubernetes JSON, as the API server stores it).
-    def _apply_group(self, manifest: dict[str, typing.Any]) -> None:
+    def _apply_group(self, manifest: custom_objects.PodGroup) -> None:
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         key = f"{namespace}/{name}"
         queue = manifest.get("spec", {}).get("queue") or keys.DEFAULT_QUEUE
@@ -333,14 +334,12 @@ class Simulation:
             self._jobs[key].min_member = min_member
         self._put_group(manifest)
 
-    # A PodGroup manifest (Kubernetes JSON, as the API server stores it).
-    def _put_group(self, manifest: dict[str, typing.Any]) -> None:
+    def _put_group(self, manifest: custom_objects.PodGroup) -> None:
         stored = self.cluster.put(manifest)
         timeout = stored.get("spec", {}).get("scheduleTimeoutSeconds")
         self._wake_after(stored, seconds=timeout if isinstance(timeout, int) else None)
 
-    # A Pod manifest (Kubernetes JSON, as the API server stores it).
-    def _apply_pod(self, manifest: dict[str, typing.Any]) -> None:
+    def _apply_pod(self, manifest: core.Pod) -> None:
         metadata = manifest["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
         key = f"{namespace}/{name}"
@@ -383,8 +382,7 @@ class Simulation:
         self._jobs[job_key].templates[name] = manifest
         self._create_pod(manifest, job=job_key, queue=queue)
 
-    # A Pod manifest (Kubernetes JSON, as the API server stores it).
-    def _create_pod(self, manifest: dict[str, typing.Any], *, job: str, queue: str | None) -> None:
+    def _create_pod(self, manifest: core.Pod, *, job: str, queue: str | None) -> None:
         stored = self.cluster.put(manifest)
         key = f"{stored['metadata']['namespace']}/{stored['metadata']['name']}"
         self._pods[key] = _Pod(job=job, duration_ms=_duration_ms(stored))
@@ -511,8 +509,7 @@ class Simulation:
         spec = (group or {}).get("spec") or {}
         return bool(spec.get("onMaximumExecutionTime") == "Fail")
 
-    # A stored Kubernetes object of any kind (its JSON).
-    def _wake_after(self, obj: dict[str, typing.Any], *, seconds: int | float | None) -> None:
+    def _wake_after(self, obj: objects.KubeObject, *, seconds: int | float | None) -> None:
         if seconds:
             # One millisecond after the deadline, so that "now > created + timeout" holds.
             self._push(self.now + round(seconds * 1000) + 1, events.Wakeup(reason=_name(obj)))
@@ -524,8 +521,7 @@ class Simulation:
             self._wakes.add(ms)
             self._push(ms, events.Wakeup(reason=reason))
 
-    # A stored Reservation (Kubernetes JSON, as the API server stores it).
-    def _wake_at_deadline(self, reservation: dict[str, typing.Any]) -> None:
+    def _wake_at_deadline(self, reservation: custom_objects.Reservation) -> None:
         """Wake the scheduler at the instant the Reservation ends by time, whichever way its
         lifetime is given (``expires``, else ``ttl`` after its creation, 24h by default).
 
@@ -564,7 +560,7 @@ class Simulation:
 # Helpers ------------------------------------------------------------------------------------
 
 
-def _rank(obj: collections.abc.Mapping[str, typing.Any], order: dict[str, int]) -> int:
+def _rank(obj: objects.KubeObject, order: dict[str, int]) -> int:
     return order.get(str(obj.get("kind")), len(order))
 
 
@@ -574,13 +570,12 @@ def _allocatable(pool: scenarios.NodePool) -> resources.ResourceList:
     return resources.ResourceList(allocatable)
 
 
-# A Node as the API server would hold it (Kubernetes JSON; berth.api's Node record, #31).
-def _node(pool: scenarios.NodePool, *, name: str) -> dict[str, typing.Any]:
+def _node(pool: scenarios.NodePool, *, name: str) -> core.Node:
+    """A Node of ``pool`` as the API server would hold it."""
     allocatable = _allocatable(pool).to_api()
-    # The Node's spec (Kubernetes JSON).
-    spec: dict[str, typing.Any] = {}
+    spec: core.NodeSpec = {}
     if pool.taints:
-        spec["taints"] = [t.to_api() for t in pool.taints]
+        spec["taints"] = [typing.cast(core.Taint, t.to_api()) for t in pool.taints]
     if pool.unschedulable:
         spec["unschedulable"] = True
     return {
@@ -592,8 +587,7 @@ def _node(pool: scenarios.NodePool, *, name: str) -> dict[str, typing.Any]:
     }
 
 
-# JSON, not dra.ResourceSlice: the in-memory cluster stores every kind as its JSON (Object).
-def _node_slice(devices: scenarios.NodeDevices, *, node: str) -> dict[str, typing.Any]:
+def _node_slice(devices: scenarios.NodeDevices, *, node: str) -> dra.ResourceSlice:
     """The ResourceSlice of ``node``'s devices of one driver (its pool is named after it)."""
     items: list[dra.Device] = []
     for index in range(devices.count):
@@ -619,7 +613,7 @@ def _node_slice(devices: scenarios.NodeDevices, *, node: str) -> dict[str, typin
     }
 
 
-def _requests(pod: collections.abc.Mapping[str, typing.Any]) -> resources.ResourceList:
+def _requests(pod: core.Pod) -> resources.ResourceList:
     """What the pod asks, as the scheduler counts it: a share of a GPU (``gpu-fraction``) is
     charged its thousandths of ``nvidia.com/gpu`` (a ``gpu-memory`` one once bound)."""
     requests = pod_infos.pod_requests(pod.get("spec") or {})
@@ -630,7 +624,7 @@ def _requests(pod: collections.abc.Mapping[str, typing.Any]) -> resources.Resour
     return gpushare.charged(requests, share, memory=None)
 
 
-def _duration_ms(pod: collections.abc.Mapping[str, typing.Any]) -> int | None:
+def _duration_ms(pod: core.Pod) -> int | None:
     text = (pod["metadata"].get("annotations") or {}).get(keys.SIM_DURATION_ANNOTATION)
     if text is None:
         return None
@@ -640,12 +634,12 @@ def _duration_ms(pod: collections.abc.Mapping[str, typing.Any]) -> int | None:
         return None  # a pod whose duration cannot be read runs until the end
 
 
-def _name(obj: collections.abc.Mapping[str, typing.Any]) -> str:
+def _name(obj: objects.KubeObject) -> str:
     kind, namespace, name = cluster.object_key(obj)
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
-def _shape(obj: collections.abc.Mapping[str, typing.Any]) -> fairness.QueueShape:
+def _shape(obj: custom_objects.Queue) -> fairness.QueueShape:
     spec = obj.get("spec") or {}
     limit = spec.get("limit")
     return fairness.QueueShape(

@@ -30,6 +30,8 @@ import pydantic
 import pydantic_core
 
 from berth.api import (
+    core,
+    custom_objects,
     dra,
     durations,
     keys,
@@ -41,6 +43,7 @@ from berth.api import (
     reservations,
 )
 from berth.api import errors as api_errors
+from berth.api import objects as api_objects
 from berth.scheduler.actions import registry as actions_registry
 from berth.scheduler.framework import errors as framework_errors
 from berth.scheduler.framework import profiles
@@ -348,8 +351,8 @@ class TimedEvent(SimModel):
 
     at: Duration
     """When it happens."""
-    # Kubernetes JSON of any scenario kind: checked by that kind's model in load(), which
-    # names the bad field with its line.
+    # Untyped: the user's manifest as the file holds it, of any scenario kind; load() checks it
+    # with that kind's model (naming the bad field with its line) and stores the result here.
     apply: dict[str, typing.Any] | None = None
     """A manifest of one of the scenario's kinds."""
     delete: ObjectRef | None = None
@@ -376,8 +379,8 @@ class ScenarioSpec(SimModel):
     """Scheduler profile (as ``berth run --config`` takes it); the default profile otherwise."""
     nodes: list[NodePool] = pydantic.Field(min_length=1)
     """Node pools."""
-    # Kubernetes JSON of any scenario kind: checked by that kind's model in load(), which
-    # names the bad field with its line.
+    # Untyped: the user's manifests as the file holds them, of any scenario kind; load() checks
+    # each with that kind's model (naming the bad field with its line) and stores the results.
     objects: list[dict[str, typing.Any]] = pydantic.Field(default_factory=list)
     """Manifests created at time zero."""
     workloads: list[Workload] = pydantic.Field(default_factory=list)
@@ -431,8 +434,8 @@ _WIRE: dict[str, pydantic.TypeAdapter[typing.Any]] = {
 }
 
 
-# A DRA object as the API server stores it (JSON the berth.api.dra TypedDicts checked).
-def _dra_problem(kind: str, obj: dict[str, typing.Any]) -> str | None:
+def _dra_problem(kind: str, obj: api_objects.KubeObject) -> str | None:
+    """What the scheduler's parsing finds wrong with a DRA object its wire record checked."""
     if kind == "DeviceClass":
         return deviceclasses.device_class_info(obj).problem
     if kind == "ResourceSlice":
@@ -481,15 +484,18 @@ def from_data(
         )
     issues: list[errors.Issue] = []
     # Manifests are checked even when the rest of the file is broken, so one run of the
-    # command shows every problem.
-    objects = [
+    # command shows every problem (None: one that has an issue, and load() raises).
+    checked = [
         _manifest(obj, ("spec", "objects", i), where, issues)
         for i, obj in _raw_items(data, "objects")
     ]
+    objects = [obj for obj in checked if obj is not None]
     applied = {
-        i: _manifest(event["apply"], ("spec", "events", i, "apply"), where, issues)
+        i: manifest
         for i, event in _raw_items(data, "events")
         if isinstance(event.get("apply"), dict)
+        and (manifest := _manifest(event["apply"], ("spec", "events", i, "apply"), where, issues))
+        is not None
     }
     try:
         scenario = Scenario.model_validate(data)
@@ -501,7 +507,7 @@ def from_data(
         for i, event in enumerate(scenario.spec.events)
     ]
     if not issues:
-        _check_references(scenario, objects, events, where, issues)
+        _check_references(scenario, objects, applied, where, issues)
         _check_profile(scenario.spec.profile, where, issues)
     if issues:
         raise errors.ScenarioError(issues, source=source)
@@ -509,7 +515,7 @@ def from_data(
     return scenario.model_copy(update={"spec": spec})
 
 
-# The file's data before validation: arbitrary YAML, read to locate each manifest's line.
+# Untyped: the file's data before validation, arbitrary YAML, read to find each manifest.
 def _raw_items(data: dict[str, typing.Any], field: str) -> list[tuple[int, dict[str, typing.Any]]]:
     """The mapping items of ``spec.<field>`` in raw data (the model reports anything else)."""
     spec = data.get("spec")
@@ -526,33 +532,34 @@ def node_names(pool: NodePool) -> list[str]:
 
 
 def _manifest(
-    # A manifest as the file holds it, not yet validated: arbitrary JSON until its kind's model
-    # has checked it (the stored form returned is still Kubernetes JSON).
+    # Untyped: a manifest as the file holds it, arbitrary YAML until its kind's model checks it.
     obj: dict[str, typing.Any],
     path: locations.Path,
     where: locations.Locator,
     issues: list[errors.Issue],
-) -> dict[str, typing.Any]:
-    """Validate one manifest with its kind's model; return it as the API would store it."""
+) -> api_objects.KubeObject | None:
+    """Validate one manifest with its kind's model; return it as the API would store it
+    (``None`` when it is not valid: the problems are in ``issues``)."""
     kind = obj.get("kind")
     model = _MODELS.get(kind) if isinstance(kind, str) else None
     wire = _WIRE.get(kind) if isinstance(kind, str) else None
     if model is None and wire is None:
         issues.append(where.issue((*path, "kind"), f"kind must be one of {', '.join(KINDS)}"))
-        return obj
+        return None
     try:
+        # What the model writes, or the wire record checked: the kind's stored form.
         if model is not None:
-            stored = model.model_validate(obj).to_api()
+            stored = typing.cast(api_objects.KubeObject, model.model_validate(obj).to_api())
         else:
             assert wire is not None and isinstance(kind, str)
-            stored = dict(wire.validate_python(obj))
+            stored = typing.cast(api_objects.KubeObject, dict(wire.validate_python(obj)))
             problem = _dra_problem(kind, stored)
             if problem is not None:
                 issues.append(where.issue(path, problem))
-                return obj
+                return None
     except pydantic.ValidationError as exc:
         issues.extend(_issues(exc, path, where))
-        return obj
+        return None
     metadata = stored.setdefault("metadata", {})
     if not metadata.get("name"):
         issues.append(where.issue((*path, "metadata", "name"), "a name is required"))
@@ -566,30 +573,25 @@ def _manifest(
     return stored
 
 
-def _object_key(obj: collections.abc.Mapping[str, typing.Any]) -> tuple[str, str, str]:
+def _object_key(obj: api_objects.KubeObject) -> tuple[str, str, str]:
     metadata = obj.get("metadata", {})
     return (obj.get("kind", ""), metadata.get("namespace") or "", metadata.get("name") or "")
 
 
 def _check_references(
     scenario: Scenario,
-    # Validated manifests of any scenario kind (Kubernetes JSON).
-    objects: list[dict[str, typing.Any]],
-    events: list[TimedEvent],
+    objects: list[api_objects.KubeObject],
+    applied: collections.abc.Mapping[int, api_objects.KubeObject],  # event index -> manifest
     where: locations.Locator,
     issues: list[errors.Issue],
 ) -> None:
     """Cross-field rules: unique names, defined queues, known priority classes."""
     spec = scenario.spec
-    # Validated manifests of any scenario kind (Kubernetes JSON), with where each came from.
-    manifests: list[tuple[locations.Path, dict[str, typing.Any]]] = [
+    # Validated manifests of any scenario kind, with where each came from.
+    manifests: list[tuple[locations.Path, api_objects.KubeObject]] = [
         (("spec", "objects", i), obj) for i, obj in enumerate(objects)
     ]
-    manifests += [
-        (("spec", "events", i, "apply"), event.apply)
-        for i, event in enumerate(events)
-        if event.apply is not None
-    ]
+    manifests += [(("spec", "events", i, "apply"), applied[i]) for i in sorted(applied)]
     defined_queues = {keys.DEFAULT_QUEUE} | {
         obj["metadata"]["name"] for _, obj in manifests if obj.get("kind") == "Queue"
     }
@@ -633,25 +635,28 @@ def _check_references(
             )
         seen_objects[key] = i
 
+    # Each manifest is its kind's stored form (its model checked it): read as that kind's record.
     for path, obj in manifests:
-        kind, obj_spec = obj["kind"], obj.get("spec", {})
+        kind = obj["kind"]
         if kind == "PodGroup":
-            need_queue((*path, "spec", "queue"), obj_spec.get("queue"))
+            group = typing.cast(custom_objects.PodGroup, obj).get("spec", {})
+            need_queue((*path, "spec", "queue"), group.get("queue"))
             need_priority_class(
-                (*path, "spec", "priorityClassName"), obj_spec.get("priorityClassName")
+                (*path, "spec", "priorityClassName"), group.get("priorityClassName")
             )
         elif kind == "Reservation":
-            need_queue((*path, "spec", "queue"), obj_spec.get("queue"))
+            reservation = typing.cast(custom_objects.Reservation, obj).get("spec", {})
+            need_queue((*path, "spec", "queue"), reservation.get("queue"))
         elif kind == "Queue":
-            need_queue((*path, "spec", "parent"), obj_spec.get("parent"))
+            queue = typing.cast(custom_objects.Queue, obj).get("spec", {})
+            need_queue((*path, "spec", "parent"), queue.get("parent"))
         elif kind == "Pod":
             labels = obj["metadata"].get("labels") or {}
             need_queue(
                 (*path, "metadata", "labels", keys.QUEUE_LABEL), labels.get(keys.QUEUE_LABEL)
             )
-            need_priority_class(
-                (*path, "spec", "priorityClassName"), obj_spec.get("priorityClassName")
-            )
+            pod = typing.cast(core.Pod, obj).get("spec", {})
+            need_priority_class((*path, "spec", "priorityClassName"), pod.get("priorityClassName"))
 
     dra_objects = {
         (obj["kind"], obj["metadata"].get("namespace") or "", obj["metadata"]["name"])

@@ -34,8 +34,8 @@ def scenario(
     streams = 2 * len(_QUEUES)
     # Every stream gets its share of the jobs; the first ones one more when it does not divide.
     counts = [max(jobs // streams + (1 if i < jobs % streams else 0), 1) for i in range(streams)]
-    # spec.workloads entries as a scenario file holds them: from_data validates them as it
-    # validates a file's, so the bench runs exactly what a user's scenario would.
+    # Untyped: spec.workloads entries as a scenario file holds them (its YAML); from_data
+    # validates them as it validates a file's, so the bench runs what a user's scenario would.
     workloads: list[dict[str, typing.Any]] = []
     for index, (name, _) in enumerate(_QUEUES):
         batch, train = counts[2 * index], counts[2 * index + 1]

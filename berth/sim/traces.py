@@ -133,7 +133,8 @@ def compose(
         if not nodes:
             raise errors.TraceError("a trace without a scenario needs node pools (--nodes)")
         name = pathlib.Path(trace.source).stem if trace is not None else "scenario"
-        # The scenario as its file holds it: edited as JSON, then validated again as a whole.
+        # Untyped: the scenario as its file holds it (its YAML), edited as JSON, then
+        # validated again as a whole.
         data: dict[str, typing.Any] = {
             "apiVersion": scenarios.API_VERSION,
             "kind": "Scenario",

@@ -23,7 +23,7 @@ import dataclasses
 import random
 import typing
 
-from berth.api import keys, resources
+from berth.api import core, custom_objects, dra, keys, podgroups, resources
 from berth.sim import scenarios
 
 __all__ = [
@@ -56,10 +56,9 @@ class Job:
     queue: str | None  # the queue the job is accounted to; None for plain pods
     min_member: int
     duration_ms: int
-    # The job's PodGroup and Pods as Kubernetes JSON, created as they are (berth.api's records
-    # will type them, #31).
-    pod_group: dict[str, typing.Any] | None = dataclasses.field(hash=False)
-    pods: tuple[dict[str, typing.Any], ...] = dataclasses.field(hash=False)
+    # The job's PodGroup and Pods, created as they are.
+    pod_group: custom_objects.PodGroup | None = dataclasses.field(hash=False)
+    pods: tuple[core.Pod, ...] = dataclasses.field(hash=False)
 
 
 def arrival_times(workload: scenarios.Workload, *, seed: int) -> list[int]:
@@ -86,15 +85,16 @@ def make_job(
     job_name = f"{workload.name}-{index:0{len(str(workload.count - 1))}d}"
     queue = (workload.queue or keys.DEFAULT_QUEUE) if workload.is_group else None
     base_labels = {WORKLOAD_LABEL: workload.name}
-    # Kubernetes JSON, as Job.pod_group.
-    pod_group: dict[str, typing.Any] | None = None
-    if workload.is_group:
-        # The PodGroup's spec (Kubernetes JSON).
-        group_spec: dict[str, typing.Any] = {"minMember": workload.min_member, "queue": queue}
+    pod_group: custom_objects.PodGroup | None = None
+    if queue is not None:  # workload.is_group
+        group_spec: custom_objects.PodGroupSpec = {
+            "minMember": workload.min_member,
+            "queue": queue,
+        }
         if workload.priority_class_name is not None:
             group_spec["priorityClassName"] = workload.priority_class_name
         if workload.topology is not None:
-            group_spec["topology"] = workload.topology.to_api()
+            group_spec["topology"] = _topology(workload.topology)
         if workload.roles:
             group_spec["subGroups"] = [_sub_group(role) for role in workload.roles]
         if workload.maximum_execution_time_seconds is not None:
@@ -133,18 +133,21 @@ def make_job(
     )
 
 
-# A PodGroup spec.subGroups entry (Kubernetes JSON).
-def _sub_group(role: scenarios.Role) -> dict[str, typing.Any]:
+def _sub_group(role: scenarios.Role) -> custom_objects.SubGroup:
     """A role as a PodGroup's sub-group, selecting its pods by :data:`ROLE_LABEL`."""
-    # The entry as the PodGroup's JSON holds it.
-    out: dict[str, typing.Any] = {
+    out: custom_objects.SubGroup = {
         "name": role.name,
         "minMember": role.min_member,
         "selector": {"matchLabels": {ROLE_LABEL: role.name}},
     }
     if role.topology is not None:
-        out["topology"] = role.topology.to_api()
+        out["topology"] = _topology(role.topology)
     return out
+
+
+def _topology(topology: podgroups.TopologyConstraint) -> custom_objects.TopologyConstraint:
+    # The model's wire form is the record's: ``required`` and ``preferred`` topology keys.
+    return typing.cast(custom_objects.TopologyConstraint, topology.to_api())
 
 
 def _pod(
@@ -152,11 +155,10 @@ def _pod(
     *,
     job_name: str,
     name: str,
-    # The job's PodGroup manifest, if any; a Pod manifest is returned (Kubernetes JSON).
-    grouped: dict[str, typing.Any] | None,
+    grouped: custom_objects.PodGroup | None,  # the job's PodGroup, if any
     scheduler_name: str,
     role: scenarios.Role | None = None,
-) -> dict[str, typing.Any]:
+) -> core.Pod:
     labels = {**workload.labels, WORKLOAD_LABEL: workload.name, JOB_LABEL: job_name}
     if grouped is not None:
         labels[keys.POD_GROUP_LABEL] = job_name
@@ -165,8 +167,7 @@ def _pod(
         labels[ROLE_LABEL] = role.name
         if role.requests is not None:
             requests = role.requests
-    # The Pod's spec (Kubernetes JSON).
-    spec: dict[str, typing.Any] = {
+    spec: core.PodSpec = {
         "schedulerName": scheduler_name,
         "containers": [
             {
@@ -181,13 +182,18 @@ def _pod(
     if workload.gpu_models:
         spec["affinity"] = _gpu_models(workload.gpu_models)
     if workload.tolerations:
-        spec["tolerations"] = [t.to_api() for t in workload.tolerations]
+        # The models' wire forms are the records'.
+        spec["tolerations"] = [
+            typing.cast(core.Toleration, t.to_api()) for t in workload.tolerations
+        ]
     if workload.priority is not None:
         spec["priority"] = workload.priority
     if workload.priority_class_name is not None:
         spec["priorityClassName"] = workload.priority_class_name
     if workload.resource_claims:
-        spec["resourceClaims"] = [c.to_api() for c in workload.resource_claims]
+        spec["resourceClaims"] = [
+            typing.cast(dra.PodResourceClaim, c.to_api()) for c in workload.resource_claims
+        ]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -202,10 +208,11 @@ def _pod(
     }
 
 
-# A Pod's affinity (Kubernetes JSON).
-def _gpu_models(models: list[str]) -> dict[str, typing.Any]:
+def _gpu_models(models: list[str]) -> core.Affinity:
     """A required node affinity on the GPU model label (``In`` the models)."""
-    expression = {"key": GPU_MODEL_LABEL, "operator": "In", "values": list(models)}
+    expression = core.NodeSelectorRequirement(
+        key=GPU_MODEL_LABEL, operator="In", values=list(models)
+    )
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
