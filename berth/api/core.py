@@ -1,6 +1,7 @@
 """The ``core/v1`` kinds Berth reads and writes, as they cross the wire: typed records.
 
-Pod (spec, status, conditions), Node, Event, Binding, Eviction and Namespace, spelt exactly as
+Pod (spec, status, conditions), Node, Event, Binding, Eviction, Namespace, and the
+PersistentVolumes and PersistentVolumeClaims the volume filters read, spelt exactly as
 the API server serves them. Only the fields Berth reads or writes are declared; every other
 field is carried along untouched (a typed dict is the decoded JSON itself). See
 :mod:`berth.api.objects` for what ``total=False`` promises.
@@ -31,6 +32,10 @@ __all__ = [
     "EventSource",
     "Eviction",
     "Namespace",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "PersistentVolumeClaimSpec",
+    "PersistentVolumeSpec",
     "Node",
     "NodeAffinity",
     "NodeSelectorRequirement",
@@ -43,6 +48,7 @@ __all__ = [
     "PodAffinityTerm",
     "PodCondition",
     "PodSchedulingGate",
+    "PodSchedulingGroup",
     "PodSpec",
     "PodStatus",
     "PodTemplateSpec",
@@ -53,6 +59,7 @@ __all__ = [
     "Toleration",
     "TopologySpreadConstraint",
     "Volume",
+    "VolumeNodeAffinity",
     "WeightedPodAffinityTerm",
 ]
 
@@ -132,6 +139,12 @@ class PodSchedulingGate(typing_extensions.TypedDict):
     name: str
 
 
+class PodSchedulingGroup(typing_extensions.TypedDict, total=False):
+    """Kubernetes 1.36's ``spec.schedulingGroup`` (``scheduling.k8s.io/v1alpha2`` PodGroups)."""
+
+    podGroupName: str
+
+
 # Pod -----------------------------------------------------------------------------------------
 
 
@@ -188,7 +201,7 @@ class PodSpec(typing_extensions.TypedDict, total=False):
     volumes: list[Volume]
     topologySpreadConstraints: list[TopologySpreadConstraint]
     workloadRef: dict[str, str]  # {name, podGroup, podGroupReplicaKey}
-    schedulingGroup: dict[str, str]  # {podGroupName}: 1.36's scheduling.k8s.io/v1alpha2 gangs
+    schedulingGroup: PodSchedulingGroup  # 1.36's scheduling.k8s.io/v1alpha2 gangs
     serviceAccountName: str
     automountServiceAccountToken: bool
 
@@ -284,6 +297,39 @@ class Secret(objects.KubeObject, total=False):
     type: str  # Opaque, kubernetes.io/tls, ...
     data: dict[str, str]  # base64 of each value
     stringData: dict[str, str]
+
+
+# Storage: PersistentVolumeClaim, PersistentVolume -----------------------------------------------
+
+
+class PersistentVolumeClaimSpec(typing_extensions.TypedDict, total=False):
+    storageClassName: str
+    volumeName: str
+    accessModes: list[str]  # ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod
+    resources: ResourceRequirements  # VolumeResourceRequirements: requests and limits
+
+
+class PersistentVolumeClaim(objects.KubeObject, total=False):
+    spec: PersistentVolumeClaimSpec
+    status: dict[str, str]  # {phase}: Pending, Bound, Lost
+
+
+class VolumeNodeAffinity(typing_extensions.TypedDict, total=False):
+    required: dra.NodeSelector
+
+
+class PersistentVolumeSpec(typing_extensions.TypedDict, total=False):
+    storageClassName: str
+    capacity: dict[str, str]  # {storage}
+    accessModes: list[str]
+    nodeAffinity: VolumeNodeAffinity
+    claimRef: ObjectReference
+    csi: dict[str, str]  # {driver, volumeHandle}; its other fields are the driver's
+
+
+class PersistentVolume(objects.KubeObject, total=False):
+    spec: PersistentVolumeSpec
+    status: dict[str, str]  # {phase}: Available, Bound, Released, Failed
 
 
 # Writes: Binding, Eviction, Event --------------------------------------------------------------
