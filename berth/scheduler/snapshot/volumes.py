@@ -25,7 +25,7 @@ import functools
 import types
 import typing
 
-from berth.api import errors
+from berth.api import core, errors
 from berth.scheduler.snapshot import ids, selectors, wire
 
 __all__ = [
@@ -203,7 +203,7 @@ def _modes(raw: typing.Any) -> frozenset[str]:
     return frozenset(str(m) for m in raw) if isinstance(raw, list) else frozenset()
 
 
-def _storage(raw: wire.Raw, *, field: str) -> tuple[int, str | None]:
+def _storage(raw: collections.abc.Mapping[str, str], *, field: str) -> tuple[int, str | None]:
     text = raw.get(_STORAGE)
     if text is None:
         return 0, None
@@ -215,11 +215,13 @@ def _storage(raw: wire.Raw, *, field: str) -> tuple[int, str | None]:
 
 def claim_info(raw: typing.Any, /) -> ClaimInfo:
     """Parse a PersistentVolumeClaim."""
-    obj = wire.as_raw(raw)
-    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
-    annotations = wire.sub(meta, "annotations")
+    obj = typing.cast(core.PersistentVolumeClaim, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
+    spec, status = wire.part(obj.get("spec")), wire.part(obj.get("status"))
+    annotations = wire.part(meta.get("annotations"))
     request, problem = _storage(
-        wire.sub(spec, "resources", "requests"), field="spec.resources.requests"
+        wire.part(wire.part(spec.get("resources")).get("requests")),
+        field="spec.resources.requests",
     )
     selected = annotations.get(SELECTED_NODE)
     return ClaimInfo(
@@ -236,8 +238,8 @@ def claim_info(raw: typing.Any, /) -> ClaimInfo:
     )
 
 
-def _node_affinity(raw: wire.Raw) -> tuple[selectors.SelectorTerm, ...] | None:
-    required = wire.sub(raw, "required")
+def _node_affinity(raw: core.VolumeNodeAffinity) -> tuple[selectors.SelectorTerm, ...] | None:
+    required = wire.part(raw.get("required"))
     if not required:
         return None
     required_affinity, _ = selectors.parse_node_affinity(
@@ -248,24 +250,25 @@ def _node_affinity(raw: wire.Raw) -> tuple[selectors.SelectorTerm, ...] | None:
 
 def volume_info(raw: typing.Any, /) -> VolumeInfo:
     """Parse a PersistentVolume (a malformed capacity counts as none: no claim fits it)."""
-    obj = wire.as_raw(raw)
-    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
+    obj = typing.cast(core.PersistentVolume, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
+    spec, status = wire.part(obj.get("spec")), wire.part(obj.get("status"))
     name = str(meta.get("name") or "")
-    capacity, _ = _storage(wire.sub(spec, "capacity"), field="spec.capacity")
-    ref = wire.sub(spec, "claimRef")
+    capacity, _ = _storage(wire.part(spec.get("capacity")), field="spec.capacity")
+    ref = wire.part(spec.get("claimRef"))
     claim = (
         ids.key_of(str(ref.get("namespace") or "default"), name=str(ref.get("name")))
         if ref.get("name")
         else None
     )
-    csi = wire.sub(spec, "csi")
+    csi = wire.part(spec.get("csi"))
     driver = str(csi["driver"]) if csi.get("driver") else None
     return VolumeInfo(
         name=name,
         storage_class=str(spec.get("storageClassName") or ""),
         capacity=capacity,
         access_modes=_modes(spec.get("accessModes")),
-        node_affinity=_node_affinity(wire.sub(spec, "nodeAffinity")),
+        node_affinity=_node_affinity(wire.part(spec.get("nodeAffinity"))),
         claim=claim,
         csi_driver=driver,
         handle=str(csi.get("volumeHandle") or name),

@@ -12,7 +12,7 @@ import datetime
 import functools
 import typing
 
-from berth.api import errors, quantities, resources
+from berth.api import errors, objects, quantities, resources
 from berth.scheduler.snapshot import ids
 
 __all__ = [
@@ -21,6 +21,8 @@ __all__ = [
     "key_of",
     "milli",
     "name_of",
+    "part",
+    "parts",
     "parse_time",
     "range_problem",
     "sub",
@@ -30,6 +32,9 @@ Raw = collections.abc.Mapping[str, typing.Any]
 """An API object in its wire form (camelCase keys)."""
 
 _EMPTY: Raw = {}
+
+_Record = typing.TypeVar("_Record", bound=objects.JSONObject)
+"""A typed record of :mod:`berth.api` (``core.PodSpec``), or a plain map (``dict[str, str]``)."""
 
 
 def as_raw(obj: typing.Any) -> Raw:
@@ -77,6 +82,32 @@ def sub(raw: Raw | None, /, *keys: str) -> Raw:
     return node
 
 
+def part(value: _Record | None, /) -> _Record:
+    """``value`` (a field read from a typed record: ``part(pod.get("spec"))``), or an empty
+    record when it is absent or not a map, as a user's bad object may have it: the typed
+    counterpart of :func:`sub`, one step at a time. The empty record is shared: read it only.
+    """
+    # An exact dict first (what the API's JSON decodes to), then an absent field: both much
+    # cheaper than the ABC check, which every watch event would pay a dozen times.
+    if type(value) is dict:
+        return value
+    if value is None or not isinstance(value, collections.abc.Mapping):
+        return typing.cast(_Record, _EMPTY)
+    return value
+
+
+def parts(value: list[_Record] | None, /) -> list[_Record]:
+    """The maps of the list ``value`` (a field read from a typed record), leaving out what is
+    not one; an empty list when ``value`` is absent or not a list."""
+    if not isinstance(value, list):
+        return []
+    return [
+        item
+        for item in value
+        if type(item) is dict or isinstance(item, collections.abc.Mapping)  # dict: the fast case
+    ]
+
+
 def parse_time(text: typing.Any) -> float | None:
     """An RFC 3339 timestamp as seconds since the epoch; ``None`` when absent or unreadable."""
     if isinstance(text, datetime.datetime):
@@ -106,7 +137,7 @@ def milli(text: typing.Any) -> int:
     return quantities.parse_bounded_milli(text)  # raises with the API's message
 
 
-def range_problem(raw: Raw, /, *, field: str) -> str | None:
+def range_problem(raw: collections.abc.Mapping[str, str], /, *, field: str) -> str | None:
     """Why the resource list ``raw`` at ``field`` (``spec.limit``) is out of Berth's range, as
     the API server says it (the CRDs' rule: the same field and message), or None when every
     quantity is in range. Malformed quantities are left to the caller's parser."""
