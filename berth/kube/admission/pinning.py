@@ -26,7 +26,6 @@ import asyncio
 import collections.abc
 import dataclasses
 import logging
-import typing
 
 from berth.api import core
 from berth.kube.admission import admission_states as states
@@ -185,7 +184,7 @@ class Pinning:
         written = await self._requests.pin(bind.key, node=bind.node, now=now)
         if written.outcome is not writes.Outcome.WRITTEN or written.object is None:
             return None
-        answer = typing.cast(core.Pod, written.object)  # the API server answers the pod
+        answer = written.object  # the API server answers the pod
         self._objects[bind.key] = answer
         allocation = self._allocations.get(bind.key)
         if allocation is not None:

@@ -54,14 +54,14 @@ class PodRequests:
         self._timeout = timeout
         self._failing: set[str] = set()
 
-    async def pin(self, key: str, *, node: str, now: float) -> writes.Written:
+    async def pin(self, key: str, *, node: str, now: float) -> writes.Written[core.Pod]:
         """Write the pin to ``node`` and the admitted annotations at the version read (the write
         primitive reads again on a conflict)."""
 
-        def pin(current: rest.Body) -> rest.Body:
+        def pin(current: core.Pod) -> core.Pod:
             # A pin from an earlier attempt stays (Kubernetes lets a gated pod's node affinity
             # only narrow); the session saw it and chose within it, so adding ours is a no-op.
-            affinity = wire.sub(current, "spec").get("affinity")
+            affinity = wire.part(current.get("spec")).get("affinity")
             return {
                 "metadata": {
                     "annotations": {
