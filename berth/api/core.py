@@ -30,6 +30,7 @@ __all__ = [
     "Event",
     "EventSeries",
     "EventSource",
+    "LocalObjectReference",
     "Eviction",
     "Namespace",
     "PersistentVolume",
@@ -51,6 +52,7 @@ __all__ = [
     "PodSchedulingGroup",
     "PodSpec",
     "PodStatus",
+    "PodTemplate",
     "PodTemplateSpec",
     "PreferredSchedulingTerm",
     "ResourceRequirements",
@@ -183,6 +185,7 @@ class PodSpec(typing_extensions.TypedDict, total=False):
 
     containers: list[Container]
     initContainers: list[Container]
+    ephemeralContainers: list[Container]  # EphemeralContainer: Berth only drops them
     nodeName: str
     nodeSelector: dict[str, str]
     affinity: Affinity
@@ -260,6 +263,16 @@ class Pod(objects.KubeObject, total=False):
 class PodTemplateSpec(typing_extensions.TypedDict, total=False):
     metadata: objects.ObjectMeta
     spec: PodSpec
+
+
+class PodTemplate(objects.KubeObject, total=False):
+    """A ``core/v1`` PodTemplate: what a capacity request's pods look like."""
+
+    template: PodTemplateSpec
+
+
+class LocalObjectReference(typing_extensions.TypedDict, total=False):
+    name: str
 
 
 # Node ----------------------------------------------------------------------------------------

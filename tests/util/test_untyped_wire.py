@@ -66,8 +66,6 @@ PENDING = {
     "emulator/watches.py": 6,
     "emulator/webhooks.py": 13,
     "kube/admission/pod_requests.py": 1,
-    "kube/autoscaling/request_entries.py": 7,
-    "kube/autoscaling/request_objects.py": 14,
     "kube/binder/decision_writes.py": 1,
     "kube/informers/snapshots.py": 2,
     "kube/transport/clients.py": 2,
@@ -102,7 +100,6 @@ PENDING = {
     "sim/stress.py": 1,
     "sim/traces.py": 1,
     "sim/workloads.py": 10,
-    "status/capacity_requests.py": 4,
     "status/observations.py": 1,
     "status/scale_up.py": 1,
 }
