@@ -65,8 +65,6 @@ PENDING = {
     "emulator/validation.py": 16,
     "emulator/watches.py": 6,
     "emulator/webhooks.py": 13,
-    "kube/admission/pod_requests.py": 1,
-    "kube/binder/decision_writes.py": 1,
     "kube/informers/snapshots.py": 2,
     "kube/transport/clients.py": 1,
     "kube/transport/listing.py": 2,
@@ -97,7 +95,6 @@ PENDING = {
     "sim/traces.py": 1,
     "sim/workloads.py": 10,
     "status/observations.py": 1,
-    "status/scale_up.py": 1,
 }
 
 

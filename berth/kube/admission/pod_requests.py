@@ -150,10 +150,11 @@ class PodRequests:
 
     async def call(
         self, method: str, path: str, *, body: collections.abc.Mapping[str, object] | None = None
-    ) -> rest.Body:
-        """One request within the request timeout; every PATCH here is a JSON merge patch."""
+    ) -> None:
+        """One request within the request timeout; every PATCH here is a JSON merge patch.
+        What the API server answers is not read (a failure raises)."""
         content_type = rest.MERGE_PATCH if method == "PATCH" else "application/json"
-        return await rest.request(
+        await rest.request(
             self._api,
             method=method,
             path=path,
