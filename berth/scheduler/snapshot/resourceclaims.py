@@ -91,7 +91,7 @@ class ClaimSpec:
 
     requests: tuple[DeviceRequestInfo, ...] = ()
     constraints: tuple[ConstraintInfo, ...] = ()
-    config: tuple[collections.abc.Mapping[str, typing.Any], ...] = dataclasses.field(
+    config: tuple[dra.DeviceClaimConfiguration, ...] = dataclasses.field(
         default=(), compare=False, repr=False
     )
     problem: str | None = None
@@ -286,9 +286,9 @@ def _constraint(raw: typing.Any, *, index: int, problems: _Problems) -> Constrai
     )
 
 
-def claim_spec(raw: typing.Any, /) -> ClaimSpec:
+def claim_spec(raw: dra.ResourceClaimSpec, /) -> ClaimSpec:
     """Parse a claim's ``spec`` (or a template's ``spec.spec``)."""
-    devices = wire.sub(raw, "devices")
+    devices = wire.part(raw.get("devices"))
     problems = _Problems()
     raw_requests = devices.get("requests")
     requests = tuple(
@@ -409,13 +409,13 @@ def resource_claim_info(raw: typing.Any, /) -> ResourceClaimInfo:
 
 def resource_claim_template_info(raw: typing.Any, /) -> ResourceClaimTemplateInfo:
     """Parse a ResourceClaimTemplate (``resource.k8s.io/v1``)."""
-    obj = wire.as_raw(raw)
-    meta = wire.sub(obj, "metadata")
+    obj = typing.cast(dra.ResourceClaimTemplate, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
     return ResourceClaimTemplateInfo(
         key=ids.key_of(namespace, name=name),
         namespace=namespace,
         name=name,
-        spec=claim_spec(wire.sub(wire.sub(obj, "spec"), "spec")),
+        spec=claim_spec(wire.part(wire.part(obj.get("spec")).get("spec"))),
     )
