@@ -1,7 +1,7 @@
 """The ``core/v1`` kinds Berth reads and writes, as they cross the wire: typed records.
 
 Pod (spec, status, conditions), Node, Event, Binding, Eviction, Namespace, and the
-PersistentVolumes and PersistentVolumeClaims the volume filters read, spelt exactly as
+PersistentVolumes, PersistentVolumeClaims and CSINodes the volume filters read, spelt exactly as
 the API server serves them. Only the fields Berth reads or writes are declared; every other
 field is carried along untouched (a typed dict is the decoded JSON itself). See
 :mod:`berth.api.objects` for what ``total=False`` promises.
@@ -26,6 +26,9 @@ __all__ = [
     "ContainerState",
     "ContainerStateTerminated",
     "ContainerStatus",
+    "CSINode",
+    "CSINodeDriver",
+    "CSINodeSpec",
     "DeleteOptions",
     "Event",
     "EventSeries",
@@ -343,6 +346,22 @@ class PersistentVolumeSpec(typing_extensions.TypedDict, total=False):
 class PersistentVolume(objects.KubeObject, total=False):
     spec: PersistentVolumeSpec
     status: dict[str, str]  # {phase}: Available, Bound, Released, Failed
+
+
+class CSINodeDriver(typing_extensions.TypedDict, total=False):
+    name: str
+    nodeID: str
+    allocatable: dict[str, int]  # {count}: the most volumes of the driver the node attaches
+
+
+class CSINodeSpec(typing_extensions.TypedDict, total=False):
+    drivers: list[CSINodeDriver]
+
+
+class CSINode(objects.KubeObject, total=False):
+    """A ``storage.k8s.io/v1`` CSINode, named after its node."""
+
+    spec: CSINodeSpec
 
 
 # Writes: Binding, Eviction, Event --------------------------------------------------------------

@@ -74,7 +74,6 @@ PENDING = {
     "scheduler/framework/profiles.py": 1,
     "scheduler/framework/registries.py": 1,
     "scheduler/snapshot/pods.py": 1,
-    "scheduler/snapshot/wire.py": 5,
     "sim/benchmarks.py": 21,
     "sim/claims.py": 15,
     "sim/cluster.py": 27,

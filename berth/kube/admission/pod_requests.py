@@ -88,7 +88,7 @@ class PodRequests:
 
     async def evict(self, key: str, obj: core.Pod) -> None:
         """A rejected pod with a controller: evict it; the controller recreates it (gated)."""
-        uid = str(wire.sub(obj, "metadata").get("uid") or "")
+        uid = str(wire.part(obj.get("metadata")).get("uid") or "")
         try:
             await self.call(
                 "POST", pod_edits.path(key) + "/eviction", body=pod_edits.eviction(key, uid=uid)
@@ -102,9 +102,9 @@ class PodRequests:
         """A rejected bare pod: delete it and create it again, unpinned and gated (``gone`` is
         woken when the informers see the old pod go)."""
         options: core.DeleteOptions = {
-            "preconditions": {"uid": wire.sub(obj, "metadata").get("uid")}
+            "preconditions": {"uid": wire.part(obj.get("metadata")).get("uid")}
         }
-        if not wire.sub(obj, "spec").get("nodeName"):
+        if not wire.part(obj.get("spec")).get("nodeName"):
             options["gracePeriodSeconds"] = 0  # never started: nothing to stop gracefully
         try:
             await self.call("DELETE", pod_edits.path(key), body=options)
@@ -169,7 +169,7 @@ class PodRequests:
             return
         namespace, _, name = key.partition("/")
         obj = self._objects.get(key)
-        uid = str(wire.sub(obj, "metadata").get("uid") or "")
+        uid = str(wire.part(wire.part(obj).get("metadata")).get("uid") or "")
         self._recorder.record(
             events.ObjectRef("Pod", name, namespace, uid), type=type, reason=reason, message=message
         )

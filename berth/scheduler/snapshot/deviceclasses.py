@@ -50,7 +50,7 @@ def parse_selectors(
     problem: str | None = None
     for i, item in enumerate(raw):
         where = f"{field}[{i}].cel.expression"
-        cel = wire.sub(item, "cel")
+        cel = wire.part(wire.part(item).get("cel"))
         expression = cel.get("expression")
         if not isinstance(expression, str):
             problem = problem or f"{field}[{i}]: a selector needs cel.expression"

@@ -191,7 +191,7 @@ class _Problems:
 
 
 def _capacity(raw: typing.Any, *, field: str, problems: _Problems) -> dict[str, int] | None:
-    requests = wire.sub(raw, "requests")
+    requests = wire.part(wire.part(raw).get("requests"))
     if not requests:
         return None
     out: dict[str, int] = {}

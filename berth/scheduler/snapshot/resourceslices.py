@@ -193,7 +193,7 @@ def _policy(raw: typing.Any, *, field: str, problems: _Problems) -> RequestPolic
         return None
     default = raw.get("default")
     values = raw.get("validValues")
-    span = wire.sub(raw, "validRange")
+    span = wire.part(raw.get("validRange"))
     return RequestPolicy(
         default=_milli(default, field=f"{field}.default", problems=problems)
         if default is not None

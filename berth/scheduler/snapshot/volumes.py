@@ -300,7 +300,7 @@ def class_info(raw: typing.Any, /) -> ClassInfo:
             if isinstance(t, dict)
         )
     return ClassInfo(
-        name=str(wire.sub(obj, "metadata").get("name") or ""),
+        name=str(wire.part(obj.get("metadata")).get("name") or ""),
         provisioner=str(obj.get("provisioner") or ""),
         wait_for_first_consumer=obj.get("volumeBindingMode") == _WAIT_FOR_FIRST_CONSUMER,
         allowed_topologies=allowed,
@@ -309,13 +309,13 @@ def class_info(raw: typing.Any, /) -> ClassInfo:
 
 def attach_limits(raw: typing.Any, /) -> tuple[str, dict[str, int]]:
     """A CSINode: its node's name and, per driver that declares one, its attach limit."""
-    obj = wire.as_raw(raw)
+    obj = typing.cast(core.CSINode, wire.as_raw(raw))
     limits: dict[str, int] = {}
-    drivers = wire.sub(obj, "spec").get("drivers")
+    drivers = wire.part(obj.get("spec")).get("drivers")
     for driver in drivers if isinstance(drivers, list) else ():
         if not isinstance(driver, dict) or not driver.get("name"):
             continue
-        count = wire.sub(driver, "allocatable").get("count")
+        count = wire.part(driver.get("allocatable")).get("count")
         if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
             limits[str(driver["name"])] = count
-    return str(wire.sub(obj, "metadata").get("name") or ""), limits
+    return str(wire.part(obj.get("metadata")).get("name") or ""), limits
