@@ -67,7 +67,7 @@ PENDING = {
     "emulator/webhooks.py": 13,
     "kube/transport/clients.py": 1,
     "kube/transport/listing.py": 2,
-    "kube/transport/rest.py": 4,
+    "kube/transport/rest.py": 3,
     "operator/settings.py": 6,
     "operator/webhooks.py": 6,
     "realcluster/install.py": 2,
