@@ -66,7 +66,6 @@ PENDING = {
     "emulator/watches.py": 6,
     "emulator/webhooks.py": 13,
     "kube/transport/clients.py": 1,
-    "kube/transport/listing.py": 2,
     "kube/transport/rest.py": 3,
     "operator/settings.py": 6,
     "operator/webhooks.py": 6,
@@ -87,7 +86,6 @@ PENDING = {
     "sim/stress.py": 1,
     "sim/traces.py": 1,
     "sim/workloads.py": 10,
-    "status/observations.py": 1,
 }
 
 
