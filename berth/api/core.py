@@ -1,9 +1,10 @@
 """The ``core/v1`` kinds Berth reads and writes, as they cross the wire: typed records.
 
-Pod (spec, status, conditions), Node, Event, Binding, Eviction and Namespace, spelt exactly as
-the API server serves them. Only the fields Berth reads or writes are declared; every other
-field is carried along untouched (a typed dict is the decoded JSON itself). See
-:mod:`berth.api.objects` for what ``total=False`` promises.
+Pod (spec, status, conditions), Node, Event, Binding, Eviction, Namespace and Secret, spelt
+exactly as the API server serves them (the storage kinds are in :mod:`berth.api.storage`). Only
+the fields Berth reads or writes are declared; every other field is carried along untouched (a
+typed dict is the decoded JSON itself). See :mod:`berth.api.objects` for what ``total=False``
+promises.
 
 The informers hand these on (:mod:`berth.kube.informers`), the snapshot's infos parse them once
 (:mod:`berth.scheduler.snapshot.pods`, :mod:`~berth.scheduler.snapshot.nodes`), and the
@@ -29,6 +30,7 @@ __all__ = [
     "Event",
     "EventSeries",
     "EventSource",
+    "LocalObjectReference",
     "Eviction",
     "Namespace",
     "Node",
@@ -43,8 +45,10 @@ __all__ = [
     "PodAffinityTerm",
     "PodCondition",
     "PodSchedulingGate",
+    "PodSchedulingGroup",
     "PodSpec",
     "PodStatus",
+    "PodTemplate",
     "PodTemplateSpec",
     "PreferredSchedulingTerm",
     "ResourceRequirements",
@@ -132,6 +136,12 @@ class PodSchedulingGate(typing_extensions.TypedDict):
     name: str
 
 
+class PodSchedulingGroup(typing_extensions.TypedDict, total=False):
+    """Kubernetes 1.36's ``spec.schedulingGroup`` (``scheduling.k8s.io/v1alpha2`` PodGroups)."""
+
+    podGroupName: str
+
+
 # Pod -----------------------------------------------------------------------------------------
 
 
@@ -170,6 +180,7 @@ class PodSpec(typing_extensions.TypedDict, total=False):
 
     containers: list[Container]
     initContainers: list[Container]
+    ephemeralContainers: list[Container]  # EphemeralContainer: Berth only drops them
     nodeName: str
     nodeSelector: dict[str, str]
     affinity: Affinity
@@ -188,7 +199,7 @@ class PodSpec(typing_extensions.TypedDict, total=False):
     volumes: list[Volume]
     topologySpreadConstraints: list[TopologySpreadConstraint]
     workloadRef: dict[str, str]  # {name, podGroup, podGroupReplicaKey}
-    schedulingGroup: dict[str, str]  # {podGroupName}: 1.36's scheduling.k8s.io/v1alpha2 gangs
+    schedulingGroup: PodSchedulingGroup  # 1.36's scheduling.k8s.io/v1alpha2 gangs
     serviceAccountName: str
     automountServiceAccountToken: bool
 
@@ -247,6 +258,16 @@ class Pod(objects.KubeObject, total=False):
 class PodTemplateSpec(typing_extensions.TypedDict, total=False):
     metadata: objects.ObjectMeta
     spec: PodSpec
+
+
+class PodTemplate(objects.KubeObject, total=False):
+    """A ``core/v1`` PodTemplate: what a capacity request's pods look like."""
+
+    template: PodTemplateSpec
+
+
+class LocalObjectReference(typing_extensions.TypedDict, total=False):
+    name: str
 
 
 # Node ----------------------------------------------------------------------------------------

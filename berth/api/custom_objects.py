@@ -21,7 +21,9 @@ __all__ = [
     "PodGroup",
     "PodGroupSpec",
     "PodGroupStatus",
+    "ProvisioningRequestPolicy",
     "Queue",
+    "QueueAutoscaling",
     "QueueSpec",
     "QueueStatus",
     "QueueSummary",
@@ -45,6 +47,16 @@ class ObjectStatus(typing_extensions.TypedDict, total=False):
 # Queue ---------------------------------------------------------------------------------------
 
 
+class ProvisioningRequestPolicy(typing_extensions.TypedDict, total=False):
+    provisioningClassName: str
+    parameters: dict[str, str]
+
+
+class QueueAutoscaling(typing_extensions.TypedDict, total=False):
+    provisioningRequest: ProvisioningRequestPolicy
+    reservationBuffers: bool
+
+
 class QueueSpec(typing_extensions.TypedDict, total=False):
     parent: str
     guaranteed: dict[str, str]
@@ -59,7 +71,7 @@ class QueueSpec(typing_extensions.TypedDict, total=False):
     jobOrder: str  # PriorityFIFO, FIFO, NamespaceFair
     preemptAcrossQueues: bool
     preemptionDelay: str
-    autoscaling: dict[str, str | bool]  # {provisioningClassName, reservationBuffers, ...}
+    autoscaling: QueueAutoscaling
     namespaceSelector: objects.LabelSelector
 
 

@@ -44,11 +44,14 @@ __all__ = [
     "CounterSet",
     "Device",
     "DeviceAllocation",
+    "DeviceAllocationConfiguration",
     "DeviceAttribute",
     "DeviceCapacity",
     "DeviceClass",
+    "DeviceClassConfiguration",
     "DeviceClassSpec",
     "DeviceClaim",
+    "DeviceClaimConfiguration",
     "DeviceConstraint",
     "DeviceRequest",
     "DeviceSelector",
@@ -59,6 +62,7 @@ __all__ = [
     "NodeSelector",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
+    "OpaqueDeviceConfiguration",
     "ObjectMeta",
     "OwnerReference",
     "PodResourceClaim",
@@ -138,9 +142,32 @@ class DeviceSelector(typing_extensions.TypedDict, total=False):
     cel: CelSelector
 
 
+class OpaqueDeviceConfiguration(typing_extensions.TypedDict, total=False):
+    driver: typing_extensions.Required[str]
+    parameters: objects.JSONObject  # the driver's own configuration: Berth passes it through
+
+
+class DeviceClassConfiguration(typing_extensions.TypedDict, total=False):
+    """A DeviceClass's ``spec.config[]``: copied into every allocation made with the class."""
+
+    opaque: OpaqueDeviceConfiguration
+
+
+class DeviceClaimConfiguration(DeviceClassConfiguration, total=False):
+    """A claim's ``spec.devices.config[]``: for the ``requests`` it names (none: all)."""
+
+    requests: list[str]
+
+
+class DeviceAllocationConfiguration(DeviceClaimConfiguration, total=False):
+    """``status.allocation.devices.config[]``: the class's and the claim's, in that order."""
+
+    source: str  # FromClass, FromClaim
+
+
 class DeviceClassSpec(typing_extensions.TypedDict, total=False):
     selectors: list[DeviceSelector]
-    config: list[dict[str, typing.Any]]  # opaque driver configuration, passed through
+    config: list[DeviceClassConfiguration]
     extendedResourceName: str
 
 
@@ -294,7 +321,7 @@ class DeviceConstraint(typing_extensions.TypedDict, total=False):
 class DeviceClaim(typing_extensions.TypedDict, total=False):
     requests: list[DeviceRequest]
     constraints: list[DeviceConstraint]
-    config: list[dict[str, typing.Any]]  # opaque driver configuration, passed through
+    config: list[DeviceClaimConfiguration]
 
 
 class ResourceClaimSpec(typing_extensions.TypedDict, total=False):
@@ -318,7 +345,7 @@ class AllocatedDeviceResult(typing_extensions.TypedDict, total=False):
 
 class DeviceAllocation(typing_extensions.TypedDict, total=False):
     results: list[AllocatedDeviceResult]
-    config: list[dict[str, typing.Any]]  # opaque driver configuration, passed through
+    config: list[DeviceAllocationConfiguration]
 
 
 class AllocationResult(typing_extensions.TypedDict, total=False):

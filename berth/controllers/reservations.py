@@ -48,7 +48,7 @@ import typing
 from berth.api import custom_objects, keys, resources
 from berth.api import reservations as reservation_api
 from berth.controllers import observed, statuses
-from berth.kube.transport import clients, events, fencing, rest, writes
+from berth.kube.transport import clients, events, fencing, writes
 from berth.scheduler.snapshot import pods, snapshots, wire
 from berth.scheduler.snapshot import reservations as resv
 from berth.status import conditions, observations
@@ -369,7 +369,7 @@ class ReservationController:
         """Plan again on the object as the API has it now, and write that at its version (the
         write primitive reads again on a conflict)."""
 
-        def change(live: rest.Body) -> rest.Body | None:
+        def change(live: custom_objects.Reservation) -> collections.abc.Mapping[str, object] | None:
             fresh = observations.observe(KIND, body=live, parse_time=wire.parse_time)
             if fresh is None or fresh.uid != obj.uid:
                 return None  # another reservation of that name now

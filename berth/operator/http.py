@@ -48,6 +48,7 @@ import typing
 
 import aiohttp.web
 
+from berth.kube.informers import snapshots as informer_snapshots
 from berth.kube.transport import reviews
 from berth.operator import dashboards, probing, visibility
 from berth.operator import metrics as berth_metrics
@@ -78,7 +79,7 @@ _PATH_PARAM = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 # A debug body is one short token; anything longer is a mistake, not a level.
 _MAX_FLAG_BODY = 64
 
-NodeLookup: typing.TypeAlias = collections.abc.Callable[[str], interfaces.JSONValue]
+NodeLookup: typing.TypeAlias = collections.abc.Callable[[str], informer_snapshots.NodeView | None]
 """Returns the scheduler's view of the named node as JSON-able data, or None if unknown."""
 
 ScoreTableSwitch: typing.TypeAlias = collections.abc.Callable[[int], None]
@@ -288,7 +289,7 @@ class _Handlers:
         return aiohttp.web.Response(text=dashboards.page(), content_type="text/html")
 
     def _visible(
-        self, answer: collections.abc.Callable[[visibility.Visibility], dict[str, typing.Any]]
+        self, answer: collections.abc.Callable[[visibility.Visibility], visibility.Answer]
     ) -> aiohttp.web.Response:
         seen = self._providers.visibility
         if seen is None:

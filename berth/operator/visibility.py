@@ -27,6 +27,8 @@ import dataclasses
 import threading
 import typing
 
+import typing_extensions
+
 from berth.api import resources
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import snapshots
@@ -36,12 +38,17 @@ from berth.util import clocks, suggestions
 
 __all__ = [
     "MAX_PAGE",
+    "Answer",
     "BadRequest",
     "Board",
     "History",
     "NotFound",
     "NotReady",
+    "Overview",
+    "Position",
+    "QueueList",
     "Visibility",
+    "WaitingList",
 ]
 
 MAX_PAGE = 500
@@ -50,8 +57,124 @@ DEFAULT_PAGE = 100
 _DASHBOARD_LINE = 20  # waiting groups per queue the dashboard shows
 _MAIN = ("cpu", "memory", "nvidia.com/gpu")
 
-# Untyped: the visibility API's answers, JSON documents encoded straight to HTTP bodies.
-JSON = dict[str, typing.Any]
+# The answers, as the JSON documents they are served as (camelCase keys, in this order) ----
+
+
+class Sample(typing_extensions.TypedDict):
+    """One point of a queue's history: milli-units of the main resources."""
+
+    t: float
+    allocated: dict[str, int]
+    fairShare: dict[str, int]
+    guaranteed: dict[str, int]
+
+
+class Amounts(typing_extensions.TypedDict):
+    allocated: dict[str, int]
+    fairShare: dict[str, int]
+    guaranteed: dict[str, int]
+    limit: dict[str, int]
+
+
+class WaitingEntry(typing_extensions.TypedDict):
+    """One waiting group (or pod of its own) in its queue's line."""
+
+    position: int
+    kind: str  # PodGroup, Pod
+    namespace: str
+    name: str
+    minMember: int | None
+    priority: int | None
+    created: float | None
+    reason: str | None
+
+
+class QueueItem(typing_extensions.TypedDict):
+    """One queue; the overview adds what the dashboard draws of it."""
+
+    name: str
+    parent: str | None
+    state: str  # Open, Closed, Invalid
+    stateReason: str | None
+    weight: int
+    priority: int
+    guaranteed: str
+    allocated: str
+    fairShare: str
+    limit: str
+    share: float | None
+    pendingPods: int
+    runningPods: int
+    pendingGroups: int | None
+    runningGroups: int | None
+    waiting: int
+    amounts: typing_extensions.NotRequired[Amounts]
+    history: typing_extensions.NotRequired[list[Sample]]
+    line: typing_extensions.NotRequired[list[WaitingEntry]]
+
+
+class QueueList(typing_extensions.TypedDict):
+    kind: str  # QueueList
+    items: list[QueueItem]
+
+
+WaitingList = typing_extensions.TypedDict(
+    "WaitingList",
+    {
+        "kind": str,  # WaitingList
+        "queue": str,
+        "total": int,
+        "items": list[WaitingEntry],
+        "continue": typing_extensions.NotRequired[str],  # the next page's token
+    },
+)
+
+
+class QueueShare(typing_extensions.TypedDict):
+    allocated: str
+    fairShare: str
+    share: float | None
+
+
+class Position(typing_extensions.TypedDict):
+    kind: str  # Position
+    podGroup: str
+    queue: str
+    waiting: int
+    position: int | None
+    reason: str | None
+    queueShare: QueueShare
+
+
+class ReservationRow(typing_extensions.TypedDict):
+    name: str
+    phase: str
+    node: str | None
+    holds: str
+    used: str
+    ownerSelector: str
+    owners: list[str]
+    queue: str | None
+
+
+class NodeRow(typing_extensions.TypedDict):
+    name: str
+    allocatable: dict[str, int]
+    requested: dict[str, int]
+    text: str
+
+
+class Overview(typing_extensions.TypedDict):
+    kind: str  # Overview
+    now: float
+    resources: list[str]
+    queues: list[QueueItem]
+    reservations: list[ReservationRow]
+    nodes: list[NodeRow]
+
+
+Answer = QueueList | WaitingList | Position | Overview
+"""Any answer of the visibility API."""
 
 
 class NotFound(LookupError):
@@ -108,7 +231,7 @@ class History:
             while self._samples and now - self._samples[0].at > self._keep:
                 self._samples.popleft()
 
-    def series(self, queue: str) -> list[JSON]:
+    def series(self, queue: str) -> list[Sample]:
         """``[{t, allocated, fairShare, guaranteed}]`` of ``queue``, oldest first."""
         with self._lock:
             samples = list(self._samples)
@@ -143,11 +266,11 @@ class Visibility:
             self.history.add(snapshot, result)
 
     # Queues ---------------------------------------------------------------------------------
-    def queues(self) -> JSON:
+    def queues(self) -> QueueList:
         snapshot, result = self._seen()
         pods = queue_status.pods_by_queue(snapshot)
         lines = result.waiting if result is not None else {}
-        items = []
+        items: list[QueueItem] = []
         for name in sorted(snapshot.queues):
             info = snapshot.queues[name]
             summary = result.queues.get(name) if result is not None else None
@@ -175,7 +298,9 @@ class Visibility:
             )
         return {"kind": "QueueList", "items": items}
 
-    def waiting(self, queue: str, *, limit: str | None = None, token: str | None = None) -> JSON:
+    def waiting(
+        self, queue: str, *, limit: str | None = None, token: str | None = None
+    ) -> WaitingList:
         """One page of ``queue``'s line (see the module docstring)."""
         snapshot, result = self._seen()
         if queue not in snapshot.queues:
@@ -189,12 +314,17 @@ class Visibility:
         items = [
             self._entry(snapshot, result, key, place=start + i + 1) for i, key in enumerate(page)
         ]
-        out: JSON = {"kind": "WaitingList", "queue": queue, "total": len(line), "items": items}
+        out: WaitingList = {
+            "kind": "WaitingList",
+            "queue": queue,
+            "total": len(line),
+            "items": items,
+        }
         if start + size < len(line):
             out["continue"] = str(start + size)
         return out
 
-    def position(self, namespace: str, name: str) -> JSON:
+    def position(self, namespace: str, name: str) -> Position:
         """Where PodGroup ``namespace/name`` stands in its queue's line, and the queue's share."""
         snapshot, result = self._seen()
         key = f"{namespace}/{name}"
@@ -203,7 +333,7 @@ class Visibility:
             raise NotFound(f"podgroup {key!r} does not exist (or is not Berth's)")
         line = result.waiting.get(group.queue, ()) if result is not None else ()
         summary = result.queues.get(group.queue) if result is not None else None
-        out: JSON = {
+        out: Position = {
             "kind": "Position",
             "podGroup": key,
             "queue": group.queue,
@@ -219,7 +349,7 @@ class Visibility:
         return out
 
     # The dashboard --------------------------------------------------------------------------
-    def overview(self) -> JSON:
+    def overview(self) -> Overview:
         """Everything the dashboard draws, in one answer. Amounts are milli-units of the main
         resources (cpu, memory, nvidia.com/gpu); ``resources`` lists those the nodes have."""
         snapshot, result = self._seen()
@@ -266,7 +396,7 @@ class Visibility:
         key: str,
         *,
         place: int,
-    ) -> JSON:
+    ) -> WaitingEntry:
         group = snapshot.pod_groups.get(key)
         namespace, _, name = key.partition("/")
         implicit = group is not None and group.implicit
@@ -312,8 +442,8 @@ def _share(summary: decisions.QueueStatusSummary | None) -> float | None:
     return round(max(ratios), 3) if ratios else None
 
 
-def _reservations(snapshot: snapshots.Snapshot) -> list[JSON]:
-    out = []
+def _reservations(snapshot: snapshots.Snapshot) -> list[ReservationRow]:
+    out: list[ReservationRow] = []
     for key in sorted(snapshot.reservations):
         info = snapshot.reservations[key]
         out.append(
@@ -331,10 +461,10 @@ def _reservations(snapshot: snapshots.Snapshot) -> list[JSON]:
     return out
 
 
-def _nodes(snapshot: snapshots.Snapshot) -> list[JSON]:
+def _nodes(snapshot: snapshots.Snapshot) -> list[NodeRow]:
     table = snapshot.nodes
     columns = [(i, c) for i, c in enumerate(table.resources) if c in _MAIN]
-    out = []
+    out: list[NodeRow] = []
     for name, row in sorted(table.index.items()):
         out.append(
             {

@@ -122,8 +122,8 @@ class AdmissionRequest(_Strict):
     resource: GroupVersionResource
     namespace: str = ""
     operation: str
-    # Any kind's object, whole: Kopf's handlers read it (a typed record here would drop the
-    # fields it does not name), and so is the user's info, which Berth never reads.
+    # Untyped: any kind's object, whole: Kopf's handlers read it (a typed record here would
+    # drop the fields it does not name), and so is the user's info, which Berth never reads.
     object: dict[str, typing.Any] | None = None
     old_object: dict[str, typing.Any] | None = None
     user_info: dict[str, typing.Any] | None = None
@@ -187,7 +187,7 @@ def mutation(pod: core.Pod, /, *, opted_in: bool) -> list[patches.JsonPatchOpera
 
 
 def _apply(
-    body: dict[str, typing.Any],  # Kopf's patch: any JSON, walked by the operations' paths
+    body: dict[str, typing.Any],  # Untyped: Kopf's patch, any JSON, walked by the ops' paths
     ops: collections.abc.Sequence[patches.JsonPatchOperation],
 ) -> None:
     """Apply :func:`mutation`'s ``add`` operations to ``body`` in place (Kopf diffs the result
@@ -241,6 +241,7 @@ def _register_pods(
             logger.debug(
                 "gating pod %s/%s", namespace, meta.get("name") or meta.get("generateName")
             )
+            # Untyped: Kopf hands its patch over as any JSON (see _apply).
             patch.fns.append(lambda raw: _apply(typing.cast(dict[str, typing.Any], raw), ops))
 
 
@@ -409,7 +410,7 @@ class _KopfServer(kopf.WebhookServer):
             *,
             webhook: str | None = None,
             headers: dict[str, str] | None = None,
-            sslpeer: dict[str, typing.Any] | None = None,  # Kopf's WebhookFn signature
+            sslpeer: dict[str, typing.Any] | None = None,  # Untyped: Kopf's WebhookFn signature
         ) -> typing.Any:
             payload = request["request"]
             # An API server always says who asks; Kopf insists on it, Berth never reads it.

@@ -46,7 +46,7 @@ from berth.api import core, custom_objects, dra, durations, keys, objects, resou
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.plugins import registry as plugin_registry
-from berth.scheduler.snapshot import gpushare
+from berth.scheduler.snapshot import gpushare, wire
 from berth.scheduler.snapshot import pods as pod_infos
 from berth.scheduler.snapshot import reservations as resv
 from berth.sim import cluster, events, fairness, records, reports, scenarios, workloads
@@ -616,7 +616,7 @@ def _node_slice(devices: scenarios.NodeDevices, *, node: str) -> dra.ResourceSli
 def _requests(pod: core.Pod) -> resources.ResourceList:
     """What the pod asks, as the scheduler counts it: a share of a GPU (``gpu-fraction``) is
     charged its thousandths of ``nvidia.com/gpu`` (a ``gpu-memory`` one once bound)."""
-    requests = pod_infos.pod_requests(pod.get("spec") or {})
+    requests = pod_infos.pod_requests(wire.part(pod.get("spec")))
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     share = gpushare.parse(annotations, whole_gpus=requests.get(resources.GPU, 0))
     if share is None or share.problem is not None:

@@ -47,7 +47,7 @@ import hashlib
 import re
 import typing
 
-from berth.api import autoscaling
+from berth.api import autoscaler_objects, autoscaling
 from berth.scheduler.framework import decisions, pending
 from berth.scheduler.snapshot import queues
 
@@ -382,7 +382,7 @@ class Verdict:
     detail: str  # the autoscaler's condition, as it wrote it ("" when none)
 
 
-def _conditions(status: collections.abc.Mapping[str, typing.Any]) -> dict[str, dict[str, str]]:
+def _conditions(status: autoscaler_objects.RequestStatus) -> dict[str, dict[str, str]]:
     found = status.get("conditions")
     out: dict[str, dict[str, str]] = {}
     for condition in found if isinstance(found, list) else []:
@@ -397,7 +397,7 @@ def _told(condition: collections.abc.Mapping[str, str]) -> str:
     return f"{condition.get('type')}={condition.get('status')}" + (f" ({said})" if said else "")
 
 
-def verdict(kind: Kind, status: collections.abc.Mapping[str, typing.Any]) -> Verdict:
+def verdict(kind: Kind, status: autoscaler_objects.RequestStatus) -> Verdict:
     """What the status of a request of ``kind`` says.
 
     A ProvisioningRequest (Cluster Autoscaler's conditions): ``Failed``, ``BookingExpired``
@@ -455,7 +455,7 @@ class Fit(enum.Enum):
     """No ``Provisioning`` condition yet, or one about the buffer itself (not ready, empty)."""
 
 
-def fit(status: collections.abc.Mapping[str, typing.Any]) -> Fit:
+def fit(status: autoscaler_objects.RequestStatus) -> Fit:
     """Where the virtual pods of a CapacityBuffer with ``status`` fit (:class:`Fit`)."""
     provisioning = _conditions(status).get(autoscaling.BUFFER_PROVISIONING)
     if provisioning is None:
@@ -475,7 +475,7 @@ _FIT_WHEN_FALSE: dict[str, Fit] = {
 where the buffer's virtual pods fit; any other reason: :attr:`Fit.SHORT`."""
 
 
-def told(status: collections.abc.Mapping[str, typing.Any], kind: str) -> str:
+def told(status: autoscaler_objects.RequestStatus, kind: str) -> str:
     """The condition ``kind`` of ``status`` as the autoscaler wrote it (``""``: none)."""
     found = _conditions(status).get(kind)
     return _told(found) if found is not None else ""

@@ -36,12 +36,14 @@ class ObservedObject:
 def observe(
     kind: str,
     *,
-    # Kopf's body, or the simulator's object: parsed here, once, into the record below.
-    body: collections.abc.Mapping[str, typing.Any],
+    # Kopf's body, or the simulator's object, of any of Berth's kinds: any JSON object, whose
+    # fields are checked here, once, as they are parsed into the record below.
+    body: collections.abc.Mapping[str, object],
     parse_time: collections.abc.Callable[[typing.Any], float | None],
 ) -> ObservedObject | None:
     """An :class:`ObservedObject` from an object's body, or None when it has no name."""
-    metadata = body.get("metadata") or {}
+    found = body.get("metadata")
+    metadata = found if isinstance(found, collections.abc.Mapping) else {}
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return None

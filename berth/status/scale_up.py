@@ -57,9 +57,8 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
-import typing
 
-from berth.api import custom_objects, durations, objects
+from berth.api import core, custom_objects, durations, objects
 from berth.scheduler.framework import reasons
 from berth.scheduler.snapshot import wire
 from berth.status import capacity_requests as plans
@@ -196,22 +195,22 @@ class Sighting:
     message: str
 
 
-def sighting_of(event: collections.abc.Mapping[str, typing.Any]) -> Sighting | None:
+def sighting_of(event: core.Event) -> Sighting | None:
     """The sighting a core/v1 Event is, if an autoscaler wrote it about a pod (its source —
     ``source.component``, else ``reportingComponent`` — and its reason; the message is kept
     as written; its time is the latest it carries)."""
-    involved = event.get("involvedObject") or {}
-    if not isinstance(involved, collections.abc.Mapping) or involved.get("kind") != "Pod":
+    involved = wire.part(event.get("involvedObject"))
+    if involved.get("kind") != "Pod":
         return None
-    source = (event.get("source") or {}).get("component") or event.get("reportingComponent")
+    source = wire.part(event.get("source")).get("component") or event.get("reportingComponent")
     action = _ACTIONS.get((str(source or ""), str(event.get("reason") or "")))
     uid = involved.get("uid")
     if action is None or not uid:
         return None
-    metadata = event.get("metadata") or {}
+    metadata = wire.part(event.get("metadata"))
     stamps = (
         event.get("lastTimestamp"),
-        (event.get("series") or {}).get("lastObservedTime"),
+        wire.part(event.get("series")).get("lastObservedTime"),
         event.get("eventTime"),
         event.get("firstTimestamp"),
         metadata.get("creationTimestamp"),

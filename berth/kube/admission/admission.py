@@ -431,7 +431,7 @@ class Admission:
                 continue  # gone while the session ran
             self.not_admitted.forget(bind.key)
             obj = self._objects.get(bind.key)
-            if obj is not None and wire.sub(obj, "spec").get("schedulerName") in self._ours:
+            if obj is not None and wire.part(obj.get("spec")).get("schedulerName") in self._ours:
                 ours.add(bind.key)
             accepted.append(bind)
         if accepted:

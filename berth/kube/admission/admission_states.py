@@ -165,20 +165,20 @@ class Observation:
     @classmethod
     def of(cls, obj: core.Pod) -> Observation:
         """The observation of the pod ``obj`` (wire form)."""
-        meta = wire.sub(obj, "metadata")
-        annotations = wire.sub(meta, "annotations")
-        phase = wire.sub(obj, "status").get("phase")
+        meta = wire.part(obj.get("metadata"))
+        annotations = wire.part(meta.get("annotations"))
+        phase = wire.part(obj.get("status")).get("phase")
         admitted = annotations.get(keys.ADMITTED_NODE_ANNOTATION)
         return cls(
             key=f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}",
             uid=str(meta.get("uid") or ""),
-            node=str(wire.sub(obj, "spec").get("nodeName") or "") or None,
+            node=str(wire.part(obj.get("spec")).get("nodeName") or "") or None,
             finished=phase in _TERMINAL_PHASES or bool(meta.get("deletionTimestamp")),
             gates=frozenset(pod_edits.gate_names(obj)),
             admitted_node=str(admitted) if admitted else None,
             admitted_at=wire.parse_time(annotations.get(keys.ADMITTED_AT_ANNOTATION)),
             belongs=pod_edits.belongs(obj) or pods.awaits_owner_group(obj),
-            opted_out=wire.sub(meta, "labels").get(keys.ADMISSION_LABEL) == "disabled",
+            opted_out=wire.part(meta.get("labels")).get(keys.ADMISSION_LABEL) == "disabled",
             unschedulable=pod_edits.unschedulable_message(obj),
         )
 

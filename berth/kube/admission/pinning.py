@@ -26,7 +26,6 @@ import asyncio
 import collections.abc
 import dataclasses
 import logging
-import typing
 
 from berth.api import core
 from berth.kube.admission import admission_states as states
@@ -146,7 +145,12 @@ class Pinning:
         if waited.clear:
             # The informers may have seen the pins since: ungate at the newest version known.
             versions = [
-                str(wire.sub(self._objects.get(b.key), "metadata").get("resourceVersion") or "")
+                str(
+                    wire.part(wire.part(self._objects.get(b.key)).get("metadata")).get(
+                        "resourceVersion"
+                    )
+                    or ""
+                )
                 for b in admit.binds
             ]
             await self._ungate_all(admit, versions=versions)
@@ -185,12 +189,12 @@ class Pinning:
         written = await self._requests.pin(bind.key, node=bind.node, now=now)
         if written.outcome is not writes.Outcome.WRITTEN or written.object is None:
             return None
-        answer = typing.cast(core.Pod, written.object)  # the API server answers the pod
+        answer = written.object  # the API server answers the pod
         self._objects[bind.key] = answer
         allocation = self._allocations.get(bind.key)
         if allocation is not None:
             self._move(allocation, states.Event.PINNED)
-        return str(wire.sub(answer, "metadata").get("resourceVersion") or "")
+        return str(wire.part(answer.get("metadata")).get("resourceVersion") or "")
 
     async def _ungate(self, decision: decisions.BindPod, *, version: str, bind: bool) -> None:
         """Remove Berth's gate (keeping the others); Berth binds pods naming its scheduler."""

@@ -54,14 +54,14 @@ class PodRequests:
         self._timeout = timeout
         self._failing: set[str] = set()
 
-    async def pin(self, key: str, *, node: str, now: float) -> writes.Written:
+    async def pin(self, key: str, *, node: str, now: float) -> writes.Written[core.Pod]:
         """Write the pin to ``node`` and the admitted annotations at the version read (the write
         primitive reads again on a conflict)."""
 
-        def pin(current: rest.Body) -> rest.Body:
+        def pin(current: core.Pod) -> core.Pod:
             # A pin from an earlier attempt stays (Kubernetes lets a gated pod's node affinity
             # only narrow); the session saw it and chose within it, so adding ours is a no-op.
-            affinity = wire.sub(current, "spec").get("affinity")
+            affinity = wire.part(current.get("spec")).get("affinity")
             return {
                 "metadata": {
                     "annotations": {
@@ -88,7 +88,7 @@ class PodRequests:
 
     async def evict(self, key: str, obj: core.Pod) -> None:
         """A rejected pod with a controller: evict it; the controller recreates it (gated)."""
-        uid = str(wire.sub(obj, "metadata").get("uid") or "")
+        uid = str(wire.part(obj.get("metadata")).get("uid") or "")
         try:
             await self.call(
                 "POST", pod_edits.path(key) + "/eviction", body=pod_edits.eviction(key, uid=uid)
@@ -102,9 +102,9 @@ class PodRequests:
         """A rejected bare pod: delete it and create it again, unpinned and gated (``gone`` is
         woken when the informers see the old pod go)."""
         options: core.DeleteOptions = {
-            "preconditions": {"uid": wire.sub(obj, "metadata").get("uid")}
+            "preconditions": {"uid": wire.part(obj.get("metadata")).get("uid")}
         }
-        if not wire.sub(obj, "spec").get("nodeName"):
+        if not wire.part(obj.get("spec")).get("nodeName"):
             options["gracePeriodSeconds"] = 0  # never started: nothing to stop gracefully
         try:
             await self.call("DELETE", pod_edits.path(key), body=options)
@@ -150,10 +150,11 @@ class PodRequests:
 
     async def call(
         self, method: str, path: str, *, body: collections.abc.Mapping[str, object] | None = None
-    ) -> rest.Body:
-        """One request within the request timeout; every PATCH here is a JSON merge patch."""
+    ) -> None:
+        """One request within the request timeout; every PATCH here is a JSON merge patch.
+        What the API server answers is not read (a failure raises)."""
         content_type = rest.MERGE_PATCH if method == "PATCH" else "application/json"
-        return await rest.request(
+        await rest.request(
             self._api,
             method=method,
             path=path,
@@ -168,7 +169,7 @@ class PodRequests:
             return
         namespace, _, name = key.partition("/")
         obj = self._objects.get(key)
-        uid = str(wire.sub(obj, "metadata").get("uid") or "")
+        uid = str(wire.part(wire.part(obj).get("metadata")).get("uid") or "")
         self._recorder.record(
             events.ObjectRef("Pod", name, namespace, uid), type=type, reason=reason, message=message
         )

@@ -91,9 +91,9 @@ class Rejecting:
                 continue
             del self._due[key]
             obj = self._objects.get(key)
-            if obj is None or str(wire.sub(obj, "metadata").get("uid") or "") != uid:
+            if obj is None or str(wire.part(obj.get("metadata")).get("uid") or "") != uid:
                 continue  # gone, or another pod under the name
-            if key in self._allocations or wire.sub(obj, "spec").get("nodeName"):
+            if key in self._allocations or wire.part(obj.get("spec")).get("nodeName"):
                 continue  # admitted again, or bound after all
             self._send_back(key, obj, node=node)
 
@@ -166,7 +166,7 @@ class Rejecting:
             else:
                 # Deleted less than a resend interval ago: it stays pinned and ungated until
                 # then (kube-scheduler may still bind it there if the cause goes).
-                uid = str(wire.sub(obj, "metadata").get("uid") or "")
+                uid = str(wire.part(obj.get("metadata")).get("uid") or "")
                 self._due[key] = (when, uid, allocation.node)
                 logger.info(
                     "pod %s is sent back at %s at the soonest (deleted once already within %gs)",

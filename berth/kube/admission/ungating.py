@@ -110,7 +110,7 @@ class Ungating:
             obj = self._objects.get(key)
             if obj is None or key not in self.bad:
                 return
-            version = wire.sub(obj, "metadata").get("resourceVersion")
+            version = wire.part(obj.get("metadata")).get("resourceVersion")
             try:
                 answer = await self._requests.remove_gate(key, obj, version=version)
             except errors.KubeError as exc:
@@ -139,7 +139,7 @@ class Ungating:
             obj = self._objects.get(key)
             if obj is None:
                 return
-            version = wire.sub(obj, "metadata").get("resourceVersion")
+            version = wire.part(obj.get("metadata")).get("resourceVersion")
             try:
                 self._objects[key] = await self._requests.remove_gate(key, obj, version=version)
             except errors.KubeError as exc:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import collections.abc
 import logging
+import typing
 
 import kubernetes_asyncio.client
 
+from berth.api import core
 from berth.kube.transport import errors, rest
 from berth.status import scale_up
 
@@ -45,7 +47,7 @@ async def sightings(
                 return None
             for event in listing.get("items") or ():
                 if isinstance(event, dict):
-                    seen = scale_up.sighting_of(event)
+                    seen = scale_up.sighting_of(typing.cast(core.Event, event))  # Events listed
                     if seen is not None:
                         found.append(seen)
     return found

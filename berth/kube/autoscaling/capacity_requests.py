@@ -77,7 +77,7 @@ __all__ = ["CapacityRequests"]
 
 logger = logging.getLogger(__name__)
 
-Object = objects.Object
+CapacityRequest = objects.CapacityRequest
 Kind = plans.Kind
 
 Entry = request_entries.Entry
@@ -112,11 +112,13 @@ class CapacityRequests:
         self._cycles = 0
         self._entries: dict[str, Entry] = {}  # by str(owner)
         self._failures: dict[str, int] = {}  # owner -> refusals in a row (the backoff)
-        self._found: list[tuple[Kind, Object]] | None = None  # a new leader's leftovers
+        self._found: list[tuple[Kind, CapacityRequest]] | None = None  # a new leader's leftovers
         self.served: frozenset[Kind] | None = None
         """The kinds the API server serves (None: not asked yet)."""
         self._discovered_at = -discovery.INTERVAL
-        self._stray: list[tuple[Kind, Object]] = []  # a new leader's leftovers nobody wants
+        self._stray: list[
+            tuple[Kind, CapacityRequest]
+        ] = []  # a new leader's leftovers nobody wants
         self._wake = wakeups.Wakeup()
         self._notes: dict[str, str] = {}  # group key -> note
         self._verdicts: dict[str, scale_up.ScaleUp] = {}  # group key -> what the autoscaler did

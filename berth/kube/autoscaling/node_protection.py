@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import logging
-import typing
 
 from berth.api import core
 from berth.kube.transport import writes
@@ -41,10 +40,8 @@ __all__ = ["NodeProtection"]
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, typing.Any]
 
-
-def _annotations(obj: collections.abc.Mapping[str, typing.Any]) -> dict[str, str]:
+def _annotations(obj: core.Node) -> dict[str, str]:
     metadata = obj.get("metadata")
     found = metadata.get("annotations") if isinstance(metadata, dict) else None
     if not isinstance(found, dict):
@@ -126,7 +123,8 @@ class NodeProtection:
             await self._write(name)
 
     async def _write(self, name: str) -> None:
-        def change(current: Object) -> Object | None:
+        def change(current: core.Node) -> collections.abc.Mapping[str, object] | None:
+            # A merge patch: an annotation that goes is written as null.
             patch = nodes.annotations_patch(_annotations(current), self._holds.get(name, ()))
             return {"metadata": {"annotations": patch}} if patch is not None else None
 

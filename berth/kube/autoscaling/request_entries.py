@@ -19,10 +19,10 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import logging
-import typing
 
-from berth.api import autoscaling
+from berth.api import autoscaler_objects, autoscaling
 from berth.kube.autoscaling import request_objects
+from berth.scheduler.snapshot import wire
 from berth.status import capacity_requests as plans
 from berth.status import scale_up
 
@@ -30,8 +30,8 @@ __all__ = ["Entry", "adopt", "read"]
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, typing.Any]
 Kind = plans.Kind
+CapacityRequest = autoscaler_objects.CapacityRequest
 
 
 @dataclasses.dataclass
@@ -62,20 +62,20 @@ class Entry:
 
 
 def adopt(
-    found: collections.abc.Iterable[tuple[Kind, Object]],
+    found: collections.abc.Iterable[tuple[Kind, CapacityRequest]],
     *,
     wants: collections.abc.Mapping[str, plans.Want],
     entries: collections.abc.Mapping[str, Entry],
     now: float,
-) -> tuple[dict[str, Entry], list[tuple[Kind, Object]]]:
+) -> tuple[dict[str, Entry], list[tuple[Kind, CapacityRequest]]]:
     """A new leader's leftovers ``found``, matched to its ``wants`` (by owner uid and
     attempt) for owners without an entry yet: the entries adopted (by owner), and the stray
     objects nobody wants."""
     by_uid = {want.owner.uid: key for key, want in wants.items()}
-    stray: list[tuple[Kind, Object]] = []
-    grouped: dict[tuple[str, Kind, str], list[Object]] = {}
+    stray: list[tuple[Kind, CapacityRequest]] = []
+    grouped: dict[tuple[str, Kind, str], list[CapacityRequest]] = {}
     for kind, obj in found:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
+        labels = wire.part(wire.part(obj.get("metadata")).get("labels"))
         owner = by_uid.get(str(labels.get(request_objects.OWNER_LABEL) or ""))
         attempt = str(labels.get(request_objects.MANAGED_LABEL) or "")
         if owner is None or owner in entries or not attempt.isdigit():
@@ -106,7 +106,7 @@ def adopt(
 
 def read(
     entry: Entry,
-    current: collections.abc.Mapping[tuple[Kind, str], Object],
+    current: collections.abc.Mapping[tuple[Kind, str], CapacityRequest],
     *,
     now: float,
 ) -> None:
@@ -114,7 +114,7 @@ def read(
     as listed, by kind and ``namespace/name``) into its verdict and, for buffers, its fits."""
     namespace = entry.want.owner.namespace
     statuses = [
-        (current.get((entry.kind, f"{namespace}/{n}")) or {}).get("status") or {}
+        wire.part(wire.part(current.get((entry.kind, f"{namespace}/{n}"))).get("status"))
         for n in entry.requests
     ]
     entry.verdict = _worst([plans.verdict(entry.kind, status) for status in statuses])
@@ -138,7 +138,7 @@ def _worst(verdicts: collections.abc.Sequence[plans.Verdict]) -> plans.Verdict:
 
 def _buffers_said(
     entry: Entry,
-    statuses: collections.abc.Sequence[collections.abc.Mapping[str, typing.Any]],
+    statuses: collections.abc.Sequence[autoscaler_objects.RequestStatus],
     *,
     now: float,
 ) -> dict[str, scale_up.BufferSaid]:

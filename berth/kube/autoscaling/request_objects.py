@@ -39,9 +39,9 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import autoscaling, keys
+from berth.api import autoscaler_objects, autoscaling, core, keys, objects
 from berth.kube.transport import errors, pod_edits, rest, watching, writes
-from berth.scheduler.snapshot import snapshots
+from berth.scheduler.snapshot import snapshots, wire
 from berth.status import capacity_requests as plans
 
 __all__ = [
@@ -58,8 +58,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, typing.Any]
 Kind = plans.Kind
+CapacityRequest = autoscaler_objects.CapacityRequest
 
 MANAGED_LABEL = f"{keys.GROUP}/capacity-request"
 """On every object of a request: the attempt (``"1"``, ``"2"``, ...)."""
@@ -97,57 +97,62 @@ class Made:
     uids: dict[str, str]  # request object name -> uid
 
 
-def pod_template(pod: collections.abc.Mapping[str, typing.Any]) -> Object:
+def pod_template(pod: core.Pod | core.PodTemplateSpec) -> core.PodTemplateSpec:
     """A PodTemplate's ``template`` of ``pod``'s shape: its labels and spec, without what
     ties it to one pod (node, gates, ephemeral containers, Berth's pin); a container without
     an image gets a pause image (the autoscaler's virtual pods never run)."""
-    metadata = pod.get("metadata") or {}
-    spec = copy.deepcopy(dict(pod.get("spec") or {}))
-    for field in ("nodeName", "schedulingGates", "ephemeralContainers"):
-        spec.pop(field, None)
-    admitted = (metadata.get("annotations") or {}).get(keys.ADMITTED_NODE_ANNOTATION)
-    if admitted and spec.get("affinity"):
-        unpinned = pod_edits.unpin_affinity(spec["affinity"], node=str(admitted))
+    metadata = wire.part(pod.get("metadata"))
+    spec = copy.deepcopy(wire.part(pod.get("spec")))  # a private copy: containers are defaulted
+    spec.pop("nodeName", None)
+    spec.pop("schedulingGates", None)
+    spec.pop("ephemeralContainers", None)
+    admitted = wire.part(metadata.get("annotations")).get(keys.ADMITTED_NODE_ANNOTATION)
+    affinity = spec.get("affinity")
+    if admitted and affinity:
+        unpinned = pod_edits.unpin_affinity(affinity, node=str(admitted))
         if unpinned:
             spec["affinity"] = unpinned
         else:
             spec.pop("affinity")
-    for field in ("containers", "initContainers"):
-        for i, container in enumerate(spec.get(field) or []):
+    for listed in (spec.get("containers"), spec.get("initContainers")):
+        for i, container in enumerate(listed or []):
             container.setdefault("name", f"c{i}")
             container.setdefault("image", _PAUSE_IMAGE)
-    out: Object = {"spec": spec}
+    out: core.PodTemplateSpec = {"spec": spec}
     labels = metadata.get("labels")
     if labels:
         out["metadata"] = {"labels": dict(labels)}
     return out
 
 
-def template_names(kind: Kind, objects: collections.abc.Iterable[Object]) -> list[str]:
+def template_names(kind: Kind, found: collections.abc.Iterable[CapacityRequest]) -> list[str]:
     names: list[str] = []
-    for obj in objects:
-        spec = obj.get("spec") or {}
+    for obj in found:
+        # The kind travels beside the object: its spec is that kind's.
         if kind is Kind.PROVISIONING_REQUEST:
+            spec = wire.part(typing.cast(autoscaler_objects.ProvisioningRequest, obj).get("spec"))
             names.extend(
-                str((p.get("podTemplateRef") or {}).get("name"))
+                str(wire.part(p.get("podTemplateRef")).get("name"))
                 for p in spec.get("podSets") or []
                 if isinstance(p, dict)
             )
         else:
-            ref = (spec.get("podTemplateRef") or {}).get("name")
+            buffer = wire.part(typing.cast(autoscaler_objects.CapacityBuffer, obj).get("spec"))
+            ref = wire.part(buffer.get("podTemplateRef")).get("name")
             if ref:
                 names.append(str(ref))
     return names
 
 
-def counts(kind: Kind, objects: collections.abc.Iterable[Object]) -> list[int]:
+def counts(kind: Kind, found: collections.abc.Iterable[CapacityRequest]) -> list[int]:
     counts: list[int] = []
-    for obj in objects:
-        spec = obj.get("spec") or {}
+    for obj in found:
         if kind is Kind.PROVISIONING_REQUEST:
+            spec = wire.part(typing.cast(autoscaler_objects.ProvisioningRequest, obj).get("spec"))
             counts.extend(int(p.get("count") or 0) for p in spec.get("podSets") or [])
         else:
-            counts.append(int(spec.get("replicas") or 0))
+            buffer = wire.part(typing.cast(autoscaler_objects.CapacityBuffer, obj).get("spec"))
+            counts.append(int(buffer.get("replicas") or 0))
     return counts
 
 
@@ -158,9 +163,11 @@ class RequestObjects:
         self._api = api
         self._writer = writer
 
-    async def list_all(self, served: collections.abc.Iterable[Kind]) -> list[tuple[Kind, Object]]:
+    async def list_all(
+        self, served: collections.abc.Iterable[Kind]
+    ) -> list[tuple[Kind, CapacityRequest]]:
         """Berth's request objects as they are now (by label), of every served kind."""
-        found: list[tuple[Kind, Object]] = []
+        found: list[tuple[Kind, CapacityRequest]] = []
         for kind in sorted(served, key=lambda k: k.value):
             version, plural = PATHS[kind]
             try:
@@ -170,18 +177,18 @@ class RequestObjects:
             except errors.KubeError as exc:
                 logger.warning("capacity requests: listing %s failed: %s", plural, exc)
                 continue
-            found.extend((kind, typing.cast(Object, item)) for item in listing.items)
+            found.extend((kind, typing.cast(CapacityRequest, item)) for item in listing.items)
         return found
 
     async def shapes(
         self, want: plans.Want, snapshot: snapshots.Snapshot | None
-    ) -> list[tuple[Object, int]]:
+    ) -> list[tuple[core.PodTemplateSpec, int]]:
         """The PodTemplates' ``template``\\ s of ``want`` with how many pods each stands for."""
         if want.purpose is plans.Purpose.RESERVATION:
             info = snapshot.reservations.get(want.group) if snapshot is not None else None
             if info is None:
                 return []
-            return [(pod_template(dict(info.template)), 1)]
+            return [(pod_template(info.template), 1)]
         groups: dict[str, list[str]] = {}
         for key in want.members:
             pod = snapshot.pods.get(key) if snapshot is not None else None
@@ -198,7 +205,7 @@ class RequestObjects:
                 )
             )
             groups.setdefault(shape, []).append(key)
-        out: list[tuple[Object, int]] = []
+        out: list[tuple[core.PodTemplateSpec, int]] = []
         for members in groups.values():
             try:
                 obj = await rest.request(
@@ -207,7 +214,7 @@ class RequestObjects:
             except errors.KubeError as exc:
                 logger.info("capacity requests: cannot read pod %s: %s", members[0], exc)
                 continue
-            out.append((pod_template(obj), len(members)))
+            out.append((pod_template(typing.cast(core.Pod, obj)), len(members)))
         return out
 
     async def make(
@@ -216,7 +223,7 @@ class RequestObjects:
         *,
         kind: Kind,
         attempt: int,
-        shapes: collections.abc.Sequence[tuple[Object, int]],
+        shapes: collections.abc.Sequence[tuple[core.PodTemplateSpec, int]],
     ) -> Made | None:
         """Make the objects of ``want``'s request of ``kind``, as ``attempt``, for ``shapes``
         (templates with their pod counts); None when a write was fenced or refused (the next
@@ -224,7 +231,7 @@ class RequestObjects:
         owner = want.owner
         namespace = owner.namespace
         labels = {MANAGED_LABEL: str(attempt), OWNER_LABEL: owner.uid}
-        meta = {
+        meta: objects.ObjectMeta = {
             "namespace": namespace,
             "labels": labels,
             "annotations": {_OWNER_ANNOTATION: str(owner)},
@@ -257,9 +264,9 @@ class RequestObjects:
             templates.append(name)
         sizes = tuple(count for _, count in shapes)
         version, plural = PATHS[kind]
-        bodies: list[Object] = []
+        bodies: list[CapacityRequest] = []
         if kind is Kind.PROVISIONING_REQUEST:
-            spec: Object = {
+            spec: autoscaler_objects.ProvisioningRequestSpec = {
                 "provisioningClassName": want.class_name,
                 "podSets": [
                     {"podTemplateRef": {"name": t}, "count": c}
@@ -305,7 +312,7 @@ class RequestObjects:
                 return None
             names.append(name)
             if written.object is not None:
-                uids[name] = str((written.object.get("metadata") or {}).get("uid") or "")
+                uids[name] = str(wire.part(written.object.get("metadata")).get("uid") or "")
         return Made(tuple(names), tuple(templates), sizes, uids)
 
     async def consume(self, want: plans.Want, *, request: str) -> None:
@@ -375,8 +382,8 @@ class RequestObjects:
             )
         logger.info("capacity requests: removed %s for %s", ", ".join(requests), owner)
 
-    async def delete_object(self, kind: Kind, obj: Object) -> None:
-        metadata = obj.get("metadata") or {}
+    async def delete_object(self, kind: Kind, obj: CapacityRequest) -> None:
+        metadata = wire.part(obj.get("metadata"))
         namespace, name = metadata.get("namespace"), metadata.get("name")
         version, plural = PATHS[kind]
         await self._writer.delete(

@@ -27,11 +27,10 @@ Failures are logged once per kind of trouble, never raised.
 from __future__ import annotations
 
 import logging
-import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys
+from berth.api import core, custom_objects, keys, storage
 from berth.kube.binder import claim_waits, failure_log, pending_marks
 from berth.kube.devices import claim_reservations
 from berth.kube.transport import errors, events, pod_edits, rest, writes
@@ -136,7 +135,7 @@ class DecisionWrites:
                 f"/apis/{keys.API_VERSION}/namespaces/{decision.namespace}/podgroups/"
                 f"{decision.name}"
             )
-            body = {
+            body: custom_objects.PodGroup = {
                 "metadata": {
                     "annotations": {
                         keys.EXECUTION_TIME_EXCEEDED_ANNOTATION: decision.reason.message
@@ -197,10 +196,15 @@ class DecisionWrites:
         )
 
     async def _patch(
-        self, path: str, body: dict[str, typing.Any], *, what: str, content_type: str
+        self,
+        path: str,
+        body: core.Pod | storage.PersistentVolumeClaim | custom_objects.PodGroup,
+        *,
+        what: str,
+        content_type: str,
     ) -> bool:
-        """One patch through the write primitive; whether it landed (gone, fenced or failed:
-        False, already logged)."""
+        """One merge patch (the kind's fields that change) through the write primitive;
+        whether it landed (gone, fenced or failed: False, already logged)."""
         written = await self._writer.patch(path, body, content_type=content_type, what=what)
         return written.outcome is writes.Outcome.WRITTEN
 

@@ -45,13 +45,12 @@ import asyncio
 import collections.abc
 import dataclasses
 import logging
-import typing
 
-from berth.api import dra
-from berth.kube.transport import rest, writes
+from berth.api import dra, patches
+from berth.kube.transport import writes
 from berth.scheduler.framework import decisions
 from berth.scheduler.snapshot import cache as cluster_cache
-from berth.scheduler.snapshot import resourceclaims
+from berth.scheduler.snapshot import resourceclaims, wire
 
 __all__ = ["ClaimReservations", "Plan", "claim_path"]
 
@@ -96,31 +95,32 @@ class _Wrote:
     allocated: bool  # this write put the allocation
 
 
-def _as_seen(info: resourceclaims.ResourceClaimInfo | None) -> rest.Body | None:
+def _as_seen(info: resourceclaims.ResourceClaimInfo | None) -> dra.ResourceClaim | None:
     """What the writes decide on, of the claim as the informer last showed it (None: read)."""
     if info is None or not info.resource_version:
         return None
-    meta: dict[str, typing.Any] = {
+    meta: dra.ObjectMeta = {
         "uid": info.uid,
         "resourceVersion": info.resource_version,
         "finalizers": list(info.finalizers),
     }
     if info.deleting:
         meta["deletionTimestamp"] = "(being deleted)"
-    status: dict[str, typing.Any] = {}
+    status: dra.ResourceClaimStatus = {}
     if info.allocation is not None:
-        status["allocation"] = {"(allocated)": True}  # only whether it is, is read
+        status["allocation"] = {"devices": {}}  # only whether it is, is read
     if info.reserved_for:
-        status["reservedFor"] = [
-            {
-                **({"apiGroup": ref.api_group} if ref.api_group else {}),
-                "resource": ref.resource,
-                "name": ref.name,
-                "uid": ref.uid,
-            }
-            for ref in info.reserved_for
-        ]
+        status["reservedFor"] = [_consumer(ref) for ref in info.reserved_for]
     return {"metadata": meta, "status": status}
+
+
+def _consumer(ref: resourceclaims.ConsumerRef) -> dra.ResourceClaimConsumerReference:
+    out: dra.ResourceClaimConsumerReference = {
+        "resource": ref.resource,
+        "name": ref.name,
+        "uid": ref.uid,
+    }
+    return {"apiGroup": ref.api_group, **out} if ref.api_group else out
 
 
 class ClaimReservations:
@@ -218,9 +218,9 @@ class ClaimReservations:
         path = claim_path(decision.namespace, decision.name)
         refusal: list[str] = []
 
-        def refuse(current: rest.Body) -> str | None:
-            meta = current.get("metadata") or {}
-            status = current.get("status") or {}
+        def refuse(current: dra.ResourceClaim) -> str | None:
+            meta = wire.part(current.get("metadata"))
+            status = wire.part(current.get("status"))
             if meta.get("uid") != decision.uid:
                 return f"resourceclaim {key} was replaced by another of that name"
             if meta.get("deletionTimestamp"):
@@ -231,24 +231,24 @@ class ClaimReservations:
                 return f"resourceclaim {key} is not allocated (any more)"
             return None
 
-        def finalizer(current: rest.Body) -> rest.Body | None:
+        def finalizer(current: dra.ResourceClaim) -> patches.ResourceClaimPatch | None:
             refusal.clear()
             why = refuse(current)
             if why is not None:
                 refusal.append(why)
                 return None
-            present = list((current.get("metadata") or {}).get("finalizers") or [])
+            present = list(wire.part(current.get("metadata")).get("finalizers") or [])
             if dra.CLAIM_FINALIZER in present:
                 return None
             return {"metadata": {"finalizers": [*present, dra.CLAIM_FINALIZER]}}
 
-        def status(current: rest.Body) -> rest.Body | None:
+        def status(current: dra.ResourceClaim) -> patches.ResourceClaimPatch | None:
             refusal.clear()
             why = refuse(current)
             if why is not None:
                 refusal.append(why)
                 return None
-            found = dict(current.get("status") or {})
+            found = wire.part(current.get("status"))
             consumers = list(found.get("reservedFor") or [])
             if any(c.get("uid") == decision.pod_uid for c in consumers):
                 return None  # an earlier attempt landed
@@ -259,9 +259,9 @@ class ClaimReservations:
                 )
                 return None
             consumers.append({"resource": "pods", "name": decision.pod, "uid": decision.pod_uid})
-            patch: dict[str, typing.Any] = {"reservedFor": consumers}
+            patch: patches.ResourceClaimStatusPatch = {"reservedFor": consumers}
             if decision.allocation is not None:
-                patch["allocation"] = dict(decision.allocation)
+                patch["allocation"] = decision.allocation.copy()
             return {"status": patch}
 
         what = f"resourceclaim {key} for pod {decision.namespace}/{decision.pod}"
@@ -284,7 +284,7 @@ class ClaimReservations:
             self._cache.forget_resource_claim(key, pod_uid=decision.pod_uid)
             return why
         if written.outcome is writes.Outcome.WRITTEN and written.object is not None:
-            version = str((written.object.get("metadata") or {}).get("resourceVersion") or "")
+            version = str(wire.part(written.object.get("metadata")).get("resourceVersion") or "")
             self._cache.settle_resource_claim(key, pod_uid=decision.pod_uid, version=version)
         self._wrote.setdefault(f"{decision.namespace}/{decision.pod}", []).append(
             _Wrote(
@@ -299,7 +299,9 @@ class ClaimReservations:
         return None
 
     @staticmethod
-    def _failure(written: writes.Written, refusal: list[str], *, key: str) -> str | None:
+    def _failure(
+        written: writes.Written[dra.ResourceClaim], refusal: list[str], *, key: str
+    ) -> str | None:
         if refusal:
             return refusal[0]
         if written.ok:
@@ -326,13 +328,15 @@ class ClaimReservations:
         whose allocation its write made and that nobody else reserves is deallocated."""
         for wrote in reversed(self._wrote.pop(pod, [])):
 
-            def change(current: rest.Body, wrote: _Wrote = wrote) -> rest.Body | None:
-                if (current.get("metadata") or {}).get("uid") != wrote.uid:
+            def change(
+                current: dra.ResourceClaim, wrote: _Wrote = wrote
+            ) -> patches.ResourceClaimPatch | None:
+                if wire.part(current.get("metadata")).get("uid") != wrote.uid:
                     return None  # another claim of that name: nothing of ours is in it
-                found = current.get("status") or {}
+                found = wire.part(current.get("status"))
                 before = list(found.get("reservedFor") or [])
                 consumers = [c for c in before if c.get("uid") != pod_uid]
-                patch: dict[str, typing.Any] = {}
+                patch: patches.ResourceClaimStatusPatch = {}
                 if len(consumers) != len(before):
                     patch["reservedFor"] = consumers or None
                 if wrote.allocated and not consumers and found.get("allocation"):
@@ -355,10 +359,10 @@ class ClaimReservations:
         """Clear the claim's allocation and consumers if it still is the one decided on,
         allocated, and reserved by nobody but the pod; whether it was."""
 
-        def change(current: rest.Body) -> rest.Body | None:
-            if (current.get("metadata") or {}).get("uid") != decision.uid:
+        def change(current: dra.ResourceClaim) -> patches.ResourceClaimPatch | None:
+            if wire.part(current.get("metadata")).get("uid") != decision.uid:
                 return None
-            found = current.get("status") or {}
+            found = wire.part(current.get("status"))
             if not found.get("allocation"):
                 return None
             if any(c.get("uid") != decision.pod_uid for c in found.get("reservedFor") or []):

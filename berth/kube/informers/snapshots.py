@@ -14,11 +14,13 @@ import collections.abc
 import dataclasses
 import typing
 
+import typing_extensions
+
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.scheduler.snapshot import snapshots
 from berth.util import clocks
 
-__all__ = ["Backoffs", "CacheSource", "node_view"]
+__all__ = ["Backoffs", "CacheSource", "NodeView", "TaintView", "node_view"]
 
 
 class Backoffs(typing.Protocol):
@@ -66,14 +68,35 @@ class CacheSource:
         self.last = taken
         return taken
 
-    def node(self, name: str) -> dict[str, typing.Any] | None:
+    def node(self, name: str) -> NodeView | None:
         """The scheduler's view of one node in the last snapshot (``/berth/v1/nodes/{name}``)."""
         if self.last is None:
             return None
         return node_view(self.last, name)
 
 
-def node_view(snapshot: snapshots.Snapshot, name: str) -> dict[str, typing.Any] | None:
+class TaintView(typing_extensions.TypedDict):
+    key: str
+    value: str
+    effect: str
+
+
+class NodeView(typing_extensions.TypedDict):
+    """What ``/berth/v1/nodes/{name}`` answers: the scheduler's view of one node (amounts in
+    milli-units, per resource)."""
+
+    name: str
+    unschedulable: bool
+    labels: dict[str, str]
+    taints: list[TaintView]
+    allocatableMilli: dict[str, int]
+    requestedMilli: dict[str, int]
+    freeMilli: dict[str, int]
+    pods: list[str]
+    snapshotTime: float
+
+
+def node_view(snapshot: snapshots.Snapshot, name: str) -> NodeView | None:
     """One node as JSON-able data: allocatable, requested and free per resource, its pods."""
     info = snapshot.node_infos.get(name)
     row = snapshot.nodes.index.get(name)
@@ -87,7 +110,7 @@ def node_view(snapshot: snapshots.Snapshot, name: str) -> dict[str, typing.Any] 
         "name": info.name,
         "unschedulable": bool(info.unschedulable),
         "labels": dict(info.labels),
-        "taints": [dataclasses.asdict(t) for t in info.taints],
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in info.taints],
         "allocatableMilli": allocatable,
         "requestedMilli": requested,
         "freeMilli": {c: allocatable[c] - requested[c] for c in allocatable},

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import collections.abc
 import logging
-import typing
 
 from berth.api import custom_objects, keys, objects
-from berth.kube.transport import events, rest, writes
+from berth.kube.transport import events, writes
 from berth.scheduler.framework import decisions
 from berth.status import conditions
 from berth.status import reservations as reservation_owner
@@ -214,17 +213,17 @@ class ReservationStatuses:
         gone, or it could not be written)."""
         path = f"/apis/{keys.API_VERSION}/namespaces/{namespace}/reservations/{name}"
 
-        def patch(current: rest.Body) -> rest.Body | None:
+        def patch(current: custom_objects.Reservation) -> custom_objects.Reservation | None:
             before = current.get("status")
-            known = before if isinstance(before, dict) else {}
-            status = change(typing.cast(custom_objects.ReservationStatus, known))
+            known: custom_objects.ReservationStatus = before if isinstance(before, dict) else {}
+            status = change(known)
             return None if status == before else {"status": status}
 
         written = await self._writer.update(
             path, patch, subresource="status", what=f"reservation {namespace}/{name}"
         )
         # The API server answers the Reservation as written.
-        return typing.cast(custom_objects.Reservation, written.object) if written.ok else None
+        return written.object if written.ok else None
 
     def _event(
         self,

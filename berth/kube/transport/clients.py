@@ -253,7 +253,7 @@ def _collection_path(*, api_version: str, plural: str, namespace: str | None) ->
 def create(
     connection: Connection,
     *,
-    body: collections.abc.Mapping[str, typing.Any],
+    body: collections.abc.Mapping[str, object],  # any object of any kind, as JSON
     plural: str,
     namespace: str | None,
     dry_run: bool = False,

@@ -19,7 +19,10 @@ the client library stays a detail of this package (docs/architecture.md, "Layers
 
 from __future__ import annotations
 
+import collections.abc
 import typing
+
+from berth.api import objects
 
 __all__ = [
     "APIError",
@@ -53,12 +56,12 @@ class APIError(KubeError):
         *,
         status: int,
         reason: str = "",
-        body: typing.Mapping[str, typing.Any] | None = None,
+        body: objects.Status | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason  # the Status object's ``reason`` ("Conflict", "Forbidden", ...)
-        self.body = dict(body or {})
+        self.body: objects.Status = {**body} if body else {}
 
 
 class Unauthorized(APIError):
@@ -100,12 +103,15 @@ _BY_STATUS: dict[int, type[APIError]] = {
 
 
 def from_status(
-    status: int, *, body: typing.Mapping[str, typing.Any] | None, what: str
+    status: int, *, body: collections.abc.Mapping[str, object] | None, what: str
 ) -> APIError:
-    """The error for an HTTP ``status`` and its decoded Status ``body``; ``what`` names the call."""
-    body = body or {}
-    message = body.get("message") if isinstance(body.get("message"), str) else None
-    reason = body.get("reason") if isinstance(body.get("reason"), str) else ""
+    """The error for an HTTP ``status`` and its decoded Status ``body`` (any JSON object, or
+    None: the answer's fields are checked before they are used); ``what`` names the call."""
+    found = body or {}
+    message = found.get("message") if isinstance(found.get("message"), str) else None
+    reason = found.get("reason") if isinstance(found.get("reason"), str) else ""
     cls = _BY_STATUS.get(status, APIError)
     text = f"{what}: {status} {reason or 'error'}" + (f": {message}" if message else "")
-    return cls(text, status=status, reason=str(reason or ""), body=body)
+    # A failed request's answer is the API server's meta/v1 Status.
+    answer = typing.cast(objects.Status, found)
+    return cls(text, status=status, reason=str(reason or ""), body=answer)

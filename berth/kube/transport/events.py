@@ -30,11 +30,11 @@ import collections
 import dataclasses
 import logging
 import socket
-import typing
 import uuid
 
 import kubernetes_asyncio.client
 
+from berth.api import core
 from berth.kube.transport import errors, rest
 from berth.status import conditions
 from berth.util import clocks, wakeups
@@ -66,9 +66,13 @@ class ObjectRef:
         name starts afresh), else kind, namespace and name."""
         return self.uid or f"{self.kind}/{self.namespace}/{self.name}"
 
-    def wire(self) -> dict[str, str]:
+    def wire(self) -> core.ObjectReference:
         """The ``involvedObject`` of an Event."""
-        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        out: core.ObjectReference = {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+        }
         if self.namespace:
             out["namespace"] = self.namespace
         if self.uid:
@@ -280,7 +284,7 @@ class EventRecorder:
     ) -> bool:
         namespace = ref.namespace or _CLUSTER_EVENTS_NAMESPACE
         count, message = state
-        body = {
+        body: core.Event = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": series.name, "namespace": namespace},
@@ -307,7 +311,7 @@ class EventRecorder:
     ) -> bool:
         namespace = ref.namespace or _CLUSTER_EVENTS_NAMESPACE
         count, message = state
-        body = {
+        body: core.Event = {  # a merge patch: the fields that change
             "count": count,
             "message": message,
             "lastTimestamp": conditions.timestamp(last),
@@ -324,9 +328,7 @@ class EventRecorder:
             self.updated += 1
         return sent
 
-    async def _send(
-        self, method: str, path: str, body: dict[str, typing.Any], *, content_type: str
-    ) -> bool:
+    async def _send(self, method: str, path: str, body: core.Event, *, content_type: str) -> bool:
         try:
             await rest.request(
                 self._api,

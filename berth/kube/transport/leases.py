@@ -87,8 +87,7 @@ class LeaseRecord:
     """The whole object as read, so that a replacement keeps its labels and annotations."""
 
     @classmethod
-    def from_api(cls, raw: rest.Body) -> LeaseRecord:
-        body = typing.cast(coordination.Lease, raw)  # the API server answers the Lease
+    def from_api(cls, body: coordination.Lease) -> LeaseRecord:
         metadata = body.get("metadata")
         spec = body.get("spec")
         version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
@@ -119,22 +118,20 @@ class LeaseClient:
     async def get(self, *, timeout: float | None = None) -> LeaseRecord | None:
         """The Lease, or None if it does not exist."""
         try:
-            body = await rest.request(self._api, method="GET", path=self._path, timeout=timeout)
+            body = await self._lease("GET", self._path, timeout=timeout)
         except errors.NotFound:
             return None
         return LeaseRecord.from_api(body)
 
     async def create(self, spec: LeaseSpec, *, timeout: float | None = None) -> LeaseRecord:
         """Create the Lease with ``spec``; :class:`~errors.Conflict` if it exists already."""
-        body = {
+        body: coordination.Lease = {
             "apiVersion": _GROUP_VERSION,
             "kind": "Lease",
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": spec.to_api(),
         }
-        created = await rest.request(
-            self._api, method="POST", path=self._collection, body=body, timeout=timeout
-        )
+        created = await self._lease("POST", self._collection, body=body, timeout=timeout)
         return LeaseRecord.from_api(created)
 
     async def update(
@@ -151,10 +148,19 @@ class LeaseClient:
         new_spec.pop("renewTime", None)
         new_spec.update(spec.to_api())
         body: coordination.Lease = {**current.body, "metadata": metadata, "spec": new_spec}
-        updated = await rest.request(
-            self._api, method="PUT", path=self._path, body=body, timeout=timeout
-        )
+        updated = await self._lease("PUT", self._path, body=body, timeout=timeout)
         return LeaseRecord.from_api(updated)
+
+    async def _lease(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: coordination.Lease | None = None,
+        timeout: float | None,
+    ) -> coordination.Lease:
+        answer = await rest.request(self._api, method=method, path=path, body=body, timeout=timeout)
+        return typing.cast(coordination.Lease, answer)  # the API server answers the Lease
 
 
 def _str(value: object) -> str:

@@ -199,7 +199,9 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
 
 
 def takes_pod(
-    pod: collections.abc.Mapping[str, typing.Any], *, ours: collections.abc.Set[str]
+    pod: collections.abc.Mapping[str, object],  # a listed pod, as decoded: checked as read
+    *,
+    ours: collections.abc.Set[str],
 ) -> bool:
     """Whether the scheduler's cache holds ``pod``: the informers' rule (a scheduler's own pods
     in any phase, since finished members count for their gangs; anyone else's pods while they
@@ -253,7 +255,7 @@ def fill_cache(
     return skipped
 
 
-def _display_name(obj: collections.abc.Mapping[str, typing.Any]) -> str:
+def _display_name(obj: collections.abc.Mapping[str, object]) -> str:  # any object: checked
     metadata = obj.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     name = str(metadata.get("name") or "?")

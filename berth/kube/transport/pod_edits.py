@@ -50,21 +50,21 @@ def belongs(pod: core.Pod) -> bool:
     """The pod names a group or a queue, by any key Berth reads (labels, the interop
     annotation, Kubernetes' ``spec.schedulingGroup`` or ``spec.workloadRef``): it is Berth's
     to admit."""
-    metadata = wire.sub(pod, "metadata")
-    labels = wire.sub(metadata, "labels")
+    metadata = wire.part(pod.get("metadata"))
+    labels = wire.part(metadata.get("labels"))
     if any(labels.get(k) for k in _GROUP_KEYS):
         return True
-    if wire.sub(metadata, "annotations").get(keys.INTEROP_POD_GROUP_ANNOTATION):
+    if wire.part(metadata.get("annotations")).get(keys.INTEROP_POD_GROUP_ANNOTATION):
         return True
-    spec = wire.sub(pod, "spec")
-    return bool(wire.sub(spec, "schedulingGroup").get("podGroupName")) or (
+    spec = wire.part(pod.get("spec"))
+    return bool(wire.part(spec.get("schedulingGroup")).get("podGroupName")) or (
         workload_refs.from_pod_spec(spec) is not None
     )
 
 
 def gate_names(pod: core.Pod) -> tuple[str, ...]:
     """The names of the pod's scheduling gates, in order."""
-    gates = wire.sub(pod, "spec").get("schedulingGates")
+    gates = wire.part(pod.get("spec")).get("schedulingGates")
     return tuple(
         str(g.get("name") or "")
         for g in (gates if isinstance(gates, list) else ())
@@ -74,7 +74,7 @@ def gate_names(pod: core.Pod) -> tuple[str, ...]:
 
 def unschedulable_message(pod: core.Pod) -> str | None:
     """The message of a ``PodScheduled=False/Unschedulable`` condition, else None."""
-    for condition in wire.sub(pod, "status").get("conditions") or ():
+    for condition in wire.part(pod.get("status")).get("conditions") or ():
         if (
             isinstance(condition, dict)
             and condition.get("type") == "PodScheduled"
@@ -89,7 +89,7 @@ def controlled(pod: core.Pod) -> bool:
     """A controller (Job, ReplicaSet, ...) owns the pod and recreates it when it is evicted."""
     return any(
         isinstance(ref, dict) and ref.get("controller")
-        for ref in wire.sub(pod, "metadata").get("ownerReferences") or ()
+        for ref in wire.part(pod.get("metadata")).get("ownerReferences") or ()
     )
 
 
@@ -99,11 +99,9 @@ def controlled(pod: core.Pod) -> bool:
 def without_gate(pod: core.Pod) -> list[core.PodSchedulingGate] | None:
     """``spec.schedulingGates`` without Berth's admission gate (the others' kept, in order);
     None when none is left, which is how a merge patch removes the field."""
-    gates = wire.sub(pod, "spec").get("schedulingGates") or ()
+    gates = wire.part(pod.get("spec")).get("schedulingGates") or ()
     kept: list[core.PodSchedulingGate] = [
-        typing.cast(core.PodSchedulingGate, g)
-        for g in gates
-        if isinstance(g, dict) and g.get("name") != keys.ADMISSION_GATE
+        g for g in gates if isinstance(g, dict) and g.get("name") != keys.ADMISSION_GATE
     ]
     return kept or None
 
@@ -114,14 +112,12 @@ def _pin(node: str) -> core.NodeSelectorRequirement:
 
 def _terms(affinity: core.Affinity | None) -> list[core.NodeSelectorTerm] | None:
     """The required node selector terms of ``spec.affinity`` (a copy), None when there are none."""
-    required = wire.sub(affinity, "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+    node_affinity = wire.part(wire.part(affinity).get("nodeAffinity"))
+    required = wire.part(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
     terms = required.get("nodeSelectorTerms")
     if not isinstance(terms, list) or not terms:
         return None
-    return [
-        typing.cast(core.NodeSelectorTerm, copy.deepcopy(t)) if isinstance(t, dict) else {}
-        for t in terms
-    ]
+    return [copy.deepcopy(t) if isinstance(t, dict) else {} for t in terms]
 
 
 def _with_terms(
@@ -129,7 +125,7 @@ def _with_terms(
 ) -> core.Affinity | None:
     """``affinity`` (a copy) with its required node selector terms replaced (or removed)."""
     out: core.Affinity = copy.deepcopy(affinity) if isinstance(affinity, dict) else {}
-    node = typing.cast(core.NodeAffinity, dict(wire.sub(out, "nodeAffinity")))
+    node: core.NodeAffinity = {**wire.part(out.get("nodeAffinity"))}
     if terms:
         node["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
     else:
@@ -176,10 +172,10 @@ def unpin_affinity(affinity: core.Affinity | None, /, *, node: str) -> core.Affi
 
 def recreated_pod(pod: core.Pod, *, node: str | None) -> core.Pod:
     """A bare pod as it was created, gated again: same name, labels and spec, no pin."""
-    metadata = wire.sub(pod, "metadata")
+    metadata = wire.part(pod.get("metadata"))
     annotations = {
         k: v
-        for k, v in wire.sub(metadata, "annotations").items()
+        for k, v in wire.part(metadata.get("annotations")).items()
         if k not in (keys.ADMITTED_NODE_ANNOTATION, keys.ADMITTED_AT_ANNOTATION)
     }
     new_meta: objects.ObjectMeta = {
@@ -192,7 +188,7 @@ def recreated_pod(pod: core.Pod, *, node: str | None) -> core.Pod:
         new_meta["ownerReferences"] = copy.deepcopy(metadata["ownerReferences"])
     if annotations:
         new_meta["annotations"] = annotations
-    spec = typing.cast(core.PodSpec, copy.deepcopy(dict(wire.sub(pod, "spec"))))
+    spec = typing.cast(core.PodSpec, copy.deepcopy(dict(wire.part(pod.get("spec")))))
     spec.pop("nodeName", None)
     if node is not None:
         affinity = unpin_affinity(spec.get("affinity"), node=node)

@@ -23,6 +23,7 @@ import urllib.parse
 
 import aiohttp
 import kubernetes_asyncio.client
+import typing_extensions
 
 from berth.kube.transport import errors
 
@@ -35,8 +36,19 @@ __all__ = [
     "request",
 ]
 
+# Untyped: any kind's object, or a list, as decoded; the caller knows the kind and reads it as
+# that kind's berth.api record (typing.cast at the edge: a record promises keys, not values).
 Body: typing.TypeAlias = dict[str, typing.Any]
 """A decoded JSON object as the API server sends it (Kubernetes' camelCase keys)."""
+
+
+class _Options(typing_extensions.TypedDict, total=False):
+    """What the client's configuration adds to a request (aiohttp's keyword arguments)."""
+
+    proxy: str
+    proxy_headers: collections.abc.Mapping[str, str]
+    server_hostname: str
+
 
 AUTH_SETTINGS = ["BearerToken"]
 """The auth scheme name the generated clients use for tokens (static, exec plugins, in-cluster)."""
@@ -79,7 +91,7 @@ async def request(
     url = f"{configuration.host}{path}"
     if query:
         url += "?" + urllib.parse.urlencode(list(query.items()))
-    options: dict[str, typing.Any] = {}
+    options: _Options = {}
     if transport.proxy:
         options["proxy"] = transport.proxy
     if transport.proxy_headers:

@@ -20,7 +20,9 @@ import hashlib
 import time
 import typing
 
+from berth.api import access_reviews
 from berth.kube.transport import errors, fencing, rest
+from berth.scheduler.snapshot import wire
 
 __all__ = ["Decision", "Reviewer"]
 
@@ -78,23 +80,26 @@ class Reviewer:
     async def _ask(self, *, token: str, path: str, verb: str) -> Decision:
         try:
             with fencing.unfenced():
-                who = await rest.request(
+                token_review: access_reviews.TokenReview = {
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenReview",
+                    "spec": {"token": token},
+                }
+                answer = await rest.request(
                     self._api,
                     method="POST",
                     path="/apis/authentication.k8s.io/v1/tokenreviews",
-                    body={
-                        "apiVersion": "authentication.k8s.io/v1",
-                        "kind": "TokenReview",
-                        "spec": {"token": token},
-                    },
+                    body=token_review,
                     timeout=10.0,
                 )
-                status = who.get("status") or {}
+                # The API server answers each review with the review, its status filled in.
+                who = typing.cast(access_reviews.TokenReview, answer)
+                status = wire.part(who.get("status"))
                 if not status.get("authenticated"):
                     return Decision(401, reason=str(status.get("error") or "token not accepted"))
-                user = status.get("user") or {}
+                user = wire.part(status.get("user"))
                 name = str(user.get("username") or "")
-                spec: dict[str, typing.Any] = {
+                spec: access_reviews.SubjectAccessReviewSpec = {
                     "user": name,
                     "groups": list(user.get("groups") or []),
                     "nonResourceAttributes": {"path": path, "verb": verb},
@@ -103,21 +108,23 @@ class Reviewer:
                     spec["uid"] = user["uid"]
                 if user.get("extra"):
                     spec["extra"] = user["extra"]
-                verdict = await rest.request(
+                access_review: access_reviews.SubjectAccessReview = {
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SubjectAccessReview",
+                    "spec": spec,
+                }
+                answer = await rest.request(
                     self._api,
                     method="POST",
                     path="/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                    body={
-                        "apiVersion": "authorization.k8s.io/v1",
-                        "kind": "SubjectAccessReview",
-                        "spec": spec,
-                    },
+                    body=access_review,
                     timeout=10.0,
                 )
+                verdict = typing.cast(access_reviews.SubjectAccessReview, answer)
         except errors.KubeError as exc:
             return Decision(503, reason=f"cannot review the request: {exc}")
-        allowed = (verdict.get("status") or {}).get("allowed") is True
+        allowed = wire.part(verdict.get("status")).get("allowed") is True
         if not allowed:
-            why = (verdict.get("status") or {}).get("reason") or "RBAC does not allow it"
+            why = wire.part(verdict.get("status")).get("reason") or "RBAC does not allow it"
             return Decision(403, user=name, reason=f'user "{name}" may not {verb} {path}: {why}')
         return Decision(200, user=name)

@@ -41,6 +41,9 @@ import logging
 import time
 import typing
 
+import typing_extensions
+
+from berth.api import objects
 from berth.kube.transport import errors, fencing, rest
 
 if typing.TYPE_CHECKING:
@@ -50,8 +53,12 @@ __all__ = ["Change", "Outcome", "Retry", "ThrottledLog", "Writer", "Written"]
 
 logger = logging.getLogger(__name__)
 
-Change = collections.abc.Callable[[rest.Body], rest.Body | None]
-"""Given the object as read, the merge patch to send (``None`` or ``{}``: nothing to write)."""
+_Object = typing_extensions.TypeVar("_Object", bound=objects.KubeObject, default=objects.KubeObject)
+"""The kind's record of what a write reads or answers (``core.Pod``, ``dra.ResourceClaim``)."""
+
+Change = collections.abc.Callable[[_Object], collections.abc.Mapping[str, object] | None]
+"""Given the object as read, the merge patch to send (``None`` or ``{}``: nothing to write): any
+JSON object, ``null`` where a field is to go (so not the kind's record)."""
 
 
 class Outcome(enum.Enum):
@@ -72,12 +79,12 @@ class Outcome(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
-class Written:
+class Written(typing.Generic[_Object]):
     """The result of a write: its outcome and the object as the API server answered (the
     object as read for ``UNCHANGED``; None otherwise)."""
 
     outcome: Outcome
-    object: rest.Body | None = None
+    object: _Object | None = None
 
     @property
     def ok(self) -> bool:
@@ -165,12 +172,12 @@ class Writer:
     async def update(
         self,
         path: str,
-        change: Change,
+        change: Change[_Object],
         *,
         subresource: str = "",
         what: str = "",
-        known: rest.Body | None = None,
-    ) -> Written:
+        known: _Object | None = None,
+    ) -> Written[_Object]:
         """Read ``path``, patch it with ``change(object)`` at the version read; on 409 again.
 
         ``subresource`` (``"status"``) is where the patch goes; the read is always of the
@@ -186,27 +193,38 @@ class Writer:
                 current, known = known, None
             else:
                 try:
-                    current = await rest.request(
+                    answer = await rest.request(
                         self._api, method="GET", path=path, timeout=self._timeout
                     )
+                    current = typing.cast(_Object, answer)  # the object at path: the caller's kind
                 except errors.NotFound:
                     return Written(Outcome.GONE)
                 except errors.KubeError as exc:
-                    return self._failed(what, f"reading {what}: {exc}")
+                    return Written(self._failed(what, f"reading {what}: {exc}"))
             patch = change(current)
             if not patch:
                 if guessed:
                     continue  # nothing to do as the caller saw it: make sure, on a fresh read
                 return Written(Outcome.UNCHANGED, current)
-            version = (current.get("metadata") or {}).get("resourceVersion")
-            body = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": version}}
+            seen: objects.KubeObject = current
+            read = seen.get("metadata")
+            version = read.get("resourceVersion") if read else None
+            meta = patch.get("metadata")
+            body = {
+                **patch,
+                "metadata": {
+                    **(meta if isinstance(meta, collections.abc.Mapping) else {}),
+                    "resourceVersion": version,
+                },
+            }
             written = await self._send(target, body, rest.MERGE_PATCH, what=what)
             if written is not None:
-                return written
+                # The API server answers with the object patched: the caller's kind.
+                return Written(written.outcome, typing.cast(_Object | None, written.object))
             delay = next(delays, None)
             if delay is None:
                 message = f"{what} kept changing ({self._retry.attempts} attempts); skipped"
-                return self._failed(what, message, outcome=Outcome.CONFLICTED)
+                return Written(self._failed(what, message, outcome=Outcome.CONFLICTED))
             await self._sleep(delay)
 
     async def patch(
@@ -234,7 +252,7 @@ class Writer:
             message = f"{what} changed since the version the patch names"
         else:
             message = f"{what} kept conflicting ({self._retry.attempts} attempts)"
-        return self._failed(what, message, outcome=Outcome.CONFLICTED)
+        return Written(self._failed(what, message, outcome=Outcome.CONFLICTED))
 
     async def create(
         self, path: str, body: collections.abc.Mapping[str, object], *, what: str = ""
@@ -261,9 +279,9 @@ class Writer:
         except errors.NotFound:
             return Written(Outcome.GONE)
         except errors.KubeError as exc:
-            return self._failed(what, f"creating {what}: {exc}")
+            return Written(self._failed(what, f"creating {what}: {exc}"))
         self.sent += 1
-        return Written(Outcome.WRITTEN, answer)
+        return Written(Outcome.WRITTEN, typing.cast(objects.KubeObject, answer))
 
     async def delete(self, path: str, *, uid: str, what: str = "") -> Written:
         """Delete the object at ``path`` if it still is the one with ``uid``: ``WRITTEN``
@@ -284,7 +302,7 @@ class Writer:
         except (errors.NotFound, errors.Conflict):
             return Written(Outcome.GONE)  # a 409 here: the uid precondition failed
         except errors.KubeError as exc:
-            return self._failed(what, f"deleting {what}: {exc}")
+            return Written(self._failed(what, f"deleting {what}: {exc}"))
         self.sent += 1
         return Written(Outcome.WRITTEN)
 
@@ -311,10 +329,10 @@ class Writer:
         except errors.NotFound:
             return Written(Outcome.GONE)
         except errors.KubeError as exc:
-            return self._failed(what, f"writing {what}: {exc}")
+            return Written(self._failed(what, f"writing {what}: {exc}"))
         self.sent += 1
-        return Written(Outcome.WRITTEN, answer)
+        return Written(Outcome.WRITTEN, typing.cast(objects.KubeObject, answer))
 
-    def _failed(self, what: str, message: str, *, outcome: Outcome = Outcome.FAILED) -> Written:
+    def _failed(self, what: str, message: str, *, outcome: Outcome = Outcome.FAILED) -> Outcome:
         self._log.warning(outcome.value, what, message)
-        return Written(outcome)
+        return outcome

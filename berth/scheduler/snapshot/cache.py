@@ -588,7 +588,10 @@ class ClusterCache:
         names."""
         obj = wire.as_raw(raw)
         name = wire.name_of(obj)
-        labels = {str(k): str(v) for k, v in wire.sub(wire.sub(obj, "metadata"), "labels").items()}
+        labels = {
+            str(k): str(v)
+            for k, v in wire.part(wire.part(obj.get("metadata")).get("labels")).items()
+        }
         relabelled, requeued = self._queues.add_namespace(name, labels)
         if relabelled:
             self._changes.world_changed()

@@ -10,11 +10,10 @@ DynamicResources plugin and the queue accounting of devices.
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
 import typing
 
-from berth.api import device_cel
+from berth.api import device_cel, dra
 from berth.scheduler.snapshot import wire
 
 __all__ = ["DeviceClassInfo", "SelectorInfo", "device_class_info", "parse_selectors"]
@@ -35,9 +34,7 @@ class DeviceClassInfo:
 
     name: str
     selectors: tuple[SelectorInfo, ...]
-    config: tuple[collections.abc.Mapping[str, typing.Any], ...] = dataclasses.field(
-        compare=False, repr=False
-    )
+    config: tuple[dra.DeviceClassConfiguration, ...] = dataclasses.field(compare=False, repr=False)
     problem: str | None = None  # a selector that does not compile, named
 
 
@@ -53,7 +50,7 @@ def parse_selectors(
     problem: str | None = None
     for i, item in enumerate(raw):
         where = f"{field}[{i}].cel.expression"
-        cel = wire.sub(item, "cel")
+        cel = wire.part(wire.part(item).get("cel"))
         expression = cel.get("expression")
         if not isinstance(expression, str):
             problem = problem or f"{field}[{i}]: a selector needs cel.expression"
@@ -69,12 +66,12 @@ def parse_selectors(
 
 def device_class_info(raw: typing.Any, /) -> DeviceClassInfo:
     """Parse a DeviceClass (``resource.k8s.io/v1``)."""
-    obj = wire.as_raw(raw)
-    spec = wire.sub(obj, "spec")
+    obj = typing.cast(dra.DeviceClass, wire.as_raw(raw))
+    spec = wire.part(obj.get("spec"))
     selectors, problem = parse_selectors(spec.get("selectors"), field="spec.selectors")
     config = spec.get("config")
     return DeviceClassInfo(
-        name=str(wire.sub(obj, "metadata").get("name") or ""),
+        name=str(wire.part(obj.get("metadata")).get("name") or ""),
         selectors=selectors,
         config=tuple(c for c in config if isinstance(c, dict)) if isinstance(config, list) else (),
         problem=problem,

@@ -13,7 +13,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import errors, resources
+from berth.api import core, errors, resources
 from berth.scheduler.snapshot import ids, taints, wire
 
 __all__ = ["DEFAULT_MAX_PODS", "NodeInfo", "node_info", "normalized_image"]
@@ -74,9 +74,13 @@ def _images(raw: typing.Any) -> dict[str, int]:
 
 def node_info(raw: typing.Any, /) -> NodeInfo:
     """Parse a node (the API's dict) into a :class:`NodeInfo`."""
-    obj = wire.as_raw(raw)
-    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
-    offered = wire.sub(status, "allocatable") or wire.sub(status, "capacity")
+    obj = typing.cast(core.Node, wire.as_raw(raw))
+    meta, spec, status = (
+        wire.part(obj.get("metadata")),
+        wire.part(obj.get("spec")),
+        wire.part(obj.get("status")),
+    )
+    offered = wire.part(status.get("allocatable")) or wire.part(status.get("capacity"))
     invalid: str | None = None
     parsed: dict[str, int] = {}
     for name, text in offered.items():
@@ -92,7 +96,7 @@ def node_info(raw: typing.Any, /) -> NodeInfo:
     return NodeInfo(
         name=ids.NodeName(str(meta.get("name") or "")),
         uid=str(meta.get("uid") or ""),
-        labels={str(k): str(v) for k, v in wire.sub(meta, "labels").items()},
+        labels={str(k): str(v) for k, v in wire.part(meta.get("labels")).items()},
         taints=taints.parse_taints(spec.get("taints")),
         allocatable=resources.ResourceList(parsed),
         unschedulable=bool(spec.get("unschedulable")),

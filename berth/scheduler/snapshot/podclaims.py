@@ -13,9 +13,9 @@ be placed as written).
 from __future__ import annotations
 
 import dataclasses
-import typing
 
-from berth.scheduler.snapshot import ids, wire
+from berth.api import core
+from berth.scheduler.snapshot import ids
 
 __all__ = ["PodResourceClaim", "parse"]
 
@@ -39,7 +39,7 @@ class PodResourceClaim:
         return ids.key_of(namespace, name=self.claim) if self.claim else None
 
 
-def _statuses(status: wire.Raw) -> dict[str, str | None]:
+def _statuses(status: core.PodStatus) -> dict[str, str | None]:
     raw = status.get("resourceClaimStatuses")
     out: dict[str, str | None] = {}
     for item in raw if isinstance(raw, list) else ():
@@ -50,7 +50,7 @@ def _statuses(status: wire.Raw) -> dict[str, str | None]:
 
 
 def parse(
-    spec: wire.Raw, status: wire.Raw, /
+    spec: core.PodSpec, status: core.PodStatus, /
 ) -> tuple[tuple[PodResourceClaim, ...], tuple[str, ...]]:
     """The pod's claims and the problems of malformed entries (each naming its field)."""
     raw = spec.get("resourceClaims")
@@ -72,8 +72,8 @@ def parse(
             problems.append(f"invalid {field}.name: {name} is used twice")
             continue
         seen.add(name)
-        by_name = typing.cast(dict[str, typing.Any], item).get("resourceClaimName")
-        template = typing.cast(dict[str, typing.Any], item).get("resourceClaimTemplateName")
+        by_name = item.get("resourceClaimName")
+        template = item.get("resourceClaimTemplateName")
         if bool(by_name) == bool(template):
             problems.append(
                 f"invalid {field}: exactly one of resourceClaimName and "

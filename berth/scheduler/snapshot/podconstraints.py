@@ -28,6 +28,7 @@ import dataclasses
 import enum
 import typing
 
+from berth.api import core
 from berth.api import reservations as api_reservations
 from berth.scheduler.snapshot import selectors, wire
 
@@ -415,7 +416,7 @@ def _terms(
 
 
 def _pod_affinity(
-    affinity: wire.Raw,
+    affinity: core.Affinity,
     /,
     *,
     namespace: str,
@@ -532,10 +533,12 @@ def _spread(
     return out
 
 
-def _containers(spec: wire.Raw) -> list[tuple[str, wire.Raw]]:
-    out: list[tuple[str, wire.Raw]] = []
-    for field, sidecars_only in (("containers", False), ("initContainers", True)):
-        items = spec.get(field)
+def _containers(spec: core.PodSpec) -> list[tuple[str, core.Container]]:
+    out: list[tuple[str, core.Container]] = []
+    for field, items, sidecars_only in (
+        ("containers", spec.get("containers"), False),
+        ("initContainers", spec.get("initContainers"), True),
+    ):
         if not isinstance(items, list):
             continue
         for i, container in enumerate(items):
@@ -547,7 +550,7 @@ def _containers(spec: wire.Raw) -> list[tuple[str, wire.Raw]]:
     return out
 
 
-def _host_ports(spec: wire.Raw, /, *, problems: _Problems) -> list[HostPort]:
+def _host_ports(spec: core.PodSpec, /, *, problems: _Problems) -> list[HostPort]:
     host_network = spec.get("hostNetwork") is True
     out: list[HostPort] = []
     for where, container in _containers(spec):
@@ -599,7 +602,7 @@ def _claims(volumes: list[typing.Any], /, *, pod: str, problems: _Problems) -> l
 
 
 def parse(
-    spec: wire.Raw,
+    spec: core.PodSpec,
     /,
     *,
     namespace: str,
@@ -611,7 +614,7 @@ def parse(
     problems = _Problems()
     uses: set[Field] = set()
     affinity = _pod_affinity(
-        wire.sub(spec, "affinity"),
+        wire.part(spec.get("affinity")),
         namespace=namespace,
         labels=labels,
         problems=problems,

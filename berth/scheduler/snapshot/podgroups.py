@@ -14,7 +14,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import errors, keys, resources, spec_defaults
+from berth.api import custom_objects, errors, keys, objects, resources, spec_defaults
 from berth.api import podgroups as api_podgroups
 from berth.scheduler.snapshot import ids, podconstraints, pods, queues, wire
 
@@ -120,17 +120,18 @@ def pod_group_info(
     default_priority: int = 0,
 ) -> PodGroupInfo:
     """Parse a PodGroup (model or wire dict); members are added by :func:`with_members`."""
-    obj = wire.as_raw(raw)
-    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
+    obj = typing.cast(custom_objects.PodGroup, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
+    spec, status = wire.part(obj.get("spec")), wire.part(obj.get("status"))
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
     min_resources = resources.ResourceList()
     # Out of range: said as the API server says it (the field, the CRDs' message).
-    invalid = wire.range_problem(wire.sub(spec, "minResources"), field="spec.minResources")
+    invalid = wire.range_problem(wire.part(spec.get("minResources")), field="spec.minResources")
     try:
         if invalid is None:
             min_resources = resources.ResourceList(
-                {str(k): wire.milli(v) for k, v in wire.sub(spec, "minResources").items()}
+                {str(k): wire.milli(v) for k, v in wire.part(spec.get("minResources")).items()}
             )
     except errors.QuantityError as exc:
         invalid = f"invalid minResources: {exc}"
@@ -143,7 +144,7 @@ def pod_group_info(
     delay, delay_problem = queues.preemption_delay(spec)
     max_execution, execution_problem = queues.max_execution_seconds(spec)
     invalid = invalid or problem or sub_problem or delay_problem or execution_problem
-    marked = wire.sub(meta, "annotations").get(keys.INVALID_ANNOTATION)
+    marked = wire.part(meta.get("annotations")).get(keys.INVALID_ANNOTATION)
     if marked:
         # A mirror of another scheduler's PodGroup that cannot be honoured (berth.workloads.
         # interop): the text says what is wrong with the original.
@@ -177,10 +178,10 @@ def pod_group_info(
     )
 
 
-def _execution_failure(meta: wire.Raw, /) -> str | None:
+def _execution_failure(meta: objects.ObjectMeta, /) -> str | None:
     """What the annotation Berth puts on a group that failed past its maximum execution time
     says (``None``: no such failure). Its presence is the fact; the text is only shown."""
-    found = wire.sub(meta, "annotations").get(keys.EXECUTION_TIME_EXCEEDED_ANNOTATION)
+    found = wire.part(meta.get("annotations")).get(keys.EXECUTION_TIME_EXCEEDED_ANNOTATION)
     return None if found is None else str(found) or "ran past its maximumExecutionTimeSeconds"
 
 

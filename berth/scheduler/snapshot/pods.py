@@ -19,7 +19,7 @@ import hashlib
 import marshal
 import typing
 
-from berth.api import errors, keys, quantities, resources, workload_refs
+from berth.api import core, errors, keys, objects, quantities, resources, workload_refs
 from berth.scheduler.snapshot import (
     gpushare,
     ids,
@@ -207,7 +207,7 @@ class PodInfo:
 _FIELDS = frozenset(f.name for f in dataclasses.fields(PodInfo) if f.init)
 
 
-def _made(fields: dict[str, typing.Any], /) -> PodInfo:
+def _made(fields: dict[str, typing.Any], /) -> PodInfo:  # Untyped: PodInfo's fields by name
     """``PodInfo(**fields)`` (``fields``: every init field), made without the frozen
     dataclass's ``__init__``, which sets each of the 40-odd fields through
     ``object.__setattr__``: half the cost of a pod's watch event once its parse is reused.
@@ -232,12 +232,12 @@ def replace(info: PodInfo, /, **changes: typing.Any) -> PodInfo:
 # Sizing -----------------------------------------------------------------------------------
 
 
-def _container_requests(container: wire.Raw, /, *, where: str) -> dict[str, int]:
+def _container_requests(container: core.Container, /, *, where: str) -> dict[str, int]:
     """A container's requests; a resource with a limit but no request requests its limit
     (the API server's defaulting, repeated so that hand-written dicts size the same)."""
-    spec = wire.sub(container, "resources")
-    merged: dict[str, typing.Any] = dict(wire.sub(spec, "limits"))
-    merged.update(wire.sub(spec, "requests"))
+    spec = wire.part(container.get("resources"))
+    merged = dict(wire.part(spec.get("limits")))
+    merged.update(wire.part(spec.get("requests")))
     out: dict[str, int] = {}
     for name, text in merged.items():
         try:
@@ -261,18 +261,18 @@ def _raise_to(into: dict[str, int], floor: dict[str, int], /) -> None:
             into[name] = value
 
 
-def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
+def pod_requests(spec: core.PodSpec, /) -> resources.ResourceList:
     """What a pod with ``spec`` occupies on a node, Kubernetes' way, ``pods`` included.
 
     Raises ``QuantityError`` naming the container and resource when a quantity is malformed or
     negative.
     """
     total: dict[str, int] = {}
-    for i, container in enumerate(_list(spec.get("containers"))):
+    for i, container in enumerate(wire.parts(spec.get("containers"))):
         _add(total, _container_requests(container, where=_where("containers", i, container)))
     init_peak: dict[str, int] = {}
     sidecars: dict[str, int] = {}
-    for i, container in enumerate(_list(spec.get("initContainers"))):
+    for i, container in enumerate(wire.parts(spec.get("initContainers"))):
         requests = _container_requests(container, where=_where("initContainers", i, container))
         if container.get("restartPolicy") == "Always":
             # A sidecar keeps running beside the app containers and every later init container.
@@ -283,7 +283,7 @@ def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
             _add(requests, sidecars)
             _raise_to(init_peak, requests)
     _raise_to(total, init_peak)
-    pod_level = wire.sub(spec, "resources")
+    pod_level = wire.part(spec.get("resources"))
     if pod_level:
         # Pod-level resources (``spec.resources``, cpu and memory): they replace what the
         # containers add up to for the resources they name, as kube-scheduler sizes such a pod.
@@ -296,7 +296,7 @@ def pod_requests(spec: wire.Raw, /) -> resources.ResourceList:
                 if name in _POD_LEVEL_RESOURCES
             }
         )
-    overhead = wire.sub(spec, "overhead")
+    overhead = wire.part(spec.get("overhead"))
     if overhead:
         _add(total, _container_requests({"resources": {"requests": overhead}}, where="overhead"))
     _add(total, {resources.PODS: 1000})
@@ -316,18 +316,18 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024 * 1000
 
 
 def nonzero_requests(
-    spec: wire.Raw, requests: resources.ResourceList, /
+    spec: core.PodSpec, requests: resources.ResourceList, /
 ) -> resources.ResourceList | None:
     """``requests`` with kube-scheduler's non-zero defaults for scoring, or ``None`` when they
     change nothing: each app container requesting no cpu (no memory) counts 100m (200Mi), so
     that best-effort pods still spread. Pod-level resources, where set, are taken as they are.
     """
-    pod_level = wire.sub(spec, "resources")
-    named = set(wire.sub(pod_level, "requests")) | set(wire.sub(pod_level, "limits"))
+    pod_level = wire.part(spec.get("resources"))
+    named = set(wire.part(pod_level.get("requests"))) | set(wire.part(pod_level.get("limits")))
     extra = {resources.CPU: 0, resources.MEMORY: 0}
-    for container in _list(spec.get("containers")):
-        res = wire.sub(container, "resources")
-        given = set(wire.sub(res, "requests")) | set(wire.sub(res, "limits"))
+    for container in wire.parts(spec.get("containers")):
+        res = wire.part(container.get("resources"))
+        given = set(wire.part(res.get("requests"))) | set(wire.part(res.get("limits")))
         if resources.CPU not in given and resources.CPU not in named:
             extra[resources.CPU] += DEFAULT_MILLI_CPU_REQUEST
         if resources.MEMORY not in given and resources.MEMORY not in named:
@@ -339,32 +339,22 @@ def nonzero_requests(
     return resources.ResourceList(total)
 
 
-def _where(field: str, index: int, container: wire.Raw) -> str:
+def _where(field: str, index: int, container: core.Container) -> str:
     name = container.get("name")
     return f"{field}[{index}]" + (f" ({name})" if name else "")
-
-
-def _list(raw: typing.Any) -> list[wire.Raw]:
-    if not isinstance(raw, list):
-        return []
-    return [
-        item
-        for item in raw
-        if type(item) is dict or isinstance(item, collections.abc.Mapping)  # dict: the fast case
-    ]
 
 
 # Keys and resolution ---------------------------------------------------------------------
 
 
-def _scheduling_group(spec: wire.Raw | None) -> str | None:
+def _scheduling_group(spec: core.PodSpec | None) -> str | None:
     """Kubernetes 1.36's ``spec.schedulingGroup.podGroupName`` (``scheduling.k8s.io/v1alpha2``
     PodGroups)."""
-    name = wire.sub(spec, "schedulingGroup").get("podGroupName")
+    name = wire.part(wire.part(spec).get("schedulingGroup")).get("podGroupName")
     return str(name) if isinstance(name, str) and name else None
 
 
-def _workload_group(spec: wire.Raw | None) -> str | None:
+def _workload_group(spec: core.PodSpec | None) -> str | None:
     """The Berth PodGroup standing for Kubernetes 1.35's ``spec.workloadRef``
     (``scheduling.k8s.io/v1alpha1`` Workloads; :mod:`berth.api.workload_refs`)."""
     ref = workload_refs.from_pod_spec(spec or {})
@@ -372,7 +362,9 @@ def _workload_group(spec: wire.Raw | None) -> str | None:
 
 
 def _group_name(
-    labels: collections.abc.Mapping[str, str], annotations: wire.Raw, spec: wire.Raw | None = None
+    labels: collections.abc.Mapping[str, str],
+    annotations: collections.abc.Mapping[str, str],
+    spec: core.PodSpec | None = None,
 ) -> str | None:
     name = (
         _scheduling_group(spec)
@@ -386,7 +378,9 @@ def _group_name(
 
 
 def _group_claims(
-    labels: collections.abc.Mapping[str, str], annotations: wire.Raw, spec: wire.Raw
+    labels: collections.abc.Mapping[str, str],
+    annotations: collections.abc.Mapping[str, str],
+    spec: core.PodSpec,
 ) -> str | None:
     """Why the pod cannot be placed when its keys name two different groups, else None."""
     claims = {
@@ -407,18 +401,18 @@ def awaits_owner_group(raw: typing.Any, /) -> bool:
     """Whether a pod waits for Berth to derive its group from its owners: it has owners, names
     no group, was not grouped yet (:data:`~berth.api.keys.GROUPED_BY_ANNOTATION`) and did not
     opt out (:data:`~berth.api.keys.GROUP_BY_OWNER_LABEL` ``disabled``)."""
-    obj = wire.as_raw(raw)
-    meta = wire.sub(obj, "metadata")
-    if not _list(meta.get("ownerReferences")):
+    obj = typing.cast(core.Pod, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
+    if not wire.parts(meta.get("ownerReferences")):
         return False
-    labels = wire.sub(meta, "labels")
-    annotations = wire.sub(meta, "annotations")
+    labels = wire.part(meta.get("labels"))
+    annotations = wire.part(meta.get("annotations"))
     if labels.get(keys.GROUP_BY_OWNER_LABEL) == "disabled" or annotations.get(
         keys.GROUPED_BY_ANNOTATION
     ):
         return False
     plain_labels = {str(k): str(v) for k, v in labels.items()}
-    return _group_name(plain_labels, annotations, wire.sub(obj, "spec")) is None
+    return _group_name(plain_labels, annotations, wire.part(obj.get("spec"))) is None
 
 
 def implicit_group_key(namespace: str, /, *, name: str) -> ids.PodGroupKey:
@@ -549,7 +543,12 @@ class Parsed(typing.NamedTuple):
 
 
 def _fingerprint(
-    meta: wire.Raw, spec: wire.Raw, status: wire.Raw, /, *, group_by_owner: bool
+    meta: objects.ObjectMeta,
+    spec: core.PodSpec,
+    status: core.PodStatus,
+    /,
+    *,
+    group_by_owner: bool,
 ) -> bytes | None:
     """The digest of everything :class:`Parsed` is derived from; ``None`` when some of it is
     not plain JSON data (a model's view, a subclass): such a pod is always parsed in full."""
@@ -575,10 +574,10 @@ def _fingerprint(
 
 
 def _parse(
-    obj: wire.Raw,
-    meta: wire.Raw,
-    spec: wire.Raw,
-    status: wire.Raw,
+    obj: core.Pod,
+    meta: objects.ObjectMeta,
+    spec: core.PodSpec,
+    status: core.PodStatus,
     /,
     *,
     group_by_owner: bool,
@@ -587,8 +586,8 @@ def _parse(
     """Derive :class:`Parsed` from the pod ``obj`` (its ``meta``, ``spec`` and ``status``)."""
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
-    labels = {str(k): str(v) for k, v in wire.sub(meta, "labels").items()}
-    annotations = {str(k): str(v) for k, v in wire.sub(meta, "annotations").items()}
+    labels = {str(k): str(v) for k, v in wire.part(meta.get("labels")).items()}
+    annotations = {str(k): str(v) for k, v in wire.part(meta.get("annotations")).items()}
     invalid: str | None = _group_claims(labels, annotations, spec)
     nonzero: resources.ResourceList | None = None
     share: gpushare.ShareRequest | None = None
@@ -645,7 +644,7 @@ def _parse(
                 controller=bool(ref.get("controller")),
                 api_version=str(ref.get("apiVersion") or ""),
             )
-            for ref in _list(meta.get("ownerReferences"))
+            for ref in wire.parts(meta.get("ownerReferences"))
         ),
         pod_group=group,
         label_queue=ids.QueueName(label_queue) if label_queue else None,
@@ -653,7 +652,7 @@ def _parse(
             ids.ReservationKey(ids.key_of(namespace, name=reservation)) if reservation else None
         ),
         scheduling_gates=tuple(
-            str(gate.get("name") or "") for gate in _list(spec.get("schedulingGates"))
+            str(gate.get("name") or "") for gate in wire.parts(spec.get("schedulingGates"))
         ),
         invalid=invalid,
         constraints=constraints,
@@ -665,8 +664,8 @@ def _parse(
         ),
         images=tuple(
             nodes.normalized_image(str(c["image"]))
-            for field in ("initContainers", "containers")
-            for c in _list(spec.get(field))
+            for listed in (spec.get("initContainers"), spec.get("containers"))
+            for c in wire.parts(listed)
             if c.get("image")
         ),
         awaiting_group=group_by_owner and awaits_owner_group(obj),
@@ -677,12 +676,12 @@ def _parse(
     )
 
 
-def _finish_time(status: wire.Raw, /) -> float | None:
+def _finish_time(status: core.PodStatus, /) -> float | None:
     """When the last of a finished pod's containers terminated, from its containerStatuses;
     ``None`` when none says."""
     found: float | None = None
-    for entry in _list(status.get("containerStatuses")):
-        terminated = wire.sub(wire.sub(entry, "state"), "terminated")
+    for entry in wire.parts(status.get("containerStatuses")):
+        terminated = wire.part(wire.part(entry.get("state")).get("terminated"))
         when = wire.parse_time(terminated.get("finishedAt"))
         if when is not None and (found is None or when > found):
             found = when
@@ -708,8 +707,9 @@ def pod_info(
     inputs did not change (:class:`Parsed`), what was derived from them is reused, and only
     the status, ``nodeName`` and the like are read again. The result is the same either way.
     """
-    obj = wire.as_raw(raw)
-    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
+    obj = typing.cast(core.Pod, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
+    spec, status = wire.part(obj.get("spec")), wire.part(obj.get("status"))
     inputs = _fingerprint(meta, spec, status, group_by_owner=group_by_owner)
     parsed = previous.parsed if previous is not None else None
     if parsed is None or inputs is None or parsed.inputs != inputs:

@@ -14,7 +14,16 @@ import dataclasses
 import re
 import typing
 
-from berth.api import autoscaling, durations, errors, keys, resources, rules, spec_defaults
+from berth.api import (
+    autoscaling,
+    custom_objects,
+    durations,
+    errors,
+    keys,
+    resources,
+    rules,
+    spec_defaults,
+)
 from berth.scheduler.snapshot import ids, selectors, wire
 
 __all__ = [
@@ -95,17 +104,19 @@ class ProvisioningPolicy:
 _CLASS_NAME = re.compile(autoscaling.CLASS_NAME_PATTERN)
 
 
-def provisioning_policy(spec: wire.Raw, /) -> tuple[ProvisioningPolicy | None, str | None]:
+def provisioning_policy(
+    spec: custom_objects.QueueSpec, /
+) -> tuple[ProvisioningPolicy | None, str | None]:
     """A queue's ``spec.autoscaling.provisioningRequest`` (None: unset), and what is wrong
     with it, naming the field (the queue then takes nothing, saying so)."""
-    raw = wire.sub(wire.sub(spec, "autoscaling"), "provisioningRequest")
+    raw = wire.part(wire.part(spec.get("autoscaling")).get("provisioningRequest"))
     if not raw:
         return None, None
     field = "spec.autoscaling.provisioningRequest"
     name = raw.get("provisioningClassName")
     if not isinstance(name, str) or len(name) > 253 or not _CLASS_NAME.match(name):
         return None, f"{field}.provisioningClassName: {autoscaling.CLASS_NAME_MESSAGE}: {name!r}"
-    parameters = wire.sub(raw, "parameters")
+    parameters = wire.part(raw.get("parameters"))
     if len(parameters) > autoscaling.MAX_PARAMETERS or any(
         len(str(v)) > autoscaling.MAX_PARAMETER_LENGTH for v in parameters.values()
     ):
@@ -156,7 +167,7 @@ class QueueInfo:
         return self.state == OPEN
 
 
-def _quantities(raw: wire.Raw, /, *, field: str) -> dict[str, int]:
+def _quantities(raw: collections.abc.Mapping[str, str], /, *, field: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, text in raw.items():
         try:
@@ -171,19 +182,19 @@ def _quantities(raw: wire.Raw, /, *, field: str) -> dict[str, int]:
 
 def queue_info(raw: typing.Any, /) -> QueueInfo:
     """Parse a Queue (model or wire dict)."""
-    obj = wire.as_raw(raw)
-    meta, spec = wire.sub(obj, "metadata"), wire.sub(obj, "spec")
+    obj = typing.cast(custom_objects.Queue, wire.as_raw(raw))
+    meta, spec = wire.part(obj.get("metadata")), wire.part(obj.get("spec"))
     invalid: str | None = None
     guaranteed: dict[str, int] = {}
     limit: dict[str, int] | None = None
     try:
-        guaranteed = _quantities(wire.sub(spec, "guaranteed"), field="guaranteed")
+        guaranteed = _quantities(wire.part(spec.get("guaranteed")), field="guaranteed")
         if isinstance(spec.get("limit"), collections.abc.Mapping):
-            limit = _quantities(wire.sub(spec, "limit"), field="limit")
+            limit = _quantities(wire.part(spec.get("limit")), field="limit")
     except errors.QuantityError as exc:
         # Out of range: said as the API server says it (the field, the CRDs' message).
-        found = wire.range_problem(wire.sub(spec, "guaranteed"), field="spec.guaranteed")
-        found = found or wire.range_problem(wire.sub(spec, "limit"), field="spec.limit")
+        found = wire.range_problem(wire.part(spec.get("guaranteed")), field="spec.guaranteed")
+        found = found or wire.range_problem(wire.part(spec.get("limit")), field="spec.limit")
         invalid, guaranteed, limit = f"invalid quota: {found or exc}", {}, {}
     delay, problem = preemption_delay(spec)
     invalid = invalid or problem
@@ -225,11 +236,13 @@ def queue_info(raw: typing.Any, /) -> QueueInfo:
         preemption_delay=delay,
         max_execution_seconds=max_execution,
         provisioning=provisioning,
-        reservation_buffers=wire.sub(spec, "autoscaling").get("reservationBuffers") is True,
+        reservation_buffers=wire.part(spec.get("autoscaling")).get("reservationBuffers") is True,
     )
 
 
-def preemption_delay(spec: wire.Raw, /) -> tuple[float | None, str | None]:
+def preemption_delay(
+    spec: custom_objects.QueueSpec | custom_objects.PodGroupSpec, /
+) -> tuple[float | None, str | None]:
     """A Queue's or PodGroup's ``spec.preemptionDelay`` in seconds (None: unset), and what
     is wrong with it, naming the field (the object then waits, saying so)."""
     raw = spec.get("preemptionDelay")
@@ -242,7 +255,9 @@ def preemption_delay(spec: wire.Raw, /) -> tuple[float | None, str | None]:
         return None, f"spec.preemptionDelay: preemptionDelay {rules.DURATION_FORM} ({exc})"
 
 
-def max_execution_seconds(spec: wire.Raw, /) -> tuple[int | None, str | None]:
+def max_execution_seconds(
+    spec: custom_objects.QueueSpec | custom_objects.PodGroupSpec, /
+) -> tuple[int | None, str | None]:
     """A Queue's or PodGroup's ``spec.maximumExecutionTimeSeconds`` (None: unset), and what
     is wrong with it, naming the field, in the API server's words (the object is then
     invalid: it waits, saying so, rather than run without the limit its owner asked for)."""

@@ -37,7 +37,17 @@ import datetime
 import json
 import typing
 
-from berth.api import durations, errors, keys, quantities, resources, spec_defaults
+from berth.api import (
+    core,
+    custom_objects,
+    dra,
+    durations,
+    errors,
+    keys,
+    quantities,
+    resources,
+    spec_defaults,
+)
 from berth.api import reservations as api_reservations
 from berth.scheduler.snapshot import ids, podclaims, pods, resourceclaims, selectors, wire
 
@@ -121,7 +131,7 @@ class ReservationInfo:
     namespace: str
     name: str
     uid: str
-    template: wire.Raw = dataclasses.field(hash=False, repr=False)  # a pod template, wire form
+    template: core.PodTemplateSpec = dataclasses.field(hash=False, repr=False)
     owners: tuple[ReservationOwner, ...]
     ttl_seconds: float | None  # None: ``expires`` decides; 0: never expires
     expires: float | None
@@ -152,13 +162,13 @@ class ReservationInfo:
         return self.phase == AVAILABLE and self.node_name is not None
 
 
-def _owner(raw: wire.Raw, /) -> ReservationOwner:
-    obj, controller = wire.sub(raw, "object"), wire.sub(raw, "controller")
+def _owner(raw: custom_objects.ReservationOwner, /) -> ReservationOwner:
+    obj, controller = wire.part(raw.get("object")), wire.part(raw.get("controller"))
     selector = raw.get("labelSelector")
     if isinstance(selector, collections.abc.Mapping):
         return ReservationOwner(
             match_labels=tuple(
-                sorted((str(k), str(v)) for k, v in wire.sub(selector, "matchLabels").items())
+                sorted((str(k), str(v)) for k, v in wire.part(selector.get("matchLabels")).items())
             ),
             match_expressions=selectors.parse_requirements(selector.get("matchExpressions")),
             selects=True,
@@ -202,14 +212,15 @@ def _devices(
     return tuple(out), None
 
 
-def _resources(raw: wire.Raw, /) -> resources.ResourceList:
+def _resources(raw: collections.abc.Mapping[str, str], /) -> resources.ResourceList:
     return resources.ResourceList({str(k): wire.milli(v) for k, v in raw.items()})
 
 
 def reservation_info(raw: typing.Any, /) -> ReservationInfo:
     """Parse a Reservation (model or wire dict)."""
-    obj = wire.as_raw(raw)
-    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
+    obj = typing.cast(custom_objects.Reservation, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
+    spec, status = wire.part(obj.get("spec")), wire.part(obj.get("status"))
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
     invalid: str | None = None
@@ -234,8 +245,8 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
     elif expires is None:
         ttl = DEFAULT_TTL_SECONDS
     try:
-        allocatable = _resources(wire.sub(status, "allocatable"))
-        allocated = _resources(wire.sub(status, "allocated"))
+        allocatable = _resources(wire.part(status.get("allocatable")))
+        allocated = _resources(wire.part(status.get("allocated")))
     except errors.QuantityError as exc:
         invalid = invalid or f"invalid status quantities: {exc}"
         allocatable = allocated = resources.ResourceList()
@@ -249,7 +260,7 @@ def reservation_info(raw: typing.Any, /) -> ReservationInfo:
         namespace=namespace,
         name=name,
         uid=str(meta.get("uid") or ""),
-        template=wire.sub(spec, "template"),
+        template=wire.part(spec.get("template")),
         owners=tuple(
             _owner(o)
             for o in (owners_raw if isinstance(owners_raw, list) else [])
@@ -456,23 +467,31 @@ def reserve_pod_key(key: str, /) -> ids.PodKey:
     return ids.PodKey(ids.key_of(namespace, name=_RESERVE_PREFIX + name))
 
 
-def _template_lists(spec: wire.Raw, /) -> collections.abc.Iterator[tuple[str, wire.Raw]]:
+def _template_lists(
+    spec: core.PodSpec, /
+) -> collections.abc.Iterator[tuple[str, collections.abc.Mapping[str, str]]]:
     """Every resource list of a template's pod spec, with its field path."""
-    for group in ("containers", "initContainers"):
-        listed = spec.get(group)
+    for group, listed in (
+        ("containers", spec.get("containers")),
+        ("initContainers", spec.get("initContainers")),
+    ):
         for i, container in enumerate(listed if isinstance(listed, list) else ()):
-            needs = wire.sub(container, "resources") if isinstance(container, dict) else {}
-            for kind in ("requests", "limits"):
-                yield f"spec.template.spec.{group}[{i}].resources.{kind}", wire.sub(needs, kind)
-    for kind in ("requests", "limits"):
-        yield f"spec.template.spec.resources.{kind}", wire.sub(spec, "resources", kind)
-    yield "spec.template.spec.overhead", wire.sub(spec, "overhead")
+            needs: core.ResourceRequirements = (
+                wire.part(container.get("resources")) if isinstance(container, dict) else {}
+            )
+            at = f"spec.template.spec.{group}[{i}].resources"
+            yield f"{at}.requests", wire.part(needs.get("requests"))
+            yield f"{at}.limits", wire.part(needs.get("limits"))
+    pod_level = wire.part(spec.get("resources"))
+    yield "spec.template.spec.resources.requests", wire.part(pod_level.get("requests"))
+    yield "spec.template.spec.resources.limits", wire.part(pod_level.get("limits"))
+    yield "spec.template.spec.overhead", wire.part(spec.get("overhead"))
 
 
 def template_problem(info: ReservationInfo, /) -> str | None:
     """Why ``spec.template`` cannot be held as written, or ``None`` (what the CRD's rules
     refuse is said with the same field and message as the API server's refusal)."""
-    spec = wire.sub(info.template, "spec")
+    spec = wire.part(info.template.get("spec"))
     entries, problems = podclaims.parse(spec, {})
     if problems:
         return problems[0].replace("spec.", "spec.template.spec.", 1)
@@ -524,7 +543,7 @@ def held_claims(info: ReservationInfo, /) -> tuple[HeldClaim, ...]:
     ``status.devices`` lists for each entry)."""
     if info.terminal:
         return ()
-    entries, _ = podclaims.parse(wire.sub(info.template, "spec"), {})
+    entries, _ = podclaims.parse(wire.part(info.template.get("spec")), {})
     out = []
     for entry in entries:
         devices: tuple[resourceclaims.AllocatedDevice, ...] | None = None
@@ -593,20 +612,26 @@ def held(info: ReservationInfo, /) -> resources.ResourceList:
     allocatable = info.allocatable
     if not allocatable:
         try:
-            allocatable = pods.pod_requests(wire.sub(info.template, "spec"))
+            allocatable = pods.pod_requests(wire.part(info.template.get("spec")))
         except errors.QuantityError:
             allocatable = resources.ResourceList()
     return resources.ResourceList({**allocatable, resources.PODS: 1000})
 
 
-def _pin(affinity: typing.Any, node: str) -> dict[str, typing.Any]:
+def _pin(affinity: core.Affinity | None, node: str) -> core.Affinity:
     """``affinity`` with every required node term also demanding ``metadata.name = node``."""
-    out = dict(affinity) if isinstance(affinity, collections.abc.Mapping) else {}
-    node_affinity = dict(wire.sub(out, "nodeAffinity"))
-    required = dict(wire.sub(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution"))
+    out: core.Affinity = {**affinity} if isinstance(affinity, collections.abc.Mapping) else {}
+    node_affinity: core.NodeAffinity = {**wire.part(out.get("nodeAffinity"))}
+    required: dra.NodeSelector = {
+        **wire.part(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    }
     terms_raw = required.get("nodeSelectorTerms")
     terms = [t for t in terms_raw if isinstance(t, dict)] if isinstance(terms_raw, list) else []
-    field = {"key": selectors.METADATA_NAME, "operator": selectors.IN, "values": [node]}
+    field: core.NodeSelectorRequirement = {
+        "key": selectors.METADATA_NAME,
+        "operator": selectors.IN,
+        "values": [node],
+    }
     required["nodeSelectorTerms"] = [
         {**term, "matchFields": [*(term.get("matchFields") or []), field]} for term in terms or [{}]
     ]
@@ -633,18 +658,20 @@ def reserve_pod(
     ``invalid`` with the reason.
     """
     template = info.template
-    tmeta, tspec = wire.sub(template, "metadata"), wire.sub(template, "spec")
+    tmeta, tspec = wire.part(template.get("metadata")), wire.part(template.get("spec"))
     labels = {
-        str(k): str(v) for k, v in wire.sub(tmeta, "labels").items() if k not in _BERTH_LABELS
+        str(k): str(v) for k, v in wire.part(tmeta.get("labels")).items() if k not in _BERTH_LABELS
     }
     labels[keys.QUEUE_LABEL] = info.queue or keys.DEFAULT_QUEUE
     annotations = {
         str(k): str(v)
-        for k, v in wire.sub(tmeta, "annotations").items()
+        for k, v in wire.part(tmeta.get("annotations")).items()
         if k != keys.INTEROP_POD_GROUP_ANNOTATION
     }
     annotations[pods.RESERVE_POD_ANNOTATION] = "true"
-    spec = {k: v for k, v in tspec.items() if k not in ("nodeName", "schedulingGates")}
+    spec: core.PodSpec = {**tspec}
+    spec.pop("nodeName", None)
+    spec.pop("schedulingGates", None)
     if spec.get("resourceClaims"):
         # The reserve pod uses its held claims by name (no resourceclaim controller makes any).
         spec["resourceClaims"] = [
@@ -656,9 +683,9 @@ def reserve_pod(
         spec["schedulerName"] = names[0] if names else keys.DEFAULT_SCHEDULER_NAME
     pinned = tspec.get("nodeName")
     if pinned:
-        spec["affinity"] = _pin(spec.get("affinity"), str(pinned))
+        spec["affinity"] = _pin(tspec.get("affinity"), str(pinned))
     placed = info.available
-    if placed:
+    if placed and info.node_name is not None:  # Available: always on a node
         spec["nodeName"] = info.node_name
     created = datetime.datetime.fromtimestamp(info.creation_timestamp, tz=datetime.UTC)
     manifest = {

@@ -25,7 +25,7 @@ import collections.abc
 import dataclasses
 import typing
 
-from berth.api import dra, errors
+from berth.api import dra, errors, objects
 from berth.scheduler.snapshot import deviceclasses, ids, selectors, taints, wire
 
 __all__ = [
@@ -91,7 +91,7 @@ class ClaimSpec:
 
     requests: tuple[DeviceRequestInfo, ...] = ()
     constraints: tuple[ConstraintInfo, ...] = ()
-    config: tuple[collections.abc.Mapping[str, typing.Any], ...] = dataclasses.field(
+    config: tuple[dra.DeviceClaimConfiguration, ...] = dataclasses.field(
         default=(), compare=False, repr=False
     )
     problem: str | None = None
@@ -191,7 +191,7 @@ class _Problems:
 
 
 def _capacity(raw: typing.Any, *, field: str, problems: _Problems) -> dict[str, int] | None:
-    requests = wire.sub(raw, "requests")
+    requests = wire.part(wire.part(raw).get("requests"))
     if not requests:
         return None
     out: dict[str, int] = {}
@@ -286,9 +286,9 @@ def _constraint(raw: typing.Any, *, index: int, problems: _Problems) -> Constrai
     )
 
 
-def claim_spec(raw: typing.Any, /) -> ClaimSpec:
+def claim_spec(raw: dra.ResourceClaimSpec, /) -> ClaimSpec:
     """Parse a claim's ``spec`` (or a template's ``spec.spec``)."""
-    devices = wire.sub(raw, "devices")
+    devices = wire.part(raw.get("devices"))
     problems = _Problems()
     raw_requests = devices.get("requests")
     requests = tuple(
@@ -318,10 +318,10 @@ def claim_spec(raw: typing.Any, /) -> ClaimSpec:
     )
 
 
-def _allocation(raw: wire.Raw, *, problems: _Problems) -> AllocationInfo | None:
+def _allocation(raw: dra.AllocationResult, *, problems: _Problems) -> AllocationInfo | None:
     if not raw:
         return None
-    results = wire.sub(raw, "devices").get("results")
+    results = wire.part(raw.get("devices")).get("results")
     devices: list[AllocatedDevice] = []
     for i, item in enumerate(results if isinstance(results, list) else ()):
         where = f"status.allocation.devices.results[{i}]"
@@ -349,7 +349,7 @@ def _allocation(raw: wire.Raw, *, problems: _Problems) -> AllocationInfo | None:
                 consumed=consumed,
             )
         )
-    selector = wire.sub(raw, "nodeSelector")
+    selector = wire.part(raw.get("nodeSelector"))
     terms: tuple[selectors.SelectorTerm, ...] | None = None
     if selector:
         terms, _ = selectors.parse_node_affinity(
@@ -358,12 +358,12 @@ def _allocation(raw: wire.Raw, *, problems: _Problems) -> AllocationInfo | None:
     return AllocationInfo(devices=tuple(devices), node_selector=terms)
 
 
-def allocation_info(raw: typing.Any, /) -> AllocationInfo | None:
+def allocation_info(raw: dra.AllocationResult | None, /) -> AllocationInfo | None:
     """Parse a ``status.allocation`` (``None`` when empty); malformed parts are dropped."""
-    return _allocation(wire.sub({"allocation": raw}, "allocation"), problems=_Problems())
+    return _allocation(wire.part(raw), problems=_Problems())
 
 
-def _controller(meta: wire.Raw) -> tuple[str, str, str] | None:
+def _controller(meta: objects.ObjectMeta) -> tuple[str, str, str] | None:
     refs = meta.get("ownerReferences")
     for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, dict) and ref.get("controller") is True:
@@ -373,13 +373,13 @@ def _controller(meta: wire.Raw) -> tuple[str, str, str] | None:
 
 def resource_claim_info(raw: typing.Any, /) -> ResourceClaimInfo:
     """Parse a ResourceClaim (``resource.k8s.io/v1``)."""
-    obj = wire.as_raw(raw)
-    meta, status = wire.sub(obj, "metadata"), wire.sub(obj, "status")
+    obj = typing.cast(dra.ResourceClaim, wire.as_raw(raw))
+    meta, status = wire.part(obj.get("metadata")), wire.part(obj.get("status"))
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
-    spec = claim_spec(wire.sub(obj, "spec"))
+    spec = claim_spec(wire.part(obj.get("spec")))
     problems = _Problems()
-    allocation = _allocation(wire.sub(status, "allocation"), problems=problems)
+    allocation = _allocation(wire.part(status.get("allocation")), problems=problems)
     reserved = status.get("reservedFor")
     finalizers = meta.get("finalizers")
     return ResourceClaimInfo(
@@ -409,13 +409,13 @@ def resource_claim_info(raw: typing.Any, /) -> ResourceClaimInfo:
 
 def resource_claim_template_info(raw: typing.Any, /) -> ResourceClaimTemplateInfo:
     """Parse a ResourceClaimTemplate (``resource.k8s.io/v1``)."""
-    obj = wire.as_raw(raw)
-    meta = wire.sub(obj, "metadata")
+    obj = typing.cast(dra.ResourceClaimTemplate, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
     return ResourceClaimTemplateInfo(
         key=ids.key_of(namespace, name=name),
         namespace=namespace,
         name=name,
-        spec=claim_spec(wire.sub(wire.sub(obj, "spec"), "spec")),
+        spec=claim_spec(wire.part(wire.part(obj.get("spec")).get("spec"))),
     )

@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import typing
 
-from berth.api import device_cel, errors
+from berth.api import device_cel, dra, errors
 from berth.scheduler.snapshot import selectors, wire
 from berth.scheduler.snapshot import taints as taints_
 
@@ -193,7 +193,7 @@ def _policy(raw: typing.Any, *, field: str, problems: _Problems) -> RequestPolic
         return None
     default = raw.get("default")
     values = raw.get("validValues")
-    span = wire.sub(raw, "validRange")
+    span = wire.part(raw.get("validRange"))
     return RequestPolicy(
         default=_milli(default, field=f"{field}.default", problems=problems)
         if default is not None
@@ -235,10 +235,10 @@ def _counters(
 
 
 def _node_selection(
-    raw: wire.Raw,
+    raw: dra.ResourceSliceSpec | dra.Device,
 ) -> tuple[str | None, tuple[selectors.SelectorTerm, ...] | None, bool]:
     name = raw.get("nodeName")
-    selector = wire.sub(raw, "nodeSelector")
+    selector = wire.part(raw.get("nodeSelector"))
     terms: tuple[selectors.SelectorTerm, ...] | None = None
     if selector:
         required, _ = selectors.parse_node_affinity(
@@ -249,27 +249,27 @@ def _node_selection(
 
 
 def _device(
-    raw: typing.Any, *, index: int, driver: str, pool: str, slice_name: str, problems: _Problems
+    raw: dra.Device, *, index: int, driver: str, pool: str, slice_name: str, problems: _Problems
 ) -> DeviceInfo | None:
     field = f"spec.devices[{index}]"
     if not isinstance(raw, dict) or not raw.get("name"):
         problems.add(f"{field}.name: a device needs a name")
         return None
     attributes: dict[str, device_cel.Attribute] = {}
-    for name, value in sorted(wire.sub(raw, "attributes").items()):
+    for name, value in sorted(wire.part(raw.get("attributes")).items()):
         parsed = _attribute(value, field=f"{field}.attributes[{name}]", problems=problems)
         if parsed is not None:
             attributes[str(name)] = parsed
     capacity: dict[str, CapacityInfo] = {}
-    for name, value in sorted(wire.sub(raw, "capacity").items()):
+    for name, entry in sorted(wire.part(raw.get("capacity")).items()):
         where = f"{field}.capacity[{name}]"
-        if not isinstance(value, dict):
+        if not isinstance(entry, dict):
             problems.add(f"{where}: not an object")
             continue
         capacity[str(name)] = CapacityInfo(
-            value=_milli(value.get("value"), field=f"{where}.value", problems=problems),
+            value=_milli(entry.get("value"), field=f"{where}.value", problems=problems),
             policy=_policy(
-                value.get("requestPolicy"), field=f"{where}.requestPolicy", problems=problems
+                entry.get("requestPolicy"), field=f"{where}.requestPolicy", problems=problems
             ),
         )
     consumes: list[CounterDraw] = []
@@ -313,14 +313,14 @@ def _device(
 
 def resource_slice_info(raw: typing.Any, /) -> SliceInfo:
     """Parse a ResourceSlice (``resource.k8s.io/v1``)."""
-    obj = wire.as_raw(raw)
-    spec = wire.sub(obj, "spec")
-    name = str(wire.sub(obj, "metadata").get("name") or "")
+    obj = typing.cast(dra.ResourceSlice, wire.as_raw(raw))
+    spec = wire.part(obj.get("spec"))
+    name = str(wire.part(obj.get("metadata")).get("name") or "")
     problems = _Problems()
     driver = str(spec.get("driver") or "")
     if not driver:
         problems.add("spec.driver: missing")
-    pool = wire.sub(spec, "pool")
+    pool = wire.part(spec.get("pool"))
     pool_name = str(pool.get("name") or "")
     if not pool_name:
         problems.add("spec.pool.name: missing")

@@ -25,7 +25,7 @@ import functools
 import types
 import typing
 
-from berth.api import errors
+from berth.api import errors, storage
 from berth.scheduler.snapshot import ids, selectors, wire
 
 __all__ = [
@@ -203,7 +203,7 @@ def _modes(raw: typing.Any) -> frozenset[str]:
     return frozenset(str(m) for m in raw) if isinstance(raw, list) else frozenset()
 
 
-def _storage(raw: wire.Raw, *, field: str) -> tuple[int, str | None]:
+def _storage(raw: collections.abc.Mapping[str, str], *, field: str) -> tuple[int, str | None]:
     text = raw.get(_STORAGE)
     if text is None:
         return 0, None
@@ -215,11 +215,13 @@ def _storage(raw: wire.Raw, *, field: str) -> tuple[int, str | None]:
 
 def claim_info(raw: typing.Any, /) -> ClaimInfo:
     """Parse a PersistentVolumeClaim."""
-    obj = wire.as_raw(raw)
-    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
-    annotations = wire.sub(meta, "annotations")
+    obj = typing.cast(storage.PersistentVolumeClaim, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
+    spec, status = wire.part(obj.get("spec")), wire.part(obj.get("status"))
+    annotations = wire.part(meta.get("annotations"))
     request, problem = _storage(
-        wire.sub(spec, "resources", "requests"), field="spec.resources.requests"
+        wire.part(wire.part(spec.get("resources")).get("requests")),
+        field="spec.resources.requests",
     )
     selected = annotations.get(SELECTED_NODE)
     return ClaimInfo(
@@ -236,8 +238,8 @@ def claim_info(raw: typing.Any, /) -> ClaimInfo:
     )
 
 
-def _node_affinity(raw: wire.Raw) -> tuple[selectors.SelectorTerm, ...] | None:
-    required = wire.sub(raw, "required")
+def _node_affinity(raw: storage.VolumeNodeAffinity) -> tuple[selectors.SelectorTerm, ...] | None:
+    required = wire.part(raw.get("required"))
     if not required:
         return None
     required_affinity, _ = selectors.parse_node_affinity(
@@ -248,24 +250,25 @@ def _node_affinity(raw: wire.Raw) -> tuple[selectors.SelectorTerm, ...] | None:
 
 def volume_info(raw: typing.Any, /) -> VolumeInfo:
     """Parse a PersistentVolume (a malformed capacity counts as none: no claim fits it)."""
-    obj = wire.as_raw(raw)
-    meta, spec, status = wire.sub(obj, "metadata"), wire.sub(obj, "spec"), wire.sub(obj, "status")
+    obj = typing.cast(storage.PersistentVolume, wire.as_raw(raw))
+    meta = wire.part(obj.get("metadata"))
+    spec, status = wire.part(obj.get("spec")), wire.part(obj.get("status"))
     name = str(meta.get("name") or "")
-    capacity, _ = _storage(wire.sub(spec, "capacity"), field="spec.capacity")
-    ref = wire.sub(spec, "claimRef")
+    capacity, _ = _storage(wire.part(spec.get("capacity")), field="spec.capacity")
+    ref = wire.part(spec.get("claimRef"))
     claim = (
         ids.key_of(str(ref.get("namespace") or "default"), name=str(ref.get("name")))
         if ref.get("name")
         else None
     )
-    csi = wire.sub(spec, "csi")
+    csi = wire.part(spec.get("csi"))
     driver = str(csi["driver"]) if csi.get("driver") else None
     return VolumeInfo(
         name=name,
         storage_class=str(spec.get("storageClassName") or ""),
         capacity=capacity,
         access_modes=_modes(spec.get("accessModes")),
-        node_affinity=_node_affinity(wire.sub(spec, "nodeAffinity")),
+        node_affinity=_node_affinity(wire.part(spec.get("nodeAffinity"))),
         claim=claim,
         csi_driver=driver,
         handle=str(csi.get("volumeHandle") or name),
@@ -297,7 +300,7 @@ def class_info(raw: typing.Any, /) -> ClassInfo:
             if isinstance(t, dict)
         )
     return ClassInfo(
-        name=str(wire.sub(obj, "metadata").get("name") or ""),
+        name=str(wire.part(obj.get("metadata")).get("name") or ""),
         provisioner=str(obj.get("provisioner") or ""),
         wait_for_first_consumer=obj.get("volumeBindingMode") == _WAIT_FOR_FIRST_CONSUMER,
         allowed_topologies=allowed,
@@ -306,13 +309,13 @@ def class_info(raw: typing.Any, /) -> ClassInfo:
 
 def attach_limits(raw: typing.Any, /) -> tuple[str, dict[str, int]]:
     """A CSINode: its node's name and, per driver that declares one, its attach limit."""
-    obj = wire.as_raw(raw)
+    obj = typing.cast(storage.CSINode, wire.as_raw(raw))
     limits: dict[str, int] = {}
-    drivers = wire.sub(obj, "spec").get("drivers")
+    drivers = wire.part(obj.get("spec")).get("drivers")
     for driver in drivers if isinstance(drivers, list) else ():
         if not isinstance(driver, dict) or not driver.get("name"):
             continue
-        count = wire.sub(driver, "allocatable").get("count")
+        count = wire.part(driver.get("allocatable")).get("count")
         if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
             limits[str(driver["name"])] = count
-    return str(wire.sub(obj, "metadata").get("name") or ""), limits
+    return str(wire.part(obj.get("metadata")).get("name") or ""), limits

@@ -24,6 +24,8 @@ from berth.scheduler.snapshot import volumes, wire
 
 __all__ = ["VolumeStore"]
 
+_Value = typing.TypeVar("_Value")
+
 
 class VolumeStore:
     """Claims, volumes, classes and attach limits; :meth:`view` gives a snapshot their
@@ -121,7 +123,7 @@ class VolumeStore:
         """Remove a CSINode (by name or object)."""
         return self._drop(self._attach_limits, wire.name_of(csi_node))
 
-    def _drop(self, kind: dict[str, typing.Any], name: str) -> bool:
+    def _drop(self, kind: dict[str, _Value], name: str) -> bool:
         if kind.pop(name, None) is None:
             return False
         self._view = None

@@ -1,8 +1,10 @@
 """Reading API objects as the API returns them: raw JSON dicts or ``berth.api`` models.
 
 Owns the small helpers every info builder shares: turning a pydantic model into its wire dict
-(so each builder parses one shape), timestamps, and memoised quantity parsing (a cluster repeats
-the same few quantity strings tens of thousands of times; parsing each exactly is slow).
+(so each builder parses one shape, a :mod:`berth.api` record), reading a record's nested
+fields without trusting their shape (:func:`part`, :func:`parts`), timestamps, and memoised
+quantity parsing (a cluster repeats the same few quantity strings tens of thousands of times;
+parsing each exactly is slow).
 """
 
 from __future__ import annotations
@@ -12,35 +14,37 @@ import datetime
 import functools
 import typing
 
-from berth.api import errors, quantities, resources
+from berth.api import errors, objects, quantities, resources
 from berth.scheduler.snapshot import ids
 
 __all__ = [
-    "Raw",
     "as_raw",
     "key_of",
     "milli",
     "name_of",
+    "part",
+    "parts",
     "parse_time",
     "range_problem",
-    "sub",
 ]
 
-Raw = collections.abc.Mapping[str, typing.Any]
-"""An API object in its wire form (camelCase keys)."""
+_EMPTY: objects.JSONObject = {}  # shared, read only: what an absent or malformed field reads as
 
-_EMPTY: Raw = {}
+_Record = typing.TypeVar("_Record", bound=objects.JSONObject)
+"""A typed record of :mod:`berth.api` (``core.PodSpec``), or a plain map (``dict[str, str]``)."""
 
 
-def as_raw(obj: typing.Any) -> Raw:
-    """The wire dict of ``obj``: a mapping as is, a pydantic model through ``model_dump``."""
+def as_raw(obj: typing.Any) -> objects.KubeObject:
+    """The wire dict of ``obj``: a mapping as is, a pydantic model through ``model_dump``. A
+    caller that knows the kind reads it as that kind's record (``typing.cast(core.Pod, ...)``):
+    a record promises the keys, and each parser checks the values it reads."""
     if isinstance(obj, collections.abc.Mapping):
-        return obj
+        return typing.cast(objects.KubeObject, obj)
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
         dumped = dump(by_alias=True, exclude_none=True, mode="json")
         if isinstance(dumped, collections.abc.Mapping):
-            return dumped
+            return typing.cast(objects.KubeObject, dumped)
     raise TypeError(f"expected an API dict or a berth.api model, got {type(obj).__name__}")
 
 
@@ -48,33 +52,41 @@ def name_of(obj: typing.Any, /) -> str:
     """The name of ``obj`` (an API object, or the name itself)."""
     if isinstance(obj, str):
         return obj
-    return str(sub(as_raw(obj), "metadata").get("name") or "")
+    return str(part(as_raw(obj).get("metadata")).get("name") or "")
 
 
 def key_of(obj: typing.Any, /) -> str:
     """The ``namespace/name`` key of ``obj`` (a namespaced API object, or the key itself)."""
     if isinstance(obj, str):
         return obj
-    meta = sub(as_raw(obj), "metadata")
+    meta = part(as_raw(obj).get("metadata"))
     return ids.key_of(str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""))
 
 
-def sub(raw: Raw | None, /, *keys: str) -> Raw:
-    """The nested mapping at ``keys``, or an empty one when any step is absent or not a map."""
-    node: typing.Any = raw
-    for key in keys:
-        # An exact dict first (what the API's JSON decodes to), then an absent field: both much
-        # cheaper than the ABC check, which every watch event would pay a dozen times.
-        if type(node) is not dict and (
-            node is None or not isinstance(node, collections.abc.Mapping)
-        ):
-            return _EMPTY
-        node = node.get(key)
-    if type(node) is dict:
-        return typing.cast(Raw, node)
-    if node is None or not isinstance(node, collections.abc.Mapping):
-        return _EMPTY
-    return node
+def part(value: _Record | None, /) -> _Record:
+    """``value`` (a field read from a typed record: ``part(pod.get("spec"))``), or an empty
+    record when it is absent or not a map, as a user's bad object may have it: a nested field
+    is read one checked step at a time. The empty record is shared: read it only.
+    """
+    # An exact dict first (what the API's JSON decodes to), then an absent field: both much
+    # cheaper than the ABC check, which every watch event would pay a dozen times.
+    if type(value) is dict:
+        return value
+    if value is None or not isinstance(value, collections.abc.Mapping):
+        return typing.cast(_Record, _EMPTY)
+    return value
+
+
+def parts(value: list[_Record] | None, /) -> list[_Record]:
+    """The maps of the list ``value`` (a field read from a typed record), leaving out what is
+    not one; an empty list when ``value`` is absent or not a list."""
+    if not isinstance(value, list):
+        return []
+    return [
+        item
+        for item in value
+        if type(item) is dict or isinstance(item, collections.abc.Mapping)  # dict: the fast case
+    ]
 
 
 def parse_time(text: typing.Any) -> float | None:
@@ -106,7 +118,7 @@ def milli(text: typing.Any) -> int:
     return quantities.parse_bounded_milli(text)  # raises with the API's message
 
 
-def range_problem(raw: Raw, /, *, field: str) -> str | None:
+def range_problem(raw: collections.abc.Mapping[str, str], /, *, field: str) -> str | None:
     """Why the resource list ``raw`` at ``field`` (``spec.limit``) is out of Berth's range, as
     the API server says it (the CRDs' rule: the same field and message), or None when every
     quantity is in range. Malformed quantities are left to the caller's parser."""

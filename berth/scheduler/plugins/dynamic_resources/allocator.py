@@ -487,11 +487,11 @@ def _config(
     chosen: collections.abc.Sequence[resourceclaims.RequestSpec],
     *,
     classes: collections.abc.Mapping[str, deviceclasses.DeviceClassInfo],
-) -> list[dict[str, typing.Any]]:
+) -> list[dra.DeviceAllocationConfiguration]:
     """The configuration of the allocation: each class's once (``FromClass``, naming the
     requests of the class), then the claim's own for the requests it names (``FromClaim``)."""
-    out: list[dict[str, typing.Any]] = []
-    by_class: dict[str, list[dict[str, typing.Any]]] = {}
+    out: list[dra.DeviceAllocationConfiguration] = []
+    by_class: dict[str, list[dra.DeviceAllocationConfiguration]] = {}
     for spec in chosen:
         cls = classes.get(spec.class_name)
         if cls is None:
@@ -500,14 +500,7 @@ def _config(
             for entry in by_class[spec.class_name]:
                 entry["requests"].append(spec.name)
             continue
-        entries = [
-            {
-                **{k: v for k, v in c.items() if k != "requests"},
-                "source": "FromClass",
-                "requests": [spec.name],
-            }
-            for c in cls.config
-        ]
+        entries = [_from_class(c, request=spec.name) for c in cls.config]
         by_class[spec.class_name] = entries
         out.extend(entries)
     names = {spec.name for spec in chosen} | {spec.name.partition("/")[0] for spec in chosen}
@@ -516,6 +509,17 @@ def _config(
         if not wanted or any(str(name) in names for name in wanted):
             out.append({**config, "source": "FromClaim"})
     return out
+
+
+def _from_class(
+    config: dra.DeviceClassConfiguration, *, request: str
+) -> dra.DeviceAllocationConfiguration:
+    # Every field of the class's passes through (the driver's), but requests: ours name them.
+    kept = {key: value for key, value in config.items() if key != "requests"}
+    entry = typing.cast(dra.DeviceAllocationConfiguration, kept)
+    entry["source"] = "FromClass"
+    entry["requests"] = [request]
+    return entry
 
 
 def _allocation(
