@@ -63,7 +63,6 @@ PENDING = {
     "emulator/tables.py": 30,
     "emulator/validation.py": 16,
     "emulator/watches.py": 6,
-    "emulator/webhooks.py": 13,
     "kube/transport/clients.py": 1,
     "kube/transport/rest.py": 3,
     "operator/settings.py": 6,
