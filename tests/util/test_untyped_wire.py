@@ -42,7 +42,6 @@ PENDING = {
     "emulator/bench.py": 1,
     "emulator/binder.py": 12,
     "emulator/cel.py": 1,
-    "emulator/claimcontroller.py": 9,
     "emulator/crds.py": 14,
     "emulator/discovery.py": 8,
     "emulator/dra.py": 10,
