@@ -44,7 +44,7 @@ PENDING = {
     "emulator/cel.py": 1,
     "emulator/crds.py": 14,
     "emulator/discovery.py": 8,
-    "emulator/dra.py": 10,
+    "emulator/dra.py": 9,
     "emulator/errors.py": 9,
     "emulator/handlers.py": 1,
     "emulator/kubelets.py": 21,
