@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import typing
 
-from berth.api import claims, dra
+from berth.api import claims, core, dra
 from berth.emulator import errors, patches, resources, storage
 
 if typing.TYPE_CHECKING:
@@ -31,11 +31,11 @@ if typing.TYPE_CHECKING:
 
 __all__ = ["ResourceClaimController"]
 
-Object = dict[str, typing.Any]
 _DONE = frozenset({"Succeeded", "Failed"})
 
 
-def _entries(pod: Object) -> list[Object]:
+def _entries(pod: core.Pod) -> list[dra.PodResourceClaim]:
+    # Stored pods passed validation, but their entries are still read defensively.
     raw = (pod.get("spec") or {}).get("resourceClaims")
     return [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
 
@@ -66,7 +66,7 @@ class ResourceClaimController:
             self._watchers.append(watcher)
         self._task = asyncio.create_task(self._run(), name="resourceclaim controller")
         for pod in store.list(self._resource("v1", "pods").key):
-            self._pod(pod)
+            self._pod(typing.cast(core.Pod, pod))
 
     async def stop(self) -> None:
         for watcher in self._watchers:
@@ -90,24 +90,25 @@ class ResourceClaimController:
     def _handle(self, change: storage.Change) -> None:
         plural = change.key[1]
         if plural == "pods":
+            pod = typing.cast(core.Pod, change.object)
             if change.type == "DELETED":
-                self._pod_gone(change.object, finished=False)  # the collector takes its own
+                self._pod_gone(pod, finished=False)  # the collector takes its own
             else:
-                self._pod(change.object)
+                self._pod(pod)
         elif plural == "resourceclaimtemplates" and change.type == "ADDED":
-            self._template(change.object)
+            self._template(typing.cast(dra.ResourceClaimTemplate, change.object))
         elif plural == "resourceclaims" and change.type != "DELETED":
-            self._claim(change.object)
+            self._claim(typing.cast(dra.ResourceClaim, change.object))
 
     # Pods -----------------------------------------------------------------------------------
-    def _pod(self, pod: Object) -> None:
+    def _pod(self, pod: core.Pod) -> None:
         if (pod.get("status") or {}).get("phase") in _DONE:
             self._pod_gone(pod, finished=True)
             return
         if not pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
             self._make_claims(pod)
 
-    def _make_claims(self, pod: Object) -> None:
+    def _make_claims(self, pod: core.Pod) -> None:
         entries = [e for e in _entries(pod) if e.get("resourceClaimTemplateName") and e.get("name")]
         if not entries:
             return
@@ -135,7 +136,7 @@ class ResourceClaimController:
             )
             claim_name = claim["metadata"]["name"]
             if self.api.storage.get(claim_kind.key, namespace, claim_name) is None:
-                self.api.create(claim_kind, typing.cast(Object, claim), namespace=namespace)
+                self.api.create(claim_kind, typing.cast("rest.Object", claim), namespace=namespace)
             made[name] = claim_name
             changed = True
         if changed:
@@ -148,14 +149,15 @@ class ResourceClaimController:
                 subresource="status",
             )
 
-    def _template(self, template: Object) -> None:
+    def _template(self, template: dra.ResourceClaimTemplate) -> None:
         namespace = template["metadata"].get("namespace")
         name = template["metadata"]["name"]
-        for pod in self.api.storage.list(self._resource("v1", "pods").key, namespace):
+        for stored in self.api.storage.list(self._resource("v1", "pods").key, namespace):
+            pod = typing.cast(core.Pod, stored)
             if any(e.get("resourceClaimTemplateName") == name for e in _entries(pod)):
                 self._pod(pod)
 
-    def _pod_gone(self, pod: Object, *, finished: bool) -> None:
+    def _pod_gone(self, pod: core.Pod, *, finished: bool) -> None:
         """The pod is gone or done: it leaves its claims (a finished pod's own claims go)."""
         meta = pod["metadata"]
         namespace, uid = meta["namespace"], str(meta.get("uid") or "")
@@ -166,10 +168,11 @@ class ResourceClaimController:
         ]
         kind = self._resource(dra.API_VERSION, "resourceclaims")
         for name in sorted({str(n) for n in names if n}):
-            claim = self.api.storage.get(kind.key, namespace, name)
-            if claim is None:
+            stored = self.api.storage.get(kind.key, namespace, name)
+            if stored is None:
                 continue
-            updated = claims.released(typing.cast(dra.ResourceClaim, claim), pod_uid=uid)
+            claim = typing.cast(dra.ResourceClaim, stored)
+            updated = claims.released(claim, pod_uid=uid)
             if updated is not None:
                 self._write_status(kind, claim, updated)
             owner = next(
@@ -181,7 +184,7 @@ class ResourceClaimController:
                     self.api.delete(kind, namespace=namespace, name=name)
 
     # Claims ---------------------------------------------------------------------------------
-    def _claim(self, claim: Object) -> None:
+    def _claim(self, claim: dra.ResourceClaim) -> None:
         meta = claim["metadata"]
         if not meta.get("deletionTimestamp"):
             return
@@ -208,11 +211,17 @@ class ResourceClaimController:
             patch_type=patches.MERGE_PATCH,
         )
 
-    def _write_status(self, kind: resources.Resource, old: Object, new: dra.ResourceClaim) -> None:
+    def _write_status(
+        self, kind: resources.Resource, old: dra.ResourceClaim, new: dra.ResourceClaim
+    ) -> None:
         meta = old["metadata"]
-        body = {**old, "status": typing.cast(Object, new).get("status") or {}}
+        body: dra.ResourceClaim = {**old, "status": new.get("status") or {}}
         self.api.replace(
-            kind, body, namespace=meta["namespace"], name=meta["name"], subresource="status"
+            kind,
+            typing.cast("rest.Object", body),
+            namespace=meta["namespace"],
+            name=meta["name"],
+            subresource="status",
         )
         finalizers = (new.get("metadata") or {}).get("finalizers") or []
         if finalizers != (meta.get("finalizers") or []):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import typing
 
-from berth.api import device_cel, dra
+from berth.api import device_cel, dra, objects
 from berth.emulator import errors, resources, strategies
 
 if typing.TYPE_CHECKING:
@@ -46,7 +46,8 @@ _MAX_REQUESTS = 32
 _MAX_SUBREQUESTS = 8
 
 
-def _selectors(raw: typing.Any, *, field: str) -> list[errors.Cause]:
+def _selectors(raw: list[dra.DeviceSelector] | None, *, field: str) -> list[errors.Cause]:
+    # Not validated yet: the record names the fields, each is still checked as it is read.
     causes: list[errors.Cause] = []
     if raw is None:
         return causes
@@ -62,11 +63,8 @@ def _selectors(raw: typing.Any, *, field: str) -> list[errors.Cause]:
         )
     for i, selector in enumerate(raw):
         where = f"{field}[{i}].cel.expression"
-        expression = (
-            ((selector or {}).get("cel") or {}).get("expression")
-            if isinstance(selector, dict)
-            else None
-        )
+        cel = selector.get("cel") if isinstance(selector, dict) else None
+        expression = cel.get("expression") if isinstance(cel, dict) else None
         if not isinstance(expression, str) or not expression:
             causes.append(errors.required(where))
             continue
@@ -77,7 +75,10 @@ def _selectors(raw: typing.Any, *, field: str) -> list[errors.Cause]:
     return causes
 
 
-def _request_spec(raw: Object, *, field: str, sub: bool) -> list[errors.Cause]:
+def _request_spec(
+    raw: dra.ExactDeviceRequest | dra.DeviceSubRequest, *, field: str, sub: bool
+) -> list[errors.Cause]:
+    # Not validated yet: the record names the fields, each is still checked as it is read.
     causes: list[errors.Cause] = []
     if not raw.get("deviceClassName"):
         causes.append(errors.required(f"{field}.deviceClassName"))
@@ -106,7 +107,8 @@ def _request_spec(raw: Object, *, field: str, sub: bool) -> list[errors.Cause]:
         causes.append(
             errors.Cause(f"{field}.count", f"Invalid value: {count}: must be greater than zero")
         )
-    if sub and raw.get("adminAccess") is not None:
+    # A sub-request declares no adminAccess: one written anyway is refused.
+    if sub and typing.cast(objects.JSONObject, raw).get("adminAccess") is not None:
         causes.append(
             errors.Cause(
                 f"{field}.adminAccess",
@@ -118,9 +120,10 @@ def _request_spec(raw: Object, *, field: str, sub: bool) -> list[errors.Cause]:
     return causes
 
 
-def claim_spec_causes(spec: typing.Any, *, field: str) -> list[errors.Cause]:
+def claim_spec_causes(spec: dra.ResourceClaimSpec | None, *, field: str) -> list[errors.Cause]:
     """What is wrong with a ResourceClaim's spec written at ``field``."""
-    devices = (spec or {}).get("devices") if isinstance(spec, dict) else None
+    # Not validated yet: the record names the fields, each is still checked as it is read.
+    devices = spec.get("devices") if isinstance(spec, dict) else None
     if devices is None:
         return []
     causes: list[errors.Cause] = []
@@ -222,7 +225,9 @@ class DeviceClassStrategy(strategies.Strategy):
         context: strategies.WriteContext,
     ) -> list[errors.Cause]:
         causes = super().validate(api, resource, obj, old=old, context=context)
-        causes.extend(_selectors((obj.get("spec") or {}).get("selectors"), field="spec.selectors"))
+        device_class = typing.cast(dra.DeviceClass, obj)  # this strategy serves DeviceClasses
+        spec = device_class.get("spec") or {}
+        causes.extend(_selectors(spec.get("selectors"), field="spec.selectors"))
         return causes
 
 
@@ -239,12 +244,15 @@ class ResourceClaimStrategy(strategies.Strategy):
         context: strategies.WriteContext,
     ) -> list[errors.Cause]:
         causes = super().validate(api, resource, obj, old=old, context=context)
-        causes.extend(claim_spec_causes(obj.get("spec"), field="spec"))
-        if old is not None and (obj.get("spec") or {}) != (old.get("spec") or {}):
+        # This strategy serves ResourceClaims.
+        claim = typing.cast(dra.ResourceClaim, obj)
+        stored = typing.cast(dra.ResourceClaim | None, old)
+        causes.extend(claim_spec_causes(claim.get("spec"), field="spec"))
+        if stored is not None and (claim.get("spec") or {}) != (stored.get("spec") or {}):
             causes.append(errors.Cause("spec", "Invalid value: field is immutable"))
-        status = obj.get("status") or {}
+        status = claim.get("status") or {}
         allocation = status.get("allocation")
-        before = (old or {}).get("status", {}).get("allocation") if old is not None else None
+        before = stored.get("status", {}).get("allocation") if stored is not None else None
         if allocation and before and allocation != before:
             causes.append(
                 errors.Cause(
@@ -304,9 +312,12 @@ class ResourceClaimTemplateStrategy(strategies.Strategy):
         context: strategies.WriteContext,
     ) -> list[errors.Cause]:
         causes = super().validate(api, resource, obj, old=old, context=context)
-        spec = obj.get("spec") or {}
+        # This strategy serves ResourceClaimTemplates.
+        template = typing.cast(dra.ResourceClaimTemplate, obj)
+        stored = typing.cast(dra.ResourceClaimTemplate | None, old)
+        spec = template.get("spec") or {}
         causes.extend(claim_spec_causes(spec.get("spec"), field="spec.spec"))
-        if old is not None and spec != (old.get("spec") or {}):
+        if stored is not None and spec != (stored.get("spec") or {}):
             causes.append(errors.Cause("spec", "Invalid value: field is immutable"))
         return causes
 
@@ -324,10 +335,13 @@ class ResourceSliceStrategy(strategies.Strategy):
         context: strategies.WriteContext,
     ) -> list[errors.Cause]:
         causes = super().validate(api, resource, obj, old=old, context=context)
-        spec = obj.get("spec") or {}
+        # This strategy serves ResourceSlices. Their required fields may still be missing here:
+        # an absent spec or pool reads as empty, and each field is checked below.
+        slice_ = typing.cast(dra.ResourceSlice, obj)
+        spec = slice_.get("spec") or typing.cast(dra.ResourceSliceSpec, {})
         if not spec.get("driver"):
             causes.append(errors.required("spec.driver"))
-        pool = spec.get("pool") or {}
+        pool = spec.get("pool") or typing.cast(dra.ResourcePool, {})
         if not pool.get("name"):
             causes.append(errors.required("spec.pool.name"))
         count = pool.get("resourceSliceCount")

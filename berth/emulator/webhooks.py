@@ -43,6 +43,7 @@ import uuid
 
 import aiohttp
 
+from berth.api import admission, admissionregistration, objects
 from berth.emulator import errors, patches, resources, rest, selectors
 
 __all__ = [
@@ -64,8 +65,6 @@ VALIDATING_CONFIGURATIONS: resources.StorageKey = (
 _NAMESPACES: resources.StorageKey = ("", "namespaces")
 _DEFAULT_TIMEOUT = 10
 
-Object = dict[str, typing.Any]
-
 ServiceResolver = collections.abc.Callable[[str, str, int], str | None]
 """``(namespace, name, port) -> "https://host:port"`` for a webhook Service, or None."""
 
@@ -74,13 +73,17 @@ class _CallFailed(Exception):
     """The webhook could not be asked, or its answer cannot be used."""
 
 
-def _selects(selector: typing.Any, labels: typing.Mapping[str, str] | None) -> bool:
+def _selects(
+    selector: objects.LabelSelector | None, labels: typing.Mapping[str, str] | None
+) -> bool:
     if not isinstance(selector, dict) or not selector:
         return True
     return selectors.matches_label_selector_object(selector, labels)
 
 
-def _applies(webhook: Object, *, resource: resources.Resource, operation: str) -> bool:
+def _applies(
+    webhook: admissionregistration.Webhook, *, resource: resources.Resource, operation: str
+) -> bool:
     for rule in webhook.get("rules") or ():
         if not isinstance(rule, dict):
             continue
@@ -125,10 +128,14 @@ class MutatingWebhooks:
         dry_run: bool = False,
     ) -> typing.Any:
         """``body`` after every applicable webhook; raises ``StatusError`` when refused."""
-        configurations = self.api.storage.list(self.configurations)
+        configurations = typing.cast(
+            list[admissionregistration.WebhookConfiguration],
+            self.api.storage.list(self.configurations),
+        )
         if not configurations or not isinstance(body, dict):
             return body
-        obj: Object = body
+        # A body not yet validated: only a map is known, so its metadata is checked as read.
+        obj = typing.cast(objects.KubeObject, body)
         for configuration in sorted(configurations, key=lambda c: c["metadata"]["name"]):
             for webhook in configuration.get("webhooks") or ():
                 if isinstance(webhook, dict) and self._selected(
@@ -146,10 +153,10 @@ class MutatingWebhooks:
 
     def _selected(
         self,
-        webhook: Object,
+        webhook: admissionregistration.Webhook,
         *,
         resource: resources.Resource,
-        obj: Object,
+        obj: objects.KubeObject,
         namespace: str | None,
         operation: str,
     ) -> bool:
@@ -167,23 +174,27 @@ class MutatingWebhooks:
 
     async def _call(
         self,
-        webhook: Object,
+        webhook: admissionregistration.Webhook,
         *,
         resource: resources.Resource,
-        obj: Object,
+        obj: objects.KubeObject,
         namespace: str | None,
         operation: str,
         dry_run: bool,
-    ) -> Object:
+    ) -> objects.KubeObject:
         name = str(webhook.get("name") or "")
         policy = str(webhook.get("failurePolicy") or "Fail")
         request_uid = str(uuid.uuid4())
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         # The request names what was asked for and what is served: the same here.
-        kind = {"group": resource.group, "version": resource.version, "kind": resource.kind}
-        gvr = {"group": resource.group, "version": resource.version, "resource": resource.plural}
-        review = {
-            "apiVersion": "admission.k8s.io/v1",
+        kind = admission.GroupVersionKind(
+            group=resource.group, version=resource.version, kind=resource.kind
+        )
+        gvr = admission.GroupVersionResource(
+            group=resource.group, version=resource.version, resource=resource.plural
+        )
+        review: admission.AdmissionReview = {
+            "apiVersion": admission.API_VERSION,
             "kind": "AdmissionReview",
             "request": {
                 "uid": request_uid,
@@ -215,7 +226,9 @@ class MutatingWebhooks:
                 return obj
             raise errors.internal(f'failed calling webhook "{name}": {exc}') from None
 
-    def _endpoint(self, webhook: Object) -> tuple[str, str | None, ssl.SSLContext]:
+    def _endpoint(
+        self, webhook: admissionregistration.Webhook
+    ) -> tuple[str, str | None, ssl.SSLContext]:
         config = webhook.get("clientConfig") or {}
         if not isinstance(config, dict):
             raise _CallFailed("clientConfig is not an object")
@@ -247,7 +260,7 @@ class MutatingWebhooks:
     async def _post(
         self,
         url: str,
-        review: Object,
+        review: admission.AdmissionReview,
         *,
         hostname: str | None,
         context: ssl.SSLContext,
@@ -291,7 +304,10 @@ class MutatingWebhooks:
         except ValueError:
             raise _CallFailed("received invalid webhook response: not JSON") from None
 
-    def _apply(self, answer: typing.Any, *, obj: Object, name: str, request_uid: str) -> Object:
+    def _apply(
+        self, answer: typing.Any, *, obj: objects.KubeObject, name: str, request_uid: str
+    ) -> objects.KubeObject:
+        # ``answer`` is JSON from the webhook's server: every field is checked where it is read.
         response = answer.get("response") if isinstance(answer, dict) else None
         if not isinstance(response, dict):
             raise _CallFailed("received invalid webhook response: no response field")
@@ -299,8 +315,9 @@ class MutatingWebhooks:
             raise _CallFailed(f"expected response.uid={request_uid!r}, got {response.get('uid')!r}")
         if not response.get("allowed"):
             found = response.get("status")
-            result: Object = found if isinstance(found, dict) else {}
-            code = int(result.get("code") or 403)
+            result: objects.JSONObject = found if isinstance(found, dict) else {}
+            found_code = result.get("code")
+            code = found_code if type(found_code) is int and found_code else 403
             message = str(result.get("message") or "")
             raise errors.StatusError(
                 f'admission webhook "{name}" denied the request'
@@ -320,7 +337,7 @@ class MutatingWebhooks:
             raise _CallFailed(f"the patch does not apply: {exc}") from None
         if not isinstance(patched, dict):
             raise _CallFailed("the patch did not produce an object")
-        return patched
+        return typing.cast(objects.KubeObject, patched)
 
 
 class ValidatingWebhooks(MutatingWebhooks):
