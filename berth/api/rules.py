@@ -29,7 +29,7 @@ __all__ = [
     "values_fit_operator",
 ]
 
-KEY = "x-kubernetes-validations"
+KEY: typing.Final = "x-kubernetes-validations"
 """The schema key that holds CEL rules."""
 
 
