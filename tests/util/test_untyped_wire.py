@@ -40,7 +40,6 @@ PENDING = {
     "emulator/binder.py": 12,
     "emulator/cel.py": 1,
     "emulator/crds.py": 13,
-    "emulator/discovery.py": 8,
     "emulator/dra.py": 9,
     "emulator/errors.py": 9,
     "emulator/handlers.py": 1,
