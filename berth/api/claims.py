@@ -50,7 +50,8 @@ def generated_name(pod: str, entry: str, *, pod_uid: str) -> str:
 def claim_from_template(
     template: dra.ResourceClaimTemplate,
     *,
-    pod: typing.Mapping[str, typing.Any],  # the emulator's and simulator's pods are untyped yet
+    # Untyped: the emulator's pods are untyped yet (its own room types them; then: core.Pod).
+    pod: typing.Mapping[str, typing.Any],
     entry: str,
 ) -> dra.ResourceClaim:
     """The claim the resourceclaim controller makes from ``template`` for ``pod``'s entry

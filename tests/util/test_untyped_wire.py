@@ -27,12 +27,7 @@ _MAPS = {"dict", "Dict", "Mapping", "MutableMapping"}
 # on them at once merge cleanly.
 PENDING = {
     "api/claims.py": 1,
-    "api/device_cel.py": 2,
-    "api/dra.py": 1,
     "api/meta.py": 1,
-    "api/resources.py": 1,
-    "api/rules.py": 1,
-    "api/workload_refs.py": 1,
     "chaos/fuzz.py": 7,
     "cli/run.py": 1,
     "cli/up.py": 1,
