@@ -24,7 +24,7 @@ import copy
 import hashlib
 import typing
 
-from berth.api import dra
+from berth.api import core, dra
 
 __all__ = [
     "claim_from_template",
@@ -50,8 +50,7 @@ def generated_name(pod: str, entry: str, *, pod_uid: str) -> str:
 def claim_from_template(
     template: dra.ResourceClaimTemplate,
     *,
-    # Untyped: the emulator's pods are untyped yet (its own room types them; then: core.Pod).
-    pod: typing.Mapping[str, typing.Any],
+    pod: core.Pod,
     entry: str,
 ) -> dra.ResourceClaim:
     """The claim the resourceclaim controller makes from ``template`` for ``pod``'s entry
