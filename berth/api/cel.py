@@ -25,7 +25,7 @@ import celpy.celparser
 import celpy.celtypes
 import celpy.evaluation
 
-from berth.api import errors, quantities, rules
+from berth.api import apiextensions, errors, quantities, schemas
 
 __all__ = ["CelQuantity", "FUNCTIONS", "RuleError", "Validator", "Violation", "crd_validator"]
 
@@ -144,7 +144,7 @@ class Violation:
 
 @dataclasses.dataclass(frozen=True)
 class _Compiled:
-    rule: rules.Rule
+    rule: schemas.ValidationRule
     runner: celpy.Runner
 
 
@@ -169,28 +169,25 @@ def _join(path: str, part: str) -> str:
 class Validator:
     """Checks objects against the CEL rules of one structural schema (compiled once)."""
 
-    # Untyped: a structural OpenAPI schema, arbitrary JSON walked keyword by keyword.
-    def __init__(self, schema: collections.abc.Mapping[str, typing.Any]) -> None:
+    def __init__(self, schema: schemas.JSONSchemaProps) -> None:
         self._schema = schema
         self._compiled: dict[int, tuple[_Compiled, ...]] = {}
         self._compile_all(schema)
 
     @property
-    def rules(self) -> list[rules.Rule]:
+    def rules(self) -> list[schemas.ValidationRule]:
         """Every rule of the schema, in walk order."""
         return [c.rule for group in self._compiled.values() for c in group]
 
-    # Untyped: a node of an OpenAPI schema (any keyword, any depth).
-    def _compile_all(self, schema: collections.abc.Mapping[str, typing.Any]) -> None:
-        found = schema.get(rules.KEY, [])
+    def _compile_all(self, schema: schemas.JSONSchemaProps) -> None:
+        found = schema.get("x-kubernetes-validations", [])
         if found:
             self._compiled[id(schema)] = tuple(_Compiled(r, _compile(r["rule"])) for r in found)
         for child in (schema.get("properties") or {}).values():
             self._compile_all(child)
-        for key in ("items", "additionalProperties"):
-            child = schema.get(key)
-            if isinstance(child, collections.abc.Mapping):
-                self._compile_all(child)
+        for below in (schema.get("items"), schema.get("additionalProperties")):
+            if isinstance(below, collections.abc.Mapping):
+                self._compile_all(below)
 
     def validate(self, obj: typing.Any) -> list[Violation]:
         """Every violation in ``obj`` (a JSON-like value already defaulted), in walk order."""
@@ -200,8 +197,7 @@ class Validator:
 
     def _walk(
         self,
-        # Untyped: a node of an OpenAPI schema, and the user's value it checks.
-        schema: collections.abc.Mapping[str, typing.Any],
+        schema: schemas.JSONSchemaProps,
         value: typing.Any,
         path: str,
         out: list[Violation],
@@ -219,27 +215,30 @@ class Validator:
             if isinstance(extra, collections.abc.Mapping):
                 for name, item in value.items():
                     self._walk(extra, item, f"{path}[{name}]", out)
-        elif isinstance(value, list) and isinstance(schema.get("items"), collections.abc.Mapping):
+        elif isinstance(value, list) and isinstance(
+            items := schema.get("items"), collections.abc.Mapping
+        ):
             for index, item in enumerate(value):
-                self._walk(schema["items"], item, f"{path}[{index}]", out)
+                self._walk(items, item, f"{path}[{index}]", out)
 
     @staticmethod
     def _check(compiled: _Compiled, value: typing.Any, path: str, out: list[Violation]) -> None:
         rule = compiled.rule
+        # Without a message the API server says which rule failed.
+        message = rule.get("message", f"failed rule: {rule['rule']}")
         where = path + rule.get("fieldPath", "") if path else rule.get("fieldPath", "")[1:]
         try:
             result = compiled.runner.evaluate({"self": celpy.adapter.json_to_cel(value)})
         except celpy.evaluation.CELEvalError as exc:
-            out.append(Violation(where, rule["rule"], f"{rule['message']} (error: {exc})"))
+            out.append(Violation(where, rule["rule"], f"{message} (error: {exc})"))
             return
         if isinstance(result, celpy.evaluation.CELEvalError):
-            out.append(Violation(where, rule["rule"], f"{rule['message']} (error: {result})"))
+            out.append(Violation(where, rule["rule"], f"{message} (error: {result})"))
         elif not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
-            out.append(Violation(where, rule["rule"], rule["message"]))
+            out.append(Violation(where, rule["rule"], message))
 
 
-# Untyped: a rendered or served CRD, whose openAPIV3Schema is arbitrary JSON.
-def crd_validator(crd: collections.abc.Mapping[str, typing.Any]) -> Validator:
+def crd_validator(crd: apiextensions.CustomResourceDefinition) -> Validator:
     """The validator of a CustomResourceDefinition's storage version."""
     versions = crd["spec"]["versions"]
     version = next((v for v in versions if v.get("storage")), versions[0])

@@ -24,7 +24,7 @@ import copy
 import hashlib
 import typing
 
-from berth.api import dra
+from berth.api import core, dra
 
 __all__ = [
     "claim_from_template",
@@ -50,7 +50,7 @@ def generated_name(pod: str, entry: str, *, pod_uid: str) -> str:
 def claim_from_template(
     template: dra.ResourceClaimTemplate,
     *,
-    pod: typing.Mapping[str, typing.Any],  # the emulator's and simulator's pods are untyped yet
+    pod: core.Pod,
     entry: str,
 ) -> dra.ResourceClaim:
     """The claim the resourceclaim controller makes from ``template`` for ``pod``'s entry

@@ -21,7 +21,17 @@ import typing
 import pydantic
 import yaml
 
-from berth.api import errors, keys, meta, podgroups, queues, reservations, rules
+from berth.api import (
+    apiextensions,
+    errors,
+    keys,
+    meta,
+    podgroups,
+    queues,
+    reservations,
+    rules,
+    schemas,
+)
 
 __all__ = [
     "CATEGORY",
@@ -38,12 +48,12 @@ __all__ = [
     "write",
 ]
 
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
+CRD_API_VERSION = apiextensions.API_VERSION
 CATEGORY = "berth"
 """The category of every Berth CRD: ``kubectl get berth`` lists them all."""
 
-_INT_OR_STRING = "x-kubernetes-int-or-string"
-_PRESERVE = "x-kubernetes-preserve-unknown-fields"
+_INT_OR_STRING: typing.Final = "x-kubernetes-int-or-string"
+_PRESERVE: typing.Final = "x-kubernetes-preserve-unknown-fields"
 # Keys of a JSON schema node that a structural schema keeps as they are.
 _KEPT = (
     "type",
@@ -104,9 +114,8 @@ class PrinterColumn:
     description: str
     priority: int = 0
 
-    # Untyped: one entry of a CRD's additionalPrinterColumns, nested in the rendered CRD JSON.
-    def to_api(self) -> dict[str, typing.Any]:
-        out: dict[str, typing.Any] = {
+    def to_api(self) -> apiextensions.CustomResourceColumnDefinition:
+        out: apiextensions.CustomResourceColumnDefinition = {
             "name": self.name,
             "type": self.type,
             "jsonPath": self.json_path,
@@ -227,35 +236,54 @@ def _describe(text: str) -> str:
     return " ".join(text.replace("``", "").split())
 
 
-# Untyped: pydantic's JSON schema nodes, any of OpenAPI's keywords at any depth.
-def _resolve(
-    node: collections.abc.Mapping[str, typing.Any], defs: dict[str, typing.Any]
-) -> dict[str, typing.Any]:
+_Definitions = dict[str, schemas.JSONSchemaProps]
+"""pydantic's ``$defs``: the schemas a ``$ref`` names, by name."""
+
+
+def _resolve(node: schemas.JSONSchemaProps, defs: _Definitions) -> schemas.JSONSchemaProps:
     """``node`` with its ``$ref`` replaced by the definition (node's own keys win)."""
     if "$ref" not in node:
-        return dict(node)
-    name = node["$ref"].removeprefix("#/$defs/")
+        return node.copy()
+    ref = node["$ref"]
+    name = ref.removeprefix("#/$defs/")
     if name not in defs:
-        raise RenderError(f"unresolvable $ref {node['$ref']}")
-    merged = dict(defs[name])
-    merged.update({k: v for k, v in node.items() if k != "$ref"})
+        raise RenderError(f"unresolvable $ref {ref}")
+    merged = defs[name].copy()
+    rest = node.copy()
+    del rest["$ref"]
+    merged.update(rest)
     return merged
 
 
-# Untyped: pydantic's JSON schema in, a structural OpenAPI schema node out (any keyword).
+def _kept(node: schemas.JSONSchemaProps) -> schemas.JSONSchemaProps:
+    """A deep copy of the keywords of ``node`` that a structural schema keeps as they are."""
+    # Picked from node's own keys by name: the copy is a JSONSchemaProps too.
+    return typing.cast(
+        schemas.JSONSchemaProps, {k: copy.deepcopy(v) for k, v in node.items() if k in _KEPT}
+    )
+
+
+def _ordered(node: schemas.JSONSchemaProps) -> schemas.JSONSchemaProps:
+    """``node`` with its keys in :data:`_ORDER` (what it is first, then what it holds)."""
+    # The same keys and values, reordered: still a JSONSchemaProps.
+    return typing.cast(
+        schemas.JSONSchemaProps, dict(sorted(node.items(), key=lambda kv: _ORDER.index(kv[0])))
+    )
+
+
 def _convert(
-    node: collections.abc.Mapping[str, typing.Any], defs: dict[str, typing.Any], where: str
-) -> dict[str, typing.Any]:
+    node: schemas.JSONSchemaProps, defs: _Definitions, where: str
+) -> schemas.JSONSchemaProps:
     node = _resolve(node, defs)
     if "anyOf" in node and not node.get(_INT_OR_STRING):
         branches = [b for b in node["anyOf"] if b != {"type": "null"}]
         if len(branches) != 1:
             raise RenderError(f"{where}: a union other than int-or-string is not structural")
-        outer = {k: v for k, v in node.items() if k != "anyOf"}
+        outer = node.copy()
+        del outer["anyOf"]
         node = _resolve(branches[0], defs)
         node.update(outer)
-    # Untyped: an OpenAPI schema node; its keywords' values are of any JSON shape.
-    out: dict[str, typing.Any] = {k: copy.deepcopy(node[k]) for k in _KEPT if k in node}
+    out = _kept(node)
     if out.get("default", ...) is None:
         del out["default"]
     if "description" in out:
@@ -273,8 +301,8 @@ def _convert(
             out["required"] = list(node["required"])
         if node.get("additionalProperties") is True:
             out[_PRESERVE] = True
-    elif isinstance(node.get("additionalProperties"), collections.abc.Mapping):
-        out["additionalProperties"] = _convert(node["additionalProperties"], defs, f"{where}[*]")
+    elif isinstance(extra := node.get("additionalProperties"), collections.abc.Mapping):
+        out["additionalProperties"] = _convert(extra, defs, f"{where}[*]")
     elif node.get("type") == "object":
         out[_PRESERVE] = True
     if "items" in node:
@@ -283,19 +311,29 @@ def _convert(
         raise RenderError(f"{where}: schema node has no type: {dict(node)}")
     if rules.KEY in out:
         # Spelt in the order people write rules, whatever order the schema generator chose.
-        out[rules.KEY] = [
-            {k: r[k] for k in ("rule", "message", "fieldPath", "reason") if k in r}
-            for r in out[rules.KEY]
-        ]
-    return {k: out[k] for k in sorted(out, key=_ORDER.index)}
+        out[rules.KEY] = [_rule_in_order(r) for r in out[rules.KEY]]
+    return _ordered(out)
 
 
-# Untyped: an openAPIV3Schema is arbitrary JSON (OpenAPI's keywords, nested at any depth).
-def structural_schema(model: type[pydantic.BaseModel]) -> dict[str, typing.Any]:
+def _rule_in_order(rule: schemas.ValidationRule) -> schemas.ValidationRule:
+    """``rule``'s rule, message, fieldPath and reason, in that order."""
+    out = schemas.ValidationRule(rule=rule["rule"])
+    if "message" in rule:
+        out["message"] = rule["message"]
+    if "fieldPath" in rule:
+        out["fieldPath"] = rule["fieldPath"]
+    if "reason" in rule:
+        out["reason"] = rule["reason"]
+    return out
+
+
+def structural_schema(model: type[pydantic.BaseModel]) -> schemas.JSONSchemaProps:
     """The structural ``openAPIV3Schema`` of a top-level API model."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
-    defs: dict[str, typing.Any] = raw.get("$defs", {})
-    schema = _convert(raw, defs, model.__name__)
+    # pydantic's JSON schema of Berth's models uses only keywords JSONSchemaProps names, plus
+    # its definitions under "$defs" (JSON Schema 2020-12's name; a CRD's schema has none).
+    defs = typing.cast(_Definitions, raw.get("$defs", {}))
+    schema = _convert(typing.cast(schemas.JSONSchemaProps, raw), defs, model.__name__)
     properties = schema["properties"]
     # The API server owns apiVersion, kind and metadata; a CRD may only say they are there.
     for name in ("apiVersion", "kind"):
@@ -305,19 +343,15 @@ def structural_schema(model: type[pydantic.BaseModel]) -> dict[str, typing.Any]:
     # the model fills in a spec it was not given.
     spec_field = model.model_fields.get("spec")
     if spec_field is not None and not spec_field.is_required():
-        properties["spec"] = {"default": {}, **properties["spec"]}
-        properties["spec"] = {
-            k: properties["spec"][k] for k in sorted(properties["spec"], key=_ORDER.index)
-        }
+        properties["spec"] = _ordered({"default": {}, **properties["spec"]})
     schema["required"] = [name for name in schema.get("required", []) if name == "spec"]
     if not schema["required"]:
         del schema["required"]
     return schema
 
 
-# Untyped: a rendered CRD carries an OpenAPI schema, which is arbitrary JSON.
-def render(definition: Definition) -> dict[str, typing.Any]:
-    """The CustomResourceDefinition of ``definition``, as a JSON-like dict."""
+def render(definition: Definition) -> apiextensions.CustomResourceDefinition:
+    """The CustomResourceDefinition of ``definition``."""
     singular = definition.kind.lower()
     return {
         "apiVersion": CRD_API_VERSION,
@@ -348,14 +382,12 @@ def render(definition: Definition) -> dict[str, typing.Any]:
     }
 
 
-# Untyped: rendered CRDs, each carrying an OpenAPI schema (arbitrary JSON).
-def render_all() -> dict[str, dict[str, typing.Any]]:
+def render_all() -> dict[str, apiextensions.CustomResourceDefinition]:
     """Every CRD by the file name it is written to (``queues.yaml`` ...)."""
     return {d.filename: render(d) for d in DEFINITIONS}
 
 
-# Untyped: any rendered CRD, OpenAPI schema included (arbitrary JSON).
-def dump(crd: collections.abc.Mapping[str, typing.Any]) -> str:
+def dump(crd: apiextensions.CustomResourceDefinition) -> str:
     """YAML text of ``crd``; keys in the order rendered (stable), never reflowed."""
     header = "# Generated by `berth crds` from berth/api; do not edit.\n"
     return header + yaml.safe_dump(

@@ -13,13 +13,12 @@ import collections.abc
 import copy
 import typing
 
+from berth.api import schemas
+
 __all__ = ["apply_defaults"]
 
 
-# Untyped: an OpenAPI schema (any keyword, any depth) and the JSON value it defaults.
-def apply_defaults(
-    schema: collections.abc.Mapping[str, typing.Any], value: typing.Any
-) -> typing.Any:
+def apply_defaults(schema: schemas.JSONSchemaProps, value: typing.Any) -> typing.Any:
     """A defaulted deep copy of ``value`` (``value`` itself is left unchanged)."""
     if isinstance(value, collections.abc.Mapping):
         out = {k: copy.deepcopy(v) for k, v in value.items()}
@@ -35,6 +34,8 @@ def apply_defaults(
         if isinstance(extra, collections.abc.Mapping):
             out = {k: v if k in properties else apply_defaults(extra, v) for k, v in out.items()}
         return out
-    if isinstance(value, list) and isinstance(schema.get("items"), collections.abc.Mapping):
-        return [apply_defaults(schema["items"], item) for item in value]
+    if isinstance(value, list) and isinstance(
+        items := schema.get("items"), collections.abc.Mapping
+    ):
+        return [apply_defaults(items, item) for item in value]
     return copy.deepcopy(value)

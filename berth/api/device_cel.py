@@ -206,15 +206,21 @@ def _cel_value(value: Attribute) -> typing.Any:
     return value  # a Version
 
 
+_Value = typing.TypeVar("_Value")
+
+
 def _split(name: str, driver: str) -> tuple[str, str]:
     domain, slash, ident = name.partition("/")
     return (domain, ident) if slash else (driver, name)
 
 
 def _by_domain(
-    values: collections.abc.Mapping[str, typing.Any], *, driver: str, wrap: typing.Any
+    values: collections.abc.Mapping[str, _Value],
+    *,
+    driver: str,
+    wrap: collections.abc.Callable[[_Value], object],
 ) -> _Domains:
-    grouped: dict[str, dict[celtypes.StringType, typing.Any]] = {}
+    grouped: dict[str, dict[celtypes.StringType, object]] = {}
     for name, value in values.items():
         domain, ident = _split(name, driver)
         grouped.setdefault(domain, {})[celtypes.StringType(ident)] = wrap(value)
@@ -227,7 +233,7 @@ def _by_domain(
 class DeviceView:
     """A device as selectors see it (built once per device: :func:`device_view`)."""
 
-    activation: collections.abc.Mapping[str, typing.Any]
+    activation: collections.abc.Mapping[str, celtypes.MapType]  # {"device": ...}
 
 
 def device_view(

@@ -22,6 +22,7 @@ import typing_extensions
 from berth.api import objects
 
 __all__ = [
+    "AllocatedDeviceStatus",
     "ADMIN_ACCESS_NAMESPACE_LABEL",
     "ALL",
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -59,6 +60,7 @@ __all__ = [
     "DeviceTaint",
     "DeviceToleration",
     "ExactDeviceRequest",
+    "NetworkDeviceData",
     "NodeSelector",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -361,10 +363,28 @@ class ResourceClaimConsumerReference(typing_extensions.TypedDict, total=False):
     uid: typing_extensions.Required[str]
 
 
+class NetworkDeviceData(typing_extensions.TypedDict, total=False):
+    interfaceName: str
+    ips: list[str]
+    hardwareAddress: str
+
+
+class AllocatedDeviceStatus(typing_extensions.TypedDict, total=False):
+    """A driver's status of one allocated device (``status.devices[]``): Berth only clears it."""
+
+    driver: typing_extensions.Required[str]
+    pool: typing_extensions.Required[str]
+    device: typing_extensions.Required[str]
+    shareID: str
+    conditions: list[objects.Condition]
+    data: objects.JSONObject  # the driver's own status: Berth never reads it
+    networkData: NetworkDeviceData
+
+
 class ResourceClaimStatus(typing_extensions.TypedDict, total=False):
     allocation: AllocationResult
     reservedFor: list[ResourceClaimConsumerReference]
-    devices: list[dict[str, typing.Any]]  # drivers' own device status: Berth only clears it
+    devices: list[AllocatedDeviceStatus]
 
 
 class ResourceClaim(typing_extensions.TypedDict, total=False):

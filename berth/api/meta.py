@@ -44,6 +44,8 @@ class ApiModel(pydantic.BaseModel):
         frozen=True,
     )
 
+    # Untyped: pydantic's model_dump (JSON mode), each model's own fields; a caller that
+    # knows the kind casts it to that kind's record (custom_objects.Queue...).
     def to_api(self) -> dict[str, typing.Any]:
         """The object as the API server holds it: camelCase keys, no unset optionals, JSON."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")

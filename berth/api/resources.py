@@ -225,8 +225,8 @@ def _parse_list(value: typing.Any) -> ResourceList:
         raise pydantic_core.PydanticCustomError("quantity", str(exc)) from None
 
 
-# Untyped: an OpenAPI schema fragment (pydantic's WithJsonSchema takes arbitrary JSON).
-_MAP_SCHEMA: dict[str, typing.Any] = {
+# A JSON schema fragment, as pydantic's WithJsonSchema takes it.
+_MAP_SCHEMA: pydantic.config.JsonDict = {
     "type": "object",
     "maxProperties": MAX_NAMES,
     "additionalProperties": {

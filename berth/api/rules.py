@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import typing
 
+import pydantic.config
+
 from berth.api import durations
 
 __all__ = [
@@ -29,7 +31,7 @@ __all__ = [
     "values_fit_operator",
 ]
 
-KEY = "x-kubernetes-validations"
+KEY: typing.Final = "x-kubernetes-validations"
 """The schema key that holds CEL rules."""
 
 
@@ -102,10 +104,18 @@ def duration_range() -> Rule:
     )
 
 
-# Untyped: pydantic's json_schema_extra is a fragment of a JSON schema, of any shape.
-def rules(*items: Rule) -> dict[str, typing.Any]:
+def rules(*items: Rule) -> pydantic.config.JsonDict:
     """The ``json_schema_extra`` that puts ``items`` on a model's schema."""
-    return {KEY: list(items)}
+    listed: list[pydantic.config.JsonValue] = []
+    for item in items:
+        # JSON as pydantic types it: the rule's keys, in the order rule() spells them.
+        entry: pydantic.config.JsonDict = {"rule": item["rule"], "message": item["message"]}
+        if "fieldPath" in item:
+            entry["fieldPath"] = item["fieldPath"]
+        if "reason" in item:
+            entry["reason"] = item["reason"]
+        listed.append(entry)
+    return {KEY: listed}
 
 
 VALUES_REQUIRED = "values must be non-empty when operator is In or NotIn"

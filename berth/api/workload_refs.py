@@ -13,7 +13,8 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import hashlib
-import typing
+
+from berth.api import core
 
 __all__ = ["MAX_NAME", "WorkloadRef", "from_pod_spec", "group_name"]
 
@@ -48,7 +49,7 @@ def group_name(workload: str, pod_group: str, /, *, replica_key: str | None = No
     return name[: MAX_NAME - len(tail)] + tail
 
 
-def from_pod_spec(spec: collections.abc.Mapping[str, typing.Any], /) -> WorkloadRef | None:
+def from_pod_spec(spec: core.PodSpec, /) -> WorkloadRef | None:
     """The pod's ``spec.workloadRef``, or None without one (or without its two names)."""
     ref = spec.get("workloadRef")
     if not isinstance(ref, collections.abc.Mapping):

@@ -34,7 +34,7 @@ import subprocess
 import time
 import typing
 
-from berth.api import core, keys
+from berth.api import core, keys, objects
 from berth.chaos import audits
 from berth.kube.transport import clients, errors, rest
 from berth.util import extras, wakeups
@@ -45,11 +45,21 @@ try:
 except ModuleNotFoundError as exc:
     raise extras.missing("chaos", exc) from exc
 
-__all__ = ["Report", "ReportJson", "hostile_objects", "run"]
+__all__ = ["HostileObject", "Report", "ReportJson", "hostile_objects", "run"]
 
-# Untyped: hostile objects are arbitrary JSON by design (wrong types, unknown keys), which no
-# typed record could hold; what the API server and Berth make of them is the point.
-Obj = dict[str, typing.Any]
+
+class HostileObject(typing.TypedDict):
+    """What the hostile tenant sends: a real kind (so that the API server routes it), its
+    metadata (names, Berth's labels), and a ``spec`` of garbage by design (wrong types, huge
+    numbers, unknown keys): no record of the kind could hold it, so its values are ``object``,
+    and what the API server and Berth make of them is the point."""
+
+    apiVersion: str
+    kind: str
+    metadata: typing.NotRequired[objects.ObjectMeta]  # the name is set by the caller
+    spec: dict[str, object]
+
+
 _GROUP_VERSION = keys.API_VERSION
 
 _HUGE = st.sampled_from(
@@ -85,11 +95,11 @@ def _named(kind: str, index: int) -> str:
 
 
 @st.composite
-def hostile_objects(draw: st.DrawFn, *, scheduler: str = "berth-scheduler") -> Obj:
+def hostile_objects(draw: st.DrawFn, *, scheduler: str = "berth-scheduler") -> HostileObject:
     """One hostile object of a random kind (its name is set by the caller)."""
     kind = draw(st.sampled_from(["Pod", "PodGroup", "Queue", "Reservation"]))
     if kind == "Pod":
-        container: Obj = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
+        container: dict[str, object] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
         container["resources"] = draw(
             st.one_of(
                 st.fixed_dictionaries({"requests": _RESOURCES}),
@@ -117,6 +127,7 @@ def hostile_objects(draw: st.DrawFn, *, scheduler: str = "berth-scheduler") -> O
             "metadata": {"labels": labels, "annotations": annotations},
             "spec": {"schedulerName": scheduler, "containers": [container]},
         }
+    spec: dict[str, object]
     if kind == "PodGroup":
         spec = draw(
             st.fixed_dictionaries(
@@ -181,9 +192,9 @@ class Report:
         }
 
 
-def generate(count: int, *, seed: int) -> list[Obj]:
+def generate(count: int, *, seed: int) -> list[HostileObject]:
     """``count`` hostile objects, reproducibly from ``seed``."""
-    found: list[Obj] = []
+    found: list[HostileObject] = []
 
     @hypothesis.settings(
         max_examples=count,
@@ -195,7 +206,7 @@ def generate(count: int, *, seed: int) -> list[Obj]:
     )
     @hypothesis.seed(seed)
     @hypothesis.given(hostile_objects())
-    def collect(obj: Obj) -> None:
+    def collect(obj: HostileObject) -> None:
         if len(found) < count:
             found.append(obj)
 
@@ -203,7 +214,7 @@ def generate(count: int, *, seed: int) -> list[Obj]:
     return found
 
 
-async def _generate_apart(count: int, *, seed: int) -> list[Obj]:
+async def _generate_apart(count: int, *, seed: int) -> list[HostileObject]:
     """:func:`generate` in a fresh process: hypothesis fails a draw during which the global
     ``random`` changed, and an operator running in this process (Kopf's thread, leader election's
     jitter) may draw from it at any moment."""

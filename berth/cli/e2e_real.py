@@ -254,12 +254,6 @@ class StandingShape(typing.TypedDict):
     berth: typing.NotRequired[dict[str, Level]]
 
 
-class Machine(typing.TypedDict):
-    cpus: int | None
-    load_before: list[float] | None
-    load_after: typing.NotRequired[list[float] | None]
-
-
 class RunError(typing.TypedDict):
     """What failed: the whole run (``error``, ``logs``), or one race (and where)."""
 
@@ -277,7 +271,7 @@ class E2eRealReport(typing.TypedDict):
     scenario: str
     kubernetes: str
     nodes: int
-    machine: Machine
+    machine: proc_usage.Machine
     kube_scheduler_qps: float
     feature_gates: dict[str, bool]
     shapes: dict[str, RaceShape | StandingShape]
@@ -536,7 +530,7 @@ def measure(
         "scenario": "e2e-real",
         "kubernetes": binaries.KUBERNETES_VERSION,
         "nodes": nodes,
-        "machine": {"cpus": os.cpu_count(), "load_before": _load()},
+        "machine": {"cpus": os.cpu_count(), "load_before": proc_usage.load_average()},
         "kube_scheduler_qps": KUBE_SCHEDULER_QPS,
         "feature_gates": e2e_shapes.GANG_FEATURE_GATES if gangs else {},
         "shapes": {},
@@ -573,7 +567,7 @@ def measure(
     finally:
         plane.stop()
         report["seconds"] = round(time.monotonic() - started, 1)
-        report["machine"]["load_after"] = _load()
+        report["machine"]["load_after"] = proc_usage.load_average()
         if report["complete"]:
             shutil.rmtree(directory, ignore_errors=True)
         else:
@@ -606,10 +600,3 @@ def _run(
     )
     asyncio.run(bench.run(shapes))
     report["complete"] = not report["errors"]
-
-
-def _load() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None

@@ -290,8 +290,7 @@ def dry_run(
     Raises :class:`~berth.scheduler.framework.errors.ProfileError` for an unusable profile.
     """
     scheduler_name = profile.scheduler_name
-    # The listing hands the API's Pods on as decoded JSON: read here as the records they are.
-    raw = {object_key(pod): pod for pod in typing.cast(tuple[core.Pod, ...], objects.pods)}
+    raw = {object_key(pod): pod for pod in objects.pods}
     bound: dict[str, str] = {}
     phases: dict[str, str] = {}
     for key, pod in raw.items():

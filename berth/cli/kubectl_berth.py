@@ -38,6 +38,7 @@ import rich.console
 import yaml
 
 from berth.api import core, custom_objects, keys, podgroups
+from berth.api import objects as api_objects
 from berth.cli import explaining, kubectl_common, queue_lines, queue_trees, why_reports
 from berth.kube.transport import clients, listing
 from berth.kube.transport import errors as kube_errors
@@ -136,14 +137,14 @@ async def _read_queues(
 ) -> tuple[custom_objects.Queue, ...]:
     async with clients.connect_async(kubeconfig=kubeconfig, context=context) as connection:
         listed = await listing.list_all(connection.api, listing.QUEUES)
-    # The listing hands them on as decoded JSON: read here as the records they are.
+    # Listed from the Queues' collection: Queues.
     return typing.cast(tuple[custom_objects.Queue, ...], listed)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Read:
     namespace: str
-    target: listing.Body
+    target: api_objects.KubeObject  # a Pod or a PodGroup, as the Target's kind says
     objects: listing.ClusterObjects
     events: tuple[core.Event, ...]
 
@@ -160,7 +161,7 @@ async def _read_for_why(
             listing.read_cluster(connection.api),
             listing.list_all(connection.api, listing.EVENTS, namespace=ns),
         )
-    # The listing hands the API's Events on as decoded JSON: read here as the records they are.
+    # Listed from the Events' collection: Events.
     return _Read(ns, obj, objects, typing.cast(tuple[core.Event, ...], events))
 
 
@@ -182,15 +183,15 @@ def _condition_line(group: custom_objects.PodGroup | None) -> str | None:
 
 def _facts(target: Target, read: _Read, run: explaining.DryRun) -> why_reports.Facts:
     key = f"{read.namespace}/{target.name}"
-    # The listing hands PodGroups on as decoded JSON: read here as the records they are.
-    listed = typing.cast(tuple[custom_objects.PodGroup, ...], read.objects.pod_groups)
-    groups = {explaining.object_key(g): g for g in listed}
+    groups = {explaining.object_key(g): g for g in read.objects.pod_groups}
     if target.kind == podgroups.KIND:
-        spec = read.target.get("spec") or {}
-        status = read.target.get("status") or {}
+        target_group = typing.cast(custom_objects.PodGroup, read.target)
+        group_spec = target_group.get("spec") or {}
+        group_status = target_group.get("status") or {}
         summary = (
-            f"queue {spec.get('queue', keys.DEFAULT_QUEUE)}, minMember {spec.get('minMember', 1)}"
-            f", phase {status.get('phase', 'Pending')}"
+            f"queue {group_spec.get('queue', keys.DEFAULT_QUEUE)}, "
+            f"minMember {group_spec.get('minMember', 1)}"
+            f", phase {group_status.get('phase', 'Pending')}"
         )
         about = {(podgroups.KIND, target.name)}
         about |= {("Pod", m.key.partition("/")[2]) for m in run.members}
@@ -199,11 +200,12 @@ def _facts(target: Target, read: _Read, run: explaining.DryRun) -> why_reports.F
             podgroups.KIND,
             key,
             summary,
-            condition=_condition_line(typing.cast(custom_objects.PodGroup, read.target)),
+            condition=_condition_line(target_group),
             event=event,
         )
-    spec = read.target.get("spec") or {}
-    status = read.target.get("status") or {}
+    pod = typing.cast(core.Pod, read.target)
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
     node = spec.get("nodeName")
     scheduler = spec.get("schedulerName") or "default-scheduler"
     summary = ", ".join(
@@ -332,7 +334,7 @@ async def _read_line_objects(
             listing.list_all(connection.api, listing.QUEUES),
             listing.list_all(connection.api, listing.PODGROUPS),
         )
-    # The listing hands them on as decoded JSON: read here as the records they are.
+    # Listed from the Queues' and PodGroups' collections.
     queues = typing.cast(tuple[custom_objects.Queue, ...], listed_queues)
     groups = typing.cast(tuple[custom_objects.PodGroup, ...], listed_groups)
     names = [str((q.get("metadata") or {}).get("name")) for q in queues]

@@ -65,7 +65,7 @@ from berth.emulator import kubelets
 from berth.realcluster import binaries, controlplane, install, kueue, processes
 from berth.util import wakeups
 
-__all__ = ["Comparison", "Machine", "PeersReport", "RunError", "SystemResult", "measure"]
+__all__ = ["Comparison", "PeersReport", "RunError", "SystemResult", "measure"]
 
 NODE_SHAPE = "cpu=8,memory=32Gi,pods=110"
 _GRACE = 5.0  # seconds between a Job's first and last binding before it counts as partial
@@ -99,12 +99,6 @@ class Comparison(typing.TypedDict):
     controller_and_scheduler_cpu_seconds: list[float]
 
 
-class Machine(typing.TypedDict):
-    cpus: int | None
-    load_before: list[float] | None
-    load_after: typing.NotRequired[list[float] | None]
-
-
 class RunError(typing.TypedDict):
     error: str
     logs: str  # the components' logs, kept
@@ -123,7 +117,7 @@ class PeersReport(typing.TypedDict):
     weights: dict[str, float]
     run_seconds: list[int]
     asked_cpu_seconds: int
-    machine: Machine
+    machine: proc_usage.Machine
     errors: list[RunError]
     complete: bool
     kueue_kube_scheduler: typing.NotRequired[SystemResult]
@@ -579,7 +573,7 @@ def measure(
         "weights": queues,
         "run_seconds": list(seconds),
         "asked_cpu_seconds": sum(s.total_cpu * s.seconds for s in specs),
-        "machine": {"cpus": os.cpu_count(), "load_before": _load()},
+        "machine": {"cpus": os.cpu_count(), "load_before": proc_usage.load_average()},
         "errors": [],
         "complete": False,
     }
@@ -609,7 +603,7 @@ def measure(
     finally:
         plane.stop()
         report["seconds"] = round(time.monotonic() - started, 1)
-        report["machine"]["load_after"] = _load()
+        report["machine"]["load_after"] = proc_usage.load_average()
         if report["complete"]:
             shutil.rmtree(directory, ignore_errors=True)
         else:
@@ -629,10 +623,3 @@ def _compare(report: PeersReport) -> None:
             theirs["controller_and_scheduler_cpu_seconds"],
         ],
     }
-
-
-def _load() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None

@@ -4,7 +4,8 @@ The benchmarks that race schedulers as separate processes charge each the CPU it
 used (user + system, ``/proc/PID/stat``) over the measured window, and report its peak RSS
 (``VmHWM`` of ``/proc/PID/status``, reset at the start of a window by writing ``5`` to
 ``/proc/PID/clear_refs``, so the peak is the window's). Linux only; elsewhere every reading is
-``None`` and the reports say so.
+``None`` and the reports say so. The reports also say what machine they ran on
+(:class:`Machine`: its CPUs and load average before and after).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import dataclasses
 import os
 import pathlib
 import time
+import typing
 
-__all__ = ["Window", "cpu_seconds", "peak_rss_mb", "reset_peak"]
+__all__ = ["Machine", "Window", "cpu_seconds", "load_average", "peak_rss_mb", "reset_peak"]
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -79,3 +81,19 @@ class Window:
             name: (round(seconds / wall, 2) if seconds is not None and wall > 0 else None)
             for name, seconds in used.items()
         }
+
+
+class Machine(typing.TypedDict):
+    """The machine a benchmark ran on: a busy one slows every system measured."""
+
+    cpus: int | None
+    load_before: list[float] | None
+    load_after: typing.NotRequired[list[float] | None]
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the platform has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import typing
 
+from berth.api import apiextensions, objects
 from berth.emulator import errors, resources, strategies, validation
 
 if typing.TYPE_CHECKING:
@@ -22,11 +23,10 @@ if typing.TYPE_CHECKING:
 
 __all__ = ["CrdStrategy", "CustomStrategy", "resources_of"]
 
-Object = dict[str, typing.Any]
 CRD_KEY: resources.StorageKey = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
-def _now_condition(kind: str, reason: str, message: str, when: str) -> dict[str, str]:
+def _now_condition(kind: str, reason: str, message: str, when: str) -> objects.Condition:
     return {
         "type": kind,
         "status": "True",
@@ -36,7 +36,20 @@ def _now_condition(kind: str, reason: str, message: str, when: str) -> dict[str,
     }
 
 
-def resources_of(crd: Object) -> list[tuple[resources.Resource, bool]]:
+def _crd(obj: strategies.Object) -> apiextensions.CustomResourceDefinition:
+    # The CRD strategy is registered for customresourcedefinitions only: obj is a CRD.
+    return typing.cast(apiextensions.CustomResourceDefinition, obj)
+
+
+def _fields(obj: strategies.Object) -> dict[str, object]:
+    # A custom object's fields are its CRD's schema's: admission reads and rewrites them as
+    # JSON, whatever the kind.
+    return typing.cast(dict[str, object], obj)
+
+
+def resources_of(
+    crd: apiextensions.CustomResourceDefinition,
+) -> list[tuple[resources.Resource, bool]]:
     """The served versions of ``crd`` as resources, each with "is the storage version"."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
@@ -71,22 +84,28 @@ def resources_of(crd: Object) -> list[tuple[resources.Resource, bool]]:
 class CrdStrategy(strategies.Strategy):
     """CRDs: checked, given an Established status, and registered once stored."""
 
-    def prepare_create(self, api: rest.Api, resource: resources.Resource, obj: Object) -> None:
-        self._set_status(api, obj)
+    def prepare_create(
+        self, api: rest.Api, resource: resources.Resource, obj: strategies.Object
+    ) -> None:
+        self._set_status(api, _crd(obj))
 
     def prepare_update(
-        self, api: rest.Api, resource: resources.Resource, obj: Object, old: Object
+        self,
+        api: rest.Api,
+        resource: resources.Resource,
+        obj: strategies.Object,
+        old: strategies.Object,
     ) -> None:
-        self._set_status(api, obj)
+        self._set_status(api, _crd(obj))
 
-    def _set_status(self, api: rest.Api, obj: Object) -> None:
-        spec = obj.get("spec") or {}
+    def _set_status(self, api: rest.Api, crd: apiextensions.CustomResourceDefinition) -> None:
+        spec = crd.get("spec") or {}
         when = api.timestamp()
-        stored = [v.get("name") for v in spec.get("versions") or () if v.get("storage")]
-        names = dict(spec.get("names") or {})
+        stored = [v.get("name", "") for v in spec.get("versions") or () if v.get("storage")]
+        names = (spec.get("names") or {}).copy()
         names.setdefault("singular", str(names.get("kind", "")).lower())
         names.setdefault("listKind", f"{names.get('kind', '')}List")
-        obj["status"] = {
+        crd["status"] = {
             "conditions": [
                 _now_condition("NamesAccepted", "NoConflicts", "no conflicts found", when),
                 _now_condition(
@@ -104,13 +123,14 @@ class CrdStrategy(strategies.Strategy):
         self,
         api: rest.Api,
         resource: resources.Resource,
-        obj: Object,
+        obj: strategies.Object,
         *,
-        old: Object | None,
+        old: strategies.Object | None,
         context: strategies.WriteContext,
     ) -> list[errors.Cause]:
         causes: list[errors.Cause] = []
-        spec = obj.get("spec") or {}
+        crd = _crd(obj)
+        spec = crd.get("spec") or {}
         names = spec.get("names") or {}
         group, plural = spec.get("group"), names.get("plural")
         if not group:
@@ -119,7 +139,7 @@ class CrdStrategy(strategies.Strategy):
             causes.append(errors.required("spec.names.plural"))
         if not names.get("kind"):
             causes.append(errors.required("spec.names.kind"))
-        name = obj["metadata"]["name"]
+        name = crd["metadata"]["name"]
         if group and plural and name != f"{plural}.{group}":
             causes.append(
                 errors.Cause(
@@ -154,7 +174,7 @@ class CrdStrategy(strategies.Strategy):
                 )
             )
         if old is not None:
-            old_spec = old.get("spec") or {}
+            old_spec = _crd(old).get("spec") or {}
             if old_spec.get("scope") != spec.get("scope"):
                 causes.append(errors.Cause("spec.scope", "Invalid value: field is immutable"))
             if old_spec.get("group") != group:
@@ -162,22 +182,29 @@ class CrdStrategy(strategies.Strategy):
         return causes
 
     def after_write(
-        self, api: rest.Api, resource: resources.Resource, obj: Object, old: Object | None
+        self,
+        api: rest.Api,
+        resource: resources.Resource,
+        obj: strategies.Object,
+        old: strategies.Object | None,
     ) -> None:
-        spec = obj["spec"]
+        crd = _crd(obj)
+        spec = crd["spec"]
         if old is not None:
-            old_spec = old.get("spec") or {}
+            old_spec = _crd(old).get("spec") or {}
             api.registry.remove_group_plural(
                 str(old_spec.get("group")), str((old_spec.get("names") or {}).get("plural"))
             )
-        if obj["metadata"].get("deletionTimestamp"):
+        if crd["metadata"].get("deletionTimestamp"):
             return
-        for served, storage in resources_of(obj):
+        for served, storage in resources_of(crd):
             api.registry.add(served, preferred=storage)
         api.strategies[(str(spec["group"]), str(spec["names"]["plural"]))] = CustomStrategy()
 
-    def after_remove(self, api: rest.Api, resource: resources.Resource, obj: Object) -> None:
-        spec = obj.get("spec") or {}
+    def after_remove(
+        self, api: rest.Api, resource: resources.Resource, obj: strategies.Object
+    ) -> None:
+        spec = _crd(obj).get("spec") or {}
         group, plural = str(spec.get("group")), str((spec.get("names") or {}).get("plural"))
         api.registry.remove_group_plural(group, plural)
         api.storage.drop_resource((group, plural))
@@ -187,23 +214,25 @@ class CrdStrategy(strategies.Strategy):
 class CustomStrategy(strategies.Strategy):
     """Custom objects: the CRD version's structural schema, defaults and CEL rules."""
 
-    def prepare_create(self, api: rest.Api, resource: resources.Resource, obj: Object) -> None:
+    def prepare_create(
+        self, api: rest.Api, resource: resources.Resource, obj: strategies.Object
+    ) -> None:
         if resource.has_status:
-            obj.pop("status", None)
+            _fields(obj).pop("status", None)
 
     def validate(
         self,
         api: rest.Api,
         resource: resources.Resource,
-        obj: Object,
+        obj: strategies.Object,
         *,
-        old: Object | None,
+        old: strategies.Object | None,
         context: strategies.WriteContext,
     ) -> list[errors.Cause]:
         causes = super().validate(api, resource, obj, old=old, context=context)
         if resource.schema is None:
             return causes
-        admission = validation.admit(dict(resource.schema), obj, old=old)
+        admission = validation.admit(resource.schema, obj, old=old)
         if admission.unknown_fields:
             if context.field_validation == "Strict":
                 fields = ", ".join(f'unknown field "{f}"' for f in admission.unknown_fields)
@@ -214,6 +243,7 @@ class CustomStrategy(strategies.Strategy):
             if context.field_validation == "Warn":
                 context.warnings.extend(f'unknown field "{f}"' for f in admission.unknown_fields)
         # Defaults and pruning are part of admission: the stored object is the admitted one.
-        obj.clear()
-        obj.update(admission.object)
+        stored = _fields(obj)
+        stored.clear()
+        stored.update(admission.object)
         return causes + list(admission.causes)

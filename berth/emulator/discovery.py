@@ -9,8 +9,7 @@ short names (kubectl trips over short names on subresources).
 
 from __future__ import annotations
 
-import typing
-
+from berth.api import discovery
 from berth.emulator import resources
 
 __all__ = [
@@ -34,7 +33,7 @@ _SUBRESOURCES: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
 }
 
 
-def version() -> dict[str, str]:
+def version() -> discovery.VersionInfo:
     major, minor, patch = KUBERNETES_VERSION
     return {
         "major": str(major),
@@ -53,7 +52,7 @@ def version() -> dict[str, str]:
     }
 
 
-def api_versions(*, address: str) -> dict[str, typing.Any]:
+def api_versions(*, address: str) -> discovery.APIVersions:
     """``/api``: the core group's versions."""
     return {
         "kind": "APIVersions",
@@ -62,8 +61,8 @@ def api_versions(*, address: str) -> dict[str, typing.Any]:
     }
 
 
-def _entry(resource: resources.Resource) -> dict[str, typing.Any]:
-    entry: dict[str, typing.Any] = {
+def _entry(resource: resources.Resource) -> discovery.APIResource:
+    entry: discovery.APIResource = {
         "name": resource.plural,
         "singularName": resource.singular,
         "namespaced": resource.namespaced,
@@ -79,17 +78,17 @@ def _entry(resource: resources.Resource) -> dict[str, typing.Any]:
 
 def resource_list(
     registry: resources.Registry, group: str, version: str
-) -> dict[str, typing.Any] | None:
+) -> discovery.APIResourceList | None:
     """``/api/v1`` or ``/apis/<g>/<v>``: an APIResourceList, or None for an unknown one."""
     served = registry.in_group_version(group, version)
     if not served:
         return None
-    entries: list[dict[str, typing.Any]] = []
+    entries: list[discovery.APIResource] = []
     for resource in served:
         entries.append(_entry(resource))
         for sub in resource.subresources:
             sub_group, sub_version, sub_kind, verbs = _SUBRESOURCES.get(sub, ("", "", "", ("get",)))
-            entry: dict[str, typing.Any] = {
+            entry: discovery.APIResource = {
                 "name": f"{resource.plural}/{sub}",
                 "singularName": "",
                 "namespaced": resource.namespaced,
@@ -107,12 +106,14 @@ def resource_list(
     }
 
 
-def api_group(registry: resources.Registry, group: str) -> dict[str, typing.Any] | None:
+def api_group(registry: resources.Registry, group: str) -> discovery.APIGroup | None:
     """``/apis/<g>``: one APIGroup, or None for an unknown group."""
     versions = registry.group_versions().get(group)
     if not versions or not group:
         return None
-    listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    listed = [
+        discovery.GroupVersionForDiscovery(groupVersion=f"{group}/{v}", version=v) for v in versions
+    ]
     return {
         "kind": "APIGroup",
         "apiVersion": "v1",
@@ -122,7 +123,7 @@ def api_group(registry: resources.Registry, group: str) -> dict[str, typing.Any]
     }
 
 
-def api_group_list(registry: resources.Registry) -> dict[str, typing.Any]:
+def api_group_list(registry: resources.Registry) -> discovery.APIGroupList:
     """``/apis``: every named group, the preferred version first."""
     groups = []
     for group in registry.group_versions():

@@ -16,12 +16,83 @@ import hashlib
 import json
 import typing
 
+import typing_extensions
+
+from berth.api import schemas
 from berth.emulator import discovery, resources
 
-__all__ = ["document", "root"]
+__all__ = ["Document", "Operation", "Root", "document", "root"]
+
+
+# "in" is a Python keyword: the functional form names it.
+Parameter = typing_extensions.TypedDict(
+    "Parameter",
+    {"name": str, "in": str, "description": str, "schema": schemas.JSONSchemaProps},
+    total=False,
+)
+
+
+class MediaType(typing_extensions.TypedDict):
+    schema: schemas.JSONSchemaProps
+
+
+class RequestBody(typing_extensions.TypedDict):
+    content: dict[str, MediaType]  # by content type
+
+
+class Response(typing_extensions.TypedDict):
+    description: str
+    content: dict[str, MediaType]
+
+
+Operation = typing_extensions.TypedDict(
+    "Operation",
+    {
+        "operationId": str,
+        "parameters": list[Parameter],
+        "responses": dict[str, Response],  # by status code
+        "requestBody": RequestBody,
+        "x-kubernetes-action": str,
+        "x-kubernetes-group-version-kind": schemas.GroupVersionKind,
+    },
+    total=False,
+)
+"""One operation of a path: what kubectl reads to find the kind's schema and whether the server
+validates fields (a ``fieldValidation`` parameter)."""
+
+PathItem = dict[str, Operation]  # by method: get, post, put, patch, delete
+
+
+class Info(typing_extensions.TypedDict):
+    title: str
+    version: str
+
+
+class Components(typing_extensions.TypedDict):
+    schemas: dict[str, schemas.JSONSchemaProps]
+
+
+class Document(typing_extensions.TypedDict):
+    """One group/version's OpenAPI v3 document."""
+
+    openapi: str
+    info: Info
+    paths: dict[str, PathItem]
+    components: Components
+
+
+class DocumentReference(typing_extensions.TypedDict):
+    serverRelativeURL: str
+
+
+class Root(typing_extensions.TypedDict):
+    """``/openapi/v3``: each group/version's document, by path."""
+
+    paths: dict[str, DocumentReference]
+
 
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-_OBJECT_META_SCHEMA: dict[str, typing.Any] = {
+_OBJECT_META_SCHEMA: schemas.JSONSchemaProps = {
     "description": "ObjectMeta is metadata that all persisted resources must have, which "
     "includes all objects users must create.",
     "type": "object",
@@ -95,10 +166,14 @@ def _schema_name(resource: resources.Resource) -> str:
     return f"io.k8s.api.{group}.{resource.version}.{resource.kind}"
 
 
-def _kind_schema(resource: resources.Resource) -> dict[str, typing.Any]:
-    gvk = {"group": resource.group, "version": resource.version, "kind": resource.kind}
+def _kind_schema(resource: resources.Resource) -> schemas.JSONSchemaProps:
+    gvk = schemas.GroupVersionKind(
+        group=resource.group, version=resource.version, kind=resource.kind
+    )
+    schema: schemas.JSONSchemaProps
     if resource.schema is not None:
-        schema = typing.cast(dict[str, typing.Any], json.loads(json.dumps(resource.schema)))
+        # A deep copy, through JSON as it is served.
+        schema = typing.cast(schemas.JSONSchemaProps, json.loads(json.dumps(resource.schema)))
     else:
         schema = {
             "type": "object",
@@ -134,8 +209,8 @@ def _kind_schema(resource: resources.Resource) -> dict[str, typing.Any]:
     return schema
 
 
-def _operation(resource: resources.Resource, action: str, *, fields: bool) -> dict[str, typing.Any]:
-    parameters: list[dict[str, typing.Any]] = [
+def _operation(resource: resources.Resource, action: str, *, fields: bool) -> Operation:
+    parameters: list[Parameter] = [
         {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
         {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
     ]
@@ -149,8 +224,8 @@ def _operation(resource: resources.Resource, action: str, *, fields: bool) -> di
                 "schema": {"type": "string", "uniqueItems": True},
             }
         )
-    ref = {"$ref": f"#/components/schemas/{_schema_name(resource)}"}
-    operation: dict[str, typing.Any] = {
+    ref: schemas.JSONSchemaProps = {"$ref": f"#/components/schemas/{_schema_name(resource)}"}
+    operation: Operation = {
         "operationId": f"{action}{resource.kind}",
         "parameters": parameters,
         "responses": {
@@ -177,13 +252,13 @@ def _operation(resource: resources.Resource, action: str, *, fields: bool) -> di
     return operation
 
 
-def _paths(resource: resources.Resource) -> dict[str, typing.Any]:
+def _paths(resource: resources.Resource) -> dict[str, PathItem]:
     base = "/" + _segment(resource.group, resource.version)
     if resource.namespaced:
         base += "/namespaces/{namespace}"
     collection = f"{base}/{resource.plural}"
     item = collection + "/{name}"
-    paths: dict[str, typing.Any] = {
+    paths: dict[str, PathItem] = {
         collection: {
             "get": _operation(resource, "list", fields=False),
             "post": _operation(resource, "post", fields=True),
@@ -203,32 +278,30 @@ def _paths(resource: resources.Resource) -> dict[str, typing.Any]:
     return paths
 
 
-def document(
-    registry: resources.Registry, group: str, version: str
-) -> dict[str, typing.Any] | None:
+def document(registry: resources.Registry, group: str, version: str) -> Document | None:
     """The OpenAPI v3 document of one group/version, or None if it is not served."""
     served = registry.in_group_version(group, version)
     if not served:
         return None
-    paths: dict[str, typing.Any] = {}
-    schemas: dict[str, typing.Any] = {_OBJECT_META: _OBJECT_META_SCHEMA}
+    paths: dict[str, PathItem] = {}
+    kinds: dict[str, schemas.JSONSchemaProps] = {_OBJECT_META: _OBJECT_META_SCHEMA}
     for resource in served:
         if "create" not in resource.verbs or "get" not in resource.verbs:
             continue
         paths.update(_paths(resource))
-        schemas[_schema_name(resource)] = _kind_schema(resource)
+        kinds[_schema_name(resource)] = _kind_schema(resource)
     major, minor, patch = discovery.KUBERNETES_VERSION
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": f"v{major}.{minor}.{patch}"},
         "paths": paths,
-        "components": {"schemas": schemas},
+        "components": {"schemas": kinds},
     }
 
 
-def root(registry: resources.Registry) -> dict[str, typing.Any]:
+def root(registry: resources.Registry) -> Root:
     """``/openapi/v3``: each group/version's document URL, with a content hash."""
-    paths: dict[str, dict[str, str]] = {}
+    paths: dict[str, DocumentReference] = {}
     for group, versions in registry.group_versions().items():
         for version in versions:
             doc = document(registry, group, version)

@@ -23,6 +23,9 @@ import json
 import struct
 import typing
 
+import typing_extensions
+
+from berth.api import schemas
 from berth.emulator import discovery, resources
 
 __all__ = ["PROTOBUF_CONTENT_TYPE", "PROTOBUF_MEDIA_TYPES", "document", "encode", "v2_schema"]
@@ -36,28 +39,45 @@ PROTOBUF_CONTENT_TYPE = PROTOBUF_MEDIA_TYPES[1]
 """What the answer says it is, as kube-apiserver's: the form without ``@``, which is no valid
 media type (client-go refuses a response that says it)."""
 
-_GVK = "x-kubernetes-group-version-kind"
+_GVK: typing.Final = "x-kubernetes-group-version-kind"
 _DROPPED = ("nullable", "anyOf", "oneOf", "allOf", "not")
 
-Object = dict[str, typing.Any]
+
+class Info(typing_extensions.TypedDict):
+    title: str
+    version: str
 
 
-def v2_schema(schema: typing.Mapping[str, typing.Any]) -> Object:
+class Document(typing_extensions.TypedDict):
+    """A Swagger 2.0 document, the parts served: kinds' schemas under ``definitions``."""
+
+    swagger: str
+    info: Info
+    paths: dict[str, object]  # always empty: kubectl looks kinds up in the definitions
+    definitions: dict[str, schemas.JSONSchemaProps]
+
+
+def v2_schema(schema: schemas.JSONSchemaProps) -> schemas.JSONSchemaProps:
     """An OpenAPI v3 structural schema made v2-compatible, as kube-apiserver's
     ``ToStructuralOpenAPIV2`` does: combinators and ``x-kubernetes-*`` extensions dropped;
     a nullable, int-or-string or unknown-field-preserving schema left untyped or without
     ``properties``/``items`` (kubectl would refuse what they allow); a nullable property no
     longer required."""
-    out: Object = {}
-    for key, value in schema.items():
-        if key in _DROPPED or key.startswith("x-kubernetes-"):
-            continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: v2_schema(sub) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties") and isinstance(value, dict):
-            out[key] = v2_schema(value)
-        else:
-            out[key] = copy.deepcopy(value)
+    # v3's keywords less those v2 lacks: a JSONSchemaProps still.
+    out = typing.cast(
+        schemas.JSONSchemaProps,
+        {
+            key: copy.deepcopy(value)
+            for key, value in schema.items()
+            if key not in _DROPPED and not key.startswith("x-kubernetes-")
+        },
+    )
+    if isinstance(properties := schema.get("properties"), dict):
+        out["properties"] = {name: v2_schema(sub) for name, sub in properties.items()}
+    if isinstance(items := schema.get("items"), dict):
+        out["items"] = v2_schema(items)
+    if isinstance(extra := schema.get("additionalProperties"), dict):
+        out["additionalProperties"] = v2_schema(extra)
     if schema.get("nullable") or schema.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out.pop("items", None)
@@ -77,7 +97,7 @@ def v2_schema(schema: typing.Mapping[str, typing.Any]) -> Object:
     return out
 
 
-def _definition(resource: resources.Resource) -> Object:
+def _definition(resource: resources.Resource) -> schemas.JSONSchemaProps:
     assert resource.schema is not None
     schema = v2_schema(resource.schema)
     properties = schema.setdefault("properties", {})
@@ -88,9 +108,9 @@ def _definition(resource: resources.Resource) -> Object:
     return schema
 
 
-def document(registry: resources.Registry) -> Object:
+def document(registry: resources.Registry) -> Document:
     """The v2 document: every CRD kind served now (see the module docstring)."""
-    definitions: Object = {}
+    definitions: dict[str, schemas.JSONSchemaProps] = {}
     for group, versions in sorted(registry.group_versions().items()):
         for version in versions:
             for resource in registry.in_group_version(group, version):
@@ -141,46 +161,65 @@ def _any(number: int, value: typing.Any) -> bytes:
     return _bytes(number, _string(2, json.dumps(value)))
 
 
-# Schema's scalar fields: (json name, field number, kind).
-_SCHEMA_FIELDS: tuple[tuple[str, int, str], ...] = (
-    ("$ref", 1, "string"),
-    ("format", 2, "string"),
-    ("title", 3, "string"),
-    ("description", 4, "string"),
-    ("default", 5, "any"),
-    ("multipleOf", 6, "double"),
-    ("maximum", 7, "double"),
-    ("exclusiveMaximum", 8, "bool"),
-    ("minimum", 9, "double"),
-    ("exclusiveMinimum", 10, "bool"),
-    ("maxLength", 11, "int"),
-    ("minLength", 12, "int"),
-    ("pattern", 13, "string"),
-    ("maxItems", 14, "int"),
-    ("minItems", 15, "int"),
-    ("uniqueItems", 16, "bool"),
-    ("maxProperties", 17, "int"),
-    ("minProperties", 18, "int"),
+# Schema's scalar fields by kind: (json name, field number).
+_STRINGS: tuple[
+    tuple[typing.Literal["$ref", "format", "title", "description", "pattern"], int], ...
+] = (
+    ("$ref", 1),
+    ("format", 2),
+    ("title", 3),
+    ("description", 4),
+    ("pattern", 13),
 )
+_DOUBLES: tuple[tuple[typing.Literal["multipleOf", "maximum", "minimum"], int], ...] = (
+    ("multipleOf", 6),
+    ("maximum", 7),
+    ("minimum", 9),
+)
+_BOOLS: tuple[
+    tuple[typing.Literal["exclusiveMaximum", "exclusiveMinimum", "uniqueItems"], int], ...
+] = (("exclusiveMaximum", 8), ("exclusiveMinimum", 10), ("uniqueItems", 16))
+_INTS: tuple[
+    tuple[
+        typing.Literal[
+            "maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties"
+        ],
+        int,
+    ],
+    ...,
+] = (
+    ("maxLength", 11),
+    ("minLength", 12),
+    ("maxItems", 14),
+    ("minItems", 15),
+    ("maxProperties", 17),
+    ("minProperties", 18),
+)
+_DEFAULT = 5
 
 
-def _schema(schema: typing.Mapping[str, typing.Any]) -> bytes:
-    out = bytearray()
-    for name, number, kind in _SCHEMA_FIELDS:
-        if name not in schema:
-            continue
-        value = schema[name]
-        if kind == "string":
-            out += _string(number, str(value))
-        elif kind == "any":
-            out += _any(number, value)
-        elif kind == "double":
-            out += _tag(number, 1) + struct.pack("<d", float(value))
-        elif kind == "bool":
-            if value:
-                out += _tag(number, 0) + _varint(1)
-        else:
-            out += _tag(number, 0) + _varint(int(value))
+def _scalars(schema: schemas.JSONSchemaProps) -> bytes:
+    """The scalar fields of ``schema``, in field-number order."""
+    fields: list[tuple[int, bytes]] = []
+    for name, number in _STRINGS:
+        if name in schema:
+            fields.append((number, _string(number, str(schema[name]))))
+    if "default" in schema:
+        fields.append((_DEFAULT, _any(_DEFAULT, schema["default"])))
+    for double, number in _DOUBLES:
+        if double in schema:
+            fields.append((number, _tag(number, 1) + struct.pack("<d", float(schema[double]))))
+    for flag, number in _BOOLS:
+        if flag in schema:
+            fields.append((number, _tag(number, 0) + _varint(1) if schema[flag] else b""))
+    for count, number in _INTS:
+        if count in schema:
+            fields.append((number, _tag(number, 0) + _varint(int(schema[count]))))
+    return b"".join(encoded for _, encoded in sorted(fields))
+
+
+def _schema(schema: schemas.JSONSchemaProps) -> bytes:
+    out = bytearray(_scalars(schema))
     for required in schema.get("required") or ():
         out += _string(19, str(required))
     for value in schema.get("enum") or ():
@@ -203,13 +242,13 @@ def _schema(schema: typing.Mapping[str, typing.Any]) -> bytes:
             for name, sub in properties.items()
         )
         out += _bytes(25, named)
-    for key, value in schema.items():
+    for key, extension in schema.items():
         if key.startswith("x-"):
-            out += _bytes(31, _string(1, key) + _any(2, value))
+            out += _bytes(31, _string(1, key) + _any(2, extension))
     return bytes(out)
 
 
-def encode(doc: typing.Mapping[str, typing.Any]) -> bytes:
+def encode(doc: Document) -> bytes:
     """``doc`` (from :func:`document`) as a protobuf ``openapi.v2.Document``."""
     info = doc.get("info") or {}
     out = bytearray(_string(1, str(doc.get("swagger", "2.0"))))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from berth.api import apiextensions, schemas
+
 __all__ = ["BUILTINS", "ALL_VERBS", "Registry", "Resource", "StorageKey"]
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -33,8 +35,8 @@ class Resource:
     categories: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()  # "status", "binding", "eviction", ...
     verbs: tuple[str, ...] = ALL_VERBS
-    schema: typing.Mapping[str, typing.Any] | None = None  # CRDs: the openAPIV3Schema
-    printer_columns: tuple[typing.Mapping[str, typing.Any], ...] = ()  # CRDs only
+    schema: schemas.JSONSchemaProps | None = None  # CRDs: the openAPIV3Schema
+    printer_columns: tuple[apiextensions.CustomResourceColumnDefinition, ...] = ()  # CRDs only
     custom: bool = False  # registered by a CRD (JSON merge only, schema-checked, ...)
 
     @property

@@ -17,19 +17,19 @@ import json
 import re
 import typing
 
-from berth.api import defaulting
+from berth.api import defaulting, objects, schemas
 from berth.emulator import cel, errors
 
 __all__ = ["Admission", "admit"]
 
-Schema = typing.Mapping[str, typing.Any]
+Schema = schemas.JSONSchemaProps
 
 
 @dataclasses.dataclass(frozen=True)
 class Admission:
     """The outcome: the defaulted, pruned object, the causes, and the pruned field paths."""
 
-    object: dict[str, typing.Any]
+    object: objects.KubeObject
     causes: tuple[errors.Cause, ...]
     unknown_fields: tuple[str, ...]
 
@@ -74,7 +74,7 @@ def _prune(
         extra = schema.get("additionalProperties")
         preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
         embedded = bool(schema.get("x-kubernetes-embedded-resource"))
-        result: dict[str, typing.Any] = {}
+        result: dict[str, object] = {}
         for name, child in value.items():
             if (root or embedded) and name in ("apiVersion", "kind", "metadata"):
                 result[name] = child  # ObjectMeta is the API server's, whatever the schema says
@@ -308,7 +308,7 @@ class _Checker:
                 )
 
     def _object(
-        self, schema: Schema, value: dict[str, typing.Any], path: str, old: typing.Any
+        self, schema: Schema, value: objects.JSONObject, path: str, old: typing.Any
     ) -> None:
         old_map = old if isinstance(old, dict) else {}
         for name in schema.get("required") or ():
@@ -358,16 +358,15 @@ def _rule_text(text: str) -> str:
     return " ".join(text.split())
 
 
-def admit(
-    schema: Schema, obj: dict[str, typing.Any], *, old: dict[str, typing.Any] | None
-) -> Admission:
+def admit(schema: Schema, obj: objects.JSONObject, *, old: objects.JSONObject | None) -> Admission:
     """Default, prune and validate ``obj`` against ``schema`` (``old`` for transition rules)."""
     unknown: list[str] = []
     defaulted = defaulting.apply_defaults(schema, obj)
     pruned = _prune(schema, defaulted, "", unknown, root=True)
     checker = _Checker()
-    body_schema = {k: v for k, v in schema.items() if k not in ("required",)}
-    properties = dict(body_schema.get("properties") or {})
+    body_schema = schema.copy()
+    body_schema.pop("required", None)
+    properties = dict(schema.get("properties") or {})
     properties.pop("metadata", None)  # ObjectMeta is checked by the REST layer, not the schema
     body_schema["properties"] = properties
     checker.check(body_schema, pruned, "", old)

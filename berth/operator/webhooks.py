@@ -56,7 +56,7 @@ import pydantic
 import pydantic.alias_generators
 from aiohttp import web
 
-from berth.api import core, keys, objects, patches
+from berth.api import access_reviews, core, keys, objects, patches
 from berth.controllers import registry as kopf_registry
 from berth.kube.admission import queue_access
 from berth.kube.transport import clients, credentials, discovery, errors, pod_edits, rest
@@ -122,11 +122,11 @@ class AdmissionRequest(_Strict):
     resource: GroupVersionResource
     namespace: str = ""
     operation: str
-    # Untyped: any kind's object, whole: Kopf's handlers read it (a typed record here would
-    # drop the fields it does not name), and so is the user's info, which Berth never reads.
+    # Untyped: any kind's object, which Kopf reads from the request as sent; only its presence
+    # is checked here (objects.KubeObject's read-only keys are not pydantic's to validate).
     object: dict[str, typing.Any] | None = None
     old_object: dict[str, typing.Any] | None = None
-    user_info: dict[str, typing.Any] | None = None
+    user_info: access_reviews.UserInfo | None = None  # Berth never reads it
     dry_run: bool = False
 
 

@@ -27,7 +27,17 @@ from berth.api import admissionregistration
 from berth.realcluster import controlplane, identities, processes
 from berth.util import extras
 
-__all__ = ["CHART", "USER", "Installation", "install", "upgrade", "webhook_configuration"]
+__all__ = [
+    "CHART",
+    "USER",
+    "AdmissionValues",
+    "ChartValues",
+    "Installation",
+    "WebhookValues",
+    "install",
+    "upgrade",
+    "webhook_configuration",
+]
 
 CHART = pathlib.Path(berth.__file__).resolve().parent.parent / "helm" / "berth"
 RELEASE = "berth"
@@ -37,6 +47,28 @@ USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 """The user name Berth's requests are authorized as (audit the control plane for it)."""
 TOKEN_LIFETIME = "48h"
 WEBHOOK_CONFIGURATION = f"{RELEASE}-admission"
+
+
+class WebhookValues(typing.TypedDict, total=False):
+    enabled: bool
+    port: int
+    failurePolicy: str  # Fail or Ignore
+    timeoutSeconds: int
+
+
+class AdmissionValues(typing.TypedDict, total=False):
+    webhook: WebhookValues
+    namespaces: str  # optIn or all
+    bindTimeout: str  # a duration: 60s
+
+
+class ChartValues(typing.TypedDict, total=False):
+    """Values of Berth's chart (``helm/berth/values.yaml``, same names) that Berth sets when it
+    installs it here; the chart's defaults hold the rest."""
+
+    replicaCount: int
+    mode: str  # scheduler or admission
+    admission: AdmissionValues
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,11 +146,12 @@ async def install(
     plane: controlplane.ControlPlane,
     *,
     mode: str = "scheduler",
-    values: dict[str, typing.Any] | None = None,  # Untyped: Helm values, any of the chart's
+    values: ChartValues | None = None,
 ) -> Installation:
     """``helm install berth helm/berth`` into ``plane`` and a local identity to run it as."""
     helm_sdkpy = _helm()
-    chart_values = {"replicaCount": 1, "mode": mode, **(values or {})}
+    chart_values = ChartValues(replicaCount=1, mode=mode)
+    chart_values.update(values or {})
     configuration = helm_sdkpy.Configuration(
         namespace=NAMESPACE, kubeconfig=str(plane.admin_kubeconfig)
     )
@@ -148,12 +181,13 @@ async def upgrade(
     plane: controlplane.ControlPlane,
     installation: Installation,
     *,
-    values: dict[str, typing.Any],  # Untyped: Helm values, any of the chart's
+    values: ChartValues,
 ) -> None:
     """``helm upgrade berth helm/berth`` with ``values`` (over the chart's defaults, in the
     installation's mode), its Deployment scaled to zero and its webhooks pointed here again."""
     helm_sdkpy = _helm()
-    chart_values = {"replicaCount": 1, "mode": installation.mode, **values}
+    chart_values = ChartValues(replicaCount=1, mode=installation.mode)
+    chart_values.update(values)
     configuration = helm_sdkpy.Configuration(
         namespace=NAMESPACE, kubeconfig=str(plane.admin_kubeconfig)
     )

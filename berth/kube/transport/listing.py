@@ -22,7 +22,8 @@ import typing
 
 import kubernetes_asyncio.client
 
-from berth.api import keys
+from berth.api import core, custom_objects, dra, keys, storage
+from berth.api import objects as api_objects
 from berth.kube.transport import dra_discovery, rest, watching
 from berth.scheduler.snapshot import cache as cluster_cache
 
@@ -51,9 +52,6 @@ __all__ = [
     "read_cluster",
     "takes_pod",
 ]
-
-Body: typing.TypeAlias = rest.Body
-"""One object as the API server listed it."""
 
 _BERTH = f"/apis/{keys.API_VERSION}"
 _TERMINAL = frozenset({"Succeeded", "Failed"})
@@ -95,22 +93,22 @@ CLAIM_TEMPLATES = Collection(dra_discovery.PATH, "resourceclaimtemplates", names
 class ClusterObjects:
     """Everything the scheduler's cache is built from, as the API server listed it."""
 
-    nodes: tuple[Body, ...] = ()
-    pods: tuple[Body, ...] = ()
-    priority_classes: tuple[Body, ...] = ()
-    queues: tuple[Body, ...] = ()
-    pod_groups: tuple[Body, ...] = ()
-    reservations: tuple[Body, ...] = ()
-    namespaces: tuple[Body, ...] = ()
-    claims: tuple[Body, ...] = ()
-    volumes: tuple[Body, ...] = ()
-    storage_classes: tuple[Body, ...] = ()
-    csi_nodes: tuple[Body, ...] = ()
+    nodes: tuple[core.Node, ...] = ()
+    pods: tuple[core.Pod, ...] = ()
+    priority_classes: tuple[api_objects.KubeObject, ...] = ()  # read field by field by the cache
+    queues: tuple[custom_objects.Queue, ...] = ()
+    pod_groups: tuple[custom_objects.PodGroup, ...] = ()
+    reservations: tuple[custom_objects.Reservation, ...] = ()
+    namespaces: tuple[core.Namespace, ...] = ()
+    claims: tuple[storage.PersistentVolumeClaim, ...] = ()
+    volumes: tuple[storage.PersistentVolume, ...] = ()
+    storage_classes: tuple[storage.StorageClass, ...] = ()
+    csi_nodes: tuple[storage.CSINode, ...] = ()
     dynamic_resources: bool = False  # the API server serves resource.k8s.io/v1
-    device_classes: tuple[Body, ...] = ()
-    resource_slices: tuple[Body, ...] = ()
-    resource_claims: tuple[Body, ...] = ()
-    claim_templates: tuple[Body, ...] = ()
+    device_classes: tuple[dra.DeviceClass, ...] = ()
+    resource_slices: tuple[dra.ResourceSlice, ...] = ()
+    resource_claims: tuple[dra.ResourceClaim, ...] = ()
+    claim_templates: tuple[dra.ResourceClaimTemplate, ...] = ()
 
 
 async def get(
@@ -121,10 +119,12 @@ async def get(
     name: str,
     namespace: str | None = None,
     timeout: float | None = 30.0,
-) -> Body:
-    """One object (``NotFound`` when there is none)."""
+) -> api_objects.KubeObject:
+    """One object (``NotFound`` when there is none): the caller reads it as its kind's record."""
     path = collection.path(namespace=namespace, name=name)
-    return await rest.request(api, method="GET", path=path, timeout=timeout)
+    # The answer to a GET of one object is that object.
+    found = await rest.request(api, method="GET", path=path, timeout=timeout)
+    return typing.cast(api_objects.KubeObject, found)
 
 
 async def list_all(
@@ -133,11 +133,11 @@ async def list_all(
     /,
     *,
     namespace: str | None = None,
-) -> tuple[Body, ...]:
-    """Every object of ``collection`` (in ``namespace``, or in all of them when None)."""
+) -> tuple[api_objects.KubeObject, ...]:
+    """Every object of ``collection`` (in ``namespace``, or in all of them when None); the
+    caller, which named the collection, reads them as its kind's records."""
     listing = await watching.list_pages(api, path=collection.path(namespace=namespace))
-    # Still untyped here: the CLI's readers of these lists are to move to berth.api's records.
-    return tuple(typing.cast(list[Body], listing.items))
+    return tuple(listing.items)
 
 
 async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjects:
@@ -163,7 +163,7 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
     nodes, pods, classes, queues, groups, reservations, namespaces = listed[:7]
     claims, volumes, storage_classes, csi_nodes = listed[7:]
     served = await dra_discovery.served(api)
-    devices: list[tuple[Body, ...]] = [(), (), (), ()]
+    devices: list[tuple[api_objects.KubeObject, ...]] = [(), (), (), ()]
     if served:
         devices = list(
             await asyncio.gather(
@@ -178,23 +178,24 @@ async def read_cluster(api: kubernetes_asyncio.client.ApiClient) -> ClusterObjec
                 )
             )
         )
+    # Each list is of the kind its collection names.
     return ClusterObjects(
-        nodes=nodes,
-        pods=pods,
+        nodes=typing.cast(tuple[core.Node, ...], nodes),
+        pods=typing.cast(tuple[core.Pod, ...], pods),
         priority_classes=classes,
-        queues=queues,
-        pod_groups=groups,
-        reservations=reservations,
-        namespaces=namespaces,
-        claims=claims,
-        volumes=volumes,
-        storage_classes=storage_classes,
-        csi_nodes=csi_nodes,
+        queues=typing.cast(tuple[custom_objects.Queue, ...], queues),
+        pod_groups=typing.cast(tuple[custom_objects.PodGroup, ...], groups),
+        reservations=typing.cast(tuple[custom_objects.Reservation, ...], reservations),
+        namespaces=typing.cast(tuple[core.Namespace, ...], namespaces),
+        claims=typing.cast(tuple[storage.PersistentVolumeClaim, ...], claims),
+        volumes=typing.cast(tuple[storage.PersistentVolume, ...], volumes),
+        storage_classes=typing.cast(tuple[storage.StorageClass, ...], storage_classes),
+        csi_nodes=typing.cast(tuple[storage.CSINode, ...], csi_nodes),
         dynamic_resources=served,
-        device_classes=devices[0],
-        resource_slices=devices[1],
-        resource_claims=devices[2],
-        claim_templates=devices[3],
+        device_classes=typing.cast(tuple[dra.DeviceClass, ...], devices[0]),
+        resource_slices=typing.cast(tuple[dra.ResourceSlice, ...], devices[1]),
+        resource_claims=typing.cast(tuple[dra.ResourceClaim, ...], devices[2]),
+        claim_templates=typing.cast(tuple[dra.ResourceClaimTemplate, ...], devices[3]),
     )
 
 
@@ -227,7 +228,13 @@ def fill_cache(
     skipped: list[str] = []
     if objects.dynamic_resources:
         cache.watch_devices()
-    feeds: tuple[tuple[str, tuple[Body, ...], collections.abc.Callable[[Body], None]], ...] = (
+    # The cache's add_* read their kind's record (each checks what it reads).
+    feeds: tuple[
+        tuple[
+            str, tuple[api_objects.KubeObject, ...], collections.abc.Callable[[typing.Any], None]
+        ],
+        ...,
+    ] = (
         ("priorityclass", objects.priority_classes, cache.add_priority_class),
         ("namespace", objects.namespaces, cache.add_namespace),
         ("storageclass", objects.storage_classes, cache.add_storage_class),
