@@ -394,6 +394,8 @@ _SKEW = 30.0  # seconds the autoscaler's clock may lag Berth's when its Event is
 class _Hold:
     until: float  # when the pods are shown to the autoscaler again
     rounds: int  # holds in a row: the backoff's exponent
+    seen: float  # the autoscaler's latest refusal when it was held (its clock)
+    backoff: float  # how long it is held
 
 
 class Holds:
@@ -440,7 +442,7 @@ class Holds:
             elif now >= hold.until:
                 if self._held.pop(group, None) is not None:
                     changed = True
-                if verdict.at >= hold.until - _SKEW:  # said again once shown again
+                if _said_again(verdict.at, hold):
                     self._hold(group, verdict, rounds=hold.rounds + 1, now=now)
                     changed = True
         return changed
@@ -448,7 +450,9 @@ class Holds:
     def _hold(self, group: str, verdict: ScaleUp, *, rounds: int, now: float) -> None:
         backoff = min(self._first * 2 ** (rounds - 1), self._cap)
         until = now + backoff
-        self._holds[group] = _Hold(until=until, rounds=rounds)
+        self._holds[group] = _Hold(
+            until=until, rounds=rounds, seen=verdict.at or now, backoff=backoff
+        )
         self._held[group] = reasons.new(
             reasons.ReasonCode.AUTOSCALER_CANNOT_FIT,
             f"pod group {group}: {verdict.message}; so that no node is bought for the members "
@@ -459,6 +463,16 @@ class Holds:
             group=group,
             until=until,
         )
+
+
+def _said_again(at: float | None, hold: _Hold) -> bool:
+    """Whether a refusal stamped ``at`` is one the autoscaler said after ``hold`` ended (its
+    pods shown again): newer than the refusal it was held for, and no earlier than its end
+    less the clocks' skew. The skew allowed is at most half the hold: a hold shorter than
+    :data:`_SKEW` would otherwise take the refusals of the round that started it (a member's
+    Event a second after another's) for a new one, and hold the gang again at once, its pods
+    never shown to the autoscaler."""
+    return at is not None and at > hold.seen and at >= hold.until - min(_SKEW, hold.backoff / 2)
 
 
 def _cannot_fit(verdict: ScaleUp | None) -> bool:

@@ -310,6 +310,22 @@ def test_a_refusal_stamped_a_little_before_the_release_counts_as_said_again() ->
     assert holds.until(GANG) == T0 + 301 + 600
 
 
+def test_a_hold_shorter_than_the_skew_is_released_not_renewed_by_its_own_round() -> None:
+    # A short hold (a test's, or a cluster that wants its NodePool changes seen sooner): the
+    # refusals of the round that started it -- one member's Event a second after another's --
+    # are not the autoscaler saying it again, and the pods are shown to it again.
+    holds = scale_up.Holds(first=15, cap=60)
+    assert holds.update({GANG: cannot(T0)}, now=T0 + 4)
+    assert holds.until(GANG) == T0 + 19
+    assert not holds.update({GANG: cannot(T0 + 1)}, now=T0 + 10)  # the round's later Event
+    assert holds.update({GANG: cannot(T0 + 1)}, now=T0 + 19)
+    assert holds.held == {}
+    assert not holds.update({GANG: cannot(T0 + 1)}, now=T0 + 40)
+    # Said again once shown again (even stamped a few seconds early): held twice as long.
+    assert holds.update({GANG: cannot(T0 + 17)}, now=T0 + 41)
+    assert holds.until(GANG) == T0 + 41 + 30
+
+
 def test_any_other_verdict_releases_the_gang_and_a_later_refusal_starts_over() -> None:
     holds = scale_up.Holds()
     holds.update({GANG: cannot(T0)}, now=T0)
