@@ -34,8 +34,11 @@ autoscaler's own words, never parsed):
   round fills), a shape that fits none stays ``False``. So a buffer still ``False``
   ``timeout`` after Berth first read it so, while another buffer of the same gang reads
   ``True`` (the autoscaler serves this gang, and has room for some members), makes it
-  ``AutoscalerCannotFit`` too. A gang all of whose shapes fit nowhere gets no node either way,
-  and keeps its request's code.
+  ``AutoscalerCannotFit`` too — unless a node was still launching meanwhile (one of
+  Karpenter's NodeClaims not yet ``Registered``): a cloud slower than ``timeout`` to launch
+  the node a shape needs must not read as a shape that fits nowhere, so the time counts from
+  when Berth last saw a launch in flight. A gang all of whose shapes fit nowhere gets no
+  node either way, and keeps its request's code.
 
 :func:`with_condition` renders a verdict as the PodGroup's ``ScaleUp`` condition (a type no
 autoscaler reads). Pure and synchronous.
@@ -304,12 +307,19 @@ class BufferSaid:
 
 
 def judge_buffers(
-    said: collections.abc.Sequence[BufferSaid], *, now: float, timeout: float
+    said: collections.abc.Sequence[BufferSaid],
+    *,
+    now: float,
+    timeout: float,
+    launching: float | None = None,
 ) -> ScaleUp | None:
     """The verdict on a gang asking with the CapacityBuffers ``said`` (one per pod shape;
     module docstring): ``AutoscalerCannotFit`` when one reads ``Infeasible``, or when one has
-    read ``False`` for ``timeout`` while another reads ``True``; else None (its requests'
-    code stands). ``at`` is when the verdict came true, on Berth's clock."""
+    read ``False`` for ``timeout`` while another reads ``True`` and the autoscaler launched
+    no node meanwhile (``launching``: when Berth last saw one of its NodeClaims not yet
+    registered; None: never) — a shape whose node is still on its way (a cloud slower than
+    ``timeout`` to launch it) is not one it cannot fit; else None (its requests' code stands).
+    ``at`` is when the verdict came true, on Berth's clock."""
     pods = sum(s.pods for s in said)
     waiting = f"{pods} waiting pod{'s' if pods != 1 else ''}"
     infeasible = sorted((s for s in said if s.fit is plans.Fit.INFEASIBLE), key=lambda s: s.name)
@@ -323,8 +333,9 @@ def judge_buffers(
             at=max(s.since for s in infeasible),
         )
     fits = [s for s in said if s.fit is plans.Fit.FITS]
+    quiet = launching if launching is not None else float("-inf")
     stuck = sorted(
-        (s for s in said if s.fit is plans.Fit.SHORT and now - s.since >= timeout),
+        (s for s in said if s.fit is plans.Fit.SHORT and now - max(s.since, quiet) >= timeout),
         key=lambda s: s.name,
     )
     if not fits or not stuck:
@@ -335,7 +346,7 @@ def judge_buffers(
         f"the autoscaler has room for {sum(s.pods for s in fits)} of its {waiting} but, in "
         f"{timeout:g}s, none for {count} more, and the gang is placed whole or not at all "
         f"(CapacityBuffer {first.name}: {first.detail})",
-        at=max(s.since for s in stuck) + timeout,
+        at=max(max(s.since, quiet) for s in stuck) + timeout,
     )
 
 

@@ -63,7 +63,9 @@ any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 
    the 16-GPU shape's ``False``; ``answerTimeout`` (120 s) later Berth deletes both buffers,
    the PodGroup's ``ScaleUp`` condition reads ``AutoscalerCannotFit`` saying its requests are
    withdrawn, whatever Karpenter bought is consolidated, and for 90 s after no buffer and no
-   NodeClaim is made; the pods stay gated, nothing is bound or evicted.
+   NodeClaim is made; the pods stay gated, nothing is bound or evicted. (The 120 s count
+   from when no NodeClaim of Karpenter's is still launching: here, a few seconds after its
+   node for the 4-GPU shape registered.)
 10. bad input, Karpenter stopped (frozen with SIGSTOP: its API served, nobody acting): a gang
    only a new node can take reads ``Unschedulable``, and after ``answerTimeout`` (10 s here)
    the PodGroup's ``ScaleUp`` condition reads ``False``, ``NoAutoscalerActed`` (also in the

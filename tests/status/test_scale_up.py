@@ -399,6 +399,24 @@ def test_a_shape_left_short_beside_one_that_fits_is_one_the_autoscaler_cannot_fi
     assert later == verdict
 
 
+def test_a_shape_short_while_a_node_is_still_launching_is_not_judged_until_launches_stop() -> None:
+    # A cloud slower than the timeout to launch the short shape's node: while any NodeClaim is
+    # on its way, the shape is not one the autoscaler cannot fit; the time counts from the
+    # last launch seen.
+    said = [
+        buffer("b-0", plans.Fit.FITS, pods=2, since=T0 + 30),
+        buffer("b-1", plans.Fit.SHORT, since=T0),
+    ]
+    assert scale_up.judge_buffers(said, now=T0 + 200, timeout=120, launching=T0 + 190) is None
+    assert scale_up.judge_buffers(said, now=T0 + 309, timeout=120, launching=T0 + 190) is None
+    verdict = scale_up.judge_buffers(said, now=T0 + 310, timeout=120, launching=T0 + 190)
+    assert verdict is not None and verdict.code is R.AUTOSCALER_CANNOT_FIT
+    assert verdict.at == T0 + 310
+    # A launch seen before the shape went short does not delay it.
+    early = scale_up.judge_buffers(said, now=T0 + 120, timeout=120, launching=T0 - 50)
+    assert early is not None and early.at == T0 + 120
+
+
 @pytest.mark.parametrize(
     "said",
     [

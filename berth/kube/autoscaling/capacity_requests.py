@@ -42,8 +42,9 @@ the objects, and reads back what the autoscaler says:
   a member it cannot fit, its plan, or nobody acting within ``answer_timeout``; for a gang
   asking with CapacityBuffers (one per pod shape), their ``Provisioning`` conditions
   (:func:`berth.status.scale_up.judge_buffers`: ``Infeasible``, or one shape fitting while
-  another stays ``False``). A change of a gang's verdict is an Event on its owner, its code
-  as the reason.
+  another stays ``False``, timed from when none of Karpenter's NodeClaims was still
+  launching: :mod:`berth.kube.autoscaling.node_claims`). A change of a gang's verdict is an
+  Event on its owner, its code as the reason.
 - **A gang the autoscaler cannot fit asks for nothing** for a backoff
   (:class:`berth.status.scale_up.Holds`): in scheduler mode its pods leave the autoscalers'
   list (the binder, told through ``on_hold``); a gang asking with a request has it deleted and
@@ -64,7 +65,13 @@ import logging
 
 import kubernetes_asyncio.client
 
-from berth.kube.autoscaling import autoscaler_events, discovery, request_entries, request_notes
+from berth.kube.autoscaling import (
+    autoscaler_events,
+    discovery,
+    node_claims,
+    request_entries,
+    request_notes,
+)
 from berth.kube.autoscaling import request_objects as objects
 from berth.kube.transport import events, writes
 from berth.scheduler.framework import decisions, reasons
@@ -138,6 +145,7 @@ class CapacityRequests:
         self._on_hold = on_hold  # told the held gangs whenever they change (the binder)
         self.karpenter = False
         """Karpenter's NodePools are served (an autoscaler is expected to act)."""
+        self._launching: float | None = None  # when a NodeClaim was last seen launching
         self._noted: tuple[decisions.CycleResult, dict[str, str], decisions.CycleResult] | None
         self._noted = None
         self._lock = asyncio.Lock()  # a pass and a withdrawal never interleave
@@ -259,6 +267,9 @@ class CapacityRequests:
         self._stray = []
         if self._entries:
             await self._read_back()
+            if self.karpenter:  # a shape whose node is still on its way is not one it cannot fit
+                last, said = self._launching, [e.said.values() for e in self._entries.values()]
+                self._launching = await node_claims.seen(self._api, said, self._clock, last)
         wants = dict(self.planner.wants)
         for key in sorted(set(self._entries) - set(wants)):
             await self._remove(self._entries.pop(key))
@@ -427,6 +438,7 @@ class CapacityRequests:
             if verdict is not None:
                 judged[group] = (verdict, signalled.owner)
         asking: set[str] = set()
+        timeout, launching = self._answer_timeout, self._launching
         for key, want in wants.items():
             if want.purpose is plans.Purpose.RESERVATION:
                 continue
@@ -434,7 +446,7 @@ class CapacityRequests:
             entry = self._entries.get(key)
             found = (
                 scale_up.judge_buffers(
-                    list(entry.said.values()), now=now, timeout=self._answer_timeout
+                    list(entry.said.values()), now=now, timeout=timeout, launching=launching
                 )
                 if entry is not None and entry.kind is Kind.CAPACITY_BUFFER
                 else None
