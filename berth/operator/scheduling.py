@@ -275,6 +275,7 @@ def build(inputs: Inputs) -> Parts:
             recorder=recorder,
             answer_timeout=autoscaling.answer_timeout,
             retry_after=autoscaling.retry_after,
+            hold_backoff=(autoscaling.hold_backoff, autoscaling.hold_backoff_max),
             resync=max(config.period, 5.0),
             on_hold=sink.hold_pending,
         )

@@ -226,6 +226,27 @@ class AutoscalingSettings(pydantic.BaseModel):
     record) before it is made again; doubled after each refusal in a row, up to 15 minutes.
     The default is a minute, Kueue's first ProvisioningRequest retry."""
 
+    hold_backoff: Seconds = 300.0
+    """Measured in seconds. How long a gang the autoscaler said it cannot fit is first kept
+    off its list (its pods wait as ``AutoscalerCannotFit``, or its requests are withdrawn)
+    before it is shown to the autoscaler again; doubled each time the autoscaler says so again,
+    up to :attr:`hold_backoff_max`. The default, five minutes, is how long Karpenter waits
+    before it repeats its ``FailedScheduling`` Event for a pod: a shorter hold shows the pods
+    again before Karpenter may answer, and they wait on its old answer."""
+
+    hold_backoff_max: Seconds = 3600.0
+    """Measured in seconds. The longest such hold: a NodePool changed meanwhile is noticed
+    within it. The default is an hour."""
+
+    @pydantic.model_validator(mode="after")
+    def _check_holds(self) -> AutoscalingSettings:
+        if self.hold_backoff > self.hold_backoff_max:
+            raise ValueError(
+                f"holdBackoff ({self.hold_backoff}s) must not be longer than "
+                f"holdBackoffMax ({self.hold_backoff_max}s)"
+            )
+        return self
+
 
 class Settings(pydantic_settings.BaseSettings):
     """Everything ``berth run`` can be told; see the module docstring for the sources."""

@@ -128,6 +128,11 @@ class Want:
             return (Kind.PROVISIONING_REQUEST,)
         return (Kind.CAPACITY_BUFFER,)
 
+    def kind_in(self, served: collections.abc.Collection[Kind] | None) -> Kind | None:
+        """The kind it is made with where ``served`` are (None: not known yet): the first
+        of :attr:`kinds` among them, else None."""
+        return next((kind for kind in self.kinds if served is not None and kind in served), None)
+
     @property
     def class_name(self) -> str:
         """The ProvisioningRequest class it asks with."""

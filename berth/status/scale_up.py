@@ -34,8 +34,11 @@ autoscaler's own words, never parsed):
   round fills), a shape that fits none stays ``False``. So a buffer still ``False``
   ``timeout`` after Berth first read it so, while another buffer of the same gang reads
   ``True`` (the autoscaler serves this gang, and has room for some members), makes it
-  ``AutoscalerCannotFit`` too. A gang all of whose shapes fit nowhere gets no node either way,
-  and keeps its request's code.
+  ``AutoscalerCannotFit`` too — unless a node was still launching meanwhile (one of
+  Karpenter's NodeClaims not yet ``Registered``): a cloud slower than ``timeout`` to launch
+  the node a shape needs must not read as a shape that fits nowhere, so the time counts from
+  when Berth last saw a launch in flight. A gang all of whose shapes fit nowhere gets no
+  node either way, and keeps its request's code.
 
 :func:`with_condition` renders a verdict as the PodGroup's ``ScaleUp`` condition (a type no
 autoscaler reads). Pure and synchronous.
@@ -304,12 +307,19 @@ class BufferSaid:
 
 
 def judge_buffers(
-    said: collections.abc.Sequence[BufferSaid], *, now: float, timeout: float
+    said: collections.abc.Sequence[BufferSaid],
+    *,
+    now: float,
+    timeout: float,
+    launching: float | None = None,
 ) -> ScaleUp | None:
     """The verdict on a gang asking with the CapacityBuffers ``said`` (one per pod shape;
     module docstring): ``AutoscalerCannotFit`` when one reads ``Infeasible``, or when one has
-    read ``False`` for ``timeout`` while another reads ``True``; else None (its requests'
-    code stands). ``at`` is when the verdict came true, on Berth's clock."""
+    read ``False`` for ``timeout`` while another reads ``True`` and the autoscaler launched
+    no node meanwhile (``launching``: when Berth last saw one of its NodeClaims not yet
+    registered; None: never) — a shape whose node is still on its way (a cloud slower than
+    ``timeout`` to launch it) is not one it cannot fit; else None (its requests' code stands).
+    ``at`` is when the verdict came true, on Berth's clock."""
     pods = sum(s.pods for s in said)
     waiting = f"{pods} waiting pod{'s' if pods != 1 else ''}"
     infeasible = sorted((s for s in said if s.fit is plans.Fit.INFEASIBLE), key=lambda s: s.name)
@@ -323,8 +333,9 @@ def judge_buffers(
             at=max(s.since for s in infeasible),
         )
     fits = [s for s in said if s.fit is plans.Fit.FITS]
+    quiet = launching if launching is not None else float("-inf")
     stuck = sorted(
-        (s for s in said if s.fit is plans.Fit.SHORT and now - s.since >= timeout),
+        (s for s in said if s.fit is plans.Fit.SHORT and now - max(s.since, quiet) >= timeout),
         key=lambda s: s.name,
     )
     if not fits or not stuck:
@@ -335,7 +346,7 @@ def judge_buffers(
         f"the autoscaler has room for {sum(s.pods for s in fits)} of its {waiting} but, in "
         f"{timeout:g}s, none for {count} more, and the gang is placed whole or not at all "
         f"(CapacityBuffer {first.name}: {first.detail})",
-        at=max(s.since for s in stuck) + timeout,
+        at=max(max(s.since, quiet) for s in stuck) + timeout,
     )
 
 
@@ -394,6 +405,8 @@ _SKEW = 30.0  # seconds the autoscaler's clock may lag Berth's when its Event is
 class _Hold:
     until: float  # when the pods are shown to the autoscaler again
     rounds: int  # holds in a row: the backoff's exponent
+    seen: float  # the autoscaler's latest refusal when it was held (its clock)
+    backoff: float  # how long it is held
 
 
 class Holds:
@@ -440,7 +453,7 @@ class Holds:
             elif now >= hold.until:
                 if self._held.pop(group, None) is not None:
                     changed = True
-                if verdict.at >= hold.until - _SKEW:  # said again once shown again
+                if _said_again(verdict.at, hold):
                     self._hold(group, verdict, rounds=hold.rounds + 1, now=now)
                     changed = True
         return changed
@@ -448,7 +461,9 @@ class Holds:
     def _hold(self, group: str, verdict: ScaleUp, *, rounds: int, now: float) -> None:
         backoff = min(self._first * 2 ** (rounds - 1), self._cap)
         until = now + backoff
-        self._holds[group] = _Hold(until=until, rounds=rounds)
+        self._holds[group] = _Hold(
+            until=until, rounds=rounds, seen=verdict.at or now, backoff=backoff
+        )
         self._held[group] = reasons.new(
             reasons.ReasonCode.AUTOSCALER_CANNOT_FIT,
             f"pod group {group}: {verdict.message}; so that no node is bought for the members "
@@ -459,6 +474,16 @@ class Holds:
             group=group,
             until=until,
         )
+
+
+def _said_again(at: float | None, hold: _Hold) -> bool:
+    """Whether a refusal stamped ``at`` is one the autoscaler said after ``hold`` ended (its
+    pods shown again): newer than the refusal it was held for, and no earlier than its end
+    less the clocks' skew. The skew allowed is at most half the hold: a hold shorter than
+    :data:`_SKEW` would otherwise take the refusals of the round that started it (a member's
+    Event a second after another's) for a new one, and hold the gang again at once, its pods
+    never shown to the autoscaler."""
+    return at is not None and at > hold.seen and at >= hold.until - min(_SKEW, hold.backoff / 2)
 
 
 def _cannot_fit(verdict: ScaleUp | None) -> bool:

@@ -793,3 +793,68 @@ async def test_a_gated_gang_whose_every_shape_fits_nowhere_keeps_its_buffers_cod
     verdict = world.requests.verdicts["default/g"]
     assert verdict.code is scale_up.ScaleUpReason.CAPACITY_REQUEST_PENDING
     assert world.requests.holds.held == {}
+
+
+def node_claim(emulator: testing.RunningEmulator, name: str, *, registered: bool) -> None:
+    """One of Karpenter's NodeClaims (made if missing): launched, and registered or still on
+    its way."""
+    api = emulator.api
+    crds = emulator.call(api.resource, "apiextensions.k8s.io/v1", "customresourcedefinitions")
+    served = emulator.call(api.storage.list, crds.key, None)
+    if not any(c["metadata"]["name"] == "nodeclaims.karpenter.sh" for c in served):
+        crd = open_crd("nodeclaims", "NodeClaim", "v1")
+        crd["metadata"]["name"] = "nodeclaims.karpenter.sh"
+        crd["spec"]["group"] = "karpenter.sh"
+        crd["spec"]["scope"] = "Cluster"
+        emulator.call(api.create, crds, crd)
+    resource = emulator.call(api.resource, "karpenter.sh/v1", "nodeclaims")
+    conditions = [{"type": "Launched", "status": "True", "reason": "Launched"}]
+    conditions.append({"type": "Registered", "status": "True" if registered else "Unknown"})
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name}}
+    if not any(
+        c["metadata"]["name"] == name for c in emulator.call(api.storage.list, resource.key, None)
+    ):
+        emulator.call(api.create, resource, claim)
+    emulator.call(
+        api.patch,
+        resource,
+        {"status": {"conditions": conditions}},
+        namespace=None,
+        name=name,
+        patch_type="application/merge-patch+json",
+        subresource="status",
+    )
+
+
+async def test_a_shape_whose_node_is_still_launching_is_not_taken_for_one_that_fits_nowhere(
+    world: World,
+) -> None:
+    # A cloud slower than answerTimeout to launch a node: the short shape's buffer stays
+    # False while Karpenter's NodeClaim is not registered, and that is not a shape it cannot
+    # fit; the time counts from the last launch Berth saw.
+    serve(world.emulator, "CapacityBuffer")
+    serve_karpenter(world.emulator)
+    node_claim(world.emulator, "default-abcde", registered=False)
+    members = mixed_gang(world)
+    world.cycle(capacity_mark("default/g", members), gated=members)
+    await world.requests.reconcile()
+    fits = provisioning("True", "FitsExistingCapacity", "All 2 virtual pods fit on existing")
+    short = provisioning("False", "RequiresNewCapacity", "0/1 virtual pods required new")
+    world.set_status(CB_PATH, "berth-pg-g-1-0", fits)
+    world.set_status(CB_PATH, "berth-pg-g-1-1", short)
+    await world.requests.reconcile()
+    world.clock.advance(300)
+    await world.requests.reconcile()
+    assert len(buffer_names(world)) == 2
+    assert world.requests.holds.held == {}
+    # The node registered (the short shape fits nothing after all): 120 s from the last
+    # launch seen, the gang is held.
+    node_claim(world.emulator, "default-abcde", registered=True)
+    world.clock.advance(119)
+    await world.requests.reconcile()
+    assert len(buffer_names(world)) == 2
+    world.clock.advance(1)
+    await world.requests.reconcile()
+    assert buffer_names(world) == []
+    verdict = world.requests.verdicts["default/g"]
+    assert verdict.code is scale_up.ScaleUpReason.AUTOSCALER_CANNOT_FIT

@@ -10,7 +10,8 @@ We test these aspects:
   loader with the effective scheduler name; a typo in a nested settings key refused by name;
   a missing or non-mapping file refused with its path;
 - durations as numbers or Go-style strings;
-- leader-election timings that could make two leaders are refused;
+- leader-election timings that could make two leaders are refused; an autoscaler hold whose
+  first backoff passes its maximum is refused;
 - identity and namespace come from the pod's downward-API variables when present;
 - every field documents itself (an attribute docstring stating the default's reason).
 """
@@ -297,3 +298,17 @@ def test_queueing_hints_turn_off_by_flag_env_or_file(
     config.write_text("queueingHints: false\nqueueingHintsRevisit: 5m\n")
     loaded = settings.Settings(config=config)
     assert (loaded.queueing_hints, loaded.queueing_hints_revisit) == (False, 300.0)
+
+
+def test_the_autoscaler_hold_backoff_comes_from_env_and_must_not_pass_its_maximum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = settings.Settings().autoscaling
+    assert (defaults.hold_backoff, defaults.hold_backoff_max) == (300.0, 3600.0)
+    monkeypatch.setenv("BERTH_AUTOSCALING__HOLD_BACKOFF", "15s")
+    monkeypatch.setenv("BERTH_AUTOSCALING__HOLD_BACKOFF_MAX", "1m")
+    given = settings.Settings().autoscaling
+    assert (given.hold_backoff, given.hold_backoff_max) == (15.0, 60.0)
+    monkeypatch.setenv("BERTH_AUTOSCALING__HOLD_BACKOFF", "2h")
+    with pytest.raises(pydantic.ValidationError, match=r"holdBackoff \(7200.0s\) must not be"):
+        settings.Settings()

@@ -34,7 +34,7 @@ import helm_sdkpy
 import pytest
 import yaml
 
-from berth.api import manifests, pods
+from berth.api import autoscaling, manifests, pods
 from berth.cli import up_webhooks
 from berth.emulator import testing
 from berth.scheduler.actions import registry as action_registry
@@ -564,6 +564,12 @@ def test_the_pod_patch_is_narrowed_to_the_fields_berth_writes(
     ]
     variables = {v["name"]: v["expression"] for v in policy["variables"]}
     assert json.loads(variables["ownLabels"]) == labels
+    # The annotations that make a gang's pods consume its ProvisioningRequest (Cluster
+    # Autoscaler's), beside Berth's own prefix.
+    assert json.loads(variables["ownAnnotations"]) == [
+        autoscaling.CONSUME_ANNOTATION,
+        autoscaling.CLASS_ANNOTATION,
+    ]
     messages = [v["message"] for v in policy["validations"]]
     assert messages == [
         "Berth may change no pod label but its own",
@@ -578,7 +584,7 @@ def test_the_pod_patch_is_narrowed_to_the_fields_berth_writes(
 def test_every_cluster_role_rule_carries_a_comment() -> None:
     lines = (charts.CHART / "templates" / "clusterrole.yaml").read_text().splitlines()
     rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) == 40
+    assert len(rule_starts) == 41
     for index in rule_starts:
         assert lines[index - 1].strip().startswith("#"), lines[index]
 

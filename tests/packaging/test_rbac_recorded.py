@@ -140,6 +140,7 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
             ("autoscaling.x-k8s.io", "capacitybuffers", "delete"),
             ("autoscaling.x-k8s.io", "capacitybuffers", "patch"),
             ("", "events", "list"),
+            ("karpenter.sh", "nodeclaims", "list"),
         )
     },
     ("scheduling.berth.io", "podgroups", "get"): "read only when a derived PodGroup exists "

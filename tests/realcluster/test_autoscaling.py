@@ -45,9 +45,12 @@ any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 
    in the ``Scheduled`` condition's message, and a Warning Event); in admission mode
    Karpenter answers the gang's buffer ``0/2 virtual pods required new capacity, 2 failed``
    and the PodGroup's ``Scheduled`` and ``ScaleUp`` conditions say so; either way no
-   NodeClaim is made, nothing is bound or evicted. (Windows of ``-5s`` or ``forever`` are
-   refused by the API server, naming the field: ``tests/api/bad_inputs.py``, run against the
-   real API server by ``test_bad_input_table.py``.)
+   NodeClaim is made, nothing is bound or evicted. In scheduler mode, with a 20 s
+   ``holdBackoff``, the hold's end is seen too: the members read ``Unschedulable`` again,
+   Karpenter looks at them again and buys nothing, and the group's verdict stands. (Windows
+   of ``-5s`` or ``forever`` are refused by the API server, naming the field:
+   ``tests/api/bad_inputs.py``, run against the real API server by
+   ``test_bad_input_table.py``.)
 8. bad input, a gang only some of whose members the pool can fit (scheduler mode): two 4-GPU
    members only a new node of the pool can take, and one of 16 GPUs that no instance type
    holds. Karpenter's first round, which sees all three, says ``FailedScheduling`` for the
@@ -60,8 +63,15 @@ any request its RBAC refused. We test these aspects (docs/autoscaling.md, issue 
    the 16-GPU shape's ``False``; ``answerTimeout`` (120 s) later Berth deletes both buffers,
    the PodGroup's ``ScaleUp`` condition reads ``AutoscalerCannotFit`` saying its requests are
    withdrawn, whatever Karpenter bought is consolidated, and for 90 s after no buffer and no
-   NodeClaim is made; the pods stay gated, nothing is bound or evicted. (Written without a
-   run: the session that wrote it had no real control plane to run it on.)
+   NodeClaim is made; the pods stay gated, nothing is bound or evicted. (The 120 s count
+   from when no NodeClaim of Karpenter's is still launching: here, a few seconds after its
+   node for the 4-GPU shape registered.)
+10. bad input, Karpenter stopped (frozen with SIGSTOP: its API served, nobody acting): a gang
+   only a new node can take reads ``Unschedulable``, and after ``answerTimeout`` (10 s here)
+   the PodGroup's ``ScaleUp`` condition reads ``False``, ``NoAutoscalerActed`` (also in the
+   ``Scheduled`` message, and a Warning Event); no NodeClaim, nothing bound or evicted. Once
+   Karpenter runs again it acts on the pods, still ``Unschedulable``, and the gang runs on
+   its new node.
 
 Each test is short (a few minutes at most) and waits on conditions with generous bounds; on a
 failure it prints the tails of Karpenter's and Berth's logs. Skipped without the control
@@ -76,6 +86,7 @@ import contextlib
 import json
 import pathlib
 import shutil
+import signal
 import tempfile
 import time
 import typing
@@ -96,6 +107,8 @@ POOL = "elastic"
 GPU = karpenter.GPU
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+ANSWER = 10.0  # autoscaling.answerTimeout of the test that waits for it (the default is 120 s)
+HOLD = 20.0  # the gang holds of the tests that show one end (the default is 300 s)
 WAIT = 240.0  # launching a node: Karpenter batches (<= 10 s), creates, KWOK registers, ...
 FIXED = (
     "1x cpu=32,memory=256Gi,nvidia.com/gpu=8 name=fixed-gpu",
@@ -657,6 +670,71 @@ def group_condition(real: cluster.RealCluster, namespace: str, name: str, kind: 
     return None
 
 
+# Bad input: Karpenter stopped ------------------------------------------------------------------
+
+
+def test_a_gang_nobody_acts_on_is_told_so_evicts_nothing_and_scales_up_once_karpenter_is_back(
+    real: cluster.RealCluster,
+) -> None:
+    with logs_on_failure(real):
+        namespace = real.namespace()
+        real.berth(mode="scheduler", settings={"BERTH_AUTOSCALING__ANSWER_TIMEOUT": f"{ANSWER:g}s"})
+        autoscaler = real.plane.processes["karpenter"]
+        # Karpenter hangs (SIGSTOP): running, its API served, and nobody acting, as a failing
+        # or absent controller behind its CRDs.
+        autoscaler.signal(signal.SIGSTOP)
+        try:
+            # Two 4-GPU members only a new node of the pool can take.
+            pool_only = {"nodeSelector": {karpenter.NODE_POOL_LABEL: POOL}}
+            members = ["train-0", "train-1"]
+            real.create(
+                pods.pod_group("train", min_member=2, queue="default"),
+                *(gpu_pod(name, gpus=4, group="train", extra_spec=pool_only) for name in members),
+                namespace=namespace,
+            )
+            wait_for(
+                real,
+                "the group saying no autoscaler acted",
+                lambda: (
+                    (group_condition(real, namespace, "train", "ScaleUp") or {}).get("reason")
+                    == "NoAutoscalerActed"
+                ),
+            )
+            scale_up = group_condition(real, namespace, "train", "ScaleUp") or {}
+            assert scale_up["status"] == "False"
+            assert scale_up["message"].startswith(
+                f"no autoscaler has acted on its 2 Unschedulable pods in {ANSWER:g}s: is "
+                "Karpenter or Cluster Autoscaler running"
+            ), scale_up
+            said = group_condition(real, namespace, "train", "Scheduled") or {}
+            assert scale_up["message"] in str(said.get("message")), said
+            assert [
+                e
+                for e in listed(real, "events", "-n", namespace)
+                if e.get("reason") == "NoAutoscalerActed"
+                and e["involvedObject"]["kind"] == "PodGroup"
+                and e.get("type") == "Warning"
+            ]
+            # The pods keep asking (a Karpenter that comes back acts on them); nothing is
+            # bought, bound or evicted meanwhile.
+            assert {s[1] for s in scheduled(real, namespace).values()} == {"Unschedulable"}
+            assert claims(real) == []
+            assert not [
+                r
+                for r in real.audited()
+                if r.namespace == namespace and r.resource in ("pods/eviction", "pods/binding")
+            ]
+        finally:
+            autoscaler.signal(signal.SIGCONT)
+        # Back: Karpenter provisions for the pods, the group says so, and the gang runs there.
+        wait_for(real, "the gang running", lambda: running(real, namespace, members))
+        placed = {p["spec"]["nodeName"] for p in real.pods(namespace)}
+        assert placed <= set(pool_nodes(real)), placed
+        assert not [
+            r for r in real.audited() if r.namespace == namespace and r.resource == "pods/eviction"
+        ]
+
+
 # Bad input: a NodePool that can never fit the gang --------------------------------------------
 
 
@@ -666,7 +744,8 @@ def test_a_gang_no_node_shape_fits_buys_nothing_and_is_told_why(
 ) -> None:
     with logs_on_failure(real):
         namespace = real.namespace()
-        real.berth(mode=mode)
+        # A short hold, so that its end is seen too (the default is Karpenter's five minutes).
+        real.berth(mode=mode, settings={"BERTH_AUTOSCALING__HOLD_BACKOFF": f"{HOLD:g}s"})
         scheduler = keys.DEFAULT_SCHEDULER_NAME if mode == "scheduler" else None
         offset = karpenter_offset(real)
         # 16 GPUs a pod: no instance type of the pool has more than 8.
@@ -725,6 +804,28 @@ def test_a_gang_no_node_shape_fits_buys_nothing_and_is_told_why(
                 and e["involvedObject"]["kind"] == "PodGroup"
                 and e.get("type") == "Warning"
             ]
+            # The hold ends: the pods are shown to the autoscaler again, all in one go, and
+            # the group's verdict stands without its hold. Karpenter looks again and buys
+            # nothing (no instance type fits them); it repeats its Event only after five
+            # minutes, so within this test they are not held again.
+            released = karpenter_offset(real)
+            wait_for(
+                real,
+                "every member shown to the autoscaler again after the hold",
+                lambda: {s[1] for s in scheduled(real, namespace).values()} == {"Unschedulable"},
+                timeout=HOLD + WAIT,
+            )
+            wait_for(
+                real,
+                "Karpenter looking at the pods again",
+                lambda: any(
+                    r.get("message") == "could not schedule pod"
+                    for r in karpenter_lines(real, after=released)
+                ),
+            )
+            scale_up = group_condition(real, namespace, "huge", "ScaleUp") or {}
+            assert scale_up.get("reason") == "AutoscalerCannotFit", scale_up
+            assert "off the autoscalers' list" not in scale_up["message"], scale_up
         else:
             # The gated gang asks with a buffer; Karpenter answers it cannot fit the virtual
             # pods, and the PodGroup's reason says so.

@@ -5,7 +5,8 @@ The ClusterRole grants Berth ``patch`` on every pod (RBAC cannot name fields); t
 here: the writes are sent with kubectl as a replica of Berth (its ServiceAccount, from a stand-in
 pod holding the leader Lease, so the leader fence lets it write). We test these aspects:
 
-- Berth's own writes pass: its annotations, the gate removed;
+- Berth's own writes pass: its annotations (and Cluster Autoscaler's that make a gang's pods
+  consume its ProvisioningRequest), the gate removed;
 - a label, an annotation that is not Berth's, or a toleration written by Berth's ServiceAccount
   is refused with the policy's message naming what it may not change;
 - the administrator's writes are unaffected.
@@ -22,7 +23,7 @@ import uuid
 import pytest
 import yaml
 
-from berth.api import keys
+from berth.api import autoscaling, keys
 from berth.realcluster import install
 from tests.realcluster import cluster, pods
 
@@ -94,7 +95,18 @@ def test_berth_may_patch_only_what_it_writes(
             "op": "add",
             "path": f"/metadata/annotations/{_escape(keys.ADMITTED_AT_ANNOTATION)}",
             "value": "2026-01-01T00:00:00Z",
-        }
+        },
+        # A gang's pods consume its ProvisioningRequest (Cluster Autoscaler's annotations).
+        {
+            "op": "add",
+            "path": f"/metadata/annotations/{_escape(autoscaling.CONSUME_ANNOTATION)}",
+            "value": "berth-pg-train-1",
+        },
+        {
+            "op": "add",
+            "path": f"/metadata/annotations/{_escape(autoscaling.CLASS_ANNOTATION)}",
+            "value": autoscaling.BEST_EFFORT_ATOMIC_SCALE_UP,
+        },
     ]
     deadline = time.monotonic() + SETTLE  # until the fence sees the replica hold the Lease
     while (answer := _patch(real, replica, namespace, own)) and "not the leader" in answer:

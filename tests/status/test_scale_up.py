@@ -310,6 +310,22 @@ def test_a_refusal_stamped_a_little_before_the_release_counts_as_said_again() ->
     assert holds.until(GANG) == T0 + 301 + 600
 
 
+def test_a_hold_shorter_than_the_skew_is_released_not_renewed_by_its_own_round() -> None:
+    # A short hold (a test's, or a cluster that wants its NodePool changes seen sooner): the
+    # refusals of the round that started it -- one member's Event a second after another's --
+    # are not the autoscaler saying it again, and the pods are shown to it again.
+    holds = scale_up.Holds(first=15, cap=60)
+    assert holds.update({GANG: cannot(T0)}, now=T0 + 4)
+    assert holds.until(GANG) == T0 + 19
+    assert not holds.update({GANG: cannot(T0 + 1)}, now=T0 + 10)  # the round's later Event
+    assert holds.update({GANG: cannot(T0 + 1)}, now=T0 + 19)
+    assert holds.held == {}
+    assert not holds.update({GANG: cannot(T0 + 1)}, now=T0 + 40)
+    # Said again once shown again (even stamped a few seconds early): held twice as long.
+    assert holds.update({GANG: cannot(T0 + 17)}, now=T0 + 41)
+    assert holds.until(GANG) == T0 + 41 + 30
+
+
 def test_any_other_verdict_releases_the_gang_and_a_later_refusal_starts_over() -> None:
     holds = scale_up.Holds()
     holds.update({GANG: cannot(T0)}, now=T0)
@@ -381,6 +397,24 @@ def test_a_shape_left_short_beside_one_that_fits_is_one_the_autoscaler_cannot_fi
     # The words stay the same while nothing changes.
     later = scale_up.judge_buffers(said, now=T0 + 600, timeout=120)
     assert later == verdict
+
+
+def test_a_shape_short_while_a_node_is_still_launching_is_not_judged_until_launches_stop() -> None:
+    # A cloud slower than the timeout to launch the short shape's node: while any NodeClaim is
+    # on its way, the shape is not one the autoscaler cannot fit; the time counts from the
+    # last launch seen.
+    said = [
+        buffer("b-0", plans.Fit.FITS, pods=2, since=T0 + 30),
+        buffer("b-1", plans.Fit.SHORT, since=T0),
+    ]
+    assert scale_up.judge_buffers(said, now=T0 + 200, timeout=120, launching=T0 + 190) is None
+    assert scale_up.judge_buffers(said, now=T0 + 309, timeout=120, launching=T0 + 190) is None
+    verdict = scale_up.judge_buffers(said, now=T0 + 310, timeout=120, launching=T0 + 190)
+    assert verdict is not None and verdict.code is R.AUTOSCALER_CANNOT_FIT
+    assert verdict.at == T0 + 310
+    # A launch seen before the shape went short does not delay it.
+    early = scale_up.judge_buffers(said, now=T0 + 120, timeout=120, launching=T0 - 50)
+    assert early is not None and early.at == T0 + 120
 
 
 @pytest.mark.parametrize(

@@ -42,8 +42,9 @@ the objects, and reads back what the autoscaler says:
   a member it cannot fit, its plan, or nobody acting within ``answer_timeout``; for a gang
   asking with CapacityBuffers (one per pod shape), their ``Provisioning`` conditions
   (:func:`berth.status.scale_up.judge_buffers`: ``Infeasible``, or one shape fitting while
-  another stays ``False``). A change of a gang's verdict is an Event on its owner, its code
-  as the reason.
+  another stays ``False``, timed from when none of Karpenter's NodeClaims was still
+  launching: :mod:`berth.kube.autoscaling.node_claims`). A change of a gang's verdict is an
+  Event on its owner, its code as the reason.
 - **A gang the autoscaler cannot fit asks for nothing** for a backoff
   (:class:`berth.status.scale_up.Holds`): in scheduler mode its pods leave the autoscalers'
   list (the binder, told through ``on_hold``); a gang asking with a request has it deleted and
@@ -64,7 +65,13 @@ import logging
 
 import kubernetes_asyncio.client
 
-from berth.kube.autoscaling import autoscaler_events, discovery, request_entries, request_notes
+from berth.kube.autoscaling import (
+    autoscaler_events,
+    discovery,
+    node_claims,
+    request_entries,
+    request_notes,
+)
 from berth.kube.autoscaling import request_objects as objects
 from berth.kube.transport import events, writes
 from berth.scheduler.framework import decisions, reasons
@@ -96,6 +103,7 @@ class CapacityRequests:
         answer_timeout: float = 120.0,
         retry_after: float = 60.0,
         retry_cap: float = 900.0,
+        hold_backoff: tuple[float, float] = (scale_up.HOLD_FIRST, scale_up.HOLD_CAP),
         resync: float = 5.0,
         on_hold: collections.abc.Callable[[collections.abc.Mapping[str, reasons.Reason]], None]
         | None = None,
@@ -116,9 +124,8 @@ class CapacityRequests:
         self.served: frozenset[Kind] | None = None
         """The kinds the API server serves (None: not asked yet)."""
         self._discovered_at = -discovery.INTERVAL
-        self._stray: list[
-            tuple[Kind, CapacityRequest]
-        ] = []  # a new leader's leftovers nobody wants
+        # A new leader's leftovers nobody wants.
+        self._stray: list[tuple[Kind, CapacityRequest]] = []
         self._wake = wakeups.Wakeup()
         self._notes: dict[str, str] = {}  # group key -> note
         self._verdicts: dict[str, scale_up.ScaleUp] = {}  # group key -> what the autoscaler did
@@ -132,15 +139,15 @@ class CapacityRequests:
         # otherwise, as Karpenter's last word on a pod stands in scheduler mode.
         self._cannot_fit: dict[str, scale_up.ScaleUp] = {}
         self._attempts: dict[str, int] = {}  # owner -> the attempt a hold withdrew
-        self.holds = scale_up.Holds()
+        self.holds = scale_up.Holds(first=hold_backoff[0], cap=hold_backoff[1])
         """The gangs the autoscaler cannot fit: kept off its list (scheduler mode) or asking
         with no request (admission mode) for a backoff."""
         self._on_hold = on_hold  # told the held gangs whenever they change (the binder)
         self.karpenter = False
         """Karpenter's NodePools are served (an autoscaler is expected to act)."""
-        self._noted: tuple[decisions.CycleResult, dict[str, str], decisions.CycleResult] | None = (
-            None
-        )
+        self._launching: float | None = None  # when a NodeClaim was last seen launching
+        self._noted: tuple[decisions.CycleResult, dict[str, str], decisions.CycleResult] | None
+        self._noted = None
         self._lock = asyncio.Lock()  # a pass and a withdrawal never interleave
         self.created = 0
         """Requests made (tests)."""
@@ -233,7 +240,7 @@ class CapacityRequests:
                 if want.purpose is plans.Purpose.RESERVATION or not wanted & set(want.members):
                     continue
                 entry = self._entries.get(key)
-                kind = entry.kind if entry is not None else self._kind_for(want)
+                kind = entry.kind if entry is not None else want.kind_in(self.served)
                 if kind is Kind.PROVISIONING_REQUEST:
                     continue
                 self.planner.forget(key)
@@ -260,6 +267,9 @@ class CapacityRequests:
         self._stray = []
         if self._entries:
             await self._read_back()
+            if self.karpenter:  # a shape whose node is still on its way is not one it cannot fit
+                last, said = self._launching, [e.said.values() for e in self._entries.values()]
+                self._launching = await node_claims.seen(self._api, said, self._clock, last)
         wants = dict(self.planner.wants)
         for key in sorted(set(self._entries) - set(wants)):
             await self._remove(self._entries.pop(key))
@@ -336,14 +346,8 @@ class CapacityRequests:
             return  # never asked while it could: nothing to keep
         await self._make(key, want, attempt=self._attempts.get(key, 0) + 1)
 
-    def _kind_for(self, want: plans.Want) -> Kind | None:
-        for kind in want.kinds:
-            if self.served is not None and kind in self.served:
-                return kind
-        return None
-
     async def _make(self, key: str, want: plans.Want, *, attempt: int) -> None:
-        kind = self._kind_for(want)
+        kind = want.kind_in(self.served)
         if kind is None:
             return  # the note says why
         shapes = await self._objects.shapes(want, self._snapshot)
@@ -396,7 +400,7 @@ class CapacityRequests:
         for key, want in wants.items():
             entry = self._entries.get(key)
             if entry is None:
-                if self._kind_for(want) is None and self.served is not None:
+                if want.kind_in(self.served) is None and self.served is not None:
                     verdicts[want.group] = scale_up.ScaleUp(
                         scale_up.ScaleUpReason.CAPACITY_API_UNSERVED,
                         request_notes.unserved(want),
@@ -434,6 +438,7 @@ class CapacityRequests:
             if verdict is not None:
                 judged[group] = (verdict, signalled.owner)
         asking: set[str] = set()
+        timeout, launching = self._answer_timeout, self._launching
         for key, want in wants.items():
             if want.purpose is plans.Purpose.RESERVATION:
                 continue
@@ -441,7 +446,7 @@ class CapacityRequests:
             entry = self._entries.get(key)
             found = (
                 scale_up.judge_buffers(
-                    list(entry.said.values()), now=now, timeout=self._answer_timeout
+                    list(entry.said.values()), now=now, timeout=timeout, launching=launching
                 )
                 if entry is not None and entry.kind is Kind.CAPACITY_BUFFER
                 else None
