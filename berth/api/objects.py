@@ -148,6 +148,7 @@ class Status(typing_extensions.TypedDict, total=False):
 
     apiVersion: str
     kind: str
+    metadata: ListMeta
     status: str  # "Success" or "Failure"
     message: str
     reason: str  # NotFound, AlreadyExists, Conflict, Invalid, Forbidden, ...

@@ -19,7 +19,7 @@ import copy
 import typing
 
 from berth.api import errors as api_errors
-from berth.api import quantities
+from berth.api import objects, quantities
 from berth.emulator import errors, resources, selectors, strategies
 
 if typing.TYPE_CHECKING:
@@ -253,7 +253,7 @@ def _qos_class(spec: Object) -> str:
 # ----- subresources ---------------------------------------------------------------------------
 
 
-def bind(api: rest.Api, *, namespace: str, name: str, binding: typing.Any) -> Object:
+def bind(api: rest.Api, *, namespace: str, name: str, binding: typing.Any) -> objects.Status:
     """``pods/binding``: set ``spec.nodeName`` once (409 if the pod is already bound)."""
     if not isinstance(binding, dict):
         raise errors.bad_request("a Binding must be a JSON object")
@@ -314,7 +314,7 @@ def _set_condition(obj: Object, kind: str, status: str, *, now: str) -> None:
     conditions.append(entry)
 
 
-def evict(api: rest.Api, *, namespace: str, name: str, eviction: typing.Any) -> Object:
+def evict(api: rest.Api, *, namespace: str, name: str, eviction: typing.Any) -> objects.Status:
     """``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it (429)."""
     if not isinstance(eviction, dict):
         raise errors.bad_request("an Eviction must be a JSON object")

@@ -24,6 +24,7 @@ import random
 import typing
 import uuid
 
+from berth.api import objects
 from berth.emulator import (
     crds,
     dra,
@@ -726,10 +727,10 @@ class Api:
 
     # ----- pods: binding and eviction -------------------------------------------------------
 
-    def bind(self, *, namespace: str, name: str, binding: typing.Any) -> Object:
+    def bind(self, *, namespace: str, name: str, binding: typing.Any) -> objects.Status:
         """``pods/binding`` (see :func:`berth.emulator.pods.bind`)."""
         return pods.bind(self, namespace=namespace, name=name, binding=binding)
 
-    def evict(self, *, namespace: str, name: str, eviction: typing.Any) -> Object:
+    def evict(self, *, namespace: str, name: str, eviction: typing.Any) -> objects.Status:
         """``pods/eviction`` (see :func:`berth.emulator.pods.evict`)."""
         return pods.evict(self, namespace=namespace, name=name, eviction=eviction)
