@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from berth.api import objects
 from berth.emulator import resources, tables
 
 __all__ = ["Rendering", "from_accept", "listing", "one"]
 
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
 
 
 @dataclasses.dataclass(frozen=True)

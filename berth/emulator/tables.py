@@ -16,11 +16,12 @@ import functools
 import json
 import typing
 
+from berth.api import objects
 from berth.emulator import jsonpaths, resources
 
 __all__ = ["Column", "columns_for", "human_duration", "partial_object_metadata", "render"]
 
-Object = typing.Mapping[str, typing.Any]
+Object = objects.KubeObject
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +87,8 @@ def _age(timestamp: typing.Any, now: float) -> str | None:
     return human_duration(now - when.timestamp())
 
 
-def _meta(obj: Object) -> Object:
-    return typing.cast(Object, obj.get("metadata") or {})
+def _meta(obj: Object) -> objects.ObjectMeta:
+    return obj.get("metadata") or {}
 
 
 def _get(obj: typing.Any, *path: str) -> typing.Any:
@@ -128,7 +129,7 @@ def _pod_status(obj: Object, now: float) -> str:
     meta = _meta(obj)
     if meta.get("deletionTimestamp"):
         return "Terminating"
-    status = obj.get("status") or {}
+    status = _get(obj, "status") or {}
     if _get(obj, "spec", "schedulingGates"):
         return "SchedulingGated"
     for container in status.get("containerStatuses") or ():
@@ -360,14 +361,14 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
         Column(
             "Data",
             "integer",
-            lambda o, n: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+            lambda o, n: len(_get(o, "data") or {}) + len(_get(o, "binaryData") or {}),
         ),
         _AGE,
     ),
     ("", "secrets"): (
         _NAME,
-        Column("Type", "string", lambda o, n: o.get("type") or "Opaque"),
-        Column("Data", "integer", lambda o, n: len(o.get("data") or {})),
+        Column("Type", "string", lambda o, n: _get(o, "type") or "Opaque"),
+        Column("Data", "integer", lambda o, n: len(_get(o, "data") or {})),
         _AGE,
     ),
     ("", "events"): (
@@ -376,8 +377,8 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
             "string",
             lambda o, n: _age(o.get("lastTimestamp") or o.get("eventTime"), n),
         ),
-        Column("Type", "string", lambda o, n: o.get("type") or ""),
-        Column("Reason", "string", lambda o, n: o.get("reason") or ""),
+        Column("Type", "string", lambda o, n: _get(o, "type") or ""),
+        Column("Reason", "string", lambda o, n: _get(o, "reason") or ""),
         Column(
             "Object",
             "string",
@@ -386,7 +387,7 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
                 f"{_get(o, 'involvedObject', 'name') or ''}"
             ),
         ),
-        Column("Message", "string", lambda o, n: o.get("message") or ""),
+        Column("Message", "string", lambda o, n: _get(o, "message") or ""),
         dataclasses.replace(_NAME, priority=1),
     ),
     ("apps", "deployments"): (
@@ -403,13 +404,13 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
     ),
     ("scheduling.k8s.io", "priorityclasses"): (
         _NAME,
-        Column("Value", "integer", lambda o, n: o.get("value") or 0),
-        Column("Global-Default", "boolean", lambda o, n: bool(o.get("globalDefault"))),
+        Column("Value", "integer", lambda o, n: _get(o, "value") or 0),
+        Column("Global-Default", "boolean", lambda o, n: bool(_get(o, "globalDefault"))),
         _AGE,
         Column(
             "PreemptionPolicy",
             "string",
-            lambda o, n: o.get("preemptionPolicy") or "PreemptLowerPriority",
+            lambda o, n: _get(o, "preemptionPolicy") or "PreemptLowerPriority",
         ),
     ),
     ("policy", "poddisruptionbudgets"): (

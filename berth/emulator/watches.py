@@ -23,11 +23,12 @@ import typing
 
 from aiohttp import web
 
+from berth.api import objects
 from berth.emulator import errors, renderings, resources, rest, selectors, storage
 
 __all__ = ["DEFAULT_TIMEOUT", "WatchRequest", "serve"]
 
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
 DEFAULT_TIMEOUT = 1800.0  # the API server's --min-request-timeout
 
 
@@ -91,7 +92,7 @@ class _Writer:
 
     async def bookmark(self, *, initial_end: bool = False) -> None:
         resource = self.request.resource
-        metadata: Object = {"resourceVersion": str(self.api.storage.resource_version)}
+        metadata: objects.ObjectMeta = {"resourceVersion": str(self.api.storage.resource_version)}
         if initial_end:
             metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
         await self.send(
