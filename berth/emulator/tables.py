@@ -30,12 +30,12 @@ class Column:
 
     name: str
     type: str  # string, integer, number, boolean, date
-    cell: typing.Callable[[Object, float], typing.Any]
+    cell: typing.Callable[[Object, float], objects.TableCell]
     description: str = ""
     format: str = ""
     priority: int = 0  # 1 means "only with -o wide"
 
-    def definition(self) -> dict[str, typing.Any]:
+    def definition(self) -> objects.TableColumnDefinition:
         return {
             "name": self.name,
             "type": self.type,
@@ -287,9 +287,10 @@ def _job_duration(obj: Object, now: float) -> str:
     return human_duration((completed if completed is not None else now) - started)
 
 
-def _template_containers(obj: Object) -> list[typing.Mapping[str, typing.Any]]:
+def _template_containers(obj: Object, field: str) -> str:
+    """``field`` (name, image) of each container of a Job's pod template, comma-separated."""
     containers = _get(obj, "spec", "template", "spec", "containers") or []
-    return [c for c in containers if isinstance(c, typing.Mapping)]
+    return ",".join(str(c.get(field, "")) for c in containers if isinstance(c, typing.Mapping))
 
 
 def _label_selector(selector: typing.Any) -> str:
@@ -326,14 +327,14 @@ _JOB_COLUMNS = (
     Column(
         "Containers",
         "string",
-        lambda o, n: ",".join(str(c.get("name", "")) for c in _template_containers(o)),
+        lambda o, n: _template_containers(o, "name"),
         priority=1,
         description="Names of each container in the template.",
     ),
     Column(
         "Images",
         "string",
-        lambda o, n: ",".join(str(c.get("image", "")) for c in _template_containers(o)),
+        lambda o, n: _template_containers(o, "image"),
         priority=1,
         description="Images referenced by each container in the template.",
     ),
@@ -442,7 +443,7 @@ def _compiled(path: str) -> tuple[typing.Any, ...]:
         return ()
 
 
-def _json_cell(kind: str, value: typing.Any, now: float) -> typing.Any:
+def _json_cell(kind: str, value: object, now: float) -> objects.TableCell:
     if kind == "date":
         return _age(value, now)
     if kind == "integer":
@@ -463,7 +464,7 @@ def _json_cell(kind: str, value: typing.Any, now: float) -> typing.Any:
 def _custom_column(spec: typing.Mapping[str, typing.Any]) -> Column:
     path, kind = str(spec.get("jsonPath", "")), str(spec.get("type", "string"))
 
-    def cell(obj: Object, now: float) -> typing.Any:
+    def cell(obj: Object, now: float) -> objects.TableCell:
         steps = _compiled(path)
         found = jsonpaths.find(obj, steps) if steps else []
         return _json_cell(kind, found[0], now) if found else None
@@ -488,12 +489,12 @@ def columns_for(resource: resources.Resource) -> tuple[Column, ...]:
     return _BUILTIN_COLUMNS.get(resource.key, (_NAME, _AGE))
 
 
-def partial_object_metadata(obj: Object) -> dict[str, typing.Any]:
+def partial_object_metadata(obj: Object) -> Object:
     """``obj`` reduced to its metadata, as ``meta.k8s.io/v1`` PartialObjectMetadata."""
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": _meta(obj)}
 
 
-def _row_object(obj: Object, include: str) -> typing.Any:
+def _row_object(obj: Object, include: str) -> Object | None:
     if include == "None":
         return None
     if include == "Object":
@@ -503,22 +504,22 @@ def _row_object(obj: Object, include: str) -> typing.Any:
 
 def render(
     resource: resources.Resource,
-    objects: typing.Sequence[Object],
+    items: typing.Sequence[Object],
     *,
     now: float,
     include_object: str = "Metadata",
     resource_version: str = "",
     continue_token: str = "",
     headers: bool = True,
-) -> dict[str, typing.Any]:
-    """A ``Table`` of ``objects`` with ``resource``'s columns."""
+) -> objects.Table:
+    """A ``Table`` of ``items`` with ``resource``'s columns."""
     columns = columns_for(resource)
-    metadata: dict[str, str] = {}
+    metadata: objects.ListMeta = {}
     if resource_version:
         metadata["resourceVersion"] = resource_version
     if continue_token:
         metadata["continue"] = continue_token
-    table: dict[str, typing.Any] = {
+    table: objects.Table = {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
@@ -528,7 +529,7 @@ def render(
                 "cells": [c.cell(obj, now) for c in columns],
                 "object": _row_object(obj, include_object),
             }
-            for obj in objects
+            for obj in items
         ],
     }
     return table

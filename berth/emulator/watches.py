@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import typing
 
 from aiohttp import web
 
@@ -73,7 +72,7 @@ class _Writer:
         self.api = api
         self.headers_sent = False
 
-    def render(self, obj: Object) -> typing.Any:
+    def render(self, obj: Object) -> renderings.Rendered:
         """``obj`` as the watch asked; Table column definitions go in the first event only."""
         resource = self.request.resource
         rendered = renderings.one(
@@ -86,8 +85,10 @@ class _Writer:
         self.headers_sent = True
         return rendered
 
-    async def send(self, kind: str, obj: typing.Any) -> None:
-        line = json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n"
+    async def send(self, kind: str, obj: renderings.Rendered | objects.Status) -> None:
+        # A WatchEvent, whose object may also be a Table or (an ERROR's) a Status.
+        event = {"type": kind, "object": obj}
+        line = json.dumps(event, separators=(",", ":")) + "\n"
         await self.response.write(line.encode())
 
     async def bookmark(self, *, initial_end: bool = False) -> None:
