@@ -16,7 +16,7 @@ import functools
 import json
 import typing
 
-from berth.api import objects
+from berth.api import apiextensions, objects
 from berth.emulator import jsonpaths, resources
 
 __all__ = ["Column", "columns_for", "human_duration", "partial_object_metadata", "render"]
@@ -461,7 +461,7 @@ def _json_cell(kind: str, value: object, now: float) -> objects.TableCell:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def _custom_column(spec: typing.Mapping[str, typing.Any]) -> Column:
+def _custom_column(spec: apiextensions.CustomResourceColumnDefinition) -> Column:
     path, kind = str(spec.get("jsonPath", "")), str(spec.get("type", "string"))
 
     def cell(obj: Object, now: float) -> objects.TableCell:
@@ -482,9 +482,12 @@ def _custom_column(spec: typing.Mapping[str, typing.Any]) -> Column:
 def columns_for(resource: resources.Resource) -> tuple[Column, ...]:
     """The printer columns of ``resource``."""
     if resource.custom:
-        specs = resource.printer_columns or (
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-        )
+        age: apiextensions.CustomResourceColumnDefinition = {
+            "name": "Age",
+            "type": "date",
+            "jsonPath": ".metadata.creationTimestamp",
+        }
+        specs = resource.printer_columns or (age,)
         return (_NAME, *(_custom_column(s) for s in specs))
     return _BUILTIN_COLUMNS.get(resource.key, (_NAME, _AGE))
 
