@@ -34,11 +34,14 @@ __all__ = [
     "Eviction",
     "Namespace",
     "Node",
+    "NodeAddress",
     "NodeAffinity",
+    "NodeCondition",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "NodeSpec",
     "NodeStatus",
+    "NodeSystemInfo",
     "ObjectReference",
     "Pod",
     "PodAffinity",
@@ -165,6 +168,8 @@ class Container(typing_extensions.TypedDict, total=False):
     resources: ResourceRequirements
     restartPolicy: str  # "Always" on an init container makes it a sidecar
     ports: list[ContainerPort]
+    imagePullPolicy: str  # IfNotPresent (the API server's default), Always, Never
+    terminationMessagePath: str
 
 
 class Volume(typing_extensions.TypedDict, total=False):
@@ -195,6 +200,7 @@ class PodSpec(typing_extensions.TypedDict, total=False):
     resourceClaims: list[dra.PodResourceClaim]
     restartPolicy: str
     terminationGracePeriodSeconds: int
+    dnsPolicy: str
     hostNetwork: bool
     volumes: list[Volume]
     topologySpreadConstraints: list[TopologySpreadConstraint]
@@ -230,7 +236,10 @@ class ContainerState(typing_extensions.TypedDict, total=False):
 class ContainerStatus(typing_extensions.TypedDict, total=False):
     name: str
     image: str
+    imageID: str
+    containerID: str
     ready: bool
+    started: bool
     restartCount: int
     state: ContainerState
     lastState: ContainerState
@@ -248,6 +257,7 @@ class PodStatus(typing_extensions.TypedDict, total=False):
     resourceClaimStatuses: list[dra.PodResourceClaimStatus]
     reason: str
     message: str
+    qosClass: str  # Guaranteed, Burstable, BestEffort
 
 
 class Pod(objects.KubeObject, total=False):
@@ -285,10 +295,39 @@ class NodeSpec(typing_extensions.TypedDict, total=False):
     providerID: str
 
 
+class NodeCondition(PodCondition, total=False):
+    """A node's condition (Ready, MemoryPressure, ...): a pod's keys and the kubelet's
+    heartbeat."""
+
+    lastHeartbeatTime: str
+
+
+class NodeAddress(typing_extensions.TypedDict, total=False):
+    type: str  # InternalIP, ExternalIP, Hostname
+    address: str
+
+
+class NodeSystemInfo(typing_extensions.TypedDict, total=False):
+    """``status.nodeInfo``: what the kubelet reports of itself (``kubectl get nodes -o wide``)."""
+
+    kubeletVersion: str
+    kubeProxyVersion: str
+    osImage: str
+    kernelVersion: str
+    containerRuntimeVersion: str
+    operatingSystem: str
+    architecture: str
+    machineID: str
+    systemUUID: str
+    bootID: str
+
+
 class NodeStatus(typing_extensions.TypedDict, total=False):
     capacity: dict[str, str]
     allocatable: dict[str, str]
-    conditions: list[PodCondition]  # NodeCondition: the same keys Berth reads
+    conditions: list[NodeCondition]
+    addresses: list[NodeAddress]
+    nodeInfo: NodeSystemInfo
     images: list[ContainerImage]
 
 
@@ -298,6 +337,7 @@ class Node(objects.KubeObject, total=False):
 
 
 class Namespace(objects.KubeObject, total=False):
+    spec: dict[str, list[str]]  # {finalizers}
     status: dict[str, str]  # {phase}
 
 
@@ -329,7 +369,9 @@ class Binding(objects.KubeObject, total=False):
 class DeleteOptions(typing_extensions.TypedDict, total=False):
     preconditions: dict[str, str | None]  # {uid, resourceVersion}; null: no precondition
     gracePeriodSeconds: int
-    propagationPolicy: str
+    propagationPolicy: str  # Orphan, Background, Foreground
+    orphanDependents: bool  # deprecated: propagationPolicy Orphan
+    dryRun: list[str]  # ["All"]
 
 
 class Eviction(objects.KubeObject, total=False):

@@ -31,6 +31,10 @@ __all__ = [
     "OwnerReference",
     "Status",
     "StatusDetails",
+    "Table",
+    "TableCell",
+    "TableColumnDefinition",
+    "TableRow",
     "WatchEvent",
 ]
 
@@ -148,8 +152,40 @@ class Status(typing_extensions.TypedDict, total=False):
 
     apiVersion: str
     kind: str
+    metadata: ListMeta
     status: str  # "Success" or "Failure"
     message: str
     reason: str  # NotFound, AlreadyExists, Conflict, Invalid, Forbidden, ...
     details: StatusDetails
     code: int
+
+
+# Server-side printing (``meta.k8s.io/v1``): what ``kubectl get`` asks for ---------------------
+
+
+class TableColumnDefinition(typing_extensions.TypedDict, total=False):
+    name: str
+    type: str  # string, integer, number, boolean, date
+    format: str  # "name" marks the column kubectl keys on
+    description: str
+    priority: int  # 0: always shown; 1: only with -o wide
+
+
+TableCell = str | int | float | bool | None
+"""One cell of a row: a JSON scalar of its column's type (None: no value)."""
+
+
+class TableRow(typing_extensions.TypedDict, total=False):
+    cells: list[TableCell]
+    object: KubeObject | None  # PartialObjectMetadata, the object, or none (includeObject)
+
+
+class Table(typing_extensions.TypedDict, total=False):
+    """A ``Table``: column definitions (omitted, ``null``, after a watch's first event) and one
+    row per object."""
+
+    apiVersion: str
+    kind: str
+    metadata: ListMeta
+    columnDefinitions: list[TableColumnDefinition] | None
+    rows: list[TableRow]

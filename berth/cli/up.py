@@ -242,7 +242,9 @@ def _create(
     if resource is None:
         raise click.ClickException(f"{source}: unknown kind {body.get('kind')}")
     namespace = "default" if resource.namespaced else None
-    created = dict(api.create(resource, body, namespace=namespace).object)
+    # Api.create checks the manifest as the API server does (kind, metadata, the kind's rules).
+    manifest = typing.cast(api_objects.KubeObject, body)
+    created = dict(api.create(resource, manifest, namespace=namespace).object)
     return typing.cast(api_objects.KubeObject, created)  # the emulator answers decoded JSON
 
 

@@ -35,7 +35,7 @@ class Result:
     watch_events_per_second: float
     seconds: float
 
-    def to_json(self) -> dict[str, typing.Any]:
+    def to_json(self) -> dict[str, int | float]:
         return {
             k: round(v, 1) if isinstance(v, float) else v
             for k, v in dataclasses.asdict(self).items()

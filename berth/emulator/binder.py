@@ -26,8 +26,9 @@ import collections
 import contextlib
 import typing
 
-from berth.api import quantities
+from berth.api import core, quantities
 from berth.emulator import errors, kubelets, patches, rest, storage
+from berth.emulator.pods import as_pod, or_empty
 from berth.util import wakeups
 
 __all__ = ["DEFAULT_SCHEDULER", "Binder"]
@@ -37,14 +38,8 @@ _DONE = ("Succeeded", "Failed")
 _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 _NODE_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
 
-Object = dict[str, typing.Any]
 
-
-def _map(value: typing.Any) -> dict[str, typing.Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _expression_matches(expression: Object, value: str | None) -> bool:
+def _expression_matches(expression: core.NodeSelectorRequirement, value: str | None) -> bool:
     operator = expression.get("operator")
     values = [str(v) for v in expression.get("values") or ()]
     if operator == "Exists":
@@ -64,14 +59,14 @@ def _expression_matches(expression: Object, value: str | None) -> bool:
     return number > bound if operator == "Gt" else number < bound
 
 
-def _term_matches(term: Object, node: Object) -> bool:
+def _term_matches(term: core.NodeSelectorTerm, node: core.Node) -> bool:
     """A NodeSelectorTerm: every expression and field requirement holds (an empty term
     matches nothing, as kube-scheduler has it)."""
     expressions = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
     if not expressions and not fields:
         return False
-    labels = _map(node["metadata"].get("labels"))
+    labels = or_empty(node["metadata"].get("labels"))
     for expression in expressions:
         if expression.get("operator") not in _NODE_OPERATORS:
             return False
@@ -85,9 +80,9 @@ def _term_matches(term: Object, node: Object) -> bool:
     return True
 
 
-def _tolerates(pod: Object, taint: Object) -> bool:
-    for toleration in _map(pod.get("spec")).get("tolerations") or ():
-        toleration = _map(toleration)
+def _tolerates(pod: core.Pod, taint: core.Taint) -> bool:
+    for listed in or_empty(pod.get("spec")).get("tolerations") or ():
+        toleration = or_empty(listed)
         effect = toleration.get("effect")
         if effect and effect != taint.get("effect"):
             continue
@@ -105,31 +100,33 @@ def _tolerates(pod: Object, taint: Object) -> bool:
     return False
 
 
-def _why_not(pod: Object, node: Object, wanted: dict[str, int], used: dict[str, int]) -> str:
+def _why_not(
+    pod: core.Pod, node: core.Node, wanted: typing.Mapping[str, int], used: typing.Mapping[str, int]
+) -> str:
     """Why ``node`` cannot take ``pod`` in kube-scheduler's words ("" when it can): the first
     filter that fails, in the default profile's order."""
-    spec, node_spec = _map(pod.get("spec")), _map(node.get("spec"))
+    spec, node_spec = or_empty(pod.get("spec")), or_empty(node.get("spec"))
     if node_spec.get("unschedulable"):
         return "node(s) were unschedulable"
-    for taint in node_spec.get("taints") or ():
-        taint = _map(taint)
+    for listed in node_spec.get("taints") or ():
+        taint = or_empty(listed)
         if taint.get("effect") in _HARD_EFFECTS and not _tolerates(pod, taint):
             return "node(s) had untolerated taint(s)"
-    labels = _map(node["metadata"].get("labels"))
-    selector = _map(spec.get("nodeSelector"))
+    labels = or_empty(node["metadata"].get("labels"))
+    selector = or_empty(spec.get("nodeSelector"))
     if any(labels.get(k) != v for k, v in selector.items()):
         return "node(s) didn't match Pod's node affinity/selector"
-    required = _map(
-        _map(_map(spec.get("affinity")).get("nodeAffinity")).get(
+    required = or_empty(
+        or_empty(or_empty(spec.get("affinity")).get("nodeAffinity")).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
     )
     terms = required.get("nodeSelectorTerms")
-    if terms is not None and not any(_term_matches(_map(t), node) for t in terms):
+    if terms is not None and not any(_term_matches(or_empty(t), node) for t in terms):
         return "node(s) didn't match Pod's node affinity/selector"
     allocatable = {
         name: quantities.parse_milli(value)
-        for name, value in _map(_map(node.get("status")).get("allocatable")).items()
+        for name, value in or_empty(or_empty(node.get("status")).get("allocatable")).items()
     }
     for name, amount in sorted(wanted.items()):
         if used.get(name, 0) + amount > allocatable.get(name, 0):
@@ -181,15 +178,15 @@ class Binder:
         """One pass over the pods waiting for the default scheduler; how many it bound."""
         pods_resource = self.api.resource("v1", "pods")
         nodes = sorted(
-            self.api.storage.list(self.api.resource("v1", "nodes").key),
+            map(kubelets.as_node, self.api.storage.list(self.api.resource("v1", "nodes").key)),
             key=lambda n: str(n["metadata"]["name"]),
         )
         used: dict[str, collections.Counter[str]] = {
             str(n["metadata"]["name"]): collections.Counter() for n in nodes
         }
-        waiting: list[Object] = []
-        for pod in self.api.storage.list(pods_resource.key):
-            spec, status = _map(pod.get("spec")), _map(pod.get("status"))
+        waiting: list[core.Pod] = []
+        for pod in map(as_pod, self.api.storage.list(pods_resource.key)):
+            spec, status = or_empty(pod.get("spec")), or_empty(pod.get("status"))
             bound = spec.get("nodeName")
             if bound:
                 if bound in used and status.get("phase") not in _DONE:
@@ -235,12 +232,12 @@ class Binder:
                 placed += 1
         return placed
 
-    def _bind(self, pod: Object, node: str) -> bool:
+    def _bind(self, pod: core.Pod, node: str) -> bool:
         meta = pod["metadata"]
-        binding = {
+        binding: core.Binding = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": meta["name"], "uid": meta.get("uid")},
+            "metadata": {"name": meta["name"], "uid": meta.get("uid", "")},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
@@ -249,16 +246,16 @@ class Binder:
             return False  # changed or gone meanwhile: the next pass sees it as it is now
         return True
 
-    def _unschedulable(self, pod: Object, message: str) -> None:
+    def _unschedulable(self, pod: core.Pod, message: str) -> None:
         """Say so on the pod as kube-scheduler does (once per message)."""
-        for condition in _map(pod.get("status")).get("conditions") or ():
+        for existing in or_empty(pod.get("status")).get("conditions") or ():
             if (
-                _map(condition).get("type") == "PodScheduled"
-                and condition.get("reason") == "Unschedulable"
-                and condition.get("message") == message
+                or_empty(existing).get("type") == "PodScheduled"
+                and existing.get("reason") == "Unschedulable"
+                and existing.get("message") == message
             ):
                 return
-        condition = {
+        condition: core.PodCondition = {
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",

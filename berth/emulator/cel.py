@@ -123,7 +123,7 @@ def evaluate(rule: Rule, *, value: typing.Any, old: typing.Any = None) -> bool:
     An evaluation error (a missing field, a bad quantity) raises :class:`CelError`, which the
     API server reports as the rule failing with that error.
     """
-    activation: dict[str, typing.Any] = {"self": celpy.adapter.json_to_cel(value)}
+    activation: dict[str, object] = {"self": celpy.adapter.json_to_cel(value)}  # CEL values
     if rule.transition:
         activation["oldSelf"] = celpy.adapter.json_to_cel(old)
     try:

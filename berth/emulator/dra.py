@@ -34,7 +34,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = ["CLAIMS", "CLASSES", "SLICES", "TEMPLATES", "dra_strategies"]
 
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
 CLASSES: resources.StorageKey = (dra.GROUP, "deviceclasses")
 SLICES: resources.StorageKey = (dra.GROUP, "resourceslices")
 CLAIMS: resources.StorageKey = (dra.GROUP, "resourceclaims")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from berth.api import objects
+
 __all__ = [
     "Cause",
     "StatusError",
@@ -64,7 +66,7 @@ class StatusError(Exception):
         *,
         code: int,
         reason: str,
-        details: dict[str, typing.Any] | None = None,
+        details: objects.StatusDetails | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -72,9 +74,9 @@ class StatusError(Exception):
         self.reason = reason
         self.details = details
 
-    def status(self) -> dict[str, typing.Any]:
+    def status(self) -> objects.Status:
         """The ``Status`` object written as the response body."""
-        body: dict[str, typing.Any] = {
+        body: objects.Status = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
@@ -88,8 +90,8 @@ class StatusError(Exception):
         return body
 
 
-def _details(*, name: str, group: str, kind: str) -> dict[str, typing.Any]:
-    details: dict[str, typing.Any] = {"name": name, "kind": kind}
+def _details(*, name: str, group: str, kind: str) -> objects.StatusDetails:
+    details: objects.StatusDetails = {"name": name, "kind": kind}
     if group:
         details["group"] = group
     return details
@@ -206,7 +208,7 @@ def too_large(limit: int) -> StatusError:
 
 
 def too_many_requests(message: str, *, causes: typing.Sequence[Cause] = ()) -> StatusError:
-    details: dict[str, typing.Any] | None = None
+    details: objects.StatusDetails | None = None
     if causes:
         details = {"causes": [c.as_dict() for c in causes]}
     return StatusError(message, code=429, reason="TooManyRequests", details=details)
@@ -218,11 +220,9 @@ def internal(message: str) -> StatusError:
     )
 
 
-def success(
-    *, code: int = 200, details: dict[str, typing.Any] | None = None
-) -> dict[str, typing.Any]:
+def success(*, code: int = 200, details: objects.StatusDetails | None = None) -> objects.Status:
     """A ``Status`` of success, as answered by bindings and some deletes."""
-    body: dict[str, typing.Any] = {
+    body: objects.Status = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},

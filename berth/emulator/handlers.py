@@ -19,6 +19,7 @@ import typing
 import yaml
 from aiohttp import web
 
+from berth.api import core
 from berth.emulator import (
     discovery,
     errors,
@@ -395,7 +396,8 @@ class Handlers:
         if route.subresource:
             raise errors.method_not_allowed("DELETE", what=request.path)
         body = await self._body(request, accepted=("application/json", "application/yaml", ""))
-        options: dict[str, typing.Any] = dict(body) if isinstance(body, dict) else {}
+        # A DeleteOptions body: Api.delete reads its fields (the policy is checked below).
+        options = typing.cast(core.DeleteOptions, dict(body)) if isinstance(body, dict) else {}
         grace = _integer(request.query, "gracePeriodSeconds")
         if grace is not None:
             options["gracePeriodSeconds"] = grace

@@ -27,9 +27,10 @@ import ipaddress
 import re
 import typing
 
-from berth.api import durations, fake_devices, keys, quantities
+from berth.api import coordination, core, durations, fake_devices, keys, objects, quantities
 from berth.api import errors as api_errors
 from berth.emulator import addresses, errors, patches, resources, rest, storage
+from berth.emulator.pods import as_pod, or_empty
 from berth.util import wakeups
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "NodePool",
     "POOL_LABEL",
     "SPEC_HELP",
+    "as_node",
     "parse_pool",
     "pod_requests",
 ]
@@ -56,7 +58,6 @@ devices= gives every node DRA devices of a fake driver: a ResourceSlice per node
 devices (gpu-0, gpu-1, ... for gpu.example.com) and a DeviceClass named after the driver;
 '4x cpu=16 devices=gpu.example.com:8' makes 4 nodes of 8 such GPUs each."""
 
-Object = dict[str, typing.Any]
 _SPEC = re.compile(r"^(?P<count>\d+)x$")
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _MAX_DEVICES = 128  # devices a ResourceSlice may list
@@ -76,7 +77,7 @@ class NodePool:
         default_factory=lambda: dict(DEFAULT_ALLOCATABLE)
     )
     labels: typing.Mapping[str, str] = dataclasses.field(default_factory=dict)
-    taints: tuple[typing.Mapping[str, str], ...] = ()
+    taints: tuple[core.Taint, ...] = ()
     devices: tuple[tuple[str, int], ...] = ()
     """DRA devices of every node: (driver, count), published as a fake driver's slices
     (:mod:`berth.api.fake_devices`)."""
@@ -92,7 +93,7 @@ def parse_pool(spec: str, *, index: int = 0) -> NodePool:
         raise PoolSpecError(f"{spec!r}: a pool starts with a count such as '10x'")
     allocatable: dict[str, str] = {"pods": "110"}
     labels: dict[str, str] = {}
-    taints: list[dict[str, str]] = []
+    taints: list[core.Taint] = []
     devices: dict[str, int] = {}
     prefix = ""
     for word in words[1:]:
@@ -107,7 +108,7 @@ def parse_pool(spec: str, *, index: int = 0) -> NodePool:
             if not colon or effect not in _EFFECTS or not body:
                 raise PoolSpecError(f"{word!r}: write taint=KEY[=VALUE]:{'|'.join(_EFFECTS)}")
             taint_key, _, taint_value = body.partition("=")
-            taint = {"key": taint_key, "effect": effect}
+            taint: core.Taint = {"key": taint_key, "effect": effect}
             if taint_value:
                 taint["value"] = taint_value
             taints.append(taint)
@@ -147,11 +148,18 @@ def parse_pool(spec: str, *, index: int = 0) -> NodePool:
     )
 
 
-def _pod_cidr(node: Object) -> str:
-    return str((node.get("spec") or {}).get("podCIDR") or "")
+def as_node(obj: objects.KubeObject) -> core.Node:
+    """A stored object of the nodes resource as the Node it is. Nothing checks a node's fields
+    on write (as with the API server, whose node strategy checks little): read them with
+    :func:`~berth.emulator.pods.or_empty`."""
+    return typing.cast(core.Node, obj)
 
 
-def _subnet(node: Object, *, pods: int) -> ipaddress.IPv4Network | None:
+def _pod_cidr(node: core.Node) -> str:
+    return str(or_empty(node.get("spec")).get("podCIDR") or "")
+
+
+def _subnet(node: core.Node, *, pods: int) -> ipaddress.IPv4Network | None:
     """The pod subnet an existing node declares, if it is one with room for ``pods`` pods."""
     try:
         subnet = ipaddress.IPv4Network(_pod_cidr(node))
@@ -160,30 +168,30 @@ def _subnet(node: Object, *, pods: int) -> ipaddress.IPv4Network | None:
     return subnet if subnet.prefixlen <= addresses.subnet_prefix(pods) else None
 
 
-def _map(value: typing.Any) -> dict[str, typing.Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def pod_requests(pod: Object) -> dict[str, int]:
+def pod_requests(pod: core.Pod) -> dict[str, int]:
     """A pod's effective requests in milli-units (containers summed, max with init containers).
 
     Malformed parts (a list where a map belongs, an unparsable quantity: the API refuses them,
     but a pod may predate that check) raise ``ValueError``: the kubelet fails that pod alone.
     """
-    spec = _map(pod.get("spec"))
+    spec = or_empty(pod.get("spec"))
     total: dict[str, int] = {"pods": 1000}
     try:
         for container in spec.get("containers") or ():
-            for name, value in _map(_map(_map(container).get("resources")).get("requests")).items():
+            for name, value in _requests(container).items():
                 total[name] = total.get(name, 0) + quantities.parse_milli(value)
         for container in spec.get("initContainers") or ():
-            for name, value in _map(_map(_map(container).get("resources")).get("requests")).items():
+            for name, value in _requests(container).items():
                 total[name] = max(total.get(name, 0), quantities.parse_milli(value))
-        for name, value in _map(spec.get("overhead")).items():
+        for name, value in or_empty(spec.get("overhead")).items():
             total[name] = total.get(name, 0) + quantities.parse_milli(value)
     except (api_errors.QuantityError, TypeError) as exc:
         raise ValueError(f"unreadable resource requests: {exc}") from None
     return total
+
+
+def _requests(container: core.Container) -> dict[str, str]:
+    return or_empty(or_empty(or_empty(container).get("resources")).get("requests"))
 
 
 @dataclasses.dataclass
@@ -228,14 +236,14 @@ class Kubelets:
     async def start(self) -> None:
         nodes = self.api.resource("v1", "nodes")
         leases = self.api.resource("coordination.k8s.io/v1", "leases")
-        existing = self.api.storage.list(nodes.key)
+        existing = [as_node(n) for n in self.api.storage.list(nodes.key)]
         carver = addresses.SubnetCarver(taken=[_pod_cidr(n) for n in existing])
         for pool in self.pools:
             allocatable = {k: quantities.parse_milli(v) for k, v in pool.allocatable.items()}
             capacity = allocatable.get("pods", 0) // 1000
             for name in pool.names():
                 node = self.api.storage.get(nodes.key, "", name)
-                subnet = _subnet(node, pods=capacity) if node is not None else None
+                subnet = _subnet(as_node(node), pods=capacity) if node is not None else None
                 if subnet is None:
                     subnet = carver.carve(pods=capacity)
                 if node is None:
@@ -248,7 +256,7 @@ class Kubelets:
         pods = self.api.resource("v1", "pods")
         self._watcher = self.api.storage.subscribe(key=pods.key, namespace=None)
         for pod in self.api.storage.list(pods.key):
-            self._observe(pod)
+            self._observe(as_pod(pod))
         self._tasks = [
             asyncio.create_task(self._follow_pods(), name="kubelets: pods"),
             asyncio.create_task(self._beat(), name="kubelets: heartbeats"),
@@ -278,19 +286,20 @@ class Kubelets:
         slices = self.api.resource("resource.k8s.io/v1", "resourceslices")
         for driver, count in pool.devices:
             if self.api.storage.get(classes.key, "", driver) is None:
-                self.api.create(classes, dict(fake_devices.device_class(driver)))
+                self.api.create(classes, fake_devices.device_class(driver))
             made = fake_devices.node_slice(driver=driver, node=node, count=count)
             if self.api.storage.get(slices.key, "", made["metadata"]["name"]) is None:
-                self.api.create(slices, dict(made))
+                self.api.create(slices, made)
 
-    def _waits_for_us(self, pod: Object) -> bool:
+    def _waits_for_us(self, obj: objects.KubeObject) -> bool:
+        pod = as_pod(obj)
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         running = status.get("phase") not in ("Succeeded", "Failed")
         return bool(spec.get("nodeName") in self.nodes and running and self._tasks)
 
     # ----- node objects ---------------------------------------------------------------------
 
-    def _node_object(self, pool: NodePool, name: str, *, pod_cidr: str) -> Object:
+    def _node_object(self, pool: NodePool, name: str, *, pod_cidr: str) -> core.Node:
         now = self.api.timestamp()
         index = len(self.nodes)
         address = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
@@ -301,7 +310,7 @@ class Kubelets:
             POOL_LABEL: pool.prefix,
             **pool.labels,
         }
-        conditions = [
+        conditions: list[core.NodeCondition] = [
             {
                 "type": kind,
                 "status": "False",
@@ -325,9 +334,9 @@ class Kubelets:
                 "lastTransitionTime": now,
             }
         )
-        spec: Object = {"podCIDR": pod_cidr}
+        spec: core.NodeSpec = {"podCIDR": pod_cidr}
         if pool.taints:
-            spec["taints"] = [dict(t) for t in pool.taints]
+            spec["taints"] = [t.copy() for t in pool.taints]
         return {
             "metadata": {"name": name, "labels": labels},
             "spec": spec,
@@ -354,7 +363,7 @@ class Kubelets:
             },
         }
 
-    def _lease_object(self, name: str) -> Object:
+    def _lease_object(self, name: str) -> coordination.Lease:
         return {
             "metadata": {"name": name},
             "spec": {
@@ -395,9 +404,9 @@ class Kubelets:
         if node is None:
             return
         now = self.api.timestamp()
-        conditions = [
-            dict(c, lastHeartbeatTime=now)
-            for c in (node.get("status") or {}).get("conditions") or ()
+        conditions: list[core.NodeCondition] = [
+            {**c, "lastHeartbeatTime": now}
+            for c in or_empty(as_node(node).get("status")).get("conditions") or ()
         ]
         self.api.patch(
             nodes,
@@ -417,9 +426,9 @@ class Kubelets:
             if change is None:
                 return
             if change.type == "DELETED":
-                self._forget(change.object)
+                self._forget(as_pod(change.object))
             else:
-                self._observe(change.object)
+                self._observe(as_pod(change.object))
 
     def _later(self, uid: str, delay: float, step: typing.Callable[[], None]) -> None:
         loop = asyncio.get_running_loop()
@@ -432,7 +441,7 @@ class Kubelets:
         handle = loop.call_later(max(0.0, delay / self.speedup), run)
         self._timers.setdefault(uid, []).append(handle)
 
-    def _observe(self, pod: Object) -> None:
+    def _observe(self, pod: core.Pod) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         node = self.nodes.get(str(spec.get("nodeName") or ""))
         if node is None:
@@ -452,7 +461,7 @@ class Kubelets:
             requests = pod_requests(pod)
         except ValueError as exc:
             # Fail this pod as a kubelet refuses what it cannot admit; the node runs on.
-            failure = {
+            failure: core.PodStatus = {
                 "phase": "Failed",
                 "reason": "UnexpectedAdmissionError",
                 "message": f"Pod was rejected: {exc}",
@@ -483,14 +492,14 @@ class Kubelets:
         for handle in self._timers.pop(uid, []):
             handle.cancel()
 
-    def _forget(self, pod: Object) -> None:
+    def _forget(self, pod: core.Pod) -> None:
         uid = str(pod["metadata"].get("uid"))
         self._cancel(uid)
         self._started.discard(uid)
         self._terminating.discard(uid)
         self._release(uid)
 
-    def _patch_status(self, pod: Object, status: Object) -> None:
+    def _patch_status(self, pod: core.Pod, status: core.PodStatus) -> None:
         pods = self.api.resource("v1", "pods")
         meta = pod["metadata"]
         current = self.api.storage.get(pods.key, meta["namespace"], meta["name"])
@@ -505,7 +514,7 @@ class Kubelets:
             subresource="status",
         )
 
-    def _reject(self, pod: Object, node: _Node, resource: str, requests: dict[str, int]) -> None:
+    def _reject(self, pod: core.Pod, node: _Node, resource: str, requests: dict[str, int]) -> None:
         used, capacity = node.used.get(resource, 0), node.allocatable.get(resource, 0)
         reason = f"OutOf{resource}" if resource != "pods" else "OutOfpods"
         self._patch_status(
@@ -518,11 +527,13 @@ class Kubelets:
             },
         )
 
-    def _containers(self, pod: Object, state: Object, *, ready: bool) -> list[Object]:
+    def _containers(
+        self, pod: core.Pod, state: core.ContainerState, *, ready: bool
+    ) -> list[core.ContainerStatus]:
         return [
             {
-                "name": c.get("name"),
-                "image": c.get("image"),
+                "name": c.get("name", ""),  # the pod strategy requires both
+                "image": c.get("image", ""),
                 "imageID": f"sim://{c.get('image')}",
                 "containerID": f"berth://{pod['metadata'].get('uid')}-{c.get('name')}",
                 "ready": ready,
@@ -533,10 +544,10 @@ class Kubelets:
             for c in (pod.get("spec") or {}).get("containers") or ()
         ]
 
-    def _conditions(self, *, ready: bool, reason: str = "") -> list[Object]:
+    def _conditions(self, *, ready: bool, reason: str = "") -> list[core.PodCondition]:
         now = self.api.timestamp()
         status = "True" if ready else "False"
-        conditions = [
+        conditions: list[core.PodCondition] = [
             {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": now},
             {"type": "Initialized", "status": "True", "lastTransitionTime": now},
             {"type": "Ready", "status": status, "lastTransitionTime": now},
@@ -547,10 +558,12 @@ class Kubelets:
                 condition["reason"] = reason
         return conditions
 
-    def _run(self, pod: Object, node: _Node) -> None:
+    def _run(self, pod: core.Pod, node: _Node) -> None:
         now = self.api.timestamp()
         # The Node object may be gone (the API then refuses, and the pod never runs).
-        node_object = self.api.get(self.api.resource("v1", "nodes"), namespace=None, name=node.name)
+        node_object = as_node(
+            self.api.get(self.api.resource("v1", "nodes"), namespace=None, name=node.name)
+        )
         self._patch_status(
             pod,
             {
@@ -573,9 +586,9 @@ class Kubelets:
             return  # a malformed duration: the pod runs forever, as if it had none
         self._later(str(pod["metadata"]["uid"]), seconds, lambda: self._succeed(pod, started=now))
 
-    def _succeed(self, pod: Object, *, started: str) -> None:
+    def _succeed(self, pod: core.Pod, *, started: str) -> None:
         now = self.api.timestamp()
-        terminated = {
+        terminated: core.ContainerState = {
             "terminated": {
                 "exitCode": 0,
                 "reason": "Completed",
@@ -593,7 +606,7 @@ class Kubelets:
         )
         self._release(str(pod["metadata"]["uid"]))
 
-    def _confirm_deletion(self, pod: Object) -> None:
+    def _confirm_deletion(self, pod: core.Pod) -> None:
         meta = pod["metadata"]
         pods = self.api.resource("v1", "pods")
         self._release(str(meta.get("uid")))

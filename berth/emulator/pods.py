@@ -15,21 +15,21 @@ PodScheduled; an eviction deletes the pod unless a PodDisruptionBudget forbids i
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import typing
 
+from berth.api import core, objects, policy, quantities
 from berth.api import errors as api_errors
-from berth.api import quantities
 from berth.emulator import errors, resources, selectors, strategies
 
 if typing.TYPE_CHECKING:
     from berth.emulator import rest
 
-__all__ = ["PODS", "SCHEDULING_GATED", "PodStrategy", "bind", "evict"]
+__all__ = ["PODS", "SCHEDULING_GATED", "PodStrategy", "as_pod", "bind", "evict", "or_empty"]
 
-Object = dict[str, typing.Any]
 PODS: resources.StorageKey = ("", "pods")
-SCHEDULING_GATED: typing.Mapping[str, str] = {
+SCHEDULING_GATED: core.PodCondition = {
     "type": "PodScheduled",
     "status": "False",
     "reason": "SchedulingGated",
@@ -44,22 +44,42 @@ _POD_MUTABLE = ("activeDeadlineSeconds", "terminationGracePeriodSeconds", "toler
 _POD_MUTABLE_WHILE_GATED = ("nodeSelector", "affinity", "schedulingGates")
 
 
-def _pod_spec_core(spec: Object, *, gated: bool) -> Object:
-    core = {k: v for k, v in spec.items() if k not in _POD_MUTABLE}
-    core.pop("schedulingGates", None)
+_Map = typing.TypeVar("_Map", bound=collections.abc.Mapping[str, object])
+
+
+def or_empty(value: _Map | None) -> _Map:
+    """``value`` if it is a JSON object, else an empty one. A stored pod may predate a check, or
+    carry a part no strategy checks (tolerations, a node's spec): the emulator's controllers
+    (the kubelets, the binder) count a malformed part as absent rather than fail on it."""
+    if isinstance(value, dict):
+        return value
+    return typing.cast(_Map, {})
+
+
+def as_pod(obj: objects.KubeObject) -> core.Pod:
+    """A stored object of the pods resource as the Pod it is (the pod strategy has checked and
+    defaulted every pod written)."""
+    return typing.cast(core.Pod, obj)
+
+
+def _pod_spec_core(spec: core.PodSpec, *, gated: bool) -> dict[str, object]:
+    """The spec's fields an update may not change, to compare old with new."""
+    fixed = {k: v for k, v in spec.items() if k not in _POD_MUTABLE}
+    fixed.pop("schedulingGates", None)
     if gated:
         for field in _POD_MUTABLE_WHILE_GATED:
-            core.pop(field, None)
+            fixed.pop(field, None)
     for field in ("containers", "initContainers"):
-        if isinstance(core.get(field), list):
-            core[field] = [
+        containers = fixed.get(field)
+        if isinstance(containers, list):
+            fixed[field] = [
                 {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
-                for c in core[field]
+                for c in containers
             ]
-    return core
+    return fixed
 
 
-def _required_terms(spec: Object) -> list[Object]:
+def _required_terms(spec: core.PodSpec) -> list[core.NodeSelectorTerm]:
     affinity = spec.get("affinity")
     node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
     required = (
@@ -71,7 +91,7 @@ def _required_terms(spec: Object) -> list[Object]:
     return [t if isinstance(t, dict) else {} for t in terms or ()]
 
 
-def _narrowed_only(spec: Object, old_spec: Object) -> list[errors.Cause]:
+def _narrowed_only(spec: core.PodSpec, old_spec: core.PodSpec) -> list[errors.Cause]:
     """KEP-3838: a gated pod's scheduling directives may only be narrowed — ``nodeSelector``
     entries added, requirements added to existing required node-affinity terms (or terms set
     where there were none); pod (anti-)affinity not changed at all."""
@@ -89,9 +109,12 @@ def _narrowed_only(spec: Object, old_spec: Object) -> list[errors.Cause]:
     if old_terms and (
         len(terms) != len(old_terms)
         or any(
-            any(r not in (new.get(field) or ()) for r in old.get(field) or ())
+            any(
+                r not in (new.get("matchExpressions") or ())
+                for r in old.get("matchExpressions") or ()
+            )
+            or any(r not in (new.get("matchFields") or ()) for r in old.get("matchFields") or ())
             for old, new in zip(old_terms, terms, strict=True)
-            for field in ("matchExpressions", "matchFields")
         )
     ):
         causes.append(
@@ -111,8 +134,11 @@ def _narrowed_only(spec: Object, old_spec: Object) -> list[errors.Cause]:
 class PodStrategy(strategies.Strategy):
     """Pods: kube-apiserver's defaults, priority admission and spec immutability."""
 
-    def prepare_create(self, api: rest.Api, resource: resources.Resource, obj: Object) -> None:
-        spec = obj.setdefault("spec", {})
+    def prepare_create(
+        self, api: rest.Api, resource: resources.Resource, obj: objects.KubeObject
+    ) -> None:
+        pod = as_pod(obj)
+        spec = pod.setdefault("spec", {})
         spec.setdefault("schedulerName", "default-scheduler")
         spec.setdefault("restartPolicy", "Always")
         spec.setdefault("terminationGracePeriodSeconds", 30)
@@ -126,9 +152,9 @@ class PodStrategy(strategies.Strategy):
         priority_class = api.priority_class(spec.get("priorityClassName"))
         if spec.get("priorityClassName") and priority_class is None:
             raise errors.forbidden(
-                f'pods "{obj["metadata"].get("name") or obj["metadata"].get("generateName")}" is '
+                f'pods "{pod["metadata"].get("name") or pod["metadata"].get("generateName")}" is '
                 f"forbidden: no PriorityClass with name {spec['priorityClassName']} was found",
-                name=str(obj["metadata"].get("name", "")),
+                name=str(pod["metadata"].get("name", "")),
                 plural="pods",
             )
         if priority_class is not None:
@@ -140,24 +166,24 @@ class PodStrategy(strategies.Strategy):
         else:
             spec.setdefault("priority", 0)
             spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-        obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
+        pod["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
         if spec.get("nodeName"):
-            obj["status"]["conditions"] = []
+            pod["status"]["conditions"] = []
         elif spec.get("schedulingGates"):
             # As kube-apiserver's pod strategy says so at creation (no scheduler will).
-            obj["status"]["conditions"] = [dict(SCHEDULING_GATED)]
+            pod["status"]["conditions"] = [SCHEDULING_GATED.copy()]
 
     def validate(
         self,
         api: rest.Api,
         resource: resources.Resource,
-        obj: Object,
+        obj: objects.KubeObject,
         *,
-        old: Object | None,
+        old: objects.KubeObject | None,
         context: strategies.WriteContext,
     ) -> list[errors.Cause]:
         causes = super().validate(api, resource, obj, old=old, context=context)
-        spec = obj.get("spec") or {}
+        spec = as_pod(obj).get("spec") or {}
         containers = spec.get("containers")
         if not isinstance(containers, list) or not containers:
             causes.append(errors.required("spec.containers"))
@@ -167,12 +193,15 @@ class PodStrategy(strategies.Strategy):
                     causes.append(errors.required(f"spec.containers[{i}].name"))
                 elif not container.get("image"):
                     causes.append(errors.required(f"spec.containers[{i}].image"))
-        for field in ("containers", "initContainers"):
-            for i, container in enumerate(spec.get(field) or ()):
+        for field, listed in (
+            ("containers", spec.get("containers")),
+            ("initContainers", spec.get("initContainers")),
+        ):
+            for i, container in enumerate(listed or ()):
                 if isinstance(container, dict):
                     causes.extend(_resource_causes(container, path=f"spec.{field}[{i}]"))
         if old is not None:
-            old_spec = old.get("spec") or {}
+            old_spec = as_pod(old).get("spec") or {}
             gated = bool(old_spec.get("schedulingGates"))
             if _pod_spec_core(spec, gated=gated) != _pod_spec_core(old_spec, gated=gated):
                 causes.append(
@@ -202,7 +231,7 @@ class PodStrategy(strategies.Strategy):
         return causes
 
 
-def _resource_causes(container: Object, *, path: str) -> list[errors.Cause]:
+def _resource_causes(container: core.Container, *, path: str) -> list[errors.Cause]:
     """``resources.requests``/``limits`` must be maps of quantities (the API server's typed
     decoding refuses anything else; a list here once stopped every simulated kubelet)."""
     resources_ = container.get("resources")
@@ -227,19 +256,23 @@ def _resource_causes(container: Object, *, path: str) -> list[errors.Cause]:
     return causes
 
 
-def _mapping(value: typing.Any) -> dict[str, typing.Any]:
-    return value if isinstance(value, dict) else {}
+def _quantities(
+    container: core.Container, kind: typing.Literal["requests", "limits"]
+) -> dict[str, str]:
+    """The container's ``resources.requests`` or ``limits``; malformed shapes are validate()'s
+    to refuse (422), so here they count as absent."""
+    res = container.get("resources")
+    listed = res.get(kind) if isinstance(res, dict) else None
+    return listed if isinstance(listed, dict) else {}
 
 
-def _qos_class(spec: Object) -> str:
+def _qos_class(spec: core.PodSpec) -> str:
     requests_seen = limits_seen = False
     guaranteed = True
     for container in spec.get("containers") or ():
         if not isinstance(container, dict):
             continue
-        # Malformed shapes are validate()'s to refuse (422); here they count as absent.
-        res = _mapping(container.get("resources"))
-        requests, limits = _mapping(res.get("requests")), _mapping(res.get("limits"))
+        requests, limits = _quantities(container, "requests"), _quantities(container, "limits")
         requests_seen = requests_seen or bool(requests)
         limits_seen = limits_seen or bool(limits)
         for name in ("cpu", "memory"):
@@ -253,8 +286,9 @@ def _qos_class(spec: Object) -> str:
 # ----- subresources ---------------------------------------------------------------------------
 
 
-def bind(api: rest.Api, *, namespace: str, name: str, binding: typing.Any) -> Object:
-    """``pods/binding``: set ``spec.nodeName`` once (409 if the pod is already bound)."""
+def bind(api: rest.Api, *, namespace: str, name: str, binding: object) -> objects.Status:
+    """``pods/binding``: set ``spec.nodeName`` once (409 if the pod is already bound).
+    ``binding`` is the request's JSON (a Binding once checked here)."""
     if not isinstance(binding, dict):
         raise errors.bad_request("a Binding must be a JSON object")
     target = binding.get("target") or {}
@@ -276,7 +310,7 @@ def bind(api: rest.Api, *, namespace: str, name: str, binding: typing.Any) -> Ob
             ],
         )
     pods = api.resource("v1", "pods")
-    pod = api.get(pods, namespace=namespace, name=name)
+    pod = as_pod(api.get(pods, namespace=namespace, name=name))
     meta = binding.get("metadata") or {}
     why = ""
     if meta.get("uid") and meta["uid"] != pod["metadata"].get("uid"):
@@ -302,28 +336,40 @@ def bind(api: rest.Api, *, namespace: str, name: str, binding: typing.Any) -> Ob
     return errors.success(code=201)
 
 
-def _set_condition(obj: Object, kind: str, status: str, *, now: str) -> None:
-    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
-    entry = {"type": kind, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
+def _set_condition(pod: core.Pod, kind: str, status: str, *, now: str) -> None:
+    conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+    entry: core.PodCondition = {
+        "type": kind,
+        "status": status,
+        "lastProbeTime": None,
+        "lastTransitionTime": now,
+    }
     for i, condition in enumerate(conditions):
         if condition.get("type") == kind:
             if condition.get("status") == status:
-                entry["lastTransitionTime"] = condition.get("lastTransitionTime")
+                entry.pop("lastTransitionTime")
+                if "lastTransitionTime" in condition:
+                    entry["lastTransitionTime"] = condition["lastTransitionTime"]
             conditions[i] = entry
             return
     conditions.append(entry)
 
 
-def evict(api: rest.Api, *, namespace: str, name: str, eviction: typing.Any) -> Object:
-    """``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it (429)."""
+def evict(api: rest.Api, *, namespace: str, name: str, eviction: object) -> objects.Status:
+    """``pods/eviction``: delete the pod unless a PodDisruptionBudget forbids it (429).
+    ``eviction`` is the request's JSON (an Eviction once checked here)."""
     if not isinstance(eviction, dict):
         raise errors.bad_request("an Eviction must be a JSON object")
     pods = api.resource("v1", "pods")
-    pod = api.get(pods, namespace=namespace, name=name)
+    pod = as_pod(api.get(pods, namespace=namespace, name=name))
     if pod["metadata"].get("deletionTimestamp"):
         return errors.success(code=201)
     if _healthy(pod):
-        for budget in api.storage.list(_BUDGETS, namespace):
+        # The resource is PodDisruptionBudgets: what storage holds under it is one.
+        budgets = typing.cast(
+            list[policy.PodDisruptionBudget], api.storage.list(_BUDGETS, namespace)
+        )
+        for budget in budgets:
             selector = (budget.get("spec") or {}).get("selector")
             if not selectors.matches_label_selector_object(selector, pod["metadata"].get("labels")):
                 continue
@@ -340,16 +386,19 @@ def evict(api: rest.Api, *, namespace: str, name: str, eviction: typing.Any) -> 
                         )
                     ],
                 )
-    options = eviction.get("deleteOptions") or {}
+    # The Eviction's DeleteOptions: Api.delete reads their fields.
+    options = typing.cast(core.DeleteOptions, eviction.get("deleteOptions") or {})
     api.delete(pods, namespace=namespace, name=name, options=options)
     return errors.success(code=201)
 
 
-def _disruptions_allowed(api: rest.Api, budget: Object, namespace: str) -> tuple[int, int, int]:
+def _disruptions_allowed(
+    api: rest.Api, budget: policy.PodDisruptionBudget, namespace: str
+) -> tuple[int, int, int]:
     """``(allowed, needed, healthy)``: how many more of the budget's pods may go, and why."""
     spec = budget.get("spec") or {}
     matching = [
-        p
+        as_pod(p)
         for p in api.storage.list(PODS, namespace)
         if selectors.matches_label_selector_object(
             spec.get("selector"), p["metadata"].get("labels")
@@ -366,7 +415,7 @@ def _disruptions_allowed(api: rest.Api, budget: Object, namespace: str) -> tuple
     return healthy - needed, needed, healthy
 
 
-def _healthy(pod: Object) -> bool:
+def _healthy(pod: core.Pod) -> bool:
     if pod["metadata"].get("deletionTimestamp"):
         return False
     status = pod.get("status") or {}
@@ -378,7 +427,7 @@ def _healthy(pod: Object) -> bool:
     return True
 
 
-def _scaled(value: typing.Any, total: int) -> int:
+def _scaled(value: int | str, total: int) -> int:
     """An int-or-percent of ``total``; percentages round up, as the disruption controller's."""
     if isinstance(value, str) and value.endswith("%"):
         return -(-total * int(value[:-1]) // 100)

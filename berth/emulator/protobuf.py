@@ -149,9 +149,11 @@ def _entry(value: int | bytes, *, binary: bool) -> tuple[str, str]:
     return key, base64.b64encode(item).decode() if binary else item.decode("utf-8")
 
 
+# Untyped: a request body in JSON form, before validation: whatever the client sent, which the
+# strategies check as they check a JSON body.
 def _message(kind: str, data: bytes) -> dict[str, typing.Any]:
     schema = SCHEMAS[kind]
-    out: dict[str, typing.Any] = {}
+    out: dict[str, typing.Any] = {}  # Untyped: as _message's result
     for number, value in _fields(data):
         if number not in schema:
             continue  # fields the emulator does not model (managedFields, ...)
@@ -182,7 +184,7 @@ def _message(kind: str, data: bytes) -> dict[str, typing.Any]:
     return out
 
 
-def decode(body: bytes) -> dict[str, typing.Any]:
+def decode(body: bytes) -> dict[str, typing.Any]:  # Untyped: a request body before validation
     """The JSON form of a protobuf-encoded object (``apiVersion``, ``kind`` included)."""
     if not body.startswith(_MAGIC):
         raise ProtobufError("not a Kubernetes protobuf body (no k8s\\0 prefix)")

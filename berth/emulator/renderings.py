@@ -12,11 +12,14 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from berth.api import objects
 from berth.emulator import resources, tables
 
-__all__ = ["Rendering", "from_accept", "listing", "one"]
+__all__ = ["Rendered", "Rendering", "from_accept", "listing", "one"]
 
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
+Rendered = objects.KubeObject | objects.Table
+"""An object as written: itself, its PartialObjectMetadata, or a Table of its row."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +58,7 @@ def one(
     now: float,
     resource_version: str = "",
     headers: bool = True,
-) -> typing.Any:
+) -> Rendered:
     """``obj`` as ``rendering`` says: itself, a Table of one row, or PartialObjectMetadata."""
     if rendering.mode == "table":
         return tables.render(
@@ -80,7 +83,7 @@ def listing(
     resource_version: str,
     continue_token: str = "",
     remaining: int | None = None,
-) -> dict[str, typing.Any]:
+) -> objects.ObjectList | objects.Table:
     """A list response: a Table, a ``PartialObjectMetadataList`` or a ``<Kind>List``."""
     if rendering.mode == "table":
         return tables.render(
@@ -91,10 +94,11 @@ def listing(
             resource_version=resource_version,
             continue_token=continue_token,
         )
-    metadata: dict[str, typing.Any] = {"resourceVersion": resource_version}
+    metadata: objects.ListMeta = {"resourceVersion": resource_version}
     if continue_token:
         metadata["continue"] = continue_token
-        metadata["remainingItemCount"] = remaining
+        if remaining is not None:
+            metadata["remainingItemCount"] = remaining
     if rendering.mode == "metadata":
         return {
             "kind": "PartialObjectMetadataList",

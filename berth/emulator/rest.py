@@ -24,6 +24,7 @@ import random
 import typing
 import uuid
 
+from berth.api import core, objects, policy
 from berth.emulator import (
     crds,
     dra,
@@ -39,7 +40,7 @@ from berth.util import clocks
 
 __all__ = ["Api", "ListResult", "Write"]
 
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the API server's: no vowels, no look-alikes
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 SYSTEM_PRIORITY_CLASSES = {
@@ -67,8 +68,15 @@ class ListResult:
     remaining: int | None = None
 
 
-def _body_without(obj: Object, *fields: str) -> Object:
+def _body_without(obj: Object, *fields: str) -> dict[str, object]:
     return {k: v for k, v in obj.items() if k not in ("metadata", *fields)}
+
+
+def _fields(obj: Object | objects.ObjectMeta) -> dict[str, object]:
+    """``obj`` as the JSON map it is. This layer serves kinds it does not know: it moves their
+    ``status`` (the ``/status`` subresource) without reading it, since its shape is the kind's,
+    and copies or drops metadata fields by name."""
+    return typing.cast(dict[str, object], obj)
 
 
 class Api:
@@ -99,14 +107,12 @@ class Api:
         for name in SYSTEM_NAMESPACES:
             self.create(self.resource("v1", "namespaces"), {"metadata": {"name": name}})
         for name, value in SYSTEM_PRIORITY_CLASSES.items():
-            self.create(
-                self.resource("scheduling.k8s.io/v1", "priorityclasses"),
-                {
-                    "metadata": {"name": name},
-                    "value": value,
-                    "description": "Used for system critical pods that must not be moved.",
-                },
-            )
+            system: policy.PriorityClass = {
+                "metadata": {"name": name},
+                "value": value,
+                "description": "Used for system critical pods that must not be moved.",
+            }
+            self.create(self.resource("scheduling.k8s.io/v1", "priorityclasses"), system)
 
     # ----- lookups --------------------------------------------------------------------------
 
@@ -125,20 +131,23 @@ class Api:
         moment = clocks.to_datetime(self.clock.now() if when is None else when)
         return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def priority_class(self, name: typing.Any) -> Object | None:
+    def priority_class(self, name: str | None) -> policy.PriorityClass | None:
+        """The PriorityClass ``name``, or the cluster's global default when ``name`` is empty."""
         key = ("scheduling.k8s.io", "priorityclasses")
+        # The resource is PriorityClasses: what storage holds under it is one.
         if name:
-            return self.storage.get(key, "", str(name))
+            return typing.cast(policy.PriorityClass | None, self.storage.get(key, "", name))
         for candidate in self.storage.list(key):
             if candidate.get("globalDefault"):
-                return candidate
+                return typing.cast(policy.PriorityClass, candidate)
         return None
 
     def present(self, resource: resources.Resource, obj: Object) -> Object:
         """``obj`` as served by ``resource`` (CRD versions share storage; apiVersion differs)."""
         if obj.get("apiVersion") == resource.api_version:
             return obj
-        return dict(obj, apiVersion=resource.api_version)
+        served: Object = {**obj, "apiVersion": resource.api_version}
+        return served
 
     def _namespace_of(self, resource: resources.Resource, namespace: str | None) -> str:
         if not resource.namespaced:
@@ -245,13 +254,13 @@ class Api:
             "managedFields",
             "selfLink",
         ):
-            meta.pop(field, None)
+            _fields(meta).pop(field, None)
         meta["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
         meta["creationTimestamp"] = self.timestamp()
         meta["generation"] = 1
         strategy = self.strategy(resource)
         if resource.has_status and resource.key != ("", "nodes"):
-            obj.pop("status", None)
+            _fields(obj).pop("status", None)
         strategy.prepare_create(self, resource, obj)
         self._validate(resource, strategy, obj, old=None, context=context)
         if self.storage.get(resource.key, ns, str(meta["name"])) is not None:
@@ -266,7 +275,9 @@ class Api:
         strategy.after_write(self, resource, stored, None)
         return Write(self.present(resource, stored), created=True, warnings=tuple(context.warnings))
 
-    def _checked_body(self, resource: resources.Resource, body: typing.Any) -> Object:
+    def _checked_body(self, resource: resources.Resource, body: object) -> Object:
+        """A copy of ``body`` (a request's JSON, any value until checked here) as an object of
+        ``resource``: a JSON object of its kind and apiVersion, whose metadata is an object."""
         if not isinstance(body, dict):
             raise errors.bad_request(
                 f"the body of the request must be a JSON object, not {type(body).__name__}"
@@ -289,7 +300,7 @@ class Api:
             obj["metadata"] = {}
         elif not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
-        return obj
+        return typing.cast(Object, obj)  # checked above: the one shape every object shares
 
     def _generate_name(self, resource: resources.Resource, ns: str, prefix: str) -> str:
         for _ in range(16):
@@ -487,23 +498,23 @@ class Api:
             "generation",
         ):
             if field in old_meta:
-                meta[field] = old_meta[field]
+                _fields(meta)[field] = _fields(old_meta)[field]
             else:
-                meta.pop(field, None)
+                _fields(meta).pop(field, None)
         if subresource == "status":
             status = obj.get("status")
             obj = copy.deepcopy(old)
             if status is None:
-                obj.pop("status", None)
+                _fields(obj).pop("status", None)
             else:
-                obj["status"] = status
+                _fields(obj)["status"] = status
         elif subresource:
             raise errors.method_not_allowed("PUT/PATCH", what=f"{resource.plural}/{subresource}")
         elif resource.has_status:
             if "status" in old:
-                obj["status"] = copy.deepcopy(old["status"])
+                _fields(obj)["status"] = copy.deepcopy(old.get("status"))
             else:
-                obj.pop("status", None)
+                _fields(obj).pop("status", None)
         strategy = self.strategy(resource)
         strategy.prepare_update(self, resource, obj, old)
         self._validate(resource, strategy, obj, old=old, context=context)
@@ -533,7 +544,7 @@ class Api:
         *,
         namespace: str | None,
         name: str,
-        options: typing.Mapping[str, typing.Any] | None = None,
+        options: core.DeleteOptions | None = None,
         context: strategies.WriteContext | None = None,
     ) -> Write:
         """DELETE: remove now, or mark ``deletionTimestamp`` while finalizers or a kubelet wait."""
@@ -593,7 +604,8 @@ class Api:
         return Write(self.present(resource, last))
 
     @staticmethod
-    def _grace(pod: Object) -> int:
+    def _grace(obj: Object) -> int:
+        pod = typing.cast(core.Pod, obj)  # only pods wait for their kubelet
         return int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
 
     def _pod_waits_for_kubelet(self, resource: resources.Resource, obj: Object) -> bool:
@@ -649,7 +661,7 @@ class Api:
                 self._rewrite_metadata(
                     dependent_resource,
                     dependent,
-                    ownerReferences=[r for r in references if r.get("uid") != uid],
+                    {"ownerReferences": [r for r in references if r.get("uid") != uid]},
                 )
             finalizers.remove("orphan")
         if "foregroundDeletion" in finalizers:
@@ -659,10 +671,10 @@ class Api:
         if finalizers != list(obj["metadata"].get("finalizers") or ()):
             current = self.storage.get(resource.key, *storage.object_key(obj))
             if current is not None:
-                self._rewrite_metadata(resource, current, finalizers=finalizers)
+                self._rewrite_metadata(resource, current, {"finalizers": finalizers})
 
     def _rewrite_metadata(
-        self, resource: resources.Resource, old: Object, **changes: typing.Any
+        self, resource: resources.Resource, old: Object, changes: objects.ObjectMeta
     ) -> None:
         """The garbage collector's own write: ``old`` with ``changes`` to its metadata."""
         updated = copy.deepcopy(old)
@@ -676,7 +688,7 @@ class Api:
         namespace: str | None,
         labels: selectors.LabelSelector | None,
         fields: selectors.FieldSelector | None,
-        options: typing.Mapping[str, typing.Any] | None = None,
+        options: core.DeleteOptions | None = None,
     ) -> ListResult:
         listed = self.list(resource, namespace=namespace, labels=labels, fields=fields)
         deleted = []
@@ -696,7 +708,7 @@ class Api:
             obj = copy.deepcopy(old)
             obj["metadata"]["deletionTimestamp"] = self.timestamp()
             obj["metadata"]["deletionGracePeriodSeconds"] = 0
-            obj["status"] = {"phase": "Terminating"}
+            typing.cast(core.Namespace, obj)["status"] = {"phase": "Terminating"}
             self.store(resource, obj, old=old)
             for served in self.registry.all():
                 if (
@@ -726,10 +738,10 @@ class Api:
 
     # ----- pods: binding and eviction -------------------------------------------------------
 
-    def bind(self, *, namespace: str, name: str, binding: typing.Any) -> Object:
+    def bind(self, *, namespace: str, name: str, binding: object) -> objects.Status:
         """``pods/binding`` (see :func:`berth.emulator.pods.bind`)."""
         return pods.bind(self, namespace=namespace, name=name, binding=binding)
 
-    def evict(self, *, namespace: str, name: str, eviction: typing.Any) -> Object:
+    def evict(self, *, namespace: str, name: str, eviction: object) -> objects.Status:
         """``pods/eviction`` (see :func:`berth.emulator.pods.evict`)."""
         return pods.evict(self, namespace=namespace, name=name, eviction=eviction)

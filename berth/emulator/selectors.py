@@ -13,6 +13,7 @@ import dataclasses
 import re
 import typing
 
+from berth.api import objects
 from berth.emulator import errors
 
 __all__ = [
@@ -155,7 +156,7 @@ def parse_label_selector(text: str | None) -> LabelSelector:
 
 
 def matches_label_selector_object(
-    selector: typing.Mapping[str, typing.Any] | None, labels: typing.Mapping[str, str] | None
+    selector: objects.LabelSelector | None, labels: typing.Mapping[str, str] | None
 ) -> bool:
     """Match the object form (``matchLabels`` + ``matchExpressions``) used by PDBs and others."""
     if selector is None:
@@ -216,7 +217,7 @@ class FieldSelector:
 
     clauses: tuple[tuple[str, bool, str], ...] = ()
 
-    def matches(self, obj: typing.Mapping[str, typing.Any]) -> bool:
+    def matches(self, obj: objects.KubeObject) -> bool:
         return all((field_value(obj, f) == v) == eq for f, eq, v in self.clauses)
 
 
@@ -241,7 +242,7 @@ def parse_field_selector(text: str | None, *, key: tuple[str, str]) -> FieldSele
     return FieldSelector(tuple(clauses))
 
 
-def field_value(obj: typing.Mapping[str, typing.Any], field: str) -> str:
+def field_value(obj: objects.KubeObject, field: str) -> str:
     """The string form of a field for selection: missing is ``""``, booleans are lower-case."""
     value: typing.Any = obj
     for part in field.split("."):

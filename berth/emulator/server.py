@@ -26,6 +26,7 @@ import typing
 import yaml
 from aiohttp import web
 
+from berth.api import kubeconfigs
 from berth.emulator import (
     auditing,
     binder,
@@ -49,7 +50,7 @@ T = typing.TypeVar("T")
 
 def kubeconfig(
     server: str, *, name: str = "berth-emulator", namespace: str = "default"
-) -> dict[str, typing.Any]:
+) -> kubeconfigs.Kubeconfig:
     """A kubeconfig (as a dict) whose current context points at ``server``."""
     return {
         "apiVersion": "v1",
@@ -183,7 +184,7 @@ class Emulator:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def kubeconfig(self, *, namespace: str = "default") -> dict[str, typing.Any]:
+    def kubeconfig(self, *, namespace: str = "default") -> kubeconfigs.Kubeconfig:
         return kubeconfig(self.url, namespace=namespace)
 
     def write_kubeconfig(

@@ -17,14 +17,14 @@ import asyncio
 import builtins
 import collections
 import dataclasses
-import typing
 
+from berth.api import objects
 from berth.emulator import errors, resources
 
 __all__ = ["Change", "Storage", "Watcher", "ObjectKey"]
 
 ObjectKey = tuple[str, str]  # (namespace or "", name)
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +114,10 @@ class Storage:
         if stored is None:
             raise KeyError(object_key(obj))
         self._rv += 1
-        last = dict(stored, metadata=dict(stored["metadata"], resourceVersion=str(self._rv)))
+        last: Object = {
+            **stored,
+            "metadata": {**stored["metadata"], "resourceVersion": str(self._rv)},
+        }
         self._record(Change(self._rv, key, "DELETED", last, stored))
         return last
 

@@ -14,6 +14,7 @@ import dataclasses
 import re
 import typing
 
+from berth.api import core, objects, policy
 from berth.emulator import errors, resources
 
 if typing.TYPE_CHECKING:
@@ -21,7 +22,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = ["Strategy", "WriteContext", "builtin_strategies", "validate_name"]
 
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
 
 
 @dataclasses.dataclass
@@ -100,10 +101,11 @@ class NamespaceStrategy(Strategy):
     """Namespaces start ``Active``; names are DNS labels."""
 
     def prepare_create(self, api: rest.Api, resource: resources.Resource, obj: Object) -> None:
-        obj["status"] = {"phase": "Active"}
-        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-        labels = obj["metadata"].setdefault("labels", {})
-        labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+        namespace = typing.cast(core.Namespace, obj)  # this strategy serves namespaces only
+        namespace["status"] = {"phase": "Active"}
+        namespace.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        labels = namespace["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = namespace["metadata"]["name"]
 
     def validate(
         self,
@@ -122,7 +124,10 @@ class PriorityClassStrategy(Strategy):
     never changes."""
 
     def prepare_create(self, api: rest.Api, resource: resources.Resource, obj: Object) -> None:
-        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        # This strategy serves PriorityClasses only.
+        typing.cast(policy.PriorityClass, obj).setdefault(
+            "preemptionPolicy", "PreemptLowerPriority"
+        )
 
     def validate(
         self,

@@ -16,11 +16,12 @@ import functools
 import json
 import typing
 
+from berth.api import apiextensions, objects
 from berth.emulator import jsonpaths, resources
 
 __all__ = ["Column", "columns_for", "human_duration", "partial_object_metadata", "render"]
 
-Object = typing.Mapping[str, typing.Any]
+Object = objects.KubeObject
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,12 +30,12 @@ class Column:
 
     name: str
     type: str  # string, integer, number, boolean, date
-    cell: typing.Callable[[Object, float], typing.Any]
+    cell: typing.Callable[[Object, float], objects.TableCell]
     description: str = ""
     format: str = ""
     priority: int = 0  # 1 means "only with -o wide"
 
-    def definition(self) -> dict[str, typing.Any]:
+    def definition(self) -> objects.TableColumnDefinition:
         return {
             "name": self.name,
             "type": self.type,
@@ -86,8 +87,8 @@ def _age(timestamp: typing.Any, now: float) -> str | None:
     return human_duration(now - when.timestamp())
 
 
-def _meta(obj: Object) -> Object:
-    return typing.cast(Object, obj.get("metadata") or {})
+def _meta(obj: Object) -> objects.ObjectMeta:
+    return obj.get("metadata") or {}
 
 
 def _get(obj: typing.Any, *path: str) -> typing.Any:
@@ -128,7 +129,7 @@ def _pod_status(obj: Object, now: float) -> str:
     meta = _meta(obj)
     if meta.get("deletionTimestamp"):
         return "Terminating"
-    status = obj.get("status") or {}
+    status = _get(obj, "status") or {}
     if _get(obj, "spec", "schedulingGates"):
         return "SchedulingGated"
     for container in status.get("containerStatuses") or ():
@@ -286,9 +287,10 @@ def _job_duration(obj: Object, now: float) -> str:
     return human_duration((completed if completed is not None else now) - started)
 
 
-def _template_containers(obj: Object) -> list[typing.Mapping[str, typing.Any]]:
+def _template_containers(obj: Object, field: str) -> str:
+    """``field`` (name, image) of each container of a Job's pod template, comma-separated."""
     containers = _get(obj, "spec", "template", "spec", "containers") or []
-    return [c for c in containers if isinstance(c, typing.Mapping)]
+    return ",".join(str(c.get(field, "")) for c in containers if isinstance(c, typing.Mapping))
 
 
 def _label_selector(selector: typing.Any) -> str:
@@ -325,14 +327,14 @@ _JOB_COLUMNS = (
     Column(
         "Containers",
         "string",
-        lambda o, n: ",".join(str(c.get("name", "")) for c in _template_containers(o)),
+        lambda o, n: _template_containers(o, "name"),
         priority=1,
         description="Names of each container in the template.",
     ),
     Column(
         "Images",
         "string",
-        lambda o, n: ",".join(str(c.get("image", "")) for c in _template_containers(o)),
+        lambda o, n: _template_containers(o, "image"),
         priority=1,
         description="Images referenced by each container in the template.",
     ),
@@ -360,14 +362,14 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
         Column(
             "Data",
             "integer",
-            lambda o, n: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+            lambda o, n: len(_get(o, "data") or {}) + len(_get(o, "binaryData") or {}),
         ),
         _AGE,
     ),
     ("", "secrets"): (
         _NAME,
-        Column("Type", "string", lambda o, n: o.get("type") or "Opaque"),
-        Column("Data", "integer", lambda o, n: len(o.get("data") or {})),
+        Column("Type", "string", lambda o, n: _get(o, "type") or "Opaque"),
+        Column("Data", "integer", lambda o, n: len(_get(o, "data") or {})),
         _AGE,
     ),
     ("", "events"): (
@@ -376,8 +378,8 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
             "string",
             lambda o, n: _age(o.get("lastTimestamp") or o.get("eventTime"), n),
         ),
-        Column("Type", "string", lambda o, n: o.get("type") or ""),
-        Column("Reason", "string", lambda o, n: o.get("reason") or ""),
+        Column("Type", "string", lambda o, n: _get(o, "type") or ""),
+        Column("Reason", "string", lambda o, n: _get(o, "reason") or ""),
         Column(
             "Object",
             "string",
@@ -386,7 +388,7 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
                 f"{_get(o, 'involvedObject', 'name') or ''}"
             ),
         ),
-        Column("Message", "string", lambda o, n: o.get("message") or ""),
+        Column("Message", "string", lambda o, n: _get(o, "message") or ""),
         dataclasses.replace(_NAME, priority=1),
     ),
     ("apps", "deployments"): (
@@ -403,13 +405,13 @@ _BUILTIN_COLUMNS: dict[resources.StorageKey, tuple[Column, ...]] = {
     ),
     ("scheduling.k8s.io", "priorityclasses"): (
         _NAME,
-        Column("Value", "integer", lambda o, n: o.get("value") or 0),
-        Column("Global-Default", "boolean", lambda o, n: bool(o.get("globalDefault"))),
+        Column("Value", "integer", lambda o, n: _get(o, "value") or 0),
+        Column("Global-Default", "boolean", lambda o, n: bool(_get(o, "globalDefault"))),
         _AGE,
         Column(
             "PreemptionPolicy",
             "string",
-            lambda o, n: o.get("preemptionPolicy") or "PreemptLowerPriority",
+            lambda o, n: _get(o, "preemptionPolicy") or "PreemptLowerPriority",
         ),
     ),
     ("policy", "poddisruptionbudgets"): (
@@ -441,7 +443,7 @@ def _compiled(path: str) -> tuple[typing.Any, ...]:
         return ()
 
 
-def _json_cell(kind: str, value: typing.Any, now: float) -> typing.Any:
+def _json_cell(kind: str, value: object, now: float) -> objects.TableCell:
     if kind == "date":
         return _age(value, now)
     if kind == "integer":
@@ -459,10 +461,10 @@ def _json_cell(kind: str, value: typing.Any, now: float) -> typing.Any:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def _custom_column(spec: typing.Mapping[str, typing.Any]) -> Column:
+def _custom_column(spec: apiextensions.CustomResourceColumnDefinition) -> Column:
     path, kind = str(spec.get("jsonPath", "")), str(spec.get("type", "string"))
 
-    def cell(obj: Object, now: float) -> typing.Any:
+    def cell(obj: Object, now: float) -> objects.TableCell:
         steps = _compiled(path)
         found = jsonpaths.find(obj, steps) if steps else []
         return _json_cell(kind, found[0], now) if found else None
@@ -480,19 +482,22 @@ def _custom_column(spec: typing.Mapping[str, typing.Any]) -> Column:
 def columns_for(resource: resources.Resource) -> tuple[Column, ...]:
     """The printer columns of ``resource``."""
     if resource.custom:
-        specs = resource.printer_columns or (
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-        )
+        age: apiextensions.CustomResourceColumnDefinition = {
+            "name": "Age",
+            "type": "date",
+            "jsonPath": ".metadata.creationTimestamp",
+        }
+        specs = resource.printer_columns or (age,)
         return (_NAME, *(_custom_column(s) for s in specs))
     return _BUILTIN_COLUMNS.get(resource.key, (_NAME, _AGE))
 
 
-def partial_object_metadata(obj: Object) -> dict[str, typing.Any]:
+def partial_object_metadata(obj: Object) -> Object:
     """``obj`` reduced to its metadata, as ``meta.k8s.io/v1`` PartialObjectMetadata."""
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": _meta(obj)}
 
 
-def _row_object(obj: Object, include: str) -> typing.Any:
+def _row_object(obj: Object, include: str) -> Object | None:
     if include == "None":
         return None
     if include == "Object":
@@ -502,22 +507,22 @@ def _row_object(obj: Object, include: str) -> typing.Any:
 
 def render(
     resource: resources.Resource,
-    objects: typing.Sequence[Object],
+    items: typing.Sequence[Object],
     *,
     now: float,
     include_object: str = "Metadata",
     resource_version: str = "",
     continue_token: str = "",
     headers: bool = True,
-) -> dict[str, typing.Any]:
-    """A ``Table`` of ``objects`` with ``resource``'s columns."""
+) -> objects.Table:
+    """A ``Table`` of ``items`` with ``resource``'s columns."""
     columns = columns_for(resource)
-    metadata: dict[str, str] = {}
+    metadata: objects.ListMeta = {}
     if resource_version:
         metadata["resourceVersion"] = resource_version
     if continue_token:
         metadata["continue"] = continue_token
-    table: dict[str, typing.Any] = {
+    table: objects.Table = {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
@@ -527,7 +532,7 @@ def render(
                 "cells": [c.cell(obj, now) for c in columns],
                 "object": _row_object(obj, include_object),
             }
-            for obj in objects
+            for obj in items
         ],
     }
     return table

@@ -19,15 +19,15 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import typing
 
 from aiohttp import web
 
+from berth.api import objects
 from berth.emulator import errors, renderings, resources, rest, selectors, storage
 
 __all__ = ["DEFAULT_TIMEOUT", "WatchRequest", "serve"]
 
-Object = dict[str, typing.Any]
+Object = objects.KubeObject
 DEFAULT_TIMEOUT = 1800.0  # the API server's --min-request-timeout
 
 
@@ -72,7 +72,7 @@ class _Writer:
         self.api = api
         self.headers_sent = False
 
-    def render(self, obj: Object) -> typing.Any:
+    def render(self, obj: Object) -> renderings.Rendered:
         """``obj`` as the watch asked; Table column definitions go in the first event only."""
         resource = self.request.resource
         rendered = renderings.one(
@@ -85,13 +85,15 @@ class _Writer:
         self.headers_sent = True
         return rendered
 
-    async def send(self, kind: str, obj: typing.Any) -> None:
-        line = json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n"
+    async def send(self, kind: str, obj: renderings.Rendered | objects.Status) -> None:
+        # A WatchEvent, whose object may also be a Table or (an ERROR's) a Status.
+        event = {"type": kind, "object": obj}
+        line = json.dumps(event, separators=(",", ":")) + "\n"
         await self.response.write(line.encode())
 
     async def bookmark(self, *, initial_end: bool = False) -> None:
         resource = self.request.resource
-        metadata: Object = {"resourceVersion": str(self.api.storage.resource_version)}
+        metadata: objects.ObjectMeta = {"resourceVersion": str(self.api.storage.resource_version)}
         if initial_end:
             metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
         await self.send(

@@ -90,7 +90,7 @@ class KwokConfiguration(typing.TypedDict):
     options: dict[str, int]
 
 
-def _taint(taint: collections.abc.Mapping[str, str]) -> core.Taint:
+def _taint(taint: core.Taint) -> core.Taint:
     """A pool's taint as :func:`berth.emulator.kubelets.parse_pool` spells it."""
     out = core.Taint(key=taint["key"], effect=taint["effect"])
     if "value" in taint:
