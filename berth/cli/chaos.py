@@ -7,7 +7,8 @@ audit log on this machine (``berth emulator --audit-log``, kube-apiserver's
 instead (:mod:`berth.chaos.partition`); ``berth chaos proxy`` runs that proxy by itself,
 taking faults as commands on its standard input. ``berth chaos fuzz`` has a hostile tenant
 send generated garbage (:mod:`berth.chaos.fuzz`). The exit status is 1 when an invariant
-broke.
+broke, and 3 when no run of ``sigstop`` or ``partition`` played out (each timed out before the
+pause: nothing was shown, so it must not read as a pass).
 """
 
 from __future__ import annotations
@@ -78,8 +79,12 @@ def _failover_options(function: typing.Callable[..., None]) -> typing.Callable[.
                 "fence, and run the replicas as its ServiceAccount on its Lease.",
             ),
             click.option("--runs", type=click.IntRange(min=1), default=1, show_default=True),
-            click.option("--pods", type=click.IntRange(min=4), default=200, show_default=True),
-            click.option("--cpu", default="1", show_default=True, help="Each pod's cpu request."),
+            # 40 pods of 100m: half before the pause, half after, fit the six 8-cpu nodes of
+            # --real (and "a few free cpus" of another cluster) with room to spare.
+            click.option("--pods", type=click.IntRange(min=4), default=40, show_default=True),
+            click.option(
+                "--cpu", default="100m", show_default=True, help="Each pod's cpu request."
+            ),
             click.option(
                 "--namespace", default="berth-chaos", show_default=True, help="For the pods."
             ),
@@ -198,9 +203,7 @@ def partition_command(runs: int, fault: str, real: bool, **options: typing.Any) 
             summary = asyncio.run(
                 partition.run_many(experiment, runs=runs, fault=proxy.Fault(fault))
             )
-    click.echo(json.dumps(summary))
-    if summary["violations"]:
-        raise SystemExit(1)
+    _conclude(summary)
 
 
 @command.command("proxy")
@@ -253,6 +256,21 @@ def proxy_command(kubeconfig: pathlib.Path, out: pathlib.Path, port: int) -> Non
             )
 
 
+def _conclude(summary: sigstop.SummaryJson) -> None:
+    """Print ``summary``; exit 1 when an invariant broke, 3 when no run played out (2 is
+    click's for a usage error)."""
+    click.echo(json.dumps(summary))
+    if summary["violations"]:
+        raise SystemExit(1)
+    if not summary["runs"]:
+        click.echo(
+            f"no run played out ({len(summary['incomplete'])} incomplete): nothing was shown; "
+            "see 'incomplete' for the step each one timed out on",
+            err=True,
+        )
+        raise SystemExit(3)
+
+
 @command.command("sigstop")
 @_failover_options
 def sigstop_command(runs: int, real: bool, **options: typing.Any) -> None:
@@ -263,9 +281,7 @@ def sigstop_command(runs: int, real: bool, **options: typing.Any) -> None:
         planned = _experiment(pathlib.Path(workdir), real=real, **options)
         with _on_real_plane(planned, real=real) as experiment:
             summary = asyncio.run(sigstop.run_many(experiment, runs=runs)).as_dict()
-    click.echo(json.dumps(summary))
-    if summary["violations"]:
-        raise SystemExit(1)
+    _conclude(summary)
 
 
 @command.command("fuzz")
