@@ -11,7 +11,7 @@ Some work is never classed (:func:`class_of` returns ``None``), because a plugin
 more than its shape: pods with pod (anti-)affinity, spread constraints or host ports (they
 depend on where other pods are), pods with PersistentVolumeClaims (each claim's volume
 decides where its pod may go), pods a session plugin says are judged alone
-(``SessionHooks.judged_alone``: a pod naming an object, a stand-in pod), and invalid groups.
+(``SessionHooks.judged_alone``: a pod naming an object, a reserve pod), and invalid groups.
 When other pods' constraints could match a pod by its labels, or a plugin judges pods by them
 (``SessionHooks.labels_judged``), the labels join the key.
 """

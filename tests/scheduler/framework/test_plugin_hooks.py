@@ -5,7 +5,7 @@ We test these aspects:
 - ``job_first``: a job a plugin names goes before plain pods and other jobs (without the
   plugin, a plain pod takes the only room first);
 - ``evictable``: a pod a plugin refuses is never offered to reclaim or preemption as a victim;
-- ``stand_ins``/``reported_as``: a pod a plugin says stands for capacity is not counted by
+- ``reserve_pods``/``reported_as``: a pod a plugin says stands for capacity is not counted by
   ``Placements`` (other pods' constraints), and its "why pending" is recorded about the object
   the plugin names, never as a pod's; without the plugin it is an ordinary pod;
 - ``judged_alone``/``labels_judged``: a pod a plugin judges alone has no equivalence class;
@@ -73,13 +73,14 @@ def test_a_pod_a_plugin_keeps_is_never_a_victim() -> None:
         sessions.close_session(session)
 
 
-class StandIn(interfaces.SessionPlugin):
-    """Says the pod ``ghost`` stands for the object ``ns/thing``, and judges pods by labels."""
+class ReservePod(interfaces.SessionPlugin):
+    """Says the pod ``ghost`` is a reserve pod standing for the object ``ns/thing``, and
+    judges pods by labels."""
 
-    name = "StandIn"
+    name = "ReservePod"
 
     def on_session_open(self, session: sessions.Session) -> None:
-        session.hooks.stand_ins.add("default/ghost")
+        session.hooks.reserve_pods.add("default/ghost")
         session.hooks.reported_as.add(self._about, plugin=self.name)
         session.hooks.judged_alone.add(lambda pod: pod.name == "ghost", plugin=self.name)
         session.hooks.labels_judged.add(lambda: True, plugin=self.name)
@@ -114,8 +115,8 @@ def _placed_and_waiting(*plugins: interfaces.Plugin) -> tuple[set[str], list[tup
     return placed, waiting
 
 
-def test_a_stand_in_pod_is_seen_by_no_pod_and_waits_as_its_object() -> None:
-    placed, waiting = _placed_and_waiting(StandIn())
+def test_a_reserve_pod_is_seen_by_no_pod_and_waits_as_its_object() -> None:
+    placed, waiting = _placed_and_waiting(ReservePod())
     assert placed == {"default/real"}
     assert waiting == [("Reservation", "ns/thing")]
 
@@ -147,7 +148,7 @@ def test_a_pod_a_plugin_judges_alone_has_no_class_and_labels_join_classes() -> N
         finally:
             sessions.close_session(session)
 
-    plain, judged = classes(), classes(StandIn())
+    plain, judged = classes(), classes(ReservePod())
     assert plain["ghost"] is not None
     assert plain["x"] == plain["y"]
     assert judged["ghost"] is None

@@ -25,7 +25,7 @@ rest:
   and **PostBind** ``AllocateReservation`` (``currentOwners``, ``allocated``, and
   ``Succeeded`` for an allocate-once reservation).
 - **Generic hooks** (docs/architecture.md, "Plugins and profiles"): reserve pods are the
-  session's ``stand_ins`` (they hold room, no other pod's constraints count them, no node is
+  session's ``reserve_pods`` (they hold room, no other pod's constraints count them, no node is
   nominated for them), ``reported_as`` their Reservation (where their "why pending" goes),
   never ``evictable``, and ``judged_alone`` with the owners naming a reservation; labels
   join equivalence classes (``labels_judged``) while reservations exist.
@@ -113,7 +113,7 @@ def _judged_alone(pod: pods.PodInfo) -> bool:
     return pod.reservation is not None or pod.reserve
 
 
-def _stand_ins(snapshot: snapshots.Snapshot) -> set[str]:
+def _reserve_pods(snapshot: snapshots.Snapshot) -> set[str]:
     """The keys of the snapshot's reserve pods (one per Reservation the cache holds)."""
     return {resv.reserve_pod_key(key) for key in snapshot.reservations}
 
@@ -186,7 +186,7 @@ class Reservation(
         # A reserve pod holds room but is no pod others see, evict (a Reservation ends by its
         # lifetime or its deletion) or a node is nominated for, and its reason goes on its
         # Reservation.
-        session.hooks.stand_ins.update(_stand_ins(session.snapshot))
+        session.hooks.reserve_pods.update(_reserve_pods(session.snapshot))
         session.hooks.reported_as.add(_reported_as, plugin=NAME)
         # Owners are matched by name and by label selectors: no class for pods naming one,
         # and labels are part of every class while reservations exist.
