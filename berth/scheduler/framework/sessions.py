@@ -224,13 +224,15 @@ class SessionHooks:
         """Asked at close about a pending pod of :attr:`reserve_pods`: the object its "why
         pending" is about (subject and key), since it is no pod anyone can look at. The first
         registered callback answers; ``None``: the pod itself."""
-        self.judged_alone: hooks.AnyTrue[[pods.PodInfo]] = hooks.AnyTrue(report=report)
-        """Must this pending pod never share an equivalence class
-        (:mod:`~berth.scheduler.framework.equivalence`), because a plugin judges it by more
-        than its shape (e.g. it asks for an object by name)? Any says yes."""
-        self.labels_judged: hooks.AnyTrue[[]] = hooks.AnyTrue(report=report)
-        """Does a plugin judge pending pods by their labels this session (e.g. selectors
-        other objects hold), so that pods' labels are part of their equivalence class? Any
+        self.unsignable: hooks.AnyTrue[[pods.PodInfo]] = hooks.AnyTrue(report=report)
+        """Does a plugin refuse to sign this pending pod, because more than its shape decides
+        where it may go (e.g. it asks for an object by name)? Then it shares no equivalence
+        class (:mod:`~berth.scheduler.framework.equivalence`) and is scheduled on its own:
+        kube-scheduler's ``SignPod`` answering Unschedulable (opportunistic batching,
+        KEP-5598). Any says yes."""
+        self.labels_in_signature: hooks.AnyTrue[[]] = hooks.AnyTrue(report=report)
+        """Does a plugin read pending pods' labels this session (e.g. selectors other objects
+        hold), so that a pod's labels are part of its signature (its equivalence class)? Any
         says yes."""
         self.job_valid.add(self._job_not_blocked, plugin=FRAMEWORK)
         self.allocatable.add(self._pod_not_blocked, plugin=FRAMEWORK)

@@ -27,8 +27,8 @@ rest:
 - **Generic hooks** (docs/architecture.md, "Plugins and profiles"): reserve pods are the
   session's ``reserve_pods`` (they hold room, no other pod's constraints count them, no node is
   nominated for them), ``reported_as`` their Reservation (where their "why pending" goes),
-  never ``evictable``, and ``judged_alone`` with the owners naming a reservation; labels
-  join equivalence classes (``labels_judged``) while reservations exist.
+  never ``evictable``, and ``unsignable`` with the owners naming a reservation; labels
+  join the signature (``labels_in_signature``) while reservations exist.
 - **Same session**: the plugin answers the session's ``job_first`` hook for reserve pods, so
   the allocate action places them before any other pod, and
   PostBind of a reserve pod makes its reservation Available in this session's books, so an
@@ -108,8 +108,9 @@ def _reported_as(pod: pods.PodInfo) -> tuple[decisions.Subject, str] | None:
     return None
 
 
-def _judged_alone(pod: pods.PodInfo) -> bool:
-    """A pod naming a reservation, or standing for one, is judged by more than its shape."""
+def _unsignable(pod: pods.PodInfo) -> bool:
+    """A pod naming a reservation, or standing for one: more than its shape decides where it
+    goes."""
     return pod.reservation is not None or pod.reserve
 
 
@@ -190,9 +191,9 @@ class Reservation(
         session.hooks.reported_as.add(_reported_as, plugin=NAME)
         # Owners are matched by name and by label selectors: no class for pods naming one,
         # and labels are part of every class while reservations exist.
-        session.hooks.judged_alone.add(_judged_alone, plugin=NAME)
+        session.hooks.unsignable.add(_unsignable, plugin=NAME)
         if session.snapshot.reservations:
-            session.hooks.labels_judged.add(lambda: True, plugin=NAME)
+            session.hooks.labels_in_signature.add(lambda: True, plugin=NAME)
         # A reservation booked for later (``startAt``) is looked at again when it starts.
         session.hooks.revisit_at.append(books.starts_at)
         session.revisit_fns.append(books.next_start)
