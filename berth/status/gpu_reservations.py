@@ -144,7 +144,7 @@ def plan(snapshot: snapshots.Snapshot, *, schedulers: collections.abc.Container[
         for key, (devices, _, _) in shares.placements.items():
             pod = pods.get(key)
             if pod is None or pod.reserve or pod.scheduler_name not in schedulers:
-                continue  # a Reservation's stand-in is no pod; another scheduler's its own
+                continue  # a Reservation's reserve pod is no pod; another scheduler's its own
             if pod.gpu_devices is None:
                 continue  # not recorded yet: the binding will record it
             used.update(devices)

@@ -7,13 +7,15 @@ Allocate tries the first job of a class; when it does not fit, the rest of the c
 pending this cycle with the same reason instead of paying one more attempt each, and the
 parking lot (:mod:`.parking`) keeps a class's members parked together.
 
-Some work is never classed (:func:`class_of` returns ``None``), because a plugin judges it by
-more than its shape: pods with pod (anti-)affinity, spread constraints or host ports (they
-depend on where other pods are), pods with PersistentVolumeClaims (each claim's volume
-decides where its pod may go), pods a session plugin says are judged alone
-(``SessionHooks.judged_alone``: a pod naming an object, a stand-in pod), and invalid groups.
-When other pods' constraints could match a pod by its labels, or a plugin judges pods by them
-(``SessionHooks.labels_judged``), the labels join the key.
+A class key is what kube-scheduler's opportunistic batching (KEP-5598) calls the pods'
+*signature*. Some work cannot be signed and is never classed (:func:`class_of` returns
+``None``; each pod is scheduled on its own), because more than its shape decides where it may
+go: pods with pod (anti-)affinity, spread constraints or host ports (they depend on where
+other pods are), pods with PersistentVolumeClaims (each claim's volume decides where its pod
+may go), pods a session plugin refuses to sign (``SessionHooks.unsignable``: a pod naming an
+object, a reserve pod, a pod with ResourceClaims), and invalid groups. When other pods'
+constraints could match a pod by its labels, or a plugin reads them
+(``SessionHooks.labels_in_signature``), the labels join the key.
 """
 
 from __future__ import annotations
@@ -26,20 +28,20 @@ if typing.TYPE_CHECKING:
     from berth.scheduler.framework import jobs, sessions
     from berth.scheduler.snapshot import pods
 
-__all__ = ["ClassKey", "class_of", "classable", "shape_of"]
+__all__ = ["ClassKey", "class_of", "shape_of", "signable"]
 
 ClassKey = collections.abc.Hashable
 
 
-def classable(pod: pods.PodInfo, *, hooks: sessions.SessionHooks) -> bool:
-    """Whether ``pod`` may share a class: judged by its shape alone."""
+def signable(pod: pods.PodInfo, *, hooks: sessions.SessionHooks) -> bool:
+    """Whether ``pod`` may share a class: its shape alone decides where it may go."""
     return (
         pod.pod_affinity is None
         and not pod.spread
         and not pod.host_ports
         and not pod.claims  # its own claims decide where it may go
         and pod.invalid is None
-        and not hooks.judged_alone(pod)
+        and not hooks.unsignable(pod)
     )
 
 
@@ -55,24 +57,24 @@ def _pod_shape(pod: pods.PodInfo, *, labels: bool) -> collections.abc.Hashable:
 
 def _labels_count(session: sessions.Session) -> bool:
     """Whether pods' labels join their shape: other pods' constraints or a plugin read them."""
-    return bool(session.snapshot.constraining) or session.hooks.labels_judged()
+    return bool(session.snapshot.constraining) or session.hooks.labels_in_signature()
 
 
 def shape_of(pod: pods.PodInfo, *, session: sessions.Session) -> collections.abc.Hashable | None:
     """``pod``'s shape in ``session`` — pods of one shape are judged alike on the same nodes —
-    or ``None`` when it is judged by more than its shape."""
-    if not classable(pod, hooks=session.hooks):
+    or ``None`` when it cannot be signed (:func:`signable`)."""
+    if not signable(pod, hooks=session.hooks):
         return None
     return _pod_shape(pod, labels=_labels_count(session))
 
 
 def class_of(job: jobs.Job, *, session: sessions.Session) -> ClassKey | None:
-    """``job``'s class in ``session``, or ``None`` when it is judged by more than its shape."""
+    """``job``'s class in ``session``, or ``None`` when a pod of it cannot be signed."""
     group = job.group
     if group.invalid is not None or not job.pending:
         return None
     hooks = session.hooks
-    if not all(classable(pod, hooks=hooks) for pod in job.pending):
+    if not all(signable(pod, hooks=hooks) for pod in job.pending):
         return None
     labels = _labels_count(session)
     each = [_pod_shape(p, labels=labels) for p in job.pending]

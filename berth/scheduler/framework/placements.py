@@ -3,7 +3,7 @@
 Plugins whose answer depends on the pods already on a node (InterPodAffinity,
 PodTopologySpread, NodePorts) read the session's :class:`Placements`
 (``session.placements``). It holds the snapshot's placed pods (bound or assumed, not finished,
-on a node of the table; the session's stand-in pods excluded) and follows every statement at
+on a node of the table; the session's reserve pods excluded) and follows every statement at
 once: a pod the session places tentatively counts for the next attempt (so a gang's members
 constrain each other), an evicted pod stops counting, and undoing either undoes that.
 
@@ -51,11 +51,11 @@ class Placements:
         snapshot: snapshots.Snapshot,
         *,
         nodes: nodetable.NodeTable,
-        stand_ins: collections.abc.Container[str] = frozenset(),
+        reserve_pods: collections.abc.Container[str] = frozenset(),
     ) -> None:
         self._snapshot = snapshot
-        self._stand_ins = stand_ins
-        """Pods standing for capacity (``SessionHooks.stand_ins``, filled by plugins at session
+        self._reserve_pods = reserve_pods
+        """Pods standing for capacity (``SessionHooks.reserve_pods``, filled by plugins at session
         open, so read live): they hold room, but no other pod sees them."""
         self._index = nodes.index
         self._rows = len(nodes)
@@ -73,8 +73,8 @@ class Placements:
     def add(self, pod: pods.PodInfo, node: str) -> None:
         """``pod`` counts on ``node`` from now on (placed, nominated, or an eviction undone)."""
         row = self._index.get(node)
-        if row is None or pod.key in self._stand_ins:
-            return  # a stand-in pod holds capacity; it is not a pod others see
+        if row is None or pod.key in self._reserve_pods:
+            return  # a reserve pod holds capacity; it is not a pod others see
         self.generation += 1
         key = pod.key
         old = self._current(key)
@@ -109,7 +109,7 @@ class Placements:
         if key in self._removed:
             return None
         pod = self._snapshot.pods.get(key)
-        if pod is None or pod.node_name is None or pod.terminal or key in self._stand_ins:
+        if pod is None or pod.node_name is None or pod.terminal or key in self._reserve_pods:
             return None
         row = self._index.get(pod.node_name)
         return None if row is None else (pod, row)
@@ -134,11 +134,11 @@ class Placements:
         return self._all
 
     def _build(self) -> dict[str, tuple[pods.PodInfo, int]]:
-        index, removed, stand_ins = self._index, self._removed, self._stand_ins
+        index, removed, reserve_pods = self._index, self._removed, self._reserve_pods
         found: dict[str, tuple[pods.PodInfo, int]] = {}
         for key, pod in self._snapshot.pods.items():
             node = pod.node_name
-            if node is None or pod.terminal or key in removed or key in stand_ins:
+            if node is None or pod.terminal or key in removed or key in reserve_pods:
                 continue
             row = index.get(node)
             if row is not None:
@@ -197,7 +197,7 @@ class Placements:
             node = pod.node_name
             if node is None or pod.terminal or key in removed or key in added:
                 continue
-            if key in self._stand_ins:
+            if key in self._reserve_pods:
                 continue
             row = index.get(node)
             if row is not None:

@@ -174,7 +174,7 @@ class SessionHooks:
         capacity that other pods of the same cycle are to use)? Any says yes."""
         self.evictable: hooks.AllTrue[[pods.PodInfo]] = hooks.AllTrue(report=report)
         """May this running pod be a victim of reclaim or preemption at all? All must agree;
-        asked before the actions' own checks (a stand-in never is: :attr:`stand_ins`)."""
+        asked before the actions' own checks (a reserve pod never is: :attr:`reserve_pods`)."""
         self.revisit_at: list[collections.abc.Callable[[jobs.Job], float | None]] = []
         """When a waiting job's situation changes by time alone (e.g. the starvation guard's
         threshold passes): a job parked (:mod:`.parking`) wakes by the earliest answer."""
@@ -212,7 +212,7 @@ class SessionHooks:
         """Asked by a plugin filtering an owner pod: per node name, the Reservation (key) the
         pod's current attempt would be placed into there (what it holds is the pod's to use
         on that node). The first registered callback answers; ``None``: none."""
-        self.stand_ins: set[str] = set()
+        self.reserve_pods: set[str] = set()
         """Keys of in-memory pods that stand for capacity, not for pods in the API (a plugin
         adds its own at session open): placed like any pod and holding room on their node,
         but no other pod's constraints count them, reclaim and preemption never evict them,
@@ -221,16 +221,18 @@ class SessionHooks:
         self.reported_as: hooks.FirstWins[[pods.PodInfo], tuple[decisions.Subject, str] | None] = (
             hooks.FirstWins(report=report)
         )
-        """Asked at close about a pending pod of :attr:`stand_ins`: the object its "why
+        """Asked at close about a pending pod of :attr:`reserve_pods`: the object its "why
         pending" is about (subject and key), since it is no pod anyone can look at. The first
         registered callback answers; ``None``: the pod itself."""
-        self.judged_alone: hooks.AnyTrue[[pods.PodInfo]] = hooks.AnyTrue(report=report)
-        """Must this pending pod never share an equivalence class
-        (:mod:`~berth.scheduler.framework.equivalence`), because a plugin judges it by more
-        than its shape (e.g. it asks for an object by name)? Any says yes."""
-        self.labels_judged: hooks.AnyTrue[[]] = hooks.AnyTrue(report=report)
-        """Does a plugin judge pending pods by their labels this session (e.g. selectors
-        other objects hold), so that pods' labels are part of their equivalence class? Any
+        self.unsignable: hooks.AnyTrue[[pods.PodInfo]] = hooks.AnyTrue(report=report)
+        """Does a plugin refuse to sign this pending pod, because more than its shape decides
+        where it may go (e.g. it asks for an object by name)? Then it shares no equivalence
+        class (:mod:`~berth.scheduler.framework.equivalence`) and is scheduled on its own:
+        kube-scheduler's ``SignPod`` answering Unschedulable (opportunistic batching,
+        KEP-5598). Any says yes."""
+        self.labels_in_signature: hooks.AnyTrue[[]] = hooks.AnyTrue(report=report)
+        """Does a plugin read pending pods' labels this session (e.g. selectors other objects
+        hold), so that a pod's labels are part of its signature (its equivalence class)? Any
         says yes."""
         self.job_valid.add(self._job_not_blocked, plugin=FRAMEWORK)
         self.allocatable.add(self._pod_not_blocked, plugin=FRAMEWORK)
@@ -293,7 +295,7 @@ class Session:
         self.recorder = decisions.DecisionRecorder()
         self.hooks = SessionHooks(report=framework.report)
         self.placements = placements.Placements(
-            snapshot, nodes=snapshot.nodes, stand_ins=self.hooks.stand_ins
+            snapshot, nodes=snapshot.nodes, reserve_pods=self.hooks.reserve_pods
         )
         """Which pods are on which node, statements included (for pod-to-pod constraints)."""
         self.jobs: dict[ids.PodGroupKey, jobs.Job] = {}
@@ -410,19 +412,19 @@ class Session:
 
     def running_pods(self) -> list[pods.PodInfo]:
         """Pods that could be victims, by key: placed on a node of the session, running, not
-        being deleted, no stand-in, evictable by every plugin's say (``evictable``). Worked
+        being deleted, no reserve pod, evictable by every plugin's say (``evictable``). Worked
         out once a session (the snapshot does not change); what the session evicted is
         still in."""
         if self._running is None:
             # The nodes' pods, not every pod: a long backlog of pending pods is no victim.
             snapshot = self.snapshot
             index = self.nodes.index
-            stand_ins = self.hooks.stand_ins  # capacity held in memory: no pod to evict
+            reserve_pods = self.hooks.reserve_pods  # capacity held in memory: no pod to evict
             found = [
                 pod
                 for info in snapshot.node_infos.values()
                 for key in info.pods
-                if key not in stand_ins
+                if key not in reserve_pods
                 and (pod := snapshot.pods.get(key)) is not None
                 and pod.node_name is not None
                 and not pod.terminal
@@ -606,8 +608,8 @@ def close_session(session: Session) -> decisions.CycleResult:
     recorder = session.recorder
     for key in sorted(session.group_why):
         job = session.jobs.get(typing.cast("ids.PodGroupKey", key))
-        if job is not None and job.group.implicit and _stands_in(job, session=session):
-            continue  # a stand-in pod's group of one: the object it stands for gets the reason
+        if job is not None and job.group.implicit and _has_reserve_pods(job, session=session):
+            continue  # a reserve pod's group of one: the object it stands for gets the reason
         recorder.record(
             decisions.Unschedulable(
                 subject=decisions.Subject.GROUP, key=key, reason=session.group_why[key]
@@ -616,10 +618,10 @@ def close_session(session: Session) -> decisions.CycleResult:
     for key in sorted(session.pod_why):
         reason = session.pod_why[key]
         subject, key_out = decisions.Subject.POD, key
-        waiting = session.snapshot.pods.get(key) if key in session.hooks.stand_ins else None
+        waiting = session.snapshot.pods.get(key) if key in session.hooks.reserve_pods else None
         about = session.hooks.reported_as(waiting) if waiting is not None else None
         if waiting is not None and about is not None:
-            # A stand-in pod is no pod in the API: the reason is the object's it stands for
+            # A reserve pod is no pod in the API: the reason is the object's it stands for
             # (without the name of the group of one it forms).
             subject, key_out = about
             if session.follows_group(key) and waiting.pod_group in session.group_why:
@@ -664,13 +666,13 @@ def close_session(session: Session) -> decisions.CycleResult:
 
 
 def _waiting_gangs(session: Session) -> list[pending.Gang]:
-    """The session's waiting pods (not the parked jobs', not stand-ins) by gang, with what
+    """The session's waiting pods (not the parked jobs', not reserve pods) by gang, with what
     :func:`pending.decide` reads: a PodGroup's members together (a gang below quorum as a
     whole), a pod of no group on its own."""
-    stand_ins = session.hooks.stand_ins
+    reserve_pods = session.hooks.reserve_pods
     members: dict[str, dict[str, reasons.Reason]] = {}
     for key, why in session.pod_why.items():
-        if key in stand_ins:
+        if key in reserve_pods:
             continue
         pod = session.snapshot.pods.get(key)
         group = pod.pod_group if pod is not None and pod.pod_group is not None else key
@@ -689,9 +691,9 @@ def _waiting_gangs(session: Session) -> list[pending.Gang]:
     return out
 
 
-def _stands_in(job: jobs.Job, *, session: Session) -> bool:
-    stand_ins = session.hooks.stand_ins
-    return bool(stand_ins) and any(p.key in stand_ins for p in job.pending)
+def _has_reserve_pods(job: jobs.Job, *, session: Session) -> bool:
+    reserve_pods = session.hooks.reserve_pods
+    return bool(reserve_pods) and any(p.key in reserve_pods for p in job.pending)
 
 
 def _merged(

@@ -270,8 +270,8 @@ class Statement:
         out.extend(recorder.decisions())
         for op in self._operations:
             if op.kind == _PIPELINE:
-                if op.pod.key in session.hooks.stand_ins:
-                    continue  # a stand-in pod has no status to nominate a node in
+                if op.pod.key in session.hooks.reserve_pods:
+                    continue  # a reserve pod has no status to nominate a node in
                 out.append(
                     decisions.NominatePod(
                         namespace=op.pod.namespace, name=op.pod.name, uid=op.pod.uid, node=op.node

@@ -281,7 +281,7 @@ def _share_of(pod: pods.PodInfo, *, memory: int | None) -> tuple[int, int]:
     charge = pod.requests.get(resources.GPU, 0)
     per_device = share.per_device(memory)
     if per_device is None or pod.reserve:
-        # Placed where it cannot fit (memory unknown), or a reservation's stand-in, which holds
+        # Placed where it cannot fit (memory unknown), or a reservation's reserve pod, which holds
         # what its owners have not taken yet: count what it is charged.
         per_device = charge // max(share.devices, 1)
     return per_device, charge

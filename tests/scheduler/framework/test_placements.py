@@ -1,7 +1,7 @@
 """``Placements``: the session's pods on nodes, kept in step with every change.
 
 We test these aspects:
-- counts and groupings start from the snapshot's placed pods (finished and stand-in pods left
+- counts and groupings start from the snapshot's placed pods (finished and reserve pods left
   out) and follow additions, moves and removals, whether they were asked for before or after
   the changes, always equal to a recount from scratch;
 - groupings walk only the pods that constrain others; a node unknown to the table is ignored.
@@ -32,7 +32,9 @@ def _ports(pod: pods.PodInfo) -> collections.abc.Iterable[podconstraints.HostPor
     return pod.host_ports
 
 
-def _setup(*, stand_ins: frozenset[str] = frozenset()) -> tuple[placements.Placements, list[str]]:
+def _setup(
+    *, reserve_pods: frozenset[str] = frozenset()
+) -> tuple[placements.Placements, list[str]]:
     snapshot = harness.snapshot(
         b.node("n1"),
         b.node("n2"),
@@ -41,7 +43,7 @@ def _setup(*, stand_ins: frozenset[str] = frozenset()) -> tuple[placements.Place
         b.pod("done", node="n2", labels={"app": "web"}, phase="Succeeded"),
         b.pod("db", node="n2", labels={"app": "db"}),
     )
-    built = placements.Placements(snapshot, nodes=snapshot.nodes, stand_ins=stand_ins)
+    built = placements.Placements(snapshot, nodes=snapshot.nodes, reserve_pods=reserve_pods)
     return built, list(snapshot.nodes.names)
 
 
@@ -81,10 +83,10 @@ def test_counts_follow_changes_asked_before_or_after() -> None:
         assert "default/done" not in placed.placed()
 
 
-def test_stand_in_pods_never_count() -> None:
-    # Stand-in pods (a Reservation's reserve pod) are named by a plugin for the session
-    # (SessionHooks.stand_ins), never known from a user-writable annotation.
-    placed, _ = _setup(stand_ins=frozenset({"default/r"}))
+def test_reserve_pods_never_count() -> None:
+    # Reserve pods (a Reservation's in-memory pod) are named by a plugin for the session
+    # (SessionHooks.reserve_pods), never known from a user-writable annotation.
+    placed, _ = _setup(reserve_pods=frozenset({"default/r"}))
     reserve = dataclasses.replace(_info("r", labels={"app": "web"}), reserve=True)
     placed.add(reserve, "n1")
     assert placed.counts("web", predicate=_web).tolist() == [1, 1]

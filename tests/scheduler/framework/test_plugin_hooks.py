@@ -5,11 +5,11 @@ We test these aspects:
 - ``job_first``: a job a plugin names goes before plain pods and other jobs (without the
   plugin, a plain pod takes the only room first);
 - ``evictable``: a pod a plugin refuses is never offered to reclaim or preemption as a victim;
-- ``stand_ins``/``reported_as``: a pod a plugin says stands for capacity is not counted by
+- ``reserve_pods``/``reported_as``: a pod a plugin says stands for capacity is not counted by
   ``Placements`` (other pods' constraints), and its "why pending" is recorded about the object
   the plugin names, never as a pod's; without the plugin it is an ordinary pod;
-- ``judged_alone``/``labels_judged``: a pod a plugin judges alone has no equivalence class;
-  labels join the class only while a plugin says it judges by them.
+- ``unsignable``/``labels_in_signature``: a pod a plugin refuses to sign has no equivalence
+  class; labels join the class only while a plugin says it reads them.
 """
 
 from __future__ import annotations
@@ -73,16 +73,17 @@ def test_a_pod_a_plugin_keeps_is_never_a_victim() -> None:
         sessions.close_session(session)
 
 
-class StandIn(interfaces.SessionPlugin):
-    """Says the pod ``ghost`` stands for the object ``ns/thing``, and judges pods by labels."""
+class ReservePod(interfaces.SessionPlugin):
+    """Says the pod ``ghost`` is a reserve pod standing for the object ``ns/thing``, and
+    reads pods' labels."""
 
-    name = "StandIn"
+    name = "ReservePod"
 
     def on_session_open(self, session: sessions.Session) -> None:
-        session.hooks.stand_ins.add("default/ghost")
+        session.hooks.reserve_pods.add("default/ghost")
         session.hooks.reported_as.add(self._about, plugin=self.name)
-        session.hooks.judged_alone.add(lambda pod: pod.name == "ghost", plugin=self.name)
-        session.hooks.labels_judged.add(lambda: True, plugin=self.name)
+        session.hooks.unsignable.add(lambda pod: pod.name == "ghost", plugin=self.name)
+        session.hooks.labels_in_signature.add(lambda: True, plugin=self.name)
 
     def on_session_close(self, session: sessions.Session) -> None:
         pass
@@ -114,8 +115,8 @@ def _placed_and_waiting(*plugins: interfaces.Plugin) -> tuple[set[str], list[tup
     return placed, waiting
 
 
-def test_a_stand_in_pod_is_seen_by_no_pod_and_waits_as_its_object() -> None:
-    placed, waiting = _placed_and_waiting(StandIn())
+def test_a_reserve_pod_is_seen_by_no_pod_and_waits_as_its_object() -> None:
+    placed, waiting = _placed_and_waiting(ReservePod())
     assert placed == {"default/real"}
     assert waiting == [("Reservation", "ns/thing")]
 
@@ -126,7 +127,7 @@ def test_without_the_plugin_the_same_pod_is_an_ordinary_pod() -> None:
     assert waiting == [("Pod", "default/ghost")]
 
 
-def test_a_pod_a_plugin_judges_alone_has_no_class_and_labels_join_classes() -> None:
+def test_an_unsignable_pod_has_no_class_and_labels_join_classes() -> None:
     objects = [
         b.node("n1"),
         b.queue("q"),
@@ -147,8 +148,8 @@ def test_a_pod_a_plugin_judges_alone_has_no_class_and_labels_join_classes() -> N
         finally:
             sessions.close_session(session)
 
-    plain, judged = classes(), classes(StandIn())
+    plain, signed = classes(), classes(ReservePod())
     assert plain["ghost"] is not None
     assert plain["x"] == plain["y"]
-    assert judged["ghost"] is None
-    assert judged["x"] != judged["y"]
+    assert signed["ghost"] is None
+    assert signed["x"] != signed["y"]

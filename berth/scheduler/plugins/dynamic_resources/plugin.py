@@ -45,8 +45,8 @@ own specs, and are what the API server is given (the reservation, used once, let
 rest).
 
 As a session plugin it holds the ledger, frees for the session the devices of the claims of
-pods it evicts, says pods with claims are judged alone (their claims, not their shape, decide
-where they go), and answers ``device_requests`` for queue accounting.
+pods it evicts, refuses to sign pods with claims (``unsignable``: their claims, not their
+shape, decide where they go), and answers ``device_requests`` for queue accounting.
 
 Not done (kube-scheduler does): devices with binding conditions are never chosen, DRA-backed
 extended resources (``DeviceClass.spec.extendedResourceName``) and DeviceTaintRules are not
@@ -202,7 +202,7 @@ class DynamicResources(
         books = self._ledger = ledger.Ledger(snapshot.devices, pods_by_key=snapshot.pods)
         self._freeing = {}
         hooks = session.hooks
-        hooks.judged_alone.add(lambda pod: bool(pod.resource_claims), plugin=NAME)
+        hooks.unsignable.add(lambda pod: bool(pod.resource_claims), plugin=NAME)
         hooks.device_requests.add(books.device_requests, plugin=NAME)
         hooks.claim_allocations.add(books.claim_allocations, plugin=NAME)
         self._hooks = hooks

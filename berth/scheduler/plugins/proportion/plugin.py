@@ -15,10 +15,10 @@ from berth.scheduler.framework import handles, interfaces, jobs, pending, reason
 from berth.scheduler.plugins.proportion import (
     accounting,
     decay,
+    min_runtime,
     ordering,
     publishing,
     reclaim,
-    ripening,
     starvation,
 )
 from berth.scheduler.plugins.proportion import args as arguments
@@ -58,11 +58,11 @@ class Books(
         self.held_since = {}
         self.given_back = {}
         self.held_nodes = {}
-        self.ripening = ripening.Ripening()  # the plugin hands its own, kept across sessions
+        self.min_runtime_ends = min_runtime.MinRuntime()  # the plugin hands its own
         self._hopeless_jobs = {}
         self._free_at_open = None
         self._smallest_pods = {}
-        self._ripe = None
+        self._next_min_runtime_end = None
 
     def revisit_at(self, job: jobs.Job) -> float | None:
         """When time alone changes what this plugin says of ``job`` itself: it passes the
@@ -91,7 +91,7 @@ class Books(
         time alone."""
         if self.reclaim_mode(job) is not reclaim.ReclaimMode.FAIR_SHARE:
             return None
-        found = self.next_ripe()
+        found = self.next_min_runtime_end()
         return found if found < math.inf else None
 
 
@@ -108,7 +108,7 @@ class Proportion(interfaces.SessionPlugin):
         self._held_since: dict[str, float] = {}  # starving job -> when its hold began
         self._given_back: dict[str, starvation.GivenBack] = {}  # holds past their timeout
         self._held_nodes: dict[str, int] = {}  # starving job -> how many nodes it held last
-        self._ripening = ripening.Ripening()  # when running pods pass their minimum runtime
+        self._min_runtime_ends = min_runtime.MinRuntime()  # when running pods pass theirs
         # The one thing kept from cycle to cycle: the decayed usage (usageHalfLifeSeconds).
         half_life = args.usage_half_life_seconds
         self._history = decay.UsageHistory(half_life=float(half_life)) if half_life else None
@@ -124,10 +124,10 @@ class Proportion(interfaces.SessionPlugin):
         books.held_since = self._held_since
         books.given_back = self._given_back
         books.held_nodes = self._held_nodes
-        books.ripening = self._ripening
-        if self._args.reclaim_to_fair_share and self._ripening.started:
+        books.min_runtime_ends = self._min_runtime_ends
+        if self._args.reclaim_to_fair_share and self._min_runtime_ends.started:
             # Every snapshot once asked, so that the next one adds only what changed since.
-            self._ripening.observe(session.snapshot, min_runtime=books.min_runtime)
+            self._min_runtime_ends.observe(session.snapshot, min_runtime=books.min_runtime)
         registry = session.hooks
         registry.queue_order.add_key(books.queue_key, plugin=NAME)
         if books.ordered_queues():

@@ -8,7 +8,7 @@ import enum
 
 from berth.scheduler.framework import jobs
 from berth.scheduler.plugins.proportion import accounting, admission
-from berth.scheduler.plugins.proportion import ripening as ripening_
+from berth.scheduler.plugins.proportion import min_runtime as min_runtime_
 from berth.scheduler.snapshot import pods
 
 __all__ = ["ReclaimMode", "ReclaimRules", "reclaimed_reason"]
@@ -50,8 +50,8 @@ class ReclaimRules(admission.Admission):
     # The same key and the books' count of moves -> whether the shares allow the eviction
     _verdicts: dict[tuple[str, str, object, int], bool]
     _guarantors: dict[str, str]  # job key -> the queue whose guarantee lets it reclaim
-    _ripe: float | None  # next_ripe, once worked out this session
-    ripening: ripening_.Ripening  # the plugin's, across sessions
+    _next_min_runtime_end: float | None  # next_min_runtime_end, once worked out this session
+    min_runtime_ends: min_runtime_.MinRuntime  # the plugin's, across sessions
 
     def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
         """Whether (and on which promise) ``job`` may take capacity back from other queues:
@@ -129,15 +129,15 @@ class ReclaimRules(admission.Admission):
             self._min_runtimes[victim.queue] = found
         return found
 
-    def next_ripe(self) -> float:
+    def next_min_runtime_end(self) -> float:
         """The first time after now a running pod passes its minimum runtime and may be
-        reclaimed (worked out once a session, from the plugin's :class:`Ripening`; ``inf``:
-        none)."""
-        if self._ripe is None:
-            self._ripe = self.ripening.next_after(
+        reclaimed (worked out once a session, from the plugin's
+        :class:`~berth.scheduler.plugins.proportion.min_runtime.MinRuntime`; ``inf``: none)."""
+        if self._next_min_runtime_end is None:
+            self._next_min_runtime_end = self.min_runtime_ends.next_after(
                 self.session.snapshot, min_runtime=self.min_runtime
             )
-        return self._ripe
+        return self._next_min_runtime_end
 
     def reclaimable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
         name = victim.queue

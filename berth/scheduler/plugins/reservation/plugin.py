@@ -25,10 +25,10 @@ rest:
   and **PostBind** ``AllocateReservation`` (``currentOwners``, ``allocated``, and
   ``Succeeded`` for an allocate-once reservation).
 - **Generic hooks** (docs/architecture.md, "Plugins and profiles"): reserve pods are the
-  session's ``stand_ins`` (they hold room, no other pod's constraints count them, no node is
+  session's ``reserve_pods`` (they hold room, no other pod's constraints count them, no node is
   nominated for them), ``reported_as`` their Reservation (where their "why pending" goes),
-  never ``evictable``, and ``judged_alone`` with the owners naming a reservation; labels
-  join equivalence classes (``labels_judged``) while reservations exist.
+  never ``evictable``, and ``unsignable`` with the owners naming a reservation; labels
+  join the signature (``labels_in_signature``) while reservations exist.
 - **Same session**: the plugin answers the session's ``job_first`` hook for reserve pods, so
   the allocate action places them before any other pod, and
   PostBind of a reserve pod makes its reservation Available in this session's books, so an
@@ -108,12 +108,13 @@ def _reported_as(pod: pods.PodInfo) -> tuple[decisions.Subject, str] | None:
     return None
 
 
-def _judged_alone(pod: pods.PodInfo) -> bool:
-    """A pod naming a reservation, or standing for one, is judged by more than its shape."""
+def _unsignable(pod: pods.PodInfo) -> bool:
+    """A pod naming a reservation, or standing for one: more than its shape decides where it
+    goes."""
     return pod.reservation is not None or pod.reserve
 
 
-def _stand_ins(snapshot: snapshots.Snapshot) -> set[str]:
+def _reserve_pods(snapshot: snapshots.Snapshot) -> set[str]:
     """The keys of the snapshot's reserve pods (one per Reservation the cache holds)."""
     return {resv.reserve_pod_key(key) for key in snapshot.reservations}
 
@@ -186,13 +187,13 @@ class Reservation(
         # A reserve pod holds room but is no pod others see, evict (a Reservation ends by its
         # lifetime or its deletion) or a node is nominated for, and its reason goes on its
         # Reservation.
-        session.hooks.stand_ins.update(_stand_ins(session.snapshot))
+        session.hooks.reserve_pods.update(_reserve_pods(session.snapshot))
         session.hooks.reported_as.add(_reported_as, plugin=NAME)
         # Owners are matched by name and by label selectors: no class for pods naming one,
         # and labels are part of every class while reservations exist.
-        session.hooks.judged_alone.add(_judged_alone, plugin=NAME)
+        session.hooks.unsignable.add(_unsignable, plugin=NAME)
         if session.snapshot.reservations:
-            session.hooks.labels_judged.add(lambda: True, plugin=NAME)
+            session.hooks.labels_in_signature.add(lambda: True, plugin=NAME)
         # A reservation booked for later (``startAt``) is looked at again when it starts.
         session.hooks.revisit_at.append(books.starts_at)
         session.revisit_fns.append(books.next_start)

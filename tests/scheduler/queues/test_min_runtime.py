@@ -9,7 +9,7 @@ import math
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from berth.scheduler.plugins.proportion import ripening
+from berth.scheduler.plugins.proportion import min_runtime
 from berth.scheduler.snapshot import cache, pods, snapshots
 from tests.scheduler import builders as b
 
@@ -26,9 +26,9 @@ def _walked(snapshot: snapshots.Snapshot) -> float:
         if pod.queue is None or pod.node_name is None or pod.terminal or pod.deleting:
             continue
         started = pod.start_time if pod.start_time is not None else pod.creation_timestamp
-        ripe = started + _min_runtime(pod)
-        if snapshot.now < ripe < soonest:
-            soonest = ripe
+        passes_at = started + _min_runtime(pod)
+        if snapshot.now < passes_at < soonest:
+            soonest = passes_at
     return soonest
 
 
@@ -51,7 +51,7 @@ steps = st.lists(
 def test_the_kept_answer_is_the_walked_one(steps: list[Step]) -> None:
     live = cache.ClusterCache()
     live.add_node(b.node("n1", cpu="64"))
-    kept = ripening.Ripening()
+    kept = min_runtime.MinRuntime()
     now = b.EPOCH
     waiting: set[int] = set()
     running: set[int] = set()
