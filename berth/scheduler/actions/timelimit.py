@@ -45,6 +45,7 @@ __all__ = [
     "failed_again",
     "limit_of",
     "new",
+    "queue_limit",
     "started_whole",
 ]
 
@@ -77,16 +78,24 @@ def limit_of(
     nearest ancestor's in ``found`` (queues by name; a cycle in the tree stops the walk)."""
     if group.max_execution_seconds is not None:
         return group.max_execution_seconds
-    name: str | None = group.queue
+    return queue_limit(group.queue, found=found)
+
+
+def queue_limit(
+    queue: str, /, *, found: collections.abc.Mapping[str, queues.QueueInfo]
+) -> int | None:
+    """The maximum execution time ``queue`` gives a group of no limit of its own: its own or
+    the nearest ancestor's in ``found`` (a cycle in the tree stops the walk)."""
+    name: str | None = queue
     seen: set[str] = set()
     while name is not None and name not in seen:
         seen.add(name)
-        queue = found.get(name)
-        if queue is None:
+        info = found.get(name)
+        if info is None:
             return None
-        if queue.max_execution_seconds is not None:
-            return queue.max_execution_seconds
-        name = queue.parent
+        if info.max_execution_seconds is not None:
+            return info.max_execution_seconds
+        name = info.parent
     return None
 
 
@@ -155,24 +164,19 @@ class TimeLimit:
     def execute(self, session: sessions.Session) -> None:
         snapshot = session.snapshot
         logger.debug("Enter timelimit (session %s)", session.id)
-        limited = any(q.max_execution_seconds is not None for q in snapshot.queues.values())
         now = snapshot.now
         ahead: list[float] = []
         evicted = 0
-        # Every cycle: of the thousands of groups (every plain pod is one) only those with a
-        # limit or a failure mark can be acted on, and only those are sorted (by key, so that
-        # evictions come in the same order every time).
-        concerned = sorted(
-            (key, group)
-            for key, group in cowmaps.items_in_any_order(snapshot.pod_groups)
-            if group.placed
-            and (
-                limited
-                or group.execution_failure is not None
-                or group.max_execution_seconds is not None
-            )
-        )
-        for _, group in concerned:
+        # Every cycle: of the thousands of groups (every plain pod is one) only the placed
+        # ones with a limit or a failure mark can be acted on. The snapshot's index of placed
+        # groups yields just those, without walking the rest, and only they are sorted (by
+        # key, so that evictions come in the same order every time).
+        placed = snapshot.placed_groups
+        concerned = dict(cowmaps.items_in_any_order(placed.self_limited))
+        for queue, groups in placed.by_queue.items():
+            if queue_limit(queue, found=snapshot.queues) is not None:
+                concerned.update(cowmaps.items_in_any_order(groups))
+        for _, group in sorted(concerned.items()):
             if group.execution_failure is not None:
                 evicted += self._evict(session, group, reason=failed_again(group))
                 continue

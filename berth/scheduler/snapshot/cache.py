@@ -671,7 +671,7 @@ class ClusterCache:
             self._queues.group_changed(key, view)
         pod_views = self._pods.view()
         queue_views, namespaces = self._queues.view()
-        return snapshots.Snapshot(
+        taken = snapshots.Snapshot(
             now=now,
             nodes=table,
             node_infos=node_infos,
@@ -693,4 +693,7 @@ class ClusterCache:
             run_times=pod_views.run_times,
             shared_gpus=self._gpus.view(infos, self._nodes),
             gpu_mix=self._gpus.mix(),
-        ).with_pending_index(pod_views.pending_index)
+        )
+        return taken.with_pending_index(pod_views.pending_index).with_placed_groups(
+            self._groups.placed_view()
+        )

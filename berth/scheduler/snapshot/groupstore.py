@@ -4,8 +4,9 @@ Owns each PodGroup as last parsed (its queue as written kept apart, since a grou
 ``default`` joins its namespace's default queue and that can change), which pods belong to
 each group (a pod naming a group the store has not seen yet too: the group's view appears with
 it), and the copy-on-write views snapshots share, rebuilt at snapshot time for the groups whose
-object or members changed. A plain pod of Berth's in a queue is a group of one
-(:func:`~berth.scheduler.snapshot.podgroups.implicit_group`).
+object or members changed, with the index of the placed ones by queue
+(:mod:`.placedgroups`) kept from the same rebuilds. A plain pod of Berth's in a queue is a
+group of one (:func:`~berth.scheduler.snapshot.podgroups.implicit_group`).
 
 Pure and synchronous; :class:`berth.scheduler.snapshot.cache.ClusterCache` routes to it.
 """
@@ -16,20 +17,21 @@ import collections.abc
 import dataclasses
 
 from berth.api import keys
-from berth.scheduler.snapshot import cowmaps, ids, podgroups, pods
+from berth.scheduler.snapshot import cowmaps, ids, placedgroups, podgroups, pods
 
 __all__ = ["GroupStore"]
 
 
 class GroupStore:
-    """PodGroups and their members by group key; :meth:`refresh` and :meth:`view` give a
-    snapshot its views."""
+    """PodGroups and their members by group key; :meth:`refresh`, :meth:`view` and
+    :meth:`placed_view` give a snapshot its views."""
 
     def __init__(self) -> None:
         self._groups: dict[str, podgroups.PodGroupInfo] = {}
         self._spec_queue: dict[str, ids.QueueName] = {}  # as written, before defaulting
         self._members: dict[str, set[str]] = {}
         self._views: cowmaps.CowMap[podgroups.PodGroupInfo] = cowmaps.CowMap()
+        self._placed = placedgroups.PlacedGroupIndex()  # of ``_views``, updated with them
         self._dirty: set[str] = set()
 
     def get(self, key: str, /) -> podgroups.PodGroupInfo | None:
@@ -123,8 +125,13 @@ class GroupStore:
             )
             refreshed[key] = view
         self._dirty.clear()
+        self._placed.groups_changed(refreshed)
         return refreshed
 
     def view(self) -> cowmaps.FrozenMap[podgroups.PodGroupInfo]:
         """The groups' views for a snapshot (after :meth:`refresh`)."""
         return self._views.freeze()
+
+    def placed_view(self) -> placedgroups.PlacedGroups:
+        """The placed groups among :meth:`view`'s, by queue (after :meth:`refresh`)."""
+        return self._placed.view()

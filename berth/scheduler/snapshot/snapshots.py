@@ -2,11 +2,11 @@
 
 Owns the read side every session shares: the :class:`~berth.scheduler.snapshot.nodetable.NodeTable`
 (a private copy the session may mutate through ``assume``/``forget``), the infos by key, the
-PriorityClasses, the per-queue usage, and lookups between them. Nothing here changes when the
-cache moves on: the large mappings are copy-on-write views (:mod:`.cowmaps`), the others
-copies, all keyed by plain ``str`` (the typed ids of :mod:`.ids` are ``str`` subtypes, so they
-look up directly). Mapping iteration order is not a contract (R9): iterate ``pending`` (sorted
-by key) or sort.
+PriorityClasses, the per-queue usage, the placed groups by queue, and lookups between them.
+Nothing here changes when the cache moves on: the large mappings are copy-on-write views
+(:mod:`.cowmaps`), the others copies, all keyed by plain ``str`` (the typed ids of :mod:`.ids`
+are ``str`` subtypes, so they look up directly). Mapping iteration order is not a contract
+(R9): iterate ``pending`` (sorted by key) or sort.
 
 Taken by :meth:`berth.scheduler.snapshot.cache.ClusterCache.snapshot`; opened by the
 framework's ``Session``.
@@ -25,6 +25,7 @@ from berth.scheduler.snapshot import (
     gpumix,
     nodes,
     nodetable,
+    placedgroups,
     podgroups,
     pods,
     queues,
@@ -104,6 +105,21 @@ class Snapshot:
     pending_index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]] | None = (
         dataclasses.field(default=None, init=False, repr=False)
     )
+    # The placed groups of ``pod_groups`` by queue, as the cache keeps them; a snapshot built
+    # otherwise (or replaced) has none until ``placed_groups`` scans ``pod_groups`` once.
+    placed_index: placedgroups.PlacedGroups | None = dataclasses.field(
+        default=None, init=False, repr=False
+    )
+
+    @property
+    def placed_groups(self) -> placedgroups.PlacedGroups:
+        """The groups of ``pod_groups`` with a member placed, by queue (:mod:`.placedgroups`).
+        With the cache's index this costs nothing; otherwise the first read walks every group."""
+        index = self.placed_index
+        if index is None:
+            index = placedgroups.scan(self.pod_groups)
+            object.__setattr__(self, "placed_index", index)
+        return index
 
     def pending_but(self, groups: collections.abc.Mapping[str, object], /) -> list[_PodInfo]:
         """``pending`` but the pods of ``groups`` (by group key), sorted by key. With the
@@ -120,6 +136,13 @@ class Snapshot:
         """This snapshot, knowing ``pending`` by group (``index`` must hold exactly
         ``pending``: the cache's own, kept as pods change)."""
         object.__setattr__(self, "pending_index", index)
+        return self
+
+    def with_placed_groups(self, index: placedgroups.PlacedGroups, /) -> Snapshot:
+        """This snapshot, knowing its placed groups (``index`` must be exactly what
+        :func:`placedgroups.scan` finds in ``pod_groups``: the cache's own, kept as groups
+        change)."""
+        object.__setattr__(self, "placed_index", index)
         return self
 
     def usage_of(self, queue: str, /) -> _QueueUsage:

@@ -25,8 +25,9 @@ We test these aspects:
   finishing, leaving and changing queue, and an earlier snapshot's usage stays as it was;
 - property (hypothesis): any sequence of increments gives the same snapshot as a cache built
   from the final objects at once, every snapshot's per-queue usage equals a recount, its
-  pending pods by group leave out what filtering its pending pods would, and no pod's
-  priority is below its priority floor.
+  pending pods by group leave out what filtering its pending pods would, its placed groups by
+  queue (and those with a limit of their own or a failure mark) are what walking every group
+  finds, before and after later changes, and no pod's priority is below its priority floor.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from berth.api import keys, resources
-from berth.scheduler.snapshot import cache, snapshots, usage
+from berth.scheduler.snapshot import cache, placedgroups, snapshots, usage
 from tests.scheduler import builders as b
 
 MI = 2**20 * 1000
@@ -395,6 +396,13 @@ _ops = st.one_of(
         st.sampled_from([None, "hi"]),
     ),
     st.tuples(st.just("rmgroup"), st.sampled_from(_GROUPS)),
+    st.tuples(
+        st.just("lgroup"),  # a group with a run time limit of its own, or a failure mark
+        st.sampled_from(_GROUPS),
+        st.sampled_from(["a", "b"]),
+        st.sampled_from([None, 60]),
+        st.booleans(),
+    ),
     st.tuples(st.just("pc"), st.sampled_from(["hi", "lo"]), st.integers(-5, 5), st.booleans()),
     st.tuples(st.just("rmpc"), st.sampled_from(["hi", "lo"])),
     st.tuples(st.just("snap")),
@@ -471,10 +479,24 @@ def _usage_recounted(snap: snapshots.Snapshot) -> dict[str, usage.QueueUsage]:
         ("forget", "p0"),
     ]
 )
+@example(
+    ops=[  # placed groups leave the index when gone, and move with their queue
+        ("lgroup", "g0", "a", 60, False),
+        ("pod", "p0", "n0", None, "1", "g0", None, None, False),
+        ("pod", "p1", "n1", None, "1", None, "q", None, False),
+        ("snap",),
+        ("rmgroup", "g0"),
+        ("rmpod", "p1"),
+        ("snap",),
+        ("lgroup", "g0", "b", None, True),
+        ("snap",),
+    ]
+)
 def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> None:
     live = cache.ClusterCache()
     objects: dict[tuple[str, str], dict[str, typing.Any]] = {}
     assumed: dict[str, str] = {}
+    taken: list[snapshots.Snapshot] = []
     for op in ops:
         kind = op[0]
         if kind == "node":
@@ -524,6 +546,15 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
             obj = b.pod_group(name, queue=queue, min_member=min_member, priority_class=pc)
             objects[("PodGroup", name)] = obj
             live.add_pod_group(obj)
+        elif kind == "lgroup":
+            _, name, queue, limit, marked = op
+            obj = b.pod_group(name, queue=queue)
+            if limit is not None:
+                obj["spec"]["maximumExecutionTimeSeconds"] = limit
+            if marked:
+                obj["metadata"]["annotations"] = {keys.EXECUTION_TIME_EXCEEDED_ANNOTATION: "x"}
+            objects[("PodGroup", name)] = obj
+            live.add_pod_group(obj)
         elif kind == "rmgroup":
             objects.pop(("PodGroup", op[1]), None)
             live.remove_pod_group(f"default/{op[1]}")
@@ -539,7 +570,9 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
             snap = live.snapshot(b.EPOCH)
             assert dict(snap.queue_usage) == _usage_recounted(snap)
             _assert_pending_index_matches(snap)
+            _assert_placed_groups_match(snap)
             _assert_no_pod_below_the_floor(snap)
+            taken.append(snap)
     order = ["PriorityClass", "Node", "PodGroup", "Pod"]
     rebuilt = b.cache_of(
         *[obj for kind in order for (k, _), obj in sorted(objects.items()) if k == kind]
@@ -550,6 +583,9 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
     assert _comparable(final) == _comparable(rebuilt.snapshot(b.EPOCH))
     assert dict(final.queue_usage) == _usage_recounted(final)
     _assert_pending_index_matches(final)
+    _assert_placed_groups_match(final)
+    for snap in taken:
+        _assert_placed_groups_match(snap)  # later changes did not reach an earlier snapshot
 
 
 def _assert_no_pod_below_the_floor(snap: snapshots.Snapshot) -> None:
@@ -567,6 +603,17 @@ def _assert_pending_index_matches(snap: snapshots.Snapshot) -> None:
         plain = [p for p in snap.pending if p.pod_group not in left_out]
         assert snap.pending_but(left_out) == plain
         assert dataclasses.replace(snap).pending_but(left_out) == plain  # no index: a walk
+
+
+def _assert_placed_groups_match(snap: snapshots.Snapshot) -> None:
+    """The cache's placed groups by queue are what walking every group finds."""
+    kept = snap.placed_index
+    assert kept is not None
+    scanned = placedgroups.scan(snap.pod_groups)
+    assert {q: dict(found) for q, found in kept.by_queue.items()} == {
+        q: dict(found) for q, found in scanned.by_queue.items()
+    }
+    assert dict(kept.self_limited) == dict(scanned.self_limited)
 
 
 def test_a_pod_group_status_update_changes_nothing() -> None:
