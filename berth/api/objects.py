@@ -9,12 +9,15 @@ the kinds' records (:mod:`berth.api.core`, :mod:`berth.api.coordination`,
 ``total=False`` throughout: the API server omits empty fields, so a reader must expect any of
 them to be absent (``obj.get("metadata", {})``). A record is a promise about the keys Berth
 reads, not a validator: parsing (and refusing bad values with the field's name) stays with the
-snapshot's infos and the pydantic models.
+snapshot's infos and the pydantic models. :func:`part` and :func:`parts` read a record's nested
+fields one checked step at a time; the scheduler's snapshot and the emulator's controllers both
+read user objects through them.
 """
 
 from __future__ import annotations
 
 import collections.abc
+import typing
 
 import typing_extensions
 
@@ -36,6 +39,8 @@ __all__ = [
     "TableColumnDefinition",
     "TableRow",
     "WatchEvent",
+    "part",
+    "parts",
 ]
 
 
@@ -189,3 +194,37 @@ class Table(typing_extensions.TypedDict, total=False):
     metadata: ListMeta
     columnDefinitions: list[TableColumnDefinition] | None
     rows: list[TableRow]
+
+
+# Reading a record's nested fields without trusting their shape ---------------------------------
+
+_EMPTY: JSONObject = {}  # shared, read only: what an absent or malformed field reads as
+
+_Record = typing.TypeVar("_Record", bound=JSONObject)
+"""A typed record (``core.PodSpec``), or a plain map (``dict[str, str]``)."""
+
+
+def part(value: _Record | None, /) -> _Record:
+    """``value`` (a field read from a typed record: ``part(pod.get("spec"))``), or an empty
+    record when it is absent or not a map, as a user's bad object may have it: a nested field
+    is read one checked step at a time. The empty record is shared: read it only.
+    """
+    # An exact dict first (what the API's JSON decodes to), then an absent field: both much
+    # cheaper than the ABC check, which every watch event would pay a dozen times.
+    if type(value) is dict:
+        return value
+    if value is None or not isinstance(value, collections.abc.Mapping):
+        return typing.cast(_Record, _EMPTY)
+    return value
+
+
+def parts(value: list[_Record] | None, /) -> list[_Record]:
+    """The maps of the list ``value`` (a field read from a typed record), leaving out what is
+    not one; an empty list when ``value`` is absent or not a list."""
+    if not isinstance(value, list):
+        return []
+    return [
+        item
+        for item in value
+        if type(item) is dict or isinstance(item, collections.abc.Mapping)  # dict: the fast case
+    ]

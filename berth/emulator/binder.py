@@ -26,9 +26,9 @@ import collections
 import contextlib
 import typing
 
-from berth.api import core, quantities
+from berth.api import core, objects, quantities
 from berth.emulator import errors, kubelets, patches, rest, storage
-from berth.emulator.pods import as_pod, or_empty
+from berth.emulator.pods import as_pod
 from berth.util import wakeups
 
 __all__ = ["DEFAULT_SCHEDULER", "Binder"]
@@ -66,7 +66,7 @@ def _term_matches(term: core.NodeSelectorTerm, node: core.Node) -> bool:
     fields = term.get("matchFields") or []
     if not expressions and not fields:
         return False
-    labels = or_empty(node["metadata"].get("labels"))
+    labels = objects.part(node["metadata"].get("labels"))
     for expression in expressions:
         if expression.get("operator") not in _NODE_OPERATORS:
             return False
@@ -81,8 +81,8 @@ def _term_matches(term: core.NodeSelectorTerm, node: core.Node) -> bool:
 
 
 def _tolerates(pod: core.Pod, taint: core.Taint) -> bool:
-    for listed in or_empty(pod.get("spec")).get("tolerations") or ():
-        toleration = or_empty(listed)
+    for listed in objects.part(pod.get("spec")).get("tolerations") or ():
+        toleration = objects.part(listed)
         effect = toleration.get("effect")
         if effect and effect != taint.get("effect"):
             continue
@@ -105,28 +105,28 @@ def _why_not(
 ) -> str:
     """Why ``node`` cannot take ``pod`` in kube-scheduler's words ("" when it can): the first
     filter that fails, in the default profile's order."""
-    spec, node_spec = or_empty(pod.get("spec")), or_empty(node.get("spec"))
+    spec, node_spec = objects.part(pod.get("spec")), objects.part(node.get("spec"))
     if node_spec.get("unschedulable"):
         return "node(s) were unschedulable"
     for listed in node_spec.get("taints") or ():
-        taint = or_empty(listed)
+        taint = objects.part(listed)
         if taint.get("effect") in _HARD_EFFECTS and not _tolerates(pod, taint):
             return "node(s) had untolerated taint(s)"
-    labels = or_empty(node["metadata"].get("labels"))
-    selector = or_empty(spec.get("nodeSelector"))
+    labels = objects.part(node["metadata"].get("labels"))
+    selector = objects.part(spec.get("nodeSelector"))
     if any(labels.get(k) != v for k, v in selector.items()):
         return "node(s) didn't match Pod's node affinity/selector"
-    required = or_empty(
-        or_empty(or_empty(spec.get("affinity")).get("nodeAffinity")).get(
+    required = objects.part(
+        objects.part(objects.part(spec.get("affinity")).get("nodeAffinity")).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
     )
     terms = required.get("nodeSelectorTerms")
-    if terms is not None and not any(_term_matches(or_empty(t), node) for t in terms):
+    if terms is not None and not any(_term_matches(objects.part(t), node) for t in terms):
         return "node(s) didn't match Pod's node affinity/selector"
     allocatable = {
         name: quantities.parse_milli(value)
-        for name, value in or_empty(or_empty(node.get("status")).get("allocatable")).items()
+        for name, value in objects.part(objects.part(node.get("status")).get("allocatable")).items()
     }
     for name, amount in sorted(wanted.items()):
         if used.get(name, 0) + amount > allocatable.get(name, 0):
@@ -186,7 +186,7 @@ class Binder:
         }
         waiting: list[core.Pod] = []
         for pod in map(as_pod, self.api.storage.list(pods_resource.key)):
-            spec, status = or_empty(pod.get("spec")), or_empty(pod.get("status"))
+            spec, status = objects.part(pod.get("spec")), objects.part(pod.get("status"))
             bound = spec.get("nodeName")
             if bound:
                 if bound in used and status.get("phase") not in _DONE:
@@ -248,9 +248,9 @@ class Binder:
 
     def _unschedulable(self, pod: core.Pod, message: str) -> None:
         """Say so on the pod as kube-scheduler does (once per message)."""
-        for existing in or_empty(pod.get("status")).get("conditions") or ():
+        for existing in objects.part(pod.get("status")).get("conditions") or ():
             if (
-                or_empty(existing).get("type") == "PodScheduled"
+                objects.part(existing).get("type") == "PodScheduled"
                 and existing.get("reason") == "Unschedulable"
                 and existing.get("message") == message
             ):

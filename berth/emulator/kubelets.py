@@ -30,7 +30,7 @@ import typing
 from berth.api import coordination, core, durations, fake_devices, keys, objects, quantities
 from berth.api import errors as api_errors
 from berth.emulator import addresses, errors, patches, resources, rest, storage
-from berth.emulator.pods import as_pod, or_empty
+from berth.emulator.pods import as_pod
 from berth.util import wakeups
 
 __all__ = [
@@ -151,12 +151,12 @@ def parse_pool(spec: str, *, index: int = 0) -> NodePool:
 def as_node(obj: objects.KubeObject) -> core.Node:
     """A stored object of the nodes resource as the Node it is. Nothing checks a node's fields
     on write (as with the API server, whose node strategy checks little): read them with
-    :func:`~berth.emulator.pods.or_empty`."""
+    :func:`berth.api.objects.part`."""
     return typing.cast(core.Node, obj)
 
 
 def _pod_cidr(node: core.Node) -> str:
-    return str(or_empty(node.get("spec")).get("podCIDR") or "")
+    return str(objects.part(node.get("spec")).get("podCIDR") or "")
 
 
 def _subnet(node: core.Node, *, pods: int) -> ipaddress.IPv4Network | None:
@@ -174,7 +174,7 @@ def pod_requests(pod: core.Pod) -> dict[str, int]:
     Malformed parts (a list where a map belongs, an unparsable quantity: the API refuses them,
     but a pod may predate that check) raise ``ValueError``: the kubelet fails that pod alone.
     """
-    spec = or_empty(pod.get("spec"))
+    spec = objects.part(pod.get("spec"))
     total: dict[str, int] = {"pods": 1000}
     try:
         for container in spec.get("containers") or ():
@@ -183,7 +183,7 @@ def pod_requests(pod: core.Pod) -> dict[str, int]:
         for container in spec.get("initContainers") or ():
             for name, value in _requests(container).items():
                 total[name] = max(total.get(name, 0), quantities.parse_milli(value))
-        for name, value in or_empty(spec.get("overhead")).items():
+        for name, value in objects.part(spec.get("overhead")).items():
             total[name] = total.get(name, 0) + quantities.parse_milli(value)
     except (api_errors.QuantityError, TypeError) as exc:
         raise ValueError(f"unreadable resource requests: {exc}") from None
@@ -191,7 +191,7 @@ def pod_requests(pod: core.Pod) -> dict[str, int]:
 
 
 def _requests(container: core.Container) -> dict[str, str]:
-    return or_empty(or_empty(or_empty(container).get("resources")).get("requests"))
+    return objects.part(objects.part(objects.part(container).get("resources")).get("requests"))
 
 
 @dataclasses.dataclass
@@ -406,7 +406,7 @@ class Kubelets:
         now = self.api.timestamp()
         conditions: list[core.NodeCondition] = [
             {**c, "lastHeartbeatTime": now}
-            for c in or_empty(as_node(node).get("status")).get("conditions") or ()
+            for c in objects.part(as_node(node).get("status")).get("conditions") or ()
         ]
         self.api.patch(
             nodes,

@@ -15,7 +15,6 @@ PodScheduled; an eviction deletes the pod unless a PodDisruptionBudget forbids i
 
 from __future__ import annotations
 
-import collections.abc
 import copy
 import typing
 
@@ -26,7 +25,7 @@ from berth.emulator import errors, resources, selectors, strategies
 if typing.TYPE_CHECKING:
     from berth.emulator import rest
 
-__all__ = ["PODS", "SCHEDULING_GATED", "PodStrategy", "as_pod", "bind", "evict", "or_empty"]
+__all__ = ["PODS", "SCHEDULING_GATED", "PodStrategy", "as_pod", "bind", "evict"]
 
 PODS: resources.StorageKey = ("", "pods")
 SCHEDULING_GATED: core.PodCondition = {
@@ -42,18 +41,6 @@ _BUDGETS: resources.StorageKey = ("policy", "poddisruptionbudgets")
 # Pod spec fields Kubernetes lets an update change (everything else is immutable).
 _POD_MUTABLE = ("activeDeadlineSeconds", "terminationGracePeriodSeconds", "tolerations")
 _POD_MUTABLE_WHILE_GATED = ("nodeSelector", "affinity", "schedulingGates")
-
-
-_Map = typing.TypeVar("_Map", bound=collections.abc.Mapping[str, object])
-
-
-def or_empty(value: _Map | None) -> _Map:
-    """``value`` if it is a JSON object, else an empty one. A stored pod may predate a check, or
-    carry a part no strategy checks (tolerations, a node's spec): the emulator's controllers
-    (the kubelets, the binder) count a malformed part as absent rather than fail on it."""
-    if isinstance(value, dict):
-        return value
-    return typing.cast(_Map, {})
 
 
 def as_pod(obj: objects.KubeObject) -> core.Pod:

@@ -55,7 +55,6 @@ from berth.util import clocks
 __all__ = [
     "SCENARIOS",
     "BacklogResult",
-    "BenchJson",
     "BenchResult",
     "Workload",
     "anti_affinity",
@@ -87,23 +86,6 @@ class Workload:
     objects: tuple[Obj, ...]
 
 
-class BenchJson(typing.TypedDict):
-    """A :class:`BenchResult` as ``berth bench basic|gang|...`` prints it."""
-
-    scenario: str
-    nodes: int
-    pods: int
-    placed: int
-    seconds: float
-    cpu_seconds: float
-    pods_per_second: float
-    p50_ms: float
-    p99_ms: float
-    rss_mb: float
-    errors: int
-    disabled: list[str]
-
-
 class BacklogResult(typing.TypedDict):
     """The JSON object ``berth bench backlog`` prints."""
 
@@ -119,39 +101,39 @@ class BacklogResult(typing.TypedDict):
     rss_mb: float
 
 
+_DIGITS = "digits"  # a float field's metadata: the decimals ``berth bench`` prints it with
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchResult:
-    """One benchmark run, as ``berth bench`` prints it."""
+    """One benchmark run, as ``berth bench`` prints it: :meth:`to_json` prints every field, so
+    a field added here is printed too."""
 
     scenario: str
     nodes: int
     pods: int
     placed: int
-    seconds: float
-    cpu_seconds: float
-    pods_per_second: float
-    p50_ms: float
-    p99_ms: float
-    rss_mb: float
+    seconds: float = dataclasses.field(metadata={_DIGITS: 4})
+    cpu_seconds: float = dataclasses.field(metadata={_DIGITS: 4})
+    pods_per_second: float = dataclasses.field(metadata={_DIGITS: 1})
+    p50_ms: float = dataclasses.field(metadata={_DIGITS: 4})
+    p99_ms: float = dataclasses.field(metadata={_DIGITS: 4})
+    rss_mb: float = dataclasses.field(metadata={_DIGITS: 1})
     errors: int
     disabled: tuple[str, ...] = ()
 
-    def to_json(self) -> BenchJson:
-        """The JSON object ``berth bench`` prints (rounded for reading)."""
-        return {
-            "scenario": self.scenario,
-            "nodes": self.nodes,
-            "pods": self.pods,
-            "placed": self.placed,
-            "seconds": round(self.seconds, 4),
-            "cpu_seconds": round(self.cpu_seconds, 4),
-            "pods_per_second": round(self.pods_per_second, 1),
-            "p50_ms": round(self.p50_ms, 4),
-            "p99_ms": round(self.p99_ms, 4),
-            "rss_mb": round(self.rss_mb, 1),
-            "errors": self.errors,
-            "disabled": list(self.disabled),
-        }
+    def to_json(self) -> dict[str, object]:
+        """The JSON object ``berth bench`` prints: the fields in order, floats rounded for
+        reading (to their ``digits``), the tuple as a list."""
+        shown: dict[str, object] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if _DIGITS in field.metadata:
+                value = round(value, field.metadata[_DIGITS])
+            elif isinstance(value, tuple):
+                value = list(value)
+            shown[field.name] = value
+        return shown
 
 
 # Objects -----------------------------------------------------------------------------------

@@ -470,23 +470,11 @@ class Simulation:
             if job_key in failing and self._fails_past_limit(job_key):
                 # Failed past its maximum execution time: its controller stops (as Kueue
                 # deactivates the workload), nothing is recreated.
-                for other in sorted(job.templates):
-                    other_key = f"{namespace}/{other}"
-                    if other_key in self._pods:
-                        self.cluster.delete("Pod", namespace=namespace, name=other)
-                        self._waiting.discard(other_key)
-                        self._pods.pop(other_key)
-                        self.recorder.pod_removed(other_key, at=self.now, evicted=False, lost=True)
+                self._lose_others(job, namespace=namespace)
                 continue
             if job.min_member > 1:
                 # A gang cannot run short of a member: its other pods go too, and it starts over.
-                for other in sorted(job.templates):
-                    other_key = f"{namespace}/{other}"
-                    if other_key in self._pods:
-                        self.cluster.delete("Pod", namespace=namespace, name=other)
-                        self._waiting.discard(other_key)
-                        self._pods.pop(other_key)
-                        self.recorder.pod_removed(other_key, at=self.now, evicted=False, lost=True)
+                self._lose_others(job, namespace=namespace)
                 self.recorder.job_restarted(job.key)
                 recreate = sorted(job.templates)
             else:
@@ -495,6 +483,17 @@ class Simulation:
             for name in recreate:
                 if name in job.templates:
                     self._create_pod(job.templates[name], job=job.key, queue=queue)
+
+    def _lose_others(self, job: _Job, *, namespace: str) -> None:
+        """Delete the pods of ``job`` that the evictions left: they are lost with it (a job
+        failed past its limit, or a gang that cannot run short of a member)."""
+        for other in sorted(job.templates):
+            other_key = f"{namespace}/{other}"
+            if other_key in self._pods:
+                self.cluster.delete("Pod", namespace=namespace, name=other)
+                self._waiting.discard(other_key)
+                self._pods.pop(other_key)
+                self.recorder.pod_removed(other_key, at=self.now, evicted=False, lost=True)
 
     def _schedule_completion(self, key: str, *, uid: str) -> None:
         duration = self._pods[key].duration_ms

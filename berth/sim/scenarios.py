@@ -54,6 +54,7 @@ from berth.sim import errors, locations
 __all__ = [
     "API_VERSION",
     "KINDS",
+    "Kind",
     "NodeDevices",
     "NodePool",
     "PodClaim",
@@ -302,7 +303,7 @@ class Workload(SimModel):
         )
 
 
-KINDS = (
+Kind = typing.Literal[
     "Queue",
     "PodGroup",
     "Pod",
@@ -312,8 +313,10 @@ KINDS = (
     "ResourceSlice",
     "ResourceClaim",
     "ResourceClaimTemplate",
-)
-"""The kinds a scenario may create, apply or delete."""
+]
+"""A kind a scenario may create, apply or delete."""
+KINDS: tuple[str, ...] = typing.get_args(Kind)
+"""The kinds a scenario may create, apply or delete, in the order the runner loads them."""
 _CLUSTER_SCOPED = frozenset({"Queue", "PriorityClass", "DeviceClass", "ResourceSlice"})
 _DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"})
 
@@ -321,17 +324,7 @@ _DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "Resour
 class ObjectRef(SimModel):
     """The object a timed ``delete`` removes."""
 
-    kind: typing.Literal[
-        "Queue",
-        "PodGroup",
-        "Pod",
-        "Reservation",
-        "PriorityClass",
-        "DeviceClass",
-        "ResourceSlice",
-        "ResourceClaim",
-        "ResourceClaimTemplate",
-    ]
+    kind: Kind
     """Kind of the object."""
     namespace: str | None = None
     """Namespace of a namespaced object (``default`` when left out)."""

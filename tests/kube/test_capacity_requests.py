@@ -41,6 +41,7 @@ from berth.scheduler.framework import decisions, pending, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
 from berth.status import conditions, scale_up
 from berth.util import clocks
+from tests import open_crds
 from tests.kube import conftest
 
 Object = dict[str, typing.Any]
@@ -48,42 +49,18 @@ PR_PATH = "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests
 CB_PATH = "/apis/autoscaling.x-k8s.io/v1beta1/namespaces/default/capacitybuffers"
 
 
-def open_crd(plural: str, kind: str, version: str) -> Object:
-    """A CRD of ``autoscaling.x-k8s.io`` with an open schema and a status subresource."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.autoscaling.x-k8s.io"},
-        "spec": {
-            "group": "autoscaling.x-k8s.io",
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
 def serve(emulator: testing.RunningEmulator, *kinds: str) -> None:
     api = emulator.api
     crds = emulator.call(api.resource, "apiextensions.k8s.io/v1", "customresourcedefinitions")
     for kind in kinds:
         if kind == "ProvisioningRequest":
-            crd = open_crd("provisioningrequests", kind, "v1")
+            crd = open_crds.crd(
+                group=autoscaling.GROUP, kind=kind, plural="provisioningrequests", version="v1"
+            )
         else:
-            crd = open_crd("capacitybuffers", kind, "v1beta1")
+            crd = open_crds.crd(
+                group=autoscaling.GROUP, kind=kind, plural="capacitybuffers", version="v1beta1"
+            )
         emulator.call(api.create, crds, crd)
 
 
@@ -493,10 +470,9 @@ async def test_group_reasons_carry_the_notes(world: World) -> None:
 
 def serve_karpenter(emulator: testing.RunningEmulator) -> None:
     """Karpenter's NodePools, served as its CRDs serve them (cluster-scoped, karpenter.sh/v1)."""
-    crd = open_crd("nodepools", "NodePool", "v1")
-    crd["metadata"]["name"] = "nodepools.karpenter.sh"
-    crd["spec"]["group"] = "karpenter.sh"
-    crd["spec"]["scope"] = "Cluster"
+    crd = open_crds.crd(
+        group="karpenter.sh", kind="NodePool", plural="nodepools", version="v1", scope="Cluster"
+    )
     api = emulator.api
     crds = emulator.call(api.resource, "apiextensions.k8s.io/v1", "customresourcedefinitions")
     emulator.call(api.create, crds, crd)
@@ -802,10 +778,13 @@ def node_claim(emulator: testing.RunningEmulator, name: str, *, registered: bool
     crds = emulator.call(api.resource, "apiextensions.k8s.io/v1", "customresourcedefinitions")
     served = emulator.call(api.storage.list, crds.key, None)
     if not any(c["metadata"]["name"] == "nodeclaims.karpenter.sh" for c in served):
-        crd = open_crd("nodeclaims", "NodeClaim", "v1")
-        crd["metadata"]["name"] = "nodeclaims.karpenter.sh"
-        crd["spec"]["group"] = "karpenter.sh"
-        crd["spec"]["scope"] = "Cluster"
+        crd = open_crds.crd(
+            group="karpenter.sh",
+            kind="NodeClaim",
+            plural="nodeclaims",
+            version="v1",
+            scope="Cluster",
+        )
         emulator.call(api.create, crds, crd)
     resource = emulator.call(api.resource, "karpenter.sh/v1", "nodeclaims")
     conditions = [{"type": "Launched", "status": "True", "reason": "Launched"}]

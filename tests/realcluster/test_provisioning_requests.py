@@ -34,6 +34,7 @@ import pytest
 
 from berth.api import autoscaling
 from berth.realcluster import processes
+from tests import open_crds
 from tests.realcluster import cluster, pods
 
 pytestmark = pytest.mark.realcluster
@@ -46,35 +47,13 @@ RETRY = 5.0  # the test's autoscaling.retryAfter
 
 def crd() -> Obj:
     """The ProvisioningRequest API as the API server serves it (schema left open)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD},
-        "spec": {
-            "group": autoscaling.GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "plural": "provisioningrequests",
-                "singular": "provisioningrequest",
-                "kind": "ProvisioningRequest",
-                "shortNames": ["provreq"],
-            },
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return open_crds.crd(
+        group=autoscaling.GROUP,
+        kind="ProvisioningRequest",
+        plural="provisioningrequests",
+        version="v1",
+        short_names=["provreq"],
+    )
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ import typing
 
 import pytest
 
+from tests import open_crds
 from tests.workloads import cluster
 
 pytestmark = pytest.mark.slow
@@ -210,42 +211,17 @@ def test_the_scheduler_plugins_example_runs_as_its_readme_says(kubectl: cluster.
     assert kubectl.get(BPG, "mnist", namespace="example")["spec"]["minMember"] == 3
 
 
-KUBERNETES_CRD = {
-    # What a 1.36 API server serves natively (with the WorkloadAPI gates on); the embedded
-    # cluster gets it as a CRD.
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {
-        "name": "podgroups.scheduling.k8s.io",
-        "annotations": {
-            "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/5832"
-        },
+# What a 1.36 API server serves natively (with the WorkloadAPI gates on); the embedded cluster
+# gets it as a CRD.
+KUBERNETES_CRD = open_crds.crd(
+    group="scheduling.k8s.io",
+    kind="PodGroup",
+    plural="podgroups",
+    version="v1alpha2",
+    annotations={
+        "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/5832"
     },
-    "spec": {
-        "group": "scheduling.k8s.io",
-        "scope": "Namespaced",
-        "names": {
-            "kind": "PodGroup",
-            "plural": "podgroups",
-            "singular": "podgroup",
-            "listKind": "PodGroupList",
-        },
-        "versions": [
-            {
-                "name": "v1alpha2",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
+)
 
 
 def test_kubernetes_podgroup_and_scheduling_group_pods_are_a_gang(kubectl: cluster.Kubectl) -> None:
@@ -273,26 +249,16 @@ def test_kubernetes_podgroup_and_scheduling_group_pods_are_a_gang(kubectl: clust
     cluster.eventually(lambda: len(bound(kubectl, "k8s")) == 2, what="the gang to start")
 
 
-WORKLOADS_CRD = {
-    # What a 1.35 API server serves natively (with the GenericWorkload gate on).
-    **KUBERNETES_CRD,
-    "metadata": {
-        "name": "workloads.scheduling.k8s.io",
-        "annotations": {
-            "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/4671"
-        },
+# What a 1.35 API server serves natively (with the GenericWorkload gate on).
+WORKLOADS_CRD = open_crds.crd(
+    group="scheduling.k8s.io",
+    kind="Workload",
+    plural="workloads",
+    version="v1alpha1",
+    annotations={
+        "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/4671"
     },
-    "spec": {
-        **KUBERNETES_CRD["spec"],
-        "names": {
-            "kind": "Workload",
-            "plural": "workloads",
-            "singular": "workload",
-            "listKind": "WorkloadList",
-        },
-        "versions": [{**KUBERNETES_CRD["spec"]["versions"][0], "name": "v1alpha1"}],
-    },
-}
+)
 
 
 def test_workload_pod_groups_and_replicas_are_gangs(kubectl: cluster.Kubectl) -> None:

@@ -20,10 +20,24 @@ import dataclasses
 import typing
 
 import pydantic
+import pydantic.alias_generators
 
 from berth.scheduler.framework import errors, handles, interfaces
 
-__all__ = ["NoArgs", "PluginFactory", "Registry", "plugin_factory_proxy"]
+__all__ = ["ArgsModel", "NoArgs", "PluginFactory", "Registry", "plugin_factory_proxy"]
+
+
+class ArgsModel(pydantic.BaseModel):
+    """Base of a plugin's arguments model (and of the models inside one): keys in camelCase as
+    a profile writes them (snake_case accepted too), an unknown key is an error, and the
+    validated arguments are frozen."""
+
+    model_config = pydantic.ConfigDict(
+        alias_generator=pydantic.alias_generators.to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
 
 
 class NoArgs(pydantic.BaseModel):

@@ -19,10 +19,9 @@ import math
 
 import numpy as np
 import pydantic
-import pydantic.alias_generators
 
 from berth.api import resources
-from berth.scheduler.framework import cyclestate, filtering, handles, interfaces
+from berth.scheduler.framework import cyclestate, filtering, handles, interfaces, registries
 from berth.scheduler.plugins import names
 from berth.scheduler.snapshot import nodetable, pods
 
@@ -31,15 +30,8 @@ __all__ = ["NAME", "BalancedAllocation", "BalancedAllocationArgs", "new", "score
 NAME = names.BALANCED_ALLOCATION
 
 
-class BalancedAllocationArgs(pydantic.BaseModel):
+class BalancedAllocationArgs(registries.ArgsModel):
     """Arguments of BalancedAllocation."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
     resources: tuple[str, ...] = pydantic.Field(
         default=(resources.CPU, resources.MEMORY), min_length=1

@@ -51,10 +51,17 @@ import typing
 import numpy as np
 import numpy.typing as npt
 import pydantic
-import pydantic.alias_generators
 
 from berth.api import quantities, resources
-from berth.scheduler.framework import handles, interfaces, jobs, reasons, sessions, statuses
+from berth.scheduler.framework import (
+    handles,
+    interfaces,
+    jobs,
+    reasons,
+    registries,
+    sessions,
+    statuses,
+)
 from berth.scheduler.plugins import names
 from berth.scheduler.snapshot import nodetable, podgroups, pods
 
@@ -81,15 +88,8 @@ TIMEOUT_PREFIX = "schedule timeout of"
 """How a timed-out group's reason starts: ``schedule timeout of 60s exceeded (...): why``."""
 
 
-class GangArgs(pydantic.BaseModel):
+class GangArgs(registries.ArgsModel):
     """Arguments of Gang."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
     default_schedule_timeout_seconds: int | None = pydantic.Field(default=None, ge=1)
     """Seconds a group without its own ``scheduleTimeoutSeconds`` may wait for room once its

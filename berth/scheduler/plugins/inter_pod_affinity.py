@@ -37,6 +37,7 @@ from berth.scheduler.framework import (
     filtering,
     handles,
     interfaces,
+    registries,
     statuses,
 )
 from berth.scheduler.framework import placements as framework_placements
@@ -72,15 +73,8 @@ def missing_key_reason(key: str, /) -> str:
 IntArray = nodetable.IntArray
 
 
-class InterPodAffinityArgs(pydantic.BaseModel):
+class InterPodAffinityArgs(registries.ArgsModel):
     """Arguments of InterPodAffinity (kube-scheduler's ``InterPodAffinityArgs``)."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
     hard_pod_affinity_weight: int = pydantic.Field(default=1, ge=0, le=100)
     """The score weight of a placed pod's *required* affinity term matching the incoming pod

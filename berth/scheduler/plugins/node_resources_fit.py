@@ -30,8 +30,6 @@ from __future__ import annotations
 import collections.abc
 
 import numpy as np
-import pydantic
-import pydantic.alias_generators
 
 from berth.api import quantities, resources
 from berth.scheduler.framework import (
@@ -40,6 +38,7 @@ from berth.scheduler.framework import (
     handles,
     interfaces,
     reasons,
+    registries,
     statuses,
 )
 from berth.scheduler.plugins import names, resource_scoring
@@ -64,15 +63,8 @@ def insufficient(resource: str, /) -> str:
     return TOO_MANY_PODS if resource == resources.PODS else f"Insufficient {resource}"
 
 
-class NodeResourcesFitArgs(pydantic.BaseModel):
+class NodeResourcesFitArgs(registries.ArgsModel):
     """Arguments of NodeResourcesFit."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
     ignored_resources: tuple[str, ...] = ()
     """Resource names the filter never checks (e.g. an extended resource a device plugin

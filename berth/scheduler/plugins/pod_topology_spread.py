@@ -42,6 +42,7 @@ from berth.scheduler.framework import (
     filtering,
     handles,
     interfaces,
+    registries,
     statuses,
 )
 from berth.scheduler.framework import placements as framework_placements
@@ -76,30 +77,16 @@ _UNSCHEDULABLE = taints.Taint(key="node.kubernetes.io/unschedulable", effect=tai
 _NO_DOMAIN = np.iinfo(np.int32).max  # the minimum when no node counts: every skew passes
 
 
-class DefaultConstraint(pydantic.BaseModel):
+class DefaultConstraint(registries.ArgsModel):
     """A cluster default constraint (``defaultConstraints[]``): no selector of its own."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
     max_skew: int = pydantic.Field(ge=1)
     topology_key: str = pydantic.Field(min_length=1)
     when_unsatisfiable: typing.Literal["DoNotSchedule", "ScheduleAnyway"]
 
 
-class PodTopologySpreadArgs(pydantic.BaseModel):
+class PodTopologySpreadArgs(registries.ArgsModel):
     """Arguments of PodTopologySpread (kube-scheduler's ``PodTopologySpreadArgs``)."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
     default_constraints: tuple[DefaultConstraint, ...] = ()
     """Used with ``defaultingType: List`` for pods without constraints of their own."""

@@ -27,10 +27,9 @@ import itertools
 
 import numpy as np
 import pydantic
-import pydantic.alias_generators
 
 from berth.api import resources
-from berth.scheduler.framework import interfaces
+from berth.scheduler.framework import interfaces, registries
 from berth.scheduler.plugins import allocation_scores
 from berth.scheduler.snapshot import nodetable, pods
 
@@ -40,15 +39,6 @@ Strategy = allocation_scores.Strategy
 HALF = interfaces.MAX_NODE_SCORE // 2
 
 
-class _Model(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
-
-
 class StrategyResource(allocation_scores.ResourceWeight):
     """A resource of the strategy: name, weight, and optionally its own strategy."""
 
@@ -56,7 +46,7 @@ class StrategyResource(allocation_scores.ResourceWeight):
     """This resource's strategy when it differs from ``scoringStrategy.type``."""
 
 
-class RequestedToCapacityRatio(_Model):
+class RequestedToCapacityRatio(registries.ArgsModel):
     """RequestedToCapacityRatio's parameters."""
 
     shape: tuple[allocation_scores.ShapePoint, ...] = pydantic.Field(min_length=1)
@@ -73,7 +63,7 @@ class RequestedToCapacityRatio(_Model):
         return shape
 
 
-class ScoringStrategy(_Model):
+class ScoringStrategy(registries.ArgsModel):
     """``scoringStrategy`` of NodeResourcesFit (see the module docstring)."""
 
     type: Strategy = Strategy.LEAST_ALLOCATED

@@ -47,7 +47,6 @@ import dataclasses
 
 import numpy as np
 import pydantic
-import pydantic.alias_generators
 
 from berth.api import quantities, resources
 from berth.scheduler.framework import (
@@ -56,6 +55,7 @@ from berth.scheduler.framework import (
     interfaces,
     jobs,
     reasons,
+    registries,
     scopes,
     sessions,
     statuses,
@@ -79,16 +79,7 @@ TOGETHER_SCORE = 100 * interfaces.MAX_NODE_SCORE
 """The score of a node in the domain a preferred level's members keep to (module docstring)."""
 
 
-class _Model(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
-
-
-class Level(_Model):
+class Level(registries.ArgsModel):
     """One topology level: its name in PodGroups, and the node label holding its domains."""
 
     name: str = pydantic.Field(min_length=1)
@@ -103,7 +94,7 @@ DEFAULT_LEVELS = (
 )
 
 
-class TopologyArgs(_Model):
+class TopologyArgs(registries.ArgsModel):
     """Arguments of Topology."""
 
     levels: tuple[Level, ...] = pydantic.Field(default=DEFAULT_LEVELS, min_length=1)

@@ -2,9 +2,9 @@
 
 Owns the small helpers every info builder shares: turning a pydantic model into its wire dict
 (so each builder parses one shape, a :mod:`berth.api` record), reading a record's nested
-fields without trusting their shape (:func:`part`, :func:`parts`), timestamps, and memoised
-quantity parsing (a cluster repeats the same few quantity strings tens of thousands of times;
-parsing each exactly is slow).
+fields without trusting their shape (:func:`part`, :func:`parts`, from :mod:`berth.api.objects`),
+timestamps, and memoised quantity parsing (a cluster repeats the same few quantity strings tens
+of thousands of times; parsing each exactly is slow).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ __all__ = [
     "range_problem",
 ]
 
-_EMPTY: objects.JSONObject = {}  # shared, read only: what an absent or malformed field reads as
-
-_Record = typing.TypeVar("_Record", bound=objects.JSONObject)
-"""A typed record of :mod:`berth.api` (``core.PodSpec``), or a plain map (``dict[str, str]``)."""
+# Re-exported: every info builder reads records through this module. They live in
+# berth.api.objects so that the emulator, which may not import the scheduler, reads them alike.
+part = objects.part
+parts = objects.parts
 
 
 def as_raw(obj: typing.Any) -> objects.KubeObject:
@@ -61,32 +61,6 @@ def key_of(obj: typing.Any, /) -> str:
         return obj
     meta = part(as_raw(obj).get("metadata"))
     return ids.key_of(str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""))
-
-
-def part(value: _Record | None, /) -> _Record:
-    """``value`` (a field read from a typed record: ``part(pod.get("spec"))``), or an empty
-    record when it is absent or not a map, as a user's bad object may have it: a nested field
-    is read one checked step at a time. The empty record is shared: read it only.
-    """
-    # An exact dict first (what the API's JSON decodes to), then an absent field: both much
-    # cheaper than the ABC check, which every watch event would pay a dozen times.
-    if type(value) is dict:
-        return value
-    if value is None or not isinstance(value, collections.abc.Mapping):
-        return typing.cast(_Record, _EMPTY)
-    return value
-
-
-def parts(value: list[_Record] | None, /) -> list[_Record]:
-    """The maps of the list ``value`` (a field read from a typed record), leaving out what is
-    not one; an empty list when ``value`` is absent or not a list."""
-    if not isinstance(value, list):
-        return []
-    return [
-        item
-        for item in value
-        if type(item) is dict or isinstance(item, collections.abc.Mapping)  # dict: the fast case
-    ]
 
 
 def parse_time(text: typing.Any) -> float | None:

@@ -28,8 +28,6 @@ fair share count it in fractions of a GPU.
 from __future__ import annotations
 
 import numpy as np
-import pydantic
-import pydantic.alias_generators
 
 from berth.api import resources
 from berth.scheduler.framework import (
@@ -40,6 +38,7 @@ from berth.scheduler.framework import (
     interfaces,
     jobs,
     reasons,
+    registries,
     sessions,
     statuses,
 )
@@ -53,15 +52,8 @@ NAME = names.GPU_SHARING
 WHOLE = gpushare.WHOLE
 
 
-class GpuSharingArgs(pydantic.BaseModel):
+class GpuSharingArgs(registries.ArgsModel):
     """Arguments of GpuSharing."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
     policy: policies.Policy = policies.Policy.FRAGMENTATION_GRADIENT
     """How GPU placements are scored: ``FragmentationGradient`` (the default: the fewest GPUs

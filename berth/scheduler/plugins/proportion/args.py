@@ -5,20 +5,14 @@ from __future__ import annotations
 import typing
 
 import pydantic
-import pydantic.alias_generators
+
+from berth.scheduler.framework import registries
 
 __all__ = ["ProportionArgs"]
 
 
-class ProportionArgs(pydantic.BaseModel):
+class ProportionArgs(registries.ArgsModel):
     """Arguments of Proportion."""
-
-    model_config = pydantic.ConfigDict(
-        alias_generator=pydantic.alias_generators.to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-    )
 
     starvation_threshold_seconds: int | None = pydantic.Field(default=300, ge=0)
     """Seconds a job may wait for room (counted from its group's creation) before the
