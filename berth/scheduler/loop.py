@@ -129,7 +129,12 @@ class Scheduler:
             if lot is not None
             else None
         )
-        session = sessions.open_session(snapshot, framework=self.framework, parked=parked)
+        session = sessions.open_session(
+            snapshot,
+            framework=self.framework,
+            parked=parked,
+            waiting=lot.waiting(snapshot) if lot is not None else None,
+        )
         starving: set[str] = set()
         revisit: dict[str, float] = {}
         class_revisit: dict[str, float] = {}

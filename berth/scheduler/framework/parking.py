@@ -61,7 +61,7 @@ import typing
 
 import numpy as np
 
-from berth.scheduler.framework import equivalence, reasons
+from berth.scheduler.framework import equivalence, reasons, unparked
 from berth.scheduler.snapshot import queues
 
 if typing.TYPE_CHECKING:
@@ -116,9 +116,15 @@ class Parking:
         # Rows each pod signature may use (static filters): kept while the world is the same
         # (nodes' rows, labels and taints move only with it, and it clears the lot).
         self._rows: dict[collections.abc.Hashable, filtering.BoolArray] = {}
+        # The groups a session tries, kept as jobs park and wake (issue #30), and the keys
+        # parked or woken since it was last told (None: cleared, it must rebuild).
+        self._unparked = unparked.Unparked()
+        self._touched: set[str] | None = None
 
     def clear(self) -> None:
         self.parked.clear()
+        self._touched = None
+        self._unparked.forget()
         self._classes.clear()
         self._class_until.clear()
         self._class_times.clear()
@@ -196,7 +202,7 @@ class Parking:
                     # must not leave the rest of its line without a time.
                     self._arm(klass, now + self.revisit_seconds)
         for key in woken:
-            del self.parked[key]
+            self._wake(key)
         for klass in due:
             line = self._classes.get(klass)
             if line is not None:
@@ -207,6 +213,20 @@ class Parking:
             for klass, line in self._classes.items():
                 self._wake_class(klass, line, room=room, freed=freed, placed=placed, at=snapshot)
         return self.parked
+
+    def _wake(self, key: str) -> None:
+        """The job ``key`` leaves the lot."""
+        del self.parked[key]
+        if self._touched is not None:
+            self._touched.add(key)
+
+    def waiting(self, snapshot: snapshots.Snapshot) -> collections.abc.Sequence[pods.PodInfo]:
+        """``snapshot``'s pending pods but the parked jobs' (after :meth:`admit`), sorted by
+        key: what ``snapshot.pending_but(self.parked)`` finds, at the cost of the jobs not
+        parked and of what changed since the last session (:mod:`.unparked`)."""
+        found = self._unparked.waiting(snapshot, self.parked, touched=self._touched)
+        self._touched = set()
+        return found
 
     def _usable_rows(
         self, rows: RowsFn | None
@@ -258,7 +278,7 @@ class Parking:
                         wake = max(wake, 1)
             if wake <= 0:
                 return
-            del self.parked[line.pop(0)[1]]
+            self._wake(line.pop(0)[1])
             wake -= 1
 
     def _wake_head(
@@ -273,7 +293,7 @@ class Parking:
             key = line.pop(0)[1]
             entry = self.parked.get(key)
             if entry is not None and entry.klass == klass:
-                del self.parked[key]
+                self._wake(key)
                 count -= 1
 
     # After a session ------------------------------------------------------------------------
@@ -324,6 +344,8 @@ class Parking:
                 held=snapshot.usage_of(job.queue).allocated,
             )
             self.parked[key] = entry
+            if self._touched is not None:
+                self._touched.add(key)
             added.setdefault(klass, []).append((entry.order, key))
             if entry.until < math.inf:
                 heapq.heappush(self._job_times, (entry.until, key))
@@ -342,6 +364,11 @@ class Parking:
         for klass, until in class_until.items():
             self._arm(klass, until)
         self._quiet = quiet
+        if self._touched is not None:
+            # Told now, against the snapshot these jobs were parked under: the next session
+            # then looks at what changed after, not at everything this one parked.
+            self._unparked.settle(self.parked, touched=self._touched)
+            self._touched = set()
 
     def _arm(self, klass: equivalence.ClassKey, until: float) -> None:
         """The head of ``klass``'s line wakes at ``until`` (replacing its earlier time)."""

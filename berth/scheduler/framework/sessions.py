@@ -546,9 +546,12 @@ def open_session(
     framework: runtime.Framework,
     session_id: str | None = None,
     parked: collections.abc.Mapping[str, parking.Parked] | None = None,
+    waiting: collections.abc.Sequence[pods.PodInfo] | None = None,
 ) -> Session:
     """Open a session over ``snapshot``: jobs and plain pods built, session plugins opened.
-    The groups in ``parked`` are left out (they keep their reasons)."""
+    The groups in ``parked`` are left out (they keep their reasons); ``waiting``: the pending
+    pods but theirs, sorted by key, when the caller keeps them (:meth:`parking.Parking.waiting`;
+    otherwise found here, at the cost of every pending group)."""
     session = Session(
         snapshot, framework=framework, session_id=session_id or f"s{next(_session_ids)}"
     )
@@ -558,7 +561,8 @@ def open_session(
     framework.handle.attach(snapshot, recorder=session.recorder, placements=session.placements)
     members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
     left_out = session.parked
-    waiting = snapshot.pending_but(left_out) if left_out else snapshot.pending
+    if waiting is None:
+        waiting = snapshot.pending_but(left_out) if left_out else snapshot.pending
     session.pending = waiting
     for pod in waiting:
         if pod.awaiting_group:

@@ -694,6 +694,6 @@ class ClusterCache:
             shared_gpus=self._gpus.view(infos, self._nodes),
             gpu_mix=self._gpus.mix(),
         )
-        return taken.with_pending_index(pod_views.pending_index).with_placed_groups(
-            self._groups.placed_view()
-        )
+        return taken.with_pending_index(
+            pod_views.pending_index, changed=pod_views.pending_changed
+        ).with_placed_groups(self._groups.placed_view())

@@ -36,6 +36,7 @@ class PodViews(typing.NamedTuple):
     pending: cowmaps.SortedOnRead[pods.PodInfo]
     gated: tuple[pods.PodInfo, ...]
     pending_index: collections.abc.Mapping[str | None, tuple[pods.PodInfo, ...]]
+    pending_changed: frozenset[str | None]  # its groups changed since the previous view
     priority_floor: int | None
     run_times: runstats.RunTimes
 
@@ -165,11 +166,13 @@ class PodStore:
         self._pending_view = None
 
     def view(self) -> PodViews:
-        """The pods for a snapshot: views later changes do not reach."""
+        """The pods for a snapshot: views later changes do not reach (``pending_changed``:
+        the groups whose pending pods changed since the previous view)."""
         if self._pending_view is None:
             # Sorted only if read: sessions take the pending pods by group, from the index.
             self._pending_view = cowmaps.SortedOnRead(tuple(self._pending.values()), key=_by_key)
-        for group in self._pending_index_dirty:
+        changed = frozenset(self._pending_index_dirty)
+        for group in changed:
             members = self._pending_groups.get(group)
             if members:
                 self._pending_index[group] = tuple(map(members.__getitem__, sorted(members)))
@@ -184,6 +187,7 @@ class PodStore:
             pending=self._pending_view,
             gated=self._gated_view,
             pending_index=types.MappingProxyType(dict(self._pending_index)),
+            pending_changed=changed,
             priority_floor=self._priority_floor,
             run_times=self._run_times.freeze(),
         )

@@ -105,6 +105,12 @@ class Snapshot:
     pending_index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]] | None = (
         dataclasses.field(default=None, init=False, repr=False)
     )
+    # The groups whose entry in ``pending_index`` changed since the cache's previous snapshot
+    # (whose ``changes.seq`` is ``changes.since``), for readers that keep what they derive
+    # from the index across snapshots; None: not known.
+    pending_changed: frozenset[str | None] | None = dataclasses.field(
+        default=None, init=False, repr=False
+    )
     # The placed groups of ``pod_groups`` by queue, as the cache keeps them; a snapshot built
     # otherwise (or replaced) has none until ``placed_groups`` scans ``pod_groups`` once.
     placed_index: placedgroups.PlacedGroups | None = dataclasses.field(
@@ -131,11 +137,17 @@ class Snapshot:
         return sorted((p for g in kept for p in index[g]), key=_by_key)
 
     def with_pending_index(
-        self, index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]], /
+        self,
+        index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]],
+        /,
+        *,
+        changed: frozenset[str | None] | None = None,
     ) -> Snapshot:
         """This snapshot, knowing ``pending`` by group (``index`` must hold exactly
-        ``pending``: the cache's own, kept as pods change)."""
+        ``pending``: the cache's own, kept as pods change; ``changed``: its groups changed
+        since the cache's previous snapshot, if known)."""
         object.__setattr__(self, "pending_index", index)
+        object.__setattr__(self, "pending_changed", changed)
         return self
 
     def with_placed_groups(self, index: placedgroups.PlacedGroups, /) -> Snapshot:
