@@ -41,7 +41,7 @@ from berth.kube.reservations import reservation_statuses as reservation_writes
 from berth.kube.transport import clients, events, fencing, writes
 from berth.scheduler.snapshot import wire
 from berth.status import observations
-from berth.util import aiotasks, clocks, wakeups
+from berth.util import aiotasks, clocks, keylocks, wakeups
 
 __all__ = ["MANAGER", "ReservationStatusWriter", "register"]
 
@@ -74,7 +74,7 @@ class ReservationStatusWriter:
         self._concurrency = concurrency
         self._kicked = wakeups.Wakeup()
         self._limit: asyncio.Semaphore | None = None
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = keylocks.KeyLocks()  # one Reservation's facts are written in order
         self.writes = 0
         """Facts written (or found written already)."""
 
@@ -108,16 +108,11 @@ class ReservationStatusWriter:
         the next cycle publishes the Reservation's state again)."""
         if self._limit is None:
             self._limit = asyncio.Semaphore(self._concurrency)
-        lock = self._locks.setdefault(key, asyncio.Lock())
         written = 0
-        try:
-            async with lock, self._limit:
-                for fact in self._facts.take(key):
-                    if await self._statuses.apply(fact):
-                        written += 1
-        finally:
-            if not lock.locked() and self._locks.get(key) is lock:
-                del self._locks[key]
+        async with self._locks.hold(key), self._limit:
+            for fact in self._facts.take(key):
+                if await self._statuses.apply(fact):
+                    written += 1
         self.writes += written
         return written
 

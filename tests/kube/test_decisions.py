@@ -13,9 +13,10 @@ We test these aspects:
   per node;
 - a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
   reason changes (``Unschedulable`` only for capacity, else the code), a gang's in one burst,
-  and a burst made stale by a newer decision never written; a gang the autoscaler cannot fit
-  rewritten at once, in one burst, off the autoscalers' list (and back when its hold ends),
-  without a new cycle, and held on the next cycle's decisions too;
+  a burst made stale by a newer decision never written, and one offered while an older
+  patch of the pod is slow written after it (the newer reason stays); a gang the autoscaler
+  cannot fit rewritten at once, in one burst, off the autoscalers' list (and back when its
+  hold ends), without a new cycle, and held on the next cycle's decisions too;
 - Reservation decisions: ``Available`` on a node, an owner allocated (allocate-once ends it
   ``Succeeded``), ``Expired``, and why a Pending one waits — published by the sink and written
   by what Kopf's Reservation status handler runs (``berth.controllers.reservation_statuses``).
@@ -450,6 +451,32 @@ async def test_a_superseded_burst_writes_nothing(harness: Harness) -> None:
     assert scheduled_condition(harness, "p") == ("False", "NotEnoughPods", second.message)
     status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
     assert harness.emulator.count("PATCH", status_path) == 1
+
+
+async def test_a_newer_reason_lands_after_an_older_one_still_in_flight(
+    harness: Harness,
+) -> None:
+    # A gang's first member is seen alone (it waits for the others), then the whole gang
+    # (it waits for nodes) while the first patch is slow: the newer reason must be what
+    # stays on the pod, or an autoscaler never learns that the pod needs a node.
+    harness.add_pod("p")
+    status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
+    harness.emulator.faults.add(
+        faults.Fault("PATCH", "/api/v1/namespaces/*/pods/p/status", delay=0.5)
+    )
+    harness.start()
+    alone = reasons.new(reasons.ReasonCode.NOT_ENOUGH_PODS, "waiting for pods: 1/2 created")
+    harness.apply(marked("default/g", ("default/p", alone, False)))
+    for _ in range(500):  # bounded: the first patch is sent at once
+        if harness.emulator.count("PATCH", status_path):
+            break
+        await asyncio.sleep(0.01)
+    assert harness.emulator.count("PATCH", status_path) == 1
+    room = waiting("0/2 nodes fit: 2 Insufficient cpu")
+    harness.apply(marked("default/g", ("default/p", room, True)))
+    await harness.settle()
+    assert scheduled_condition(harness, "p") == ("False", "Unschedulable", room.message)
+    assert harness.emulator.count("PATCH", status_path) == 2
 
 
 async def test_a_held_gang_leaves_the_autoscalers_list_at_once_and_returns(

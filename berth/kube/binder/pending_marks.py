@@ -15,8 +15,10 @@ signal Cluster Autoscaler and Karpenter act on — and otherwise the code of wha
   :class:`Burst` (the gang's pods whose condition changed); :meth:`PendingMarks.write` sends
   their patches together, so an autoscaler batching pending pods (Karpenter: one second idle,
   at most ten) sees the whole gang in one provisioning round, never a part of it.
-- **Superseded writes are dropped.** A burst waiting in the binder's queue while a newer
-  decision changed a pod's reason again does not write the older one.
+- **Superseded writes are dropped, and a pod's writes take turns.** A burst waiting in the
+  binder's queue while a newer decision changed a pod's reason again does not write the older
+  one; a burst offered while an older one's patch of the same pod is in flight waits for it to
+  land, so the older reason never lands last.
 - **Events say why.** After its condition is written, each pod gets a ``FailedScheduling``
   Event with the reason's message: the queue limit, the missing members, the nodes that do
   not fit.
@@ -41,7 +43,7 @@ import dataclasses
 from berth.kube.transport import events, pod_edits, rest, writes
 from berth.scheduler.framework import pending, reasons
 from berth.status import conditions
-from berth.util import clocks
+from berth.util import clocks, keylocks
 
 __all__ = ["Burst", "PendingMarks", "condition"]
 
@@ -87,6 +89,7 @@ class PendingMarks:
         self._clock = clock
         self._recorder = recorder
         self._written: dict[str, _Written] = {}  # pod key -> what its condition says (or will)
+        self._writing = keylocks.KeyLocks()  # pods with a condition write in flight
         self._marks: dict[str, pending.MarkPending] = {}  # gang -> its last capacity decision
         self._gang_of: dict[str, str] = {}  # pod key -> its gang, for the kept decisions
         self._held: collections.abc.Mapping[str, reasons.Reason] = {}  # gang -> what it says
@@ -122,7 +125,13 @@ class PendingMarks:
         return Burst(group=decision.group, pods=tuple(changed), refs=tuple(refs))
 
     async def write(self, burst: Burst) -> None:
-        """Write the burst's conditions together, then tell each pod's Event."""
+        """Write the burst's conditions together, then tell each pod's Event. A pod's
+        writes take turns: an older burst still in flight when a newer one is offered would
+        otherwise land after it and leave the older reason on the pod."""
+        async with self._writing.hold(*(waiting.key for waiting in burst.pods)):
+            await self._write(burst)
+
+    async def _write(self, burst: Burst) -> None:
         current = [
             (waiting, ref)
             for waiting, ref in zip(burst.pods, burst.refs, strict=True)
