@@ -14,9 +14,10 @@ We test these aspects:
 - a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
   reason changes (``Unschedulable`` only for capacity, else the code), a gang's in one burst,
   a burst made stale by a newer decision never written, and one offered while an older
-  patch of the pod is slow written after it (the newer reason stays); a gang the autoscaler
-  cannot fit rewritten at once, in one burst, off the autoscalers' list (and back when its
-  hold ends), without a new cycle, and held on the next cycle's decisions too;
+  patch of the pod is slow written after it (the newer reason stays), one the API server
+  failed sent again; a gang the autoscaler cannot fit rewritten at once, in one burst, off
+  the autoscalers' list (and back when its hold ends), without a new cycle, and held on the
+  next cycle's decisions too;
 - Reservation decisions: ``Available`` on a node, an owner allocated (allocate-once ends it
   ``Succeeded``), ``Expired``, and why a Pending one waits — published by the sink and written
   by what Kopf's Reservation status handler runs (``berth.controllers.reservation_statuses``).
@@ -477,6 +478,23 @@ async def test_a_newer_reason_lands_after_an_older_one_still_in_flight(
     await harness.settle()
     assert scheduled_condition(harness, "p") == ("False", "Unschedulable", room.message)
     assert harness.emulator.count("PATCH", status_path) == 2
+
+
+async def test_a_failed_condition_write_is_sent_again(harness: Harness) -> None:
+    # The API server times out the first write (as an overloaded one does): the gang is
+    # decided once (parked afterwards), so the binder itself must send it again.
+    harness.add_pod("p")
+    status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
+    harness.emulator.faults.add(
+        faults.Fault("PATCH", "/api/v1/namespaces/*/pods/p/status", status=504)
+    )
+    harness.start()
+    room = waiting("0/2 nodes fit: 2 Insufficient cpu")
+    harness.apply(marked("default/g", ("default/p", room, True)))
+    await harness.settle()
+    assert scheduled_condition(harness, "p") == ("False", "Unschedulable", room.message)
+    assert harness.emulator.count("PATCH", status_path) == 2
+    assert harness.sink.pending.written("default/p") == ("Unschedulable", room.message)
 
 
 async def test_a_held_gang_leaves_the_autoscalers_list_at_once_and_returns(

@@ -19,6 +19,8 @@ signal Cluster Autoscaler and Karpenter act on — and otherwise the code of wha
   binder's queue while a newer decision changed a pod's reason again does not write the older
   one; a burst offered while an older one's patch of the same pod is in flight waits for it to
   land, so the older reason never lands last.
+- **A failed write is sent again** (:data:`RETRY`) while it is still the pod's newest: a
+  parked gang gets no next decision to write it, and an autoscaler reads only the pod.
 - **Events say why.** After its condition is written, each pod gets a ``FailedScheduling``
   Event with the reason's message: the queue limit, the missing members, the nodes that do
   not fit.
@@ -43,7 +45,7 @@ import dataclasses
 from berth.kube.transport import events, pod_edits, rest, writes
 from berth.scheduler.framework import pending, reasons
 from berth.status import conditions
-from berth.util import clocks, keylocks
+from berth.util import clocks, keylocks, wakeups
 
 __all__ = ["Burst", "PendingMarks", "condition"]
 
@@ -71,6 +73,10 @@ class Burst:
 
 
 _Written = tuple[str, str]  # (condition reason, message) last written to a pod
+
+RETRY = writes.Retry(attempts=4, first=1.0, cap=4.0)
+"""A failed condition write is sent again after 1, 2 and 4 seconds (then the next decision
+for the pod writes it): its gang may be parked, with no next decision soon."""
 
 
 class PendingMarks:
@@ -125,20 +131,41 @@ class PendingMarks:
         return Burst(group=decision.group, pods=tuple(changed), refs=tuple(refs))
 
     async def write(self, burst: Burst) -> None:
-        """Write the burst's conditions together, then tell each pod's Event. A pod's
-        writes take turns: an older burst still in flight when a newer one is offered would
-        otherwise land after it and leave the older reason on the pod."""
-        async with self._writing.hold(*(waiting.key for waiting in burst.pods)):
-            await self._write(burst)
+        """Write the burst's conditions together, then tell each pod's Event.
 
-    async def _write(self, burst: Burst) -> None:
+        A pod's writes take turns: an older burst still in flight when a newer one is offered
+        would otherwise land after it and leave the older reason on the pod. A write the API
+        server failed (refused, timed out: not fenced) is tried again after a backoff while
+        it is still the pod's newest, a bounded number of times: a parked gang has no next
+        decision to write it, and an autoscaler reads only what is on the pod."""
+        delays = RETRY.delays()
+        retry: Burst | None = burst
+        while retry is not None:
+            async with self._writing.hold(*(waiting.key for waiting in retry.pods)):
+                retry = await self._write(retry)
+            if retry is None:
+                return
+            delay = next(delays, None)
+            if delay is None:
+                for waiting in retry.pods:  # given up: the next decision writes it again
+                    if self._current(waiting):
+                        del self._written[waiting.key]
+                return
+            await wakeups.sleep_or_stop(delay)
+
+    def _current(self, waiting: pending.PodPending) -> bool:
+        """``waiting`` is still what the pod's condition is to say (no newer decision)."""
+        return self._written.get(waiting.key) == (waiting.condition, waiting.reason.message)
+
+    async def _write(self, burst: Burst) -> Burst | None:
+        """One attempt; the pods whose write failed and is still their newest (to retry)."""
         current = [
             (waiting, ref)
             for waiting, ref in zip(burst.pods, burst.refs, strict=True)
-            if self._written.get(waiting.key) == (waiting.condition, waiting.reason.message)
+            if self._current(waiting)
         ]
         if not current:
-            return  # every pod of it got a newer reason meanwhile (or went)
+            return None  # every pod of it got a newer reason meanwhile (or went)
         self.bursts += 1
         now = self._clock.now()
         landed = await asyncio.gather(
@@ -152,16 +179,25 @@ class PendingMarks:
                 for waiting, _ in current
             )
         )
+        failed: list[tuple[pending.PodPending, events.ObjectRef]] = []
         for (waiting, ref), written in zip(current, landed, strict=True):
             if written.outcome is writes.Outcome.GONE:
                 self.forget(waiting.key)
-                continue
-            if not written.ok:
-                # Not written (fenced, failed): the next decision for the pod writes it again.
-                if self._written.get(waiting.key) == (waiting.condition, waiting.reason.message):
+            elif written.outcome is writes.Outcome.FENCED:
+                # Not ours to write any more: the next leader's decision writes it.
+                if self._current(waiting):
                     del self._written[waiting.key]
-                continue
-            self._event(ref, waiting)
+            elif not written.ok:
+                failed.append((waiting, ref))
+            else:
+                self._event(ref, waiting)
+        if not failed:
+            return None
+        return Burst(
+            group=burst.group,
+            pods=tuple(waiting for waiting, _ in failed),
+            refs=tuple(ref for _, ref in failed),
+        )
 
     def written(self, key: str) -> tuple[str, str] | None:
         """``(reason, message)`` of the condition last written (or being written) to the pod."""
