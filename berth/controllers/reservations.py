@@ -236,17 +236,13 @@ def plan(
             found.append((events.WARNING, "Invalid", problem))
     else:
         _set_condition(status, _VALID, "True", "Valid", "the reservation can be held", now=now)
-    if ends is not None and now >= ends:
-        if phase == resv.AVAILABLE:
-            phase, message = resv.EXPIRED, f"expired at {conditions.timestamp(ends)}"
-        else:
-            phase = resv.FAILED
-            message = f"expired at {conditions.timestamp(ends)} before it could be placed on a node"
-        status["phase"] = phase
-        _set_condition(status, _READY, "False", "Expired", message, now=now)
-        found.append(
-            (events.WARNING if phase == resv.FAILED else events.NORMAL, "Expired", message)
-        )
+    expired = resv.expiry(info, now=now)
+    if expired is not None:
+        status["phase"] = expired.phase
+        reason, message = resv.EXPIRED_REASON, expired.message
+        _set_condition(status, _READY, "False", reason, message, now=now)
+        kind = events.WARNING if expired.phase == resv.FAILED else events.NORMAL
+        found.append((kind, reason, message))
         return Plan(status=status, events=tuple(found), wake_at=now + retention)
     # Owners.
     if phase == resv.AVAILABLE and snapshot is not None:

@@ -15,7 +15,9 @@ the cache and the controller share (docs/architecture.md, "Who owns what"):
 - **owners**: a pod matches by name, by its controller (kind and name) or by labels, and only
   in the reservation's namespace; :func:`owners_problem` says when no owner can ever match;
 - **lifetime**: :func:`deadline` (``expires``, else creation time plus ``ttl``, or ``startAt``
-  plus ``ttl`` for a reservation that starts later), :func:`not_started` (``startAt`` ahead);
+  plus ``ttl`` for a reservation that starts later), :func:`expiry` (how it ends once that
+  passed: the one decision, for the plugin and the controller), :func:`not_started`
+  (``startAt`` ahead);
 - **charging**: the ``scheduling.berth.io/reservation-allocated`` annotation Berth writes on
   an owner it placed into a reservation (``{"name": ..., "uid": ...}``), read back by the cache;
 - **devices**: each ``spec.template.spec.resourceClaims`` entry becomes a *held claim*
@@ -44,6 +46,7 @@ from berth.api import (
     durations,
     errors,
     keys,
+    meta,
     quantities,
     resources,
     spec_defaults,
@@ -56,8 +59,10 @@ __all__ = [
     "AVAILABLE",
     "DEFAULT_TTL_SECONDS",
     "EXPIRED",
+    "EXPIRED_REASON",
     "FAILED",
     "HELD_CLAIM_KIND",
+    "Expiry",
     "HeldClaim",
     "PENDING",
     "SUCCEEDED",
@@ -68,6 +73,7 @@ __all__ = [
     "allocated_to",
     "deadline",
     "devices_of",
+    "expiry",
     "held",
     "held_claim_key",
     "held_claims",
@@ -309,6 +315,32 @@ def deadline(info: ReservationInfo, /) -> float | None:
     if info.ttl_seconds is None or info.ttl_seconds <= 0:
         return None
     return starts(info) + info.ttl_seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class Expiry:
+    """How a reservation whose time ran out ends: the phase it takes and what it says (its
+    ``Ready`` condition's message and its Event's). The reason is always ``Expired``."""
+
+    phase: str  # EXPIRED (it held its room) or FAILED (it never got a node)
+    message: str
+
+
+EXPIRED_REASON = "Expired"
+"""The reason of a reservation's ending by :func:`expiry` (its condition and Event)."""
+
+
+def expiry(info: ReservationInfo, /, *, now: float) -> Expiry | None:
+    """How ``info`` ends at ``now`` because its :func:`deadline` passed; ``None`` when it has
+    not, or when it ended already. The one decision: the Reservation plugin ends it in the
+    session, the controller writes the same ending when it wakes at the deadline first."""
+    ends = deadline(info)
+    if info.terminal or ends is None or now < ends:
+        return None
+    when = meta.format_timestamp(datetime.datetime.fromtimestamp(int(ends), tz=datetime.UTC))
+    if info.phase == AVAILABLE:
+        return Expiry(phase=EXPIRED, message=f"expired at {when}")
+    return Expiry(phase=FAILED, message=f"expired at {when} before it could be placed on a node")
 
 
 def starts(info: ReservationInfo, /) -> float:

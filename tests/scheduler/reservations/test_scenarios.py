@@ -365,7 +365,9 @@ def test_expiry_frees_the_capacity_within_one_cycle(lifetime: dict[str, typing.A
     assert world.node_of("stranger") == "n1"
     assert world.phase("r") == "Expired"
     assert world.condition("r", "Ready")["reason"] == "Expired"
-    assert [d.phase for d in result.of_kind(decisions.EndReservation)] == ["Expired"]
+    # The same ending, in the same words, as the controller writes when it wakes first.
+    ended = [(d.phase, d.reason, d.message) for d in result.of_kind(decisions.EndReservation)]
+    assert ended == [("Expired", "Expired", "expired at 2026-01-01T00:10:00Z")]
 
 
 def test_deletion_frees_the_capacity_within_one_cycle_and_owners_keep_running() -> None:

@@ -91,18 +91,17 @@ def _ending(
     info: resv.ReservationInfo, *, now: float, nodes: collections.abc.Container[str]
 ) -> decisions.EndReservation | None:
     """The decision ending ``info`` when its time ran out or its node is gone, else ``None``."""
+    expired = resv.expiry(info, now=now)
+    if expired is not None:
+        return decisions.EndReservation(
+            namespace=info.namespace,
+            name=info.name,
+            phase=expired.phase,
+            reason=resv.EXPIRED_REASON,
+            message=expired.message,
+        )
     if info.terminal:
         return None
-    ends = resv.deadline(info)
-    if ends is not None and ends <= now:
-        if info.phase == resv.AVAILABLE:
-            phase, message = resv.EXPIRED, f"expired at {_timestamp(ends)}"
-        else:
-            phase = resv.FAILED
-            message = f"expired at {_timestamp(ends)} before it could be placed on a node"
-        return decisions.EndReservation(
-            namespace=info.namespace, name=info.name, phase=phase, reason="Expired", message=message
-        )
     if info.available and info.node_name not in nodes:
         return decisions.EndReservation(
             namespace=info.namespace,
