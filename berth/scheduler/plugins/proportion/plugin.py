@@ -15,6 +15,7 @@ from berth.scheduler.framework import handles, interfaces, jobs, pending, reason
 from berth.scheduler.plugins.proportion import (
     accounting,
     decay,
+    holds,
     min_runtime,
     ordering,
     publishing,
@@ -106,7 +107,7 @@ class Proportion(interfaces.SessionPlugin):
         self._books: Books | None = None
         self._shadows: dict[str, float] = {}  # starving job -> its earliest shadow time
         self._held_since: dict[str, float] = {}  # starving job -> when its hold began
-        self._given_back: dict[str, starvation.GivenBack] = {}  # holds past their timeout
+        self._given_back: dict[str, holds.GivenBack] = {}  # holds past their timeout
         self._held_nodes: dict[str, int] = {}  # starving job -> how many nodes it held last
         self._min_runtime_ends = min_runtime.MinRuntime()  # when running pods pass theirs
         # The one thing kept from cycle to cycle: the decayed usage (usageHalfLifeSeconds).
