@@ -73,8 +73,8 @@ def build_layout(
 
 class Accounting:
     """One session's queue accounting; built at open, dropped at close. The rule families
-    (:mod:`.admission`, :mod:`.ordering`, :mod:`.reclaim`, :mod:`.starvation`,
-    :mod:`.publishing`) extend it and read its books."""
+    (:mod:`.admission`, :mod:`.ordering`, :mod:`.reclaim`, :mod:`.starvation`) extend it and
+    read its books; :func:`.publishing.publish` reads them at close."""
 
     def __init__(
         self,

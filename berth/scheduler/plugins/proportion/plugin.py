@@ -36,7 +36,6 @@ class Books(
     reclaim.ReclaimRules,
     starvation.StarvationGuard,
     ordering.JobOrder,
-    publishing.Publishing,
 ):
     """One session's books with every rule family (the modules of this package)."""
 
@@ -162,7 +161,7 @@ class Proportion(interfaces.SessionPlugin):
         if books is not None and books.session is session:
             _limits_over_capacity(session, books)
             _drains_given_back(session, books)
-            published = books.publish()
+            published = publishing.publish(books)
             for queue, idle in books.held_idle().items():
                 if queue in published:
                     published[queue] = dataclasses.replace(published[queue], held=idle)
