@@ -53,10 +53,10 @@ cycle result's ``queues``), and drops what it built (R8).
 The package: :mod:`.args` (the profile's arguments), :mod:`.tree` (the queue tree and the
 policies a child may not contradict), :mod:`.shares` (weighted DRF), :mod:`.decay`
 (usage-decayed fair share), :mod:`.accounting` (a session's books and usage events),
-:mod:`.admission` (job_valid, allocatable), :mod:`.ordering` (jobOrder), :mod:`.reclaim`,
-:mod:`.starvation`, :mod:`.publishing` (queue statuses) and :mod:`.plugin` (the plugin,
-which puts them together and keeps the usage history between cycles). This module is its
-façade: the registry and tests import the plugin through it.
+:mod:`.admission` (job_valid, allocatable), :mod:`.ordering` (queue order, jobOrder),
+:mod:`.reclaim`, :mod:`.starvation`, :mod:`.publishing` (queue statuses) and :mod:`.plugin`
+(the plugin, which puts them together and keeps the usage history between cycles). This
+module is its façade: the registry and tests import the plugin through it.
 """
 
 # isort: skip_file

@@ -271,18 +271,6 @@ class Accounting:
             promised.any() and (self.allocated[i][promised] < self.honored[i][promised]).any()
         )
 
-    def queue_key(self, queue: queues.QueueInfo) -> tuple[bool, float, int]:
-        """Queues below their guarantee first (their priority orders only what lies beyond
-        it, as KAI's over-quota priority does), then by ratio, then priority."""
-        i = self.index.get(queue.name)
-        if i is None:
-            return (True, _INF, -queue.priority)
-        return (not self.below_guarantee(i), self.ratio(i), -queue.priority)
-
-    def overused(self, queue: queues.QueueInfo) -> bool:
-        i = self.index.get(queue.name)
-        return i is not None and self.ratio(i) >= 1.0 and self.others_wait(i)
-
     # Reclaim ---------------------------------------------------------------------------------
     def quorum_need(self, job: jobs.Job) -> IntArray:
         """What the job's pods up to quorum ask for (its highest-priority, oldest pods)."""

@@ -1,7 +1,11 @@
-"""Order within a queue: a leaf queue's ``jobOrder`` (PriorityFIFO, FIFO, NamespaceFair) as a
-job-order key ahead of the profile's own."""
+"""Order between queues and within one: the queue order (below guarantee first, then by how
+far each queue is through its entitlement; the ``queue_order`` and ``queue_overused`` hooks),
+and a leaf queue's ``jobOrder`` (PriorityFIFO, FIFO, NamespaceFair) as a job-order key ahead
+of the profile's own."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -9,9 +13,30 @@ from berth.scheduler.framework import jobs
 from berth.scheduler.plugins.proportion import accounting
 from berth.scheduler.snapshot import queues
 
-__all__ = ["JobOrder"]
+__all__ = ["JobOrder", "QueueOrder"]
 
 IntArray = accounting.IntArray
+
+
+class QueueOrder:
+    """The queue order over the books."""
+
+    def __init__(self, books: accounting.Accounting) -> None:
+        self.books = books
+
+    def queue_key(self, queue: queues.QueueInfo) -> tuple[bool, float, int]:
+        """Queues below their guarantee first (their priority orders only what lies beyond
+        it, as KAI's over-quota priority does), then by ratio, then priority."""
+        books = self.books
+        i = books.index.get(queue.name)
+        if i is None:
+            return (True, math.inf, -queue.priority)
+        return (not books.below_guarantee(i), books.ratio(i), -queue.priority)
+
+    def overused(self, queue: queues.QueueInfo) -> bool:
+        books = self.books
+        i = books.index.get(queue.name)
+        return i is not None and books.ratio(i) >= 1.0 and books.others_wait(i)
 
 
 class JobOrder(accounting.Accounting):

@@ -129,10 +129,11 @@ class Proportion(interfaces.SessionPlugin):
             # Every snapshot once asked, so that the next one adds only what changed since.
             self._min_runtime_ends.observe(session.snapshot, min_runtime=books.min_runtime)
         registry = session.hooks
-        registry.queue_order.add_key(books.queue_key, plugin=NAME)
+        queue_order = ordering.QueueOrder(books)
+        registry.queue_order.add_key(queue_order.queue_key, plugin=NAME)
         if books.ordered_queues():
             registry.job_order.add_key(books.job_order_key, plugin=NAME, leading=True)
-        registry.queue_overused.add(books.overused, plugin=NAME)
+        registry.queue_overused.add(queue_order.overused, plugin=NAME)
         session.add_job_valid_fn(books.job_valid, plugin=NAME)
         registry.allocatable.add(books.allocatable, plugin=NAME)
         registry.can_reclaim.add(books.can_reclaim, plugin=NAME)
