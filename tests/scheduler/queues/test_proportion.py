@@ -286,4 +286,4 @@ def test_the_plugin_keeps_nothing_after_a_session() -> None:
     run.cycle()
     plugin = next(p for p in run.scheduler.framework.plugins if p.name == proportion.NAME)
     assert isinstance(plugin, proportion.Proportion)
-    assert plugin._books is None
+    assert plugin._rules is None

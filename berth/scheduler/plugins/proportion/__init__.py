@@ -52,11 +52,15 @@ cycle result's ``queues``), and drops what it built (R8).
 
 The package: :mod:`.args` (the profile's arguments), :mod:`.tree` (the queue tree and the
 policies a child may not contradict), :mod:`.shares` (weighted DRF), :mod:`.decay`
-(usage-decayed fair share), :mod:`.accounting` (a session's books and usage events),
-:mod:`.admission` (job_valid, allocatable), :mod:`.ordering` (jobOrder), :mod:`.reclaim`,
-:mod:`.starvation`, :mod:`.publishing` (queue statuses) and :mod:`.plugin` (the plugin,
-which puts them together and keeps the usage history between cycles). This module is its
-façade: the registry and tests import the plugin through it.
+(usage-decayed fair share), :mod:`.accounting` (a session's books and usage events, a value
+the rule families hold), the rule families built over the books — :mod:`.admission`
+(job_valid, allocatable), :mod:`.ordering` (queue order, jobOrder), :mod:`.reclaim`,
+:mod:`.starvation` (with :mod:`.holds`, what it holds and gives back) and :mod:`.publishing`
+(queue statuses) —, :mod:`.min_runtime` (when running pods pass their minimum runtime), and
+:mod:`.plugin` (the plugin, which builds the books and the families each session, registers
+each hook from the family that answers it, and keeps what they carry between cycles: the
+usage history, the guard's holds, the minimum runtimes). This module is its façade: the
+registry and tests import the plugin through it.
 """
 
 # isort: skip_file

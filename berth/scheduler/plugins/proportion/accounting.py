@@ -1,7 +1,11 @@
-"""One session's queue accounting: the tree's layout as arrays, usage and demand per queue,
-the fair shares, the ratios queue order follows, and the allocate/deallocate handlers that
-keep usage current while statements place, pipeline and evict (ancestors count their
-subtree)."""
+"""One session's queue accounting (its *books*): the tree's layout as arrays, usage and demand
+per queue, the fair shares, the ratios queue order follows, the room left in each queue's
+share, and the allocate/deallocate handlers that keep usage current while statements place,
+pipeline and evict (ancestors count their subtree).
+
+:class:`Accounting` is a value the rule families hold (:mod:`.admission`, :mod:`.ordering`,
+:mod:`.reclaim`, :mod:`.starvation`, :mod:`.publishing`): they read it; only its event
+handlers move it. The plugin builds one per session (:mod:`.plugin`)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ import numpy.typing as npt
 from berth.api import dra, resources
 from berth.scheduler.framework import jobs, sessions
 from berth.scheduler.plugins import names
-from berth.scheduler.plugins.proportion import args as arguments
 from berth.scheduler.plugins.proportion import shares as fair_shares
 from berth.scheduler.plugins.proportion import tree as trees
 from berth.scheduler.snapshot import pods, queues
@@ -73,22 +76,17 @@ def build_layout(
 
 class Accounting:
     """One session's queue accounting; built at open, dropped at close. The rule families
-    (:mod:`.admission`, :mod:`.ordering`, :mod:`.reclaim`, :mod:`.starvation`,
-    :mod:`.publishing`) extend it and read its books."""
+    hold it and read it (module docstring)."""
 
     def __init__(
         self,
         session: sessions.Session,
         *,
-        args: arguments.ProportionArgs,
         usage: collections.abc.Mapping[str, float] | None = None,
     ) -> None:
         snapshot = session.snapshot
         table = session.nodes
         self.session = session
-        self.args = args
-        self.threshold = args.starvation_threshold_seconds or None
-        self.drain_timeout = args.drain_timeout_seconds if self.threshold is not None else None
         infos = tuple(snapshot.queues.values())
         # Devices (DRA) count per DeviceClass in columns of their own after the node table's
         # (``deviceclass/<name>``): the classes quotas name, claims hold or ask for, or exist.
@@ -271,17 +269,13 @@ class Accounting:
             promised.any() and (self.allocated[i][promised] < self.honored[i][promised]).any()
         )
 
-    def queue_key(self, queue: queues.QueueInfo) -> tuple[bool, float, int]:
-        """Queues below their guarantee first (their priority orders only what lies beyond
-        it, as KAI's over-quota priority does), then by ratio, then priority."""
-        i = self.index.get(queue.name)
-        if i is None:
-            return (True, _INF, -queue.priority)
-        return (not self.below_guarantee(i), self.ratio(i), -queue.priority)
-
-    def overused(self, queue: queues.QueueInfo) -> bool:
-        i = self.index.get(queue.name)
-        return i is not None and self.ratio(i) >= 1.0 and self.others_wait(i)
+    def at_share(self, i: int) -> npt.NDArray[np.bool_]:
+        """Per resource, whether queue ``i`` holds its whole fair share of it (kept until the
+        books next move on its path)."""
+        found = self._full[i]
+        if found is None:
+            found = self._full[i] = self.allocated[i] >= self.share[i]
+        return found
 
     # Reclaim ---------------------------------------------------------------------------------
     def quorum_need(self, job: jobs.Job) -> IntArray:
@@ -297,13 +291,23 @@ class Accounting:
             self._needs[job.key] = need
         return need
 
-    def _room(self, i: int, path: npt.NDArray[np.intp], *, used: IntArray) -> IntArray:
+    def room_under(self, i: int, *, used: IntArray) -> IntArray:
         """What queue ``i`` may still take: its share and every limit on its path, less
         ``used`` (usage by queue, as rows like ``allocated``)."""
+        path = self.paths[self.order[i]]
         room: IntArray = np.minimum(
             self.share[i] - used[i], (self.limit[path] - used[path]).min(axis=0)
         )
         return room
+
+    def room(self, i: int) -> IntArray:
+        """What queue ``i`` may still take now (:meth:`room_under` its usage; kept until the
+        books next move: a long backlog asks it of the same queue job after job)."""
+        found = self._rooms[i]
+        if found is None:
+            found = self._rooms[i] = self.room_under(i, used=self.allocated)
+            self._rooms_cached = True
+        return found
 
     # Events ----------------------------------------------------------------------------------
     def on_allocate(self, event: jobs.Event) -> None:

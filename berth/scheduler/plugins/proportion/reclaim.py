@@ -5,9 +5,12 @@ capacity back (a guarantee, or its fair share), and which victims it may take
 from __future__ import annotations
 
 import enum
+import math
 
 from berth.scheduler.framework import jobs
-from berth.scheduler.plugins.proportion import accounting, admission
+from berth.scheduler.plugins.proportion import accounting
+from berth.scheduler.plugins.proportion import admission as admission_
+from berth.scheduler.plugins.proportion import args as arguments
 from berth.scheduler.plugins.proportion import min_runtime as min_runtime_
 from berth.scheduler.snapshot import pods
 
@@ -40,45 +43,61 @@ def reclaimed_reason(*, queue: str, group: str, mode: ReclaimMode, guarantor: st
     return f"{taker}: toward its fair share"
 
 
-class ReclaimRules(admission.Admission):
-    """The reclaim and cross-queue preemption rules over the books."""
+class ReclaimRules:
+    """The reclaim and cross-queue preemption rules over the books (``books``); whether a
+    queue is usable at all is admission's answer (``admission``). ``min_runtime_ends`` is
+    the plugin's, kept across sessions."""
 
-    _modes: dict[str, ReclaimMode | None]
-    _min_runtimes: dict[str | None, int]  # queue -> its minimum runtime, once asked
-    # (job, victim queue, victim requests) -> the levels that move, or None: never a victim
-    _sides: dict[tuple[str, str, object], tuple[list[int], list[int]] | None]
-    # The same key and the books' count of moves -> whether the shares allow the eviction
-    _verdicts: dict[tuple[str, str, object, int], bool]
-    _guarantors: dict[str, str]  # job key -> the queue whose guarantee lets it reclaim
-    _next_min_runtime_end: float | None  # next_min_runtime_end, once worked out this session
-    min_runtime_ends: min_runtime_.MinRuntime  # the plugin's, across sessions
+    def __init__(
+        self,
+        books: accounting.Accounting,
+        *,
+        admission: admission_.Admission,
+        args: arguments.ProportionArgs,
+        min_runtime_ends: min_runtime_.MinRuntime,
+    ) -> None:
+        self.books = books
+        self.session = books.session
+        self.admission = admission
+        self.args = args
+        self.min_runtime_ends = min_runtime_ends
+        self._modes: dict[str, ReclaimMode | None] = {}
+        self._min_runtimes: dict[str | None, int] = {}  # queue -> its minimum runtime, once asked
+        # (job, victim queue, victim requests) -> the levels that move, or None: never a victim
+        self._sides: dict[tuple[str, str, object], tuple[list[int], list[int]] | None] = {}
+        # The same key and the books' count of moves -> whether the shares allow the eviction
+        self._verdicts: dict[tuple[str, str, object, int], bool] = {}
+        # job key -> the queue whose guarantee lets it reclaim
+        self._guarantors: dict[str, str] = {}
+        self._next_min_runtime_end: float | None = None  # next_min_runtime_end, once worked out
 
     def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
         """Whether (and on which promise) ``job`` may take capacity back from other queues:
         its quorum fits within the guarantee of its queue or an ancestor, else its queue stays
         within its fair share with it (the ancestors are checked per victim, below the
         level the two queues share: :meth:`reclaimable`)."""
+        books = self.books
         key = job.key
         if key in self._modes:
             return self._modes[key]
         mode: ReclaimMode | None = None
-        path = self.paths.get(job.queue)
-        if path is not None and self.queue_problem(job.queue, running=True).is_success():
-            need = self.quorum_need(job)
+        path = books.paths.get(job.queue)
+        if path is not None and self.admission.queue_problem(job.queue, running=True).is_success():
+            need = books.quorum_need(job)
             for a in path:
-                promised = self.honored[a] > 0
+                promised = books.honored[a] > 0
                 if not (need[promised] > 0).any():
                     continue
                 if (
-                    self.allocated[a][promised] + need[promised] <= self.honored[a][promised]
+                    books.allocated[a][promised] + need[promised] <= books.honored[a][promised]
                 ).all():
                     mode = ReclaimMode.GUARANTEE
-                    self._guarantors[key] = self.order[int(a)]
+                    self._guarantors[key] = books.order[int(a)]
                     break
             if (
                 mode is None
                 and self.args.reclaim_to_fair_share
-                and self._within_share(self.index[job.queue], need)
+                and self._within_share(books.index[job.queue], need)
             ):
                 mode = ReclaimMode.FAIR_SHARE
         self._modes[key] = mode
@@ -102,19 +121,21 @@ class ReclaimRules(admission.Admission):
     def _within_share(self, i: int, need: IntArray) -> bool:
         """Queue ``i`` plus ``need`` holds no more than its fair share of any resource the
         need asks for (``pods`` aside)."""
-        cols = (need > 0) & self.not_pods
+        books = self.books
+        cols = (need > 0) & books.not_pods
         if not cols.any():
             return False
-        return bool((self.allocated[i][cols] + need[cols] <= self.share[i][cols]).all())
+        return bool((books.allocated[i][cols] + need[cols] <= books.share[i][cols]).all())
 
     def _keeps_share(self, i: int, vec: IntArray) -> bool:
         """Queue ``i`` less ``vec`` still holds at least its whole fair share of one of the
         resources ``vec`` frees — its dominant share over them stays at 1 or more, so the
         eviction takes nothing it is entitled to (a resource it is entitled to none of but
         holds counts as above its share)."""
-        cols = (vec > 0) & self.not_pods
-        after = self.allocated[i][cols] - vec[cols]
-        share = self.share[i][cols]
+        books = self.books
+        cols = (vec > 0) & books.not_pods
+        after = books.allocated[i][cols] - vec[cols]
+        share = books.share[i][cols]
         return bool((((after >= share) & (share > 0)) | ((share <= 0) & (after > 0))).any())
 
     def min_runtime(self, victim: pods.PodInfo) -> int:
@@ -139,7 +160,20 @@ class ReclaimRules(admission.Admission):
             )
         return self._next_min_runtime_end
 
+    def class_revisit_at(self, job: jobs.Job) -> float | None:
+        """When time alone changes what this plugin says of every job shaped like ``job``: a
+        running pod passes its minimum runtime and may be reclaimed. The head of a parked
+        class wakes then, so that reclaim sees it (if it reclaims, what it frees wakes the
+        rest). Only a job that may reclaim toward its fair share waits for that: the minimum
+        runtime binds nothing else, and whether a job may reclaim at all does not change by
+        time alone."""
+        if self.reclaim_mode(job) is not ReclaimMode.FAIR_SHARE:
+            return None
+        found = self.next_min_runtime_end()
+        return found if found < math.inf else None
+
     def reclaimable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
+        books = self.books
         name = victim.queue
         if name is None or name == job.queue:
             return False
@@ -147,7 +181,7 @@ class ReclaimRules(admission.Admission):
         if mode is None:
             return False
         if mode is ReclaimMode.FAIR_SHARE:
-            if self.evictions >= self.args.reclaim_evictions_per_cycle:
+            if books.evictions >= self.args.reclaim_evictions_per_cycle:
                 return False
             started = (
                 victim.start_time if victim.start_time is not None else victim.creation_timestamp
@@ -167,17 +201,17 @@ class ReclaimRules(admission.Admission):
         if mode is ReclaimMode.GUARANTEE:
             # Held more than its entitlement before its gang started going: the solver asks
             # member by member, and a gang goes whole or not at all.
-            j = self.index[name]
-            held = self.allocated[j]
-            if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
-                held = held + self.evicted_vec[victim.pod_group]
-            useful = (held > self.share[j]) & (self.vector(victim) > 0)
-            return bool((useful & (self.quorum_need(job) > 0) & self.not_pods).any())
-        judged = (*key, self.moves)
+            j = books.index[name]
+            held = books.allocated[j]
+            if victim.pod_group is not None and victim.pod_group in books.evicted_vec:
+                held = held + books.evicted_vec[victim.pod_group]
+            useful = (held > books.share[j]) & (books.vector(victim) > 0)
+            return bool((useful & (books.quorum_need(job) > 0) & books.not_pods).any())
+        judged = (*key, books.moves)
         verdict = self._verdicts.get(judged)
         if verdict is None:
             ours, theirs = sides
-            need, vec = self.quorum_need(job), self.vector(victim)
+            need, vec = books.quorum_need(job), books.vector(victim)
             verdict = self._verdicts[judged] = all(
                 self._within_share(a, need) for a in ours
             ) and all(self._keeps_share(a, vec) for a in theirs)
@@ -190,16 +224,17 @@ class ReclaimRules(admission.Admission):
         victim's gives, below the level both queues share (a common ancestor keeps its
         total) — or ``None`` when the victim may never go for the job: its queue is not
         reclaimable, or it frees nothing the job asks for."""
+        books = self.books
         name = str(victim.queue)
-        if name not in self.index or not self.tree.nodes[name].reclaimable:
+        if name not in books.index or not books.tree.nodes[name].reclaimable:
             return None
-        vec, need = self.vector(victim), self.quorum_need(job)
-        if not ((vec > 0) & (need > 0) & self.not_pods).any():
+        vec, need = books.vector(victim), books.quorum_need(job)
+        if not ((vec > 0) & (need > 0) & books.not_pods).any():
             return None
-        mine, yours = self.rows[job.queue], self.rows[name]
+        mine, yours = books.rows[job.queue], books.rows[name]
         # A queue that is not reclaimable protects its whole subtree from the outside (a
         # child saying otherwise does not open it); inside it, siblings still rebalance.
-        if not all(self.tree.nodes[self.order[a]].reclaimable for a in yours if a not in mine):
+        if not all(books.tree.nodes[books.order[a]].reclaimable for a in yours if a not in mine):
             return None
         return [a for a in mine if a not in yours], [a for a in yours if a not in mine]
 
@@ -213,26 +248,27 @@ class ReclaimRules(admission.Admission):
         job's queue sets ``preemptAcrossQueues``) the victim's queue must hold more than its
         fair share of a resource the pod frees and keep its guarantee without it (it and
         its ancestors below the level the two queues share)."""
+        books = self.books
         name = victim.queue
         if name is None or name == job.queue:
             return True
         info = self.session.snapshot.queues.get(job.queue)
-        j = self.index.get(name)
+        j = books.index.get(name)
         if info is None or not info.preempt_across_queues or j is None:
             return False
-        vec = self.vector(victim)
-        cols = (vec > 0) & self.not_pods
-        mine = self.rows.get(job.queue, ())
-        held = self.allocated[j]
-        if victim.pod_group is not None and victim.pod_group in self.evicted_vec:
-            held = held + self.evicted_vec[victim.pod_group]  # as before its gang started going
-        if not (held[cols] > self.share[j][cols]).any():
+        vec = books.vector(victim)
+        cols = (vec > 0) & books.not_pods
+        mine = books.rows.get(job.queue, ())
+        held = books.allocated[j]
+        if victim.pod_group is not None and victim.pod_group in books.evicted_vec:
+            held = held + books.evicted_vec[victim.pod_group]  # as before its gang started going
+        if not (held[cols] > books.share[j][cols]).any():
             return False
-        for a in self.rows[name]:
+        for a in books.rows[name]:
             if a in mine:
                 continue
-            honored = self.honored[a]
-            kept = self.allocated[a] - vec >= honored
+            honored = books.honored[a]
+            kept = books.allocated[a] - vec >= honored
             if not kept[(vec > 0) & (honored > 0)].all():
                 return False
         return True

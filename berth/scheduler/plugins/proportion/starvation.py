@@ -5,27 +5,31 @@ held for it (the ``job_starving`` and ``nominations`` hooks and a node predicate
 EASY backfill: held room may go to a pod expected to end before the held job could start
 (its *shadow time*, when the pods on its nodes are expected to end). Both ends come from
 :func:`~berth.scheduler.snapshot.runtimes.estimate_end`: declared run times, else the run
-times of the finished pods of the pod's queue — their median (:data:`SHADOW_QUANTILE`) for
-the pods the job waits on, a cautious :data:`BACKFILL_QUANTILE` for a pod that would
-backfill.
+times of the finished pods of the pod's queue — their median
+(:data:`~.holds.SHADOW_QUANTILE`) for the pods the job waits on, a cautious
+:data:`~.holds.BACKFILL_QUANTILE` for a pod that would backfill.
 
 The cost is said and can be bounded: the held room is in the job's reason ("8 nvidia.com/gpu
 idle meanwhile"), and a job held for longer than ``drainTimeoutSeconds`` (the second
 threshold, counted from the cycle its hold began; off by default) gives the room back, its
-reason says so, and it is not held for again until as long after (:class:`GivenBack`).
+reason says so, and it is not held for again until as long after
+(:class:`~.holds.GivenBack`).
 
 A Reservation booked for later (``spec.startAt``) is drained for the same way, from
 ``reservationDrainSeconds`` before it starts: its reserve pod counts as starving, a node is
 chosen and what frees there is held, and only work expected to end by ``startAt`` backfills
 it (its shadow time is ``startAt`` itself, whatever runs there). Its queue's share does not
 bound the hold (the booking was made for that time; its queue's quota still decides at
-placement), no ``drainTimeoutSeconds`` gives it back, and the reservation's expiry ends it."""
+placement), no ``drainTimeoutSeconds`` gives it back, and the reservation's expiry ends it.
+
+:class:`StarvationGuard` reads the books it is built with and asks admission whether a queue
+is usable; what it keeps across cycles (when each hold began, the holds given back, the nodes
+held last, the shadow times promised) is the plugin's, handed to it at each session open."""
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-import datetime
+import math
 import typing
 
 import numpy as np
@@ -33,133 +37,87 @@ import numpy.typing as npt
 
 from berth.api import resources
 from berth.scheduler.framework import filtering, hooks, jobs, sessions, statuses
-from berth.scheduler.plugins.proportion import accounting, admission
+from berth.scheduler.plugins.proportion import accounting, holds
+from berth.scheduler.plugins.proportion import admission as admission_
+from berth.scheduler.plugins.proportion import args as arguments
 from berth.scheduler.plugins.proportion import tree as trees
 from berth.scheduler.snapshot import nodetable, pods, reservations, runtimes
 
-__all__ = ["BACKFILL_QUANTILE", "MAX_HOLDERS", "SHADOW_QUANTILE", "GivenBack", "StarvationGuard"]
+__all__ = ["MAX_HOLDERS", "StarvationGuard"]
 
 IntArray = accounting.IntArray
 MAX_HOLDERS = 8
 """Starving jobs that hold capacity at once (each costs one simulated placement per pod)."""
-SHADOW_QUANTILE = 0.5
-"""The quantile of learned run times a running pod on held nodes is expected to end at (its
-median, given how long it has run): when the held job could start."""
-BACKFILL_QUANTILE = 0.95
-"""The quantile of learned run times a pod that would backfill held room is taken to run for:
-cautious, as a pod running past the shadow time delays the gang, and run times are
-heavy-tailed (on issue #33's log-normal trace, the 80th percentile let in pods that outran
-it, and the big gangs waited longer than with no backfill at all)."""
-_FITS_NOW_SCALE = 1_000_000
 
 
-@dataclasses.dataclass(eq=False)
-class _Hold:
-    """Room held for one starving job: amounts per row, and the node each pod waits on."""
+class StarvationGuard:
+    """The starvation guard over the books (``books``); whether a queue is usable at all is
+    admission's answer (``admission``). The dicts are the plugin's, kept across sessions."""
 
-    job: jobs.Job
-    amounts: IntArray  # [rows, resources]: free now, kept for the job
-    rows: npt.NDArray[np.bool_]
-    targets: dict[str, str]  # pod key -> node it waits on
-    shadow: float | object | None = dataclasses.field(default=None)  # see shadow()
-    basis: str = ""  # what the shadow rests on, in words (worked out with it)
-    booked: bool = False  # for a Reservation's startAt: the shadow is that time
-
-
-@dataclasses.dataclass(frozen=True)
-class GivenBack:
-    """A hold that ran past ``drainTimeoutSeconds``: when it gave its room back, after how
-    long, and on how many nodes."""
-
-    at: float
-    held_for: float
-    nodes: int
-
-
-_UNKNOWN = object()
-"""A hold's shadow time before it was worked out (``None`` is a known "no time")."""
-
-
-def _ends_before_start(ends: float, shadow: float | None) -> bool:
-    """A pod ending at ``ends`` cannot delay a job starting at ``shadow`` (EASY backfill)."""
-    return shadow is not None and ends <= shadow
-
-
-def _fits_now_scorer(free: IntArray) -> hooks.NodeScorer:
-    """A node order preferring the nodes where more of the pod fits in ``free`` today
-    (scaled to dominate the Score plugins' 0..100 per plugin), so room is held where it
-    frees soonest."""
-
-    def score(
-        pod: pods.PodInfo, nodes: nodetable.NodeTable, feasible: filtering.BoolArray
-    ) -> IntArray:
-        vec = nodes.vector(pod.requests)
-        asked = vec > 0
-        if not asked.any():
-            return np.zeros(len(nodes), dtype=np.int64)
-        part = np.minimum(free[:, asked] / vec[asked], 1.0).min(axis=1)
-        return np.asarray(part * _FITS_NOW_SCALE, dtype=np.int64)
-
-    return score
-
-
-def _on_time_scorer(on_time: npt.NDArray[np.bool_]) -> hooks.NodeScorer:
-    """A node order putting first the nodes expected to empty by a booking's ``startAt``
-    (above any :func:`_fits_now_scorer` difference): a node draining for it then holds it on
-    time, whatever is free there today."""
-    bonus = np.where(on_time, 2 * _FITS_NOW_SCALE, 0).astype(np.int64)
-
-    def score(
-        pod: pods.PodInfo, nodes: nodetable.NodeTable, feasible: filtering.BoolArray
-    ) -> IntArray:
-        return bonus
-
-    return score
-
-
-def _held_for(hold: _Hold) -> str:
-    """What a pod kept off held room is told: for whom it is held."""
-    if hold.booked:
-        reserve = next((p for p in hold.job.pending if p.reservation is not None), None)
-        if reserve is not None and isinstance(hold.shadow, float):
-            start = datetime.datetime.fromtimestamp(hold.shadow, tz=datetime.UTC)
-            return (
-                f"room held for reservation {reserve.reservation}, which starts at "
-                f"{start:%Y-%m-%dT%H:%M:%SZ}"
-            )
-    return f"room held for starving pod group {hold.job.key}"
-
-
-class StarvationGuard(admission.Admission):
-    """The starvation guard over the books."""
-
-    holds: list[_Hold]
-    held_since: dict[str, float]  # the plugin's, across sessions: job key -> its hold's start
-    given_back: dict[str, GivenBack]  # the plugin's, across sessions
-    held_nodes: dict[str, int]  # the plugin's, across sessions: job key -> nodes last held
-    shadows: dict[str, float]  # the plugin's, across sessions (see shadow)
-    _hopeless_jobs: dict[str, bool]
-    _smallest_pods: dict[str, IntArray]
-    _free_at_open: IntArray | None = None  # free capacity before holds (held_idle)
+    def __init__(
+        self,
+        books: accounting.Accounting,
+        *,
+        admission: admission_.Admission,
+        args: arguments.ProportionArgs,
+        held_since: dict[str, float],
+        given_back: dict[str, holds.GivenBack],
+        held_nodes: dict[str, int],
+        shadows: dict[str, float],
+    ) -> None:
+        self.books = books
+        self.session = books.session
+        self.admission = admission
+        self.args = args
+        self.threshold = args.starvation_threshold_seconds or None
+        self.drain_timeout = args.drain_timeout_seconds if self.threshold is not None else None
+        self.held_since = held_since  # job key -> when its hold began
+        self.given_back = given_back  # job key -> its hold given back past the timeout
+        self.held_nodes = held_nodes  # job key -> how many nodes it held last
+        self.shadows = shadows  # job key -> its earliest shadow time (see shadow)
+        self.holds: list[holds.Hold] = []
+        self._hopeless_jobs: dict[str, bool] = {}
+        self._smallest_pods: dict[str, IntArray] = {}
+        self._free_at_open: IntArray | None = None  # free capacity before holds (held_idle)
 
     def _hopeless(self, job: jobs.Job) -> bool:
         """The job's quorum exceeds its queue's share or a limit even with the queue empty:
         holding room for it would only waste the room."""
+        books = self.books
         found = self._hopeless_jobs.get(job.key)
         if found is None:
-            need = self.quorum_need(job)
-            path, i = self.paths[job.queue], self.index[job.queue]
-            found = bool((need > self.share[i]).any() or (need > self.limit[path]).any())
+            need = books.quorum_need(job)
+            path, i = books.paths[job.queue], books.index[job.queue]
+            found = bool((need > books.share[i]).any() or (need > books.limit[path]).any())
             self._hopeless_jobs[job.key] = found
         return found
 
     def _smallest(self, job: jobs.Job) -> IntArray:
         """The job's smallest pending pod (by summed milli-units), cached for the session."""
+        books = self.books
         found = self._smallest_pods.get(job.key)
         if found is None:
-            vectors = [self.vector(p) for p in job.pending]
+            vectors = [books.vector(p) for p in job.pending]
             found = self._smallest_pods[job.key] = min(vectors, key=lambda v: int(v.sum()))
         return found
+
+    def revisit_at(self, job: jobs.Job) -> float | None:
+        """When time alone changes what this plugin says of ``job`` itself: it passes the
+        starvation threshold (counted from its creation). A parked job wakes then, so that
+        the guard sees it."""
+        now = self.session.snapshot.now
+        times = [math.inf]
+        if self.threshold is not None and job.creation_timestamp + self.threshold > now:
+            times.append(job.creation_timestamp + self.threshold)
+        drain = self.drain_begins(job)
+        if drain is not None:
+            times.append(drain)
+        if self.args.usage_half_life_seconds:
+            # Decayed shares drift with time alone, and which waiting jobs the guard holds
+            # room for follows them: every such job is looked at every cycle.
+            times.append(now)
+        found = min(times)
+        return found if found < math.inf else None
 
     def booking(self, job: jobs.Job) -> reservations.ReservationInfo | None:
         """The Reservation booked for later whose reserve pod ``job`` is, once its drain has
@@ -211,6 +169,7 @@ class StarvationGuard(admission.Admission):
         work gives back as it finishes accumulates for the starving job. A job that gave
         its room back past ``drainTimeoutSeconds`` is not starving for as long again. A
         reservation booked for later is starving from its drain's start (module docstring)."""
+        books = self.books
         if self.booking(job) is not None:
             return True
         if self.drain_begins(job) is not None:
@@ -219,18 +178,18 @@ class StarvationGuard(admission.Admission):
             return False
         if self.session.snapshot.now - job.creation_timestamp < self.threshold:
             return False
-        if not job.pending or not self.queue_problem(job.queue, running=True).is_success():
+        if (
+            not job.pending
+            or not self.admission.queue_problem(job.queue, running=True).is_success()
+        ):
             return False
         gave = self.given_back.get(job.key)
         if gave is not None and self.session.snapshot.now < gave.at + gave.held_for:
             return False  # it gave its room back: the others have it for as long
         # The room left in the queue's share first: cached per queue, it answers most jobs
         # of a long backlog before the costlier questions below.
-        i = self.index[job.queue]
-        room = self._rooms[i]
-        if room is None:
-            room = self._rooms[i] = self._room(i, self.paths[job.queue], used=self.allocated)
-            self._rooms_cached = True
+        i = books.index[job.queue]
+        room = books.room(i)
         asked = self._smallest(job) > 0
         if not (room[asked] > 0).all():
             return False
@@ -242,6 +201,7 @@ class StarvationGuard(admission.Admission):
     def take_holds(self) -> None:
         """Nominate nodes for each starving job's pods and hold what is free there, within
         the room left in its queue's share (module docstring)."""
+        books = self.books
         session = self.session
         candidates = [
             job
@@ -254,7 +214,7 @@ class StarvationGuard(admission.Admission):
         candidates.sort(
             key=lambda j: (
                 j.key not in booked,
-                self.ratio(self.index[j.queue]),
+                books.ratio(books.index[j.queue]),
                 -j.priority,
                 j.creation_timestamp,
                 j.uid,
@@ -280,18 +240,18 @@ class StarvationGuard(admission.Admission):
         emptied = table.copy()
         emptied.requested[:] = 0  # a private copy nothing has read yet
         scorer = hooks.NodeScores()
-        scorer.add(_fits_now_scorer(free), plugin=accounting.NAME)
+        scorer.add(holds.fits_now_scorer(free), plugin=accounting.NAME)
         # A booking prefers, above all, a node whose pods are expected to end by its startAt.
         booking_scorers: dict[float, hooks.NodeScores] = {}
         for info in booked.values():
             start = typing.cast("float", info.start_at)
             if start not in booking_scorers:
                 booking_scorers[start] = hooks.NodeScores()
-                booking_scorers[start].add(_fits_now_scorer(free), plugin=accounting.NAME)
+                booking_scorers[start].add(holds.fits_now_scorer(free), plugin=accounting.NAME)
                 booking_scorers[start].add(
-                    _on_time_scorer(self._empty_by(start)), plugin=accounting.NAME
+                    holds.on_time_scorer(self._empty_by(start)), plugin=accounting.NAME
                 )
-        planned = self.allocated.copy()  # usage if every hold so far became placements
+        planned = books.allocated.copy()  # usage if every hold so far became placements
         width = len(table.resources)  # holds are on nodes: the books' device columns aside
         for job in candidates[:MAX_HOLDERS]:
             booking = booked.get(job.key)
@@ -302,10 +262,12 @@ class StarvationGuard(admission.Admission):
             if since is not None and timeout is not None and now - since >= timeout:
                 del self.held_since[job.key]
                 nodes = self.held_nodes.pop(job.key, 0)
-                self.given_back[job.key] = GivenBack(at=now, held_for=now - since, nodes=nodes)
+                self.given_back[job.key] = holds.GivenBack(
+                    at=now, held_for=now - since, nodes=nodes
+                )
                 continue
-            path, i = self.paths[job.queue], self.index[job.queue]
-            room = np.maximum(self._room(i, path, used=planned), 0)
+            path, i = books.paths[job.queue], books.index[job.queue]
+            room = np.maximum(books.room_under(i, used=planned), 0)
             if booking is not None:
                 room = np.full_like(room, np.iinfo(np.int64).max // 4)
             wanted = job.group.min_member - job.occupied()
@@ -345,12 +307,12 @@ class StarvationGuard(admission.Admission):
                 self.held_nodes[job.key] = len(set(targets.values()))
                 planned[path, :width] += held.sum(axis=0)
                 self.holds.append(
-                    _Hold(
+                    holds.Hold(
                         job=job,
                         amounts=held,
                         rows=np.asarray(held.any(axis=1)),
                         targets=targets,
-                        shadow=_UNKNOWN if booking is None else booking.start_at,
+                        shadow=holds.UNKNOWN if booking is None else booking.start_at,
                         basis="" if booking is None else "its reservation's startAt",
                         booked=booking is not None,
                     )
@@ -363,7 +325,9 @@ class StarvationGuard(admission.Admission):
         table = self.session.nodes
         out = np.zeros(len(table), dtype=np.bool_)
         for row, node in enumerate(table.names):
-            ends = [self._ends(p, quantile=SHADOW_QUANTILE).end for p in snapshot.pods_on(node)]
+            ends = [
+                self._ends(p, quantile=holds.SHADOW_QUANTILE).end for p in snapshot.pods_on(node)
+            ]
             out[row] = all(end is not None and end <= start for end in ends)
         return out
 
@@ -410,18 +374,18 @@ class StarvationGuard(admission.Admission):
                 return dict(hold.targets)
         return {}
 
-    def shadow(self, hold: _Hold) -> float | None:
+    def shadow(self, hold: holds.Hold) -> float | None:
         """When the held job could start at the latest: once every pod on the nodes held for
         it has ended as estimated (EASY backfill's shadow time: declared run times, else the
         median of those learned from finished pods of its queue, :mod:`..runtimes`);
         ``None`` when nothing estimates one of them (then nobody backfills into the hold)."""
-        if hold.shadow is _UNKNOWN:
+        if hold.shadow is holds.UNKNOWN:
             snapshot = self.session.snapshot
             latest: float | None = snapshot.now
             used: collections.Counter[str] = collections.Counter()
             for node in sorted(set(hold.targets.values())):
                 for pod in snapshot.pods_on(node):
-                    estimate = self._ends(pod, quantile=SHADOW_QUANTILE)
+                    estimate = self._ends(pod, quantile=holds.SHADOW_QUANTILE)
                     if estimate.end is None:
                         latest = None
                         hold.basis = f"pod {pod.key}: {estimate.describe()}"
@@ -455,7 +419,7 @@ class StarvationGuard(admission.Admission):
                 )
         return None
 
-    def _idle(self, hold: _Hold) -> str:
+    def _idle(self, hold: holds.Hold) -> str:
         """The room free now that is held for the job, in words: the hold's cost, what
         nobody else may start on there meanwhile (but work expected to end in time)."""
         names = self.session.nodes.resources
@@ -487,9 +451,9 @@ class StarvationGuard(admission.Admission):
         ]
         if active:
             # EASY backfill: room held for a gang may go to a pod that ends before it starts.
-            ends = self._ends(pod, quantile=BACKFILL_QUANTILE).end
+            ends = self._ends(pod, quantile=holds.BACKFILL_QUANTILE).end
             if ends is not None:
-                active = [h for h in active if not _ends_before_start(ends, self.shadow(h))]
+                active = [h for h in active if not holds.ends_before_start(ends, self.shadow(h))]
         if not active:
             return filtering.passing(len(nodes))
         held = active[0].amounts if len(active) == 1 else np.sum([h.amounts for h in active], 0)
@@ -498,5 +462,5 @@ class StarvationGuard(admission.Admission):
         return filtering.NodeFilter(
             passed=fits | ~rows,
             code=statuses.Code.UNSCHEDULABLE,
-            reason=_held_for(active[0]),
+            reason=holds.held_for(active[0]),
         )

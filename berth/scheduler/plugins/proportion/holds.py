@@ -1,0 +1,116 @@
+"""What the starvation guard (:mod:`.starvation`) holds and gives back: the room held for one
+starving job (:class:`Hold`), a hold that ran past ``drainTimeoutSeconds`` (:class:`GivenBack`,
+kept by the plugin across cycles), the node orders choosing where room is held, EASY
+backfill's quantiles and its test, and what a pod kept off held room is told."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.scheduler.framework import filtering, hooks, jobs
+from berth.scheduler.plugins.proportion import accounting
+from berth.scheduler.snapshot import nodetable, pods
+
+__all__ = [
+    "BACKFILL_QUANTILE",
+    "SHADOW_QUANTILE",
+    "UNKNOWN",
+    "GivenBack",
+    "Hold",
+    "ends_before_start",
+    "fits_now_scorer",
+    "held_for",
+    "on_time_scorer",
+]
+
+IntArray = accounting.IntArray
+SHADOW_QUANTILE = 0.5
+"""The quantile of learned run times a running pod on held nodes is expected to end at (its
+median, given how long it has run): when the held job could start."""
+BACKFILL_QUANTILE = 0.95
+"""The quantile of learned run times a pod that would backfill held room is taken to run for:
+cautious, as a pod running past the shadow time delays the gang, and run times are
+heavy-tailed (on issue #33's log-normal trace, the 80th percentile let in pods that outran
+it, and the big gangs waited longer than with no backfill at all)."""
+_FITS_NOW_SCALE = 1_000_000
+
+
+@dataclasses.dataclass(eq=False)
+class Hold:
+    """Room held for one starving job: amounts per row, and the node each pod waits on."""
+
+    job: jobs.Job
+    amounts: IntArray  # [rows, resources]: free now, kept for the job
+    rows: npt.NDArray[np.bool_]
+    targets: dict[str, str]  # pod key -> node it waits on
+    shadow: float | object | None = dataclasses.field(default=None)  # see shadow()
+    basis: str = ""  # what the shadow rests on, in words (worked out with it)
+    booked: bool = False  # for a Reservation's startAt: the shadow is that time
+
+
+@dataclasses.dataclass(frozen=True)
+class GivenBack:
+    """A hold that ran past ``drainTimeoutSeconds``: when it gave its room back, after how
+    long, and on how many nodes."""
+
+    at: float
+    held_for: float
+    nodes: int
+
+
+UNKNOWN = object()
+"""A hold's shadow time before it was worked out (``None`` is a known "no time")."""
+
+
+def ends_before_start(ends: float, shadow: float | None) -> bool:
+    """A pod ending at ``ends`` cannot delay a job starting at ``shadow`` (EASY backfill)."""
+    return shadow is not None and ends <= shadow
+
+
+def fits_now_scorer(free: IntArray) -> hooks.NodeScorer:
+    """A node order preferring the nodes where more of the pod fits in ``free`` today
+    (scaled to dominate the Score plugins' 0..100 per plugin), so room is held where it
+    frees soonest."""
+
+    def score(
+        pod: pods.PodInfo, nodes: nodetable.NodeTable, feasible: filtering.BoolArray
+    ) -> IntArray:
+        vec = nodes.vector(pod.requests)
+        asked = vec > 0
+        if not asked.any():
+            return np.zeros(len(nodes), dtype=np.int64)
+        part = np.minimum(free[:, asked] / vec[asked], 1.0).min(axis=1)
+        return np.asarray(part * _FITS_NOW_SCALE, dtype=np.int64)
+
+    return score
+
+
+def on_time_scorer(on_time: npt.NDArray[np.bool_]) -> hooks.NodeScorer:
+    """A node order putting first the nodes expected to empty by a booking's ``startAt``
+    (above any :func:`fits_now_scorer` difference): a node draining for it then holds it on
+    time, whatever is free there today."""
+    bonus = np.where(on_time, 2 * _FITS_NOW_SCALE, 0).astype(np.int64)
+
+    def score(
+        pod: pods.PodInfo, nodes: nodetable.NodeTable, feasible: filtering.BoolArray
+    ) -> IntArray:
+        return bonus
+
+    return score
+
+
+def held_for(hold: Hold) -> str:
+    """What a pod kept off held room is told: for whom it is held."""
+    if hold.booked:
+        reserve = next((p for p in hold.job.pending if p.reservation is not None), None)
+        if reserve is not None and isinstance(hold.shadow, float):
+            start = datetime.datetime.fromtimestamp(hold.shadow, tz=datetime.UTC)
+            return (
+                f"room held for reservation {reserve.reservation}, which starts at "
+                f"{start:%Y-%m-%dT%H:%M:%SZ}"
+            )
+    return f"room held for starving pod group {hold.job.key}"
