@@ -37,6 +37,7 @@ import asyncio
 import collections
 import collections.abc
 import contextlib
+import dataclasses
 import logging
 import typing
 
@@ -195,7 +196,15 @@ class StatusWriter:
         self, obj: observations.ObservedObject, facts: cycles.CycleFacts, *, now: float
     ) -> custom_objects.ObjectStatus | None:
         """The status ``obj`` should have (None: none to write yet); a
-        :data:`CONDITION_HANDLED` condition left by a failure goes (its handler works)."""
+        :data:`CONDITION_HANDLED` condition left by a failure goes (its handler works).
+
+        While a write of ``obj`` is in flight (Kopf has not observed it yet), the status is
+        derived from the one being written, not the stale one observed: a condition written a
+        second ago keeps its ``lastTransitionTime``, so the same status is not sent again
+        with a newer time on every pass until Kopf catches up."""
+        previous = self._written.get((obj.kind, obj.key))
+        if previous is not None and previous[0] is obj:
+            obj = dataclasses.replace(obj, status=previous[1])
         return without_failure(cycles.desired(obj, facts, now=now))
 
     async def write_one(self, obj: observations.ObservedObject) -> bool:

@@ -6,8 +6,9 @@ We test these aspects:
   keys that went become null, lists are replaced whole;
 - one pass writes the status of every observed PodGroup and Queue that differs, through the
   status subresource, and records the Events the change is worth;
-- a status already written is not written again while Kopf has not observed it yet, nor once
-  the observed status matches; a changed reason is written again;
+- a status already written is not written again while Kopf has not observed it yet (seconds
+  later too: its conditions keep the transition time being written), nor once the observed
+  status matches; a changed reason is written again;
 - nothing is written before the scheduler's first snapshot; a group deleted meanwhile is no
   error;
 - the writes go through the write primitive with the leader's fence: once the Lease may be
@@ -73,11 +74,13 @@ class Writer:
         self.objects = observed.ObservedObjects()
         self.board = Board()
         self.recorder = events.EventRecorder(api, clock=clocks.SystemClock())
+        # Virtual time for the writer: the test says when seconds pass, not the machine's load.
+        self.clock = clocks.VirtualClock(clocks.SystemClock().now())
         self.writer = statuses.StatusWriter(
             api,
             objects=self.objects,
             board=self.board,
-            clock=clocks.SystemClock(),
+            clock=self.clock,
             recorder=self.recorder,
         )
 
@@ -152,7 +155,9 @@ async def test_writes_what_differs_and_explains(writer: Writer) -> None:
     await writer.recorder.drain()
     assert writer.recorder.posted == 1  # FailedScheduling on the group; the queue is valid
 
-    # Kopf has not observed the write yet: the same write is not repeated.
+    # Kopf has not observed the write yet: the same write is not repeated, also seconds later
+    # (the conditions keep the transition time being written).
+    writer.clock.advance(5)
     writer.cycle(reasons={"default/g": reason})
     assert await writer.writer.write_once() == 0
     # Observed and unchanged: nothing to write.
