@@ -1,6 +1,7 @@
 """What the starvation guard (:mod:`.starvation`) holds and gives back: the room held for one
-starving job (:class:`Hold`), a hold that ran past ``drainTimeoutSeconds`` (:class:`GivenBack`,
-kept by the plugin across cycles), the node orders choosing where room is held, EASY
+starving job (:class:`Hold`), what it keeps of its holds from cycle to cycle
+(:class:`Memory`: each job's :class:`Holding`, and each hold that ran past
+``drainTimeoutSeconds``, :class:`GivenBack`), the node orders choosing where room is held, EASY
 backfill's quantiles and its test, and what a pod kept off held room is told."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ __all__ = [
     "UNKNOWN",
     "GivenBack",
     "Hold",
+    "Holding",
+    "Memory",
     "ends_before_start",
     "fits_now_scorer",
     "held_for",
@@ -60,6 +63,33 @@ class GivenBack:
     at: float
     held_for: float
     nodes: int
+
+
+@dataclasses.dataclass
+class Holding:
+    """One job held for, across cycles: when its hold began, on how many nodes it held last,
+    and the earliest shadow time promised it while it is held (``None`` before one is worked
+    out, and again after a session that held nothing for it: it starts afresh)."""
+
+    since: float
+    nodes: int
+    shadow: float | None = None
+
+
+@dataclasses.dataclass
+class Memory:
+    """What the starvation guard keeps from cycle to cycle, by job key: the jobs it holds
+    for, and the holds given back past ``drainTimeoutSeconds`` (until they may be held for
+    again). The plugin owns it and hands it to each session's guard."""
+
+    holding: dict[str, Holding] = dataclasses.field(default_factory=dict)
+    given_back: dict[str, GivenBack] = dataclasses.field(default_factory=dict)
+
+    def forget_shadows(self, *, except_for: set[str]) -> None:
+        """A shadow lasts while its job is held for: those of jobs not held this session go."""
+        for key, holding in self.holding.items():
+            if key not in except_for:
+                holding.shadow = None
 
 
 UNKNOWN = object()

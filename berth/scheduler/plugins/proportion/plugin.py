@@ -1,9 +1,9 @@
 """The Proportion plugin: at session open it builds the session's books
 (:class:`~.accounting.Accounting`), then each rule family over them, and registers every hook
 from the family that answers it; at close it publishes the queue statuses and drops them all
-(R8). What a family keeps across cycles (the starvation guard's holds' starts, give-backs,
-nodes and shadows; the minimum runtimes' heap; the usage history) is the plugin's, handed to
-the family that owns it when it is built."""
+(R8). What a family keeps across cycles (the starvation guard's :class:`~.holds.Memory`; the
+minimum runtimes' heap; the usage history) is the plugin's, handed to the family that owns it
+when it is built."""
 
 from __future__ import annotations
 
@@ -54,10 +54,7 @@ class Rules:
         *,
         args: arguments.ProportionArgs,
         usage: collections.abc.Mapping[str, float] | None,
-        held_since: dict[str, float],
-        given_back: dict[str, holds.GivenBack],
-        held_nodes: dict[str, int],
-        shadows: dict[str, float],
+        memory: holds.Memory,
         min_runtime_ends: min_runtime.MinRuntime,
     ) -> Rules:
         """The books, then each family with what it reads (and keeps across cycles)."""
@@ -75,10 +72,7 @@ class Rules:
                 books,
                 admission=admitting,
                 args=args,
-                held_since=held_since,
-                given_back=given_back,
-                held_nodes=held_nodes,
-                shadows=shadows,
+                memory=memory,
             ),
         )
 
@@ -92,10 +86,7 @@ class Proportion(interfaces.SessionPlugin):
     def __init__(self, args: arguments.ProportionArgs) -> None:
         self._args = args
         self._rules: Rules | None = None
-        self._shadows: dict[str, float] = {}  # starving job -> its earliest shadow time
-        self._held_since: dict[str, float] = {}  # starving job -> when its hold began
-        self._given_back: dict[str, holds.GivenBack] = {}  # holds past their timeout
-        self._held_nodes: dict[str, int] = {}  # starving job -> how many nodes it held last
+        self._holds = holds.Memory()  # the starvation guard's, from cycle to cycle
         self._min_runtime_ends = min_runtime.MinRuntime()  # when running pods pass theirs
         # The one thing kept from cycle to cycle: the decayed usage (usageHalfLifeSeconds).
         half_life = args.usage_half_life_seconds
@@ -111,10 +102,7 @@ class Proportion(interfaces.SessionPlugin):
             session,
             args=self._args,
             usage=usage,
-            held_since=self._held_since,
-            given_back=self._given_back,
-            held_nodes=self._held_nodes,
-            shadows=self._shadows,
+            memory=self._holds,
             min_runtime_ends=self._min_runtime_ends,
         )
         books, admitting, reclaiming, guard = (
@@ -158,16 +146,14 @@ class Proportion(interfaces.SessionPlugin):
         rules, self._rules = self._rules, None
         if rules is not None and rules.books.session is session:
             _limits_over_capacity(session, rules.admission)
-            _drains_given_back(session, self._given_back)
+            _drains_given_back(session, self._holds.given_back)
             published = publishing.publish(rules.books)
             for queue, idle in rules.guard.held_idle().items():
                 if queue in published:
                     published[queue] = dataclasses.replace(published[queue], held=idle)
             session.queue_statuses.update(published)
             # A shadow lasts while its job is held for; a job held again later starts afresh.
-            held = {hold.job.key for hold in rules.guard.holds}
-            for key in [k for k in self._shadows if k not in held]:
-                del self._shadows[key]
+            self._holds.forget_shadows(except_for={hold.job.key for hold in rules.guard.holds})
             if self._history is not None:
                 self._history.hold(rules.books.holdings())
 

@@ -23,8 +23,9 @@ bound the hold (the booking was made for that time; its queue's quota still deci
 placement), no ``drainTimeoutSeconds`` gives it back, and the reservation's expiry ends it.
 
 :class:`StarvationGuard` reads the books it is built with and asks admission whether a queue
-is usable; what it keeps across cycles (when each hold began, the holds given back, the nodes
-held last, the shadow times promised) is the plugin's, handed to it at each session open."""
+is usable; what it keeps across cycles (:class:`~.holds.Memory`: when each hold began, the
+nodes held last, the shadow times promised, the holds given back) is the plugin's, handed to it
+at each session open."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ MAX_HOLDERS = 8
 
 class StarvationGuard:
     """The starvation guard over the books (``books``); whether a queue is usable at all is
-    admission's answer (``admission``). The dicts are the plugin's, kept across sessions."""
+    admission's answer (``admission``). ``memory`` is the plugin's, kept across sessions."""
 
     def __init__(
         self,
@@ -60,10 +61,7 @@ class StarvationGuard:
         *,
         admission: admission_.Admission,
         args: arguments.ProportionArgs,
-        held_since: dict[str, float],
-        given_back: dict[str, holds.GivenBack],
-        held_nodes: dict[str, int],
-        shadows: dict[str, float],
+        memory: holds.Memory,
     ) -> None:
         self.books = books
         self.session = books.session
@@ -71,10 +69,7 @@ class StarvationGuard:
         self.args = args
         self.threshold = args.starvation_threshold_seconds or None
         self.drain_timeout = args.drain_timeout_seconds if self.threshold is not None else None
-        self.held_since = held_since  # job key -> when its hold began
-        self.given_back = given_back  # job key -> its hold given back past the timeout
-        self.held_nodes = held_nodes  # job key -> how many nodes it held last
-        self.shadows = shadows  # job key -> its earliest shadow time (see shadow)
+        self.memory = memory  # the holds' starts, nodes and shadows; the holds given back
         self.holds: list[holds.Hold] = []
         self._hopeless_jobs: dict[str, bool] = {}
         self._smallest_pods: dict[str, IntArray] = {}
@@ -183,7 +178,7 @@ class StarvationGuard:
             or not self.admission.queue_problem(job.queue, running=True).is_success()
         ):
             return False
-        gave = self.given_back.get(job.key)
+        gave = self.memory.given_back.get(job.key)
         if gave is not None and self.session.snapshot.now < gave.at + gave.held_for:
             return False  # it gave its room back: the others have it for as long
         # The room left in the queue's share first: cached per queue, it answers most jobs
@@ -224,12 +219,12 @@ class StarvationGuard:
         now = session.snapshot.now
         live = {job.key for job in candidates}
         groups = session.snapshot.pod_groups
-        for key in [k for k in self.held_since if k not in live]:
+        holding = self.memory.holding
+        for key in [k for k in holding if k not in live]:
             # Started, no longer starving, or gone; a job left out of this session (parked
             # until something changes) keeps its hold's start.
             if key in session.jobs or key not in groups:
-                del self.held_since[key]
-                self.held_nodes.pop(key, None)
+                del holding[key]
         if not candidates:
             return
         table = session.nodes
@@ -255,15 +250,14 @@ class StarvationGuard:
         width = len(table.resources)  # holds are on nodes: the books' device columns aside
         for job in candidates[:MAX_HOLDERS]:
             booking = booked.get(job.key)
-            since = self.held_since.get(job.key)
+            kept = holding.get(job.key)  # held for in an earlier cycle
             timeout = self.drain_timeout
             if booking is not None:
                 timeout = None  # a booking's drain ends with the reservation
-            if since is not None and timeout is not None and now - since >= timeout:
-                del self.held_since[job.key]
-                nodes = self.held_nodes.pop(job.key, 0)
-                self.given_back[job.key] = holds.GivenBack(
-                    at=now, held_for=now - since, nodes=nodes
+            if kept is not None and timeout is not None and now - kept.since >= timeout:
+                del holding[job.key]
+                self.memory.given_back[job.key] = holds.GivenBack(
+                    at=now, held_for=now - kept.since, nodes=kept.nodes
                 )
                 continue
             path, i = books.paths[job.queue], books.index[job.queue]
@@ -303,8 +297,11 @@ class StarvationGuard:
                 room[:width] -= take
                 targets[pod.key] = table.names[row]
             if targets:
-                self.held_since.setdefault(job.key, now)
-                self.held_nodes[job.key] = len(set(targets.values()))
+                nodes = len(set(targets.values()))
+                if kept is None:
+                    holding[job.key] = holds.Holding(since=now, nodes=nodes)
+                else:
+                    kept.nodes = nodes
                 planned[path, :width] += held.sum(axis=0)
                 self.holds.append(
                     holds.Hold(
@@ -404,8 +401,10 @@ class StarvationGuard:
             if latest is not None:
                 # The gang's start never moves later for backfill's sake: what was promised
                 # it in an earlier cycle stands (room backfilled meanwhile ends by then).
-                latest = min(latest, self.shadows.get(hold.job.key, latest))
-                self.shadows[hold.job.key] = latest
+                kept = self.memory.holding[hold.job.key]
+                if kept.shadow is not None:
+                    latest = min(latest, kept.shadow)
+                kept.shadow = latest
             hold.shadow = latest
         return typing.cast("float | None", hold.shadow)
 
