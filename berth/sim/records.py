@@ -70,6 +70,9 @@ class JobRecord:
     evicted_for: list[str] = dataclasses.field(default_factory=list)
     restarts: int = 0
     reason: str | None = None  # the scheduler's last "why pending", while it waits
+    # What its pods ask for together, each pod counted once (a gang started over recreates
+    # its pods under the same names): the job's size, for the waits by size.
+    asked: resources.ResourceList = dataclasses.field(default_factory=resources.ResourceList)
 
     @property
     def key(self) -> str:
@@ -176,7 +179,11 @@ class Recorder:
     ) -> None:
         """A pod of ``job`` was created and waits to be bound."""
         self.pods[key] = PodRecord(job=job, queue=queue, requests=requests)
-        self.jobs[job].pods.setdefault(key.partition("/")[2], None)
+        record = self.jobs[job]
+        name = key.partition("/")[2]
+        if name not in record.pods:
+            record.pods[name] = None
+            record.asked = record.asked + requests
         self._add_pending(queue, requests, at=at)
 
     def pod_bound(

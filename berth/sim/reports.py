@@ -17,7 +17,8 @@ Shape (times are seconds of virtual time, resources in the API's quantity string
     queueStatuses: {name: {state, stateReason, allocated, requested, fairShare, pending,
                            running, pendingPods, runningPods}}
     summary:      utilization {resource: fraction}, wait {queue: {p50, p90, jobs, started,
-                  pendingAtEnd}}, jainIndex, contendedSeconds, partialGangs, jobs, evictions,
+                  pendingAtEnd}}, waitBySize [{resource, upTo, jobs, started, p50, p90, max}],
+                  jainIndex, contendedSeconds, partialGangs, jobs, evictions,
                   workLost {resource: unit-seconds}, emptyNodes {mean, atEnd}, cycles,
                   decisions
 
@@ -31,6 +32,11 @@ How the summary is computed (the README of ``examples/sim`` repeats it):
 - ``wait``: submitted to started (``minMember`` pods bound), nearest-rank p50/p90 per queue;
   jobs still waiting at the end count with the time they waited so far (a lower bound), so a
   starved queue shows up instead of vanishing from the numbers.
+- ``waitBySize``: the same waits by job size (and their ``max``): a job's size is what its
+  pods ask for together of its dominant resource (the largest share of the cluster's
+  capacity), rounded up to a power of two of the resource's unit (``upTo``: a 32-GPU gang is
+  in the row ``nvidia.com/gpu`` up to ``32``, with the 17- to 31-GPU jobs), one row per
+  resource and size, smallest first.
 - ``fairShare``: the queue's weighted entitlement when every queue wants everything
   (:mod:`berth.sim.fairness`); ``fairShareSeries`` when queues change during the run.
   ``schedulerFairShare`` is the fair share the scheduler's queue plugin (Proportion) computed
@@ -196,6 +202,19 @@ class QueueWait(typing.TypedDict):
     pendingAtEnd: int
 
 
+class SizeWait(typing.TypedDict):
+    """The waits of the jobs of one size: those whose dominant resource is ``resource`` and
+    who ask more than half of ``upTo`` of it, and at most ``upTo`` (powers of two)."""
+
+    resource: str | None  # None: jobs that ask for nothing
+    upTo: str | None
+    jobs: int
+    started: int
+    p50: float | None
+    p90: float | None
+    max: float | None
+
+
 class JobCounts(typing.TypedDict):
     submitted: int
     started: int
@@ -211,6 +230,7 @@ class Summary(typing.TypedDict):
     utilization: dict[str, float]
     utilizationWhileWaiting: dict[str, float | None]
     wait: dict[str, QueueWait]
+    waitBySize: list[SizeWait]
     jainIndex: float | None
     contendedSeconds: float
     partialGangs: int
@@ -484,6 +504,7 @@ def _summary(recorder: records.Recorder, *, end: int) -> Summary:
         "utilization": _utilization(recorder, end=end),
         "utilizationWhileWaiting": _utilization_while_waiting(recorder, end=end),
         "wait": _waits(recorder, end=end),
+        "waitBySize": _waits_by_size(recorder, end=end),
         "jainIndex": None if jain is None else round(jain, 4),
         "contendedSeconds": events.seconds(contended),
         "partialGangs": recorder.partial_gangs,
@@ -551,6 +572,49 @@ def _waits(recorder: records.Recorder, *, end: int) -> dict[str, QueueWait]:
             "started": sum(1 for j in jobs if j.started is not None),
             "pendingAtEnd": sum(1 for j in jobs if j.started is None),
         }
+    return out
+
+
+def _waits_by_size(recorder: records.Recorder, *, end: int) -> list[SizeWait]:
+    """Waits by job size: a job's size is what its pods ask for together, of its dominant
+    resource (the largest share of the cluster's capacity), rounded up to a power of two of
+    that resource's unit; so a trace's 32-GPU gangs are a row of their own, beside the 1-GPU
+    jobs that would drown them in a queue's percentiles."""
+    capacity = {
+        name: milli
+        for name, milli in recorder.capacity.items()
+        if name != resources.PODS and milli > 0
+    }
+    by_size: dict[tuple[str, int] | None, list[records.JobRecord]] = {}
+    for job in _jobs(recorder):
+        shares = [
+            (milli / capacity[name], name) for name, milli in job.asked.items() if name in capacity
+        ]
+        if not shares or max(shares)[0] <= 0:
+            by_size.setdefault(None, []).append(job)
+            continue
+        name = max(shares)[1]
+        top = 1000  # one unit: fractions of a unit share its row
+        while top < job.asked[name]:
+            top *= 2
+        by_size.setdefault((name, top), []).append(job)
+    out: list[SizeWait] = []
+    for size in sorted(by_size, key=lambda k: ("", 0) if k is None else k):
+        jobs = by_size[size]
+        waits = [events.seconds(_wait(j, end=end)) for j in jobs]
+        out.append(
+            {
+                "resource": None if size is None else size[0],
+                "upTo": None
+                if size is None
+                else resources.ResourceList({size[0]: size[1]}).to_api()[size[0]],
+                "jobs": len(jobs),
+                "started": sum(1 for j in jobs if j.started is not None),
+                "p50": percentile(waits, 0.5),
+                "p90": percentile(waits, 0.9),
+                "max": max(waits),
+            }
+        )
     return out
 
 

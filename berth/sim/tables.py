@@ -1,10 +1,11 @@
 """``berth sim --output table``: the report as rich tables, and the progress bar of a run.
 
-:func:`render` prints three tables from the JSON report (so what a user reads is exactly
+:func:`render` prints four tables from the JSON report (so what a user reads is exactly
 what ``--output json`` holds): the summary, one row per queue (weight, fair share, average and
-peak allocation, waits) and one row per workload generator (jobs, started, finished,
-evictions, waits). :func:`progress` shows how far virtual time has got while a simulation
-runs, on stderr so that stdout stays clean for the report. Used by ``berth sim``.
+peak allocation, waits), the waits by job size (where a trace's big gangs show) and one row
+per workload generator (jobs, started, finished, evictions, waits). :func:`progress` shows
+how far virtual time has got while a simulation runs, on stderr so that stdout stays clean
+for the report. Used by ``berth sim``.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ _NO_WAIT: reports.QueueWait = {"p50": None, "p90": None, "jobs": 0, "started": 0
 
 
 def render(report: reports.Report, *, console: rich.console.Console) -> None:
-    """Print the summary, queue and workload tables of ``report``."""
+    """Print the summary, queue, job size and workload tables of ``report``."""
     console.print(_summary(report))
     console.print(_queues(report))
+    console.print(_sizes(report))
     console.print(_workloads(report))
 
 
@@ -157,6 +159,30 @@ def _queues(report: reports.Report) -> rich.table.Table:
             format_seconds(wait["p90"]),
             str(queue.get("evictions", 0)),
             _lost(queue.get("workLost") or {}, basis=basis, end=end),
+        )
+    return table
+
+
+def _sizes(report: reports.Report) -> rich.table.Table:
+    table = rich.table.Table(
+        title="Waits by job size",
+        title_justify="left",
+        caption="size: what a job's pods ask together of its dominant resource, up to a "
+        "power of two (more than half of it)",
+        caption_justify="left",
+    )
+    table.add_column("size", no_wrap=True)
+    for column in ("jobs", "started", "p50 wait", "p90 wait", "max wait"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in report["summary"]["waitBySize"]:
+        resource, top = row["resource"], row["upTo"]
+        table.add_row(
+            "nothing asked" if resource is None else f"≤ {top} {resource}",
+            str(row["jobs"]),
+            str(row["started"]),
+            format_seconds(row["p50"]),
+            format_seconds(row["p90"]),
+            format_seconds(row["max"]),
         )
     return table
 

@@ -100,5 +100,11 @@ def test_todays_numbers_on_the_trace_are_the_readmes() -> None:
     assert round(_hours(waits, 0.5), 1) == 8.3
     assert round(_hours(waits, 0.9), 1) == 13.3
     assert round(max(waits) / 3600, 1) == 13.9
+    # The report's own row for them: the 32-GPU gangs by size, as a user reads them.
+    (row,) = [
+        r for r in summary["waitBySize"] if r["resource"] == "nvidia.com/gpu" and r["upTo"] == "32"
+    ]
+    assert (row["jobs"], row["started"], row["max"]) == (11, 11, max(waits))
+    assert (row["p50"], row["p90"]) == (sorted(waits)[5], sorted(waits)[9])
     assert round(100 * summary["utilizationWhileWaiting"]["nvidia.com/gpu"]) == 68
     assert round(summary["jainIndex"], 2) == 0.90

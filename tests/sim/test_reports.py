@@ -4,6 +4,8 @@ We test these aspects:
 - allocation series hold one sample per changing instant (changes that cancel vanish);
 - utilization is the time average of bound requests over capacity;
 - waits: nearest-rank percentiles per queue, jobs still waiting count up to the end;
+- waits by job size: a job's pods together, by its dominant resource, rounded up to a power
+  of two; a gang started over is not counted twice;
 - Jain's index is 1 when queues get their demand-capped fair shares, lower when one is
   starved, and null when queues never compete;
 - a gang with some but not all of ``minMember`` pods bound after a cycle is a partial gang;
@@ -95,6 +97,47 @@ def test_waits_are_nearest_rank_and_count_jobs_still_waiting() -> None:
     rec.finish(at=100_000)
     wait = reports.build(rec, scenario="s", seed=1)["summary"]["wait"]["a"]
     assert wait == {"p50": 20.0, "p90": 50.0, "jobs": 4, "started": 3, "pendingAtEnd": 1}
+
+
+def test_waits_by_size_put_a_big_gang_in_its_own_row_beside_the_small_jobs() -> None:
+    # 8 CPUs, and memory in the same capacity: which resource a job is sized by is the
+    # larger share it asks of the cluster.
+    rec = records.Recorder(
+        capacity=R({"cpu": 8000, "memory": 64 * 2**30 * 1000, "pods": 20_000}), nodes=2
+    )
+    rec.queues_changed(
+        [fairness.QueueShape(name="a", parent=None, weight=1, guaranteed=R(), limit=None)], at=0
+    )
+    for i, wait in enumerate((0, 10, 20)):
+        (pod,) = submit(rec, f"small{i}", queue="a", at=0, requests=R({"cpu": 1000}))
+        rec.pod_bound(pod, node="n1", at=wait * 1000)
+    # Three and four CPUs: the same row, up to 4.
+    gang = submit(rec, "gang", queue="a", at=0, pods=3, min_member=3, requests=R({"cpu": 1000}))
+    (four,) = submit(rec, "four", queue="a", at=0, requests=R({"cpu": 4000}))
+    rec.pod_bound(four, node="n2", at=5_000)
+    # Started over: its pods come again under the same names, and it is still 3 CPUs.
+    for key in gang:
+        rec.pod_created(key, job="ns/gang", queue="a", requests=R({"cpu": 1000}), at=1_000)
+    for key in gang:
+        rec.pod_bound(key, node="n2", at=60_000)
+    # Half the memory and a little CPU: sized by memory.
+    submit(rec, "mem", queue="a", at=0, requests=R({"cpu": 100, "memory": 20 * 2**30 * 1000}))
+    submit(rec, "none", queue="a", at=90_000, requests=R())
+    rec.finish(at=100_000)
+    rows = reports.build(rec, scenario="s", seed=1)["summary"]["waitBySize"]
+    assert [(r["resource"], r["upTo"], r["jobs"], r["started"]) for r in rows] == [
+        (None, None, 1, 0),
+        ("cpu", "1", 3, 3),
+        ("cpu", "4", 2, 2),
+        ("memory", "32Gi", 1, 0),
+    ]
+    assert [(r["p50"], r["p90"], r["max"]) for r in rows] == [
+        (10.0, 10.0, 10.0),
+        (10.0, 20.0, 20.0),
+        (5.0, 60.0, 60.0),
+        (100.0, 100.0, 100.0),
+    ]
+    json.dumps(rows)
 
 
 @pytest.mark.parametrize(
