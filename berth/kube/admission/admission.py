@@ -155,8 +155,7 @@ class Admission:
         # Pod key -> UID of the pods this process wrote the admitted-node marker on (any other
         # marker it sees was forged).
         self._pinned: dict[str, str] = {}
-        self._jobs: asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]]
-        self._jobs = asyncio.Queue()
+        self._jobs = asyncio.Queue[collections.abc.Callable[[], collections.abc.Awaitable[None]]]()
         self._active = 0
         self._ungating = ungating.Ungating(
             cache=cache, requests=self._requests, objects=self._objects, jobs=self._jobs
@@ -232,6 +231,12 @@ class Admission:
         """Told every pod the informer sees (before it is cached); True keeps a pod of another
         scheduler in the cache: gated by Berth, or admitted by it. What the pod means is
         decided by :mod:`berth.kube.admission.admission_states`; this only records and acts."""
+        key = states.unmarked_key(obj)  # None: the pod has a gate or the admitted-node marker
+        if key and key not in self._gated and key not in self._due and key not in self.allocations:
+            # None of admission's business: all the full reading below would do is forget it.
+            self._ungating.bad.discard(key)
+            self._objects.pop(key, None)
+            return key in self._recreating
         seen = states.Observation.of(obj)
         key = seen.key
         allocation = self.allocations.get(key)
@@ -275,9 +280,8 @@ class Admission:
             self._objects.pop(key, None)
         if key in self._due and (seen.node is not None or seen.finished):
             del self._due[key]  # bound after all (the cause went), or ending: nothing to send
-        if allocation is not None:
-            if event is not None:
-                self._move(allocation, event, seen=seen)
+        if allocation is not None and event is not None:  # (no holding with an allocation)
+            self._move(allocation, event, seen=seen)
         elif holding is states.Holding.ADOPT:
             assert seen.admitted_node is not None
             since = seen.admitted_at
@@ -288,12 +292,8 @@ class Admission:
                 since=since if since is not None else self._clock.now(),
             )
             logger.info("adopted the pending allocation of pod %s on %s", key, seen.admitted_node)
-        return (
-            seen.held
-            or seen.admitted_node is not None
-            or key in self.allocations
-            or key in self._recreating
-        )
+        ours = seen.held or seen.admitted_node is not None or key in self.allocations
+        return ours or key in self._recreating
 
     def _move(
         self,

@@ -50,6 +50,7 @@ __all__ = [
     "advance",
     "classify",
     "observed",
+    "unmarked_key",
 ]
 
 _GATE = keys.ADMISSION_GATE
@@ -207,6 +208,21 @@ def observed(seen: Observation, *, node: str, uid: str, state: AllocationState) 
     if state is AllocationState.UNGATED and not seen.gates and seen.unschedulable is not None:
         return Event.UNSCHEDULABLE
     return None
+
+
+def unmarked_key(obj: core.Pod) -> str | None:
+    """The key of the pod ``obj`` (wire form) when it has no scheduling gate and no
+    ``admitted-node`` marker; None when it has either. Such a pod is not :attr:`~Observation.held`
+    and is :attr:`Holding.NONE` to :func:`classify` unless Berth's gate held it when last seen:
+    a pod with no allocation, not held before and not being sent back, is none of admission's
+    business whatever else it says, and reading no more of it spares the informer the whole
+    :class:`Observation` of every pod it sees (scheduler mode's included)."""
+    if wire.part(obj.get("spec")).get("schedulingGates"):
+        return None
+    meta = wire.part(obj.get("metadata"))
+    if wire.part(meta.get("annotations")).get(keys.ADMITTED_NODE_ANNOTATION):
+        return None
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
 class Holding(enum.Enum):

@@ -53,6 +53,10 @@ class Allocations(collections.abc.Mapping[str, Allocation]):
     def __iter__(self) -> collections.abc.Iterator[str]:
         return iter(self._by_key)
 
+    def __contains__(self, key: object) -> bool:
+        # Asked of every pod the informer sees: the Mapping default raises a KeyError per miss.
+        return key in self._by_key
+
     def __len__(self) -> int:
         return len(self._by_key)
 

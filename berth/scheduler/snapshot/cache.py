@@ -119,6 +119,12 @@ class ClusterCache:
         self._priorities = prioritystore.PriorityClassStore()
         self._gpus = gpustore.GpuShareStore()
 
+    @property
+    def seq(self) -> int:
+        """The running count of the cache's changes (a snapshot's ``changes.seq``): the same
+        before and after an update, the update changed nothing a session reads."""
+        return self._changes.seq
+
     # Nodes --------------------------------------------------------------------------------
     def add_node(self, raw: typing.Any, /) -> None:
         """Add or update a node."""
