@@ -206,7 +206,7 @@ class SizeWait(typing.TypedDict):
     """The waits of the jobs of one size: those whose dominant resource is ``resource`` and
     who ask more than half of ``upTo`` of it, and at most ``upTo`` (powers of two)."""
 
-    resource: str | None  # None: jobs that ask for nothing
+    resource: str | None  # None: jobs that ask for nothing the nodes have
     upTo: str | None
     jobs: int
     started: int

@@ -177,7 +177,7 @@ def _sizes(report: reports.Report) -> rich.table.Table:
     for row in report["summary"]["waitBySize"]:
         resource, top = row["resource"], row["upTo"]
         table.add_row(
-            "nothing asked" if resource is None else f"≤ {top} {resource}",
+            "asks nothing the nodes have" if resource is None else f"≤ {top} {resource}",
             str(row["jobs"]),
             str(row["started"]),
             format_seconds(row["p50"]),
