@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import dataclasses
 import logging
 import time
 import typing
@@ -166,6 +167,15 @@ class Scheduler:
                 quiet=quiet,
                 due=result.revisit_at,
             )
+            # When a job left waiting looks again by time alone (its starvation threshold, a
+            # drain's deadline, a victim passing its minimum runtime): the caller wakes then
+            # too, even if nothing else happens by then.
+            due = min(
+                (t for t in (*revisit.values(), *class_revisit.values()) if t > snapshot.now),
+                default=None,
+            )
+            if due is not None and (result.revisit_at is None or due < result.revisit_at):
+                result = dataclasses.replace(result, revisit_at=due)
             self._last = result
         return result
 

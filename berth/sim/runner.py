@@ -19,10 +19,12 @@ Choices the scheduler does not make and a simulator must:
 - *Time-based decisions.* A PodGroup with ``scheduleTimeoutSeconds`` and a Reservation (at
   its ``expires``, or ``ttl`` after its creation) get a wake-up when that time has passed, so
   the scheduler looks again even if nothing else happens; so do the next running group's
-  maximum execution time and a Reservation's ``startAt`` and the start of its drain (the
-  cycle result's ``revisit_at``). A gang evicted past its limit
-  is recreated (``Requeue``) or, when its PodGroup says ``onMaximumExecutionTime: Fail``, not
-  (its controller stops, as Kueue deactivates the workload; its pods are gone).
+  maximum execution time, a Reservation's ``startAt`` and the start of its drain, and the
+  times waiting jobs look again by time alone, such as a gang's starvation threshold (the
+  cycle result's ``revisit_at``; a live operator's periodic cycle finds them). A gang
+  evicted past its limit is recreated (``Requeue``) or, when its PodGroup says
+  ``onMaximumExecutionTime: Fail``, not (its controller stops, as Kueue deactivates the
+  workload; its pods are gone).
 - *Cycles.* A cycle runs at an instant when something changed and a pod (or a Reservation)
   waits; with ``schedulePeriod`` set, at most once per period (changes in between wait for the
   next cycle, as with a scheduler that runs a session every period).

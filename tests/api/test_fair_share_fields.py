@@ -7,7 +7,11 @@ We test these aspects:
   problem at its path, and nothing else of the document is taken;
 - the committed CRDs carry the same bounds and enums (the API server refuses them too);
 - a profile giving Proportion or Gang out-of-range arguments is refused, naming each
-  argument's path.
+  argument's path;
+- thresholds that contradict each other are refused, naming both (a hold timeout or
+  ``drainPreemptSeconds`` with the guard off, ``drainPreemptSeconds`` at or past
+  ``drainTimeoutSeconds``); ``drainPreemptSeconds`` left at its default gives way to a shorter
+  ``drainTimeoutSeconds`` instead.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from berth.api import errors, manifests
 from berth.scheduler.actions import registry as actions
 from berth.scheduler.framework import errors as framework_errors
 from berth.scheduler.framework import profiles
-from berth.scheduler.plugins import registry
+from berth.scheduler.plugins import proportion, registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -98,6 +102,7 @@ def test_a_profile_with_out_of_range_arguments_is_refused() -> None:
             "reclaimMinRuntimeSeconds": -1,
             "usageHalfLifeSeconds": 0,
             "drainTimeoutSeconds": 0,
+            "drainPreemptSeconds": -5,
         },
         "Gang": {"maxTimeoutBackoffSeconds": 0},
     }
@@ -120,26 +125,70 @@ def test_a_profile_with_out_of_range_arguments_is_refused() -> None:
         "reclaimMinRuntimeSeconds",
         "usageHalfLifeSeconds",
         "drainTimeoutSeconds",
+        "drainPreemptSeconds",
         "maxTimeoutBackoffSeconds",
     ):
         assert f"args.{argument}" in message, message
 
 
-def test_a_hold_timeout_without_a_starvation_guard_is_refused() -> None:
-    # The two thresholds contradict each other: the guard is off, so nothing would be held.
+def _resolve_proportion(args: dict[str, typing.Any]) -> None:
+    """Resolve the default profile with Proportion's ``args``."""
     base = registry.default_profile()
-    args = {"Proportion": {"starvationThresholdSeconds": 0, "drainTimeoutSeconds": 3600}}
     profile = profiles.parse(
         {
             "schedulerName": base.scheduler_name,
             "actions": list(base.actions),
-            "plugins": [{"name": p.name, "args": args.get(p.name, {})} for p in base.plugins],
+            "plugins": [
+                {"name": p.name, "args": args if p.name == "Proportion" else {}}
+                for p in base.plugins
+            ],
         }
     )
+    profiles.resolve(
+        profile,
+        registry=registry.in_tree_registry(),
+        actions={a.name for a in actions.default_actions()},
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # The guard is off, so nothing would be held.
+        (
+            {"starvationThresholdSeconds": 0, "drainTimeoutSeconds": 3600},
+            "drainTimeoutSeconds is set but starvationThresholdSeconds",
+        ),
+        (
+            {"starvationThresholdSeconds": None, "drainPreemptSeconds": 3600},
+            "drainPreemptSeconds is set but starvationThresholdSeconds",
+        ),
+        # The room would be given back before the gang took it.
+        (
+            {"drainTimeoutSeconds": 3600, "drainPreemptSeconds": 3600},
+            "drainPreemptSeconds (3600) must be below drainTimeoutSeconds (3600)",
+        ),
+    ],
+    ids=["timeout-without-guard", "preempt-without-guard", "preempt-past-timeout"],
+)
+def test_thresholds_that_contradict_each_other_are_refused(
+    args: dict[str, typing.Any], said: str
+) -> None:
     with pytest.raises(framework_errors.ProfileError) as info:
-        profiles.resolve(
-            profile,
-            registry=registry.in_tree_registry(),
-            actions={a.name for a in actions.default_actions()},
-        )
-    assert "drainTimeoutSeconds is set but starvationThresholdSeconds" in str(info.value)
+        _resolve_proportion(args)
+    assert said in str(info.value)
+
+
+def test_drain_preempt_left_at_its_default_gives_way_to_a_shorter_timeout() -> None:
+    # A profile that bounds its holds by giving them back (before drainPreemptSeconds'
+    # three hours) keeps that behaviour: preempting is off, nothing is refused.
+    args = proportion.ProportionArgs.model_validate({"drainTimeoutSeconds": 3600})
+    assert args.preempt_after is None
+    _resolve_proportion({"drainTimeoutSeconds": 3600})
+    assert proportion.ProportionArgs().preempt_after == 3 * 3600
+    off = proportion.ProportionArgs.model_validate({"drainPreemptSeconds": None})
+    assert off.preempt_after is None
+    assert (
+        proportion.ProportionArgs.model_validate({"starvationThresholdSeconds": 0}).preempt_after
+        is None
+    )

@@ -17,6 +17,24 @@ from tests.sim import builders
 SPEC = """\
 seed: 1
 until: 5h
+# The plugins this needs, with Proportion's drainPreemptSeconds off: what is tested is what run-time
+# estimates open to backfill, not the bound that deadline puts on the gang's start.
+profile:
+  actions: [allocate, backfill, reclaim, preempt]
+  plugins:
+    - {name: Priority}
+    - {name: Gang}
+    - {name: Proportion, args: {drainPreemptSeconds: null}}
+    - {name: NodeName}
+    - {name: NodeUnschedulable}
+    - {name: NodeAffinity}
+    - {name: TaintToleration}
+    - name: NodeResourcesFit
+      args:
+        scoringStrategy:
+          type: LeastAllocated
+          resources: [{name: nvidia.com/gpu, weight: 50, type: MostAllocated}]
+    - {name: DefaultBinder}
 nodes:
   - {count: 4, namePrefix: gpu-, allocatable: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8"}}
 objects:

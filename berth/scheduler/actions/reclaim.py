@@ -6,7 +6,9 @@ quorum, queue by queue in queue order and job by job in job order:
 1. the job must be valid (``job_valid``) and allowed to reclaim at all (``can_reclaim``: with
    the in-tree profile, its quorum fits within its queue's — or an ancestor's — guarantee, or
    its queue stays within its weighted fair share with it);
-2. the candidates are the running pods of *other* queues; victims go cheapest first: lowest
+2. the candidates are the running pods the ``reclaimable`` hook accepts (with the in-tree
+   profile, other queues' pods; for a starving job whose held nodes drained past
+   ``drainPreemptSeconds``, whatever runs on those nodes); victims go cheapest first: lowest
    queue priority, then lowest pod priority, then least work lost (the pod that started
    last, then the newest), and gangs stay whole
    (:func:`~berth.scheduler.actions.solvers.victim_units`);
@@ -26,8 +28,8 @@ back like any other, and the guard holds room only for what reclaim could not fr
 gang behind a stream of small jobs of queues within their shares).
 
 A search that fails for a job is not repeated for the next jobs of the same queue asking for
-the same pods (the same shapes and quorum): they would fail the same way, and a queue with a
-long backlog would otherwise cost one search per job per cycle.
+the same pods (the same shapes, quorum and nodes held for them): they would fail the same
+way, and a queue with a long backlog would otherwise cost one search per job per cycle.
 
 Without any ``reclaimable`` or ``can_reclaim`` callback (no queue plugin enabled) there is no
 policy saying who owes whom, and the action does nothing.
@@ -87,14 +89,11 @@ class Reclaim:
             # The cheap questions first: most jobs may not reclaim at all.
             if not hooks.can_reclaim(job):
                 return
-            shape = _shape(job)
+            # A starving job's search also depends on the nodes held for it.
+            shape = (*_shape(job), frozenset((hooks.nominations(job) or {}).values()))
             if shape in failed or not hooks.job_valid(job).is_success():
                 return
-            candidates = [
-                pod
-                for pod in session.running_pods()
-                if pod.queue is not None and pod.queue != job.queue
-            ]
+            candidates = [pod for pod in session.running_pods() if pod.queue is not None]
             found = solvers.evict_for(
                 session,
                 candidates,

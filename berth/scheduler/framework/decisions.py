@@ -343,8 +343,9 @@ class CycleResult:
         default_factory=lambda: types.MappingProxyType({})
     )  # by queue name, when a queue plugin published them
     revisit_at: float | None = None
-    """When something placed changes by time alone (a running group reaches its maximum
-    execution time): the loop looks again then even if nothing else happens."""
+    """When something changes by time alone (a running group reaches its maximum execution
+    time, a Reservation's drain begins, a waiting job passes its starvation threshold or a
+    victim its minimum runtime): the loop looks again then even if nothing else happens."""
 
     @property
     def pod_reasons(self) -> dict[str, str]:

@@ -28,7 +28,9 @@ pending jobs, not every running pod — (:mod:`.accounting`), then registers:
   within the guarantee of its queue or of an ancestor — the part the tree can honour, i.e.
   ``min(guaranteed, entitlement)``, which is all of it unless higher-priority siblings'
   guarantees already took the level's budget —; a victim must sit in another, ``reclaimable``
-  queue holding more than its entitlement of a resource the job needs;
+  queue holding more than its entitlement of a resource the job needs. A starving gang whose
+  held nodes drained for ``drainPreemptSeconds`` may take back what runs there, whatever its
+  queue: smaller jobs of lower or equal priority only (docs/scheduler.md);
 - **job_starving** and **nominations** (the starvation guard): a job below quorum whose
   group was created ``starvationThresholdSeconds`` ago, while its queue has room left in its
   share (and limits). For such jobs (at most :data:`MAX_HOLDERS`, the queue furthest below

@@ -204,6 +204,19 @@ class Accounting:
         devices = [amounts.get(name, 0) for name in self.device_columns]
         return np.concatenate((base, np.asarray(devices, dtype=np.int64)))
 
+    def dominant(self, vec: IntArray) -> float:
+        """``vec``'s largest share of the cluster's capacity of one resource (pods aside):
+        how big a job is, to compare it with another."""
+        cols = self.not_pods & (self.capacity > 0)
+        return float((vec[cols] / self.capacity[cols]).max(initial=0.0))
+
+    def job_size(self, group: str | None, pod: pods.PodInfo) -> float:
+        """:meth:`dominant` of what the job of running ``pod`` takes at quorum (its group's
+        ``minMember`` or placed members, whichever is more, each like ``pod``)."""
+        info = self.session.snapshot.pod_groups.get(group) if group is not None else None
+        members = max(info.min_member, info.placed) if info is not None else 1
+        return self.dominant(self.vector(pod) * members)
+
     def vector(self, pod: pods.PodInfo) -> IntArray:
         """What ``pod`` takes over the books' columns: its requests, and the devices its
         ResourceClaims take (``SessionHooks.device_requests``, asked each time: they are

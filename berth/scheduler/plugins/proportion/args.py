@@ -27,6 +27,21 @@ class ProportionArgs(registries.ArgsModel):
     holds nothing), and so is a timeout while ``starvationThresholdSeconds`` turns the guard
     off. Off by default because on issue #33's trace every timeout tried (4, 8 and 12 hours)
     made the big gangs wait longer: the guard's holds there take longer than that to fill."""
+    drain_preempt_seconds: int | None = pydantic.Field(default=3 * 3600, ge=1)
+    """Seconds the starvation guard lets room drain for a gang before it takes the rest
+    back: past it (counted from the cycle its hold began, or from its starvation threshold
+    for a gang its queue's share kept from being held), the gang may evict what still runs
+    on the nodes held for it, whatever its queue, as reclaim does: pods of smaller jobs
+    only, of lower or equal priority, never a ``reclaimable: false`` queue's. Without it a
+    drain lasts as long as the longest pod left on the held nodes, and without run-time
+    hints one pod with hours left keeps a whole gang waiting. Three hours by default: on
+    issue #33's trace (docs/scheduler.md) the 32-GPU gangs then start within about that
+    long, and a drain that long backfills enough that the 1-GPU jobs pay little for it
+    (two hours made them wait several). Null turns it off (holds only drain); 0 or below
+    is refused, and so is a value at or past ``drainTimeoutSeconds`` (the room would be
+    given back first) or one set while ``starvationThresholdSeconds`` turns the guard off.
+    Left at its default, a ``drainTimeoutSeconds`` at or below it turns it off (that
+    profile bounds its holds by giving them back): :attr:`preempt_after`."""
     reservation_drain_seconds: int = pydantic.Field(default=3600, ge=0, le=7 * 24 * 3600)
     """Seconds before a Reservation's ``startAt`` the guard begins to drain a node for it:
     from then on, new work goes to that node only if expected to end by ``startAt``, and what
@@ -62,4 +77,30 @@ class ProportionArgs(registries.ArgsModel):
                 "drainTimeoutSeconds is set but starvationThresholdSeconds turns the "
                 "starvation guard off: nothing would drain"
             )
+        preempt = self.drain_preempt_seconds
+        chosen = "drain_preempt_seconds" in self.model_fields_set
+        if guard_off and chosen and preempt is not None:
+            raise ValueError(
+                "drainPreemptSeconds is set but starvationThresholdSeconds turns the "
+                "starvation guard off: nothing would drain"
+            )
+        timeout = self.drain_timeout_seconds
+        if chosen and preempt is not None and timeout is not None and preempt >= timeout:
+            raise ValueError(
+                f"drainPreemptSeconds ({preempt}) must be below "
+                f"drainTimeoutSeconds ({timeout}): the room would be given back before "
+                "the job took it"
+            )
         return self
+
+    @property
+    def preempt_after(self) -> int | None:
+        """``drainPreemptSeconds`` as it applies: off with the guard, and off when the
+        profile left it at its default but gives holds back (``drainTimeoutSeconds``) no
+        later than that."""
+        preempt, timeout = self.drain_preempt_seconds, self.drain_timeout_seconds
+        if not self.starvation_threshold_seconds or preempt is None:
+            return None
+        if timeout is not None and preempt >= timeout:
+            return None  # left at its default (a chosen one past the timeout is refused)
+        return preempt

@@ -133,6 +133,21 @@ def on_time_scorer(on_time: npt.NDArray[np.bool_]) -> hooks.NodeScorer:
     return score
 
 
+def takeable_scorer(takeable: npt.NDArray[np.bool_]) -> hooks.NodeScorer:
+    """A node order preferring the nodes whose pods could all be taken back for the job
+    without touching another node (no member of a gang placed elsewhere runs there, above
+    any :func:`fits_now_scorer` difference): past ``drainPreemptSeconds`` a hold is taken
+    back node by node, and a gang goes whole or not at all."""
+    bonus = np.where(takeable, _FITS_NOW_SCALE, 0).astype(np.int64)
+
+    def score(
+        pod: pods.PodInfo, nodes: nodetable.NodeTable, feasible: filtering.BoolArray
+    ) -> IntArray:
+        return bonus
+
+    return score
+
+
 def held_for(hold: Hold) -> str:
     """What a pod kept off held room is told: for whom it is held."""
     if hold.booked:

@@ -60,20 +60,20 @@ class Rules:
         """The books, then each family with what it reads (and keeps across cycles)."""
         books = accounting.Accounting(session, usage=usage)
         admitting = admission.Admission(books)
+        guard = starvation.StarvationGuard(books, admission=admitting, args=args, memory=memory)
         return cls(
             books=books,
             admission=admitting,
             queue_order=ordering.QueueOrder(books),
             job_order=ordering.JobOrder(books),
             reclaim=reclaim.ReclaimRules(
-                books, admission=admitting, args=args, min_runtime_ends=min_runtime_ends
-            ),
-            guard=starvation.StarvationGuard(
                 books,
                 admission=admitting,
                 args=args,
-                memory=memory,
+                min_runtime_ends=min_runtime_ends,
+                drained=guard.drained,
             ),
+            guard=guard,
         )
 
 

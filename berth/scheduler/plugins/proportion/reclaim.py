@@ -1,9 +1,11 @@
 """The rules of reclaim and of preemption across queues: which promise lets a job take
-capacity back (a guarantee, or its fair share), and which victims it may take
-(``can_reclaim``, ``reclaimable`` and ``preemptable`` hooks; docs/fair-share.md)."""
+capacity back (a guarantee, its fair share, or a drain that ran past ``drainPreemptSeconds``),
+and which victims it may take (``can_reclaim``, ``reclaimable`` and ``preemptable`` hooks;
+docs/fair-share.md)."""
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import math
 
@@ -24,6 +26,7 @@ class ReclaimMode(enum.Enum):
 
     GUARANTEE = "guarantee"  # its quorum fits within its queue's (or an ancestor's) guarantee
     FAIR_SHARE = "fair-share"  # its queue stays within its weighted fair share with it
+    DRAIN = "drain"  # the nodes the starvation guard held for it drained past drainPreemptSeconds
 
 
 def reclaimed_reason(*, queue: str, group: str, mode: ReclaimMode, guarantor: str | None) -> str:
@@ -40,13 +43,16 @@ def reclaimed_reason(*, queue: str, group: str, mode: ReclaimMode, guarantor: st
             else f"the guarantee of parent queue {guarantor}"
         )
         return f"{taker}: within {whose}"
+    if mode is ReclaimMode.DRAIN:
+        return f"{taker}: the nodes held for it drained past drainPreemptSeconds"
     return f"{taker}: toward its fair share"
 
 
 class ReclaimRules:
     """The reclaim and cross-queue preemption rules over the books (``books``); whether a
-    queue is usable at all is admission's answer (``admission``). ``min_runtime_ends`` is
-    the plugin's, kept across sessions."""
+    queue is usable at all is admission's answer (``admission``); which nodes drained for a
+    starving job past ``drainPreemptSeconds`` is the starvation guard's (``drained``).
+    ``min_runtime_ends`` is the plugin's, kept across sessions."""
 
     def __init__(
         self,
@@ -55,8 +61,10 @@ class ReclaimRules:
         admission: admission_.Admission,
         args: arguments.ProportionArgs,
         min_runtime_ends: min_runtime_.MinRuntime,
+        drained: collections.abc.Callable[[jobs.Job], frozenset[str] | None],
     ) -> None:
         self.books = books
+        self.drained = drained
         self.session = books.session
         self.admission = admission
         self.args = args
@@ -73,16 +81,23 @@ class ReclaimRules:
 
     def reclaim_mode(self, job: jobs.Job) -> ReclaimMode | None:
         """Whether (and on which promise) ``job`` may take capacity back from other queues:
-        its quorum fits within the guarantee of its queue or an ancestor, else its queue stays
-        within its fair share with it (the ancestors are checked per victim, below the
-        level the two queues share: :meth:`reclaimable`)."""
+        the nodes the starvation guard held for it drained past ``drainPreemptSeconds`` (then
+        only what runs there may go, whatever its queue), else its quorum fits within the
+        guarantee of its queue or an ancestor, else its queue stays within its fair share
+        with it (the ancestors are checked per victim, below the level the two queues share:
+        :meth:`reclaimable`)."""
         books = self.books
         key = job.key
         if key in self._modes:
             return self._modes[key]
         mode: ReclaimMode | None = None
         path = books.paths.get(job.queue)
-        if path is not None and self.admission.queue_problem(job.queue, running=True).is_success():
+        usable = (
+            path is not None and self.admission.queue_problem(job.queue, running=True).is_success()
+        )
+        if usable and self.drained(job) is not None:
+            mode = ReclaimMode.DRAIN
+        elif path is not None and usable:
             need = books.quorum_need(job)
             for a in path:
                 promised = books.honored[a] > 0
@@ -175,10 +190,12 @@ class ReclaimRules:
     def reclaimable(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
         books = self.books
         name = victim.queue
-        if name is None or name == job.queue:
+        if name is None:
             return False
         mode = self.reclaim_mode(job)
-        if mode is None:
+        if mode is ReclaimMode.DRAIN:
+            return self._drains(job, victim)
+        if mode is None or name == job.queue:
             return False
         if mode is ReclaimMode.FAIR_SHARE:
             if books.evictions >= self.args.reclaim_evictions_per_cycle:
@@ -216,6 +233,31 @@ class ReclaimRules:
                 self._within_share(a, need) for a in ours
             ) and all(self._keeps_share(a, vec) for a in theirs)
         return verdict
+
+    def _drains(self, job: jobs.Job, victim: pods.PodInfo) -> bool:
+        """Whether ``victim`` may go for ``job`` whose held nodes drained past
+        ``drainPreemptSeconds``: it runs on one of them, is not the job's own, asks no
+        higher priority, frees something the job asks for, belongs to a smaller job (by
+        dominant share: a big gang takes back from small jobs, never from its peers), and
+        its queue (with every ancestor the two queues do not share) is reclaimable. Shares
+        are not asked: the guard chose the job, and the room, by them (and by its wait)."""
+        nodes = self.drained(job)
+        if nodes is None or victim.node_name not in nodes or victim.priority > job.priority:
+            return False
+        if victim.pod_group is not None and victim.pod_group == job.group.key:
+            return False
+        books = self.books
+        name = str(victim.queue)
+        if name not in books.index:
+            return False
+        vec, need = books.vector(victim), books.quorum_need(job)
+        if not ((vec > 0) & (need > 0) & books.not_pods).any():
+            return False
+        if books.job_size(victim.pod_group, victim) >= books.dominant(need):
+            return False  # a job as big as this one: taking it back would only swap them
+        mine = books.rows[job.queue]
+        tree = books.tree.nodes
+        return all(tree[books.order[a]].reclaimable for a in books.rows[name] if a not in mine)
 
     def _sides_moving(
         self, job: jobs.Job, victim: pods.PodInfo

@@ -15,6 +15,15 @@ threshold, counted from the cycle its hold began; off by default) gives the room
 reason says so, and it is not held for again until as long after
 (:class:`~.holds.GivenBack`).
 
+A drain is bounded too: once a gang's hold has drained for ``drainPreemptSeconds`` (three
+hours by default) the gang may take back what still runs on its nodes (:meth:`drained`; the
+rules of what it may take are reclaim's, :mod:`~.reclaim`), and that time is the hold's
+shadow when no estimate ends earlier. A gang whose queue's share left no room for a hold is
+held for anyway once it has waited that long past its threshold (:meth:`overdue`: before
+other starving jobs, and it takes its nodes back at once), so that no gang waits much longer
+than the threshold and one drain. The nodes chosen while this is on are, first, those no
+gang placed across other nodes runs on (a gang is taken back whole or not at all).
+
 A Reservation booked for later (``spec.startAt``) is drained for the same way, from
 ``reservationDrainSeconds`` before it starts: its reserve pod counts as starving, a node is
 chosen and what frees there is held, and only work expected to end by ``startAt`` backfills
@@ -42,7 +51,7 @@ from berth.scheduler.plugins.proportion import accounting, holds
 from berth.scheduler.plugins.proportion import admission as admission_
 from berth.scheduler.plugins.proportion import args as arguments
 from berth.scheduler.plugins.proportion import tree as trees
-from berth.scheduler.snapshot import nodetable, pods, reservations, runtimes
+from berth.scheduler.snapshot import ids, nodetable, pods, reservations, runtimes
 
 __all__ = ["MAX_HOLDERS", "StarvationGuard"]
 
@@ -69,11 +78,13 @@ class StarvationGuard:
         self.args = args
         self.threshold = args.starvation_threshold_seconds or None
         self.drain_timeout = args.drain_timeout_seconds if self.threshold is not None else None
+        self.drain_preempt = args.preempt_after
         self.memory = memory  # the holds' starts, nodes and shadows; the holds given back
         self.holds: list[holds.Hold] = []
         self._hopeless_jobs: dict[str, bool] = {}
         self._smallest_pods: dict[str, IntArray] = {}
         self._free_at_open: IntArray | None = None  # free capacity before holds (held_idle)
+        self._smallest_job: float | None = None  # _smallest_running, once asked
 
     def _hopeless(self, job: jobs.Job) -> bool:
         """The job's quorum exceeds its queue's share or a limit even with the queue empty:
@@ -104,9 +115,17 @@ class StarvationGuard:
         times = [math.inf]
         if self.threshold is not None and job.creation_timestamp + self.threshold > now:
             times.append(job.creation_timestamp + self.threshold)
+        overdue = self._overdue_at(job)
+        if overdue is not None and overdue > now:
+            times.append(overdue)  # held for from then on, room or not
         drain = self.drain_begins(job)
         if drain is not None:
             times.append(drain)
+        kept = self.memory.holding.get(job.key)
+        if kept is not None and self.drain_preempt is not None:
+            preempts = kept.since + self.drain_preempt  # reclaim may take the rest then
+            if preempts > now:
+                times.append(preempts)
         if self.args.usage_half_life_seconds:
             # Decayed shares drift with time alone, and which waiting jobs the guard holds
             # room for follows them: every such job is looked at every cycle.
@@ -186,12 +205,53 @@ class StarvationGuard:
         i = books.index[job.queue]
         room = books.room(i)
         asked = self._smallest(job) > 0
-        if not (room[asked] > 0).all():
+        if not (room[asked] > 0).all() and not self.overdue(job):
             return False
         if self._hopeless(job):
             return False
         # e.g. a group backing off after its schedule timeout holds nothing
         return self.session.hooks.job_valid(job).is_success()
+
+    def overdue(self, job: jobs.Job) -> bool:
+        """A gang that waited ``drainPreemptSeconds`` past the starvation threshold: held for
+        from then on even while its queue has no room left in its share (its queue's own
+        work would otherwise keep it waiting for as long as that runs), and what runs on the
+        nodes held for it may be taken back at once (:meth:`drained`), so that no gang waits
+        much longer than the threshold and one drain."""
+        at = self._overdue_at(job)
+        return at is not None and self.session.snapshot.now >= at and self._outsizes(job)
+
+    def _outsizes(self, job: jobs.Job) -> bool:
+        """Something smaller than ``job`` runs: what it could take back (reclaim takes only
+        smaller jobs for it). Without it, holding room past its queue's share would only
+        keep that room idle until peers end."""
+        books = self.books
+        return books.dominant(books.quorum_need(job)) > self._smallest_running()
+
+    def _overdue_at(self, job: jobs.Job) -> float | None:
+        """When ``job`` becomes :meth:`overdue`, counted from its oldest pending pod's
+        creation (a job started over, its pods evicted and made again, waits afresh);
+        ``None`` without ``drainPreemptSeconds`` and for a job of one pod, which starts as
+        any one pod frees: no drain needed."""
+        if self.threshold is None or self.drain_preempt is None or not job.pending:
+            return None
+        if job.group.min_member < 2:
+            return None
+        since = min(p.creation_timestamp for p in job.pending)
+        return since + self.threshold + self.drain_preempt
+
+    def _smallest_running(self) -> float:
+        """The smallest job running, by :meth:`~.accounting.Accounting.job_size` (``inf``
+        when none runs); worked out once a session."""
+        if self._smallest_job is None:
+            books = self.books
+            sizes = (
+                books.job_size(pod.pod_group, pod)
+                for pod in self.session.snapshot.pods.values()
+                if pod.node_name is not None and not pod.terminal
+            )
+            self._smallest_job = min(sizes, default=math.inf)
+        return self._smallest_job
 
     def take_holds(self) -> None:
         """Nominate nodes for each starving job's pods and hold what is free there, within
@@ -203,12 +263,16 @@ class StarvationGuard:
             for job in session.jobs.values()
             if job.group.created >= job.group.min_member and self.starving(job)
         ]
-        # Bookings first (their time was promised), then the queue furthest below its share,
+        # Bookings first (their time was promised), then the overdue jobs, longest waiting
+        # first (their wait is what is bounded), then the queue furthest below its share,
         # as allocate would serve them.
         booked = {job.key: info for job in candidates if (info := self.booking(job)) is not None}
+        overdue = {job.key for job in candidates if self.overdue(job)}
         candidates.sort(
             key=lambda j: (
                 j.key not in booked,
+                j.key not in overdue,
+                (self._overdue_at(j) or 0.0) if j.key in overdue else 0.0,
                 books.ratio(books.index[j.queue]),
                 -j.priority,
                 j.creation_timestamp,
@@ -221,9 +285,11 @@ class StarvationGuard:
         groups = session.snapshot.pod_groups
         holding = self.memory.holding
         for key in [k for k in holding if k not in live]:
-            # Started, no longer starving, or gone; a job left out of this session (parked
-            # until something changes) keeps its hold's start.
-            if key in session.jobs or key not in groups:
+            # Started or gone. A job still below quorum keeps its hold's start while it is
+            # not held (left out of this session, or its queue's room taken for a while):
+            # the drain's clocks do not start again each time its hold lapses.
+            group = groups.get(typing.cast("ids.PodGroupKey", key))
+            if group is None or group.placed >= group.min_member:
                 del holding[key]
         if not candidates:
             return
@@ -236,6 +302,8 @@ class StarvationGuard:
         emptied.requested[:] = 0  # a private copy nothing has read yet
         scorer = hooks.NodeScores()
         scorer.add(holds.fits_now_scorer(free), plugin=accounting.NAME)
+        if self.drain_preempt is not None:
+            scorer.add(holds.takeable_scorer(self._takeable()), plugin=accounting.NAME)
         # A booking prefers, above all, a node whose pods are expected to end by its startAt.
         booking_scorers: dict[float, hooks.NodeScores] = {}
         for info in booked.values():
@@ -262,12 +330,17 @@ class StarvationGuard:
                 continue
             path, i = books.paths[job.queue], books.index[job.queue]
             room = np.maximum(books.room_under(i, used=planned), 0)
-            if booking is not None:
+            if booking is not None or self.overdue(job):
                 room = np.full_like(room, np.iinfo(np.int64).max // 4)
             wanted = job.group.min_member - job.occupied()
             held = np.zeros_like(table.requested)
             targets: dict[str, str] = {}
             failed: set[tuple[object, object]] = set()
+            scores = (
+                scorer
+                if booking is None
+                else booking_scorers[typing.cast("float", booking.start_at)]
+            )
             for pod in sorted(
                 job.pending, key=lambda p: (-p.priority, p.creation_timestamp, p.key)
             ):
@@ -275,14 +348,7 @@ class StarvationGuard:
                 if len(targets) >= wanted or shape in failed:
                     continue
                 attempt = session.framework.find_node(
-                    pod,
-                    nodes=emptied,
-                    node_scores=(
-                        scorer
-                        if booking is None
-                        else booking_scorers[typing.cast("float", booking.start_at)]
-                    ),
-                    explain=False,
+                    pod, nodes=emptied, node_scores=scores, explain=False
                 )
                 if attempt.row is None:
                     failed.add(shape)
@@ -314,6 +380,19 @@ class StarvationGuard:
                         booked=booking is not None,
                     )
                 )
+
+    def _takeable(self) -> npt.NDArray[np.bool_]:
+        """Per row of the node table: whether no pod there belongs to a gang with members
+        placed on other nodes (so the node can be taken back on its own)."""
+        snapshot = self.session.snapshot
+        table = self.session.nodes
+        where: dict[str, set[str]] = collections.defaultdict(set)
+        for node in table.names:
+            for pod in snapshot.pods_on(node):
+                if pod.pod_group is not None:
+                    where[pod.pod_group].add(node)
+        split = {node for nodes in where.values() if len(nodes) > 1 for node in nodes}
+        return np.asarray([node not in split for node in table.names], dtype=np.bool_)
 
     def _empty_by(self, start: float) -> npt.NDArray[np.bool_]:
         """Per row of the node table: whether every pod there is expected to have ended by
@@ -364,6 +443,38 @@ class StarvationGuard:
             if (total > 0).any()
         }
 
+    def drained(self, job: jobs.Job) -> frozenset[str] | None:
+        """The nodes held for ``job`` once what runs there may be taken back for it
+        (:mod:`~.reclaim`): its hold drained for ``drainPreemptSeconds`` (counted from the
+        cycle it began), or the job is :meth:`overdue` (it waited that long past the
+        threshold already, unheld while its queue had no room). ``None`` before then,
+        without a hold, and for a reservation's booking (its drain ends at its
+        ``startAt``)."""
+        if self.drain_preempt is None:
+            return None
+        kept = self.memory.holding.get(job.key)
+        if kept is None:
+            return None
+        waited = self.session.snapshot.now - kept.since
+        if waited < self.drain_preempt and not self.overdue(job):
+            return None
+        for hold in self.holds:
+            if hold.job is job and not hold.booked:
+                return frozenset(hold.targets.values())
+        return None
+
+    def takes_back_at(self, hold: holds.Hold) -> float | None:
+        """When the job of ``hold`` may take back what runs on its nodes (:meth:`drained`);
+        ``None`` for a booking, or without ``drainPreemptSeconds``."""
+        kept = self.memory.holding.get(hold.job.key)
+        if self.drain_preempt is None or hold.booked or kept is None:
+            return None
+        at = kept.since + self.drain_preempt
+        overdue = self._overdue_at(hold.job)
+        if overdue is not None and self._outsizes(hold.job):
+            at = min(at, overdue)
+        return max(at, self.session.snapshot.now)
+
     def nominations(self, job: jobs.Job) -> dict[str, str]:
         """The nodes the guard nominated for a starving job's pods (pod key -> node)."""
         for hold in self.holds:
@@ -374,8 +485,9 @@ class StarvationGuard:
     def shadow(self, hold: holds.Hold) -> float | None:
         """When the held job could start at the latest: once every pod on the nodes held for
         it has ended as estimated (EASY backfill's shadow time: declared run times, else the
-        median of those learned from finished pods of its queue, :mod:`..runtimes`);
-        ``None`` when nothing estimates one of them (then nobody backfills into the hold)."""
+        median of those learned from finished pods of its queue, :mod:`..runtimes`), or when
+        it may take back what is left there (:meth:`takes_back_at`), whichever is first;
+        ``None`` when nothing bounds it (then nobody backfills into the hold)."""
         if hold.shadow is holds.UNKNOWN:
             snapshot = self.session.snapshot
             latest: float | None = snapshot.now
@@ -398,6 +510,11 @@ class StarvationGuard:
                     if used
                     else "nothing runs there"
                 )
+            takes_back = self.takes_back_at(hold)
+            if takes_back is not None and (latest is None or takes_back < latest):
+                # It starts then at the latest, evicting what is left (drainPreemptSeconds).
+                latest = takes_back
+                hold.basis = "drainPreemptSeconds: what still runs there is taken back then"
             if latest is not None:
                 # The gang's start never moves later for backfill's sake: what was promised
                 # it in an earlier cycle stands (room backfilled meanwhile ends by then).
