@@ -20,25 +20,15 @@ from tests.sim import builders
 
 THRESHOLD, DRAIN = 300, 1800
 
-SPEC = """\
+SPEC = (
+    """\
 seed: 1
 until: 12h
-profile:
-  actions: [allocate, backfill, reclaim, preempt]
-  plugins:
-    - {name: Priority}
-    - {name: Gang}
-    - {name: Proportion, args: {starvationThresholdSeconds: %(threshold)d%(preempt)s}}
-    - {name: NodeName}
-    - {name: NodeUnschedulable}
-    - {name: NodeAffinity}
-    - {name: TaintToleration}
-    - name: NodeResourcesFit
-      args:
-        scoringStrategy:
-          type: LeastAllocated
-          resources: [{name: nvidia.com/gpu, weight: 1, type: LeastAllocated}]
-    - {name: DefaultBinder}
+"""
+    + builders.guard_profile(
+        proportion="starvationThresholdSeconds: %(threshold)d%(preempt)s", gpus="LeastAllocated"
+    )
+    + """\
 nodes:
   - {count: 4, namePrefix: gpu-, allocatable: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8"}}
 objects:
@@ -50,6 +40,7 @@ workloads:
   - {name: train, namespace: research, queue: research, at: 10m, replicas: 2, minMember: 2,
      duration: 1h, requests: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "8"}}
 """
+)
 
 ONE_GPU_JOBS = """\
   - {name: long, namespace: batch, queue: batch, at: 0s, every: 1s, count: 16,

@@ -14,27 +14,15 @@ import pytest
 from berth.scheduler.snapshot import runstats
 from tests.sim import builders
 
-SPEC = """\
+SPEC = (
+    """\
 seed: 1
 until: 5h
 # The plugins this needs, with Proportion's drainPreemptSeconds off: what is tested is what run-time
 # estimates open to backfill, not the bound that deadline puts on the gang's start.
-profile:
-  actions: [allocate, backfill, reclaim, preempt]
-  plugins:
-    - {name: Priority}
-    - {name: Gang}
-    - {name: Proportion, args: {drainPreemptSeconds: null}}
-    - {name: NodeName}
-    - {name: NodeUnschedulable}
-    - {name: NodeAffinity}
-    - {name: TaintToleration}
-    - name: NodeResourcesFit
-      args:
-        scoringStrategy:
-          type: LeastAllocated
-          resources: [{name: nvidia.com/gpu, weight: 50, type: MostAllocated}]
-    - {name: DefaultBinder}
+"""
+    + builders.guard_profile(proportion="drainPreemptSeconds: null", gpu_weight=50)
+    + """\
 nodes:
   - {count: 4, namePrefix: gpu-, allocatable: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8"}}
 objects:
@@ -47,6 +35,7 @@ workloads:
   - {name: big, namespace: research, queue: research, at: 30m, replicas: 2, minMember: 2,
      duration: 1h, requests: {cpu: "32", memory: 256Gi, nvidia.com/gpu: "8"}}
 """
+)
 
 
 def _run(*, declared: bool) -> dict[str, typing.Any]:

@@ -14,25 +14,13 @@ import typing
 
 from tests.sim import builders
 
-SPEC = """\
+SPEC = (
+    """\
 seed: 1
 until: %(until)s
-profile:
-  actions: [allocate, backfill, reclaim, preempt]
-  plugins:
-    - {name: Priority}
-    - {name: Gang}
-    - {name: Proportion, args: {starvationThresholdSeconds: 300%(timeout)s}}
-    - {name: NodeName}
-    - {name: NodeUnschedulable}
-    - {name: NodeAffinity}
-    - {name: TaintToleration}
-    - name: NodeResourcesFit
-      args:
-        scoringStrategy:
-          type: LeastAllocated
-          resources: [{name: nvidia.com/gpu, weight: 1, type: MostAllocated}]
-    - {name: DefaultBinder}
+"""
+    + builders.guard_profile(proportion="starvationThresholdSeconds: 300%(timeout)s")
+    + """\
 nodes:
   - {count: 3, namePrefix: gpu-, allocatable: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8"}}
 objects:
@@ -53,6 +41,7 @@ workloads:
   - {name: big, namespace: research, queue: research, at: 3m, replicas: 2, minMember: 2,
      duration: 1h, requests: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "8"}}
 """
+)
 
 
 def _run(*, until: str, timeout: int | None = None) -> dict[str, typing.Any]:
