@@ -202,7 +202,7 @@ def _time_bound(
         if len(hooks.job_starving) and hooks.job_starving(job):
             starving.add(key)
             continue
-        times = [t for fn in hooks.revisit_at if (t := fn(job)) is not None]
+        times = [t] if (t := hooks.revisit_at(job)) is not None else []
         if session.group_why[key].code is reasons.ReasonCode.PREEMPTION_DELAYED:
             # It may evict once its preemption window closes: it looks again then.
             queue = session.snapshot.queues.get(job.queue)
@@ -211,9 +211,8 @@ def _time_bound(
                 times.append(ends)
         if times:
             revisit[key] = min(times)
-        times = [t for fn in hooks.class_revisit_at if (t := fn(job)) is not None]
-        if times:
-            class_revisit[key] = min(times)
+        if (t := hooks.class_revisit_at(job)) is not None:
+            class_revisit[key] = t
     return starving, revisit, class_revisit
 
 

@@ -187,7 +187,9 @@ class TimeLimit:
                 ahead.append(deadline.at)
                 continue
             evicted += self._evict(session, group, reason=exceeded(group, deadline, now=now))
-        session.revisit_fns.append(lambda: _next_deadline(session, ahead=ahead))
+        session.hooks.cycle_revisit_at.add(
+            lambda: _next_deadline(session, ahead=ahead), plugin=NAME
+        )
         logger.debug("Leave timelimit (session %s): %d pods evicted", session.id, evicted)
 
     def _evict(

@@ -15,6 +15,7 @@ the callback's parameters, and the rule lives with the kind:
 - :class:`NodeScores` — vectorised node order: the scores are summed.
 - :class:`Events` — every handler is called, in registration order.
 - :class:`FirstWins` — the first registered callback's answer; ``None`` when none is registered.
+- :class:`Earliest` — the earliest time any callback names; ``None`` when none names one.
 
 A callback that raises is a bug in its plugin: the hook reports it through ``report`` (the
 runtime logs it once per plugin per session) and treats it as the most cautious answer of its
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import collections.abc
 import functools
+import math
 import typing
 
 import numpy as np
@@ -40,6 +42,7 @@ __all__ = [
     "AllTrue",
     "AnyTrue",
     "Comparable",
+    "Earliest",
     "ErrorReport",
     "Events",
     "FirstWins",
@@ -252,6 +255,27 @@ class FirstWins(_Callbacks[collections.abc.Callable[P, R]]):
         except Exception as exc:
             self._report(plugin, exc)
             return None
+
+
+class Earliest(_Callbacks[collections.abc.Callable[P, float | None]]):
+    """The earliest time any callback names (a clock reading); ``None`` when none names one.
+
+    A callback that raises answers "at once" (``-inf``): these are the questions "when does
+    this change by time alone?", and a plugin that cannot answer must not leave work parked
+    until something else happens; the caller looks again on its next cycle.
+    """
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> float | None:
+        earliest: float | None = None
+        for plugin, fn in self._entries:
+            try:
+                at = fn(*args, **kwargs)
+            except Exception as exc:
+                self._report(plugin, exc)
+                return -math.inf
+            if at is not None and (earliest is None or at < earliest):
+                earliest = at
+        return earliest
 
 
 class Events(_Callbacks[collections.abc.Callable[P, None]]):

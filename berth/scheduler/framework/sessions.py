@@ -175,14 +175,18 @@ class SessionHooks:
         self.evictable: hooks.AllTrue[[pods.PodInfo]] = hooks.AllTrue(report=report)
         """May this running pod be a victim of reclaim or preemption at all? All must agree;
         asked before the actions' own checks (a reserve pod never is: :attr:`reserve_pods`)."""
-        self.revisit_at: list[collections.abc.Callable[[jobs.Job], float | None]] = []
+        self.revisit_at: hooks.Earliest[[jobs.Job]] = hooks.Earliest(report=report)
         """When a waiting job's situation changes by time alone (e.g. the starvation guard's
         threshold passes): a job parked (:mod:`.parking`) wakes by the earliest answer."""
-        self.class_revisit_at: list[collections.abc.Callable[[jobs.Job], float | None]] = []
+        self.class_revisit_at: hooks.Earliest[[jobs.Job]] = hooks.Earliest(report=report)
         """When the situation of every waiting job of the same shape as this one (its
         equivalence class: same queue, quorum and pods) changes by time alone, whatever the
         job's own age (e.g. a running pod becomes reclaimable, decayed fair shares drift):
         the head of a parked class (:mod:`.parking`) wakes by the earliest answer."""
+        self.cycle_revisit_at: hooks.Earliest[[]] = hooks.Earliest(report=report)
+        """When something placed changes by time alone (e.g. the timelimit action's next
+        deadline, a reservation booked for later starting): asked at close, after every action
+        placed what it could; the earliest answer is the session's :attr:`Session.revisit_at`."""
         self.reserved_credit: hooks.FirstWins[[pods.PodInfo], resources.ResourceList | None] = (
             hooks.FirstWins(report=report)
         )
@@ -314,11 +318,8 @@ class Session:
         """What a queue plugin publishes at session close, by queue name (into the result)."""
         self.attempt_seconds: list[float] = []
         self.revisit_at: float | None = None
-        """When something placed changes by time alone (into the result): the earliest of
-        what :attr:`revisit_fns` say when the session closes."""
-        self.revisit_fns: list[collections.abc.Callable[[], float | None]] = []
-        """Asked at close (after every action placed what it could): when something placed
-        changes by time alone (an action's; e.g. the timelimit action's deadlines)."""
+        """When something placed changes by time alone (into the result): what
+        ``hooks.cycle_revisit_at`` says when the session closes (never before ``now``)."""
         self.parked: collections.abc.Mapping[str, parking.Parked] = types.MappingProxyType({})
         """Jobs left out of this session, parked with their reasons (:mod:`.parking`)."""
         self.lines: dict[str, tuple[str, ...]] = {}
@@ -332,58 +333,6 @@ class Session:
         """While set (by an action trying a job in one scope), :meth:`place` rejects the rows
         outside it."""
         self.closed = False
-
-    # Registrars (KAI / Volcano names) ---------------------------------------------------------
-    def add_job_order_fn(
-        self, fn: collections.abc.Callable[[jobs.Job, jobs.Job], int], *, plugin: str
-    ) -> None:
-        self.hooks.job_order.add(fn, plugin=plugin)
-
-    def add_task_order_fn(
-        self, fn: collections.abc.Callable[[pods.PodInfo, pods.PodInfo], int], *, plugin: str
-    ) -> None:
-        self.hooks.task_order.add(fn, plugin=plugin)
-
-    def add_queue_order_fn(
-        self,
-        fn: collections.abc.Callable[[queues.QueueInfo, queues.QueueInfo], int],
-        *,
-        plugin: str,
-    ) -> None:
-        self.hooks.queue_order.add(fn, plugin=plugin)
-
-    def add_node_order_fn(self, fn: hooks.NodeScorer, *, plugin: str) -> None:
-        self.hooks.node_order.add(fn, plugin=plugin)
-
-    def add_predicate_fn(self, fn: hooks.NodePredicate, *, plugin: str) -> None:
-        self.hooks.predicates.add(fn, plugin=plugin)
-
-    def add_event_handler(
-        self,
-        *,
-        plugin: str,
-        allocate: collections.abc.Callable[[jobs.Event], None] | None = None,
-        deallocate: collections.abc.Callable[[jobs.Event], None] | None = None,
-    ) -> None:
-        if allocate is not None:
-            self.hooks.allocated.add(allocate, plugin=plugin)
-        if deallocate is not None:
-            self.hooks.deallocated.add(deallocate, plugin=plugin)
-
-    def add_job_valid_fn(
-        self, fn: collections.abc.Callable[[jobs.Job], statuses.Status], *, plugin: str
-    ) -> None:
-        self.hooks.job_valid.add(fn, plugin=plugin)
-
-    def add_job_ready_fn(
-        self, fn: collections.abc.Callable[[jobs.Job], statuses.Status], *, plugin: str
-    ) -> None:
-        self.hooks.job_ready.add(fn, plugin=plugin)
-
-    def add_job_pipelined_fn(
-        self, fn: collections.abc.Callable[[jobs.Job], statuses.Status], *, plugin: str
-    ) -> None:
-        self.hooks.job_pipelined.add(fn, plugin=plugin)
 
     # For actions -------------------------------------------------------------------------------
     def statement(self) -> statements.Statement:
@@ -602,9 +551,9 @@ def close_session(session: Session) -> decisions.CycleResult:
     finally:
         session.closed = True
         framework.handle.detach()
-    times = [t for fn in session.revisit_fns if (t := fn()) is not None]
-    if times:
-        session.revisit_at = min(times)
+    revisit_at = session.hooks.cycle_revisit_at()
+    if revisit_at is not None:
+        session.revisit_at = max(revisit_at, session.snapshot.now)
     left_out = session.parked
     for pod in session.pending:
         if pod.key not in session.placed and pod.key not in session.pod_why:

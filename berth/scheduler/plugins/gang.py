@@ -319,7 +319,7 @@ class Gang(interfaces.SessionPlugin):
 
     def on_session_open(self, session: sessions.Session) -> None:
         snapshot = session.snapshot
-        session.hooks.revisit_at.append(lambda job: self._revisit_at(session, job))
+        session.hooks.revisit_at.add(lambda job: self._revisit_at(session, job), plugin=NAME)
         # The session's jobs only: parked groups are not ordered (and there may be many).
         timed = self._default_timeout is not None or any(
             job.group.schedule_timeout_seconds for job in session.jobs.values()
@@ -372,9 +372,9 @@ class Gang(interfaces.SessionPlugin):
         def queued_at(job: jobs.Job) -> float:
             return job.queued_at
 
-        session.add_job_valid_fn(valid, plugin=NAME)
-        session.add_job_ready_fn(ready_status, plugin=NAME)
-        session.add_job_pipelined_fn(lambda job: ready_status(job, pipelined=True), plugin=NAME)
+        session.hooks.job_valid.add(valid, plugin=NAME)
+        session.hooks.job_ready.add(ready_status, plugin=NAME)
+        session.hooks.job_pipelined.add(lambda job: ready_status(job, pipelined=True), plugin=NAME)
         if timed:
             # A requeued group's place is as if it arrived when its current attempt began
             # (every queue order reads ``queued_at``; this key is priority-then-FIFO's).

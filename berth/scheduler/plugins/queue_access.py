@@ -51,7 +51,7 @@ class QueueAccess(interfaces.SessionPlugin):
     name = NAME
 
     def on_session_open(self, session: sessions.Session) -> None:
-        session.add_job_valid_fn(lambda job: access_status(job, session=session), plugin=NAME)
+        session.hooks.job_valid.add(lambda job: access_status(job, session=session), plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         """Nothing to drop: the callback lives and dies with the session."""

@@ -165,9 +165,9 @@ class SubGroups(interfaces.SessionPlugin):
                     )
             return statuses.SUCCESS
 
-        session.add_job_valid_fn(valid, plugin=NAME)
-        session.add_job_ready_fn(ready, plugin=NAME)
-        session.add_job_pipelined_fn(lambda job: ready(job, pipelined=True), plugin=NAME)
+        session.hooks.job_valid.add(valid, plugin=NAME)
+        session.hooks.job_ready.add(ready, plugin=NAME)
+        session.hooks.job_pipelined.add(lambda job: ready(job, pipelined=True), plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         return None

@@ -287,12 +287,12 @@ class Topology(interfaces.SessionPlugin):
                     scores += _together(session, job, ask, table=table)
             return scores
 
-        session.add_job_valid_fn(valid, plugin=NAME)
+        session.hooks.job_valid.add(valid, plugin=NAME)
         session.hooks.job_scopes.add(plan, plugin=NAME)
         if asks:
-            session.add_predicate_fn(follow, plugin=NAME)
+            session.hooks.predicates.add(follow, plugin=NAME)
         if preferring:
-            session.add_node_order_fn(together, plugin=NAME)
+            session.hooks.node_order.add(together, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         return None

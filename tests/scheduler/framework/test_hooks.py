@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -176,6 +177,25 @@ def test_first_wins_asks_only_the_first_registered() -> None:
     hook.add(lambda item: asked.append("second") or 2, plugin="Second")
     assert hook(ITEMS[0]) == 1
     assert asked == ["first"]
+
+
+def test_earliest_names_the_earliest_time_and_a_failure_means_at_once() -> None:
+    reports = Reports()
+    hook: hooks.Earliest[[Item]] = hooks.Earliest(report=reports)
+    assert hook(ITEMS[0]) is None
+    hook.add(lambda item: None, plugin="NoOpinion")
+    assert hook(ITEMS[0]) is None
+    hook.add(lambda item: 300.0, plugin="Later")
+    hook.add(lambda item: 120.0, plugin="Sooner")
+    assert hook(ITEMS[0]) == 120.0
+    assert reports.seen == []
+
+    def broken(item: Item) -> float | None:
+        raise KeyError("deadline")
+
+    hook.add(broken, plugin="Broken")
+    assert hook(ITEMS[0]) == -math.inf
+    assert reports.seen == [("Broken", "'deadline'")]
 
 
 def test_events_call_every_handler_in_order_even_after_one_raised() -> None:

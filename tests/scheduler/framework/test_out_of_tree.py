@@ -84,7 +84,7 @@ class Maintenance(
         def count(event: framework.Event) -> None:
             self.placed += 1
 
-        session.add_event_handler(plugin=self.name, allocate=count)
+        session.hooks.allocated.add(count, plugin=self.name)
 
     def on_session_close(self, session: framework.Session) -> None:
         self.published = self.placed

@@ -190,7 +190,8 @@ def test_event_handlers_see_every_change_in_order() -> None:
     def deallocated(event: jobs.Event) -> None:
         seen.append(f"-{event.pod.name}@{event.node}")
 
-    session.add_event_handler(plugin="Watcher", allocate=allocated, deallocate=deallocated)
+    session.hooks.allocated.add(allocated, plugin="Watcher")
+    session.hooks.deallocated.add(deallocated, plugin="Watcher")
     with session.statement() as stmt:
         stmt.allocate(pending(session, "g-0"), 0)
         stmt.pipeline(pending(session, "g-1"), 1)

@@ -9,6 +9,8 @@ test these aspects, with the default profile plus one out-of-tree session plugin
 - ``Ledger``'s allocate handler raising on one queue's pod: that queue takes nothing more this
   session (reason names the plugin), other queues go on;
 - ``Ledger`` raising when asked whether a queue is overused: the queue counts as overused;
+- ``Ledger`` raising when asked when a waiting job looks again: the cycle still places the
+  others and says so, and the job is asked again next cycle rather than parked;
 - the error is logged once per window, not once per cycle.
 """
 
@@ -31,7 +33,8 @@ from tests.scheduler.queues.runs import cpu_pod, queue
 
 
 class Ledger(framework.SessionPlugin):
-    """Raises where told: ``open``, ``allocate`` (for pods of queue ``bad``), ``overused``."""
+    """Raises where told: ``open``, ``allocate`` (for pods of queue ``bad``), ``overused``,
+    ``revisit`` (for jobs of queue ``bad``)."""
 
     name = "Ledger"
     at: typing.ClassVar[set[str]] = set()
@@ -44,7 +47,7 @@ class Ledger(framework.SessionPlugin):
             if "allocate" in self.at and event.pod.queue == "bad":
                 raise OverflowError("allocated overflows")
 
-        session.add_event_handler(plugin=self.name, allocate=allocated, deallocate=None)
+        session.hooks.allocated.add(allocated, plugin=self.name)
         if "overused" in self.at:
 
             def overused(queue: framework.QueueInfo) -> bool:
@@ -53,12 +56,22 @@ class Ledger(framework.SessionPlugin):
                 return False
 
             session.hooks.queue_overused.add(overused, plugin=self.name)
+        if "revisit" in self.at:
+
+            def revisit_at(job: framework.Job) -> float | None:
+                if job.queue == "bad":
+                    raise OverflowError("revisit time overflows")
+                return None
+
+            session.hooks.revisit_at.add(revisit_at, plugin=self.name)
 
     def on_session_close(self, session: sessions.Session) -> None:
         pass
 
 
-def scheduler(*at: str) -> tuple[loop.Scheduler, sim_cluster.InMemoryCluster]:
+def scheduler(
+    *at: str, hints: bool = False
+) -> tuple[loop.Scheduler, sim_cluster.InMemoryCluster]:
     Ledger.at = set(at)
     registry = in_tree.in_tree_registry()
     registry.merge(
@@ -78,7 +91,7 @@ def scheduler(*at: str) -> tuple[loop.Scheduler, sim_cluster.InMemoryCluster]:
         *[cpu_pod(f"good{i}", queue="good", created=runs.t(-50 + i)) for i in range(3)],
     ]:
         cluster.put(obj)
-    return loop.Scheduler(profile, registry=registry, clock=clock), cluster
+    return loop.Scheduler(profile, registry=registry, clock=clock, hints=hints), cluster
 
 
 def test_a_plugin_failing_to_open_holds_every_placement_with_its_reason() -> None:
@@ -106,6 +119,21 @@ def test_a_raising_overused_check_counts_the_queue_as_overused() -> None:
     result = sched.run_once(cluster, cluster)
     bound = {k.split("/")[1] for k in result.bindings()}
     assert bound == {"good0", "good1", "good2"}
+
+
+def test_a_raising_revisit_time_keeps_the_cycle_and_the_job_in_sight() -> None:
+    sched, cluster = scheduler("revisit", hints=True)
+    cluster.put(cpu_pod("huge", queue="bad", cpu="64", created=runs.t(-200)))
+    result = sched.run_once(cluster, cluster)
+    bound = {k.split("/")[1] for k in result.bindings()}
+    assert {"good0", "good1", "good2", "bad0", "bad1", "bad2"} <= bound
+    assert result.errors == ("plugin Ledger raised OverflowError: revisit time overflows",)
+    assert "Insufficient cpu" in result.pod_reasons["default/huge"]
+    # Nothing changed, yet the pod is tried again (one scheduling attempt): a job whose
+    # revisit time is unknown is not parked until something else happens.
+    again = sched.run_once(cluster, cluster)
+    assert len(again.attempt_seconds) == 1
+    assert again.errors == result.errors
 
 
 def test_a_recurring_error_is_logged_once_per_window(caplog: pytest.LogCaptureFixture) -> None:

@@ -206,9 +206,8 @@ class DynamicResources(
         hooks.device_requests.add(books.device_requests, plugin=NAME)
         hooks.claim_allocations.add(books.claim_allocations, plugin=NAME)
         self._hooks = hooks
-        session.add_event_handler(
-            plugin=NAME, allocate=self._on_allocated, deallocate=self._on_deallocated
-        )
+        session.hooks.allocated.add(self._on_allocated, plugin=NAME)
+        session.hooks.deallocated.add(self._on_deallocated, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         books, freeing = self._ledger, self._freeing

@@ -270,9 +270,8 @@ class GpuSharing(
             self._state = None  # no node offers GPUs: nothing to share, nothing to score
             return
         state = self._state = _Session(session, devices, self._args)
-        session.add_event_handler(
-            plugin=NAME, allocate=state.allocated, deallocate=state.deallocated
-        )
+        session.hooks.allocated.add(state.allocated, plugin=NAME)
+        session.hooks.deallocated.add(state.deallocated, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         self._state = None

@@ -119,7 +119,7 @@ class Proportion(interfaces.SessionPlugin):
         if rules.job_order.ordered_queues():
             registry.job_order.add_key(rules.job_order.job_order_key, plugin=NAME, leading=True)
         registry.queue_overused.add(rules.queue_order.overused, plugin=NAME)
-        session.add_job_valid_fn(admitting.job_valid, plugin=NAME)
+        registry.job_valid.add(admitting.job_valid, plugin=NAME)
         registry.allocatable.add(admitting.allocatable, plugin=NAME)
         registry.can_reclaim.add(reclaiming.can_reclaim, plugin=NAME)
         registry.reclaimable.add(reclaiming.reclaimable, plugin=NAME)
@@ -127,20 +127,19 @@ class Proportion(interfaces.SessionPlugin):
         registry.preemptable.add(reclaiming.preemptable, plugin=NAME)
         registry.preempts_across_queues.add(reclaiming.preempts_across_queues, plugin=NAME)
         registry.job_starving.add(guard.starving, plugin=NAME)
-        registry.revisit_at.append(guard.revisit_at)
-        registry.class_revisit_at.append(reclaiming.class_revisit_at)
+        registry.revisit_at.add(guard.revisit_at, plugin=NAME)
+        registry.class_revisit_at.add(reclaiming.class_revisit_at, plugin=NAME)
         registry.nominations.add(guard.nominations, plugin=NAME)
         registry.expected_start.add(guard.expected_start, plugin=NAME)
-        session.add_event_handler(
-            plugin=NAME, allocate=books.on_allocate, deallocate=books.on_deallocate
-        )
-        session.revisit_fns.append(guard.next_drain)
+        registry.allocated.add(books.on_allocate, plugin=NAME)
+        registry.deallocated.add(books.on_deallocate, plugin=NAME)
+        registry.cycle_revisit_at.add(guard.next_drain, plugin=NAME)
         if guard.threshold is not None or any(
             info.start_at is not None for info in session.snapshot.reservations.values()
         ):
             guard.take_holds()
             if guard.holds:
-                session.add_predicate_fn(guard.hold_filter, plugin=NAME)
+                registry.predicates.add(guard.hold_filter, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         rules, self._rules = self._rules, None

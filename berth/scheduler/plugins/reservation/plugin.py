@@ -195,8 +195,8 @@ class Reservation(
         if session.snapshot.reservations:
             session.hooks.labels_in_signature.add(lambda: True, plugin=NAME)
         # A reservation booked for later (``startAt``) is looked at again when it starts.
-        session.hooks.revisit_at.append(books.starts_at)
-        session.revisit_fns.append(books.next_start)
+        session.hooks.revisit_at.add(books.starts_at, plugin=NAME)
+        session.hooks.cycle_revisit_at.add(books.next_start, plugin=NAME)
 
     def on_session_close(self, session: sessions.Session) -> None:
         books, self._books = self._books, None
