@@ -22,9 +22,17 @@ import pathlib
 import typing
 
 import click
+import pydantic
 
 from berth.cli import bench_requests, e2e, soak
 from berth.cli import emulator as emulator_cli
+from berth.operator import errors as operator_errors
+from berth.operator import scheduling
+from berth.operator import settings as operator_settings
+from berth.scheduler.actions import registry as actions_registry
+from berth.scheduler.framework import errors as framework_errors
+from berth.scheduler.framework import profiles
+from berth.scheduler.plugins import registry as plugin_registry
 from berth.sim import benchmarks, gpusharing, pod_events, stress
 
 __all__ = ["command"]
@@ -188,6 +196,13 @@ def sim(jobs: int, nodes: int, seed: int, schedule_period: str) -> None:
     default=None,
     help="Also draw each queue's share over time, per system, into this PNG.",
 )
+@click.option(
+    "--berth-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+    default=None,
+    help="Run Berth with this configuration file (as berth run --config takes it: the "
+    "scheduler profile and settings) instead of its defaults.",
+)
 def peers(
     real: bool,
     nodes: int,
@@ -197,6 +212,7 @@ def peers(
     seed: int,
     timeout: float,
     plot: pathlib.Path | None,
+    berth_config: pathlib.Path | None,
 ) -> None:
     """The same batch Jobs to Kueue + kube-scheduler, then to Berth, on one cluster (JSON).
 
@@ -214,6 +230,8 @@ def peers(
         )
     if any(w <= 0 for w in parsed_weights):
         raise click.BadParameter(f"{weights!r}: weights must be above 0", param_hint="--weights")
+    if berth_config is not None:
+        _check_berth_config(berth_config)
     # berth.cli.peers imports the real control plane only when asked for it.
     from berth.cli import peers as peers_bench
 
@@ -224,6 +242,7 @@ def peers(
         seconds=(bounds[0], bounds[1]),
         seed=seed,
         timeout=timeout,
+        berth_config=berth_config,
     )
     if plot is not None and measured["complete"]:
         from berth.cli import peers_plot
@@ -235,6 +254,24 @@ def peers(
             "not everything finished: "
             + "; ".join(f"{e['error']} (logs: {e['logs']})" for e in measured["errors"])
         )
+
+
+def _check_berth_config(path: pathlib.Path) -> None:
+    """Refuse a configuration ``berth run --config`` would refuse, before any cluster starts:
+    its settings, then its profile, read as the operator reads them."""
+    try:
+        config = operator_settings.Settings(config=path)
+        profile = scheduling.load_profile(config.profile_document())
+        actions = {action.name for action in actions_registry.default_actions()}
+        profiles.resolve(profile, registry=plugin_registry.in_tree_registry(), actions=actions)
+    except (operator_errors.ConfigFileError, framework_errors.ProfileError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--berth-config") from None
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        raise click.BadParameter(problems, param_hint="--berth-config") from None
 
 
 def _numbers(text: str, option: str, kind: type[T]) -> list[T]:

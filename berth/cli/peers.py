@@ -15,7 +15,9 @@ played by KWOK) twice on it, one system at a time, each in a namespace of its ow
 2. **Berth**: the chart installed in scheduler mode, ``berth run`` as a process; one Queue per
    queue with the same weight; the same Jobs labelled with their Queue and naming Berth's
    scheduler; Berth derives each Job's gang of 4. No reclaim happens (the run times are below
-   the profile's 60 s ``reclaimMinRuntimeSeconds``).
+   the profile's 60 s ``reclaimMinRuntimeSeconds``). Berth runs with its default profile, or
+   with the configuration file ``berth_config`` names (``berth run --config``: a platform
+   team races its own profile), which the report records.
 
 A watch on each namespace's pods notes when each pod is bound and when it ends. Per system:
 
@@ -117,6 +119,7 @@ class PeersReport(typing.TypedDict):
     weights: dict[str, float]
     run_seconds: list[int]
     asked_cpu_seconds: int
+    berth_config: str | None  # the file Berth ran with (``berth run --config``); None: defaults
     machine: proc_usage.Machine
     errors: list[RunError]
     complete: bool
@@ -501,6 +504,14 @@ def _kueue_phase(
         manager.stop()
 
 
+def berth_command(config: pathlib.Path | None) -> list[str]:
+    """``berth run`` as the bench starts it: this interpreter's, with ``config`` if given."""
+    command = [str(pathlib.Path(sys.executable).parent / "berth"), "run", "--log-level", "warning"]
+    if config is not None:
+        command += ["--config", str(config.resolve())]
+    return command
+
+
 def _berth_phase(
     plane: controlplane.ControlPlane,
     specs: list[peers_workload.JobSpec],
@@ -509,16 +520,13 @@ def _berth_phase(
     nodes: int,
     concurrency: int,
     timeout: float,
+    config: pathlib.Path | None,
 ) -> SystemResult:
     installation = asyncio.run(install.install(plane, mode="scheduler"))
     port = processes.free_port()
     env = {**os.environ, **installation.environment(http_port=port, identity="bench")}
     env["BERTH_LEADER_ELECTION__ENABLED"] = "false"
-    berth = plane.spawn(
-        "berth",
-        [str(pathlib.Path(sys.executable).parent / "berth"), "run", "--log-level", "warning"],
-        env=env,
-    )
+    berth = plane.spawn("berth", berth_command(config), env=env)
     processes.wait_until("berth's caches", lambda: _berth_ready(port), timeout=180.0, watch=[berth])
 
     async def run() -> SystemResult:
@@ -552,6 +560,7 @@ def measure(
     seed: int = 1,
     concurrency: int = 16,
     timeout: float = 1800.0,
+    berth_config: pathlib.Path | None = None,
 ) -> PeersReport:
     """Run the benchmark (see the module docstring); the JSON-ready result, partial when
     something failed (``complete`` false, ``errors`` saying what)."""
@@ -573,6 +582,7 @@ def measure(
         "weights": queues,
         "run_seconds": list(seconds),
         "asked_cpu_seconds": sum(s.total_cpu * s.seconds for s in specs),
+        "berth_config": None if berth_config is None else str(berth_config),
         "machine": {"cpus": os.cpu_count(), "load_before": proc_usage.load_average()},
         "errors": [],
         "complete": False,
@@ -592,7 +602,13 @@ def measure(
                 plane, specs, queues, nodes=nodes, concurrency=concurrency, timeout=timeout
             )
             report["berth"] = _berth_phase(
-                plane, specs, queues, nodes=nodes, concurrency=concurrency, timeout=timeout
+                plane,
+                specs,
+                queues,
+                nodes=nodes,
+                concurrency=concurrency,
+                timeout=timeout,
+                config=berth_config,
             )
             _compare(report)
             report["complete"] = True

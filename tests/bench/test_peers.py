@@ -11,7 +11,10 @@ We test these aspects:
   distance otherwise; only oversubscribed samples count; idle capacity while waiting;
 - a report draws one panel per system, a held and a fair-share line per queue, and the titles
   carry the error, the rate and the partial gangs;
-- the CLI refuses bad input naming the option: no --real, bad weights or run times.
+- the CLI refuses bad input naming the option: no --real, bad weights or run times, a
+  --berth-config that berth run would refuse (settings, profile, YAML, a missing file), before
+  any cluster starts;
+- --berth-config reaches Berth: berth run gets it, and the report names it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pytest
 from hypothesis import strategies as st
 
 from berth.api import keys
-from berth.cli import main, peers_plot
+from berth.cli import main, peers, peers_plot
 from berth.cli import peers_workload as workload
 
 
@@ -153,3 +156,63 @@ def test_bad_input_is_refused_naming_the_option(args: list[str], message: str) -
     outcome = click.testing.CliRunner().invoke(main.cli, ["bench", "peers", *args])
     assert outcome.exit_code == 2, outcome.output
     assert message in outcome.output
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "plugins:\n  - name: Proportion\n    args: {starvationThresholdSeconds: -3}\n",
+            "plugins[0].args.starvationThresholdSeconds",
+        ),
+        ("plugins:\n  - name: NoSuchPlugin\n", "NoSuchPlugin"),
+        ("logLevel: loud\n", "unknown log level 'loud'"),
+        ("plugins: [\n", "YAML"),
+    ],
+)
+def test_a_berth_config_berth_run_would_refuse_is_refused_before_any_cluster(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
+    started: list[object] = []
+    monkeypatch.setattr(peers, "measure", lambda **kwargs: started.append(kwargs))
+    config = tmp_path / "berth.yaml"
+    config.write_text(text)
+    outcome = click.testing.CliRunner().invoke(
+        main.cli, ["bench", "peers", "--real", "--berth-config", str(config)]
+    )
+    assert outcome.exit_code == 2, outcome.output
+    assert "--berth-config" in outcome.output and message in outcome.output
+    assert started == []
+
+
+def test_a_missing_berth_config_is_refused(tmp_path: pathlib.Path) -> None:
+    outcome = click.testing.CliRunner().invoke(
+        main.cli, ["bench", "peers", "--real", "--berth-config", str(tmp_path / "none.yaml")]
+    )
+    assert outcome.exit_code == 2
+    assert "does not exist" in outcome.output
+
+
+def test_the_berth_config_reaches_berth_run_and_the_report(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "berth.yaml"
+    config.write_text(
+        "plugins:\n  - name: Gang\n  - name: Proportion\n"
+        "    args: {starvationThresholdSeconds: 30}\n"
+    )
+    asked: list[dict[str, object]] = []
+
+    def measure(**kwargs: object) -> dict[str, object]:
+        asked.append(kwargs)
+        return {"complete": True, "errors": [], "berth_config": str(kwargs["berth_config"])}
+
+    monkeypatch.setattr(peers, "measure", measure)
+    outcome = click.testing.CliRunner().invoke(
+        main.cli, ["bench", "peers", "--real", "--berth-config", str(config)]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    assert asked[0]["berth_config"] == config
+    command = peers.berth_command(config)
+    assert command[1:] == ["run", "--log-level", "warning", "--config", str(config.resolve())]
+    assert "--config" not in peers.berth_command(None)

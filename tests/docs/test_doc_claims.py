@@ -281,6 +281,14 @@ CLAIMS = (
         ("tests/cli/test_bench.py::test_bench_prints_one_json_object",),
     ),
     Claim("performance.md", "the must-shows at full size", why=_MEASURED),
+    Claim(
+        "performance.md",
+        "Berth runs its default profile, or the file `--berth-config` names",
+        (
+            "tests/bench/test_peers.py::test_the_berth_config_reaches_berth_run_and_the_report",
+            "tests/bench/test_peers.py::test_a_berth_config_berth_run_would_refuse_is_refused_before_any_cluster",
+        ),
+    ),
     Claim("performance.md", "**Not shown beyond noise.** Berth's stream medians", why=_MEASURED),
     # real-cluster.md
     Claim(
