@@ -11,6 +11,8 @@ We test these aspects:
 - eviction through the Eviction API with a ``Preempted`` Event; annotations (carried by the
   Binding when the same result binds the pod: no patch of the pod); nominations written once
   per node;
+- a message that changes while its condition reason stays is written at most every ten
+  seconds, its newest words then, even for a gang decided nothing since;
 - a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
   reason changes (``Unschedulable`` only for capacity, else the code), a gang's in one burst,
   a burst made stale by a newer decision never written, and one offered while an older
@@ -66,9 +68,15 @@ class Observer:
 class Harness:
     """An ApiSink with its workers and Event recorder running in the test's loop."""
 
-    def __init__(self, emulator: testing.RunningEmulator, api: clients.AsyncApiClient) -> None:
+    def __init__(
+        self,
+        emulator: testing.RunningEmulator,
+        api: clients.AsyncApiClient,
+        *,
+        clock: clocks.Clock | None = None,
+    ) -> None:
         self.emulator = emulator
-        self.clock = clocks.SystemClock()
+        self.clock = clock or clocks.SystemClock()
         self.cache = cluster_cache.ClusterCache()
         self.observer = Observer()
         self.recorder = events.EventRecorder(api, clock=self.clock)
@@ -416,6 +424,51 @@ async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> N
     assert (event["message"], event["count"]) == ("queue q is closed", 2)
     assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
     assert event["involvedObject"]["resourceVersion"]
+
+
+async def test_new_words_for_the_same_reason_wait_ten_seconds_then_land(
+    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
+) -> None:
+    # A starving gang's reason counts seconds: a cycle a second must not rewrite its pods
+    # (and Event them) a second; a quiet cycle after ten seconds writes the newest words,
+    # though the gang is parked and decided nothing since; a new reason is written at once.
+    conftest.create(berth_crds, conftest.node("n1"), plural="nodes", namespace=None)
+    clock = clocks.VirtualClock(1_800_000_000.0)
+    harness = Harness(berth_crds, connection.api, clock=clock)
+    try:
+        harness.add_pod("p")
+        harness.start()
+        status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
+
+        def starving(second: int) -> reasons.Reason:
+            return waiting(f"starving for {300 + second}s: expected in {20 - second}s")
+
+        harness.apply(marked("default/g", ("default/p", starving(0), True)))
+        await harness.settle()
+        for second in range(1, 10):
+            clock.advance(1.0)
+            harness.apply(marked("default/g", ("default/p", starving(second), True)))
+            await harness.settle()
+        assert harness.emulator.count("PATCH", status_path) == 1
+        assert scheduled_condition(harness, "p")[2] == starving(0).message
+        clock.advance(1.0)
+        harness.apply()  # parked: the cycle decides nothing for it
+        await harness.settle()
+        assert harness.emulator.count("PATCH", status_path) == 2
+        assert scheduled_condition(harness, "p") == ("False", "Unschedulable", starving(9).message)
+        (event,) = [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"]
+        assert event["message"] == starving(9).message
+        harness.apply()  # nothing more held back: nothing more written
+        await harness.settle()
+        assert harness.emulator.count("PATCH", status_path) == 2
+        clock.advance(1.0)
+        closed = reasons.new(reasons.ReasonCode.QUEUE_CLOSED, "queue q is closed")
+        harness.apply(marked("default/g", ("default/p", closed, False)))
+        await harness.settle()
+        assert harness.emulator.count("PATCH", status_path) == 3
+        assert scheduled_condition(harness, "p") == ("False", "QueueClosed", closed.message)
+    finally:
+        await harness.close()
 
 
 async def test_a_gang_is_written_in_one_burst_and_says_why(harness: Harness) -> None:

@@ -239,6 +239,10 @@ class ApiSink:
                 self._writes.put_nowait(prebind.Job(decision, 0.0))
         for plan in plans.values():
             self.resource_claims.abandon(plan)  # no binding of that pod in the result
+        # Words held back while a pod's condition reason stayed: due now, parked or not.
+        for burst in self.pending.due():
+            mark = decisions.MarkPending(group=burst.group, pods=burst.pods)
+            self._writes.put_nowait(prebind.Job(mark, 0.0, burst=burst))
 
     def hold_pending(self, held: collections.abc.Mapping[str, reasons.Reason]) -> None:
         """Keep the gangs of ``held`` off the autoscalers' list (gang key -> what their pods

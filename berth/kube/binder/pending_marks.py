@@ -11,6 +11,14 @@ signal Cluster Autoscaler and Karpenter act on — and otherwise the code of wha
   everything still waiting, and an unchanged one costs no request. It is still told to the
   Event recorder, which counts it into the pod's one ``FailedScheduling`` Event (at most once
   per its repeat window).
+- **New words at most every :data:`MESSAGE_REFRESH`.** A message that changes while its
+  condition reason stays (a starving gang's "waited 307s ... expected in 7s", a queue's
+  "30/29" share) is written at most every ten seconds per pod — kube-scheduler's longest
+  backoff between two attempts at an unschedulable pod, each of which rewrites its condition
+  — and its newest words then (:meth:`PendingMarks.due`, asked every cycle, also for a gang
+  parked since). Otherwise such a gang's pods were rewritten, with an Event each, every
+  cycle they waited. A new condition reason is written at once: it is what autoscalers and
+  users act on.
 - **A gang in one burst.** :meth:`PendingMarks.offer` turns one decision into one
   :class:`Burst` (the gang's pods whose condition changed); :meth:`PendingMarks.write` sends
   their patches together, so an autoscaler batching pending pods (Karpenter: one second idle,
@@ -41,13 +49,14 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import dataclasses
+import math
 
 from berth.kube.transport import events, pod_edits, rest, writes
 from berth.scheduler.framework import pending, reasons
 from berth.status import conditions
 from berth.util import clocks, keylocks, wakeups
 
-__all__ = ["Burst", "PendingMarks", "condition"]
+__all__ = ["MESSAGE_REFRESH", "Burst", "PendingMarks", "condition"]
 
 
 def condition(waiting: pending.PodPending, *, now: float) -> dict[str, object]:
@@ -74,6 +83,19 @@ class Burst:
 
 _Written = tuple[str, str]  # (condition reason, message) last written to a pod
 
+MESSAGE_REFRESH = 10.0
+"""Seconds between two writes of a pod's condition that change only its message."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Deferred:
+    """New words for a pod's condition, held until :data:`MESSAGE_REFRESH` has passed."""
+
+    group: str
+    waiting: pending.PodPending
+    ref: events.ObjectRef
+
+
 RETRY = writes.Retry(attempts=4, first=1.0, cap=4.0)
 """A failed condition write is sent again after 1, 2 and 4 seconds (then the next decision
 for the pod writes it): its gang may be parked, with no next decision soon."""
@@ -95,6 +117,8 @@ class PendingMarks:
         self._clock = clock
         self._recorder = recorder
         self._written: dict[str, _Written] = {}  # pod key -> what its condition says (or will)
+        self._written_at: dict[str, float] = {}  # pod key -> when that write was offered
+        self._deferred: dict[str, _Deferred] = {}  # pod key -> its newer words, not yet due
         self._writing = keylocks.KeyLocks()  # pods with a condition write in flight
         self._marks: dict[str, pending.MarkPending] = {}  # gang -> its last capacity decision
         self._gang_of: dict[str, str] = {}  # pod key -> its gang, for the kept decisions
@@ -116,19 +140,56 @@ class PendingMarks:
             decision = pending.withheld(decision, held)
         changed: list[pending.PodPending] = []
         refs: list[events.ObjectRef] = []
+        now = self._clock.now()
         for waiting in decision.pods:
-            now = (waiting.condition, waiting.reason.message)
-            if self._written.get(waiting.key) == now:
+            key = waiting.key
+            says = (waiting.condition, waiting.reason.message)
+            written = self._written.get(key)
+            if written == says:
                 # Still waiting for the same reason: the condition stands; the recorder counts
                 # the repeat into the pod's one FailedScheduling Event (at most once a while).
-                self._event(ref(waiting.key), waiting)
+                self._deferred.pop(key, None)
+                self._event(ref(key), waiting)
                 continue
-            self._written[waiting.key] = now
+            if (
+                written is not None
+                and written[0] == waiting.condition
+                and now < self._written_at.get(key, -math.inf) + MESSAGE_REFRESH
+            ):
+                self._deferred[key] = _Deferred(decision.group, waiting, ref(key))
+                continue
+            self._deferred.pop(key, None)
+            self._written[key], self._written_at[key] = says, now
             changed.append(waiting)
-            refs.append(ref(waiting.key))
+            refs.append(ref(key))
         if not changed:
             return None
         return Burst(group=decision.group, pods=tuple(changed), refs=tuple(refs))
+
+    def due(self) -> list[Burst]:
+        """The bursts of held-back words whose :data:`MESSAGE_REFRESH` has passed (a gang per
+        burst): the newest words each pod was given, now written."""
+        now = self._clock.now()
+        ready = [
+            held
+            for key, held in self._deferred.items()
+            if now >= self._written_at.get(key, -math.inf) + MESSAGE_REFRESH
+        ]
+        by_group: dict[str, list[_Deferred]] = {}
+        for held in ready:
+            key = held.waiting.key
+            del self._deferred[key]
+            self._written[key] = (held.waiting.condition, held.waiting.reason.message)
+            self._written_at[key] = now
+            by_group.setdefault(held.group, []).append(held)
+        return [
+            Burst(
+                group=group,
+                pods=tuple(held.waiting for held in pods),
+                refs=tuple(held.ref for held in pods),
+            )
+            for group, pods in sorted(by_group.items())
+        ]
 
     async def write(self, burst: Burst) -> None:
         """Write the burst's conditions together, then tell each pod's Event.
@@ -207,6 +268,8 @@ class PendingMarks:
         """The pod was placed or left: a later reason to wait is news again (and its gang's
         kept decision goes: the next cycle's says what the rest wait for)."""
         self._written.pop(key, None)
+        self._written_at.pop(key, None)
+        self._deferred.pop(key, None)
         gang = self._gang_of.pop(key, None)
         if gang is not None:
             self._drop(gang)
