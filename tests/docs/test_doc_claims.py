@@ -283,6 +283,12 @@ CLAIMS = (
     Claim("performance.md", "the must-shows at full size", why=_MEASURED),
     Claim(
         "performance.md",
+        "- `berth bench e2e --real` at its defaults (1000 nodes; `basic` scaled",
+        why=_MEASURED,
+    ),
+    Claim("performance.md", "**CPU: a write storm, bounded in part.**", why=_MEASURED),
+    Claim(
+        "performance.md",
         "Berth runs its default profile, or the file `--berth-config` names",
         (
             "tests/bench/test_peers.py::test_the_berth_config_reaches_berth_run_and_the_report",
