@@ -69,9 +69,7 @@ class Ledger(framework.SessionPlugin):
         pass
 
 
-def scheduler(
-    *at: str, hints: bool = False
-) -> tuple[loop.Scheduler, sim_cluster.InMemoryCluster]:
+def scheduler(*at: str, hints: bool = False) -> tuple[loop.Scheduler, sim_cluster.InMemoryCluster]:
     Ledger.at = set(at)
     registry = in_tree.in_tree_registry()
     registry.merge(
