@@ -8,11 +8,14 @@ status every observed PodGroup and Queue should have from the scheduler's last s
 cycle result (the :class:`Board`) with :func:`berth.status.cycles.desired` — the owners
 :mod:`berth.status.podgroups` and :mod:`berth.status.queues`, which ``berth sim`` uses too —
 compares it with the live status Kopf observed (:mod:`berth.controllers.observed`), and sends
-one JSON merge patch to the ``status`` subresource of each object that differs, a bounded number
-at a time. A pass coalesces everything that changed since the previous one, so a burst of cycles
-costs one write per object, and thousands of objects need no task (nor finalizer) each, which a
-Kopf daemon or timer per object would. The Events a change is worth (placed, why it waits, timed
-out, finished; a queue's tree becoming invalid) are recorded with it.
+one JSON merge patch to the ``status`` subresource of each object that differs, a bounded number at
+a time. A change that only rewords an object's conditions (a starving gang's reason counts its
+seconds) waits until :data:`~berth.status.conditions.MESSAGE_REFRESH` has passed since the object's
+last write, as a pod's does, and then the newest words are written: a waiting group is not
+rewritten, with an Event, after every cycle. A pass coalesces everything that changed since the
+previous one, so a burst of cycles costs one write per object, and thousands of objects need no task
+(nor finalizer) each, which a Kopf daemon or timer per object would. The Events a change is worth
+(placed, why it waits, timed out, finished; a queue's tree becoming invalid) are recorded with it.
 
 No handler runs on Kopf's *resume* of these kinds (a restart, a new leadership term): nothing
 could be written then (no cycle has run yet), the pass writes every status after the first
@@ -155,6 +158,7 @@ class StatusWriter:
         # key -> (the observed object the write was based on, the status written): until Kopf
         # observes the result, the same write is not sent again.
         self._written: dict[tuple[str, str], tuple[_Observed, custom_objects.ObjectStatus]] = {}
+        self._written_at: dict[tuple[str, str], float] = {}  # key -> when last written
         self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
@@ -241,8 +245,12 @@ class StatusWriter:
             if obj.kind == podgroups.KIND:
                 phases[str(typing.cast(custom_objects.PodGroupStatus, desired)["phase"])] += 1
             found = self._changed(obj, desired)
-            if found is not None:
+            if found is not None and not self._rewords_too_soon(obj, desired, now=now):
                 writes.append(self._write(obj, desired, found, raising=False))
+        # A write older than the refresh holds nothing back (nor does a deleted object's).
+        self._written_at = {
+            key: at for key, at in self._written_at.items() if now < at + conditions.MESSAGE_REFRESH
+        }
         if self._on_phases is not None:
             self._on_phases(dict(phases))
         self.passes += 1
@@ -262,6 +270,24 @@ class StatusWriter:
         if previous is not None and previous[0] is obj and previous[1] == desired:
             return None  # written already; Kopf has not observed the result yet
         return patch
+
+    def _rewords_too_soon(
+        self,
+        obj: observations.ObservedObject,
+        desired: custom_objects.ObjectStatus,
+        *,
+        now: float,
+    ) -> bool:
+        """Whether ``desired`` only rewords the conditions of ``obj``'s status (the one being
+        written, while Kopf has not observed it) within ``MESSAGE_REFRESH`` of its last write:
+        the words wait for a later pass."""
+        key = (obj.kind, obj.key)
+        at = self._written_at.get(key)
+        if at is None or now >= at + conditions.MESSAGE_REFRESH:
+            return False
+        previous = self._written.get(key)
+        base = previous[1] if previous is not None and previous[0] is obj else obj.status
+        return conditions.words_only(base, desired)
 
     async def _write(
         self,
@@ -286,6 +312,7 @@ class StatusWriter:
             return
         self.writes += 1
         self._written[(obj.kind, obj.key)] = (obj, desired)
+        self._written_at[(obj.kind, obj.key)] = self._clock.now()
 
     async def report_failure(self, obj: observations.ObservedObject, error: BaseException) -> None:
         """Say that ``obj``'s status handler failed: a Warning Event and the
