@@ -119,6 +119,15 @@ def merge_patch(
     return patch
 
 
+@dataclasses.dataclass(slots=True)
+class _Computed:
+    """An object's status as a pass computed it, and from what."""
+
+    inputs: tuple[object, ...] | None  # cycles.inputs (None: not kept; computed every pass)
+    desired: custom_objects.ObjectStatus | None
+    settled: bool = False  # the observed status is this one: nothing to compare or write
+
+
 class StatusWriter:
     """Writes PodGroup and Queue statuses for Kopf's handlers; see the module docstring."""
 
@@ -159,6 +168,9 @@ class StatusWriter:
         # observes the result, the same write is not sent again.
         self._written: dict[tuple[str, str], tuple[_Observed, custom_objects.ObjectStatus]] = {}
         self._written_at: dict[tuple[str, str], float] = {}  # key -> when last written
+        # key -> the status last computed and what it was computed from: equal inputs give it
+        # again (cycles.inputs), so a pass computes only the objects a cycle changed.
+        self._computed: dict[tuple[str, str], _Computed] = {}
         self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
@@ -234,19 +246,31 @@ class StatusWriter:
         now = self._clock.now()
         writes: list[collections.abc.Awaitable[None]] = []
         phases: collections.Counter[str] = collections.Counter()
+        kept: dict[tuple[str, str], _Computed] = {}
         for obj in [*self._objects.of_kind(podgroups.KIND), *self._objects.of_kind(queues.KIND)]:
-            try:
-                desired = self.desired(obj, facts, now=now)
-            except Exception as exc:  # one object's bug must not stop the others' statuses
-                self._computing.report(f"{obj.kind} {obj.key}", exc, now=now)
-                continue
+            key = (obj.kind, obj.key)
+            inputs = cycles.inputs(obj, facts)
+            computed = self._computed.get(key)
+            if computed is None or inputs is None or computed.inputs != inputs:
+                try:
+                    computed = _Computed(inputs, self.desired(obj, facts, now=now))
+                except Exception as exc:  # one object's bug must not stop the others' statuses
+                    self._computing.report(f"{obj.kind} {obj.key}", exc, now=now)
+                    continue
+            kept[key] = computed
+            desired = computed.desired
             if desired is None:
                 continue
             if obj.kind == podgroups.KIND:
                 phases[str(typing.cast(custom_objects.PodGroupStatus, desired)["phase"])] += 1
+            if computed.settled:
+                continue  # the same inputs gave the status it has
             found = self._changed(obj, desired)
-            if found is not None and not self._rewords_too_soon(obj, desired, now=now):
+            if found is None:
+                computed.settled = obj.status == desired
+            elif not self._rewords_too_soon(obj, desired, now=now):
                 writes.append(self._write(obj, desired, found, raising=False))
+        self._computed = kept  # deleted objects' go
         # A write older than the refresh holds nothing back (nor does a deleted object's).
         self._written_at = {
             key: at for key, at in self._written_at.items() if now < at + conditions.MESSAGE_REFRESH

@@ -12,6 +12,8 @@ We test these aspects:
 - new words for the same reason (a starving gang's countdown) wait until ten seconds have
   passed since the group's last write, then the newest are written, with their Event; a new
   reason is written at once;
+- a pass computes again the status of a group whose facts changed (a bound member starts
+  running), and only then: with the same facts and the status observed, nothing is written;
 - nothing is written before the scheduler's first snapshot; a group deleted meanwhile is no
   error;
 - the writes go through the write primitive with the leader's fence: once the Lease may be
@@ -216,6 +218,38 @@ async def test_new_words_for_the_same_reason_wait_ten_seconds(writer: Writer) ->
     )
     assert await writer.writer.write_once() == 1
     assert writer.stored("podgroups", "g")["status"]["conditions"][0]["reason"] == "QueueClosed"
+
+
+async def test_a_member_that_starts_running_is_counted(writer: Writer) -> None:
+    emulator = writer.emulator
+    conftest.create(emulator, b.pod_group("g", min_member=2), plural="podgroups")
+    for i in range(2):
+        bound = b.pod(f"g-{i}", group="g", cpu="100", memory=None, node="n1")
+        conftest.create(emulator, bound, plural="pods")
+    writer.observe("PodGroup", "podgroups", "g")
+    writer.cycle()
+    assert await writer.writer.write_once() == 1
+    assert writer.stored("podgroups", "g")["status"]["running"] == 0
+    writer.observe("PodGroup", "podgroups", "g")
+    for _ in range(2):  # the same facts, the status observed: nothing to write
+        writer.cycle()
+        assert await writer.writer.write_once() == 0
+
+    # Its group's counts of pending and placed pods stay; only the member's phase changes.
+    pods = emulator.call(emulator.api.resource, "v1", "pods")
+    emulator.call(
+        emulator.api.patch,
+        pods,
+        {"status": {"phase": "Running"}},
+        namespace="default",
+        name="g-0",
+        patch_type="application/merge-patch+json",
+        subresource="status",
+    )
+    writer.cycle()
+    assert await writer.writer.write_once() == 1
+    status = writer.stored("podgroups", "g")["status"]
+    assert (status["phase"], status["scheduled"], status["running"]) == ("Scheduled", 2, 1)
 
 
 def _group_ref(writer: Writer) -> events.ObjectRef:
