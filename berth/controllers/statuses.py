@@ -8,11 +8,14 @@ status every observed PodGroup and Queue should have from the scheduler's last s
 cycle result (the :class:`Board`) with :func:`berth.status.cycles.desired` — the owners
 :mod:`berth.status.podgroups` and :mod:`berth.status.queues`, which ``berth sim`` uses too —
 compares it with the live status Kopf observed (:mod:`berth.controllers.observed`), and sends
-one JSON merge patch to the ``status`` subresource of each object that differs, a bounded number
-at a time. A pass coalesces everything that changed since the previous one, so a burst of cycles
-costs one write per object, and thousands of objects need no task (nor finalizer) each, which a
-Kopf daemon or timer per object would. The Events a change is worth (placed, why it waits, timed
-out, finished; a queue's tree becoming invalid) are recorded with it.
+one JSON merge patch to the ``status`` subresource of each object that differs, a bounded number at
+a time. A change that only rewords an object's conditions (a starving gang's reason counts its
+seconds) waits until :data:`~berth.status.conditions.MESSAGE_REFRESH` has passed since the object's
+last write, as a pod's does, and then the newest words are written: a waiting group is not
+rewritten, with an Event, after every cycle. A pass coalesces everything that changed since the
+previous one, so a burst of cycles costs one write per object, and thousands of objects need no task
+(nor finalizer) each, which a Kopf daemon or timer per object would. The Events a change is worth
+(placed, why it waits, timed out, finished; a queue's tree becoming invalid) are recorded with it.
 
 No handler runs on Kopf's *resume* of these kinds (a restart, a new leadership term): nothing
 could be written then (no cycle has run yet), the pass writes every status after the first
@@ -116,6 +119,15 @@ def merge_patch(
     return patch
 
 
+@dataclasses.dataclass(slots=True)
+class _Computed:
+    """An object's status as a pass computed it, and from what."""
+
+    inputs: tuple[object, ...] | None  # cycles.inputs (None: not kept; computed every pass)
+    desired: custom_objects.ObjectStatus | None
+    settled: bool = False  # the observed status is this one: nothing to compare or write
+
+
 class StatusWriter:
     """Writes PodGroup and Queue statuses for Kopf's handlers; see the module docstring."""
 
@@ -155,6 +167,10 @@ class StatusWriter:
         # key -> (the observed object the write was based on, the status written): until Kopf
         # observes the result, the same write is not sent again.
         self._written: dict[tuple[str, str], tuple[_Observed, custom_objects.ObjectStatus]] = {}
+        self._written_at: dict[tuple[str, str], float] = {}  # key -> when last written
+        # key -> the status last computed and what it was computed from: equal inputs give it
+        # again (cycles.inputs), so a pass computes only the objects a cycle changed.
+        self._computed: dict[tuple[str, str], _Computed] = {}
         self._computing = reporting.OncePerWindow(logger, what="computing the status of")
         self.writes = 0
         """Status patches the API server accepted."""
@@ -230,19 +246,35 @@ class StatusWriter:
         now = self._clock.now()
         writes: list[collections.abc.Awaitable[None]] = []
         phases: collections.Counter[str] = collections.Counter()
+        kept: dict[tuple[str, str], _Computed] = {}
         for obj in [*self._objects.of_kind(podgroups.KIND), *self._objects.of_kind(queues.KIND)]:
-            try:
-                desired = self.desired(obj, facts, now=now)
-            except Exception as exc:  # one object's bug must not stop the others' statuses
-                self._computing.report(f"{obj.kind} {obj.key}", exc, now=now)
-                continue
+            key = (obj.kind, obj.key)
+            inputs = cycles.inputs(obj, facts)
+            computed = self._computed.get(key)
+            if computed is None or inputs is None or computed.inputs != inputs:
+                try:
+                    computed = _Computed(inputs, self.desired(obj, facts, now=now))
+                except Exception as exc:  # one object's bug must not stop the others' statuses
+                    self._computing.report(f"{obj.kind} {obj.key}", exc, now=now)
+                    continue
+            kept[key] = computed
+            desired = computed.desired
             if desired is None:
                 continue
             if obj.kind == podgroups.KIND:
                 phases[str(typing.cast(custom_objects.PodGroupStatus, desired)["phase"])] += 1
+            if computed.settled:
+                continue  # the same inputs gave the status it has
             found = self._changed(obj, desired)
-            if found is not None:
+            if found is None:
+                computed.settled = obj.status == desired
+            elif not self._rewords_too_soon(obj, desired, now=now):
                 writes.append(self._write(obj, desired, found, raising=False))
+        self._computed = kept  # deleted objects' go
+        # A write older than the refresh holds nothing back (nor does a deleted object's).
+        self._written_at = {
+            key: at for key, at in self._written_at.items() if now < at + conditions.MESSAGE_REFRESH
+        }
         if self._on_phases is not None:
             self._on_phases(dict(phases))
         self.passes += 1
@@ -262,6 +294,24 @@ class StatusWriter:
         if previous is not None and previous[0] is obj and previous[1] == desired:
             return None  # written already; Kopf has not observed the result yet
         return patch
+
+    def _rewords_too_soon(
+        self,
+        obj: observations.ObservedObject,
+        desired: custom_objects.ObjectStatus,
+        *,
+        now: float,
+    ) -> bool:
+        """Whether ``desired`` only rewords the conditions of ``obj``'s status (the one being
+        written, while Kopf has not observed it) within ``MESSAGE_REFRESH`` of its last write:
+        the words wait for a later pass."""
+        key = (obj.kind, obj.key)
+        at = self._written_at.get(key)
+        if at is None or now >= at + conditions.MESSAGE_REFRESH:
+            return False
+        previous = self._written.get(key)
+        base = previous[1] if previous is not None and previous[0] is obj else obj.status
+        return conditions.words_only(base, desired)
 
     async def _write(
         self,
@@ -286,6 +336,7 @@ class StatusWriter:
             return
         self.writes += 1
         self._written[(obj.kind, obj.key)] = (obj, desired)
+        self._written_at[(obj.kind, obj.key)] = self._clock.now()
 
     async def report_failure(self, obj: observations.ObservedObject, error: BaseException) -> None:
         """Say that ``obj``'s status handler failed: a Warning Event and the

@@ -8,6 +8,12 @@ conditions: a list holds one condition per type, sorted by type, other writers' 
 controllers do. :func:`timestamp` is the ``Time`` format those conditions, Events
 (:mod:`berth.kube.transport.events`) and admission's ``admitted-at`` annotation are written in. Pure
 functions of JSON dicts.
+
+A condition's *words* (its ``message``) may change while its ``status`` and ``reason`` stay: a
+starving gang's "waited 307s ... expected in 7s". Such a change is written at most every
+:data:`MESSAGE_REFRESH` (:func:`words_only` tells it apart), on pods
+(:mod:`berth.kube.binder.pending_marks`) as on PodGroups and Queues
+(:mod:`berth.controllers.statuses`); a new status or reason is written at once.
 """
 
 from __future__ import annotations
@@ -17,7 +23,12 @@ import collections.abc
 from berth.api import custom_objects, meta, objects
 from berth.util import clocks
 
-__all__ = ["find", "replaced", "timestamp", "updated"]
+__all__ = ["MESSAGE_REFRESH", "find", "replaced", "timestamp", "updated", "words_only"]
+
+MESSAGE_REFRESH = 10.0
+"""Seconds between two writes of an object's conditions that change only their words:
+kube-scheduler's longest backoff between two attempts at an unschedulable pod, each of which
+rewrites its condition."""
 
 _Status = custom_objects.ObjectStatus
 
@@ -63,3 +74,22 @@ def updated(
         "lastTransitionTime": since or timestamp(now),
     }
     return replaced(status, condition)
+
+
+def words_only(old: _Status, new: _Status) -> bool:
+    """Whether ``new`` differs from ``old`` only in its conditions' words (``message``, and the
+    ``lastTransitionTime`` an owner may move with them): nothing a controller acts on."""
+    return _without_words(old) == _without_words(new)
+
+
+def _without_words(status: _Status) -> dict[str, object]:
+    plain: dict[str, object] = dict(status)
+    listed = status.get("conditions")
+    if isinstance(listed, list):
+        plain["conditions"] = [
+            {k: v for k, v in c.items() if k not in ("message", "lastTransitionTime")}
+            if isinstance(c, collections.abc.Mapping)
+            else c
+            for c in listed
+        ]
+    return plain

@@ -20,7 +20,7 @@ from berth.scheduler.framework import decisions, reasons
 from berth.scheduler.snapshot import snapshots
 from berth.status import observations, podgroups, queues, scale_up
 
-__all__ = ["KINDS", "CycleFacts", "desired", "facts_of"]
+__all__ = ["KINDS", "CycleFacts", "desired", "facts_of", "inputs"]
 
 KINDS = (podgroups.KIND, queues.KIND)
 """The kinds whose status a cycle's facts give."""
@@ -59,6 +59,24 @@ def facts_of(
         usage=queues.usage_by_queue(snapshot) if not summaries else {},
         pods=queues.pods_by_queue(snapshot),
         scale_ups=scale_ups or {},
+    )
+
+
+def inputs(obj: observations.ObservedObject, facts: CycleFacts) -> tuple[object, ...] | None:
+    """Everything :func:`desired` reads about ``obj`` but the time, for a caller that keeps
+    the status it computed while these stay equal (the status pass: a cycle changes a few
+    of thousands of PodGroups). Snapshots share unchanged pods and groups, so comparing is
+    mostly identity. None for a Queue: its status reads every queue of the tree."""
+    if obj.kind != podgroups.KIND:
+        return None
+    snapshot = facts.snapshot
+    return (
+        obj,
+        snapshot.pod_groups.get(obj.key),
+        snapshot.members(obj.key),
+        facts.group_why.get(obj.key),
+        facts.places.get(obj.key),
+        facts.scale_ups.get(obj.key),
     )
 
 

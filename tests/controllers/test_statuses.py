@@ -9,6 +9,11 @@ We test these aspects:
 - a status already written is not written again while Kopf has not observed it yet (seconds
   later too: its conditions keep the transition time being written), nor once the observed
   status matches; a changed reason is written again;
+- new words for the same reason (a starving gang's countdown) wait until ten seconds have
+  passed since the group's last write, then the newest are written, with their Event; a new
+  reason is written at once;
+- a pass computes again the status of a group whose facts changed (a bound member starts
+  running), and only then: with the same facts and the status observed, nothing is written;
 - nothing is written before the scheduler's first snapshot; a group deleted meanwhile is no
   error;
 - the writes go through the write primitive with the leader's fence: once the Lease may be
@@ -171,6 +176,85 @@ async def test_writes_what_differs_and_explains(writer: Writer) -> None:
     assert await writer.writer.write_once() == 1
     assert writer.stored("podgroups", "g")["status"]["conditions"][0]["reason"] == "QueueClosed"
     assert writer.patches() == 3
+
+
+async def test_new_words_for_the_same_reason_wait_ten_seconds(writer: Writer) -> None:
+    conftest.create(writer.emulator, b.pod_group("g", min_member=2), plural="podgroups")
+    for i in range(2):
+        conftest.create(
+            writer.emulator, b.pod(f"g-{i}", group="g", cpu="100", memory=None), plural="pods"
+        )
+
+    def starving(waited: int) -> dict[str, why.Reason]:
+        text = f"starving for {waited}s: holding 1 node for the gang"
+        return {"default/g": why.new(why.ReasonCode.NOT_ENOUGH_RESOURCES, text)}
+
+    def message() -> str:
+        return str(writer.stored("podgroups", "g")["status"]["conditions"][0]["message"])
+
+    writer.observe("PodGroup", "podgroups", "g")
+    writer.cycle(reasons=starving(300))
+    assert await writer.writer.write_once() == 1
+    for waited in (303, 306, 309):  # Kopf observes each write; the count moves every cycle
+        writer.clock.advance(3)
+        writer.observe("PodGroup", "podgroups", "g")
+        writer.cycle(reasons=starving(waited))
+        assert await writer.writer.write_once() == 0
+    assert message() == "starving for 300s: holding 1 node for the gang"
+    writer.clock.advance(1.5)  # ten seconds since the last write: the newest words
+    writer.cycle(reasons=starving(310))
+    assert await writer.writer.write_once() == 1
+    assert message() == "starving for 310s: holding 1 node for the gang"
+    await writer.recorder.drain()
+    assert [s[:2] for s in writer.recorder.series(_group_ref(writer))] == [
+        ("FailedScheduling", "starving for 310s: holding 1 node for the gang")
+    ]
+
+    # A new reason is news: written at once, a second after the last write.
+    writer.clock.advance(1)
+    writer.observe("PodGroup", "podgroups", "g")
+    writer.cycle(
+        reasons={"default/g": why.new(why.ReasonCode.QUEUE_CLOSED, "queue team is closed")}
+    )
+    assert await writer.writer.write_once() == 1
+    assert writer.stored("podgroups", "g")["status"]["conditions"][0]["reason"] == "QueueClosed"
+
+
+async def test_a_member_that_starts_running_is_counted(writer: Writer) -> None:
+    emulator = writer.emulator
+    conftest.create(emulator, b.pod_group("g", min_member=2), plural="podgroups")
+    for i in range(2):
+        bound = b.pod(f"g-{i}", group="g", cpu="100", memory=None, node="n1")
+        conftest.create(emulator, bound, plural="pods")
+    writer.observe("PodGroup", "podgroups", "g")
+    writer.cycle()
+    assert await writer.writer.write_once() == 1
+    assert writer.stored("podgroups", "g")["status"]["running"] == 0
+    writer.observe("PodGroup", "podgroups", "g")
+    for _ in range(2):  # the same facts, the status observed: nothing to write
+        writer.cycle()
+        assert await writer.writer.write_once() == 0
+
+    # Its group's counts of pending and placed pods stay; only the member's phase changes.
+    pods = emulator.call(emulator.api.resource, "v1", "pods")
+    emulator.call(
+        emulator.api.patch,
+        pods,
+        {"status": {"phase": "Running"}},
+        namespace="default",
+        name="g-0",
+        patch_type="application/merge-patch+json",
+        subresource="status",
+    )
+    writer.cycle()
+    assert await writer.writer.write_once() == 1
+    status = writer.stored("podgroups", "g")["status"]
+    assert (status["phase"], status["scheduled"], status["running"]) == ("Scheduled", 2, 1)
+
+
+def _group_ref(writer: Writer) -> events.ObjectRef:
+    stored = writer.stored("podgroups", "g")
+    return events.ObjectRef("PodGroup", "g", "default", stored["metadata"]["uid"])
 
 
 async def test_nothing_is_written_before_the_first_snapshot(writer: Writer) -> None:

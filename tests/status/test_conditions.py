@@ -5,7 +5,9 @@ We test these aspects:
 - ``find`` returns the condition of a type, or None (no conditions, other types, junk entries);
 - ``updated`` keeps ``lastTransitionTime`` while the condition's status stays, moves it when
   the status changes, keeps other writers' types, and sorts the list by type;
-- ``replaced`` swaps in a whole condition of its type, copying the others.
+- ``replaced`` swaps in a whole condition of its type, copying the others;
+- ``words_only`` tells a change of a condition's message (and its transition time) from one
+  of its status, reason, type, another field or a condition added.
 """
 
 from __future__ import annotations
@@ -82,3 +84,31 @@ def test_replaced_copies_the_other_types() -> None:
     written = conditions.replaced({"conditions": [other]}, {"type": "Mine", "status": "False"})
     assert written == [{"type": "Mine", "status": "False"}, other]
     assert written[1] is not other
+
+
+def _waiting(message: str, since: str = EARLIER, **more: object) -> dict[str, typing.Any]:
+    condition = {"type": "Scheduled", "status": "False", "reason": "Starving"}
+    condition |= {"message": message, "lastTransitionTime": since}
+    return {"phase": "Inqueue", "conditions": [condition], **more}
+
+
+@pytest.mark.parametrize(
+    ("new", "only"),
+    [
+        (_waiting("waited 310s", since="2026-01-01T00:00:10Z"), True),
+        (_waiting("waited 300s"), True),
+        (_waiting("waited 300s", phase="Running"), False),
+        (_waiting("waited 300s", queuePosition=2), False),
+        ({**_waiting("waited 300s"), "conditions": []}, False),
+        (
+            {
+                "phase": "Inqueue",
+                "conditions": [{**_waiting("x")["conditions"][0], "reason": "QueueClosed"}],
+            },
+            False,
+        ),
+    ],
+    ids=["new-words", "same", "new-phase", "new-field", "condition-gone", "new-reason"],
+)
+def test_words_only_is_a_change_of_messages_alone(new: dict[str, typing.Any], only: bool) -> None:
+    assert conditions.words_only(_waiting("waited 300s"), new) is only

@@ -11,14 +11,13 @@ signal Cluster Autoscaler and Karpenter act on — and otherwise the code of wha
   everything still waiting, and an unchanged one costs no request. It is still told to the
   Event recorder, which counts it into the pod's one ``FailedScheduling`` Event (at most once
   per its repeat window).
-- **New words at most every :data:`MESSAGE_REFRESH`.** A message that changes while its
-  condition reason stays (a starving gang's "waited 307s ... expected in 7s", a queue's
-  "30/29" share) is written at most every ten seconds per pod — kube-scheduler's longest
-  backoff between two attempts at an unschedulable pod, each of which rewrites its condition
-  — and its newest words then (:meth:`PendingMarks.due`, asked every cycle, also for a gang
-  parked since). Otherwise such a gang's pods were rewritten, with an Event each, every
-  cycle they waited. A new condition reason is written at once: it is what autoscalers and
-  users act on.
+- **New words at most every** :data:`~berth.status.conditions.MESSAGE_REFRESH`. A message that
+  changes while its condition reason stays (a starving gang's "waited 307s ... expected in 7s", a
+  queue's "30/29" share) is written at most every ten seconds per pod — kube-scheduler's longest
+  backoff between two attempts at an unschedulable pod, each of which rewrites its condition — and
+  its newest words then (:meth:`PendingMarks.due`, asked every cycle, also for a gang parked since).
+  Otherwise such a gang's pods were rewritten, with an Event each, every cycle they waited. A new
+  condition reason is written at once: it is what autoscalers and users act on.
 - **A gang in one burst.** :meth:`PendingMarks.offer` turns one decision into one
   :class:`Burst` (the gang's pods whose condition changed); :meth:`PendingMarks.write` sends
   their patches together, so an autoscaler batching pending pods (Karpenter: one second idle,
@@ -56,7 +55,7 @@ from berth.scheduler.framework import pending, reasons
 from berth.status import conditions
 from berth.util import clocks, keylocks, wakeups
 
-__all__ = ["MESSAGE_REFRESH", "Burst", "PendingMarks", "condition"]
+__all__ = ["Burst", "PendingMarks", "condition"]
 
 
 def condition(waiting: pending.PodPending, *, now: float) -> dict[str, object]:
@@ -83,13 +82,10 @@ class Burst:
 
 _Written = tuple[str, str]  # (condition reason, message) last written to a pod
 
-MESSAGE_REFRESH = 10.0
-"""Seconds between two writes of a pod's condition that change only its message."""
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Deferred:
-    """New words for a pod's condition, held until :data:`MESSAGE_REFRESH` has passed."""
+    """New words for a pod's condition, held until ``MESSAGE_REFRESH`` has passed."""
 
     group: str
     waiting: pending.PodPending
@@ -154,7 +150,7 @@ class PendingMarks:
             if (
                 written is not None
                 and written[0] == waiting.condition
-                and now < self._written_at.get(key, -math.inf) + MESSAGE_REFRESH
+                and now < self._written_at.get(key, -math.inf) + conditions.MESSAGE_REFRESH
             ):
                 self._deferred[key] = _Deferred(decision.group, waiting, ref(key))
                 continue
@@ -167,13 +163,13 @@ class PendingMarks:
         return Burst(group=decision.group, pods=tuple(changed), refs=tuple(refs))
 
     def due(self) -> list[Burst]:
-        """The bursts of held-back words whose :data:`MESSAGE_REFRESH` has passed (a gang per
-        burst): the newest words each pod was given, now written."""
+        """The bursts of held-back words whose ``MESSAGE_REFRESH`` has passed (a gang per burst):
+        the newest words each pod was given, now written."""
         now = self._clock.now()
         ready = [
             held
             for key, held in self._deferred.items()
-            if now >= self._written_at.get(key, -math.inf) + MESSAGE_REFRESH
+            if now >= self._written_at.get(key, -math.inf) + conditions.MESSAGE_REFRESH
         ]
         by_group: dict[str, list[_Deferred]] = {}
         for held in ready:
