@@ -18,7 +18,15 @@ import yaml
 
 from berth.api import errors, keys, podgroups, pods, queues, reservations
 
-__all__ = ["MODELS", "Manifest", "format_location", "load", "load_documents", "problems_of"]
+__all__ = [
+    "MODELS",
+    "Manifest",
+    "describe",
+    "format_location",
+    "load",
+    "load_documents",
+    "problems_of",
+]
 
 Manifest: typing.TypeAlias = queues.Queue | podgroups.PodGroup | reservations.Reservation | pods.Pod
 
@@ -33,27 +41,39 @@ MODELS: collections.abc.Mapping[tuple[str, str], type[Manifest]] = {
 _SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def format_location(loc: tuple[int | str, ...]) -> str:
-    """A pydantic location as a field path: ``spec.owners[0].labelSelector``."""
+def format_location(loc: tuple[int | str, ...], *, whole: str = "(object)") -> str:
+    """A pydantic location as a field path: ``spec.owners[0].labelSelector`` (``whole`` for
+    the object itself)."""
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
             path += f".{part}" if path else str(part)
-    return path or "(object)"
+    return path or whole
 
 
-def problems_of(exc: pydantic.ValidationError) -> tuple[tuple[str, str], ...]:
-    """Each error of ``exc`` as ``(field path, message)``, in pydantic's order."""
+def problems_of(
+    exc: pydantic.ValidationError, *, whole: str = "(object)"
+) -> tuple[tuple[str, str], ...]:
+    """Each error of ``exc`` as ``(field path, message)``, in pydantic's order (``whole``: the
+    path of an error about the object itself)."""
     out = []
     for error in exc.errors(include_url=False):
         # Model validators report on the enclosing object; drop pydantic's "Value error, ".
         message = error["msg"].removeprefix("Value error, ")
         # Tagged unions and function validators add non-field parts ("function-after[...]").
         loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
-        out.append((format_location(loc), message))
+        out.append((format_location(loc, whole=whole), message))
     return tuple(out)
+
+
+def describe(
+    exc: pydantic.ValidationError, *, whole: str = "(object)", separator: str = "; "
+) -> str:
+    """Every error of ``exc`` as ``path: message``, joined by ``separator``: what Berth's
+    commands, webhooks and files say about input that does not validate."""
+    return separator.join(f"{path}: {message}" for path, message in problems_of(exc, whole=whole))
 
 
 def load_documents(

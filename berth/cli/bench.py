@@ -24,6 +24,7 @@ import typing
 import click
 import pydantic
 
+from berth.api import manifests
 from berth.cli import bench_requests, e2e, soak
 from berth.cli import emulator as emulator_cli
 from berth.operator import errors as operator_errors
@@ -267,10 +268,7 @@ def _check_berth_config(path: pathlib.Path) -> None:
     except (operator_errors.ConfigFileError, framework_errors.ProfileError) as exc:
         raise click.BadParameter(str(exc), param_hint="--berth-config") from None
     except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
+        problems = manifests.describe(exc, whole="settings")
         raise click.BadParameter(problems, param_hint="--berth-config") from None
 
 

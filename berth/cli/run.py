@@ -15,6 +15,7 @@ import typing
 import click
 import pydantic
 
+from berth.api import manifests
 from berth.kube.transport import errors as kube_errors
 from berth.operator import errors, main, scheduling, settings
 from berth.util import logging as berth_logging
@@ -95,16 +96,9 @@ def _load_settings(flags: dict[str, typing.Any]) -> settings.Settings:
     except errors.ConfigFileError as exc:
         click.echo(f"berth run: {exc}", err=True)
     except pydantic.ValidationError as exc:
-        click.echo(f"berth run: invalid settings:\n{_problems(exc)}", err=True)
+        problems = manifests.describe(exc, whole="settings", separator="\n  ")
+        click.echo(f"berth run: invalid settings:\n  {problems}", err=True)
     raise SystemExit(_USAGE)
-
-
-def _problems(exc: pydantic.ValidationError) -> str:
-    lines = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "settings"
-        lines.append(f"  {where}: {error['msg']}")
-    return "\n".join(lines)
 
 
 async def _run(config: settings.Settings) -> main.ExitCode:

@@ -56,7 +56,7 @@ import pydantic
 import pydantic.alias_generators
 from aiohttp import web
 
-from berth.api import access_reviews, core, keys, objects, patches
+from berth.api import access_reviews, core, keys, manifests, objects, patches
 from berth.controllers import registry as kopf_registry
 from berth.kube.admission import queue_access
 from berth.kube.transport import clients, credentials, discovery, errors, pod_edits, rest
@@ -396,10 +396,7 @@ class _KopfServer(kopf.WebhookServer):
         try:
             review = AdmissionReview.model_validate_json(raw)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-                for e in exc.errors(include_url=False)
-            )
+            problems = manifests.describe(exc, whole="body")
             logger.warning("malformed AdmissionReview from %s: %s", request.remote, problems)
             return _bad_request(f"malformed AdmissionReview: {problems}")
         if review.request.object is None and review.request.old_object is None:

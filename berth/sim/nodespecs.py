@@ -18,7 +18,7 @@ import re
 import pydantic
 
 from berth.api import errors as api_errors
-from berth.api import pods, quantities
+from berth.api import manifests, pods, quantities
 from berth.sim import errors, scenarios
 
 __all__ = ["parse"]
@@ -71,9 +71,7 @@ def parse(spec: str, *, index: int = 0) -> scenarios.NodePool:
             }
         )
     except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+        problems = manifests.describe(exc)
         raise errors.NodeSpecError(f"{spec!r}: {problems}") from None
 
 

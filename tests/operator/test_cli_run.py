@@ -179,8 +179,8 @@ def test_berth_run_by_default_answers_anonymous_requests_401_but_for_the_probes(
     ("args", "message"),
     [
         (["--config", "/nonexistent/profile.yaml"], "config file /nonexistent/profile.yaml"),
-        (["--log-level", "chatty"], "log_level: Value error, unknown log level 'chatty'"),
-        (["--eviction-wait", "soon"], "eviction_wait: Value error"),
+        (["--log-level", "chatty"], "log_level: unknown log level 'chatty'"),
+        (["--eviction-wait", "soon"], "eviction_wait: duration 'soon' is malformed"),
         (["--eviction-wait", "0s"], "eviction_wait: Input should be greater than 0"),
     ],
     ids=["missing-config", "bad-log-level", "bad-eviction-wait", "zero-eviction-wait"],
