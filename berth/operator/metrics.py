@@ -134,6 +134,9 @@ class Metrics:
         # The labelled children, kept: never removed from their metric.
         self._action_children: dict[str, prometheus_client.Histogram] = {}
         self._plugin_children: dict[tuple[str, str], prometheus_client.Histogram] = {}
+        self._attempt_children = {
+            result: self._attempts.labels(result=result.value) for result in AttemptResult
+        }
         self._victims = prometheus_client.Counter(
             f"{PREFIX}_preemption_victims_total",
             "Pods evicted to make room for others (reclaim and preemption).",
@@ -211,7 +214,7 @@ class Metrics:
     # Recording -----------------------------------------------------------------------------
     def record_attempt(self, result: AttemptResult, *, algorithm_seconds: float | None) -> None:
         """One pod's scheduling attempt; ``algorithm_seconds`` is None when none ran."""
-        self._attempts.labels(result=result.value).inc()
+        self._attempt_children[result].inc()
         if algorithm_seconds is not None:
             self._algorithm.observe(algorithm_seconds)
 
