@@ -13,6 +13,8 @@ We test these aspects:
   per node;
 - a message that changes while its condition reason stays is written at most every ten
   seconds, its newest words then, even for a gang decided nothing since;
+- a pod waiting for the same reason cycle after cycle has one ``FailedScheduling`` Event,
+  counted once a minute (``(x3 over 2m)``), as kube-scheduler's recorder counts it;
 - a pod's ``PodScheduled`` condition and ``FailedScheduling`` Event written only when the
   reason changes (``Unschedulable`` only for capacity, else the code), a gang's in one burst,
   a burst made stale by a newer decision never written, and one offered while an older
@@ -467,6 +469,35 @@ async def test_new_words_for_the_same_reason_wait_ten_seconds_then_land(
         await harness.settle()
         assert harness.emulator.count("PATCH", status_path) == 3
         assert scheduled_condition(harness, "p") == ("False", "QueueClosed", closed.message)
+    finally:
+        await harness.close()
+
+
+async def test_the_same_reason_every_cycle_is_counted_once_a_minute(
+    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
+) -> None:
+    conftest.create(berth_crds, conftest.node("n1"), plural="nodes", namespace=None)
+    clock = clocks.VirtualClock(1_800_000_000.0)
+    harness = Harness(berth_crds, connection.api, clock=clock)
+    try:
+        harness.add_pod("p")
+        harness.start()
+        fits = waiting("0/1 nodes fit: 1 Insufficient cpu")
+        counts = []
+        for second in range(131):  # a cycle a second, for two minutes and more
+            if second:
+                clock.advance(1.0)
+            harness.apply(marked("default/p", ("default/p", fits, True)))
+            await harness.settle()
+            if second in (59, 60, 119, 120, 130):
+                (event,) = [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"]
+                counts.append(event["count"])
+        assert counts == [1, 2, 2, 3, 3]
+        assert event["message"] == fits.message
+        assert (
+            harness.emulator.count("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}/status")
+            == 1
+        )
     finally:
         await harness.close()
 

@@ -10,7 +10,8 @@ signal Cluster Autoscaler and Karpenter act on — and otherwise the code of wha
   message) differs from the one last written for it; every cycle repeats the decisions of
   everything still waiting, and an unchanged one costs no request. It is still told to the
   Event recorder, which counts it into the pod's one ``FailedScheduling`` Event (at most once
-  per its repeat window).
+  per its repeat window) — told twice a window, not every cycle: the recorder would not count
+  the others, and a cycle's repeats for hundreds of waiting pods were a measurable cost.
 - **New words at most every** :data:`~berth.status.conditions.MESSAGE_REFRESH`. A message that
   changes while its condition reason stays (a starving gang's "waited 307s ... expected in 7s", a
   queue's "30/29" share) is written at most every ten seconds per pod — kube-scheduler's longest
@@ -119,6 +120,10 @@ class PendingMarks:
         self._marks: dict[str, pending.MarkPending] = {}  # gang -> its last capacity decision
         self._gang_of: dict[str, str] = {}  # pod key -> its gang, for the kept decisions
         self._held: collections.abc.Mapping[str, reasons.Reason] = {}  # gang -> what it says
+        self._told: dict[str, float] = {}  # pod key -> when its reason was last told to Events
+        # Twice per window: a repeat is counted at most half a window late, and the recorder,
+        # which forgets an object idle for a window, never forgets a waiting pod.
+        self._tell_every = recorder.repeat_seconds / 2 if recorder is not None else math.inf
         self.bursts = 0
         """Bursts written (tests, the bench)."""
 
@@ -145,7 +150,8 @@ class PendingMarks:
                 # Still waiting for the same reason: the condition stands; the recorder counts
                 # the repeat into the pod's one FailedScheduling Event (at most once a while).
                 self._deferred.pop(key, None)
-                self._event(ref(key), waiting)
+                if now >= self._told.get(key, -math.inf) + self._tell_every:
+                    self._event(ref(key), waiting)
                 continue
             if (
                 written is not None
@@ -266,6 +272,7 @@ class PendingMarks:
         self._written.pop(key, None)
         self._written_at.pop(key, None)
         self._deferred.pop(key, None)
+        self._told.pop(key, None)
         gang = self._gang_of.pop(key, None)
         if gang is not None:
             self._drop(gang)
@@ -306,6 +313,7 @@ class PendingMarks:
                     del self._gang_of[waiting.key]
 
     def _event(self, ref: events.ObjectRef, waiting: pending.PodPending) -> None:
+        self._told[waiting.key] = self._clock.now()
         if self._recorder is not None:
             self._recorder.record(
                 ref,

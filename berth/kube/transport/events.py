@@ -164,6 +164,11 @@ class EventRecorder:
         series.busy = True
         return self._enqueue(series)
 
+    @property
+    def repeat_seconds(self) -> float:
+        """How long the same reason and message again is not counted as a repeat."""
+        return self._repeat
+
     def series(self, ref: ObjectRef) -> list[tuple[str, str, int]]:
         """``(reason, message, count)`` of every series about ``ref`` (tests, debugging)."""
         held = self._objects.get(ref.key)
