@@ -2,8 +2,9 @@
 
 Kopf owns these kinds' statuses (docs/architecture.md, "Status owners"). :func:`register` adds,
 per kind, a Kopf change handler (``podgroup-status``, ``queue-status``: on create and on a
-change of the spec) and, on Kopf's startup, the kind's *cycle pass*: after every scheduling
-cycle (:meth:`StatusWriter.kick`) and at least every ``interval`` seconds, one pass computes the
+change of the spec) and, on Kopf's startup, the kind's *cycle pass*: after a scheduling cycle
+(:meth:`StatusWriter.kick`; at most one pass per :data:`PASS_SPACING`) and at least every
+``interval`` seconds, one pass computes the
 status every observed PodGroup and Queue should have from the scheduler's last snapshot and
 cycle result (the :class:`Board`) with :func:`berth.status.cycles.desired` — the owners
 :mod:`berth.status.podgroups` and :mod:`berth.status.queues`, which ``berth sim`` uses too —
@@ -60,6 +61,7 @@ __all__ = [
     "CONDITION_HANDLED",
     "HANDLER_FAILED",
     "MANAGERS",
+    "PASS_SPACING",
     "Board",
     "StatusWriter",
     "failure_message",
@@ -84,6 +86,11 @@ HANDLER_FAILED = "HandlerFailed"
 """The reason of that condition and of the Warning Event saying so."""
 RETRY_BACKOFF = 5.0
 """Seconds Kopf waits before retrying a failed status handler."""
+PASS_SPACING = 1.0
+"""Seconds at least between two passes: a pass reads the cycle's facts (every queue's pods,
+each waiting group's place in its line, the parked backlog's reasons), which grow with the
+standing backlog, and cycles run many times a second while pods stream in. Volcano writes
+its PodGroups' statuses once per one-second scheduling period too."""
 
 
 class Board(typing.Protocol):
@@ -189,8 +196,8 @@ class StatusWriter:
             except Exception:
                 logger.exception("status pass failed; retrying at the next one")
             await self._kicked.sleep(stop=stop, timeout=self._interval)
-            # A kick right after a pass waits a little, so a burst of cycles is one pass.
-            if await wakeups.sleep_or_stop(min(0.2, self._interval), stop=stop):
+            # A kick right after a pass waits, so a burst of cycles is one pass.
+            if await wakeups.sleep_or_stop(min(PASS_SPACING, self._interval), stop=stop):
                 return
 
     def _current(self) -> cycles.CycleFacts | None:

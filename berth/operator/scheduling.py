@@ -49,6 +49,7 @@ import collections
 import collections.abc
 import dataclasses
 import logging
+import math
 import time
 
 from berth.api import keys
@@ -578,6 +579,12 @@ class _Messages(collections.abc.Mapping[str, str]):
         return len(self._why)
 
 
+BACKLOG_GAUGES_EVERY = 1.0
+"""Seconds between two counts of the whole backlog for the gauges (pending pods by queue,
+waiting groups by reason): each walks every waiting pod or group, which would make a cycle's
+cost grow with the standing backlog; a scrape reads them every 15 s or more."""
+
+
 class _MetricsFeed:
     """Turns each cycle's result and snapshot into the operator's metrics."""
 
@@ -585,6 +592,7 @@ class _MetricsFeed:
         self._metrics = metrics
         self.started: float | None = None
         self._counted_reasons: collections.abc.Mapping[str, reasons.Reason] | None = None
+        self._backlog_counted = -math.inf  # time.monotonic() of the last count of the backlog
 
     def cycle(
         self, result: cycle_decisions.CycleResult, *, snapshot: snapshot_types.Snapshot | None
@@ -613,7 +621,11 @@ class _MetricsFeed:
             metrics.record_attempt(
                 outcome, algorithm_seconds=durations[i] if i < len(durations) else None
             )
-        if result.group_why is not self._counted_reasons:
+        now = time.monotonic()
+        backlog = now >= self._backlog_counted + BACKLOG_GAUGES_EVERY
+        if backlog:
+            self._backlog_counted = now
+        if backlog and result.group_why is not self._counted_reasons:
             # A skipped session repeats the last one's reasons (the same mapping): counting a
             # long backlog's again would cost what the skipped session saved.
             self._counted_reasons = result.group_why
@@ -625,11 +637,12 @@ class _MetricsFeed:
             metrics.count_preemption_victims(victims)
         if snapshot is None:
             return
-        waiting: collections.Counter[str] = collections.Counter()
-        for pod in snapshot.pending:
-            if pod.key not in bound:
-                waiting[pod.queue or "default"] += 1
-        metrics.set_pending_pods(waiting)
+        if backlog:
+            waiting: collections.Counter[str] = collections.Counter()
+            for pod in snapshot.pending:
+                if pod.key not in bound:
+                    waiting[pod.queue or "default"] += 1
+            metrics.set_pending_pods(waiting)
         summaries = result.queues
         metrics.set_queue_resources(
             allocated={name: s.allocated for name, s in summaries.items()},

@@ -27,7 +27,10 @@ they wait), so that what the autoscaler did for it can be read from its Events
 A gang's want lasts while any of its members still waits; a later ``MarkPending`` that waits
 for something other than capacity (its queue's limit, missing members) ends it, as do its
 members being placed (bound, assumed or admitted) or gone. Pods nothing looked at in a cycle
-(parked, ``NotTried``) keep their want.
+(parked, ``NotTried``) keep their want. A signal ends the same way, its members' placements
+noticed at most :data:`SIGNALS_SETTLE_EVERY` late: in scheduler mode every waiting gang has
+one, and looking at all of them every cycle would make a cycle's cost grow with the standing
+backlog.
 
 :class:`Planner` keeps the wants across cycles (pure: the operator's writer,
 :mod:`berth.kube.autoscaling.capacity_requests`, feeds it each cycle and makes the API objects);
@@ -44,6 +47,7 @@ import collections.abc
 import dataclasses
 import enum
 import hashlib
+import math
 import re
 import typing
 
@@ -60,6 +64,7 @@ __all__ = [
     "Owner",
     "Planner",
     "Purpose",
+    "SIGNALS_SETTLE_EVERY",
     "Signalled",
     "State",
     "Verdict",
@@ -181,6 +186,10 @@ def _reservation_buffers(snapshot: snapshots.Snapshot, queue: str | None) -> boo
     return False
 
 
+SIGNALS_SETTLE_EVERY = 1.0
+"""Seconds (of the snapshots' time) between two looks at every signal's members."""
+
+
 class Planner:
     """The wants, kept across cycles (see the module docstring)."""
 
@@ -189,6 +198,13 @@ class Planner:
         # Gangs whose pods' Unschedulable condition is their only ask (scheduler mode, no
         # request): group key -> (owner, members key -> uid, since when they wait).
         self._signals: dict[str, Signalled] = {}
+        self._signals_settled = -math.inf  # the snapshot time every signal was last looked at
+        self._signalled = 0  # counts changes of which gangs are signalled
+
+    @property
+    def signalled(self) -> int:
+        """A count that moves whenever a gang starts or stops being signalled."""
+        return self._signalled
 
     @property
     def wants(self) -> collections.abc.Mapping[str, Want]:
@@ -239,7 +255,7 @@ class Planner:
         key = str(owner)
         if not mark.capacity:
             self._wants.pop(key, None)  # it waits for something more nodes cannot give
-            self._signals.pop(mark.group, None)
+            self._unsignal(mark.group)
             return
         members = tuple(sorted(p.key for p in mark.pods))
         first = snapshot.pods.get(members[0]) if members else None
@@ -253,7 +269,7 @@ class Planner:
             self._wants.pop(key, None)  # scheduler mode: the pods' condition is the signal
             self._signal(snapshot, mark, owner=owner, members=members)
             return
-        self._signals.pop(mark.group, None)
+        self._unsignal(mark.group)
         had = self._wants.get(key)
         if had is not None and set(members) <= set(had.members):
             members = had.members  # a want never shrinks while its members wait
@@ -277,7 +293,12 @@ class Planner:
             uids = {**had.members, **uids}
             self._signals[mark.group] = dataclasses.replace(had, members=uids)
         else:
+            self._signalled += had is None
             self._signals[mark.group] = Signalled(owner, uids, since=snapshot.now)
+
+    def _unsignal(self, gang: str) -> None:
+        if self._signals.pop(gang, None) is not None:
+            self._signalled += 1
 
     def _reservation(self, snapshot: snapshots.Snapshot, told: decisions.Unschedulable) -> None:
         info = snapshot.reservations.get(told.key)
@@ -315,11 +336,14 @@ class Planner:
             waiting = [m for m in want.members if _waits(snapshot, m)]
             if not waiting:
                 del self._wants[key]
+        if snapshot.now < self._signals_settled + SIGNALS_SETTLE_EVERY:
+            return
+        self._signals_settled = snapshot.now
         for gang, signalled in list(self._signals.items()):
             if signalled.owner.kind == "PodGroup":
                 found = snapshot.pod_groups.get(gang)
                 if found is None or found.uid != signalled.owner.uid:
-                    del self._signals[gang]
+                    self._unsignal(gang)
                     continue
             members = {
                 m: uid
@@ -327,7 +351,7 @@ class Planner:
                 if _waits(snapshot, m) and snapshot.pods[m].uid == uid
             }
             if not members:
-                del self._signals[gang]
+                self._unsignal(gang)
             elif members != signalled.members:
                 self._signals[gang] = dataclasses.replace(signalled, members=members)
 

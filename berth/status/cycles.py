@@ -16,7 +16,7 @@ import collections.abc
 import dataclasses
 
 from berth.api import custom_objects
-from berth.scheduler.framework import decisions, reasons
+from berth.scheduler.framework import decisions, parking, reasons
 from berth.scheduler.snapshot import snapshots
 from berth.status import observations, podgroups, queues, scale_up
 
@@ -54,7 +54,11 @@ def facts_of(
     return CycleFacts(
         snapshot=snapshot,
         group_why=result.group_why if result is not None else {},
-        places=podgroups.positions(result.waiting) if result is not None else {},
+        # Every waiting group's place, read only if a PodGroup object is there to show one:
+        # a standing backlog of plain pods has thousands of places and no reader.
+        places=parking.Lazy(lambda: podgroups.positions(result.waiting))
+        if result is not None
+        else {},
         summaries=summaries,
         usage=queues.usage_by_queue(snapshot) if not summaries else {},
         pods=queues.pods_by_queue(snapshot),

@@ -39,6 +39,7 @@ from berth.kube.autoscaling import capacity_requests
 from berth.kube.transport import clients, events, writes
 from berth.scheduler.framework import decisions, pending, reasons
 from berth.scheduler.snapshot import cache as cluster_cache
+from berth.status import capacity_requests as plans
 from berth.status import conditions, scale_up
 from berth.util import clocks
 from tests import open_crds
@@ -562,9 +563,11 @@ async def test_karpenter_unable_to_fit_a_member_is_said_on_the_group(world: Worl
     assert (said["type"], said["involvedObject"]["name"]) == ("Warning", "g")
     assert said["message"] == verdict.message
     assert world.writer.sent == 0  # nothing made, nothing evicted
-    # Placed (the NodePool grew): the verdict goes with the wait.
+    # Placed (the NodePool grew): the verdict goes with the wait, at the planner's next look
+    # at every signal (at most a second later).
     for key in MEMBERS:
         world.cache.assume_pod(key, node="n1")
+    world.clock.advance(plans.SIGNALS_SETTLE_EVERY)
     world.cycle()
     await world.requests.reconcile()
     assert world.requests.verdicts == {}

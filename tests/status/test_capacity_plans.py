@@ -148,6 +148,9 @@ def test_a_scheduler_mode_gang_without_a_class_is_a_signal_while_it_waits_for_no
     cycle(run, planner)
     assert planner.signals["default/g"].since > since
     run.put(b.node("n2", cpu="8"))
+    cycle(run, planner)  # placed: noticed at the planner's next look at every signal
+    assert list(planner.signals) == ["default/g"]
+    run.clock.advance(plans.SIGNALS_SETTLE_EVERY)
     cycle(run, planner)
     assert planner.signals == {}
     # Gated (admission mode) or with a class, the gang asks with a request instead.

@@ -168,10 +168,10 @@ class CapacityRequests:
             for d in result.of_kind(decisions.Unschedulable)
             if d.subject is decisions.Subject.RESERVATION
         ]
-        before = dict(self.planner.wants), set(self.planner.signals)
+        before = dict(self.planner.wants), self.planner.signalled
         wants = self.planner.cycle(snapshot, marks=marks, gated=gated, reservations=told)
         self._cycles += 1
-        if (wants, set(self.planner.signals)) != before or self._cycles == 1:
+        if (wants, self.planner.signalled) != before or self._cycles == 1:
             self._wake.wake()
 
     def note(self, group: str) -> str | None:
