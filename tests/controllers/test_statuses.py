@@ -236,16 +236,7 @@ async def test_a_member_that_starts_running_is_counted(writer: Writer) -> None:
         assert await writer.writer.write_once() == 0
 
     # Its group's counts of pending and placed pods stay; only the member's phase changes.
-    pods = emulator.call(emulator.api.resource, "v1", "pods")
-    emulator.call(
-        emulator.api.patch,
-        pods,
-        {"status": {"phase": "Running"}},
-        namespace="default",
-        name="g-0",
-        patch_type="application/merge-patch+json",
-        subresource="status",
-    )
+    conftest.set_phase(emulator, "g-0", "Running")
     writer.cycle()
     assert await writer.writer.write_once() == 1
     status = writer.stored("podgroups", "g")["status"]

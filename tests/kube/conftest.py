@@ -92,6 +92,22 @@ def create(
     return dict(written.object)
 
 
+def set_phase(
+    emulator: testing.RunningEmulator, name: str, phase: str, *, namespace: str = "default"
+) -> None:
+    """Write pod ``name``'s ``status.phase``, as its kubelet would."""
+    pods = emulator.call(emulator.api.resource, "v1", "pods")
+    emulator.call(
+        emulator.api.patch,
+        pods,
+        {"status": {"phase": phase}},
+        namespace=namespace,
+        name=name,
+        patch_type="application/merge-patch+json",
+        subresource="status",
+    )
+
+
 async def until(
     predicate: collections.abc.Callable[[], bool], *, timeout: float = 10.0, step: float = 0.02
 ) -> None:

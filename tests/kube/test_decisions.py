@@ -48,6 +48,7 @@ from tests.kube import conftest
 
 Object = dict[str, typing.Any]
 BINDING = "/api/v1/namespaces/{namespace}/pods/{name}/binding"
+POD_STATUS = "/api/v1/namespaces/{namespace}/pods/{name}/status"
 
 
 def waiting(message: str) -> reasons.Reason:
@@ -160,6 +161,23 @@ async def harness(
     running = Harness(berth_crds, connection.api)
     try:
         yield running
+    finally:
+        await running.close()
+
+
+@pytest.fixture
+async def timed(
+    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
+) -> collections.abc.AsyncIterator[tuple[Harness, clocks.VirtualClock]]:
+    """A harness with one node and one pod ``p``, on virtual time (the test says when seconds
+    pass, not the machine's load)."""
+    conftest.create(berth_crds, conftest.node("n1"), plural="nodes", namespace=None)
+    clock = clocks.VirtualClock(1_800_000_000.0)
+    running = Harness(berth_crds, connection.api, clock=clock)
+    running.add_pod("p")
+    running.start()
+    try:
+        yield running, clock
     finally:
         await running.close()
 
@@ -417,8 +435,7 @@ async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> N
     closed = reasons.new(reasons.ReasonCode.QUEUE_CLOSED, "queue q is closed")
     harness.apply(marked("default/p", ("default/p", closed, False)))
     await harness.settle()
-    status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
-    assert harness.emulator.count("PATCH", status_path) == 2
+    assert harness.emulator.count("PATCH", POD_STATUS) == 2
     # Not capacity: the reason is the code, which no autoscaler acts on.
     assert scheduled_condition(harness, "p") == ("False", "QueueClosed", "queue q is closed")
     # One Event for the pod's one reason: the new message replaced the old, counted.
@@ -429,77 +446,59 @@ async def test_pod_reason_is_written_only_when_it_changes(harness: Harness) -> N
 
 
 async def test_new_words_for_the_same_reason_wait_ten_seconds_then_land(
-    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
+    timed: tuple[Harness, clocks.VirtualClock],
 ) -> None:
     # A starving gang's reason counts seconds: a cycle a second must not rewrite its pods
     # (and Event them) a second; a quiet cycle after ten seconds writes the newest words,
     # though the gang is parked and decided nothing since; a new reason is written at once.
-    conftest.create(berth_crds, conftest.node("n1"), plural="nodes", namespace=None)
-    clock = clocks.VirtualClock(1_800_000_000.0)
-    harness = Harness(berth_crds, connection.api, clock=clock)
-    try:
-        harness.add_pod("p")
-        harness.start()
-        status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
+    harness, clock = timed
 
-        def starving(second: int) -> reasons.Reason:
-            return waiting(f"starving for {300 + second}s: expected in {20 - second}s")
+    def starving(second: int) -> reasons.Reason:
+        return waiting(f"starving for {300 + second}s: expected in {20 - second}s")
 
-        harness.apply(marked("default/g", ("default/p", starving(0), True)))
-        await harness.settle()
-        for second in range(1, 10):
-            clock.advance(1.0)
-            harness.apply(marked("default/g", ("default/p", starving(second), True)))
-            await harness.settle()
-        assert harness.emulator.count("PATCH", status_path) == 1
-        assert scheduled_condition(harness, "p")[2] == starving(0).message
+    harness.apply(marked("default/g", ("default/p", starving(0), True)))
+    await harness.settle()
+    for second in range(1, 10):
         clock.advance(1.0)
-        harness.apply()  # parked: the cycle decides nothing for it
+        harness.apply(marked("default/g", ("default/p", starving(second), True)))
         await harness.settle()
-        assert harness.emulator.count("PATCH", status_path) == 2
-        assert scheduled_condition(harness, "p") == ("False", "Unschedulable", starving(9).message)
-        (event,) = [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"]
-        assert event["message"] == starving(9).message
-        harness.apply()  # nothing more held back: nothing more written
-        await harness.settle()
-        assert harness.emulator.count("PATCH", status_path) == 2
-        clock.advance(1.0)
-        closed = reasons.new(reasons.ReasonCode.QUEUE_CLOSED, "queue q is closed")
-        harness.apply(marked("default/g", ("default/p", closed, False)))
-        await harness.settle()
-        assert harness.emulator.count("PATCH", status_path) == 3
-        assert scheduled_condition(harness, "p") == ("False", "QueueClosed", closed.message)
-    finally:
-        await harness.close()
+    assert harness.emulator.count("PATCH", POD_STATUS) == 1
+    assert scheduled_condition(harness, "p")[2] == starving(0).message
+    clock.advance(1.0)
+    harness.apply()  # parked: the cycle decides nothing for it
+    await harness.settle()
+    assert harness.emulator.count("PATCH", POD_STATUS) == 2
+    assert scheduled_condition(harness, "p") == ("False", "Unschedulable", starving(9).message)
+    (event,) = [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"]
+    assert event["message"] == starving(9).message
+    harness.apply()  # nothing more held back: nothing more written
+    await harness.settle()
+    assert harness.emulator.count("PATCH", POD_STATUS) == 2
+    clock.advance(1.0)
+    closed = reasons.new(reasons.ReasonCode.QUEUE_CLOSED, "queue q is closed")
+    harness.apply(marked("default/g", ("default/p", closed, False)))
+    await harness.settle()
+    assert harness.emulator.count("PATCH", POD_STATUS) == 3
+    assert scheduled_condition(harness, "p") == ("False", "QueueClosed", closed.message)
 
 
 async def test_the_same_reason_every_cycle_is_counted_once_a_minute(
-    berth_crds: testing.RunningEmulator, connection: clients.AsyncConnection
+    timed: tuple[Harness, clocks.VirtualClock],
 ) -> None:
-    conftest.create(berth_crds, conftest.node("n1"), plural="nodes", namespace=None)
-    clock = clocks.VirtualClock(1_800_000_000.0)
-    harness = Harness(berth_crds, connection.api, clock=clock)
-    try:
-        harness.add_pod("p")
-        harness.start()
-        fits = waiting("0/1 nodes fit: 1 Insufficient cpu")
-        counts = []
-        for second in range(131):  # a cycle a second, for two minutes and more
-            if second:
-                clock.advance(1.0)
-            harness.apply(marked("default/p", ("default/p", fits, True)))
-            await harness.settle()
-            if second in (59, 60, 119, 120, 130):
-                (event,) = [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"]
-                counts.append(event["count"])
-        assert counts == [1, 2, 2, 3, 3]
-        assert event["message"] == fits.message
-        assert (
-            harness.emulator.count("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}/status")
-            == 1
-        )
-    finally:
-        await harness.close()
+    harness, clock = timed
+    fits = waiting("0/1 nodes fit: 1 Insufficient cpu")
+    counts = []
+    for second in range(131):  # a cycle a second, for two minutes and more
+        if second:
+            clock.advance(1.0)
+        harness.apply(marked("default/p", ("default/p", fits, True)))
+        await harness.settle()
+        if second in (59, 60, 119, 120, 130):
+            (event,) = [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"]
+            counts.append(event["count"])
+    assert counts == [1, 2, 2, 3, 3]
+    assert event["message"] == fits.message
+    assert harness.emulator.count("PATCH", POD_STATUS) == 1
 
 
 async def test_a_gang_is_written_in_one_burst_and_says_why(harness: Harness) -> None:
@@ -534,8 +533,7 @@ async def test_a_superseded_burst_writes_nothing(harness: Harness) -> None:
     harness.start()
     await harness.settle()
     assert scheduled_condition(harness, "p") == ("False", "NotEnoughPods", second.message)
-    status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
-    assert harness.emulator.count("PATCH", status_path) == 1
+    assert harness.emulator.count("PATCH", POD_STATUS) == 1
 
 
 async def test_a_newer_reason_lands_after_an_older_one_still_in_flight(
@@ -545,7 +543,6 @@ async def test_a_newer_reason_lands_after_an_older_one_still_in_flight(
     # (it waits for nodes) while the first patch is slow: the newer reason must be what
     # stays on the pod, or an autoscaler never learns that the pod needs a node.
     harness.add_pod("p")
-    status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
     harness.emulator.faults.add(
         faults.Fault("PATCH", "/api/v1/namespaces/*/pods/p/status", delay=0.5)
     )
@@ -553,22 +550,21 @@ async def test_a_newer_reason_lands_after_an_older_one_still_in_flight(
     alone = reasons.new(reasons.ReasonCode.NOT_ENOUGH_PODS, "waiting for pods: 1/2 created")
     harness.apply(marked("default/g", ("default/p", alone, False)))
     for _ in range(500):  # bounded: the first patch is sent at once
-        if harness.emulator.count("PATCH", status_path):
+        if harness.emulator.count("PATCH", POD_STATUS):
             break
         await asyncio.sleep(0.01)
-    assert harness.emulator.count("PATCH", status_path) == 1
+    assert harness.emulator.count("PATCH", POD_STATUS) == 1
     room = waiting("0/2 nodes fit: 2 Insufficient cpu")
     harness.apply(marked("default/g", ("default/p", room, True)))
     await harness.settle()
     assert scheduled_condition(harness, "p") == ("False", "Unschedulable", room.message)
-    assert harness.emulator.count("PATCH", status_path) == 2
+    assert harness.emulator.count("PATCH", POD_STATUS) == 2
 
 
 async def test_a_failed_condition_write_is_sent_again(harness: Harness) -> None:
     # The API server times out the first write (as an overloaded one does): the gang is
     # decided once (parked afterwards), so the binder itself must send it again.
     harness.add_pod("p")
-    status_path = "/api/v1/namespaces/{namespace}/pods/{name}/status"
     harness.emulator.faults.add(
         faults.Fault("PATCH", "/api/v1/namespaces/*/pods/p/status", status=504)
     )
@@ -577,7 +573,7 @@ async def test_a_failed_condition_write_is_sent_again(harness: Harness) -> None:
     harness.apply(marked("default/g", ("default/p", room, True)))
     await harness.settle()
     assert scheduled_condition(harness, "p") == ("False", "Unschedulable", room.message)
-    assert harness.emulator.count("PATCH", status_path) == 2
+    assert harness.emulator.count("PATCH", POD_STATUS) == 2
     assert harness.sink.pending.written("default/p") == ("Unschedulable", room.message)
 
 

@@ -145,16 +145,7 @@ async def test_foreign_pod_leaves_the_cache_when_it_finishes(
     running.start()
     await asyncio.wait_for(running.informers.synced.wait(), 10)
     assert "default/other" in running.pods()
-    pods = emulator.call(emulator.api.resource, "v1", "pods")
-    emulator.call(
-        emulator.api.patch,
-        pods,
-        {"status": {"phase": "Succeeded"}},
-        namespace="default",
-        name="other",
-        subresource="status",
-        patch_type="application/merge-patch+json",
-    )
+    conftest.set_phase(emulator, "other", "Succeeded")
     await conftest.until(lambda: "default/other" not in running.pods())
 
 
