@@ -157,16 +157,7 @@ async def test_running_pod_status_churn_does_not_wake_the_scheduler(
     running.start()
     await asyncio.wait_for(running.informers.synced.wait(), 10)
     running.trigger.clear()
-    pods = emulator.call(emulator.api.resource, "v1", "pods")
-    emulator.call(
-        emulator.api.patch,
-        pods,
-        {"status": {"phase": "Running"}},
-        namespace="default",
-        name="busy",
-        subresource="status",
-        patch_type="application/merge-patch+json",
-    )
+    conftest.set_phase(emulator, "busy", "Running")
     conftest.create(emulator, conftest.pod("marker", scheduler="other"), plural="pods")
     # The pods informer saw both events once the marker's (later) event is through.
     await conftest.until(
