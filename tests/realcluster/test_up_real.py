@@ -78,7 +78,7 @@ def test_up_real_runs_the_examples_then_stops_everything(tmp_path: pathlib.Path)
         for folder in sorted(p for p in (ROOT / "examples").iterdir() if p.name[:2].isdigit()):
             up.out("apply", "-f", str(folder))
         wait = f"--timeout={cluster.WAIT}"
-        up.out("wait", "queue/research", "--for=jsonpath={.status.children[0]}=team-a", wait)
+        up.until_says("get", "queue/research", "-o", "jsonpath={.status.children}", says="team-a")
         for i in range(4):
             up.out("wait", f"pod/train-{i}", "--for=jsonpath={.status.phase}=Running", wait)
         up.out("wait", "reservation/train-capacity", "--for=jsonpath={.status.phase}=Succeeded",

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -48,6 +49,21 @@ class Running:
         done = self.kubectl(*args, input=input, check=False)
         assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr.strip()}"
         return done.stdout
+
+    def until_says(self, *args: str, says: str, timeout: float = 120.0) -> str:
+        """``kubectl ARGS`` asked again until its output holds ``says``: ``kubectl wait
+        --for=jsonpath`` on a list's element fails at once while the list is still empty (the
+        status not written yet) instead of waiting for it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = self.kubectl(*args, check=False)
+            if done.returncode == 0 and says in done.stdout:
+                return done.stdout
+            assert time.monotonic() < deadline, (
+                f"kubectl {' '.join(args)} did not say {says!r} in {timeout:.0f} s: "
+                f"{(done.stdout or done.stderr).strip()}"
+            )
+            time.sleep(0.5)
 
     def follow(self) -> None:
         """Keep collecting what the command prints, in the background (for long tests)."""
