@@ -686,6 +686,7 @@ class ClusterCache:
             namespace_labels=namespaces,
             pending=pod_views.pending,
             gated=pod_views.gated,
+            awaiting_group=pod_views.awaiting_group,
             pod_groups=self._groups.view(),
             queues=queue_views,
             reservations=self._reservations.view(),

@@ -100,6 +100,9 @@ class Snapshot:
     )
     # The GPU workload mix arriving, as the cache learned it (gpumix; the prior by default).
     gpu_mix: gpumix.View = dataclasses.field(default_factory=gpumix.Mix().view)
+    # Berth's waiting pods (pending or gated) that wait for a group from their owners, sorted
+    # by key, as the cache keeps them; None: not known (``awaiting_owner_group`` looks).
+    awaiting_group: tuple[_PodInfo, ...] | None = None
     # ``pending`` by group key (None: plain pods), sorted by key, as the cache keeps it; a
     # snapshot built otherwise (or replaced) has none, and ``pending_but`` walks ``pending``.
     pending_index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]] | None = (
@@ -126,6 +129,14 @@ class Snapshot:
             index = placedgroups.scan(self.pod_groups)
             object.__setattr__(self, "placed_index", index)
         return index
+
+    def awaiting_owner_group(self) -> tuple[_PodInfo, ...]:
+        """Berth's waiting pods that wait for a group from their owners (``awaiting_group``),
+        sorted by key. With the cache's index this costs those pods, not the whole backlog."""
+        if self.awaiting_group is not None:
+            return self.awaiting_group
+        waiting = (p for p in (*self.pending, *self.gated) if p.awaiting_group)
+        return tuple(sorted(waiting, key=_by_key))
 
     def pending_but(self, groups: collections.abc.Mapping[str, object], /) -> list[_PodInfo]:
         """``pending`` but the pods of ``groups`` (by group key), sorted by key. With the

@@ -27,7 +27,9 @@ We test these aspects:
   from the final objects at once, every snapshot's per-queue usage equals a recount, its
   pending pods by group leave out what filtering its pending pods would, its placed groups by
   queue (and those with a limit of their own or a failure mark) are what walking every group
-  finds, before and after later changes, and no pod's priority is below its priority floor.
+  finds, before and after later changes, and no pod's priority is below its priority floor;
+- the pods waiting for a group from their owners are kept apart (grouped or placed, they
+  leave).
 """
 
 from __future__ import annotations
@@ -631,3 +633,29 @@ def test_a_pod_group_status_update_changes_nothing() -> None:
     made.update_pod_group(b.pod_group("train", min_member=2, queue="default"))
     changed = made.snapshot(2.0).changes
     assert changed is not None and "default/train" in changed.groups
+
+
+def test_the_pods_awaiting_a_group_from_their_owners_are_kept_apart() -> None:
+    live = cache.ClusterCache(group_by_owner=True)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "w", "uid": "j1", "controller": True}
+
+    def owned(name: str, **kwargs: typing.Any) -> dict[str, typing.Any]:
+        obj = b.pod(name, **kwargs)
+        obj["metadata"]["ownerReferences"] = [job]
+        return obj
+
+    live.update_pod(owned("w-0"))
+    live.update_pod(owned("w-1", gates=["example.com/hold"]))
+    live.update_pod(b.pod("plain"))
+    snap = live.snapshot(b.EPOCH)
+    walked = dataclasses.replace(snap, awaiting_group=None).awaiting_owner_group()
+    assert [p.key for p in snap.awaiting_owner_group()] == ["default/w-0", "default/w-1"]
+    assert snap.awaiting_owner_group() == walked
+    # Grouped (Berth wrote its group), or placed: neither waits for a group any more.
+    grouped = owned("w-0", group="w")
+    grouped["metadata"]["annotations"] = {keys.GROUPED_BY_ANNOTATION: "Job"}
+    live.update_pod(grouped)
+    live.update_pod(owned("w-1", node="n1"))
+    later = live.snapshot(b.EPOCH)
+    assert later.awaiting_owner_group() == ()
+    assert [p.key for p in snap.awaiting_owner_group()] == ["default/w-0", "default/w-1"]
