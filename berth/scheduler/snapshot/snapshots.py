@@ -103,6 +103,9 @@ class Snapshot:
     # Berth's waiting pods (pending or gated) that wait for a group from their owners, sorted
     # by key, as the cache keeps them; None: not known (``awaiting_owner_group`` looks).
     awaiting_group: tuple[_PodInfo, ...] | None = None
+    # Keys of Berth's pods that stopped waiting (placed or assumed, ended, deleted, replaced)
+    # since the cache's previous snapshot (the one ``changes.since`` names); None: not known.
+    stopped_waiting: frozenset[str] | None = None
     # ``pending`` by group key (None: plain pods), sorted by key, as the cache keeps it; a
     # snapshot built otherwise (or replaced) has none, and ``pending_but`` walks ``pending``.
     pending_index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]] | None = (
