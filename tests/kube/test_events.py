@@ -4,7 +4,8 @@ We test these aspects:
 
 - an Event lands as ``kubectl get events`` reads it: involved object (uid and resourceVersion
   included), reason, message, type, source, reporting component and instance, timestamps;
-  cluster-scoped objects' Events go to ``default``;
+  cluster-scoped objects' Events go to ``default``; Events of one object recorded at one
+  instant are named apart (the object's name, then client-go's time suffix);
 - repeats are aggregated: one Event per object and reason, whose ``count`` and
   ``lastTimestamp`` grow when the reason repeats after the repeat window or its message
   changes; the same again sooner is not counted; ``kubectl describe`` finds the Event by uid
@@ -86,6 +87,17 @@ async def test_an_event_lands_as_kubectl_reads_it(
     assert event["count"] == 1
     printed = emulator.kubectl("get", "events", "-o", "name").stdout
     assert printed.startswith("event/p.")
+
+
+async def test_events_of_one_object_at_one_instant_get_names_of_their_own(
+    emulator: testing.RunningEmulator, recorder: events.EventRecorder
+) -> None:
+    for reason in ("FailedScheduling", "Preempted", "Scheduled"):
+        recorder.record(POD, type=events.NORMAL, reason=reason, message="m")
+    await recorder.drain()
+    names = [e["metadata"]["name"] for e in stored_events(emulator)]  # type: ignore[index]
+    assert len(set(names)) == 3
+    assert all(name.startswith("p.") for name in names)
 
 
 async def test_cluster_scoped_objects_events_go_to_default(
