@@ -16,7 +16,8 @@ We test these aspects:
   counted;
 - ``CacheSource`` leaves out pods in binding backoff (with queueing hints, a pod whose backoff
   ends is tried again though the cache did not change) and remembers its last snapshot; its
-  node view shows allocatable, requested and free per resource.
+  node view shows allocatable, requested and free per resource; it hands on the cache's
+  indexes of pending pods by group and of placed groups (unless it left pods out).
 """
 
 from __future__ import annotations
@@ -236,6 +237,8 @@ def test_cache_source_leaves_out_pods_in_backoff(virtual_clock: clocks.VirtualCl
     assert source.last is None
     taken = source.snapshot()
     assert [p.key for p in taken.pending] == ["default/b"]
+    assert taken.pending_index is None  # not the cache's pending pods: sessions walk them
+    assert taken.placed_index is not None
     assert source.last is taken
     view = source.node("n1")
     assert view is not None
@@ -244,6 +247,23 @@ def test_cache_source_leaves_out_pods_in_backoff(virtual_clock: clocks.VirtualCl
     assert view["freeMilli"]["cpu"] == 3900  # type: ignore[index]
     assert view["pods"] == ["default/c"]
     assert source.node("nowhere") is None
+
+
+def test_cache_source_hands_on_the_caches_indexes(virtual_clock: clocks.VirtualClock) -> None:
+    """Without them every session would walk the whole standing backlog to leave out its
+    parked work, and every group to find the placed ones."""
+    cache = cluster_cache.ClusterCache()
+    cache.add_node(conftest.node("n1", cpu="4"))
+    for name in ("a", "b"):
+        cache.add_pod(
+            conftest.pod(name) | {"metadata": {"name": name, "namespace": "default", "uid": name}}
+        )
+    source = snapshots.CacheSource(cache, clock=virtual_clock, backoffs=Holding(set()))
+    taken = source.snapshot()
+    assert taken.pending_index is not None
+    assert [p.key for p in taken.pending_index[None]] == ["default/a", "default/b"]
+    assert taken.pending_changed == frozenset({None})
+    assert taken.placed_index is not None
 
 
 def test_a_pod_whose_backoff_ends_is_tried_though_the_cache_did_not_change(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import operator
+import typing
 
 from berth.scheduler.snapshot import (
     changes,
@@ -132,6 +133,18 @@ class Snapshot:
             index = placedgroups.scan(self.pod_groups)
             object.__setattr__(self, "placed_index", index)
         return index
+
+    def but(self, **fields: typing.Any) -> Snapshot:
+        """This snapshot with ``fields`` replaced, keeping the cache's indexes that still hold
+        (``dataclasses.replace`` alone leaves them all out, and every cycle would then walk the
+        whole backlog): the pending index unless ``pending`` is replaced, the placed groups
+        unless ``pod_groups`` is."""
+        made = dataclasses.replace(self, **fields)
+        if "pending" not in fields and self.pending_index is not None:
+            made.with_pending_index(self.pending_index, changed=self.pending_changed)
+        if "pod_groups" not in fields and self.placed_index is not None:
+            made.with_placed_groups(self.placed_index)
+        return made
 
     def awaiting_owner_group(self) -> tuple[_PodInfo, ...]:
         """Berth's waiting pods that wait for a group from their owners (``awaiting_group``),
