@@ -77,6 +77,7 @@ from berth.scheduler.framework import decisions as cycle_decisions
 from berth.scheduler.framework import handles, pending, profiles, reasons, registries
 from berth.scheduler.plugins import registry as plugin_registry
 from berth.scheduler.snapshot import cache as cluster_cache
+from berth.scheduler.snapshot import cowmaps
 from berth.scheduler.snapshot import snapshots as snapshot_types
 from berth.util import clocks, wakeups
 from berth.workloads import interop
@@ -580,9 +581,14 @@ class _Messages(collections.abc.Mapping[str, str]):
 
 
 BACKLOG_GAUGES_EVERY = 1.0
-"""Seconds between two counts of the whole backlog for the gauges (pending pods by queue,
-waiting groups by reason): each walks every waiting pod or group, which would make a cycle's
-cost grow with the standing backlog; a scrape reads them every 15 s or more."""
+"""Seconds at least between two counts of the whole backlog for the gauges (pending pods by
+queue, waiting groups by reason): each walks every waiting pod or group, which would make a
+cycle's cost grow with the standing backlog; a scrape reads them every 15 s or more."""
+
+BACKLOG_GAUGES_SHARE = 0.02
+"""The share of one core the counts may take: after a count that took ``t`` seconds, the
+next waits ``t / BACKLOG_GAUGES_SHARE`` if that is longer than :data:`BACKLOG_GAUGES_EVERY`
+(a longer backlog is counted less often, never at a greater cost)."""
 
 
 class _MetricsFeed:
@@ -592,7 +598,7 @@ class _MetricsFeed:
         self._metrics = metrics
         self.started: float | None = None
         self._counted_reasons: collections.abc.Mapping[str, reasons.Reason] | None = None
-        self._backlog_counted = -math.inf  # time.monotonic() of the last count of the backlog
+        self._backlog_due = -math.inf  # time.monotonic() when the backlog may be counted again
 
     def cycle(
         self, result: cycle_decisions.CycleResult, *, snapshot: snapshot_types.Snapshot | None
@@ -622,27 +628,16 @@ class _MetricsFeed:
                 outcome, algorithm_seconds=durations[i] if i < len(durations) else None
             )
         now = time.monotonic()
-        backlog = now >= self._backlog_counted + BACKLOG_GAUGES_EVERY
-        if backlog:
-            self._backlog_counted = now
-        if backlog and result.group_why is not self._counted_reasons:
-            # A skipped session repeats the last one's reasons (the same mapping): counting a
-            # long backlog's again would cost what the skipped session saved.
-            self._counted_reasons = result.group_why
-            metrics.set_waiting_reasons(
-                collections.Counter(why.code.value for why in result.group_why.values())
-            )
+        if now >= self._backlog_due:
+            began = time.perf_counter()
+            self._count_backlog(result, snapshot=snapshot, bound=bound)
+            took = time.perf_counter() - began
+            self._backlog_due = now + max(BACKLOG_GAUGES_EVERY, took / BACKLOG_GAUGES_SHARE)
         victims = len(result.of_kind(cycle_decisions.EvictPod))
         if victims:
             metrics.count_preemption_victims(victims)
         if snapshot is None:
             return
-        if backlog:
-            waiting: collections.Counter[str] = collections.Counter()
-            for pod in snapshot.pending:
-                if pod.key not in bound:
-                    waiting[pod.queue or "default"] += 1
-            metrics.set_pending_pods(waiting)
         summaries = result.queues
         metrics.set_queue_resources(
             allocated={name: s.allocated for name, s in summaries.items()},
@@ -653,3 +648,26 @@ class _MetricsFeed:
             r.phase for r in snapshot.reservations.values()
         )
         metrics.set_reservation_phases(phases)
+
+    def _count_backlog(
+        self,
+        result: cycle_decisions.CycleResult,
+        *,
+        snapshot: snapshot_types.Snapshot | None,
+        bound: collections.abc.Mapping[str, str],
+    ) -> None:
+        """The gauges of the whole backlog: waiting groups by reason, pending pods by queue."""
+        if result.group_why is not self._counted_reasons:
+            # A skipped session repeats the last one's reasons (the same mapping): counting a
+            # long backlog's again would cost what the skipped session saved.
+            self._counted_reasons = result.group_why
+            self._metrics.set_waiting_reasons(
+                collections.Counter(why.code.value for why in result.group_why.values())
+            )
+        if snapshot is None:
+            return
+        waiting: collections.Counter[str] = collections.Counter()
+        for pod in cowmaps.in_any_order(snapshot.pending):
+            if pod.key not in bound:
+                waiting[pod.queue or "default"] += 1
+        self._metrics.set_pending_pods(waiting)

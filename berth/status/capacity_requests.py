@@ -27,10 +27,12 @@ they wait), so that what the autoscaler did for it can be read from its Events
 A gang's want lasts while any of its members still waits; a later ``MarkPending`` that waits
 for something other than capacity (its queue's limit, missing members) ends it, as do its
 members being placed (bound, assumed or admitted) or gone. Pods nothing looked at in a cycle
-(parked, ``NotTried``) keep their want. A signal ends the same way, its members' placements
-noticed at most :data:`SIGNALS_SETTLE_EVERY` late: in scheduler mode every waiting gang has
-one, and looking at all of them every cycle would make a cycle's cost grow with the standing
-backlog.
+(parked, ``NotTried``) keep their want. A signal ends the same way; in scheduler mode every
+waiting gang has one, and looking at all of them every cycle would make a cycle's cost grow
+with the standing backlog, so a cycle looks only at the signals of the pods the cache says
+stopped waiting and of the groups it says changed since its previous snapshot (all of them, at
+most every :data:`SIGNALS_SETTLE_EVERY`, after a snapshot that did not follow the last one
+seen).
 
 :class:`Planner` keeps the wants across cycles (pure: the operator's writer,
 :mod:`berth.kube.autoscaling.capacity_requests`, feeds it each cycle and makes the API objects);
@@ -56,7 +58,7 @@ from berth.scheduler.framework import decisions, pending
 from berth.scheduler.snapshot import queues
 
 if typing.TYPE_CHECKING:
-    from berth.scheduler.snapshot import snapshots
+    from berth.scheduler.snapshot import changes, snapshots
 
 __all__ = [
     "Fit",
@@ -187,7 +189,8 @@ def _reservation_buffers(snapshot: snapshots.Snapshot, queue: str | None) -> boo
 
 
 SIGNALS_SETTLE_EVERY = 1.0
-"""Seconds (of the snapshots' time) between two looks at every signal's members."""
+"""Seconds (of the snapshots' time) between two looks at every signal's members, when the
+cache cannot say which pods stopped waiting (a snapshot missed, or one built by hand)."""
 
 
 class Planner:
@@ -199,6 +202,9 @@ class Planner:
         # request): group key -> (owner, members key -> uid, since when they wait).
         self._signals: dict[str, Signalled] = {}
         self._signals_settled = -math.inf  # the snapshot time every signal was last looked at
+        self._gangs_of: dict[str, set[str]] = {}  # a signalled member's key -> its gangs
+        self._seen: changes.Changes | None = None  # the last snapshot's change counters
+        self._look_at_all = True  # a snapshot did not follow the last: look at every signal
         self._signalled = 0  # counts changes of which gangs are signalled
 
     @property
@@ -294,11 +300,25 @@ class Planner:
             self._signals[mark.group] = dataclasses.replace(had, members=uids)
         else:
             self._signalled += had is None
+            if had is not None:
+                self._unindex(mark.group, had.members)
             self._signals[mark.group] = Signalled(owner, uids, since=snapshot.now)
+        for member in uids:
+            self._gangs_of.setdefault(member, set()).add(mark.group)
 
     def _unsignal(self, gang: str) -> None:
-        if self._signals.pop(gang, None) is not None:
+        signalled = self._signals.pop(gang, None)
+        if signalled is not None:
             self._signalled += 1
+            self._unindex(gang, signalled.members)
+
+    def _unindex(self, gang: str, members: collections.abc.Iterable[str]) -> None:
+        for member in members:
+            gangs = self._gangs_of.get(member)
+            if gangs is not None:
+                gangs.discard(gang)
+                if not gangs:
+                    del self._gangs_of[member]
 
     def _reservation(self, snapshot: snapshots.Snapshot, told: decisions.Unschedulable) -> None:
         info = snapshot.reservations.get(told.key)
@@ -336,10 +356,28 @@ class Planner:
             waiting = [m for m in want.members if _waits(snapshot, m)]
             if not waiting:
                 del self._wants[key]
-        if snapshot.now < self._signals_settled + SIGNALS_SETTLE_EVERY:
-            return
-        self._signals_settled = snapshot.now
-        for gang, signalled in list(self._signals.items()):
+        self._settle_signals(snapshot)
+
+    def _settle_signals(self, snapshot: snapshots.Snapshot) -> None:
+        """End the signals none of whose members waits any more, and drop the members that
+        stopped waiting from the others (see the module docstring for which are looked at)."""
+        last, self._seen = self._seen, snapshot.changes
+        stopped, current = snapshot.stopped_waiting, snapshot.changes
+        gangs: set[str] = set()
+        if stopped is None or current is None or last is None or not current.follows(last):
+            self._look_at_all = True
+        else:
+            for key in stopped:
+                gangs.update(self._gangs_of.get(key, ()))
+            gangs.update(group for group in current.groups if group in self._signals)
+        if self._look_at_all and snapshot.now >= self._signals_settled + SIGNALS_SETTLE_EVERY:
+            self._look_at_all = False
+            self._signals_settled = snapshot.now
+            gangs = set(self._signals)
+        for gang in sorted(gangs):
+            signalled = self._signals.get(gang)
+            if signalled is None:
+                continue
             if signalled.owner.kind == "PodGroup":
                 found = snapshot.pod_groups.get(gang)
                 if found is None or found.uid != signalled.owner.uid:
@@ -354,6 +392,7 @@ class Planner:
                 self._unsignal(gang)
             elif members != signalled.members:
                 self._signals[gang] = dataclasses.replace(signalled, members=members)
+                self._unindex(gang, signalled.members.keys() - members.keys())
 
 
 def _waits(snapshot: snapshots.Snapshot, key: str) -> bool:

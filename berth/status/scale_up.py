@@ -229,7 +229,7 @@ _WHO = {KARPENTER: "Karpenter", CLUSTER_AUTOSCALER: "Cluster Autoscaler"}
 
 def judge(
     members: collections.abc.Mapping[str, str],
-    sightings: collections.abc.Iterable[Sighting],
+    sightings: collections.abc.Collection[Sighting],
     *,
     since: float,
     now: float,
@@ -243,6 +243,8 @@ def judge(
     began waiting and not older than :data:`PLAN_STANDS` is ``ScalingUp``; else, once
     ``timeout`` has passed without either on an ``autoscaled`` cluster (an autoscaler's API
     is served), ``NoAutoscalerActed``; else None (nothing to say yet)."""
+    if not sightings and (not autoscaled or now - since < timeout):
+        return None  # the common case of a long backlog, told without the work below
     uids = {uid: key for key, uid in members.items()}
     latest: dict[str, Sighting] = {}
     for seen in sightings:

@@ -4,7 +4,8 @@ We test these aspects:
 
 - an Event lands as ``kubectl get events`` reads it: involved object (uid and resourceVersion
   included), reason, message, type, source, reporting component and instance, timestamps;
-  cluster-scoped objects' Events go to ``default``;
+  cluster-scoped objects' Events go to ``default``; Events of one object recorded at one
+  instant are named apart (the object's name, then client-go's time suffix);
 - repeats are aggregated: one Event per object and reason, whose ``count`` and
   ``lastTimestamp`` grow when the reason repeats after the repeat window or its message
   changes; the same again sooner is not counted; ``kubectl describe`` finds the Event by uid
@@ -15,7 +16,8 @@ We test these aspects:
   counted;
 - ``CacheSource`` leaves out pods in binding backoff (with queueing hints, a pod whose backoff
   ends is tried again though the cache did not change) and remembers its last snapshot; its
-  node view shows allocatable, requested and free per resource.
+  node view shows allocatable, requested and free per resource; it hands on the cache's
+  indexes of pending pods by group and of placed groups (unless it left pods out).
 """
 
 from __future__ import annotations
@@ -86,6 +88,17 @@ async def test_an_event_lands_as_kubectl_reads_it(
     assert event["count"] == 1
     printed = emulator.kubectl("get", "events", "-o", "name").stdout
     assert printed.startswith("event/p.")
+
+
+async def test_events_of_one_object_at_one_instant_get_names_of_their_own(
+    emulator: testing.RunningEmulator, recorder: events.EventRecorder
+) -> None:
+    for reason in ("FailedScheduling", "Preempted", "Scheduled"):
+        recorder.record(POD, type=events.NORMAL, reason=reason, message="m")
+    await recorder.drain()
+    names = [e["metadata"]["name"] for e in stored_events(emulator)]  # type: ignore[index]
+    assert len(set(names)) == 3
+    assert all(name.startswith("p.") for name in names)
 
 
 async def test_cluster_scoped_objects_events_go_to_default(
@@ -224,6 +237,8 @@ def test_cache_source_leaves_out_pods_in_backoff(virtual_clock: clocks.VirtualCl
     assert source.last is None
     taken = source.snapshot()
     assert [p.key for p in taken.pending] == ["default/b"]
+    assert taken.pending_index is None  # not the cache's pending pods: sessions walk them
+    assert taken.placed_index is not None
     assert source.last is taken
     view = source.node("n1")
     assert view is not None
@@ -232,6 +247,23 @@ def test_cache_source_leaves_out_pods_in_backoff(virtual_clock: clocks.VirtualCl
     assert view["freeMilli"]["cpu"] == 3900  # type: ignore[index]
     assert view["pods"] == ["default/c"]
     assert source.node("nowhere") is None
+
+
+def test_cache_source_hands_on_the_caches_indexes(virtual_clock: clocks.VirtualClock) -> None:
+    """Without them every session would walk the whole standing backlog to leave out its
+    parked work, and every group to find the placed ones."""
+    cache = cluster_cache.ClusterCache()
+    cache.add_node(conftest.node("n1", cpu="4"))
+    for name in ("a", "b"):
+        cache.add_pod(
+            conftest.pod(name) | {"metadata": {"name": name, "namespace": "default", "uid": name}}
+        )
+    source = snapshots.CacheSource(cache, clock=virtual_clock, backoffs=Holding(set()))
+    taken = source.snapshot()
+    assert taken.pending_index is not None
+    assert [p.key for p in taken.pending_index[None]] == ["default/a", "default/b"]
+    assert taken.pending_changed == frozenset({None})
+    assert taken.placed_index is not None
 
 
 def test_a_pod_whose_backoff_ends_is_tried_though_the_cache_did_not_change(

@@ -24,6 +24,7 @@ import typing
 
 from berth.api import autoscaling
 from berth.scheduler.framework import decisions
+from berth.scheduler.snapshot import snapshots
 from berth.status import capacity_requests as plans
 from tests.scheduler import builders as b
 from tests.scheduler.queues import runs
@@ -148,7 +149,10 @@ def test_a_scheduler_mode_gang_without_a_class_is_a_signal_while_it_waits_for_no
     cycle(run, planner)
     assert planner.signals["default/g"].since > since
     run.put(b.node("n2", cpu="8"))
-    cycle(run, planner)  # placed: noticed at the planner's next look at every signal
+    # Placed; this helper hands the planner a snapshot the session did not read, so the cache
+    # cannot say which pods stopped waiting since the last one it saw: noticed at the
+    # planner's next look at every signal.
+    cycle(run, planner)
     assert list(planner.signals) == ["default/g"]
     run.clock.advance(plans.SIGNALS_SETTLE_EVERY)
     cycle(run, planner)
@@ -158,6 +162,55 @@ def test_a_scheduler_mode_gang_without_a_class_is_a_signal_while_it_waits_for_no
     other = plans.Planner()
     cycle(gated, other, gated=frozenset(f"default/a-{i}" for i in range(4)))
     assert other.signals == {}
+
+
+class _Kept:
+    """The cluster as the sessions' source, keeping the snapshot each read (the one the
+    operator hands the planner after the cycle)."""
+
+    def __init__(self, run: runs.Run) -> None:
+        self._run = run
+        self.last: snapshots.Snapshot | None = None
+
+    def snapshot(self) -> snapshots.Snapshot:
+        self.last = self._run.cluster.snapshot()
+        return self.last
+
+
+def test_a_signal_ends_at_the_next_cycle_once_its_gang_is_placed() -> None:
+    planner = plans.Planner()
+    run = runs.Run(
+        b.node("n1", cpu="4"),
+        queue("q"),
+        *gang("g", 4, queue="q", cpu="2"),
+        *gang("big", 2, queue="q", cpu="16"),
+        b.pod("solo", cpu="10"),  # a pod of no group: its own signal
+    )
+    source = _Kept(run)
+
+    def step() -> None:
+        result = run.scheduler.run_once(source, run.cluster)
+        assert source.last is not None
+        planner.cycle(source.last, marks=result.of_kind(decisions.MarkPending), gated=frozenset())
+
+    step()
+    assert sorted(planner.signals) == ["default/big", "default/g", "default/solo"]
+    run.put(b.node("n2", cpu="8"))
+    step()  # g is placed by this cycle; its snapshot still shows it waiting
+    assert sorted(planner.signals) == ["default/big", "default/g", "default/solo"]
+    # The next snapshot names the pods that stopped waiting since: no need to wait for the
+    # planner's look at every signal (the clock has not moved).
+    step()
+    assert sorted(planner.signals) == ["default/big", "default/solo"]
+    run.put(b.node("n3", cpu="12"))
+    step()
+    step()
+    assert list(planner.signals) == ["default/big"]
+    assert sorted(planner.signals["default/big"].members) == ["default/big-0", "default/big-1"]
+    # Its PodGroup deleted (a group the cache says changed), the other gang's signal ends too.
+    run.cluster.delete("PodGroup", namespace="default", name="big")
+    step()
+    assert planner.signals == {}
 
 
 def _reservation(name: str, *, buffer: bool, queue_name: str | None = None, cpu: str = "8") -> Obj:

@@ -389,7 +389,7 @@ class Admission:
             self._offered = offering
             self._offer_changes += 1
         if base.changes is not None:
-            base = dataclasses.replace(base, changes=base.changes.plus_outside(self._offer_changes))
+            base = base.but(changes=base.changes.plus_outside(self._offer_changes))
         return through_gate.offering(base, admitted=admitted, still_gated=still_gated)
 
     # DecisionSink ------------------------------------------------------------------------

@@ -44,8 +44,7 @@ def offering(
             groups[group] = dataclasses.replace(
                 found, pending=found.pending + moved, gated=found.gated - moved
             )
-    return dataclasses.replace(
-        base,
+    return base.but(
         pods=types.MappingProxyType({**base.pods, **{p.key: p for p in admitted}}),
         pending=tuple(sorted((*base.pending, *admitted), key=lambda p: p.key)),
         queue_usage=_with_demand(base, admitted),

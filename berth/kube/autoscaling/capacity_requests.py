@@ -429,7 +429,9 @@ class CapacityRequests:
         for group, signalled in self.planner.signals.items():
             verdict = scale_up.judge(
                 signalled.members,
-                [s for uid in signalled.members.values() for s in by_pod.get(uid, ())],
+                [s for uid in signalled.members.values() for s in by_pod.get(uid, ())]
+                if by_pod
+                else (),
                 since=signalled.since,
                 now=now,
                 timeout=self._answer_timeout,

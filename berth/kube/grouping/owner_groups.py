@@ -199,9 +199,7 @@ class OwnerGrouper:
     def offer(self, snapshot: snapshots.Snapshot) -> None:
         """Take note of the pods of ``snapshot`` waiting for a group (called after a cycle)."""
         now = self._clock.now()
-        waiting: dict[str, pods.PodInfo] = {
-            str(p.key): p for p in (*snapshot.pending, *snapshot.gated) if p.awaiting_group
-        }
+        waiting = {str(p.key): p for p in snapshot.awaiting_owner_group()}
         for key in [k for k in self._not_before if k not in waiting]:
             del self._not_before[key]
         fresh = {k: p for k, p in waiting.items() if self._not_before.get(k, 0.0) <= now}

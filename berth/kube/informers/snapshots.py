@@ -11,7 +11,6 @@ snapshot may run in a worker thread (a snapshot is private to it).
 from __future__ import annotations
 
 import collections.abc
-import dataclasses
 import typing
 
 import typing_extensions
@@ -58,13 +57,9 @@ class CacheSource:
             self._held = frozenset(held)
             self._held_changes += 1
         if taken.changes is not None:
-            taken = dataclasses.replace(
-                taken, changes=taken.changes.plus_outside(self._held_changes)
-            )
+            taken = taken.but(changes=taken.changes.plus_outside(self._held_changes))
         if held:
-            taken = dataclasses.replace(
-                taken, pending=tuple(p for p in taken.pending if p.key not in held)
-            )
+            taken = taken.but(pending=tuple(p for p in taken.pending if p.key not in held))
         self.last = taken
         return taken
 

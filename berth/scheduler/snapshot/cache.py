@@ -686,6 +686,8 @@ class ClusterCache:
             namespace_labels=namespaces,
             pending=pod_views.pending,
             gated=pod_views.gated,
+            awaiting_group=pod_views.awaiting_group,
+            stopped_waiting=pod_views.stopped_waiting,
             pod_groups=self._groups.view(),
             queues=queue_views,
             reservations=self._reservations.view(),

@@ -22,7 +22,14 @@ from __future__ import annotations
 import collections.abc
 import typing
 
-__all__ = ["SHARDS", "CowMap", "FrozenMap", "SortedOnRead", "items_in_any_order"]
+__all__ = [
+    "SHARDS",
+    "CowMap",
+    "FrozenMap",
+    "SortedOnRead",
+    "in_any_order",
+    "items_in_any_order",
+]
 
 SHARDS = 64
 """Dicts per map: a snapshot copies the changed ones. 64 keeps both the per-snapshot bookkeeping
@@ -106,6 +113,12 @@ class FrozenMap(collections.abc.Mapping[str, V]):
 
     def __repr__(self) -> str:
         return f"FrozenMap({dict(self.items())!r})"
+
+
+def in_any_order(items: collections.abc.Sequence[V], /) -> collections.abc.Iterable[V]:
+    """``items`` in no particular order: for a :class:`SortedOnRead`, without sorting them
+    (a count of a long backlog need not put it in order first)."""
+    return items._items if isinstance(items, SortedOnRead) else items
 
 
 def items_in_any_order(

@@ -5,8 +5,9 @@ later changes copy only what they touch), the pods assumed placed while their bi
 flight (they count as placed until the API confirms the binding or the binder forgets them),
 the pods whose constraints reach other pods (pod affinity, host ports: few, so a session finds
 them without walking every pod), Berth's waiting pods — pending by group, and gated — with the
-sorted views snapshots share, the lowest priority any pod has had, and the run times of pods
-seen placed and then finished (:mod:`.runstats`).
+sorted views snapshots share, those of them waiting for a group from their owners, the keys of
+those that stopped waiting since the previous view, the lowest priority any pod has had, and
+the run times of pods seen placed and then finished (:mod:`.runstats`).
 
 Which queue a pod is charged to, where it counts on its node and which group it joins is the
 other stores' business; :class:`berth.scheduler.snapshot.cache.ClusterCache` routes each change
@@ -37,6 +38,8 @@ class PodViews(typing.NamedTuple):
     gated: tuple[pods.PodInfo, ...]
     pending_index: collections.abc.Mapping[str | None, tuple[pods.PodInfo, ...]]
     pending_changed: frozenset[str | None]  # its groups changed since the previous view
+    awaiting_group: tuple[pods.PodInfo, ...]  # pending or gated, ``awaiting_group``, by key
+    stopped_waiting: frozenset[str]  # keys of pods that stopped waiting since the previous view
     priority_floor: int | None
     run_times: runstats.RunTimes
 
@@ -60,6 +63,11 @@ class PodStore:
         self._pending_index_dirty: set[str | None] = set()
         self._pending_view: cowmaps.SortedOnRead[pods.PodInfo] | None = None
         self._gated_view: tuple[pods.PodInfo, ...] | None = None
+        # The waiting pods (pending or gated) that wait for a group from their owners.
+        self._awaiting: dict[str, pods.PodInfo] = {}
+        self._awaiting_view: tuple[pods.PodInfo, ...] | None = None
+        # Keys of pods that stopped waiting (placed, ended, deleted, replaced) since the last view.
+        self._stopped: set[str] = set()
         # The lowest priority any pod has had: no pod, now or earlier, is below it.
         self._priority_floor: int | None = None
         self._run_times = runstats.RunTimeStatistics()
@@ -134,6 +142,11 @@ class PodStore:
             self._pending_view = None
         if is_gated or was_gated:
             self._gated_view = None
+        if (was_pending or was_gated) and (
+            not waiting or (old is not None and old.uid != info.uid)
+        ):
+            self._stopped.add(key)
+        self._set_awaiting(key, info if waiting and info.awaiting_group else None)
         return old
 
     def remove(self, key: str, /) -> pods.PodInfo | None:
@@ -145,10 +158,21 @@ class PodStore:
         self._constraining.pop(key, None)
         if key in self._pending:
             self._set_pending(key, None)
+            self._stopped.add(key)
         if key in self._gated:
             del self._gated[key]
             self._gated_view = None
+            self._stopped.add(key)
+        self._set_awaiting(key, None)
         return old
+
+    def _set_awaiting(self, key: str, info: pods.PodInfo | None) -> None:
+        """``info`` is now ``key``'s pod awaiting a group (``None``: it awaits none)."""
+        if info is not None:
+            self._awaiting[key] = info
+        elif self._awaiting.pop(key, None) is None:
+            return
+        self._awaiting_view = None
 
     def _set_pending(self, key: str, info: pods.PodInfo | None) -> None:
         """``info`` is now ``key``'s pending pod (``None``: the pod no longer waits)."""
@@ -181,6 +205,9 @@ class PodStore:
         self._pending_index_dirty.clear()
         if self._gated_view is None:
             self._gated_view = tuple(map(self._gated.__getitem__, sorted(self._gated)))
+        if self._awaiting_view is None:
+            self._awaiting_view = tuple(map(self._awaiting.__getitem__, sorted(self._awaiting)))
+        stopped, self._stopped = frozenset(self._stopped), set()
         return PodViews(
             pods=self._pods.freeze(),
             constraining=types.MappingProxyType(dict(self._constraining)),
@@ -188,6 +215,8 @@ class PodStore:
             gated=self._gated_view,
             pending_index=types.MappingProxyType(dict(self._pending_index)),
             pending_changed=changed,
+            awaiting_group=self._awaiting_view,
+            stopped_waiting=stopped,
             priority_floor=self._priority_floor,
             run_times=self._run_times.freeze(),
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import operator
+import typing
 
 from berth.scheduler.snapshot import (
     changes,
@@ -100,6 +101,12 @@ class Snapshot:
     )
     # The GPU workload mix arriving, as the cache learned it (gpumix; the prior by default).
     gpu_mix: gpumix.View = dataclasses.field(default_factory=gpumix.Mix().view)
+    # Berth's waiting pods (pending or gated) that wait for a group from their owners, sorted
+    # by key, as the cache keeps them; None: not known (``awaiting_owner_group`` looks).
+    awaiting_group: tuple[_PodInfo, ...] | None = None
+    # Keys of Berth's pods that stopped waiting (placed or assumed, ended, deleted, replaced)
+    # since the cache's previous snapshot (the one ``changes.since`` names); None: not known.
+    stopped_waiting: frozenset[str] | None = None
     # ``pending`` by group key (None: plain pods), sorted by key, as the cache keeps it; a
     # snapshot built otherwise (or replaced) has none, and ``pending_but`` walks ``pending``.
     pending_index: collections.abc.Mapping[str | None, tuple[_PodInfo, ...]] | None = (
@@ -126,6 +133,26 @@ class Snapshot:
             index = placedgroups.scan(self.pod_groups)
             object.__setattr__(self, "placed_index", index)
         return index
+
+    def but(self, **fields: typing.Any) -> Snapshot:
+        """This snapshot with ``fields`` replaced, keeping the cache's indexes that still hold
+        (``dataclasses.replace`` alone leaves them all out, and every cycle would then walk the
+        whole backlog): the pending index unless ``pending`` is replaced, the placed groups
+        unless ``pod_groups`` is."""
+        made = dataclasses.replace(self, **fields)
+        if "pending" not in fields and self.pending_index is not None:
+            made.with_pending_index(self.pending_index, changed=self.pending_changed)
+        if "pod_groups" not in fields and self.placed_index is not None:
+            made.with_placed_groups(self.placed_index)
+        return made
+
+    def awaiting_owner_group(self) -> tuple[_PodInfo, ...]:
+        """Berth's waiting pods that wait for a group from their owners (``awaiting_group``),
+        sorted by key. With the cache's index this costs those pods, not the whole backlog."""
+        if self.awaiting_group is not None:
+            return self.awaiting_group
+        waiting = (p for p in (*self.pending, *self.gated) if p.awaiting_group)
+        return tuple(sorted(waiting, key=_by_key))
 
     def pending_but(self, groups: collections.abc.Mapping[str, object], /) -> list[_PodInfo]:
         """``pending`` but the pods of ``groups`` (by group key), sorted by key. With the

@@ -27,7 +27,10 @@ We test these aspects:
   from the final objects at once, every snapshot's per-queue usage equals a recount, its
   pending pods by group leave out what filtering its pending pods would, its placed groups by
   queue (and those with a limit of their own or a failure mark) are what walking every group
-  finds, before and after later changes, and no pod's priority is below its priority floor.
+  finds, before and after later changes, no pod's priority is below its priority floor, and
+  every pod waiting in one snapshot and not in the next is named as one that stopped waiting;
+- the pods waiting for a group from their owners are kept apart (grouped or placed, they
+  leave).
 """
 
 from __future__ import annotations
@@ -492,6 +495,14 @@ def _usage_recounted(snap: snapshots.Snapshot) -> dict[str, usage.QueueUsage]:
         ("snap",),
     ]
 )
+@example(
+    ops=[  # a pending pod deleted is named as one that stopped waiting
+        ("pod", "p0", None, None, "1", None, None, None, False),
+        ("snap",),
+        ("rmpod", "p0"),
+        ("snap",),
+    ]
+)
 def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> None:
     live = cache.ClusterCache()
     objects: dict[tuple[str, str], dict[str, typing.Any]] = {}
@@ -572,6 +583,8 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
             _assert_pending_index_matches(snap)
             _assert_placed_groups_match(snap)
             _assert_no_pod_below_the_floor(snap)
+            if taken:
+                _assert_stopped_waiting_named(taken[-1], snap)
             taken.append(snap)
     order = ["PriorityClass", "Node", "PodGroup", "Pod"]
     rebuilt = b.cache_of(
@@ -584,6 +597,8 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
     assert dict(final.queue_usage) == _usage_recounted(final)
     _assert_pending_index_matches(final)
     _assert_placed_groups_match(final)
+    if taken:
+        _assert_stopped_waiting_named(taken[-1], final)
     for snap in taken:
         _assert_placed_groups_match(snap)  # later changes did not reach an earlier snapshot
 
@@ -603,6 +618,19 @@ def _assert_pending_index_matches(snap: snapshots.Snapshot) -> None:
         plain = [p for p in snap.pending if p.pod_group not in left_out]
         assert snap.pending_but(left_out) == plain
         assert dataclasses.replace(snap).pending_but(left_out) == plain  # no index: a walk
+
+
+def _assert_stopped_waiting_named(before: snapshots.Snapshot, after: snapshots.Snapshot) -> None:
+    """Every pod waiting in ``before`` and not in ``after`` (or another pod by that name) is
+    named in ``after.stopped_waiting``: who settles per change misses none."""
+
+    def waiting(snap: snapshots.Snapshot) -> dict[str, str]:
+        return {p.key: p.uid for p in (*snap.pending, *snap.gated)}
+
+    now = waiting(after)
+    stopped = {key for key, uid in waiting(before).items() if now.get(key) != uid}
+    assert after.stopped_waiting is not None
+    assert stopped <= after.stopped_waiting
 
 
 def _assert_placed_groups_match(snap: snapshots.Snapshot) -> None:
@@ -631,3 +659,30 @@ def test_a_pod_group_status_update_changes_nothing() -> None:
     made.update_pod_group(b.pod_group("train", min_member=2, queue="default"))
     changed = made.snapshot(2.0).changes
     assert changed is not None and "default/train" in changed.groups
+
+
+def test_the_pods_awaiting_a_group_from_their_owners_are_kept_apart() -> None:
+    live = cache.ClusterCache(group_by_owner=True)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "w", "uid": "j1", "controller": True}
+
+    def owned(name: str, **kwargs: typing.Any) -> dict[str, typing.Any]:
+        obj = b.pod(name, **kwargs)
+        obj["metadata"]["ownerReferences"] = [job]
+        return obj
+
+    live.update_pod(owned("w-0"))
+    live.update_pod(owned("w-1", gates=["example.com/hold"]))
+    live.update_pod(b.pod("plain"))
+    snap = live.snapshot(b.EPOCH)
+    walked = dataclasses.replace(snap, awaiting_group=None).awaiting_owner_group()
+    assert [p.key for p in snap.awaiting_owner_group()] == ["default/w-0", "default/w-1"]
+    assert snap.awaiting_owner_group() == walked
+    # Grouped (Berth wrote its group), or placed: neither waits for a group any more.
+    grouped = owned("w-0", group="w")
+    grouped["metadata"]["annotations"] = {keys.GROUPED_BY_ANNOTATION: "Job"}
+    live.update_pod(grouped)
+    live.update_pod(owned("w-1", node="n1"))
+    later = live.snapshot(b.EPOCH)
+    assert later.awaiting_owner_group() == ()
+    assert later.stopped_waiting == {"default/w-1"}
+    assert [p.key for p in snap.awaiting_owner_group()] == ["default/w-0", "default/w-1"]

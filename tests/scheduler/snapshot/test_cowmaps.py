@@ -8,7 +8,8 @@ We test these aspects:
 - a write after a freeze copies the one shard it touches, and only once;
 - property (hypothesis): any sequence of writes and freezes behaves like a dict copied at
   every freeze, and freezing itself copies nothing; ``items_in_any_order`` gives a view's
-  items (and a plain mapping's) as they are, each once.
+  items (and a plain mapping's) as they are, each once;
+- ``in_any_order`` gives a sorted-on-read sequence's items without sorting them.
 """
 
 from __future__ import annotations
@@ -114,3 +115,11 @@ def test_writes_and_freezes_behave_like_copies(ops: list[tuple[object, ...]]) ->
         assert len(view) == len(expected)
         assert sorted(cowmaps.items_in_any_order(view)) == sorted(expected.items())
         assert sorted(cowmaps.items_in_any_order(expected)) == sorted(expected.items())
+
+
+def test_in_any_order_reads_a_sequence_without_sorting_it() -> None:
+    items = cowmaps.SortedOnRead(("c", "a", "b"), key=str)
+    assert sorted(cowmaps.in_any_order(items)) == ["a", "b", "c"]
+    assert items._sorted is None  # nothing sorted for it
+    assert list(items) == ["a", "b", "c"]
+    assert cowmaps.in_any_order(("z", "y")) == ("z", "y")
