@@ -44,7 +44,12 @@ def offering(
             groups[group] = dataclasses.replace(
                 found, pending=found.pending + moved, gated=found.gated - moved
             )
+    # The cache keeps apart only its own scheduler's pods awaiting a group from their owners;
+    # the gated pods admission offers are kube-scheduler's, and await theirs as much.
+    awaiting = {p.key: p for p in base.awaiting_owner_group()}
+    awaiting.update((p.key, p) for p in (*admitted, *still_gated) if p.awaiting_group)
     return base.but(
+        awaiting_group=tuple(awaiting[key] for key in sorted(awaiting)),
         pods=types.MappingProxyType({**base.pods, **{p.key: p for p in admitted}}),
         pending=tuple(sorted((*base.pending, *admitted), key=lambda p: p.key)),
         queue_usage=_with_demand(base, admitted),
