@@ -23,8 +23,9 @@ session, the actions, closing the session.
   (VolumeBinding, VolumeRestrictions, NodeVolumeLimits).
 - ``backlog`` (:func:`run_backlog`): 1000 full nodes (cpu 8, four running pods of cpu 2 each)
   and 50 000 pending jobs of three shapes in 10 queues; after a first session parks them, one
-  session with nothing changed and one after a single running pod ended, each timed (snapshot
-  included): what a cycle costs when it follows change, not backlog.
+  session with nothing changed, one after a single running pod ended and one after a single
+  new job arrived (what each cycle of a stream costs beside the standing backlog), each timed
+  (snapshot included): what a cycle costs when it follows change, not backlog.
 
 ``--nodes``/``--pods`` scale a workload; the other counts follow (running pods per node).
 
@@ -97,6 +98,7 @@ class BacklogResult(typing.TypedDict):
     no_change_ms: float
     one_change_ms: float
     placed_after_change: int
+    one_arrival_ms: float
     parked: int
     rss_mb: float
 
@@ -627,6 +629,10 @@ def run_backlog(workload: Workload) -> BacklogResult:
     quiet, _ = timed(EPOCH + 1)
     loaded.remove_pod("bench/run-00000-0")  # one running pod ends
     changed, after = timed(EPOCH + 2)
+    cpu, memory = _BACKLOG_SHAPES[0]
+    late = _pod("job-late", cpu=cpu, memory=memory, labels={keys.QUEUE_LABEL: "queue-00"})
+    loaded.add_pod(late)  # one new job: only it wakes, and it waits with the rest
+    arrived, _ = timed(EPOCH + 3)
     parked = len(scheduler.parking.parked) if scheduler.parking is not None else 0
     return {
         "scenario": workload.scenario,
@@ -637,6 +643,7 @@ def run_backlog(workload: Workload) -> BacklogResult:
         "no_change_ms": round(quiet * 1000, 2),
         "one_change_ms": round(changed * 1000, 1),
         "placed_after_change": len(after.of_kind(decisions.BindPod)),
+        "one_arrival_ms": round(arrived * 1000, 2),
         "parked": parked,
         "rss_mb": round(_rss_mb(), 1),
     }

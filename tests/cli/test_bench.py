@@ -234,7 +234,7 @@ def _defaults(name: str) -> dict[str, object]:
     return {p.name: p.default for p in command.params}
 
 
-def test_backlog_times_an_unchanged_cycle_and_one_after_a_pod_ended() -> None:
+def test_backlog_times_a_cycle_unchanged_after_a_pod_ended_and_after_a_job_came() -> None:
     assert _defaults("backlog") == {"nodes": 1_000, "pods": 50_000}
     outcome = click.testing.CliRunner().invoke(
         main.cli, ["bench", "backlog", "--nodes", "20", "--pods", "200"]
@@ -246,6 +246,9 @@ def test_backlog_times_an_unchanged_cycle_and_one_after_a_pod_ended() -> None:
     assert report["placed_first"] == 0  # the nodes are full
     assert report["placed_after_change"] > 0  # the pod that ended made room
     assert report["no_change_ms"] > 0 and report["one_change_ms"] > 0
+    assert report["one_arrival_ms"] > 0
+    # Nothing placed after the change stays: the new job waits, parked with the rest.
+    assert report["parked"] == 200 + 1 - report["placed_after_change"]
 
 
 def test_pod_events_times_each_kind_of_event() -> None:

@@ -342,7 +342,7 @@ CLAIMS = (
         "scheduler.md",
         "`berth bench backlog` measures it: 1000 full nodes, 50 000 pending",
         (
-            "tests/cli/test_bench.py::test_backlog_times_an_unchanged_cycle_and_one_after_a_pod_ended",
+            "tests/cli/test_bench.py::test_backlog_times_a_cycle_unchanged_after_a_pod_ended_and_after_a_job_came",
         ),
     ),
     # workloads.md

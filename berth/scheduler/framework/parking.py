@@ -62,7 +62,7 @@ import typing
 import numpy as np
 
 from berth.scheduler.framework import equivalence, reasons, unparked
-from berth.scheduler.snapshot import queues
+from berth.scheduler.snapshot import cowmaps, queues
 
 if typing.TYPE_CHECKING:
     from berth.api import resources
@@ -102,7 +102,9 @@ class Parking:
 
     def __init__(self, *, revisit_seconds: float = DEFAULT_REVISIT_SECONDS) -> None:
         self.revisit_seconds = revisit_seconds
-        self.parked: dict[str, Parked] = {}
+        # Copy-on-write: each session is handed the lot as it stood (a frozen view), which
+        # costs the entries changed since, not a copy of a backlog of tens of thousands.
+        self.parked: cowmaps.CowMap[Parked] = cowmaps.CowMap()
         # Keys by class in wake order; may hold keys that woke since (skipped when met).
         self._classes: dict[equivalence.ClassKey, list[tuple[tuple[float, str, str], str]]] = {}
         # When each class's head wakes by time, and the same as a heap (stale items skipped).
@@ -175,8 +177,8 @@ class Parking:
         self, snapshot: snapshots.Snapshot, *, rows: RowsFn | None = None
     ) -> collections.abc.Mapping[str, Parked]:
         """Wake what the changes since the last session could let fit; the jobs left parked
-        (by group key), for the session to leave out. ``rows``: the nodes a pod may use by
-        its static filters (none: every node)."""
+        (by group key), for the session to leave out: a view later changes to the lot do not
+        reach. ``rows``: the nodes a pod may use by its static filters (none: every node)."""
         now, before, after = snapshot.now, self._changes, snapshot.changes
         if after is None or before is None or not after.same_world(before):
             self.clear()
@@ -212,7 +214,7 @@ class Parking:
             room = _Room(_free_rows(snapshot), nodes=snapshot.nodes, rows=self._usable_rows(rows))
             for klass, line in self._classes.items():
                 self._wake_class(klass, line, room=room, freed=freed, placed=placed, at=snapshot)
-        return self.parked
+        return self.parked.freeze()
 
     def _wake(self, key: str) -> None:
         """The job ``key`` leaves the lot."""
@@ -513,7 +515,7 @@ def carried_reasons(
     """The pod and group reasons parked jobs keep (for the session's result)."""
     pods_out: dict[str, reasons.Reason] = {}
     groups_out: dict[str, reasons.Reason] = {}
-    for key, entry in parked.items():
+    for key, entry in cowmaps.items_in_any_order(parked):  # sorted by the reader
         groups_out[key] = entry.reason
         pods_out.update(entry.pod_reasons)
     return pods_out, groups_out

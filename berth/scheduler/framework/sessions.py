@@ -37,6 +37,7 @@ from berth.scheduler.framework import (
     statements,
     statuses,
 )
+from berth.scheduler.snapshot import cowmaps
 
 if typing.TYPE_CHECKING:
     import numpy as np
@@ -498,9 +499,11 @@ def open_session(
     waiting: collections.abc.Sequence[pods.PodInfo] | None = None,
 ) -> Session:
     """Open a session over ``snapshot``: jobs and plain pods built, session plugins opened.
-    The groups in ``parked`` are left out (they keep their reasons); ``waiting``: the pending
-    pods but theirs, sorted by key, when the caller keeps them (:meth:`parking.Parking.waiting`;
-    otherwise found here, at the cost of every pending group)."""
+    The groups in ``parked`` are left out (they keep their reasons; the mapping must not
+    change while the session's result is read: :meth:`parking.Parking.admit` hands a frozen
+    view); ``waiting``: the pending pods but theirs, sorted by key, when the caller keeps them
+    (:meth:`parking.Parking.waiting`; otherwise found here, at the cost of every pending
+    group)."""
     session = Session(
         snapshot, framework=framework, session_id=session_id or f"s{next(_session_ids)}"
     )
@@ -592,7 +595,9 @@ def close_session(session: Session) -> decisions.CycleResult:
     if left_out:
         # Parked jobs keep their reasons (the sink was told them when they were parked); with
         # a long backlog, merging them costs more than a cycle, so readers pay on first use.
-        kept = dict(left_out)
+        # ``left_out`` does not change (open_session), so it is kept as it is: a copy of a
+        # backlog of tens of thousands was most of a cycle's cost (issue #30).
+        kept = left_out
         own_pods, own_groups = dict(session.pod_why), dict(session.group_why)
         pod_why = parking.Lazy(lambda: _merged(own_pods, parking.carried_reasons(kept)[0]))
         group_why = parking.Lazy(lambda: _merged(own_groups, parking.carried_reasons(kept)[1]))
@@ -665,7 +670,7 @@ def _with_parked(
     own and the parked ones (as their last session saw them), in the session's job order —
     a parked job keeps its turn, and work that arrived after it still stands behind it."""
     merged = {name: list(line) for name, line in in_line.items()}
-    for entry in parked.values():
+    for _, entry in cowmaps.items_in_any_order(parked):  # each line is sorted below
         merged.setdefault(entry.queue, []).append(entry.job)
     return {
         name: tuple(str(job.key) for job in order.sorted(merged[name])) for name in sorted(merged)

@@ -11,7 +11,8 @@ changed since the previous one, not the whole map, and what a view holds never c
 A :class:`FrozenMap` iterates in sorted key order (sorted once, on first iteration), so its
 order is deterministic and does not depend on string hashing. Keys are ``str``.
 :class:`SortedOnRead` is the same idea for a sequence: the items as they were, put in key
-order when first read (a snapshot's pending pods, which most cycles read only by group).
+order when first read (a snapshot's pending pods, which most cycles read only by group);
+over a frozen map's values (:meth:`FrozenMap.values_in_any_order`) it costs nothing until then.
 
 Writes and :meth:`CowMap.freeze` must come from one thread (the cache's); a frozen view may be
 read from any thread, since nothing writes to a dict it holds.
@@ -41,11 +42,14 @@ _MISSING: typing.Any = object()
 
 
 class SortedOnRead(collections.abc.Sequence[V]):
-    """``items`` in ``key`` order, sorted when first read; equal to a tuple of the same."""
+    """``items`` in ``key`` order, sorted when first read; equal to a tuple of the same.
+    ``items`` must not change (a tuple, or a frozen map's values)."""
 
     __slots__ = ("_items", "_key", "_sorted")
 
-    def __init__(self, items: tuple[V, ...], /, *, key: collections.abc.Callable[[V], str]) -> None:
+    def __init__(
+        self, items: collections.abc.Collection[V], /, *, key: collections.abc.Callable[[V], str]
+    ) -> None:
         self._items = items
         self._key = key
         self._sorted: tuple[V, ...] | None = None
@@ -111,8 +115,31 @@ class FrozenMap(collections.abc.Mapping[str, V]):
     def __len__(self) -> int:
         return self._size
 
+    def values_in_any_order(self) -> collections.abc.Collection[V]:
+        """The values in no particular order, without sorting the keys (O(1) until read)."""
+        return _Values(self)
+
     def __repr__(self) -> str:
         return f"FrozenMap({dict(self.items())!r})"
+
+
+class _Values(collections.abc.Collection[V]):
+    """A frozen map's values, shard by shard (:meth:`FrozenMap.values_in_any_order`)."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, frozen: FrozenMap[V], /) -> None:
+        self._map = frozen
+
+    def __iter__(self) -> collections.abc.Iterator[V]:
+        for shard in self._map._shards:
+            yield from shard.values()
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __contains__(self, value: object) -> bool:
+        return any(v is value or v == value for v in self)
 
 
 def in_any_order(items: collections.abc.Sequence[V], /) -> collections.abc.Iterable[V]:
@@ -191,6 +218,13 @@ class CowMap(collections.abc.MutableMapping[str, V]):
 
     def __len__(self) -> int:
         return self._size
+
+    def clear(self) -> None:
+        """Forget every entry (views taken keep theirs), in O(:data:`SHARDS`)."""
+        self._shards = [{} for _ in range(SHARDS)]
+        self._owned = [True] * SHARDS
+        self._size = 0
+        self._frozen = None
 
     def freeze(self) -> FrozenMap[V]:
         """A view of the entries now, unchanged by later writes (O(:data:`SHARDS`))."""

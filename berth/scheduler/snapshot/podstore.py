@@ -23,9 +23,48 @@ import typing
 
 from berth.scheduler.snapshot import cowmaps, ids, pods, runstats
 
-__all__ = ["PodStore", "PodViews"]
+__all__ = ["PendingIndex", "PodStore", "PodViews"]
 
 _by_key = operator.attrgetter("key")
+
+
+class PendingIndex(collections.abc.Mapping[str | None, tuple[pods.PodInfo, ...]]):
+    """Pending pods by group key, sorted by key; plain pods (no group) under ``None``.
+
+    The groups' tuples sit in a frozen map (:mod:`.cowmaps`), so a snapshot's index costs the
+    groups changed since the previous one, not an entry per group: with tens of thousands of
+    groups of one standing, a copy per snapshot was most of a cycle (issue #30). Iterating
+    it sorts the group keys once (``None`` first); the sessions look groups up instead."""
+
+    __slots__ = ("_groups", "_plain")
+
+    def __init__(
+        self,
+        groups: cowmaps.FrozenMap[tuple[pods.PodInfo, ...]],
+        /,
+        *,
+        plain: tuple[pods.PodInfo, ...],
+    ) -> None:
+        self._groups = groups
+        self._plain = plain
+
+    def __getitem__(self, key: str | None) -> tuple[pods.PodInfo, ...]:
+        if key is not None:
+            return self._groups[key]
+        if not self._plain:
+            raise KeyError(key)
+        return self._plain
+
+    def __contains__(self, key: object) -> bool:
+        return bool(self._plain) if key is None else key in self._groups
+
+    def __iter__(self) -> collections.abc.Iterator[str | None]:
+        if self._plain:
+            yield None
+        yield from self._groups
+
+    def __len__(self) -> int:
+        return len(self._groups) + bool(self._plain)
 
 
 class PodViews(typing.NamedTuple):
@@ -36,7 +75,7 @@ class PodViews(typing.NamedTuple):
     constraining: collections.abc.Mapping[str, pods.PodInfo]
     pending: cowmaps.SortedOnRead[pods.PodInfo]
     gated: tuple[pods.PodInfo, ...]
-    pending_index: collections.abc.Mapping[str | None, tuple[pods.PodInfo, ...]]
+    pending_index: PendingIndex
     pending_changed: frozenset[str | None]  # its groups changed since the previous view
     awaiting_group: tuple[pods.PodInfo, ...]  # pending or gated, ``awaiting_group``, by key
     stopped_waiting: frozenset[str]  # keys of pods that stopped waiting since the previous view
@@ -53,13 +92,15 @@ class PodStore:
         self._pods: cowmaps.CowMap[pods.PodInfo] = cowmaps.CowMap()
         self._assumed: dict[str, ids.NodeName] = {}
         self._constraining: dict[str, pods.PodInfo] = {}
-        # Waiting pods by key (what the snapshot's views list, sorted on demand).
-        self._pending: dict[str, pods.PodInfo] = {}
+        # Waiting pods by key (what the snapshot's views list, sorted on demand; the pending
+        # copy-on-write, as a long backlog of them stands still).
+        self._pending: cowmaps.CowMap[pods.PodInfo] = cowmaps.CowMap()
         self._gated: dict[str, pods.PodInfo] = {}
         # Pending pods by group (None: plain pods), and the sorted tuples snapshots share,
         # refreshed for the groups whose pending pods changed.
         self._pending_groups: dict[str | None, dict[str, pods.PodInfo]] = {}
-        self._pending_index: dict[str | None, tuple[pods.PodInfo, ...]] = {}
+        self._pending_index: cowmaps.CowMap[tuple[pods.PodInfo, ...]] = cowmaps.CowMap()
+        self._plain_pending: tuple[pods.PodInfo, ...] = ()
         self._pending_index_dirty: set[str | None] = set()
         self._pending_view: cowmaps.SortedOnRead[pods.PodInfo] | None = None
         self._gated_view: tuple[pods.PodInfo, ...] | None = None
@@ -194,12 +235,17 @@ class PodStore:
         the groups whose pending pods changed since the previous view)."""
         if self._pending_view is None:
             # Sorted only if read: sessions take the pending pods by group, from the index.
-            self._pending_view = cowmaps.SortedOnRead(tuple(self._pending.values()), key=_by_key)
+            self._pending_view = cowmaps.SortedOnRead(
+                self._pending.freeze().values_in_any_order(), key=_by_key
+            )
         changed = frozenset(self._pending_index_dirty)
         for group in changed:
             members = self._pending_groups.get(group)
-            if members:
-                self._pending_index[group] = tuple(map(members.__getitem__, sorted(members)))
+            entry = tuple(map(members.__getitem__, sorted(members))) if members else ()
+            if group is None:
+                self._plain_pending = entry
+            elif entry:
+                self._pending_index[group] = entry
             else:
                 self._pending_index.pop(group, None)
         self._pending_index_dirty.clear()
@@ -213,7 +259,7 @@ class PodStore:
             constraining=types.MappingProxyType(dict(self._constraining)),
             pending=self._pending_view,
             gated=self._gated_view,
-            pending_index=types.MappingProxyType(dict(self._pending_index)),
+            pending_index=PendingIndex(self._pending_index.freeze(), plain=self._plain_pending),
             pending_changed=changed,
             awaiting_group=self._awaiting_view,
             stopped_waiting=stopped,

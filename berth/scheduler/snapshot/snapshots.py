@@ -101,8 +101,9 @@ class Snapshot:
     )
     # The GPU workload mix arriving, as the cache learned it (gpumix; the prior by default).
     gpu_mix: gpumix.View = dataclasses.field(default_factory=gpumix.Mix().view)
-    # Berth's waiting pods (pending or gated) that wait for a group from their owners, sorted
-    # by key, as the cache keeps them; None: not known (``awaiting_owner_group`` looks).
+    # The waiting pods (pending or gated) that wait for a group from their owners, sorted by
+    # key, as the cache keeps them (Berth's own; in admission mode also the gated pods of
+    # kube-scheduler that admission offers); None: not known (``awaiting_owner_group`` looks).
     awaiting_group: tuple[_PodInfo, ...] | None = None
     # Keys of Berth's pods that stopped waiting (placed or assumed, ended, deleted, replaced)
     # since the cache's previous snapshot (the one ``changes.since`` names); None: not known.
@@ -147,8 +148,9 @@ class Snapshot:
         return made
 
     def awaiting_owner_group(self) -> tuple[_PodInfo, ...]:
-        """Berth's waiting pods that wait for a group from their owners (``awaiting_group``),
-        sorted by key. With the cache's index this costs those pods, not the whole backlog."""
+        """The waiting pods that wait for a group from their owners (``awaiting_group``; in
+        admission mode with the gated pods admission offers), sorted by key. With the cache's
+        index this costs those pods, not the whole backlog."""
         if self.awaiting_group is not None:
             return self.awaiting_group
         waiting = (p for p in (*self.pending, *self.gated) if p.awaiting_group)

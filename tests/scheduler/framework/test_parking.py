@@ -230,6 +230,34 @@ def test_a_cycle_with_nothing_new_decides_nothing_and_keeps_the_reasons() -> Non
     assert len(third.pod_reasons) == 30 - len(first.bindings())
 
 
+def test_a_results_reasons_are_its_cycles_however_late_they_are_read() -> None:
+    # Parked jobs' reasons reach a result lazily; the lot moving on (room freed, jobs woken
+    # and placed) must not change what an earlier result says, read early or late.
+    Read = tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...]]]
+
+    def run(*, read_late: bool) -> Read:
+        world = World(hints=True, nodes=1, jobs=30)
+        world.cycle(EPOCH)
+        world.cycle(EPOCH + 1)
+        world.add_job(30)  # something new: the next cycle runs, with the backlog parked
+        kept = world.cycle(EPOCH + 2)
+        assert not kept.bindings()
+        assert len(typing.cast("loop.parking.Parking", world.scheduler.parking).parked) > 20
+        read: Read = ({}, {}, {})
+        if not read_late:
+            read = dict(kept.pod_reasons), dict(kept.group_reasons), dict(kept.waiting)
+        for ended in range(3):
+            world.apply(("end", ended))
+            assert world.cycle(EPOCH + 3 + ended).bindings()  # the lot moved on
+        if read_late:
+            read = dict(kept.pod_reasons), dict(kept.group_reasons), dict(kept.waiting)
+        return read
+
+    early, late = run(read_late=False), run(read_late=True)
+    assert len(early[0]) > 20 and early[2]  # the parked backlog's reasons and lines
+    assert late == early
+
+
 def test_a_pod_ending_wakes_what_fits_in_the_room_it_frees() -> None:
     world = World(hints=True, nodes=1, jobs=30)
     world.cycle(EPOCH)

@@ -43,7 +43,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from berth.api import keys, resources
-from berth.scheduler.snapshot import cache, placedgroups, snapshots, usage
+from berth.scheduler.snapshot import cache, cowmaps, placedgroups, snapshots, usage
 from tests.scheduler import builders as b
 
 MI = 2**20 * 1000
@@ -508,6 +508,7 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
     objects: dict[tuple[str, str], dict[str, typing.Any]] = {}
     assumed: dict[str, str] = {}
     taken: list[snapshots.Snapshot] = []
+    waited: list[_Waiting] = []  # what each snapshot's pending pods were, read as it was taken
     for op in ops:
         kind = op[0]
         if kind == "node":
@@ -586,6 +587,7 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
             if taken:
                 _assert_stopped_waiting_named(taken[-1], snap)
             taken.append(snap)
+            waited.append(_waiting_unread(snap))
     order = ["PriorityClass", "Node", "PodGroup", "Pod"]
     rebuilt = b.cache_of(
         *[obj for kind in order for (k, _), obj in sorted(objects.items()) if k == kind]
@@ -599,8 +601,11 @@ def test_increments_equal_a_full_rebuild(ops: list[tuple[typing.Any, ...]]) -> N
     _assert_placed_groups_match(final)
     if taken:
         _assert_stopped_waiting_named(taken[-1], final)
-    for snap in taken:
-        _assert_placed_groups_match(snap)  # later changes did not reach an earlier snapshot
+    for snap, was in zip(taken, waited, strict=True):
+        # Later changes did not reach an earlier snapshot.
+        _assert_placed_groups_match(snap)
+        assert _waiting_unread(snap) == was
+        _assert_pending_index_matches(snap)
 
 
 def _assert_no_pod_below_the_floor(snap: snapshots.Snapshot) -> None:
@@ -618,6 +623,18 @@ def _assert_pending_index_matches(snap: snapshots.Snapshot) -> None:
         plain = [p for p in snap.pending if p.pod_group not in left_out]
         assert snap.pending_but(left_out) == plain
         assert dataclasses.replace(snap).pending_but(left_out) == plain  # no index: a walk
+
+
+_Waiting = tuple[list[str], dict[str | None, list[str]]]
+
+
+def _waiting_unread(snap: snapshots.Snapshot) -> _Waiting:
+    """The snapshot's pending pod keys and its index, read without sorting (so nothing read
+    is kept: a later change reaching the views would show)."""
+    index = snap.pending_index
+    assert index is not None
+    pending = sorted(p.key for p in cowmaps.in_any_order(snap.pending))
+    return pending, {g: [p.key for p in index[g]] for g in index}
 
 
 def _assert_stopped_waiting_named(before: snapshots.Snapshot, after: snapshots.Snapshot) -> None:

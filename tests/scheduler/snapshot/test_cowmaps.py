@@ -86,6 +86,7 @@ _ops = st.one_of(
     st.tuples(st.just("set"), st.sampled_from(_KEYS), st.integers(0, 3)),
     st.tuples(st.just("del"), st.sampled_from(_KEYS)),
     st.tuples(st.just("freeze")),
+    st.tuples(st.just("clear")),
 )
 
 
@@ -103,6 +104,9 @@ def test_writes_and_freezes_behave_like_copies(ops: list[tuple[object, ...]]) ->
         elif op[0] == "del":
             key = str(op[1])
             assert live.pop(key, None) == model.pop(key, None)
+        elif op[0] == "clear":
+            live.clear()
+            model.clear()
         else:
             before = [id(shard) for shard in live._shards]
             views.append((live.freeze(), dict(model)))
@@ -115,6 +119,11 @@ def test_writes_and_freezes_behave_like_copies(ops: list[tuple[object, ...]]) ->
         assert len(view) == len(expected)
         assert sorted(cowmaps.items_in_any_order(view)) == sorted(expected.items())
         assert sorted(cowmaps.items_in_any_order(expected)) == sorted(expected.items())
+        values = view.values_in_any_order()
+        assert len(values) == len(expected)
+        assert sorted(values) == sorted(expected.values())
+        by_value = cowmaps.SortedOnRead(values, key=str)
+        assert list(by_value) == sorted(expected.values(), key=str)
 
 
 def test_in_any_order_reads_a_sequence_without_sorting_it() -> None:
