@@ -34,11 +34,12 @@ print("burned", flush=True)
 time.sleep(60)
 """
 
-# Touches 200 MiB, says "grown", frees it, says "freed" and sleeps.
+# Touches 200 MiB, says "grown", waits for "go", frees it, says "freed" and sleeps.
 GROW = """\
-import time
+import sys, time
 b = bytearray(b"x" * (200 * 2**20))
 print("grown", flush=True)
+sys.stdin.readline()
 del b
 print("freed", flush=True)
 time.sleep(60)
@@ -46,7 +47,10 @@ time.sleep(60)
 
 
 def _said(child: subprocess.Popen[str], word: str) -> None:
-    """Wait (bounded) until ``child`` prints ``word`` on a line of its own."""
+    """Wait (bounded) until ``child`` prints ``word`` on a line of its own. A child says one
+    line and then waits to be told to go on: ``select`` sees the pipe, not lines already
+    read into the stream's buffer, so a second line sent at once would be waited for in vain
+    (it was, once, on a loaded machine)."""
     assert child.stdout is not None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -93,6 +97,9 @@ def test_peak_rss_follows_memory_touched_and_resets() -> None:
             _said(child, "grown")
             peak = proc_usage.peak_rss_mb(child.pid)
             assert peak is not None and peak >= 200
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
             _said(child, "freed")
             proc_usage.reset_peak(child.pid)
             after = proc_usage.peak_rss_mb(child.pid)
