@@ -7,7 +7,8 @@
   ServiceAccount from a stand-in pod named after its identity (:mod:`berth.realcluster.install`:
   the chart's leader fence lets only the Lease holder's pod write), logging to the control
   plane's logs folder.
-  :meth:`RealCluster.berth` starts one; every one started is stopped when the test ends.
+  :meth:`RealCluster.berth` starts one; every one started is stopped when the test ends;
+  :meth:`BerthProcess.keep_running` restarts one that exited, as a Deployment would.
 - In admission mode the chart's MutatingWebhookConfiguration sends pods to the running Berth;
   in scheduler mode it is removed, as ``helm upgrade --set mode=scheduler`` would.
 """
@@ -93,6 +94,18 @@ class BerthProcess:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError):
             return False
+
+    def keep_running(self) -> bool:
+        """Start the replica again if it exited, as its Deployment's kubelet would
+        (``restartPolicy: Always``); say whether it did.
+
+        A leader whose renewals miss the deadline exits so that its pod restarts as a
+        follower; on a loaded machine that happens, and without the restart no replica is left.
+        """
+        if self.process.running():
+            return False
+        self.process.start()
+        return True
 
     def stop(self) -> None:
         self.process.stop()
