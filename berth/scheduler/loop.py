@@ -136,9 +136,7 @@ class Scheduler:
             parked=parked,
             waiting=lot.waiting(snapshot) if lot is not None else None,
         )
-        starving: set[str] = set()
-        revisit: dict[str, float] = {}
-        class_revisit: dict[str, float] = {}
+        bound = _TimeBound()
         try:
             for action in self.actions:
                 started = time.perf_counter()
@@ -149,7 +147,7 @@ class Scheduler:
                     logger.exception("action %s failed in session %s", action.name, session.id)
                 session.action_seconds[action.name] = time.perf_counter() - started
             if lot is not None:
-                starving, revisit, class_revisit = _time_bound(session)
+                bound = _time_bound(session)
         finally:
             result = sessions.close_session(session)
         if lot is not None:
@@ -161,9 +159,10 @@ class Scheduler:
             )
             lot.record(
                 session,
-                starving=starving,
-                revisit=revisit,
-                class_revisit=class_revisit,
+                contending=bound.contending,
+                starving=bound.starving,
+                revisit=bound.revisit,
+                class_revisit=bound.class_revisit,
                 quiet=quiet,
                 due=result.revisit_at,
             )
@@ -171,7 +170,11 @@ class Scheduler:
             # drain's deadline, a victim passing its minimum runtime): the caller wakes then
             # too, even if nothing else happens by then.
             due = min(
-                (t for t in (*revisit.values(), *class_revisit.values()) if t > snapshot.now),
+                (
+                    t
+                    for t in (*bound.revisit.values(), *bound.class_revisit.values())
+                    if t > snapshot.now
+                ),
                 default=None,
             )
             if due is not None and (result.revisit_at is None or due < result.revisit_at):
@@ -186,22 +189,36 @@ class Scheduler:
         return result
 
 
-def _time_bound(
-    session: sessions.Session,
-) -> tuple[set[str], dict[str, float], dict[str, float]]:
-    """Of the jobs left pending, those the starvation guard holds room for, and when the
-    others' situation changes by time alone: their own (plugins' ``revisit_at``, and the end
-    of a preemption window a job waits in) and their class's (``class_revisit_at``)."""
+@dataclasses.dataclass(slots=True)
+class _TimeBound:
+    """What the lot is told of the jobs a session left pending (:func:`_time_bound`)."""
+
+    contending: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Starving jobs room is held for or would be next (``job_contending``), by key: their
+    queue. Never parked."""
+    starving: set[str] = dataclasses.field(default_factory=set)
+    """Other starving jobs (the guard holds for a few at a time): parked in line."""
+    revisit: dict[str, float] = dataclasses.field(default_factory=dict)
+    class_revisit: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def _time_bound(session: sessions.Session) -> _TimeBound:
+    """Of the jobs left pending, the starving ones room is held for or would be next, the
+    other starving ones, and when the others' situation changes by time alone: their own
+    (plugins' ``revisit_at``, and the end of a preemption window a job waits in) and their
+    class's (``class_revisit_at``)."""
     hooks = session.hooks
-    starving: set[str] = set()
-    revisit: dict[str, float] = {}
-    class_revisit: dict[str, float] = {}
+    bound = _TimeBound()
     for key, job in session.jobs.items():
         if key not in session.group_why:
             continue
         if len(hooks.job_starving) and hooks.job_starving(job):
-            starving.add(key)
-            continue
+            # Asked after the actions: a job whose queue's room its own held pods took is no
+            # longer starving, and its times below (its drain's end) must still wake the loop.
+            if hooks.job_contending(job):
+                bound.contending[key] = job.queue
+                continue
+            bound.starving.add(key)
         times = [t] if (t := hooks.revisit_at(job)) is not None else []
         if session.group_why[key].code is reasons.ReasonCode.PREEMPTION_DELAYED:
             # It may evict once its preemption window closes: it looks again then.
@@ -210,10 +227,10 @@ def _time_bound(
             if ends is not None:
                 times.append(ends)
         if times:
-            revisit[key] = min(times)
+            bound.revisit[key] = min(times)
         if (t := hooks.class_revisit_at(job)) is not None:
-            class_revisit[key] = t
-    return starving, revisit, class_revisit
+            bound.class_revisit[key] = t
+    return bound
 
 
 def _repeat(last: decisions.CycleResult, *, session_id: str) -> decisions.CycleResult:

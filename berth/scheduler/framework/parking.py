@@ -40,9 +40,19 @@ could let them fit:
 A class wakes its jobs in job order's fallback (creation time, UID, key): members of a class
 share priority and queue, so that is the order allocate would try them in.
 
-Work that is judged by more than its shape (no class), starving jobs, and work in a
-``NamespaceFair`` queue (its turn counts what the other waiting jobs of its namespace need,
-parked or not) are never parked.
+Starving jobs (past the starvation guard's threshold) that contend for held room — the
+first ``MAX_HOLDERS`` of their queue's line in the guard's order, among whom are all it holds
+room for now or would next (the ``job_contending`` hook) — are never parked: the guard must
+see them every cycle. It holds for a few at a time, so a backlog older than the threshold is
+mostly starving jobs that do not contend: those park, each also in its queue's line (by
+priority, then age: the guard's order within a queue), and when contenders of a queue leave
+(placed, gone, given back, outranked) as many of that queue's line wake at the next admit.
+Trying every one of them every cycle instead made an old backlog cost its length every
+cycle.
+
+Work that is judged by more than its shape (no class) and work in a ``NamespaceFair`` queue
+(its turn counts what the other waiting jobs of its namespace need, parked or not) are never
+parked.
 When nothing at all changed since a session that decided nothing but reasons, and no parked
 job's time came, :meth:`Parking.quiet` says the next session would decide the same and may be
 skipped.
@@ -94,6 +104,7 @@ class Parked:
     reclaims: bool  # it could reclaim from other queues when parked
     held: resources.ResourceList  # what its queue's placed pods held then
     until: float  # when it wakes by its own time (``inf``: only with its class or an event)
+    starving: bool  # starving with nothing held for it: in its queue's line for a hold
     job: jobs.Job  # as its last session saw it: where it stands in its queue's line
 
 
@@ -111,6 +122,13 @@ class Parking:
         self._class_until: dict[equivalence.ClassKey, float] = {}
         self._class_times: list[tuple[float, int, equivalence.ClassKey]] = []
         self._job_times: list[tuple[float, str]] = []  # (until, key); stale items skipped
+        # Starving jobs not contending for held room, by queue in the guard's order within a
+        # queue (priority, then age); may hold keys that woke since. The contenders of the
+        # last session (key: queue), and per queue how many left then: as many of its line
+        # wake at the next admit.
+        self._hold_lines: dict[str, list[tuple[tuple[int, float, str, str], str]]] = {}
+        self._contending: dict[str, str] = {}
+        self._contenders_left: dict[str, int] = {}
         self._ticket = itertools.count()  # heap tie-break: class keys need not be ordered
         self._changes: changes.Changes | None = None
         self._quiet = False
@@ -131,6 +149,8 @@ class Parking:
         self._class_until.clear()
         self._class_times.clear()
         self._job_times.clear()
+        self._hold_lines.clear()
+        self._contenders_left.clear()
         self._changes = None
         self._quiet = False
         self._rows.clear()
@@ -163,6 +183,7 @@ class Parking:
         only reasons, nothing changed since, and no parked job's time has come."""
         return (
             self._quiet
+            and not self._contenders_left
             and snapshot.changes is not None
             and snapshot.changes.same_state(self._changes)
             and snapshot.now < self._wake_at
@@ -209,6 +230,9 @@ class Parking:
             line = self._classes.get(klass)
             if line is not None:
                 self._wake_head(klass, line, count=1)
+        for queue, count in self._contenders_left.items():
+            self._wake_for_holds(queue, count)
+        self._contenders_left.clear()
         freed, placed = after.freed != before.freed, after.placed != before.placed
         if freed or placed:
             room = _Room(_free_rows(snapshot), nodes=snapshot.nodes, rows=self._usable_rows(rows))
@@ -283,6 +307,20 @@ class Parking:
             self._wake(line.pop(0)[1])
             wake -= 1
 
+    def _wake_for_holds(self, queue: str, count: int) -> None:
+        """Wake the first ``count`` starving jobs of ``queue``'s line: as many of its
+        contenders for held room left, and the next in line take their places."""
+        line = self._hold_lines.get(queue)
+        woken = 0
+        while line and woken < count:
+            key = line.pop(0)[1]
+            entry = self.parked.get(key)
+            if entry is not None and entry.starving and entry.queue == queue:
+                self._wake(key)
+                woken += 1
+        if line is not None and not line:
+            del self._hold_lines[queue]
+
     def _wake_head(
         self,
         klass: equivalence.ClassKey,
@@ -303,14 +341,17 @@ class Parking:
         self,
         session: sessions.Session,
         *,
-        starving: collections.abc.Set[str],
+        contending: collections.abc.Mapping[str, str],
+        starving: collections.abc.Set[str] = frozenset(),
         revisit: collections.abc.Mapping[str, float],
         class_revisit: collections.abc.Mapping[str, float] | None = None,
         quiet: bool,
         due: float | None = None,
     ) -> None:
-        """Park what ``session`` left pending untouched; ``starving``: jobs the guard holds
-        room for (never parked); ``revisit``: when a job's own situation changes by itself;
+        """Park what ``session`` left pending untouched; ``contending``: starving jobs room is
+        held for or would be next, with their queues (never parked); ``starving``: the other
+        starving jobs (parked in their queue's line, woken as contenders leave);
+        ``revisit``: when a job's own situation changes by itself;
         ``class_revisit``: when that of every job of its shape does (by job key; the class's
         head wakes then); ``quiet``: the session decided nothing but reasons; ``due``: when
         something placed changes by time alone (no session is skipped as quiet from then)."""
@@ -327,11 +368,12 @@ class Parking:
         added: dict[equivalence.ClassKey, list[tuple[tuple[float, str, str], str]]] = {}
         # Each class just judged is timed afresh: its safety net restarts from now.
         class_until: dict[equivalence.ClassKey, float] = {}
+        hold_line: dict[str, list[tuple[tuple[int, float, str, str], str]]] = {}
         for key, job in session.jobs.items():
             reason = session.group_why.get(key)
             if reason is None or job.allocated or job.pipelined or job.evicted:
                 continue
-            if key in starving or _turn_counts_others(snapshot, job.queue):
+            if key in contending or _turn_counts_others(snapshot, job.queue):
                 continue
             klass = equivalence.class_of(job, session=session)
             if klass is None:
@@ -344,11 +386,14 @@ class Parking:
                 until=revisit.get(key, math.inf),
                 reclaims=reclaiming and hooks.can_reclaim(job),
                 held=snapshot.usage_of(job.queue).allocated,
+                starving=key in starving,
             )
             self.parked[key] = entry
             if self._touched is not None:
                 self._touched.add(key)
             added.setdefault(klass, []).append((entry.order, key))
+            if entry.starving:
+                hold_line.setdefault(entry.queue, []).append(((-entry.priority, *entry.order), key))
             if entry.until < math.inf:
                 heapq.heappush(self._job_times, (entry.until, key))
             class_until[klass] = min(
@@ -365,6 +410,20 @@ class Parking:
                     bisect.insort(line, item)
         for klass, until in class_until.items():
             self._arm(klass, until)
+        for queue, joining in hold_line.items():
+            waiting = self._hold_lines.setdefault(queue, [])
+            for waiter in joining:
+                at = bisect.bisect_left(waiting, waiter)
+                if at == len(waiting) or waiting[at] != waiter:  # not there already
+                    waiting.insert(at, waiter)
+        # A contender left (placed, gone, no longer starving, or outranked in its queue): as
+        # many of its queue's line are looked at again next session, quiet or not.
+        left: dict[str, int] = {}
+        for contender, queue in self._contending.items():
+            if contender not in contending and queue in self._hold_lines:
+                left[queue] = left.get(queue, 0) + 1
+        self._contending = dict(contending)
+        self._contenders_left = left
         self._quiet = quiet
         if self._touched is not None:
             # Told now, against the snapshot these jobs were parked under: the next session
@@ -394,6 +453,7 @@ def _entry(
     until: float,
     reclaims: bool,
     held: resources.ResourceList,
+    starving: bool,
 ) -> Parked:
     largest = max(job.pending, key=lambda p: (sum(p.requests.values()), p.key))
     least = dict(largest.requests)
@@ -414,6 +474,7 @@ def _entry(
         reclaims=reclaims,
         held=held,
         until=until,
+        starving=starving,
         job=job,
     )
 

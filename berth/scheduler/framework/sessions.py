@@ -123,6 +123,10 @@ class SessionHooks:
         """Is the job ready counting pipelined pods? All must agree."""
         self.job_starving: hooks.AnyTrue[[jobs.Job]] = hooks.AnyTrue(report=report)
         """Has the job waited too long (backfill must not delay it)? Any says yes."""
+        self.job_contending: hooks.AnyTrue[[jobs.Job]] = hooks.AnyTrue(report=report)
+        """Is the starving job among those room is held for or would be next (the first few
+        of its queue's line)? Any says yes. Such a job is tried every cycle; a starving job
+        none says this of parks in its queue's line (:mod:`.parking`)."""
         self.nominations: hooks.FirstWins[[jobs.Job], collections.abc.Mapping[str, str]] = (
             hooks.FirstWins(report=report)
         )

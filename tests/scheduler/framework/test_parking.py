@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from berth.api import keys
 from berth.scheduler import loop
 from berth.scheduler.framework import decisions
-from berth.scheduler.plugins import registry
+from berth.scheduler.plugins import proportion, registry
 from berth.scheduler.snapshot import cache
 from berth.sim import benchmarks
 from berth.util import clocks
@@ -42,10 +42,13 @@ class World:
         revisit_seconds: float = 300.0,
         evicting: bool = True,
         gangs: bool = False,
+        queues: tuple[str, ...] = QUEUES,
     ) -> None:
         """``evicting``: the default profile's actions; else without reclaim and preempt.
-        ``gangs``: some jobs are gangs of two or three pods, some with a smaller launcher."""
+        ``gangs``: some jobs are gangs of two or three pods, some with a smaller launcher.
+        ``queues``: the queues jobs go to in turn."""
         self.gangs = gangs
+        self.queues = queues
         self.cache = cache.ClusterCache()
         profile = registry.default_profile()
         if not evicting:
@@ -73,7 +76,7 @@ class World:
 
     def add_job(self, seed: int) -> None:
         cpu, memory = SHAPES[seed % len(SHAPES)]
-        queue = QUEUES[seed % len(QUEUES)]
+        queue = self.queues[seed % len(self.queues)]
         name = f"job-{self.jobs:03d}"
         created = f"2026-01-01T00:{self.jobs // 60:02d}:{self.jobs % 60:02d}Z"
         # Later work may outrank earlier work: a line mixes parked jobs and fresh ones.
@@ -149,6 +152,73 @@ def test_hints_place_what_trying_everything_places(
         # Parked or not, a group stands where job order puts it in its queue's line.
         assert dict(with_hints.waiting) == dict(without.waiting), event
         now += 1.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(events=events, nodes=st.integers(1, 4), jobs=st.integers(20, 60))
+def test_hints_place_what_trying_everything_places_once_the_backlog_starves(
+    events: list[Event], nodes: int, jobs: int
+) -> None:
+    # Ten minutes on, every job waited past the starvation threshold (five minutes): the
+    # guard holds room for a few, the others of the queue's line park, and placements and
+    # lines stay those of trying every job every cycle. One queue: a job parked
+    # before its queue's share rose (another queue's pod ended) is looked at again only when
+    # its class is (module docstring), starving or not.
+    hinted = World(hints=True, nodes=nodes, jobs=jobs, evicting=False, gangs=True, queues=("qa",))
+    plain = World(hints=False, nodes=nodes, jobs=jobs, evicting=False, gangs=True, queues=("qa",))
+    now = EPOCH + 600
+    for event in [("nothing", 0), *events]:
+        for world in (hinted, plain):
+            world.apply(event)
+        with_hints, without = hinted.cycle(now), plain.cycle(now)
+        assert _placements(with_hints) == _placements(without), event
+        # Same groups waiting (a parked group keeps the reason it was parked with, as above).
+        assert set(with_hints.group_reasons) == set(without.group_reasons), event
+        assert dict(with_hints.waiting) == dict(without.waiting), event
+        now += 1.0
+
+
+def test_an_old_backlog_waits_parked_but_for_the_first_of_each_line() -> None:
+    # 60 jobs of 4 cpu in three queues, ten minutes on: all starving (each queue has room in
+    # its share), none fits (4 nodes of 6 cpu, each running 3 cpu of a fourth queue). The
+    # guard holds room for at most MAX_HOLDERS jobs, and for no other than the first
+    # MAX_HOLDERS of a queue's line: the rest park instead of being tried every cycle.
+    world = World(hints=True, nodes=4, jobs=0, evicting=False)
+    world.cache.add_queue(benchmarks._queue("qd"))
+    for row in range(4):
+        running = benchmarks._pod(f"running-{row}", cpu="3", memory="1Gi", node=f"node-{row:03d}")
+        running["metadata"]["labels"] = {keys.QUEUE_LABEL: "qd"}
+        world.cache.add_pod(running)
+    for seed in range(3, 243, 4):  # SHAPES[3]: 4 cpu, in the three queues by turns
+        world.add_job(seed)
+    lot = typing.cast("loop.parking.Parking", world.scheduler.parking)
+    first = world.cycle(EPOCH + 600)
+    assert not first.bindings()
+    lines = {q: list(first.waiting[q]) for q in QUEUES}
+    tried = set(first.group_reasons) - set(lot.parked)
+    for line in lines.values():
+        assert tried & set(line) <= set(line[: proportion.MAX_HOLDERS])
+    # qb's and qc's lines starve whole: their first MAX_HOLDERS are tried, the rest wait.
+    for queue in ("qb", "qc"):
+        line = lines[queue]
+        assert set(line[: proportion.MAX_HOLDERS]) <= tried
+        assert all(lot.parked[key].starving for key in line[proportion.MAX_HOLDERS :])
+        assert "starving" in first.group_reasons[line[0]]
+    # Nothing changed: the line stays parked (each keeping its reason); only the first are
+    # tried again (room held for some is nominated afresh each cycle).
+    parked = dict(lot.parked)
+    again = world.cycle(EPOCH + 601)
+    assert not again.bindings() and dict(lot.parked) == parked
+    assert set(again.group_reasons) == set(first.group_reasons)
+    # The first of qb's line leaves: the cycle that sees it gone tells the lot, and the next
+    # in qb's line takes its place among those tried from the cycle after.
+    line = lines["qb"]
+    world.cache.remove_pod(line[0].replace("pod:", ""))
+    world.cycle(EPOCH + 602)
+    assert line[proportion.MAX_HOLDERS] in lot.parked
+    world.cycle(EPOCH + 603)
+    assert line[proportion.MAX_HOLDERS] not in lot.parked
+    assert all(lot.parked[key].starving for key in line[proportion.MAX_HOLDERS + 1 :])
 
 
 def _evicted(result: decisions.CycleResult) -> list[str]:

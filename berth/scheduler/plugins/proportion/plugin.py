@@ -127,6 +127,7 @@ class Proportion(interfaces.SessionPlugin):
         registry.preemptable.add(reclaiming.preemptable, plugin=NAME)
         registry.preempts_across_queues.add(reclaiming.preempts_across_queues, plugin=NAME)
         registry.job_starving.add(guard.starving, plugin=NAME)
+        registry.job_contending.add(guard.contending, plugin=NAME)
         registry.revisit_at.add(guard.revisit_at, plugin=NAME)
         registry.class_revisit_at.add(reclaiming.class_revisit_at, plugin=NAME)
         registry.nominations.add(guard.nominations, plugin=NAME)

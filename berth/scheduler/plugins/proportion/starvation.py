@@ -81,6 +81,9 @@ class StarvationGuard:
         self.drain_preempt = args.preempt_after
         self.memory = memory  # the holds' starts, nodes and shadows; the holds given back
         self.holds: list[holds.Hold] = []
+        # Per queue, the first MAX_HOLDERS starving jobs in the guard's order: whoever it
+        # holds for now, or would next, is among them (the rest may wait parked).
+        self.contenders: set[str] = set()
         self._hopeless_jobs: dict[str, bool] = {}
         self._smallest_pods: dict[str, IntArray] = {}
         self._free_at_open: IntArray | None = None  # free capacity before holds (held_idle)
@@ -212,6 +215,13 @@ class StarvationGuard:
         # e.g. a group backing off after its schedule timeout holds nothing
         return self.session.hooks.job_valid(job).is_success()
 
+    def contending(self, job: jobs.Job) -> bool:
+        """Whether ``job`` is among the first :data:`MAX_HOLDERS` starving jobs of its queue
+        in the guard's order: every job held for is, and so is every job the guard would hold
+        for next whichever queues' standing moves; a starving job further back may wait
+        parked until one of those leaves (:mod:`~berth.scheduler.framework.parking`)."""
+        return job.key in self.contenders
+
     def overdue(self, job: jobs.Job) -> bool:
         """A gang that waited ``drainPreemptSeconds`` past the starvation threshold: held for
         from then on even while its queue has no room left in its share (its queue's own
@@ -280,6 +290,11 @@ class StarvationGuard:
                 j.key,
             )
         )
+        per_queue: collections.Counter[str] = collections.Counter()
+        for job in candidates:  # within a queue the order above is the queue's own line
+            if per_queue[job.queue] < MAX_HOLDERS:
+                per_queue[job.queue] += 1
+                self.contenders.add(job.key)
         now = session.snapshot.now
         live = {job.key for job in candidates}
         groups = session.snapshot.pod_groups
