@@ -43,6 +43,8 @@ pending jobs, not every running pod — (:mod:`.accounting`), then registers:
   weighted split — and capacity the job cannot use, or does not need, stays open. A
   Reservation booked for later (``startAt``) is drained for the same way from
   ``reservationDrainSeconds`` before it, backfilled only by work expected to end by then;
+  **job_contending** names the first :data:`MAX_HOLDERS` starving jobs of each queue's line
+  (whoever the guard holds for now or would next): the other starving jobs may wait parked;
 - **preempts_across_queues** and **reclaim_reason**: whether a job's queue preempts other
   queues' work, and what the victims of its reclaim are told (on which promise);
 - **allocate/deallocate handlers** keeping every queue's usage current while statements
