@@ -104,7 +104,7 @@ class Parked:
     reclaims: bool  # it could reclaim from other queues when parked
     held: resources.ResourceList  # what its queue's placed pods held then
     until: float  # when it wakes by its own time (``inf``: only with its class or an event)
-    starving: bool  # starving with nothing held for it: in its queue's line for a hold
+    starving: bool  # starving but not contending for held room: also in its queue's line
     job: jobs.Job  # as its last session saw it: where it stands in its queue's line
 
 
