@@ -12,8 +12,9 @@ We test these aspects:
   pending/running PodGroups, children, parents adding up their children;
 - the starvation guard: a starving gang gets nodes nominated — where its pods fit once they
   free, even when none fits anywhere today — and the room free there is held (other work is
-  kept off it, with its reason); its reason says how far it got; with the guard off the room
-  goes to the small job;
+  kept off it, with its reason); its reason says how far it got; jobs no node can take, at
+  the head of its queue's line, do not keep it from a gang it can help; with the guard off
+  the room goes to the small job;
 - arguments are validated; the plugin keeps nothing after a session.
 """
 
@@ -261,6 +262,28 @@ def test_a_starving_gang_of_whole_nodes_gets_nodes_nominated_as_they_free() -> N
         "starving for 400s: holding 2 nodes for 2/2 pods as they free, 2 cpu, 2Gi memory, "
         "2 nvidia.com/gpu idle meanwhile, expected in 10700s (drainPreemptSeconds: "
     )
+
+
+def test_jobs_too_big_for_any_node_do_not_keep_the_guard_from_a_gang_it_can_help() -> None:
+    # Two 4-cpu nodes, one full; a queue whose line for held room starts with more 6-cpu pods
+    # (its share, 8 cpu, would hold them; no node can) than the guard holds for at once.
+    too_big = [
+        cpu_pod(f"huge-{i}", queue="q", cpu="6", created=t(-800 + i))
+        for i in range(proportion.MAX_HOLDERS)
+    ]
+    outcome = runs.Run(
+        *STARVING,
+        b.node("n2", cpu="4"),
+        *[cpu_pod(f"full-{i}", queue="q", node="n2", created=t(-900)) for i in range(4)],
+        *too_big,
+    ).cycle()
+    nominated = {d.name: d.node for d in outcome.result.of_kind(decisions.NominatePod)}
+    assert sorted(nominated) == [f"big-{i}" for i in range(4)]
+    assert outcome.bound == {}  # n1's free room is the gang's, not the small pod's
+    assert outcome.group_reasons["big"].startswith("starving for 400s: holding 2 nodes")
+    for pod in too_big:
+        reason = outcome.pod_reasons[pod["metadata"]["name"]]
+        assert reason == "0/2 nodes fit: 2 Insufficient cpu"
 
 
 @pytest.mark.parametrize("threshold", [0, None, 600], ids=["zero", "null", "not-yet"])

@@ -33,15 +33,16 @@ pending jobs, not every running pod — (:mod:`.accounting`), then registers:
   queue: smaller jobs of lower or equal priority only (docs/scheduler.md);
 - **job_starving** and **nominations** (the starvation guard): a job below quorum whose
   group was created ``starvationThresholdSeconds`` ago, while its queue has room left in its
-  share (and limits). For such jobs (at most :data:`MAX_HOLDERS`, the queue furthest below
-  its share first, then priority, then age), each pod gets a node nominated: one where it
-  fits once what runs there frees, preferring nodes where more of it fits already. Whatever
-  is free on those nodes, up to the pod's size and the room left in its queue's share, is
-  *held*: a node predicate keeps every other pod off it, so the room accumulates as running
-  work finishes until the job fits whole; the backfill action pipelines the pods onto their
-  nodes. The guard holds only room the queue is entitled to — it never overrides the
-  weighted split — and capacity the job cannot use, or does not need, stays open. A
-  Reservation booked for later (``startAt``) is drained for the same way from
+  share (and limits), and enough of whose pods each fit on some node (a pod larger than
+  every node waits for a node, not for room). For such jobs (at most :data:`MAX_HOLDERS`,
+  the queue furthest below its share first, then priority, then age), each pod gets a node
+  nominated: one where it fits once what runs there frees, preferring nodes where more of it
+  fits already. Whatever is free on those nodes, up to the pod's size and the room left in
+  its queue's share, is *held*: a node predicate keeps every other pod off it, so the room
+  accumulates as running work finishes until the job fits whole; the backfill action
+  pipelines the pods onto their nodes. The guard holds only room the queue is entitled to —
+  it never overrides the weighted split — and capacity the job cannot use, or does not need,
+  stays open. A Reservation booked for later (``startAt``) is drained for the same way from
   ``reservationDrainSeconds`` before it, backfilled only by work expected to end by then;
   **job_contending** names the first :data:`MAX_HOLDERS` starving jobs of each queue's line
   (whoever the guard holds for now or would next): the other starving jobs may wait parked;

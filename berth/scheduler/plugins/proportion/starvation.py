@@ -88,18 +88,45 @@ class StarvationGuard:
         self._smallest_pods: dict[str, IntArray] = {}
         self._free_at_open: IntArray | None = None  # free capacity before holds (held_idle)
         self._smallest_job: float | None = None  # _smallest_running, once asked
+        self._largest_node: IntArray | None = None  # each resource's most on one node
 
     def _hopeless(self, job: jobs.Job) -> bool:
-        """The job's quorum exceeds its queue's share or a limit even with the queue empty:
-        holding room for it would only waste the room."""
+        """The job's quorum exceeds its queue's share or a limit even with the queue empty,
+        or fewer of its pending pods than it still needs fit on the largest node even
+        emptied: holding room for it would only waste the room. A job the nodes cannot take
+        is no more starving than it is waiting for room (a bigger node, e.g. one an
+        autoscaler adds, makes it hopeful again), and it must not take a place in its
+        queue's line of :data:`MAX_HOLDERS` from a job the guard can help."""
         books = self.books
         found = self._hopeless_jobs.get(job.key)
         if found is None:
             need = books.quorum_need(job)
             path, i = books.paths[job.queue], books.index[job.queue]
-            found = bool((need > books.share[i]).any() or (need > books.limit[path]).any())
+            found = bool(
+                (need > books.share[i]).any()
+                or (need > books.limit[path]).any()
+                or self._too_big_for_any_node(job)
+            )
             self._hopeless_jobs[job.key] = found
         return found
+
+    def _too_big_for_any_node(self, job: jobs.Job) -> bool:
+        """Fewer of ``job``'s pending pods than its quorum still needs ask, of every
+        resource, at most what some node allocates (each resource's largest, so a pod this
+        passes may still fit nowhere: the trial placements find that)."""
+        if self._largest_node is None:
+            table = self.session.nodes
+            self._largest_node = (
+                table.allocatable.max(axis=0)
+                if len(table)
+                else np.zeros(len(table.resources), dtype=np.int64)
+            )
+        largest = self._largest_node
+        group = job.group
+        wanted = max(group.min_member - group.placed - group.succeeded, 1)
+        session = self.session
+        fitting = sum(1 for pod in job.pending if (session.vector(pod) <= largest).all())
+        return fitting < wanted
 
     def _smallest(self, job: jobs.Job) -> IntArray:
         """The job's smallest pending pod (by summed milli-units), cached for the session."""
