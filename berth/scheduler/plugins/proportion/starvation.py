@@ -111,9 +111,10 @@ class StarvationGuard:
         return found
 
     def _too_big_for_any_node(self, job: jobs.Job) -> bool:
-        """Fewer of ``job``'s pending pods than its quorum still needs ask, of every
-        resource, at most what some node allocates (each resource's largest, so a pod this
-        passes may still fit nowhere: the trial placements find that)."""
+        """Whether fewer of ``job``'s pending pods than its quorum still needs could fit on
+        a node even emptied. A pod counts as fitting when, resource by resource, it asks at
+        most the largest allocatable of any node: one that passes may still fit nowhere
+        (the trial placements find that), one that fails fits nowhere for sure."""
         if self._largest_node is None:
             table = self.session.nodes
             self._largest_node = (
