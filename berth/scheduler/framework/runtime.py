@@ -51,7 +51,7 @@ from berth.scheduler.framework import (
 )
 
 if typing.TYPE_CHECKING:
-    from berth.scheduler.framework import sessions
+    from berth.scheduler.framework import placements, sessions
     from berth.scheduler.snapshot import nodetable, podconstraints, pods
 
 __all__ = ["Attempt", "Framework", "format_score_table"]
@@ -217,6 +217,7 @@ class Framework:
         # Plugin seconds in timed attempts, and the attempts of the session, timed or not.
         self._sampled: collections.defaultdict[str, float] = collections.defaultdict(float)
         self._attempts = 0
+        self._placements: placements.Carried | None = None
 
     # Session lifecycle -----------------------------------------------------------------------
     def begin_session(self) -> None:
@@ -227,6 +228,16 @@ class Framework:
         self._seconds = collections.defaultdict(float)
         self._sampled = collections.defaultdict(float)
         self._attempts = 0
+
+    def keep_placements(self, carried: placements.Carried | None, /) -> None:
+        """Keep what a closed session counted of the placed pods for the next one."""
+        self._placements = carried
+
+    def take_placements(self) -> placements.Carried | None:
+        """What the last closed session counted (once: a second session opened without one
+        closing in between counts afresh)."""
+        carried, self._placements = self._placements, None
+        return carried
 
     def end_session(self) -> tuple[tuple[str, ...], dict[str, float]]:
         """End the session: the error lines and per-plugin seconds (those of scheduling

@@ -304,7 +304,10 @@ class Session:
         self.recorder = decisions.DecisionRecorder()
         self.hooks = SessionHooks(report=framework.report)
         self.placements = placements.Placements(
-            snapshot, nodes=snapshot.nodes, reserve_pods=self.hooks.reserve_pods
+            snapshot,
+            nodes=snapshot.nodes,
+            reserve_pods=self.hooks.reserve_pods,
+            carried=framework.take_placements(),
         )
         """Which pods are on which node, statements included (for pod-to-pod constraints)."""
         self.jobs: dict[ids.PodGroupKey, jobs.Job] = {}
@@ -558,6 +561,7 @@ def close_session(session: Session) -> decisions.CycleResult:
     finally:
         session.closed = True
         framework.handle.detach()
+    framework.keep_placements(session.placements.hand_on())
     revisit_at = session.hooks.cycle_revisit_at()
     if revisit_at is not None:
         session.revisit_at = max(revisit_at, session.snapshot.now)

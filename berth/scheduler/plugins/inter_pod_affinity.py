@@ -133,18 +133,22 @@ class InterPodAffinity(
     def _matching(self, term: Term) -> IntArray:
         """Per row, the placed pods ``term`` names."""
         matches = self._matcher()
-        return self._placed().counts((NAME, "term", term), predicate=lambda pod: matches(term, pod))
+        return self._placed().counts(
+            (NAME, "term", term), predicate=lambda pod: matches(term, pod), carried=True
+        )
 
     def _matching_all(self, terms: tuple[Term, ...]) -> IntArray:
         """Per row, the placed pods every one of ``terms`` names."""
         matches = self._matcher()
         return self._placed().counts(
-            (NAME, "all", terms), predicate=lambda pod: all(matches(t, pod) for t in terms)
+            (NAME, "all", terms),
+            predicate=lambda pod: all(matches(t, pod) for t in terms),
+            carried=True,
         )
 
     def _existing_anti(self, pod: pods.PodInfo) -> list[tuple[Term, IntArray]]:
         """Placed pods' required anti-affinity terms naming ``pod``, with their owners per row."""
-        owned = self._placed().grouped((NAME, "anti"), extract=_required_anti)
+        owned = self._placed().grouped((NAME, "anti"), extract=_required_anti, carried=True)
         if not owned:
             return []
         matches = self._matcher()
@@ -168,7 +172,9 @@ class InterPodAffinity(
                 out += [(w.term, -w.weight) for w in affinity.preferred_anti_affinity]
             return out
 
-        owned = self._placed().grouped((NAME, "scoring", hard, own_only), extract=extract)
+        owned = self._placed().grouped(
+            (NAME, "scoring", hard, own_only), extract=extract, carried=True
+        )
         if not owned:
             return []
         matches = self._matcher()

@@ -57,7 +57,9 @@ class NodePorts(
         self, state: cyclestate.CycleState, pod: pods.PodInfo, nodes: nodetable.NodeTable
     ) -> filtering.NodeFilter:
         busy = np.zeros(len(nodes), dtype=np.bool_)
-        for port, counts in self._handle.placements().grouped(NAME, extract=_ports).items():
+        for port, counts in (
+            self._handle.placements().grouped(NAME, extract=_ports, carried=True).items()
+        ):
             if any(podconstraints.ports_conflict(port, mine) for mine in pod.host_ports):
                 busy |= counts > 0
         return filtering.NodeFilter(passed=~busy, code=statuses.Code.UNSCHEDULABLE, reason=REASON)

@@ -241,7 +241,7 @@ class PodTopologySpread(
             if first_missing.any():
                 lacking[missing_label_reason(c.topology_key)] = first_missing
             missing |= ~domains.has
-            counts = self._placed().counts(rule.key, predicate=rule.counts)
+            counts = self._placed().counts(rule.key, predicate=rule.counts, carried=True)
             eligible = self._eligible(pod, rule, nodes, keys=keys)
             totals = domains.totals(counts, rows=eligible)
             present = np.zeros(domains.count, dtype=np.bool_)
@@ -289,7 +289,7 @@ class PodTopologySpread(
         for rule in rules:
             c = rule.constraint
             domains = topology.domains(nodes, c.topology_key)
-            counts = self._placed().counts(rule.key, predicate=rule.counts)
+            counts = self._placed().counts(rule.key, predicate=rule.counts, carried=True)
             eligible = self._eligible(pod, rule, nodes, keys=keys)
             present = np.zeros(domains.count, dtype=np.bool_)
             present[domains.ids[scored]] = True

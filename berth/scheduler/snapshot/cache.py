@@ -696,7 +696,7 @@ class ClusterCache:
             namespaces=namespaces,
             volumes=self._volumes.view(),
             devices=self._devices.view(),
-            changes=self._changes.freeze(groups=frozenset(refreshed)),
+            changes=self._changes.freeze(groups=frozenset(refreshed), pods=pod_views.changed),
             priority_floor=pod_views.priority_floor,
             run_times=pod_views.run_times,
             shared_gpus=self._gpus.view(infos, self._nodes),

@@ -19,9 +19,10 @@ the counters of the snapshot it parked a job under with those of the next one:
   so the sum moves whenever one of them does.
 
 ``source`` names the cache, so counters of two caches are never compared. ``taken`` counts the
-snapshots taken, and ``groups`` names the groups whose view changed since the previous one,
-whose ``seq`` was ``since`` (a reader that saw a snapshot at that ``seq`` need not compare
-every group, even when snapshots that changed nothing came between).
+snapshots taken, ``groups`` names the groups whose view changed since the previous one, whose
+``seq`` was ``since``, and ``pods`` the pods stored or forgotten since then (a reader that saw
+a snapshot at that ``seq`` need not compare every group or pod, even when snapshots that
+changed nothing came between).
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ class Changes:
     placed: int
     taken: int = 0
     groups: frozenset[str] = frozenset()
+    pods: frozenset[str] = frozenset()
     outside: int = 0
     since: int = -1  # the previous snapshot's ``seq`` (-1: none)
 
     def follows(self, other: Changes) -> bool:
-        """``groups`` names every group changed since ``other`` (taken from the same cache)."""
+        """``groups`` and ``pods`` name every group and pod changed since ``other`` (taken
+        from the same cache)."""
         return self.source == other.source and self.since == other.seq
 
     def same_state(self, other: Changes | None) -> bool:
@@ -100,8 +103,8 @@ class Counter:
         self.seq += 1
         self.placed += 1
 
-    def freeze(self, *, groups: frozenset[str]) -> Changes:
-        """The counters for a new snapshot, in which ``groups`` changed."""
+    def freeze(self, *, groups: frozenset[str], pods: frozenset[str] = frozenset()) -> Changes:
+        """The counters for a new snapshot, in which ``groups`` and ``pods`` changed."""
         self.taken += 1
         since, self.frozen_at = self.frozen_at, self.seq
         return Changes(
@@ -112,5 +115,6 @@ class Counter:
             placed=self.placed,
             taken=self.taken,
             groups=groups,
+            pods=pods,
             since=since,
         )

@@ -79,6 +79,7 @@ class PodViews(typing.NamedTuple):
     pending_changed: frozenset[str | None]  # its groups changed since the previous view
     awaiting_group: tuple[pods.PodInfo, ...]  # pending or gated, ``awaiting_group``, by key
     stopped_waiting: frozenset[str]  # keys of pods that stopped waiting since the previous view
+    changed: frozenset[str]  # keys of pods stored or forgotten since the previous view
     priority_floor: int | None
     run_times: runstats.RunTimes
 
@@ -109,6 +110,8 @@ class PodStore:
         self._awaiting_view: tuple[pods.PodInfo, ...] | None = None
         # Keys of pods that stopped waiting (placed, ended, deleted, replaced) since the last view.
         self._stopped: set[str] = set()
+        # Keys of pods stored or forgotten since the last view.
+        self._changed: set[str] = set()
         # The lowest priority any pod has had: no pod, now or earlier, is below it.
         self._priority_floor: int | None = None
         self._run_times = runstats.RunTimeStatistics()
@@ -159,6 +162,7 @@ class PodStore:
         if from_api and old is not None:
             self._run_times.finished(old, info, now=now)
         self._pods[key] = info
+        self._changed.add(key)
         if self._priority_floor is None or info.priority < self._priority_floor:
             self._priority_floor = info.priority
         if info.constrains_others:
@@ -195,6 +199,7 @@ class PodStore:
         old: pods.PodInfo | None = self._pods.pop(key, None)
         if old is None:
             return None
+        self._changed.add(key)
         self._assumed.pop(key, None)
         self._constraining.pop(key, None)
         if key in self._pending:
@@ -254,6 +259,7 @@ class PodStore:
         if self._awaiting_view is None:
             self._awaiting_view = tuple(map(self._awaiting.__getitem__, sorted(self._awaiting)))
         stopped, self._stopped = frozenset(self._stopped), set()
+        stored, self._changed = frozenset(self._changed), set()
         return PodViews(
             pods=self._pods.freeze(),
             constraining=types.MappingProxyType(dict(self._constraining)),
@@ -263,6 +269,7 @@ class PodStore:
             pending_changed=changed,
             awaiting_group=self._awaiting_view,
             stopped_waiting=stopped,
+            changed=stored,
             priority_floor=self._priority_floor,
             run_times=self._run_times.freeze(),
         )
