@@ -482,6 +482,45 @@ async def test_new_words_for_the_same_reason_wait_ten_seconds_then_land(
     assert scheduled_condition(harness, "p") == ("False", "QueueClosed", closed.message)
 
 
+async def test_a_gang_still_gathering_its_members_is_told_after_five_seconds(
+    timed: tuple[Harness, clocks.VirtualClock],
+) -> None:
+    # A Job's pods come within a second: the first members waiting for the rest are no news
+    # (no condition, no Event) unless the wait lasts GATHERING seconds; a gang placed before
+    # then cost no write but its bindings.
+    harness, clock = timed
+    made = {name: harness.add_pod(name) for name in ("quick-0", "quick-1", "slow-0", "slow-1")}
+
+    def gathering(group: str, *names: str) -> d.MarkPending:
+        why = reasons.new(
+            reasons.ReasonCode.NOT_ENOUGH_PODS, f"pod group {group}: needs minMember 3, has 2"
+        )
+        return marked(f"default/{group}", *((f"default/{n}", why, False) for n in names))
+
+    harness.apply(gathering("quick", "quick-0", "quick-1"), gathering("slow", "slow-0", "slow-1"))
+    await harness.settle()
+    clock.advance(1.0)
+    harness.apply(
+        harness.bind(made["quick-0"], "n1"),
+        harness.bind(made["quick-1"], "n1"),
+        gathering("slow", "slow-0", "slow-1"),
+    )
+    await harness.settle()
+    assert harness.emulator.count("PATCH", POD_STATUS) == 0
+    assert [e for e in harness.stored_events() if e["reason"] == "FailedScheduling"] == []
+    clock.advance(4.0)
+    harness.apply()  # parked since: the cycle decides nothing for it
+    await harness.settle()
+    assert harness.emulator.count("PATCH", POD_STATUS) == 2
+    assert scheduled_condition(harness, "slow-0")[:2] == ("False", "NotEnoughPods")
+    told = {
+        e["involvedObject"]["name"]
+        for e in harness.stored_events()
+        if e["reason"] == "FailedScheduling"
+    }
+    assert told == {"slow-0", "slow-1"}
+
+
 async def test_the_same_reason_every_cycle_is_counted_once_a_minute(
     timed: tuple[Harness, clocks.VirtualClock],
 ) -> None:
@@ -539,16 +578,16 @@ async def test_a_superseded_burst_writes_nothing(harness: Harness) -> None:
 async def test_a_newer_reason_lands_after_an_older_one_still_in_flight(
     harness: Harness,
 ) -> None:
-    # A gang's first member is seen alone (it waits for the others), then the whole gang
-    # (it waits for nodes) while the first patch is slow: the newer reason must be what
-    # stays on the pod, or an autoscaler never learns that the pod needs a node.
+    # A gang first waits for its queue's limit, then (the limit raised) for nodes, while the
+    # first patch is slow: the newer reason must be what stays on the pod, or an autoscaler
+    # never learns that the pod needs a node.
     harness.add_pod("p")
     harness.emulator.faults.add(
         faults.Fault("PATCH", "/api/v1/namespaces/*/pods/p/status", delay=0.5)
     )
     harness.start()
-    alone = reasons.new(reasons.ReasonCode.NOT_ENOUGH_PODS, "waiting for pods: 1/2 created")
-    harness.apply(marked("default/g", ("default/p", alone, False)))
+    limited = reasons.new(reasons.ReasonCode.QUEUE_AT_LIMIT, "queue q at limit for cpu (8/8)")
+    harness.apply(marked("default/g", ("default/p", limited, False)))
     for _ in range(500):  # bounded: the first patch is sent at once
         if harness.emulator.count("PATCH", POD_STATUS):
             break

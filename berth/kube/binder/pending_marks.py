@@ -19,6 +19,13 @@ signal Cluster Autoscaler and Karpenter act on — and otherwise the code of wha
   its newest words then (:meth:`PendingMarks.due`, asked every cycle, also for a gang parked since).
   Otherwise such a gang's pods were rewritten, with an Event each, every cycle they waited. A new
   condition reason is written at once: it is what autoscalers and users act on.
+- **A gang still gathering is no news yet.** A pod whose first reason to wait is its gang's
+  missing members (``NotEnoughPods``) is written only once that has lasted
+  :data:`GATHERING` seconds (:meth:`PendingMarks.due`): a Job's or a JobSet's controller
+  creates a gang's pods within a second or two, and each member seen before the last was
+  otherwise given a condition and an Event moments before its binding, doubling the writes
+  per pod of a stream of gangs. kube-scheduler's own gang scheduling writes nothing for such
+  pods (they wait at PreEnqueue); the PodGroup's status says ``Pending`` at once.
 - **A gang in one burst.** :meth:`PendingMarks.offer` turns one decision into one
   :class:`Burst` (the gang's pods whose condition changed); :meth:`PendingMarks.write` sends
   their patches together, so an autoscaler batching pending pods (Karpenter: one second idle,
@@ -56,7 +63,7 @@ from berth.scheduler.framework import pending, reasons
 from berth.status import conditions
 from berth.util import clocks, keylocks, wakeups
 
-__all__ = ["Burst", "PendingMarks", "condition"]
+__all__ = ["GATHERING", "Burst", "PendingMarks", "condition"]
 
 
 def condition(waiting: pending.PodPending, *, now: float) -> dict[str, object]:
@@ -86,11 +93,19 @@ _Written = tuple[str, str]  # (condition reason, message) last written to a pod
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Deferred:
-    """New words for a pod's condition, held until ``MESSAGE_REFRESH`` has passed."""
+    """Words for a pod's condition held back until ``due``: new words until
+    ``MESSAGE_REFRESH`` has passed since the last write, a gathering gang's first until
+    :data:`GATHERING` has."""
 
     group: str
     waiting: pending.PodPending
     ref: events.ObjectRef
+    due: float
+
+
+GATHERING = 5.0
+"""Seconds a pod may wait for its gang's other members before its condition says so (the
+module docstring): a Job controller creates hundreds of pods a second."""
 
 
 RETRY = writes.Retry(attempts=4, first=1.0, cap=4.0)
@@ -116,6 +131,7 @@ class PendingMarks:
         self._written: dict[str, _Written] = {}  # pod key -> what its condition says (or will)
         self._written_at: dict[str, float] = {}  # pod key -> when that write was offered
         self._deferred: dict[str, _Deferred] = {}  # pod key -> its newer words, not yet due
+        self._gathering: dict[str, float] = {}  # pod key -> when it was first told to gather
         self._writing = keylocks.KeyLocks()  # pods with a condition write in flight
         self._marks: dict[str, pending.MarkPending] = {}  # gang -> its last capacity decision
         self._gang_of: dict[str, str] = {}  # pod key -> its gang, for the kept decisions
@@ -153,12 +169,9 @@ class PendingMarks:
                 if now >= self._told.get(key, -math.inf) + self._tell_every:
                     self._event(ref(key), waiting)
                 continue
-            if (
-                written is not None
-                and written[0] == waiting.condition
-                and now < self._written_at.get(key, -math.inf) + conditions.MESSAGE_REFRESH
-            ):
-                self._deferred[key] = _Deferred(decision.group, waiting, ref(key))
+            due = self._held_until(key, waiting, written, now=now)
+            if now < due:
+                self._deferred[key] = _Deferred(decision.group, waiting, ref(key), due)
                 continue
             self._deferred.pop(key, None)
             self._written[key], self._written_at[key] = says, now
@@ -168,15 +181,23 @@ class PendingMarks:
             return None
         return Burst(group=decision.group, pods=tuple(changed), refs=tuple(refs))
 
+    def _held_until(
+        self, key: str, waiting: pending.PodPending, written: _Written | None, *, now: float
+    ) -> float:
+        """Until when ``waiting``'s words for the pod ``key`` are held back (the past: not)."""
+        if written is None:
+            if waiting.reason.code is not reasons.ReasonCode.NOT_ENOUGH_PODS:
+                return -math.inf
+            return self._gathering.setdefault(key, now) + GATHERING
+        if written[0] != waiting.condition:
+            return -math.inf  # a new condition reason is news at once
+        return self._written_at.get(key, -math.inf) + conditions.MESSAGE_REFRESH
+
     def due(self) -> list[Burst]:
-        """The bursts of held-back words whose ``MESSAGE_REFRESH`` has passed (a gang per burst):
-        the newest words each pod was given, now written."""
+        """The bursts of held-back words now due (a gang per burst): the newest words each
+        pod was given, now written."""
         now = self._clock.now()
-        ready = [
-            held
-            for key, held in self._deferred.items()
-            if now >= self._written_at.get(key, -math.inf) + conditions.MESSAGE_REFRESH
-        ]
+        ready = [held for held in self._deferred.values() if now >= held.due]
         by_group: dict[str, list[_Deferred]] = {}
         for held in ready:
             key = held.waiting.key
@@ -272,6 +293,7 @@ class PendingMarks:
         self._written.pop(key, None)
         self._written_at.pop(key, None)
         self._deferred.pop(key, None)
+        self._gathering.pop(key, None)
         self._told.pop(key, None)
         gang = self._gang_of.pop(key, None)
         if gang is not None:
