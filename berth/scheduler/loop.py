@@ -122,6 +122,7 @@ class Scheduler:
         lot = self.parking
         if lot is not None and self._last is not None and lot.quiet(snapshot):
             lot.saw(snapshot)
+            self.framework.passed_over(snapshot)
             return _repeat(self._last, session_id=f"{self._last.session_id}-again")
         parked = (
             lot.admit(

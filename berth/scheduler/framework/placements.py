@@ -26,7 +26,9 @@ them over (:class:`Carried`), brought up to its snapshot by re-counting only the
 changed in between (``Changes.pods``), those the last session placed or evicted tentatively, and
 those whose standing as reserve pods changed. That holds while the snapshots follow each other
 from one cache, the world did not change (``Changes.world``: nodes, namespaces, storage...) and
-the node table's rows are the same; otherwise the session counts afresh. A predicate asked with
+the node table's rows are the same; otherwise the session counts afresh. A snapshot the loop
+takes but runs no session over (one that could only repeat the last) passes the state on
+(:meth:`Carried.passed_over`), its changed pods to count again. A predicate asked with
 ``carried=True`` must therefore depend on nothing but the pod and the world (a term, a
 selector, namespace labels); one that reads other pods (which claims several pods share) is
 counted per session. Counts no session read for :data:`CARRY_SESSIONS` sessions are dropped.
@@ -98,11 +100,27 @@ class Carried:
     placed: dict[str, Entry]  # as the session left them, its own changes included
     counters: dict[typing.Hashable, _Counter]
     groupings: dict[typing.Hashable, _Grouping]
-    touched: frozenset[str]  # pods the session's statements added or removed
+    # Pods to count again besides those the next snapshot changed: the ones the session's
+    # statements added or removed, and those changed in snapshots no session ran over.
+    stale: frozenset[str]
     reserve_pods: frozenset[str]
     index: collections.abc.Mapping[str, int]  # the node table's rows (by identity)
     changes: changes_.Changes
     session: int  # how many sessions the state has seen
+
+    def passed_over(self, snapshot: snapshots.Snapshot, /) -> Carried | None:
+        """The state to hand the session after ``snapshot``, over which no session ran (the
+        loop skips one that could only repeat the last): the pods it changed are counted
+        again then; ``None`` when it breaks the chain (see the module docstring)."""
+        now = snapshot.changes
+        if (
+            now is None
+            or not now.follows(self.changes)
+            or now.world != self.changes.world
+            or snapshot.nodes.index is not self.index
+        ):
+            return None
+        return dataclasses.replace(self, stale=self.stale | now.pods, changes=now)
 
 
 class Placements:
@@ -216,7 +234,7 @@ class Placements:
                 placed=self._placed(),  # built here only for groupings, which walk fewer pods
                 counters=counters,
                 groupings=groupings,
-                touched=frozenset(self._touched),
+                stale=frozenset(self._touched),
                 reserve_pods=frozenset(self._reserve_pods),
                 index=self._index,
                 changes=changes,
@@ -239,7 +257,7 @@ class Placements:
         changes = self._snapshot.changes
         assert changes is not None  # _follows checked it
         placed = self._all
-        for key in changes.pods | carried.touched | (self._reserve_pods ^ carried.reserve_pods):
+        for key in changes.pods | carried.stale | (self._reserve_pods ^ carried.reserve_pods):
             old, new = placed.get(key), self._in_snapshot(key)
             if old == new:
                 continue

@@ -52,7 +52,7 @@ from berth.scheduler.framework import (
 
 if typing.TYPE_CHECKING:
     from berth.scheduler.framework import placements, sessions
-    from berth.scheduler.snapshot import nodetable, podconstraints, pods
+    from berth.scheduler.snapshot import nodetable, podconstraints, pods, snapshots
 
 __all__ = ["Attempt", "Framework", "format_score_table"]
 
@@ -232,6 +232,12 @@ class Framework:
     def keep_placements(self, carried: placements.Carried | None, /) -> None:
         """Keep what a closed session counted of the placed pods for the next one."""
         self._placements = carried
+
+    def passed_over(self, snapshot: snapshots.Snapshot, /) -> None:
+        """No session ran over ``snapshot``: what the last one counted still serves the next
+        (:meth:`placements.Carried.passed_over`)."""
+        if self._placements is not None:
+            self._placements = self._placements.passed_over(snapshot)
 
     def take_placements(self) -> placements.Carried | None:
         """What the last closed session counted (once: a second session opened without one
