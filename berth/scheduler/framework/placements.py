@@ -108,19 +108,26 @@ class Carried:
     changes: changes_.Changes
     session: int  # how many sessions the state has seen
 
+    def serves(self, snapshot: snapshots.Snapshot, /) -> bool:
+        """Whether ``snapshot`` is the cache's next after the one this state reflects, with
+        the world and the node rows unchanged since (see the module docstring)."""
+        now = snapshot.changes
+        return (
+            now is not None
+            and now.follows(self.changes)
+            and now.world == self.changes.world
+            and snapshot.nodes.index is self.index
+        )
+
     def passed_over(self, snapshot: snapshots.Snapshot, /) -> Carried | None:
         """The state to hand the session after ``snapshot``, over which no session ran (the
         loop skips one that could only repeat the last): the pods it changed are counted
-        again then; ``None`` when it breaks the chain (see the module docstring)."""
-        now = snapshot.changes
-        if (
-            now is None
-            or not now.follows(self.changes)
-            or now.world != self.changes.world
-            or snapshot.nodes.index is not self.index
-        ):
+        again then; ``None`` when it breaks the chain."""
+        if not self.serves(snapshot) or snapshot.changes is None:
             return None
-        return dataclasses.replace(self, stale=self.stale | now.pods, changes=now)
+        return dataclasses.replace(
+            self, stale=self.stale | snapshot.changes.pods, changes=snapshot.changes
+        )
 
 
 class Placements:
@@ -248,14 +255,13 @@ class Placements:
         if self._handed_on:
             raise RuntimeError("these placements were handed on to the next session")
         carried, self._carried = self._carried, None
-        if carried is None or not self._follows(carried):
-            return
+        changes = self._snapshot.changes
+        if carried is None or changes is None or not carried.serves(self._snapshot):
+            return  # (``changes`` is never None when it serves: said for the type checker)
         oldest = self._session - CARRY_SESSIONS
         self._all = carried.placed
         self._counters = {k: c for k, c in carried.counters.items() if c.read_in >= oldest}
         self._groupings = {k: g for k, g in carried.groupings.items() if g.read_in >= oldest}
-        changes = self._snapshot.changes
-        assert changes is not None  # _follows checked it
         placed = self._all
         for key in changes.pods | carried.stale | (self._reserve_pods ^ carried.reserve_pods):
             old, new = placed.get(key), self._in_snapshot(key)
@@ -268,17 +274,6 @@ class Placements:
             else:
                 placed[key] = new
                 self._apply(new[0], new[1], 1)
-
-    def _follows(self, carried: Carried) -> bool:
-        """Whether ``carried`` was left by the session over the snapshot before this one, the
-        world and the node rows unchanged since."""
-        now, then = self._snapshot.changes, carried.changes
-        return (
-            now is not None
-            and now.follows(then)
-            and now.world == then.world
-            and self._index is carried.index
-        )
 
     # Reading (plugins) -----------------------------------------------------------------------
     def placed(self) -> collections.abc.Mapping[str, Entry]:
