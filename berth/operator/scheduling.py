@@ -233,6 +233,7 @@ def build(inputs: Inputs) -> Parts:
         handle=handle,
         hints=config.queueing_hints,
         revisit_seconds=config.queueing_hints_revisit,
+        placement_limit=config.placements_per_cycle or None,
     )
     # The profile's name first: it schedules Reservations' placeholder pods.
     names = (profile.scheduler_name, *config.claimed_scheduler_names)

@@ -329,6 +329,14 @@ class Settings(pydantic_settings.BaseSettings):
     counts a repeat: the first waiting pod of a shape shows a scheduling attempt a minute,
     while the cycles in between cost what changed."""
 
+    placements_per_cycle: int = pydantic.Field(default=500, ge=0)
+    """The most pods one scheduling cycle places before the next cycle, at once, places the
+    rest (a gang is never split; ``0``: no limit). With thousands of pods pending at once (a
+    burst, a restart), the first bindings then go out while the rest is placed, not after
+    all of them: the API server binds at its pace from the first moment. The default, 500,
+    takes a cycle a few tenths of a second at 5000 nodes, less than the API server needs to
+    bind them."""
+
     bind_timeout: Seconds = 10.0
     """Measured in seconds. How long one binding request may take before it is retried. The
     default is generous: a slow binding is retried for the same node, never elsewhere."""

@@ -74,12 +74,16 @@ class Scheduler:
         handle: handles.ExtendedHandle | None = None,
         hints: bool = False,
         revisit_seconds: float = parking.DEFAULT_REVISIT_SECONDS,
+        placement_limit: int | None = None,
     ) -> None:
         """``hints``: park work that cannot fit until an event that could change that
         (:mod:`~berth.scheduler.framework.parking`); ``revisit_seconds`` bounds how long.
         Off by default here, so that a caller driving sessions by hand sees every job tried
         every session; the operator (setting ``queueing_hints``), the simulator and ``berth
-        bench backlog`` turn hints on."""
+        bench backlog`` turn hints on. ``placement_limit``: the most pods a session places
+        before it is cut short (:mod:`~berth.scheduler.actions.allocate`); ``None``, the
+        default, places all it can in one session (the simulator, where sessions take no
+        time); the operator sets it, so that bindings go out while a burst is placed."""
         available = tuple(actions) if actions is not None else actions_registry.default_actions()
         by_name = {action.name: action for action in available}
         resolved = profiles.resolve(profile, registry=registry, actions=by_name)
@@ -93,6 +97,9 @@ class Scheduler:
             parking.Parking(revisit_seconds=revisit_seconds) if hints else None
         )
         """Jobs parked between sessions (``None``: every session tries every job)."""
+        if placement_limit is not None and placement_limit < 1:
+            raise ValueError(f"placement_limit must be at least 1, got {placement_limit}")
+        self.placement_limit = placement_limit
         self._last: decisions.CycleResult | None = None
 
     @property
@@ -136,6 +143,7 @@ class Scheduler:
             framework=self.framework,
             parked=parked,
             waiting=lot.waiting(snapshot) if lot is not None else None,
+            placement_limit=self.placement_limit,
         )
         bound = _TimeBound()
         try:
@@ -147,10 +155,16 @@ class Scheduler:
                     # A bug in an action must not stop the cycle or the decisions made so far.
                     logger.exception("action %s failed in session %s", action.name, session.id)
                 session.action_seconds[action.name] = time.perf_counter() - started
+                if session.cut_short:
+                    # The rest of the line is untried: the next session, at once, finishes
+                    # it before anything is evicted for it.
+                    break
             if lot is not None:
                 bound = _time_bound(session)
         finally:
             result = sessions.close_session(session)
+        if result.cut_short and self._last is not None:
+            result = _keep_untried(result, session=session, last=self._last)
         if lot is not None:
             # A session with errors is never repeated silently: its errors are news each time.
             # Reasons to wait (per pod, and per gang for autoscalers) are no action.
@@ -180,7 +194,7 @@ class Scheduler:
             )
             if due is not None and (result.revisit_at is None or due < result.revisit_at):
                 result = dataclasses.replace(result, revisit_at=due)
-            self._last = result
+        self._last = result
         return result
 
     def run_once(self, source: SnapshotSource, sink: DecisionSink) -> decisions.CycleResult:
@@ -234,6 +248,54 @@ def _time_bound(session: sessions.Session) -> _TimeBound:
     return bound
 
 
+def _keep_untried(
+    result: decisions.CycleResult, *, session: sessions.Session, last: decisions.CycleResult
+) -> decisions.CycleResult:
+    """``result`` of a session cut short, with the work it did not try keeping the reasons
+    and places in line ``last`` gave it, as parked work does: their statuses stand until the
+    next session, at once, tries them (rather than losing their reasons for a moment)."""
+    groups: dict[str, reasons.Reason] = {
+        key: why
+        for key, job in session.jobs.items()
+        if key not in session.group_why
+        and (why := last.group_why.get(key)) is not None
+        and not any(pod.key in session.placed for pod in job.pending)
+    }
+    pods: dict[str, reasons.Reason] = {
+        key: why
+        for key, own in session.pod_why.items()
+        if own.code is reasons.ReasonCode.NOT_TRIED and (why := last.pod_why.get(key)) is not None
+    }
+    if not groups and not pods:
+        return result
+    own_pods, own_groups, own_lines, last_lines = (
+        result.pod_why,
+        result.group_why,
+        result.waiting,
+        last.waiting,
+    )
+
+    def merged_reasons(
+        own: collections.abc.Mapping[str, reasons.Reason], kept: dict[str, reasons.Reason]
+    ) -> parking.Lazy[reasons.Reason]:
+        return parking.Lazy(lambda: dict(sorted({**own, **kept}.items())))
+
+    def lines() -> dict[str, tuple[str, ...]]:
+        merged = dict(own_lines)
+        for queue, line in last_lines.items():
+            kept = tuple(key for key in line if key in groups)
+            if kept:
+                merged[queue] = (*merged.get(queue, ()), *kept)
+        return dict(sorted(merged.items()))
+
+    return dataclasses.replace(
+        result,
+        pod_why=merged_reasons(own_pods, pods),
+        group_why=merged_reasons(own_groups, groups),
+        waiting=parking.Lazy(lines),
+    )
+
+
 def _repeat(last: decisions.CycleResult, *, session_id: str) -> decisions.CycleResult:
     """A skipped session's result: the last one's reasons and lines, no decisions."""
     return decisions.CycleResult(
@@ -260,11 +322,13 @@ async def run(
 
     ``in_thread=False`` runs sessions on the event loop (tests under virtual time).
     ``on_result`` sees every result after the sink applied it (metrics). A cycle that fails
-    is logged and the loop goes on at the next wake-up.
+    is logged and the loop goes on at the next wake-up. After a session cut short at its
+    placement limit, the next runs at once.
     """
     wake = trigger if trigger is not None else asyncio.Event()
     while not stop.is_set():
         wake.clear()
+        result: decisions.CycleResult | None = None
         try:
             snapshot = source.snapshot()
             if in_thread:
@@ -278,4 +342,7 @@ async def run(
             logger.exception("scheduling cycle failed; retrying at the next wake-up")
         if stop.is_set():
             break
+        if result is not None and result.cut_short:
+            await asyncio.sleep(0)  # the bindings just handed over go out meanwhile
+            continue
         await wakeups.first_set(wake, stop, timeout=period)

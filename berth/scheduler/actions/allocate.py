@@ -19,6 +19,12 @@ A job some plugin wants in one part of the cluster (``job_scopes``: a topology d
 in each scope of its plan in turn, best first, inside one statement rolled back between tries;
 the first try that makes it ready commits (:mod:`berth.scheduler.framework.scopes`).
 
+A session with a placement limit (:attr:`Session.placement_limit`, the live operator's
+``placements_per_cycle``) stops once it placed that many pods, between two jobs or plain pods
+(a gang is never split): the rest waits untried (no news) and the session is *cut short*, so
+the loop runs the next one at once. Bindings of the first pods of a burst of thousands then go
+out while the rest is placed, instead of after all of them (issue #30).
+
 A job stops trying its pods as soon as its quorum is out of reach (placed pods plus untried
 ones fall below ``minMember``): that is what keeps a 1000-pod gang that does not fit cheap.
 
@@ -105,6 +111,8 @@ class Allocate:
     def _place_plain(self, session: sessions.Session) -> None:
         framework = session.framework
         for pod in session.ordered_plain():
+            if _stop_at_limit(session):
+                return
             admitted = framework.run_pre_enqueue(pod)
             if not admitted.is_success():
                 session.reject_pod(pod, reason=admitted.reason())
@@ -141,6 +149,8 @@ class Allocate:
             by_queue[info.name] = collections.deque(ordered)
         order = session.hooks.queue_order
         while by_queue:
+            if _stop_at_limit(session):
+                return
             queue = order.first(known[name] for name in by_queue)
             assert queue is not None
             waiting = by_queue[queue.name]
@@ -313,6 +323,14 @@ class Allocate:
         if status.is_success() or status.is_wait():
             return None
         return status.reason()
+
+
+def _stop_at_limit(session: sessions.Session) -> bool:
+    """Whether the session placed its limit: then whatever is left is untried, and the session
+    is cut short (module docstring)."""
+    if session.full:
+        session.cut_short = True
+    return session.full
 
 
 def queue_missing(queue: str, *, known: collections.abc.Iterable[str] = ()) -> reasons.Reason:

@@ -346,6 +346,9 @@ class CycleResult:
     """When something changes by time alone (a running group reaches its maximum execution
     time, a Reservation's drain begins, a waiting job passes its starvation threshold or a
     victim its minimum runtime): the loop looks again then even if nothing else happens."""
+    cut_short: bool = False
+    """Whether the session stopped at its placement limit with pods left untried (they wait
+    with :data:`NOT_TRIED`, which is no news): the loop runs the next session at once."""
 
     @property
     def pod_reasons(self) -> dict[str, str]:

@@ -340,7 +340,17 @@ class Session:
         self.scope: scopes.Scope | None = None
         """While set (by an action trying a job in one scope), :meth:`place` rejects the rows
         outside it."""
+        self.placement_limit: int | None = None
+        """The most pods the session places (``None``: no limit); allocate stops at it."""
+        self.cut_short = False
+        """Whether allocate stopped at :attr:`placement_limit` with pods left untried: the
+        session runs no further action, and the loop runs the next one at once."""
         self.closed = False
+
+    @property
+    def full(self) -> bool:
+        """Whether the session placed as many pods as its :attr:`placement_limit`."""
+        return self.placement_limit is not None and len(self.placed) >= self.placement_limit
 
     # For actions -------------------------------------------------------------------------------
     def statement(self) -> statements.Statement:
@@ -504,16 +514,18 @@ def open_session(
     session_id: str | None = None,
     parked: collections.abc.Mapping[str, parking.Parked] | None = None,
     waiting: collections.abc.Sequence[pods.PodInfo] | None = None,
+    placement_limit: int | None = None,
 ) -> Session:
     """Open a session over ``snapshot``: jobs and plain pods built, session plugins opened.
     The groups in ``parked`` are left out (they keep their reasons; the mapping must not
     change while the session's result is read: :meth:`parking.Parking.admit` hands a frozen
     view); ``waiting``: the pending pods but theirs, sorted by key, when the caller keeps them
     (:meth:`parking.Parking.waiting`; otherwise found here, at the cost of every pending
-    group)."""
+    group); ``placement_limit``: the most pods the session places (:attr:`Session.full`)."""
     session = Session(
         snapshot, framework=framework, session_id=session_id or f"s{next(_session_ids)}"
     )
+    session.placement_limit = placement_limit
     if parked:
         session.parked = parked
     framework.begin_session()
@@ -628,6 +640,7 @@ def close_session(session: Session) -> decisions.CycleResult:
         queues=types.MappingProxyType(dict(sorted(session.queue_statuses.items()))),
         waiting=lines,
         revisit_at=session.revisit_at,
+        cut_short=session.cut_short,
     )
 
 
