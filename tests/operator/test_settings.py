@@ -53,6 +53,7 @@ def test_defaults_are_kube_scheduler_timings_and_documented_values() -> None:
     assert s.config is None
     assert s.log_level == "info"
     assert (s.queueing_hints, s.queueing_hints_revisit) == (True, 60.0)
+    assert s.placements_per_cycle == 500
 
 
 @pytest.mark.parametrize(
@@ -298,6 +299,20 @@ def test_queueing_hints_turn_off_by_flag_env_or_file(
     config.write_text("queueingHints: false\nqueueingHintsRevisit: 5m\n")
     loaded = settings.Settings(config=config)
     assert (loaded.queueing_hints, loaded.queueing_hints_revisit) == (False, 300.0)
+
+
+def test_the_placements_per_cycle_come_from_env_or_file_and_are_never_negative(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BERTH_PLACEMENTS_PER_CYCLE", "0")  # no limit
+    assert settings.Settings().placements_per_cycle == 0
+    monkeypatch.setenv("BERTH_PLACEMENTS_PER_CYCLE", "-1")
+    with pytest.raises(pydantic.ValidationError, match="placements_per_cycle"):
+        settings.Settings()
+    monkeypatch.delenv("BERTH_PLACEMENTS_PER_CYCLE")
+    config = tmp_path / "berth.yaml"
+    config.write_text("placementsPerCycle: 2000\n")
+    assert settings.Settings(config=config).placements_per_cycle == 2000
 
 
 def test_the_autoscaler_hold_backoff_comes_from_env_and_must_not_pass_its_maximum(
