@@ -85,6 +85,7 @@ class PhaseResult(Cycles):
     pods_per_second: float
     p50_ms: float | None
     p99_ms: float | None
+    first_bound_ms: float | None  # from the clock's start to the first pod bound
     cpu_seconds: float | None  # the contender's, over the window
     cpu_seconds_per_1000_pods: float | None
     scheduler_cores: float | None
@@ -442,6 +443,7 @@ async def phase(
         "pods_per_second": round(len(bound) / seconds, 1) if seconds > 0 else 0.0,
         "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
         "p99_ms": _percentile(latencies, 0.99),
+        "first_bound_ms": (round((min(bound.values()) - started) * 1000, 1) if bound else None),
         "cpu_seconds": own,
         "cpu_seconds_per_1000_pods": (
             round(own / len(bound) * 1000, 2) if own is not None and bound else None

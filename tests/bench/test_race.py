@@ -180,6 +180,8 @@ async def test_a_stream_race_reports_rates_latencies_and_costs(
     assert result["seconds"] > 0 and result["pods_per_second"] > 0
     assert result["creates_per_second"] > 0
     assert 0 < result["p50_ms"] <= result["p99_ms"]
+    # The first pod is bound after the clock started and no later than the p99's.
+    assert 0 < result["first_bound_ms"] <= result["p99_ms"]
     assert result["cpu_seconds"] is not None and result["cpu_seconds"] >= 0
     assert result["cpu_seconds_per_1000_pods"] == pytest.approx(
         result["cpu_seconds"] / 30 * 1000, abs=0.01
