@@ -343,6 +343,7 @@ async def run(
         if stop.is_set():
             break
         if result is not None and result.cut_short:
-            await asyncio.sleep(0)  # the bindings just handed over go out meanwhile
+            # At once: the bindings just handed over go out while the next session runs.
+            await wakeups.sleep_or_stop(0)
             continue
         await wakeups.first_set(wake, stop, timeout=period)
