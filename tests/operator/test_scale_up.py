@@ -119,21 +119,24 @@ def karpenter_failed(emulator: testing.RunningEmulator, pod: Obj, name: str, *, 
     )
 
 
-async def pod_scheduled(emulator: testing.RunningEmulator, name: str) -> Obj:
+async def pod_scheduled(emulator: testing.RunningEmulator, name: str) -> Obj | None:
+    """The pod's PodScheduled condition, or None before the scheduler first wrote one."""
     pod = json.loads(await kubectl(emulator, "get", "pod", name, "-o", "json"))
-    (found,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
-    return typing.cast("Obj", found)
+    found = [c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+    return typing.cast("Obj", found[0]) if found else None
 
 
 async def wait_pods_read(
     emulator: testing.RunningEmulator, names: list[str], reason: str
 ) -> list[Obj]:
     deadline = time.monotonic() + 60
-    seen: list[Obj] = []
+    seen: list[Obj | None] = []
     while time.monotonic() < deadline:
+        # A pod the scheduler has not yet looked at has no condition: wait for it too.
         seen = [await pod_scheduled(emulator, name) for name in names]
-        if {c["reason"] for c in seen} == {reason}:
-            return seen
+        read = [c for c in seen if c is not None]
+        if len(read) == len(names) and {c["reason"] for c in read} == {reason}:
+            return read
         await asyncio.sleep(0.2)
     raise AssertionError(f"the pods' PodScheduled never all read {reason}: {seen}")
 
@@ -243,7 +246,8 @@ async def test_a_gang_karpenter_cannot_fit_leaves_its_list_and_is_shown_again_la
         # ... and Karpenter's old word does not hold them again.
         clock.advance(30)
         await asyncio.sleep(7)  # more than a pass of the capacity requests (5 s)
-        assert {(await pod_scheduled(emulator, n))["reason"] for n in members} == {"Unschedulable"}
+        now_read = [await pod_scheduled(emulator, n) for n in members]
+        assert [c and c["reason"] for c in now_read] == ["Unschedulable"] * len(members)
         # Karpenter says it again: held again, twice as long.
         karpenter_failed(emulator, pod, "big-0.karpenter-2", at=clock.now())
         again = await wait_pods_read(emulator, members, "AutoscalerCannotFit")
