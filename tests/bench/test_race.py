@@ -180,8 +180,9 @@ async def test_a_stream_race_reports_rates_latencies_and_costs(
     assert result["seconds"] > 0 and result["pods_per_second"] > 0
     assert result["creates_per_second"] > 0
     assert 0 < result["p50_ms"] <= result["p99_ms"]
-    # The first pod is bound after the clock started and no later than the p99's.
-    assert 0 < result["first_bound_ms"] <= result["p99_ms"]
+    # The first pod is bound after the clock started and before the race ended. (Not "within
+    # the p99": a stream's first pod may be sent late, when the machine is slow to create it.)
+    assert 0 < result["first_bound_ms"] <= result["seconds"] * 1000
     assert result["cpu_seconds"] is not None and result["cpu_seconds"] >= 0
     assert result["cpu_seconds_per_1000_pods"] == pytest.approx(
         result["cpu_seconds"] / 30 * 1000, abs=0.01
@@ -219,6 +220,8 @@ async def test_a_backlog_race_binds_nothing_until_the_scheduler_resumes(
             )
     assert bound_while_stopped == [0]
     assert result["bound"] == 20 and "creates_per_second" not in result
+    # Every pod counts as sent when the scheduler resumed: the first bound is the quickest.
+    assert 0 < result["first_bound_ms"] <= result["p50_ms"]
     assert null_scheduler.running()
 
 
