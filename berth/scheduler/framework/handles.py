@@ -2,9 +2,12 @@
 
 Every plugin factory receives the scheduler's one handle (see
 :func:`berth.scheduler.framework.registries.plugin_factory_proxy`). Through it a plugin reads the
-open session's snapshot, the session's time and the decision recorder, and the proxy registers
-its controllers and routes in the handle's registries. Plugins must not keep the session or
-the snapshot beyond the session (the handle hands out the current one).
+open session's snapshot, the session's time and the decision recorder, asks the framework where
+a pod would go (:meth:`ExtendedHandle.find_node`: the filter and score plugins run on a node
+table the plugin gives, as kube-scheduler's ``Handle.RunFilterPluginsWithNominatedPods`` serves
+preemption), and the proxy registers its controllers and routes in the handle's registries.
+Plugins must not keep the session or the snapshot beyond the session (the handle hands out the
+current one).
 
 The session attaches itself with :meth:`ExtendedHandle.attach` and detaches on close; outside a
 session, :meth:`ExtendedHandle.snapshot` raises ``errors.NoSessionError``.
@@ -19,10 +22,24 @@ from berth.scheduler.framework import decisions, errors, interfaces
 from berth.util import clocks
 
 if typing.TYPE_CHECKING:
+    from berth.scheduler.framework import hooks, runtime
     from berth.scheduler.framework import placements as placements_
-    from berth.scheduler.snapshot import snapshots
+    from berth.scheduler.snapshot import nodetable, pods, snapshots
 
-__all__ = ["ControllerRegistry", "ExtendedHandle", "ServiceRegistry"]
+__all__ = ["ControllerRegistry", "ExtendedHandle", "NodeFinder", "ServiceRegistry"]
+
+
+class NodeFinder(typing.Protocol):
+    """What finds a node for a pod: the framework's filter and score plugins, in order."""
+
+    def find_node(
+        self,
+        pod: pods.PodInfo,
+        *,
+        nodes: nodetable.NodeTable,
+        node_scores: hooks.NodeScores | None = None,
+        explain: bool = True,
+    ) -> runtime.Attempt: ...
 
 
 class ControllerRegistry:
@@ -101,6 +118,7 @@ class ExtendedHandle:
         self._snapshot: snapshots.Snapshot | None = None
         self._recorder: decisions.DecisionRecorder | None = None
         self._placements: placements_.Placements | None = None
+        self._finder: NodeFinder | None = None
 
     # For the session only -----------------------------------------------------------------
     def attach(
@@ -109,19 +127,22 @@ class ExtendedHandle:
         *,
         recorder: decisions.DecisionRecorder,
         placements: placements_.Placements | None = None,
+        finder: NodeFinder | None = None,
     ) -> None:
-        """Make ``snapshot``, ``recorder`` and ``placements`` the current ones (called by
-        ``open_session``)."""
+        """Make ``snapshot``, ``recorder``, ``placements`` and the framework that finds nodes
+        (``finder``) the current ones (called by ``open_session``)."""
         self._snapshot = snapshot
         self._recorder = recorder
         self._placements = placements
+        self._finder = finder
 
     def detach(self) -> None:
-        """Forget the session's snapshot, recorder and placements (called by
+        """Forget the session's snapshot, recorder, placements and finder (called by
         ``close_session``)."""
         self._snapshot = None
         self._recorder = None
         self._placements = None
+        self._finder = None
 
     # For plugins ------------------------------------------------------------------------
     def snapshot(self) -> snapshots.Snapshot:
@@ -145,6 +166,22 @@ class ExtendedHandle:
         if self._placements is None:
             raise errors.NoSessionError("no session is open: there are no placements")
         return self._placements
+
+    def find_node(
+        self,
+        pod: pods.PodInfo,
+        *,
+        nodes: nodetable.NodeTable,
+        node_scores: hooks.NodeScores | None = None,
+        explain: bool = True,
+    ) -> runtime.Attempt:
+        """Where the open session's framework would place ``pod`` on ``nodes`` (a table the
+        plugin may have changed, e.g. with nodes emptied for a trial), scored by
+        ``node_scores`` when given; nothing is reserved or bound. ``explain=False``: a terse
+        reason when no node fits. Raises outside a session."""
+        if self._finder is None:
+            raise errors.NoSessionError("no session is open: there is no framework to ask")
+        return self._finder.find_node(pod, nodes=nodes, node_scores=node_scores, explain=explain)
 
     @property
     def in_session(self) -> bool:

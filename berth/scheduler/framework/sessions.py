@@ -529,7 +529,9 @@ def open_session(
     if parked:
         session.parked = parked
     framework.begin_session()
-    framework.handle.attach(snapshot, recorder=session.recorder, placements=session.placements)
+    framework.handle.attach(
+        snapshot, recorder=session.recorder, placements=session.placements, finder=framework
+    )
     members: dict[ids.PodGroupKey, list[pods.PodInfo]] = {}
     left_out = session.parked
     if waiting is None:

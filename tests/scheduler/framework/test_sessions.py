@@ -4,6 +4,8 @@ We test these aspects:
 - pending pods are sorted into jobs (PodGroups and the implicit group of one) and plain pods;
 - gated pods and pods naming a PodGroup that does not exist get reasons at once;
 - the handle serves the session's snapshot, time and recorder only while the session is open;
+- through the handle a plugin asks where the framework would place a pod on a node table of its
+  own (nothing reserved), only while a session is open;
 - session plugins are opened and closed in profile order; one raising does not stop the
   others and is reported;
 - closing gives every pending pod not placed a reason and records Unschedulable decisions
@@ -62,6 +64,29 @@ def test_the_handle_serves_session_data_only_while_open() -> None:
     sessions.close_session(session)
     with pytest.raises(errors.NoSessionError):
         handle.recorder()
+
+
+def test_the_handle_finds_a_node_on_the_plugins_table_while_a_session_is_open() -> None:
+    handle = handles.ExtendedHandle(clock=clocks.VirtualClock(5.0))
+    framework = toys.framework_of(toys.Fit(), handle=handle)
+    snapshot = toys.snapshot_of(b.node("n1", cpu="2"), b.node("n2", cpu="2"), b.pod("big", cpu="2"))
+    session = sessions.open_session(snapshot, framework=framework)
+    (pod,) = session.plain
+    mine = session.nodes.copy()
+    first = handle.find_node(pod, nodes=mine)
+    assert first.row is not None
+    # The plugin fills that node on its own table: the framework places the pod elsewhere...
+    mine.assume(first.row, mine.vector(pod.requests))
+    second = handle.find_node(pod, nodes=mine)
+    assert second.row is not None and second.row != first.row
+    mine.assume(second.row, mine.vector(pod.requests))
+    # ... and says why not when its table has no room left.
+    assert handle.find_node(pod, nodes=mine, explain=False).row is None
+    # Nothing was reserved on the session's own table.
+    assert handle.find_node(pod, nodes=session.nodes).row == first.row
+    sessions.close_session(session)
+    with pytest.raises(errors.NoSessionError):
+        handle.find_node(pod, nodes=mine)
 
 
 class Tracer(interfaces.SessionPlugin):

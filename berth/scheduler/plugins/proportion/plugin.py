@@ -56,11 +56,15 @@ class Rules:
         usage: collections.abc.Mapping[str, float] | None,
         memory: holds.Memory,
         min_runtime_ends: min_runtime.MinRuntime,
+        handle: handles.ExtendedHandle,
     ) -> Rules:
-        """The books, then each family with what it reads (and keeps across cycles)."""
+        """The books, then each family with what it reads (and keeps across cycles) and the
+        framework's services it asks (``handle``)."""
         books = accounting.Accounting(session, usage=usage)
         admitting = admission.Admission(books)
-        guard = starvation.StarvationGuard(books, admission=admitting, args=args, memory=memory)
+        guard = starvation.StarvationGuard(
+            books, admission=admitting, args=args, memory=memory, handle=handle
+        )
         return cls(
             books=books,
             admission=admitting,
@@ -83,8 +87,9 @@ class Proportion(interfaces.SessionPlugin):
 
     name = NAME
 
-    def __init__(self, args: arguments.ProportionArgs) -> None:
+    def __init__(self, args: arguments.ProportionArgs, *, handle: handles.ExtendedHandle) -> None:
         self._args = args
+        self._handle = handle
         self._rules: Rules | None = None
         self._holds = holds.Memory()  # the starvation guard's, from cycle to cycle
         self._min_runtime_ends = min_runtime.MinRuntime()  # when running pods pass theirs
@@ -104,6 +109,7 @@ class Proportion(interfaces.SessionPlugin):
             usage=usage,
             memory=self._holds,
             min_runtime_ends=self._min_runtime_ends,
+            handle=self._handle,
         )
         books, admitting, reclaiming, guard = (
             rules.books,
@@ -228,4 +234,4 @@ def _running_usage(session: sessions.Session, history: decay.UsageHistory) -> di
 
 def new(args: arguments.ProportionArgs, handle: handles.ExtendedHandle) -> Proportion:
     """Build the plugin."""
-    return Proportion(args)
+    return Proportion(args, handle=handle)

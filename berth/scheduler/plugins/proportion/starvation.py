@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from berth.api import resources
-from berth.scheduler.framework import filtering, hooks, jobs, sessions, statuses
+from berth.scheduler.framework import filtering, handles, hooks, jobs, sessions, statuses
 from berth.scheduler.plugins.proportion import accounting, holds
 from berth.scheduler.plugins.proportion import admission as admission_
 from berth.scheduler.plugins.proportion import args as arguments
@@ -71,9 +71,11 @@ class StarvationGuard:
         admission: admission_.Admission,
         args: arguments.ProportionArgs,
         memory: holds.Memory,
+        handle: handles.ExtendedHandle,
     ) -> None:
         self.books = books
         self.session = books.session
+        self._handle = handle  # the framework's services: where a pod would go
         self.admission = admission
         self.args = args
         self.threshold = args.starvation_threshold_seconds or None
@@ -390,7 +392,7 @@ class StarvationGuard:
                 shape = (pod.signature, pod.requests)
                 if len(targets) >= wanted or shape in failed:
                     continue
-                attempt = session.framework.find_node(
+                attempt = self._handle.find_node(
                     pod, nodes=emptied, node_scores=scores, explain=False
                 )
                 if attempt.row is None:
