@@ -3,8 +3,12 @@
 Runs last (KAI's and Volcano's ``preempt``). For every job still below quorum, queue by queue
 in queue order and job by job in job order:
 
-1. the job must be valid (``job_valid``), and none of its pending pods may have
-   ``preemptionPolicy: Never`` (Kubernetes' admission copies it from the PriorityClass);
+1. the job must be valid (``job_valid``), none of its pending pods may have
+   ``preemptionPolicy: Never`` (Kubernetes' admission copies it from the PriorityClass), and
+   enough of them to reach its quorum must fit the largest node emptied
+   (:meth:`Session.too_big_for_any_node
+   <berth.scheduler.framework.sessions.Session.too_big_for_any_node>`: no eviction frees more
+   room than a node has);
 2. the candidates are the running pods of *the same queue*, of other groups, whose priority is
    below the job's — and, when the ``preempts_across_queues`` hook says so (the in-tree
    profile: the job's queue sets ``preemptAcrossQueues``), those of other queues too (the
@@ -73,6 +77,8 @@ class Preempt:
                     continue  # no pod has a lower priority: no candidate, whatever runs
                 if any(pod.preemption_policy == NEVER for pod in job.pending):
                     continue
+                if session.too_big_for_any_node(job):
+                    continue  # eviction frees room on nodes, never more than a node has
                 if by_queue is None:
                     by_queue = collections.defaultdict(list)
                     for pod in session.running_pods():

@@ -27,6 +27,11 @@ did not place. So a starving job whose queue is below its fair share (or guarant
 back like any other, and the guard holds room only for what reclaim could not free (a big
 gang behind a stream of small jobs of queues within their shares).
 
+A job fewer of whose pods than its quorum needs fit the largest node even emptied
+(:meth:`Session.too_big_for_any_node
+<berth.scheduler.framework.sessions.Session.too_big_for_any_node>`)
+is not searched for: no eviction frees more room than a node has.
+
 A search that fails for a job is not repeated for the next jobs of the same queue asking for
 the same pods (the same shapes, quorum and nodes held for them): they would fail the same
 way, and a queue with a long backlog would otherwise cost one search per job per cycle.
@@ -89,6 +94,8 @@ class Reclaim:
             # The cheap questions first: most jobs may not reclaim at all.
             if not hooks.can_reclaim(job):
                 return
+            if session.too_big_for_any_node(job):
+                return  # eviction frees room on nodes, never more than a node has
             # A starving job's search also depends on the nodes held for it.
             shape = (*_shape(job), frozenset((hooks.nominations(job) or {}).values()))
             if shape in failed or not hooks.job_valid(job).is_success():

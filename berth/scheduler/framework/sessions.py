@@ -337,6 +337,7 @@ class Session:
         self._job_of: dict[ids.PodKey, jobs.Job] = {}
         self._vectors: dict[ids.PodKey, npt.NDArray[np.int64]] = {}
         self._running: list[pods.PodInfo] | None = None
+        self._largest: npt.NDArray[np.int64] | None = None  # each resource's most on a node
         self.scope: scopes.Scope | None = None
         """While set (by an action trying a job in one scope), :meth:`place` rejects the rows
         outside it."""
@@ -432,6 +433,25 @@ class Session:
         if vec is None:
             vec = self._vectors[pod.key] = self.nodes.vector(pod.requests)
         return vec
+
+    def too_big_for_any_node(self, job: jobs.Job) -> bool:
+        """Whether fewer of ``job``'s pending pods than its quorum still needs could fit on a
+        node even emptied: then no eviction and no room held can help it (a bigger node can,
+        e.g. one an autoscaler adds). A pod counts as fitting when, resource by resource, it
+        asks at most the largest allocatable of any node: one that passes may still fit
+        nowhere (a trial placement finds that), one that fails fits nowhere for sure."""
+        if self._largest is None:
+            table = self.nodes
+            self._largest = (
+                table.allocatable.max(axis=0)
+                if len(table)
+                else np.zeros(len(table.resources), dtype=np.int64)
+            )
+        largest = self._largest
+        group = job.group
+        wanted = max(group.min_member - group.placed - group.succeeded, 1)
+        fitting = sum(1 for pod in job.pending if (self.vector(pod) <= largest).all())
+        return fitting < wanted
 
     @property
     def pod_reasons(self) -> dict[str, str]:

@@ -6,6 +6,8 @@ We test these aspects:
 - the handle serves the session's snapshot, time and recorder only while the session is open;
 - through the handle a plugin asks where the framework would place a pod on a node table of its
   own (nothing reserved), only while a session is open;
+- a job is too big for any node when fewer of its pods than its quorum still needs fit the
+  largest allocatable (what no eviction can change);
 - session plugins are opened and closed in profile order; one raising does not stop the
   others and is reported;
 - closing gives every pending pod not placed a reason and records Unschedulable decisions
@@ -87,6 +89,23 @@ def test_the_handle_finds_a_node_on_the_plugins_table_while_a_session_is_open() 
     sessions.close_session(session)
     with pytest.raises(errors.NoSessionError):
         handle.find_node(pod, nodes=mine)
+
+
+def test_a_job_is_too_big_for_any_node_when_too_few_of_its_pods_fit_an_empty_one() -> None:
+    big_pod = b.pod("wide-2", cpu="9", group="wide")
+    snapshot = toys.snapshot_of(
+        b.node("n1", cpu="4"),
+        b.node("n2", cpu="8"),
+        *b.gang("wide", 2, min_member=2, cpu="8"),  # each fits n2 alone
+        big_pod,  # no node has 9 CPUs
+        *b.gang("huge", 2, min_member=1, cpu="16"),
+    )
+    session = sessions.open_session(snapshot, framework=toys.framework_of())
+    wide, huge = session.jobs["default/wide"], session.jobs["default/huge"]
+    # Two of wide's three pods fit an emptied n2 (not both at once: a trial placement
+    # finds that), and its quorum is two: eviction might help.
+    assert not session.too_big_for_any_node(wide)
+    assert session.too_big_for_any_node(huge)
 
 
 class Tracer(interfaces.SessionPlugin):

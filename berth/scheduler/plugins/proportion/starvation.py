@@ -90,7 +90,6 @@ class StarvationGuard:
         self._smallest_pods: dict[str, IntArray] = {}
         self._free_at_open: IntArray | None = None  # free capacity before holds (held_idle)
         self._smallest_job: float | None = None  # _smallest_running, once asked
-        self._largest_node: IntArray | None = None  # each resource's most on one node
 
     def _hopeless(self, job: jobs.Job) -> bool:
         """The job's quorum exceeds its queue's share or a limit even with the queue empty,
@@ -107,29 +106,10 @@ class StarvationGuard:
             found = bool(
                 (need > books.share[i]).any()
                 or (need > books.limit[path]).any()
-                or self._too_big_for_any_node(job)
+                or self.session.too_big_for_any_node(job)
             )
             self._hopeless_jobs[job.key] = found
         return found
-
-    def _too_big_for_any_node(self, job: jobs.Job) -> bool:
-        """Whether fewer of ``job``'s pending pods than its quorum still needs could fit on
-        a node even emptied. A pod counts as fitting when, resource by resource, it asks at
-        most the largest allocatable of any node: one that passes may still fit nowhere
-        (the trial placements find that), one that fails fits nowhere for sure."""
-        if self._largest_node is None:
-            table = self.session.nodes
-            self._largest_node = (
-                table.allocatable.max(axis=0)
-                if len(table)
-                else np.zeros(len(table.resources), dtype=np.int64)
-            )
-        largest = self._largest_node
-        group = job.group
-        wanted = max(group.min_member - group.placed - group.succeeded, 1)
-        session = self.session
-        fitting = sum(1 for pod in job.pending if (session.vector(pod) <= largest).all())
-        return fitting < wanted
 
     def _smallest(self, job: jobs.Job) -> IntArray:
         """The job's smallest pending pod (by summed milli-units), cached for the session."""
