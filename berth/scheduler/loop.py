@@ -227,12 +227,15 @@ def _time_bound(session: sessions.Session) -> _TimeBound:
     for key, job in session.jobs.items():
         if key not in session.group_why:
             continue
-        if len(hooks.job_starving) and hooks.job_starving(job):
+        if hooks.job_contending(job):
+            # Room was held for it this session, or would be next: whatever this session's
+            # placements did to its queue's room (which may stop it starving until some of
+            # that work ends), the guard weighs it again next session, as trying every job
+            # every cycle would. Its times below (its drain's end) still wake the loop.
+            bound.contending[key] = job.queue
+        elif len(hooks.job_starving) and hooks.job_starving(job):
             # Asked after the actions: a job whose queue's room its own held pods took is no
             # longer starving, and its times below (its drain's end) must still wake the loop.
-            if hooks.job_contending(job):
-                bound.contending[key] = job.queue
-                continue
             bound.starving.add(key)
         times = [t] if (t := hooks.revisit_at(job)) is not None else []
         if session.group_why[key].code is reasons.ReasonCode.PREEMPTION_DELAYED:
