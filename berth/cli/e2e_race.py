@@ -27,7 +27,7 @@ import aiohttp
 
 from berth.api import core
 from berth.api import objects as api_objects
-from berth.cli import e2e_shapes, proc_usage
+from berth.cli import api_requests, e2e_shapes, proc_usage
 from berth.realcluster import processes
 from berth.util import wakeups
 
@@ -94,6 +94,10 @@ class PhaseResult(Cycles):
     settled_cores_before: float
     creates_per_second: typing.NotRequired[float]  # a stream race only
     timed_out: typing.NotRequired[bool]  # not every pod was bound in time
+    # The API server's requests over the window, every client's, by verb and resource, and
+    # their total per pod bound (berth.cli.api_requests; absent where it counts none):
+    api_requests: typing.NotRequired[dict[str, int]]
+    api_requests_per_pod: typing.NotRequired[float]
     # Added by berth.cli.e2e_real:
     claims_allocated: typing.NotRequired[int]
     fraction_of_null: typing.NotRequired[float]
@@ -384,8 +388,9 @@ async def phase(
     ``pods`` created for ``contender`` with the clock running and timed until bound. With
     ``paused``, the contender is stopped (SIGSTOP) while they are created and the clock
     starts when it resumes: its placement rate, whatever the create rate (``backlog``).
-    Otherwise the clock starts at the first create (``stream``). The contender's CPU and the
-    other components' are read over the clock's window; the namespace is deleted after."""
+    Otherwise the clock starts at the first create (``stream``). The contender's CPU, the
+    other components' and the API server's requests (:mod:`~berth.cli.api_requests`) are
+    read over the clock's window; the namespace is deleted after."""
     await create_namespace(race, namespace)
     tracker = await Tracker(race.session, namespace).start()
     try:
@@ -408,9 +413,11 @@ async def phase(
         proc_usage.reset_peak(pid)
         sent: dict[str, float] = {}
         window = proc_usage.Window(race.pids())
+        requests_before: api_requests.Requests | None = None
         if paused:
             contender.process.signal(signal.SIGSTOP)
         else:
+            requests_before = await api_requests.read(race.session)
             window.start()
         started = time.perf_counter()
         try:
@@ -418,7 +425,10 @@ async def phase(
         finally:
             created = time.perf_counter()
             if paused:
-                contender.process.signal(signal.SIGCONT)
+                try:  # counted from before it resumes: its first requests are in the window
+                    requests_before = await api_requests.read(race.session)
+                finally:
+                    contender.process.signal(signal.SIGCONT)
         if paused:
             window.start()
             started = created
@@ -429,6 +439,7 @@ async def phase(
         bound = {k: v for k, v in tracker.bound.items() if k in names}
         finished = max(bound.values(), default=time.perf_counter())
         wall, used = window.read()
+        requests_after = await api_requests.read(race.session)
         cycles_after = await contender.cycles() if contender.cycles else None
         peak = proc_usage.peak_rss_mb(pid)
     finally:
@@ -459,6 +470,11 @@ async def phase(
     }
     if not paused:
         result["creates_per_second"] = round(len(pods) / (created - started), 1)
+    if requests_before is not None and requests_after is not None:
+        asked = requests_after - requests_before
+        result["api_requests"] = dict(sorted(asked.items()))
+        if bound:
+            result["api_requests_per_pod"] = round(asked.total() / len(bound), 2)
     if cycles_before is not None and cycles_after is not None:
         result = {**result, **cycles(contender.cycle_unit, cycles_before, cycles_after)}
     if not all_bound:

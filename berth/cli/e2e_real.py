@@ -16,7 +16,8 @@ fresh namespace deleted after it, so every race starts from the same cluster:
 Each race reports pods/s, p50/p99 create-to-bound, the scheduler's own CPU seconds (``/proc``,
 user + system over the clock's window) per 1000 pods bound and its mean cores, its peak RSS,
 the mean cores of every other component (API server, etcd, KWOK, controller manager, this
-process creating the pods) to show what bounds the rate, and the scheduler's own cycle
+process creating the pods) to show what bounds the rate, the API server's requests over the
+window by verb and resource (:mod:`berth.cli.api_requests`), and the scheduler's own cycle
 histogram (Berth's sessions, kube-scheduler's per-pod attempts). Every rate is also given as a
 fraction of the null scheduler's in the same shape and phase: the share of what the API server,
 etcd and KWOK allow on this machine that the scheduler reaches.

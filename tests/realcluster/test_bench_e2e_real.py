@@ -12,7 +12,8 @@ We test these aspects:
 - no process of the run is left;
 - the ``dra`` shape (8 devices a node, one claim a pod from a template): the null scheduler,
   kube-scheduler and Berth each bind every pod of both races with its claim allocated and
-  reserved, and the run is complete.
+  reserved, and the run is complete; each race counts the API server's requests in its
+  window, every pod's binding among them.
 """
 
 from __future__ import annotations
@@ -80,5 +81,8 @@ def test_the_dra_shape_binds_every_pod_with_its_claim_allocated_by_each_schedule
             race = dra[label][name]
             assert race["bound"] == race["claims_allocated"] == 30, (label, name, race)
             assert race["cpu_seconds_per_1000_pods"] is not None and race["peak_rss_mb"] > 0
+            # What the API server was asked in the window: each pod's binding among it.
+            assert race["api_requests"]["POST pods/binding"] >= 30, (label, name, race)
+            assert race["api_requests_per_pod"] >= 1
     assert dra["ratio_berth_to_kube_scheduler"]["stream"] > 0
     assert processes.left_behind(before) == []
