@@ -9,7 +9,8 @@ with no CRD): a cluster without Volcano costs a request a minute and logs no war
 served, it lists and watches those objects (an :class:`~berth.kube.informers.list_watch.Informer`).
 For each one it keeps Berth PodGroups in step (:func:`berth.workloads.interop.mirrors`: the PodGroup
 of the same name, or one per pod group of a 1.35 Workload and per replica key its waiting pods
-name; created, updated when the original changes, owned by it so they go with it), which is what
+name; created, updated when what they are made from changes — the original's spec and name,
+not its status —, made again when deleted by hand, owned by it so they go with it), which is what
 the pods' own keys (``scheduling.x-k8s.io/pod-group``, ``scheduling.k8s.io/group-name``,
 ``spec.schedulingGroup``, ``spec.workloadRef``) find. After each cycle
 (:meth:`InteropGroups.offer`) it writes Berth's verdict back into each original's status
@@ -69,6 +70,9 @@ class InteropGroups:
         # (flavor name, key) -> the original as last seen; the keys whose mirror needs a sync.
         self._originals: dict[tuple[str, str], objects.ForeignObject] = {}
         self._dirty: set[tuple[str, str]] = set()
+        # The originals whose Berth PodGroup (mirror, or one somebody wrote) a cycle's
+        # snapshot held: missing from a later one, it was deleted and is made again.
+        self._held: set[tuple[str, str]] = set()
         self._snapshot: snapshots.Snapshot | None = None
         self._reasons: collections.abc.Mapping[str, str] = {}
         self._conflicts: set[tuple[str, str]] = set()
@@ -86,6 +90,7 @@ class InteropGroups:
         self._snapshot, self._reasons = snapshot, reasons
         if interop.WORKLOADS.name in self.served:
             self._note_replica_keys(snapshot)
+        self._note_deleted_mirrors(snapshot)
         if self._originals:
             self._wake.wake()
 
@@ -102,14 +107,41 @@ class InteropGroups:
                 seen.add((ref.pod_group, ref.replica_key))
                 self._dirty.add((interop.WORKLOADS.name, key))
 
+    def _note_deleted_mirrors(self, snapshot: snapshots.Snapshot) -> None:
+        """The originals whose Berth PodGroup an earlier snapshot held and this one does not:
+        it was deleted (by hand), and is made again at the next write. (A Workload's mirrors
+        have names of their own: made again when the Workload changes.)"""
+        for item in self._originals:
+            if item[0] == interop.WORKLOADS.name:
+                continue
+            if item[1] in snapshot.pod_groups:
+                self._held.add(item)
+            elif item in self._held:
+                self._held.discard(item)
+                self._dirty.add(item)
+
+    def _mirrors(
+        self, flavor: interop.Flavor, key: str, obj: objects.ForeignObject
+    ) -> list[interop.Mirror]:
+        replicas = self._replica_keys.get(key, ()) if flavor is interop.WORKLOADS else ()
+        return interop.mirrors(flavor, obj, replica_keys=replicas)
+
     def _changed(self, flavor: interop.Flavor) -> list_watch.ChangeCallback:
         def change(_: str, obj: objects.KubeObject) -> None:
             key = list_watch.object_key(obj, namespaced=True)
-            if key is not None:
-                # A flavour's PodGroup or Workload: the kinds interop.FLAVORS name.
-                self._originals[(flavor.name, key)] = typing.cast(objects.ForeignObject, obj)
+            if key is None:
+                return
+            # A flavour's PodGroup or Workload: the kinds interop.FLAVORS name.
+            original = typing.cast(objects.ForeignObject, obj)
+            before = self._originals.get((flavor.name, key))
+            self._originals[(flavor.name, key)] = original
+            # A change of its status alone (its owner's, or Berth's own write-back) leaves its
+            # mirror as it is: synced again, it would cost a create refused, a read and a patch.
+            if before is None or self._mirrors(flavor, key, before) != self._mirrors(
+                flavor, key, original
+            ):
                 self._dirty.add((flavor.name, key))
-                self._wake.wake()
+            self._wake.wake()  # its status may need Berth's verdict again
 
         return change
 
@@ -117,6 +149,7 @@ class InteropGroups:
         def remove(key: str) -> None:
             self._originals.pop((flavor.name, key), None)
             self._dirty.discard((flavor.name, key))
+            self._held.discard((flavor.name, key))
             self._conflicts.discard((flavor.name, key))
             if flavor is interop.WORKLOADS:
                 self._replica_keys.pop(key, None)
@@ -247,8 +280,7 @@ class InteropGroups:
     async def _sync_mirror(
         self, flavor: interop.Flavor, key: str, obj: objects.ForeignObject
     ) -> None:
-        replicas = self._replica_keys.get(key, ()) if flavor is interop.WORKLOADS else ()
-        for wanted in interop.mirrors(flavor, obj, replica_keys=replicas):
+        for wanted in self._mirrors(flavor, key, obj):
             await self._sync_one(flavor, key, obj, wanted)
 
     async def _sync_one(
